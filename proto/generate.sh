@@ -25,12 +25,12 @@ command -v protoc >/dev/null || { echo "generate.sh: protoc not found; install D
 export PATH="$bin:$PATH"
 rm -rf gen && mkdir -p gen
 protoc -I . \
-  --go_out=gen --go_opt=paths=source_relative \
-  --go-grpc_out=gen --go-grpc_opt=paths=source_relative \
+  --go_out=gen --go_opt=module=github.com/hookline/hookline/proto/gen \
+  --go-grpc_out=gen --go-grpc_opt=module=github.com/hookline/hookline/proto/gen \
   hookline/v1/*.proto
 if [ -f hookline/v1/gateway.yaml ]; then
   protoc -I . \
-    --grpc-gateway_out=gen --grpc-gateway_opt=paths=source_relative \
+    --grpc-gateway_out=gen --grpc-gateway_opt=module=github.com/hookline/hookline/proto/gen \
     --grpc-gateway_opt=grpc_api_configuration=hookline/v1/gateway.yaml \
     --openapiv2_out=gen --openapiv2_opt=grpc_api_configuration=hookline/v1/gateway.yaml \
     --openapiv2_opt=allow_merge=true,merge_file_name=hookline,json_names_for_fields=false \
