@@ -1,6 +1,10 @@
 package events
 
-import "strings"
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"strings"
+)
 
 // Stream categories, the part of a stream name before the first '-'.
 const (
@@ -43,3 +47,14 @@ func Expires(stream string) bool {
 	}
 	return false
 }
+
+// DeliveryID names the delivery of one event to one endpoint. It is derived
+// from (tenant, event id, endpoint id) alone, so it is the same across
+// automatic retries, manual replays and any re-run of fan-out; receivers get
+// it as webhook-id and dedupe on it.
+func DeliveryID(tenantID, eventID, endpointID string) string {
+	h := sha256.Sum256([]byte(tenantID + "\x00" + eventID + "\x00" + endpointID))
+	return "dlv_" + idEncoding.EncodeToString(h[:16])
+}
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
