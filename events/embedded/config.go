@@ -1,0 +1,88 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/hookline/hookline/events"
+)
+
+// Defaults of the zero Config.
+const (
+	DefaultRetention   = 30 * 24 * time.Hour
+	DefaultRetainEvery = time.Hour
+)
+
+// Config configures a [Log]. Its zero value is invalid only for lack of
+// Dir; every other field has a documented default.
+type Config struct {
+	// Dir is the directory of the Pebble store, created when missing.
+	// Required.
+	Dir string
+	// FS is the file system the store lives on; nil means the disk.
+	// Tests pass vfs.NewMem().
+	FS vfs.FS
+	// MaxEventSize caps one event's data plus metadata, in bytes; 0 means
+	// events.DefaultMaxEventSize.
+	MaxEventSize int
+	// Retention is how long an event or delivery stream is kept after its
+	// last write; 0 means DefaultRetention (30 days).
+	Retention time.Duration
+	// RetainEvery is how often Run applies retention; 0 means
+	// DefaultRetainEvery (hourly).
+	RetainEvery time.Duration
+	// Now is the clock that stamps records and drives retention; nil means
+	// time.Now.
+	Now func() time.Time
+	// Logger receives the log's and Pebble's messages; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports whether c can be opened.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("dir is required"))
+	}
+	if c.MaxEventSize < 0 {
+		errs = append(errs, fmt.Errorf("max event size %d is negative", c.MaxEventSize))
+	}
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("retention %s is negative", c.Retention))
+	}
+	if c.RetainEvery < 0 {
+		errs = append(errs, fmt.Errorf("retain every %s is negative", c.RetainEvery))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("embedded config: %w", err)
+	}
+	return nil
+}
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+	if c.MaxEventSize == 0 {
+		c.MaxEventSize = events.DefaultMaxEventSize
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.RetainEvery == 0 {
+		c.RetainEvery = DefaultRetainEvery
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
