@@ -1,0 +1,197 @@
+package projections
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Store is one projection's part of the node's projection database. Every
+// key it reads or writes is scoped under the projection's own prefix, so
+// projections cannot see or clobber each other's keys. Reads see every
+// committed batch. A Store is safe for concurrent use; it is valid until the
+// [Runner] that made it is closed.
+type Store struct {
+	r      *Runner
+	prefix []byte
+}
+
+// Get returns a copy of the value stored under key; ok is false when there
+// is none.
+func (s *Store) Get(key []byte) (value []byte, ok bool, err error) {
+	return get(s.r.db, s.prefix, key)
+}
+
+// NewIter returns an iterator over the keys in [lower, upper); a nil lower
+// or upper leaves that side open (bounded by the projection's namespace).
+// The caller must Close it.
+func (s *Store) NewIter(lower, upper []byte) (*Iter, error) {
+	it, err := s.r.db.NewIter(iterOptions(s.prefix, lower, upper))
+	if err != nil {
+		return nil, fmt.Errorf("new iterator: %w", err)
+	}
+	return &Iter{it: it, prefix: s.prefix}, nil
+}
+
+// Update runs fn on a new batch and commits it, serialised with the runner's
+// batches: no event is applied between fn's reads and the commit. Use it for
+// maintenance outside the event flow (retention); keep fn short, since the
+// runner waits for it. Hooks registered with [Batch.OnCommit] run after the
+// commit.
+func (s *Store) Update(fn func(b *Batch) error) error {
+	r := s.r
+	r.applyMu.Lock()
+	if r.closed {
+		r.applyMu.Unlock()
+		return ErrClosed
+	}
+	pb := r.db.NewIndexedBatch()
+	var hooks []func()
+	b := &Batch{b: pb, prefix: s.prefix, hooks: &hooks}
+	err := fn(b)
+	if err == nil && !pb.Empty() {
+		if cerr := pb.Commit(pebble.NoSync); cerr != nil {
+			err = fmt.Errorf("commit: %w", cerr)
+		}
+	}
+	_ = pb.Close()
+	r.applyMu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, h := range hooks {
+		h()
+	}
+	return nil
+}
+
+// Batch is the write set of one commit, scoped to one projection's keys. Its
+// reads see its own writes, so an Apply can read what an earlier event of the
+// same batch wrote. It is not safe for concurrent use and is valid only
+// during the Apply (or Update) call that received it.
+type Batch struct {
+	b      *pebble.Batch
+	prefix []byte
+	hooks  *[]func()
+	buf    []byte
+}
+
+// Get returns a copy of the value under key, as the batch sees it.
+func (b *Batch) Get(key []byte) (value []byte, ok bool, err error) {
+	return get(b.b, b.prefix, key)
+}
+
+// Set writes value under key. The batch copies both.
+func (b *Batch) Set(key, value []byte) error {
+	if err := b.b.Set(b.key(key), value, nil); err != nil {
+		return fmt.Errorf("set: %w", err)
+	}
+	return nil
+}
+
+// Delete removes key.
+func (b *Batch) Delete(key []byte) error {
+	if err := b.b.Delete(b.key(key), nil); err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	return nil
+}
+
+// DeleteRange removes every key in [start, end); a nil end means the end of
+// the projection's namespace. It writes one range tombstone, whatever the
+// number of keys.
+func (b *Batch) DeleteRange(start, end []byte) error {
+	lo := scoped(b.prefix, start)
+	hi := PrefixEnd(b.prefix)
+	if end != nil {
+		hi = scoped(b.prefix, end)
+	}
+	if err := b.b.DeleteRange(lo, hi, nil); err != nil {
+		return fmt.Errorf("delete range: %w", err)
+	}
+	return nil
+}
+
+// NewIter returns an iterator over [lower, upper) that sees the committed
+// store and this batch's writes as of the call. The caller must Close it.
+func (b *Batch) NewIter(lower, upper []byte) (*Iter, error) {
+	it, err := b.b.NewIter(iterOptions(b.prefix, lower, upper))
+	if err != nil {
+		return nil, fmt.Errorf("new iterator: %w", err)
+	}
+	return &Iter{it: it, prefix: b.prefix}, nil
+}
+
+// OnCommit registers fn to run once the batch has committed (never if it
+// does not), after the runner's position has advanced, on the runner's
+// goroutine. fn must not block: it delays every projection.
+func (b *Batch) OnCommit(fn func()) { *b.hooks = append(*b.hooks, fn) }
+
+func (b *Batch) key(key []byte) []byte {
+	b.buf = append(append(b.buf[:0], b.prefix...), key...)
+	return b.buf
+}
+
+// Iter walks a range of one projection's keys, in key order. Keys and values
+// are valid until the next move. It is not safe for concurrent use.
+type Iter struct {
+	it     *pebble.Iterator
+	prefix []byte
+}
+
+// First moves to the first key; it reports whether there is one.
+func (i *Iter) First() bool { return i.it.First() }
+
+// Last moves to the last key.
+func (i *Iter) Last() bool { return i.it.Last() }
+
+// SeekGE moves to the first key >= key.
+func (i *Iter) SeekGE(key []byte) bool { return i.it.SeekGE(scoped(i.prefix, key)) }
+
+// SeekLT moves to the last key < key.
+func (i *Iter) SeekLT(key []byte) bool { return i.it.SeekLT(scoped(i.prefix, key)) }
+
+// Next moves to the next key.
+func (i *Iter) Next() bool { return i.it.Next() }
+
+// Prev moves to the previous key.
+func (i *Iter) Prev() bool { return i.it.Prev() }
+
+// Valid reports whether the iterator is at a key.
+func (i *Iter) Valid() bool { return i.it.Valid() }
+
+// Key returns the current key, without the projection's prefix.
+func (i *Iter) Key() []byte { return i.it.Key()[len(i.prefix):] }
+
+// Value returns the current value.
+func (i *Iter) Value() ([]byte, error) { return i.it.ValueAndErr() }
+
+// Close releases the iterator and returns any error met while iterating.
+func (i *Iter) Close() error { return i.it.Close() }
+
+
+func get(r pebble.Reader, prefix, key []byte) ([]byte, bool, error) {
+	v, c, err := r.Get(scoped(prefix, key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("get: %w", err)
+	}
+	out := append([]byte(nil), v...)
+	_ = c.Close()
+	return out, true, nil
+}
+
+func scoped(prefix, key []byte) []byte {
+	return append(append(make([]byte, 0, len(prefix)+len(key)), prefix...), key...)
+}
+
+func iterOptions(prefix, lower, upper []byte) *pebble.IterOptions {
+	o := &pebble.IterOptions{LowerBound: scoped(prefix, lower), UpperBound: PrefixEnd(prefix)}
+	if upper != nil {
+		o.UpperBound = scoped(prefix, upper)
+	}
+	return o
+}
