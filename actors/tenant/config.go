@@ -1,0 +1,87 @@
+package tenant
+
+import (
+	"crypto/rand"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/hookline/hookline/events"
+)
+
+// Defaults of the zero Config.
+const (
+	DefaultIOTimeout         = 10 * time.Second
+	DefaultLeaseDuration     = time.Second
+	DefaultAttemptsPerSecond = 100
+	DefaultMaxInFlight       = 100
+	DefaultReadPage          = 256
+)
+
+// Config configures the tenant grain. Its zero value is invalid only for
+// lack of Log; every other field has a documented default.
+type Config struct {
+	// Log is the event log holding tenant-{tenant_id}. Required.
+	Log events.Log
+	// Now is the clock stamping events and leases; nil means time.Now.
+	Now func() time.Time
+	// Rand supplies API keys; nil means crypto/rand.Reader.
+	Rand io.Reader
+	// Logger receives the grain's messages; nil means slog.Default().
+	Logger *slog.Logger
+	// IOTimeout bounds one read of the stream on activation and one append;
+	// 0 means DefaultIOTimeout (10 s).
+	IOTimeout time.Duration
+	// ReadPage is how many events one read of the stream asks for; 0 means
+	// DefaultReadPage.
+	ReadPage int
+	// LeaseDuration is how long a quota lease lasts; 0 means
+	// DefaultLeaseDuration (1 s). Endpoints that asked within three lease
+	// durations share the quota.
+	LeaseDuration time.Duration
+	// DefaultAttemptsPerSecond and DefaultMaxInFlight apply to a tenant whose
+	// quota leaves them 0; 0 here means the package defaults (100 and 100).
+	DefaultAttemptsPerSecond float64
+	DefaultMaxInFlight       int32
+}
+
+// Validate reports whether c is usable.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Log == nil {
+		errs = append(errs, errors.New("tenant: config: log is required"))
+	}
+	if c.IOTimeout < 0 || c.LeaseDuration < 0 || c.ReadPage < 0 || c.DefaultAttemptsPerSecond < 0 || c.DefaultMaxInFlight < 0 {
+		errs = append(errs, errors.New("tenant: config: durations, sizes and quota defaults must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Reader
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.IOTimeout == 0 {
+		c.IOTimeout = DefaultIOTimeout
+	}
+	if c.ReadPage == 0 {
+		c.ReadPage = DefaultReadPage
+	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = DefaultLeaseDuration
+	}
+	if c.DefaultAttemptsPerSecond == 0 {
+		c.DefaultAttemptsPerSecond = DefaultAttemptsPerSecond
+	}
+	if c.DefaultMaxInFlight == 0 {
+		c.DefaultMaxInFlight = DefaultMaxInFlight
+	}
+	return c
+}

@@ -1,0 +1,194 @@
+package tenant
+
+import (
+	"io"
+	"math"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// Limits on what a command may set.
+const (
+	MaxNameLen           = 200
+	MaxAttemptsPerSecond = 1e6
+	MaxInFlight          = 1_000_000
+	MaxWeight            = 1000
+)
+
+// Decision is what a command decided: the events to append, in order (none
+// for a read, or for a command that changes nothing), and, for an issued
+// key, the key to show once.
+type Decision struct {
+	Events []proto.Message
+	Key    *controlv1.IssueApiKeyResponse
+}
+
+// Decide validates cmd against s and returns the events it produces, without
+// changing s. identity is the grain's tenant id; now stamps the events; rand
+// supplies key material. A refused command gives an *[Error] and no events.
+// Reads (get) and leases decide nothing: Decide returns an empty Decision for
+// them once the tenant exists.
+func (s *State) Decide(identity string, cmd *controlv1.TenantCommand, now time.Time, rand io.Reader) (Decision, error) {
+	if !validID(identity) {
+		return Decision{}, invalid("tenant_id", "%q is not a tenant id: use 1 to 64 characters of [A-Za-z0-9_]", identity)
+	}
+	at := timestamppb.New(now)
+	by := cmd.GetIssuedBy()
+	switch c := cmd.GetCommand().(type) {
+	case *controlv1.TenantCommand_Create:
+		r := c.Create
+		if err := matchTenant(r.GetTenantId(), identity); err != nil {
+			return Decision{}, err
+		}
+		if s.Created {
+			return Decision{}, &Error{Code: controlv1.GrainError_CODE_ALREADY_EXISTS, Field: "tenant_id",
+				Message: "tenant " + identity + " already exists; choose another tenant_id or leave it empty to get a new one"}
+		}
+		if err := checkName("name", r.GetName(), true); err != nil {
+			return Decision{}, err
+		}
+		if err := checkQuota(r.GetQuota()); err != nil {
+			return Decision{}, err
+		}
+		return Decision{Events: []proto.Message{&hooklinev1.TenantCreated{
+			TenantId: identity, Name: r.GetName(), Quota: quotaOrZero(r.GetQuota()), IssuedBy: by, At: at,
+		}}}, nil
+
+	case *controlv1.TenantCommand_Get:
+		return Decision{}, s.exists(identity, c.Get.GetTenantId())
+
+	case *controlv1.TenantCommand_Lease:
+		if err := s.exists(identity, ""); err != nil {
+			return Decision{}, err
+		}
+		if c.Lease.GetEndpointId() == "" {
+			return Decision{}, invalid("endpoint_id", "is required: name the endpoint the lease is for")
+		}
+		return Decision{}, nil
+
+	case *controlv1.TenantCommand_IssueKey:
+		r := c.IssueKey
+		if err := s.exists(identity, r.GetTenantId()); err != nil {
+			return Decision{}, err
+		}
+		if err := checkName("name", r.GetName(), false); err != nil {
+			return Decision{}, err
+		}
+		key, keyID, err := NewKey(rand)
+		if err != nil {
+			return Decision{}, &Error{Code: controlv1.GrainError_CODE_INTERNAL, Message: "cannot generate an api key"}
+		}
+		return Decision{
+			Events: []proto.Message{&hooklinev1.ApiKeyIssued{
+				TenantId: identity, KeyId: keyID, KeySha256: HashKey(key), Name: r.GetName(), IssuedBy: by, At: at,
+			}},
+			Key: &controlv1.IssueApiKeyResponse{TenantId: identity, KeyId: keyID, ApiKey: key},
+		}, nil
+
+	case *controlv1.TenantCommand_RevokeKey:
+		r := c.RevokeKey
+		if err := s.exists(identity, r.GetTenantId()); err != nil {
+			return Decision{}, err
+		}
+		if r.GetKeyId() == "" {
+			return Decision{}, invalid("key_id", "is required: give the id (key_…) of the key to revoke")
+		}
+		k := s.key(r.GetKeyId())
+		if k == nil {
+			return Decision{}, notFound("key_id", "tenant %s has no api key %q", identity, r.GetKeyId())
+		}
+		if k.Revoked {
+			return Decision{}, nil // already revoked: nothing to write
+		}
+		return Decision{Events: []proto.Message{&hooklinev1.ApiKeyRevoked{
+			TenantId: identity, KeyId: k.ID, IssuedBy: by, At: at,
+		}}}, nil
+
+	case *controlv1.TenantCommand_SetQuota:
+		r := c.SetQuota
+		if err := s.exists(identity, r.GetTenantId()); err != nil {
+			return Decision{}, err
+		}
+		if r.GetQuota() == nil {
+			return Decision{}, invalid("quota", "is required: give the whole new quota (0 in a field means its default)")
+		}
+		if err := checkQuota(r.GetQuota()); err != nil {
+			return Decision{}, err
+		}
+		if proto.Equal(r.GetQuota(), s.Quota) {
+			return Decision{}, nil
+		}
+		return Decision{Events: []proto.Message{&hooklinev1.TenantQuotaChanged{
+			TenantId: identity, Quota: proto.CloneOf(r.GetQuota()), IssuedBy: by, At: at,
+		}}}, nil
+	}
+	return Decision{}, invalid("command", "is missing or unknown: set one of create, get, issue_key, revoke_key, set_quota, lease")
+}
+
+// exists refuses a command on a tenant that does not exist, or one whose
+// tenant_id names another tenant (never saying whether that one exists).
+func (s *State) exists(identity, requested string) error {
+	if requested != "" && requested != identity {
+		return notFound("tenant_id", "tenant %q not found", requested)
+	}
+	if !s.Created {
+		return notFound("tenant_id", "tenant %q not found", identity)
+	}
+	return nil
+}
+
+func matchTenant(requested, identity string) error {
+	if requested != "" && requested != identity {
+		return invalid("tenant_id", "%q does not match the tenant %q the command was sent to", requested, identity)
+	}
+	return nil
+}
+
+func checkName(field, name string, required bool) error {
+	switch {
+	case required && name == "":
+		return invalid(field, "is required: give a name people recognise")
+	case !utf8.ValidString(name):
+		return invalid(field, "is not valid UTF-8")
+	case len(name) > MaxNameLen:
+		return invalid(field, "is %d bytes long; use at most %d", len(name), MaxNameLen)
+	}
+	return nil
+}
+
+func checkQuota(q *hooklinev1.Quota) error {
+	if q == nil {
+		return nil
+	}
+	if a := q.GetAttemptsPerSecond(); math.IsNaN(a) || a < 0 || a > MaxAttemptsPerSecond {
+		return invalid("quota.attempts_per_second", "must be between 0 and %g (0 means the default)", float64(MaxAttemptsPerSecond))
+	}
+	if n := q.GetMaxInFlight(); n < 0 || n > MaxInFlight {
+		return invalid("quota.max_in_flight", "must be between 0 and %d (0 means the default)", MaxInFlight)
+	}
+	if w := q.GetWeight(); w < 0 || w > MaxWeight {
+		return invalid("quota.weight", "must be between 0 and %d (0 means 1)", MaxWeight)
+	}
+	return nil
+}
+
+// validID reports whether id is 1 to 64 characters of [A-Za-z0-9_].
+func validID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}

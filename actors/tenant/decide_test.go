@@ -1,0 +1,148 @@
+package tenant_test
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/actors/tenant"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+var (
+	t0    = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	admin = &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_ADMIN, Id: "ops"}
+)
+
+func create(name string, q *hooklinev1.Quota) *controlv1.TenantCommand {
+	return &controlv1.TenantCommand{IssuedBy: admin, Command: &controlv1.TenantCommand_Create{Create: &controlv1.CreateTenantRequest{Name: name, Quota: q}}}
+}
+
+func created(t *testing.T) *tenant.State {
+	t.Helper()
+	s := &tenant.State{}
+	s.Apply(&hooklinev1.TenantCreated{TenantId: "acme", Name: "Acme", At: timestamppb.New(t0)})
+	return s
+}
+
+func TestDecideValidation(t *testing.T) {
+	existing := func(t *testing.T) *tenant.State {
+		s := created(t)
+		s.Apply(&hooklinev1.ApiKeyIssued{TenantId: "acme", KeyId: "key_a", KeySha256: []byte{1}})
+		return s
+	}
+	tests := []struct {
+		name     string
+		state    func(*testing.T) *tenant.State
+		identity string
+		cmd      *controlv1.TenantCommand
+		code     controlv1.GrainError_Code
+		field    string
+		message  string
+	}{
+		{name: "bad identity", identity: "a-b", cmd: create("A", nil), code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "tenant_id", message: "[A-Za-z0-9_]"},
+		{name: "create without name", cmd: create("", nil), code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "name", message: "is required"},
+		{name: "create long name", cmd: create(strings.Repeat("x", 201), nil), code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "name", message: "at most 200"},
+		{name: "create negative rate", cmd: create("A", &hooklinev1.Quota{AttemptsPerSecond: -1}), code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "quota.attempts_per_second", message: "0 means the default"},
+		{name: "create negative in-flight", cmd: create("A", &hooklinev1.Quota{MaxInFlight: -1}), code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "quota.max_in_flight"},
+		{name: "create weight", cmd: create("A", &hooklinev1.Quota{Weight: 5000}), code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "quota.weight"},
+		{name: "create other id", cmd: &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Create{Create: &controlv1.CreateTenantRequest{TenantId: "other", Name: "A"}}},
+			code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "tenant_id", message: "does not match"},
+		{name: "create twice", state: existing, cmd: create("A", nil), code: controlv1.GrainError_CODE_ALREADY_EXISTS, field: "tenant_id"},
+		{name: "get missing", cmd: &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{}}}, code: controlv1.GrainError_CODE_NOT_FOUND, field: "tenant_id"},
+		{name: "get other tenant", state: existing, cmd: &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{TenantId: "globex"}}}, code: controlv1.GrainError_CODE_NOT_FOUND, field: "tenant_id"},
+		{name: "issue on missing tenant", cmd: &controlv1.TenantCommand{Command: &controlv1.TenantCommand_IssueKey{IssueKey: &controlv1.IssueApiKeyRequest{Name: "ci"}}}, code: controlv1.GrainError_CODE_NOT_FOUND, field: "tenant_id"},
+		{name: "revoke without id", state: existing, cmd: &controlv1.TenantCommand{Command: &controlv1.TenantCommand_RevokeKey{RevokeKey: &controlv1.RevokeApiKeyRequest{}}}, code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "key_id", message: "is required"},
+		{name: "revoke unknown", state: existing, cmd: &controlv1.TenantCommand{Command: &controlv1.TenantCommand_RevokeKey{RevokeKey: &controlv1.RevokeApiKeyRequest{KeyId: "key_zz"}}}, code: controlv1.GrainError_CODE_NOT_FOUND, field: "key_id"},
+		{name: "quota missing", state: existing, cmd: &controlv1.TenantCommand{Command: &controlv1.TenantCommand_SetQuota{SetQuota: &controlv1.SetQuotaRequest{}}}, code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "quota"},
+		{name: "lease without endpoint", state: existing, cmd: &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Lease{Lease: &controlv1.QuotaLeaseRequest{}}}, code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "endpoint_id"},
+		{name: "no command", state: existing, cmd: &controlv1.TenantCommand{}, code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &tenant.State{}
+			if tt.state != nil {
+				s = tt.state(t)
+			}
+			id := tt.identity
+			if id == "" {
+				id = "acme"
+			}
+			dec, err := s.Decide(id, tt.cmd, t0, bytes.NewReader(make([]byte, 64)))
+			var ge *tenant.Error
+			if !errors.As(err, &ge) {
+				t.Fatalf("err = %v, want *tenant.Error", err)
+			}
+			if ge.Code != tt.code || ge.Field != tt.field || !strings.Contains(ge.Message, tt.message) {
+				t.Fatalf("got %v %q %q, want %v %q containing %q", ge.Code, ge.Field, ge.Message, tt.code, tt.field, tt.message)
+			}
+			if len(dec.Events) != 0 {
+				t.Fatalf("refused command decided events: %v", dec.Events)
+			}
+		})
+	}
+}
+
+func TestDecideEvents(t *testing.T) {
+	s := &tenant.State{}
+	q := &hooklinev1.Quota{AttemptsPerSecond: 50, MaxInFlight: 10}
+	dec, err := s.Decide("acme", create("Acme", q), t0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []proto.Message{&hooklinev1.TenantCreated{TenantId: "acme", Name: "Acme", Quota: q, IssuedBy: admin, At: timestamppb.New(t0)}}
+	if diff := cmp.Diff(want, dec.Events, protocmp.Transform()); diff != "" {
+		t.Fatalf("create events (-want +got):\n%s", diff)
+	}
+	s.Apply(dec.Events[0])
+
+	// An API key: shown once, only its hash in the event.
+	issue := &controlv1.TenantCommand{IssuedBy: admin, Command: &controlv1.TenantCommand_IssueKey{IssueKey: &controlv1.IssueApiKeyRequest{Name: "billing"}}}
+	dec, err = s.Decide("acme", issue, t0, bytes.NewReader(bytes.Repeat([]byte{7}, 64)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := dec.Key.GetApiKey()
+	if !strings.HasPrefix(key, "hk_") || len(key) != 3+43 || !strings.HasPrefix(dec.Key.GetKeyId(), "key_") {
+		t.Fatalf("key %q id %q", key, dec.Key.GetKeyId())
+	}
+	ev := dec.Events[0].(*hooklinev1.ApiKeyIssued)
+	if !bytes.Equal(ev.GetKeySha256(), tenant.HashKey(key)) || ev.GetKeyId() != dec.Key.GetKeyId() || ev.GetName() != "billing" {
+		t.Fatalf("issued event %v", ev)
+	}
+	data, _ := proto.Marshal(ev)
+	if bytes.Contains(data, []byte(key)) {
+		t.Fatal("the event holds the key")
+	}
+	s.Apply(ev)
+
+	// Setting the same quota writes nothing; revoking twice writes once.
+	same := &controlv1.TenantCommand{Command: &controlv1.TenantCommand_SetQuota{SetQuota: &controlv1.SetQuotaRequest{Quota: q}}}
+	if dec, err := s.Decide("acme", same, t0, nil); err != nil || len(dec.Events) != 0 {
+		t.Fatalf("same quota: %v, %v", dec.Events, err)
+	}
+	revoke := &controlv1.TenantCommand{IssuedBy: admin, Command: &controlv1.TenantCommand_RevokeKey{RevokeKey: &controlv1.RevokeApiKeyRequest{KeyId: ev.GetKeyId()}}}
+	dec, err = s.Decide("acme", revoke, t0.Add(time.Minute), nil)
+	if err != nil || len(dec.Events) != 1 {
+		t.Fatalf("revoke: %v, %v", dec.Events, err)
+	}
+	if by := dec.Events[0].(*hooklinev1.ApiKeyRevoked).GetIssuedBy(); !proto.Equal(by, admin) {
+		t.Fatalf("issued_by = %v", by)
+	}
+	s.Apply(dec.Events[0])
+	if dec, err := s.Decide("acme", revoke, t0, nil); err != nil || len(dec.Events) != 0 {
+		t.Fatalf("second revoke: %v, %v", dec.Events, err)
+	}
+	view := s.View()
+	if len(view.GetApiKeys()) != 1 || !view.GetApiKeys()[0].GetRevoked() {
+		t.Fatalf("view keys %v", view.GetApiKeys())
+	}
+}

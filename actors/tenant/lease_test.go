@@ -1,0 +1,74 @@
+package tenant_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hookline/hookline/actors/tenant"
+)
+
+func TestLeases(t *testing.T) {
+	type ask struct {
+		at       time.Duration
+		endpoint string
+		attempts int32
+		inFlight int32
+		want     tenant.Grant // Expires is checked as at+1s
+	}
+	tests := []struct {
+		name     string
+		rate     float64
+		inFlight int32
+		asks     []ask
+	}{
+		{name: "alone gets what it wants", rate: 100, inFlight: 10, asks: []ask{
+			{0, "a", 30, 5, tenant.Grant{Attempts: 30, InFlight: 5}},
+		}},
+		{name: "alone is capped by the budget", rate: 100, inFlight: 10, asks: []ask{
+			{0, "a", 500, 50, tenant.Grant{Attempts: 100, InFlight: 10}},
+		}},
+		{name: "newcomer waits for the first lease to expire", rate: 100, inFlight: 10, asks: []ask{
+			{0, "a", 500, 50, tenant.Grant{Attempts: 100, InFlight: 10}},
+			{100 * time.Millisecond, "b", 500, 50, tenant.Grant{}},
+			{time.Second, "a", 500, 50, tenant.Grant{Attempts: 50, InFlight: 5}},
+			{time.Second + 100*time.Millisecond, "b", 500, 50, tenant.Grant{Attempts: 50, InFlight: 5}},
+		}},
+		{name: "max-min: a small want is served whole", rate: 90, inFlight: 9, asks: []ask{
+			{0, "a", 10, 1, tenant.Grant{Attempts: 10, InFlight: 1}},
+			{0, "b", 500, 50, tenant.Grant{Attempts: 80, InFlight: 8}},
+		}},
+		{name: "three share with a remainder", rate: 10, inFlight: 10, asks: []ask{
+			{0, "a", 100, 100, tenant.Grant{Attempts: 10, InFlight: 10}},
+			{0, "b", 100, 100, tenant.Grant{}}, // all held by a
+			{0, "c", 100, 100, tenant.Grant{}},
+			{time.Second, "a", 100, 100, tenant.Grant{Attempts: 4, InFlight: 4}},
+			{time.Second, "b", 100, 100, tenant.Grant{Attempts: 3, InFlight: 3}},
+			{time.Second, "c", 100, 100, tenant.Grant{Attempts: 3, InFlight: 3}},
+		}},
+		{name: "an idle endpoint leaves the split", rate: 100, inFlight: 10, asks: []ask{
+			{0, "a", 500, 50, tenant.Grant{Attempts: 100, InFlight: 10}},
+			{time.Second, "b", 500, 50, tenant.Grant{Attempts: 50, InFlight: 5}},
+			{5 * time.Second, "b", 500, 50, tenant.Grant{Attempts: 100, InFlight: 10}},
+		}},
+		{name: "fractional rate rounds down", rate: 2.5, inFlight: 1, asks: []ask{
+			{0, "a", 10, 10, tenant.Grant{Attempts: 2, InFlight: 1}},
+		}},
+		{name: "negative wants count as zero", rate: 10, inFlight: 1, asks: []ask{
+			{0, "a", -5, -1, tenant.Grant{}},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := tenant.NewLeases(time.Second, 3*time.Second)
+			for i, a := range tt.asks {
+				now := t0.Add(a.at)
+				got := l.Grant(now, a.endpoint, a.attempts, a.inFlight, tt.rate, tt.inFlight)
+				want := a.want
+				want.Expires = now.Add(time.Second)
+				if got != want {
+					t.Fatalf("ask %d (%s at %v): got %+v, want %+v", i, a.endpoint, a.at, got, want)
+				}
+			}
+		})
+	}
+}
