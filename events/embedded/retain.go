@@ -201,3 +201,30 @@ func (l *Log) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// DiskUsage is what the store takes on its file system, in bytes.
+type DiskUsage struct {
+	// Tables is the size of the live sstables: the data itself.
+	Tables uint64
+	// WAL is the size of the write-ahead log, including obsolete log files
+	// that Pebble keeps to recycle: a bounded overhead, not data.
+	WAL uint64
+	// Total is everything: tables, WAL, manifest, options, and files
+	// obsolete but not yet deleted.
+	Total uint64
+}
+
+// DiskUsage returns what the store takes on its file system.
+func (l *Log) DiskUsage() (DiskUsage, error) {
+	var u DiskUsage
+	err := l.use(func() error {
+		m := l.db.Metrics()
+		u = DiskUsage{
+			Tables: m.Table.Local.LiveSize,
+			WAL:    m.WAL.PhysicalSize + m.WAL.ObsoletePhysicalSize,
+			Total:  m.DiskSpaceUsage(),
+		}
+		return nil
+	})
+	return u, err
+}
