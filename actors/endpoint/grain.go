@@ -1,0 +1,394 @@
+package endpoint
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// Kind is the cluster kind of the endpoint grain.
+const Kind = "endpoint"
+
+// NewKind returns the cluster kind "endpoint"; each activation learns its
+// endpoint id from cluster.ClusterInit. It panics if cfg does not validate
+// (a programmer error at start-up): call [Config.Validate] first to report it.
+func NewKind(cfg Config) *cluster.Kind {
+	return cluster.NewKind(Kind, Props(cfg, ""))
+}
+
+// Props returns the props of the endpoint grain. With an identity, the actor
+// is the grain of that endpoint in a plain actor system (tests, tools); with
+// "" it waits for cluster.ClusterInit to learn it. It panics if cfg does not
+// validate.
+func Props(cfg Config, identity string) *actor.Props {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	cfg = cfg.withDefaults()
+	return actor.PropsFromProducer(func() actor.Actor { return &grain{cfg: cfg, id: identity} })
+}
+
+// request is a command waiting for its turn, with whom to answer. A request
+// without a command is the grain's own work (retiring secrets).
+type request struct {
+	sender *actor.PID
+	cmd    *controlv1.EndpointCommand
+}
+
+// retireTick is the timer's message: a rotation overlap may have ended.
+type retireTick struct{}
+
+// grain is the endpoint actor. All its fields are owned by the actor: they
+// are touched only in Receive and in ReenterAfter continuations, which run
+// on the actor too.
+type grain struct {
+	cfg    Config
+	id     string
+	stream string
+	log    *slog.Logger
+
+	state  *State
+	last   events.Revision // revision of the last event seen; valid when exists
+	exists bool
+
+	loaded   bool
+	busy     bool     // an I/O is in flight; commands wait in queue
+	stopping bool     // lost ownership or shutting down: answer, never act
+	current  *request // the command whose I/O is in flight
+	queue    []request
+	timer    scheduler.CancelFunc // the pending retireTick, if any
+}
+
+// Receive handles one message. It never blocks: reading the stream, checking
+// a URL and appending run off the mailbox (see io), and commands are
+// processed one at a time, in arrival order.
+func (g *grain) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		if g.id != "" {
+			g.activate(ctx)
+		}
+	case *cluster.ClusterInit:
+		if g.id == "" && msg.Identity != nil {
+			g.id = msg.Identity.Identity
+			g.activate(ctx)
+		}
+	case *controlv1.EndpointCommand:
+		if g.stopping {
+			g.reply(ctx, ctx.Sender(), errReply(controlv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain is stopping; retry"))
+			return
+		}
+		g.queue = append(g.queue, request{sender: ctx.Sender(), cmd: msg})
+		g.drain(ctx)
+	case retireTick:
+		g.timer = nil
+		g.drain(ctx)
+	// TODO(delivery engine): the delivery loop adds its messages here:
+	// attempt outcomes, lease replies and its own ticks, each handled
+	// without blocking and ordered with the commands through drain.
+	case *actor.Stopping:
+		if g.timer != nil {
+			g.timer()
+			g.timer = nil
+		}
+		g.shutdown(ctx, controlv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain stopped; retry")
+	}
+}
+
+// activate reads the stream off the mailbox and rebuilds the state; commands
+// wait in the queue until it is done.
+func (g *grain) activate(ctx actor.Context) {
+	g.stream = events.EndpointStream(g.id)
+	g.log = g.cfg.Logger.With("endpoint_id", g.id, "stream", g.stream)
+	log, stream, page := g.cfg.Log, g.stream, g.cfg.ReadPage
+	g.io(ctx, func(c context.Context) (any, error) {
+		return load(c, log, stream, page)
+	}, func(res any, err error) {
+		if err != nil {
+			g.log.Error("endpoint grain cannot load its stream; stopping", "err", err)
+			g.stop(ctx, controlv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain cannot read its stream; retry")
+			return
+		}
+		l := res.(loaded)
+		g.state, g.last, g.exists, g.loaded = l.state, l.last, l.exists, true
+		g.log.Debug("endpoint grain activated", "revision", uint64(l.last), "exists", l.exists)
+	})
+}
+
+type loaded struct {
+	state  *State
+	last   events.Revision
+	exists bool
+}
+
+// load reads an endpoint stream forwards, in pages, and folds it into a
+// State.
+func load(ctx context.Context, log events.Log, stream string, page int) (loaded, error) {
+	l := loaded{state: &State{}}
+	for from := events.Revision(0); ; {
+		recs, err := log.ReadStream(ctx, stream, events.Forwards, from, page)
+		if errors.Is(err, events.ErrStreamNotFound) {
+			return l, nil
+		}
+		if err != nil {
+			return l, fmt.Errorf("read %s: %w", stream, err)
+		}
+		for i := range recs {
+			msg, err := events.Decode(&recs[i])
+			if err != nil {
+				return l, err
+			}
+			l.state.Apply(msg)
+			l.last, l.exists = recs[i].Revision, true
+		}
+		if len(recs) < page {
+			return l, nil
+		}
+		from = l.last + 1
+	}
+}
+
+// drain does the grain's work in order until some of it starts I/O: first
+// it retires secrets whose overlap has ended (so that every command sees
+// them gone), then it handles the queued commands one by one.
+func (g *grain) drain(ctx actor.Context) {
+	for g.loaded && !g.busy && !g.stopping {
+		if due := g.state.RetireExpired(g.cfg.Now()); len(due) > 0 {
+			g.append(ctx, &request{}, "retire_overlap", due, func() {})
+			return // the append's continuation drains again
+		}
+		g.schedule(ctx)
+		if len(g.queue) == 0 {
+			return
+		}
+		r := g.queue[0]
+		g.queue = g.queue[1:]
+		g.handle(ctx, &r)
+	}
+}
+
+// schedule arms the timer for the next end of a rotation overlap.
+func (g *grain) schedule(ctx actor.Context) {
+	if g.timer != nil {
+		g.timer()
+		g.timer = nil
+	}
+	next, ok := g.state.NextExpiry()
+	if !ok || !g.state.Live() {
+		return
+	}
+	delay := min(max(next.Sub(g.cfg.Now()), time.Millisecond), maxTimer)
+	g.timer = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(delay, ctx.Self(), retireTick{})
+}
+
+func (g *grain) handle(ctx actor.Context, r *request) {
+	if r.cmd.GetWake() != nil {
+		// TODO(delivery engine): a Wake starts pulling due deliveries.
+		g.reply(ctx, r.sender, &controlv1.EndpointReply{})
+		return
+	}
+	raw := g.state.URLToCheck(r.cmd)
+	if raw == "" {
+		g.decide(ctx, r, URLVerdict{})
+		return
+	}
+	policy := g.cfg.Policy
+	g.current = r
+	g.io(ctx, func(c context.Context) (any, error) {
+		u, err := policy.CheckURL(c, raw)
+		v := URLVerdict{Raw: raw, Err: err}
+		if err == nil {
+			v.Normalised = u.String()
+		}
+		return v, nil
+	}, func(res any, err error) {
+		g.current = nil
+		if err != nil {
+			g.reply(ctx, r.sender, errReply(controlv1.GrainError_CODE_UNAVAILABLE, "checking the url failed; retry"))
+			return
+		}
+		g.decide(ctx, r, res.(URLVerdict))
+	})
+}
+
+func (g *grain) decide(ctx actor.Context, r *request, v URLVerdict) {
+	dec, err := g.state.Decide(g.id, r.cmd, Env{
+		Now: g.cfg.Now(), Rand: g.cfg.Rand, Keyring: g.cfg.Keyring, URL: v, DefaultOverlap: g.cfg.DefaultOverlap,
+	})
+	if err != nil {
+		g.reply(ctx, r.sender, &controlv1.EndpointReply{Error: asGrainError(err)})
+		return
+	}
+	if len(dec.Events) == 0 {
+		g.reply(ctx, r.sender, &controlv1.EndpointReply{Endpoint: g.view()})
+		return
+	}
+	g.append(ctx, r, commandKind(r.cmd), dec.Events, func() {
+		g.reply(ctx, r.sender, &controlv1.EndpointReply{Endpoint: g.view(), Secret: dec.Secret})
+	})
+}
+
+// view is the state's view with the public key, which needs the keyring.
+func (g *grain) view() *controlv1.Endpoint {
+	v := g.state.View()
+	pk, err := g.state.PublicKey(g.cfg.Keyring)
+	if err != nil {
+		g.log.Error("endpoint grain cannot open its ed25519 seed", "err", err)
+	}
+	v.PublicKey = pk
+	return v
+}
+
+func commandKind(cmd *controlv1.EndpointCommand) string {
+	if od := cmd.ProtoReflect().Descriptor().Oneofs().ByName("command"); od != nil {
+		if fd := cmd.ProtoReflect().WhichOneof(od); fd != nil {
+			return string(fd.Name())
+		}
+	}
+	return "unknown"
+}
+
+// append writes msgs with the expected revision the grain holds, then applies
+// them and calls done. A wrong revision stops the grain (fencing).
+func (g *grain) append(ctx actor.Context, r *request, kind string, msgs []proto.Message, done func()) {
+	evs := make([]events.Event, len(msgs))
+	for i, m := range msgs {
+		rev := events.Revision(i)
+		if g.exists {
+			rev = g.last + 1 + events.Revision(i)
+		}
+		ev, err := encode(g.stream, kind, rev, m)
+		if err != nil {
+			g.log.Error("endpoint grain cannot encode an event", "err", err)
+			g.reply(ctx, r.sender, errReply(controlv1.GrainError_CODE_INTERNAL, "cannot encode the event"))
+			return
+		}
+		evs[i] = ev
+	}
+	log, stream, expected := g.cfg.Log, g.stream, events.ExpectAfter(g.last, g.exists)
+	g.current = r
+	g.io(ctx, func(c context.Context) (any, error) {
+		return log.Append(c, stream, expected, evs...)
+	}, func(res any, err error) {
+		g.current = nil
+		switch {
+		case err == nil:
+		case errors.Is(err, events.ErrWrongRevision):
+			g.log.Warn("endpoint grain lost ownership of its stream; stopping", "revision", uint64(g.last), "err", err)
+			g.reply(ctx, r.sender, errReply(controlv1.GrainError_CODE_ABORTED, "another activation of the endpoint grain owns its stream now; retry"))
+			g.stop(ctx, controlv1.GrainError_CODE_ABORTED, "another activation of the endpoint grain owns its stream now; retry")
+			return
+		case errors.Is(err, events.ErrTooLarge), errors.Is(err, events.ErrInvalid):
+			g.log.Error("endpoint grain append refused", "err", err)
+			g.reply(ctx, r.sender, errReply(controlv1.GrainError_CODE_INTERNAL, "the log refused the event"))
+			return
+		default:
+			// The append may or may not have landed: stop, and let the next
+			// activation read the truth.
+			g.log.Error("endpoint grain append failed; stopping", "err", err)
+			g.reply(ctx, r.sender, errReply(controlv1.GrainError_CODE_UNAVAILABLE, "the event log is unavailable; retry"))
+			g.stop(ctx, controlv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain stopped; retry")
+			return
+		}
+		g.last, g.exists = res.(events.AppendResult).Revision, true
+		for _, m := range msgs {
+			g.state.Apply(m)
+		}
+		done()
+	})
+}
+
+// encode gives each event a deterministic id whose cause is the command kind,
+// the revision it goes to and a digest of its content: a retried append of
+// the same event is idempotent, while a stale activation appending another
+// event at the same revision gets another id and fails with a wrong revision
+// instead of passing for a retry.
+func encode(stream, kind string, rev events.Revision, m proto.Message) (events.Event, error) {
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return events.Event{}, fmt.Errorf("encode %s: %w", events.TypeOf(m), err)
+	}
+	sum := sha256.Sum256(data)
+	return events.Encode(m, fmt.Sprintf("endpoint.%s@%d/%x", kind, uint64(rev), sum[:8]), stream)
+}
+
+type ioResult struct {
+	v   any
+	err error
+}
+
+// io runs fn off the mailbox under the I/O deadline and continues with cont
+// on the actor; meanwhile commands wait in the queue. The goroutine ends when
+// fn returns, at the latest at the deadline.
+func (g *grain) io(ctx actor.Context, fn func(context.Context) (any, error), cont func(any, error)) {
+	g.busy = true
+	timeout := g.cfg.IOTimeout
+	f := actor.NewFuture(ctx.ActorSystem(), timeout+time.Second)
+	root, pid := ctx.ActorSystem().Root, f.PID()
+	go func() {
+		c, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		v, err := fn(c)
+		root.Send(pid, &ioResult{v: v, err: err})
+	}()
+	ctx.ReenterAfter(f, func(res any, err error) {
+		g.busy = false
+		if g.stopping {
+			return
+		}
+		if r, ok := res.(*ioResult); ok && err == nil {
+			res, err = r.v, r.err
+		} else if err == nil {
+			err = fmt.Errorf("unexpected i/o result %T", res)
+		}
+		cont(res, err)
+		g.drain(ctx)
+	})
+}
+
+// stop answers every waiting command with code and stops the actor.
+func (g *grain) stop(ctx actor.Context, code controlv1.GrainError_Code, msg string) {
+	g.shutdown(ctx, code, msg)
+	ctx.Stop(ctx.Self())
+}
+
+func (g *grain) shutdown(ctx actor.Context, code controlv1.GrainError_Code, msg string) {
+	g.stopping = true
+	if g.current != nil {
+		g.reply(ctx, g.current.sender, errReply(code, msg))
+		g.current = nil
+	}
+	for _, r := range g.queue {
+		g.reply(ctx, r.sender, errReply(code, msg))
+	}
+	g.queue = nil
+}
+
+func (g *grain) reply(ctx actor.Context, to *actor.PID, rep *controlv1.EndpointReply) {
+	if to != nil {
+		ctx.Send(to, rep)
+	}
+}
+
+func errReply(code controlv1.GrainError_Code, msg string) *controlv1.EndpointReply {
+	return &controlv1.EndpointReply{Error: &controlv1.GrainError{Code: code, Message: msg}}
+}
+
+func asGrainError(err error) *controlv1.GrainError {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Proto()
+	}
+	return &controlv1.GrainError{Code: controlv1.GrainError_CODE_INTERNAL, Message: "internal error"}
+}

@@ -1,0 +1,192 @@
+package endpoint
+
+import (
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// Limits on an endpoint's settings.
+const (
+	MaxEventTypes     = 100
+	MaxEventTypeLen   = 128
+	MaxDescriptionLen = 500
+	MaxRatePerSecond  = 10_000
+	MaxBurst          = 10_000
+	MaxInFlight       = 1_000
+	MinTimeoutMs      = 1_000
+	MaxTimeoutMs      = 30_000
+	MaxAttempts       = 100
+	MaxMetadata       = 50
+	MaxMetadataKeyLen = 64
+	MaxMetadataValLen = 512
+)
+
+func configOf(s *controlv1.EndpointSettings) *hooklinev1.EndpointConfig {
+	if s == nil {
+		return &hooklinev1.EndpointConfig{}
+	}
+	return &hooklinev1.EndpointConfig{
+		Url:           s.GetUrl(),
+		EventTypes:    slices.Clone(s.GetEventTypes()),
+		Description:   s.GetDescription(),
+		RatePerSecond: s.GetRatePerSecond(),
+		Burst:         s.GetBurst(),
+		MaxInFlight:   s.GetMaxInFlight(),
+		TimeoutMs:     s.GetTimeoutMs(),
+		MaxAttempts:   s.GetMaxAttempts(),
+		SignEd25519:   s.GetSignEd25519(),
+		Metadata:      maps.Clone(s.GetMetadata()),
+	}
+}
+
+func settingsOf(c *hooklinev1.EndpointConfig) *controlv1.EndpointSettings {
+	if c == nil {
+		return nil
+	}
+	return &controlv1.EndpointSettings{
+		Url:           c.GetUrl(),
+		EventTypes:    slices.Clone(c.GetEventTypes()),
+		Description:   c.GetDescription(),
+		RatePerSecond: c.GetRatePerSecond(),
+		Burst:         c.GetBurst(),
+		MaxInFlight:   c.GetMaxInFlight(),
+		TimeoutMs:     c.GetTimeoutMs(),
+		MaxAttempts:   c.GetMaxAttempts(),
+		SignEd25519:   c.GetSignEd25519(),
+		Metadata:      maps.Clone(c.GetMetadata()),
+	}
+}
+
+// ApplyMask returns current with the fields named by paths taken from
+// update. A path names a field of EndpointSettings, bare ("url") or under
+// "settings." ("settings.url"); "settings" or "*" replaces every field. With
+// no paths, every field set (non-zero) in update is taken, as AIP-134 asks of
+// a request without a mask. A field named but left unset in update is
+// cleared. An unknown path gives an INVALID_ARGUMENT on update_mask.
+func ApplyMask(current, update *controlv1.EndpointSettings, paths []string) (*controlv1.EndpointSettings, error) {
+	out := proto.CloneOf(current)
+	if out == nil {
+		out = &controlv1.EndpointSettings{}
+	}
+	if update == nil {
+		update = &controlv1.EndpointSettings{}
+	}
+	src, dst := update.ProtoReflect(), out.ProtoReflect()
+	fields := src.Descriptor().Fields()
+	if len(paths) == 0 {
+		n := 0
+		src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			dst.Set(fd, v)
+			n++
+			return true
+		})
+		if n == 0 {
+			return nil, invalid("update_mask", "names no field and settings set none: name the fields to change, e.g. \"settings.url\"")
+		}
+		return proto.CloneOf(out), nil
+	}
+	for _, p := range paths {
+		name := strings.TrimPrefix(p, "settings.")
+		if p == "settings" || p == "*" || p == "settings.*" {
+			return proto.CloneOf(update), nil
+		}
+		fd := fields.ByName(protoreflect.Name(name))
+		if fd == nil {
+			var known []string
+			for i := 0; i < fields.Len(); i++ {
+				known = append(known, string(fields.Get(i).Name()))
+			}
+			return nil, invalid("update_mask", "unknown path %q: use one of %s (optionally prefixed by \"settings.\"), or \"settings\" for all", p, strings.Join(known, ", "))
+		}
+		if src.Has(fd) {
+			dst.Set(fd, src.Get(fd))
+		} else {
+			dst.Clear(fd)
+		}
+	}
+	return proto.CloneOf(out), nil
+}
+
+// maskNames reports whether the mask touches the url (an empty mask touches
+// whatever update sets).
+func maskTouchesURL(update *controlv1.EndpointSettings, paths []string) bool {
+	if len(paths) == 0 {
+		return update.GetUrl() != ""
+	}
+	for _, p := range paths {
+		switch p {
+		case "url", "settings.url", "settings", "*", "settings.*":
+			return true
+		}
+	}
+	return false
+}
+
+// validateSettings checks everything but the URL's egress policy, which
+// needs DNS and runs before Decide. Fields are named as in the request:
+// "settings.…".
+func validateSettings(s *controlv1.EndpointSettings) error {
+	if s.GetUrl() == "" {
+		return invalid("settings.url", "is required: give the https URL that receives the webhooks")
+	}
+	types := s.GetEventTypes()
+	if len(types) == 0 {
+		return invalid("settings.event_types", "is empty: list the event types to receive, or \"*\" for all")
+	}
+	if len(types) > MaxEventTypes {
+		return invalid("settings.event_types", "has %d entries; use at most %d (or \"*\")", len(types), MaxEventTypes)
+	}
+	seen := map[string]bool{}
+	for _, t := range types {
+		switch {
+		case t == "" || len(t) > MaxEventTypeLen:
+			return invalid("settings.event_types", "entry %q must be 1 to %d characters", t, MaxEventTypeLen)
+		case strings.IndexFunc(t, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0:
+			return invalid("settings.event_types", "entry %q has spaces or control characters; use names like \"invoice.paid\"", t)
+		case seen[t]:
+			return invalid("settings.event_types", "lists %q twice", t)
+		}
+		seen[t] = true
+	}
+	if d := s.GetDescription(); !utf8.ValidString(d) || len(d) > MaxDescriptionLen {
+		return invalid("settings.description", "must be valid UTF-8 of at most %d bytes", MaxDescriptionLen)
+	}
+	if r := s.GetRatePerSecond(); math.IsNaN(r) || r < 0 || r > MaxRatePerSecond {
+		return invalid("settings.rate_per_second", "must be between 0 and %d (0 means the default)", MaxRatePerSecond)
+	}
+	if b := s.GetBurst(); b < 0 || b > MaxBurst {
+		return invalid("settings.burst", "must be between 0 and %d (0 means the default)", MaxBurst)
+	}
+	if n := s.GetMaxInFlight(); n < 0 || n > MaxInFlight {
+		return invalid("settings.max_in_flight", "must be between 0 and %d (0 means the default)", MaxInFlight)
+	}
+	if ms := s.GetTimeoutMs(); ms != 0 && (ms < MinTimeoutMs || ms > MaxTimeoutMs) {
+		return invalid("settings.timeout_ms", "must be 0 (the default, 15 s) or between %d and %d", MinTimeoutMs, MaxTimeoutMs)
+	}
+	if n := s.GetMaxAttempts(); n < 0 || n > MaxAttempts {
+		return invalid("settings.max_attempts", "must be between 0 and %d (0 means the default)", MaxAttempts)
+	}
+	md := s.GetMetadata()
+	if len(md) > MaxMetadata {
+		return invalid("settings.metadata", "has %d entries; use at most %d", len(md), MaxMetadata)
+	}
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		if k == "" || len(k) > MaxMetadataKeyLen || !utf8.ValidString(k) {
+			return invalid("settings.metadata", "key %q must be 1 to %d bytes of UTF-8", k, MaxMetadataKeyLen)
+		}
+		if v := md[k]; len(v) > MaxMetadataValLen || !utf8.ValidString(v) {
+			return invalid("settings.metadata", "value of %q must be at most %d bytes of UTF-8", k, MaxMetadataValLen)
+		}
+	}
+	return nil
+}
