@@ -200,7 +200,9 @@ func innerRequest(cmd *controlv1.EndpointCommand) interface {
 
 // replayIDs adapts ReplayDeliveryRequest, which names a delivery, not an
 // endpoint.
-type replayIDs struct{ r *controlv1.ReplayDeliveryRequest }
+type replayIDs struct {
+	r *controlv1.ReplayDeliveryRequest
+}
 
 func (r replayIDs) GetTenantId() string   { return r.r.GetTenantId() }
 func (r replayIDs) GetEndpointId() string { return "" }
