@@ -170,7 +170,6 @@ func (i *Iter) Value() ([]byte, error) { return i.it.ValueAndErr() }
 // Close releases the iterator and returns any error met while iterating.
 func (i *Iter) Close() error { return i.it.Close() }
 
-
 func get(r pebble.Reader, prefix, key []byte) ([]byte, bool, error) {
 	v, c, err := r.Get(scoped(prefix, key))
 	if errors.Is(err, pebble.ErrNotFound) {
