@@ -1,0 +1,523 @@
+package registry
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+)
+
+// Name is the registry's projection name; renaming it rebuilds it.
+const Name = "registry"
+
+// AllTypes is the event type that subscribes an endpoint to every type. An
+// endpoint whose event types are empty, or include AllTypes, gets them all.
+const AllTypes = "*"
+
+// ErrBadCursor means a ListEndpoints cursor was not made by ListEndpoints.
+var ErrBadCursor = errors.New("registry: malformed cursor")
+
+// Tenant is a tenant as the registry knows it.
+type Tenant struct {
+	ID        string
+	Name      string
+	Quota     Quota
+	CreatedAt time.Time
+}
+
+// Quota is a tenant's share of the fleet; zero fields mean the defaults.
+type Quota struct {
+	AttemptsPerSecond float64
+	MaxInFlight       int32
+	Weight            int32
+}
+
+// Endpoint is an endpoint's current registration.
+type Endpoint struct {
+	ID       string
+	TenantID string
+	// ConfigVersion numbers Config; every update makes a new one.
+	ConfigVersion int64
+	Config        *hooklinev1.EndpointConfig
+	// SecretVersions are the live signing secrets' versions, oldest first.
+	SecretVersions []int32
+	// Paused is set by EndpointPaused and cleared by EndpointResumed.
+	Paused      bool
+	PauseReason hooklinev1.EndpointPaused_Reason
+	// Disabled is set by EndpointDisabled and cleared by EndpointResumed.
+	Disabled       bool
+	DisabledReason string
+	// Deleted is final.
+	Deleted   bool
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// EndpointRef is what publish needs of an endpoint to plan a delivery.
+type EndpointRef struct {
+	ID            string
+	ConfigVersion int64
+	// Paused endpoints still get deliveries planned; they wait in the due
+	// index until the endpoint resumes.
+	Paused bool
+}
+
+// Registry is the projection of tenants, API keys and endpoints. Register it
+// with a [projections.Runner] through [New]; queries read the store directly
+// (Pebble's block cache keeps them in memory) and are safe for concurrent
+// use with the runner.
+type Registry struct {
+	store *projections.Store
+}
+
+// New registers a Registry with r.
+func New(r *projections.Runner) (*Registry, error) {
+	reg := &Registry{}
+	s, err := r.Register(reg)
+	if err != nil {
+		return nil, err
+	}
+	reg.store = s
+	return reg, nil
+}
+
+// Name implements [projections.Projection].
+func (*Registry) Name() string { return Name }
+
+// Filter implements [projections.Projection].
+func (*Registry) Filter() events.Filter {
+	return events.Filter{
+		StreamPrefixes: []string{events.TenantCategory + "-", events.EndpointCategory + "-"},
+		Types: []string{
+			"TenantCreated", "TenantQuotaChanged", "ApiKeyIssued", "ApiKeyRevoked",
+			"EndpointCreated", "EndpointUpdated", "SecretRotated", "SecretRetired",
+			"EndpointPaused", "EndpointResumed", "EndpointDisabled", "EndpointDeleted",
+		},
+	}
+}
+
+// Tenant returns a tenant; ok is false when it does not exist.
+func (r *Registry) Tenant(id string) (t Tenant, ok bool, err error) {
+	ok, err = r.load(tenantKey(id), &t)
+	if err != nil {
+		return Tenant{}, false, fmt.Errorf("tenant %s: %w", id, err)
+	}
+	return t, ok, nil
+}
+
+// TenantByKeyHash authenticates an API key by its SHA-256: ok is false when
+// no live (unrevoked) key has that hash.
+func (r *Registry) TenantByKeyHash(hash []byte) (tenantID, keyID string, ok bool, err error) {
+	var k apiKey
+	ok, err = r.load(keyHashKey(hash), &k)
+	if err != nil || !ok {
+		return "", "", false, err
+	}
+	return k.TenantID, k.KeyID, true, nil
+}
+
+// Endpoint returns an endpoint, deleted ones included; ok is false when it
+// was never created.
+func (r *Registry) Endpoint(id string) (e Endpoint, ok bool, err error) {
+	var rec endpointRecord
+	ok, err = r.load(endpointKey(id), &rec)
+	if err != nil || !ok {
+		return Endpoint{}, false, err
+	}
+	e, err = rec.endpoint()
+	if err != nil {
+		return Endpoint{}, false, fmt.Errorf("endpoint %s: %w", id, err)
+	}
+	return e, true, nil
+}
+
+// EndpointsForType returns the tenant's endpoints that subscribe to
+// eventType, deleted and disabled ones excluded, paused ones included, by
+// id. Endpoints subscribed to [AllTypes] are included for every type.
+func (r *Registry) EndpointsForType(tenantID, eventType string) ([]EndpointRef, error) {
+	refs, err := r.refs(tenantID, eventType)
+	if err != nil || eventType == AllTypes {
+		return refs, err
+	}
+	all, err := r.refs(tenantID, AllTypes)
+	if err != nil {
+		return nil, err
+	}
+	refs = append(refs, all...)
+	slices.SortFunc(refs, func(a, b EndpointRef) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return slices.CompactFunc(refs, func(a, b EndpointRef) bool { return a.ID == b.ID }), nil
+}
+
+func (r *Registry) refs(tenantID, eventType string) ([]EndpointRef, error) {
+	prefix := typePrefix(tenantID, eventType)
+	it, err := r.store.NewIter(prefix, projections.PrefixEnd(prefix))
+	if err != nil {
+		return nil, fmt.Errorf("endpoints for %s/%s: %w", tenantID, eventType, err)
+	}
+	var refs []EndpointRef
+	for it.First(); it.Valid(); it.Next() {
+		id, _, err := projections.ReadString(it.Key()[len(prefix):])
+		if err != nil {
+			break
+		}
+		v, err := it.Value()
+		if err != nil {
+			break
+		}
+		var ref EndpointRef
+		if err = json.Unmarshal(v, &ref); err != nil {
+			break
+		}
+		ref.ID = id
+		refs = append(refs, ref)
+	}
+	if cerr := it.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("endpoints for %s/%s: %w", tenantID, eventType, err)
+	}
+	return refs, nil
+}
+
+// ListEndpoints returns up to limit of the tenant's endpoints that are not
+// deleted, in id order, after cursor ("" for the first page). next is the
+// cursor of the following page, "" after the last one.
+func (r *Registry) ListEndpoints(tenantID, cursor string, limit int) (eps []Endpoint, next string, err error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	prefix := listPrefix(tenantID)
+	lower := prefix
+	if cursor != "" {
+		after, derr := base64.RawURLEncoding.DecodeString(cursor)
+		if derr != nil {
+			return nil, "", fmt.Errorf("list endpoints of %s: %w", tenantID, ErrBadCursor)
+		}
+		// Just past the cursor's endpoint.
+		lower = append(projections.AppendString(slices.Clone(prefix), string(after)), 0)
+	}
+	it, err := r.store.NewIter(lower, projections.PrefixEnd(prefix))
+	if err != nil {
+		return nil, "", fmt.Errorf("list endpoints of %s: %w", tenantID, err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid() && len(eps) <= limit; it.Next() {
+		id, _, err := projections.ReadString(it.Key()[len(prefix):])
+		if err != nil {
+			return nil, "", fmt.Errorf("list endpoints of %s: %w", tenantID, err)
+		}
+		if len(eps) == limit {
+			next = base64.RawURLEncoding.EncodeToString([]byte(eps[limit-1].ID))
+			eps = eps[:limit]
+			break
+		}
+		e, ok, err := r.Endpoint(id)
+		if err != nil {
+			return nil, "", fmt.Errorf("list endpoints of %s: %w", tenantID, err)
+		}
+		if ok {
+			eps = append(eps, e)
+		}
+	}
+	return eps, next, nil
+}
+
+func (r *Registry) load(key []byte, v any) (bool, error) {
+	b, ok, err := r.store.Get(key)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("decode: %w", err)
+	}
+	return true, nil
+}
+
+// Apply implements [projections.Projection].
+func (r *Registry) Apply(b *projections.Batch, rec *events.Record, msg proto.Message) error {
+	switch m := msg.(type) {
+	case *hooklinev1.TenantCreated:
+		return put(b, tenantKey(m.GetTenantId()), Tenant{
+			ID: m.GetTenantId(), Name: m.GetName(), Quota: quota(m.GetQuota()), CreatedAt: asTime(m.GetAt()),
+		})
+	case *hooklinev1.TenantQuotaChanged:
+		var t Tenant
+		if ok, err := getJSON(b, tenantKey(m.GetTenantId()), &t); err != nil || !ok {
+			return err
+		}
+		t.Quota = quota(m.GetQuota())
+		return put(b, tenantKey(t.ID), t)
+	case *hooklinev1.ApiKeyIssued:
+		k := apiKey{TenantID: m.GetTenantId(), KeyID: m.GetKeyId(), Hash: m.GetKeySha256(), Name: m.GetName(), IssuedAt: asTime(m.GetAt())}
+		if err := put(b, keyIDKey(k.TenantID, k.KeyID), k); err != nil {
+			return err
+		}
+		return put(b, keyHashKey(k.Hash), k)
+	case *hooklinev1.ApiKeyRevoked:
+		var k apiKey
+		if ok, err := getJSON(b, keyIDKey(m.GetTenantId(), m.GetKeyId()), &k); err != nil || !ok {
+			return err
+		}
+		k.Revoked = true
+		if err := put(b, keyIDKey(k.TenantID, k.KeyID), k); err != nil {
+			return err
+		}
+		return b.Delete(keyHashKey(k.Hash))
+	case *hooklinev1.EndpointCreated:
+		cfg, err := proto.Marshal(m.GetConfig())
+		if err != nil {
+			return fmt.Errorf("encode config: %w", err)
+		}
+		rec := endpointRecord{
+			ID: m.GetEndpointId(), TenantID: m.GetTenantId(), ConfigVersion: m.GetConfigVersion(),
+			Config: cfg, EventTypes: m.GetConfig().GetEventTypes(),
+			CreatedAt: asTime(m.GetAt()), UpdatedAt: asTime(m.GetAt()),
+		}
+		if s := m.GetSecret(); s != nil {
+			rec.SecretVersions = []int32{s.GetVersion()}
+		}
+		return r.updateEndpoint(b, rec.ID, func(e *endpointRecord, exists bool) bool {
+			if exists {
+				return false // a repeated creation changes nothing
+			}
+			*e = rec
+			return true
+		})
+	case *hooklinev1.EndpointUpdated:
+		cfg, err := proto.Marshal(m.GetConfig())
+		if err != nil {
+			return fmt.Errorf("encode config: %w", err)
+		}
+		return r.updateEndpoint(b, m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
+			e.ConfigVersion, e.Config, e.EventTypes = m.GetConfigVersion(), cfg, m.GetConfig().GetEventTypes()
+			if s := m.GetNewSecret(); s != nil && !slices.Contains(e.SecretVersions, s.GetVersion()) {
+				e.SecretVersions = append(e.SecretVersions, s.GetVersion())
+			}
+			e.UpdatedAt = asTime(m.GetAt())
+			return exists
+		})
+	case *hooklinev1.SecretRotated:
+		return r.updateEndpoint(b, m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
+			if v := m.GetSecret().GetVersion(); !slices.Contains(e.SecretVersions, v) {
+				e.SecretVersions = append(e.SecretVersions, v)
+			}
+			e.UpdatedAt = asTime(m.GetAt())
+			return exists
+		})
+	case *hooklinev1.SecretRetired:
+		return r.updateEndpoint(b, m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
+			e.SecretVersions = slices.DeleteFunc(e.SecretVersions, func(v int32) bool { return v == m.GetVersion() })
+			e.UpdatedAt = asTime(m.GetAt())
+			return exists
+		})
+	case *hooklinev1.EndpointPaused:
+		return r.updateEndpoint(b, m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
+			e.Paused, e.PauseReason, e.UpdatedAt = true, m.GetReason(), asTime(m.GetAt())
+			return exists
+		})
+	case *hooklinev1.EndpointResumed:
+		return r.updateEndpoint(b, m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
+			e.Paused, e.PauseReason, e.Disabled, e.DisabledReason = false, 0, false, ""
+			e.UpdatedAt = asTime(m.GetAt())
+			return exists
+		})
+	case *hooklinev1.EndpointDisabled:
+		return r.updateEndpoint(b, m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
+			e.Disabled, e.DisabledReason, e.UpdatedAt = true, m.GetReason(), asTime(m.GetAt())
+			return exists
+		})
+	case *hooklinev1.EndpointDeleted:
+		return r.updateEndpoint(b, m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
+			e.Deleted, e.UpdatedAt = true, asTime(m.GetAt())
+			return exists
+		})
+	}
+	return nil
+}
+
+// updateEndpoint loads an endpoint's record, lets change edit it, and writes
+// it back with its indexes when change reports a change. An event for an
+// endpoint that was never created changes nothing.
+func (r *Registry) updateEndpoint(b *projections.Batch, id string, change func(e *endpointRecord, exists bool) bool) error {
+	var old endpointRecord
+	exists, err := getJSON(b, endpointKey(id), &old)
+	if err != nil {
+		return err
+	}
+	e := old
+	e.SecretVersions = slices.Clone(old.SecretVersions)
+	if !change(&e, exists) {
+		return nil
+	}
+	if exists {
+		if err := deleteIndexes(b, &old); err != nil {
+			return err
+		}
+	}
+	if err := putIndexes(b, &e); err != nil {
+		return err
+	}
+	return put(b, endpointKey(id), e)
+}
+
+// deleteIndexes removes the list and type index entries of e.
+func deleteIndexes(b *projections.Batch, e *endpointRecord) error {
+	if err := b.Delete(listKey(e.TenantID, e.ID)); err != nil {
+		return err
+	}
+	for _, t := range indexTypes(e.EventTypes) {
+		if err := b.Delete(typeKey(e.TenantID, t, e.ID)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putIndexes writes the index entries of e: listed unless deleted, by type
+// unless deleted or disabled.
+func putIndexes(b *projections.Batch, e *endpointRecord) error {
+	if e.Deleted {
+		return nil
+	}
+	if err := b.Set(listKey(e.TenantID, e.ID), nil); err != nil {
+		return err
+	}
+	if e.Disabled {
+		return nil
+	}
+	for _, t := range indexTypes(e.EventTypes) {
+		if err := put(b, typeKey(e.TenantID, t, e.ID), EndpointRef{ConfigVersion: e.ConfigVersion, Paused: e.Paused}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// indexTypes returns the types an endpoint is indexed under: [AllTypes]
+// alone when it subscribes to everything.
+func indexTypes(types []string) []string {
+	if len(types) == 0 || slices.Contains(types, AllTypes) {
+		return []string{AllTypes}
+	}
+	out := slices.Clone(types)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// endpointRecord is the stored form of an Endpoint: the config as protobuf.
+type endpointRecord struct {
+	ID             string
+	TenantID       string
+	ConfigVersion  int64
+	Config         []byte
+	EventTypes     []string
+	SecretVersions []int32
+	Paused         bool
+	PauseReason    hooklinev1.EndpointPaused_Reason
+	Disabled       bool
+	DisabledReason string
+	Deleted        bool
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+func (e endpointRecord) endpoint() (Endpoint, error) {
+	cfg := &hooklinev1.EndpointConfig{}
+	if err := proto.Unmarshal(e.Config, cfg); err != nil {
+		return Endpoint{}, fmt.Errorf("decode config: %w", err)
+	}
+	return Endpoint{
+		ID: e.ID, TenantID: e.TenantID, ConfigVersion: e.ConfigVersion, Config: cfg,
+		SecretVersions: e.SecretVersions, Paused: e.Paused, PauseReason: e.PauseReason,
+		Disabled: e.Disabled, DisabledReason: e.DisabledReason, Deleted: e.Deleted,
+		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+	}, nil
+}
+
+type apiKey struct {
+	TenantID string
+	KeyID    string
+	Hash     []byte
+	Name     string
+	Revoked  bool
+	IssuedAt time.Time
+}
+
+// Keys, under the registry's prefix (S = projections.AppendString):
+//
+//	t S(tenant)                       Tenant (JSON)
+//	k hash                            live API key by SHA-256: apiKey (JSON)
+//	K S(tenant) S(key id)             API key by id, revoked ones too
+//	e S(endpoint)                     endpointRecord (JSON)
+//	l S(tenant) S(endpoint)           the tenant's endpoints, deleted excluded
+//	x S(tenant) S(type) S(endpoint)   EndpointRef (JSON), deleted and disabled excluded
+func tenantKey(id string) []byte { return projections.AppendString([]byte{'t'}, id) }
+
+func keyHashKey(hash []byte) []byte { return append([]byte{'k'}, hash...) }
+
+func keyIDKey(tenantID, keyID string) []byte {
+	return projections.AppendString(projections.AppendString([]byte{'K'}, tenantID), keyID)
+}
+
+func endpointKey(id string) []byte { return projections.AppendString([]byte{'e'}, id) }
+
+func listPrefix(tenantID string) []byte { return projections.AppendString([]byte{'l'}, tenantID) }
+
+func listKey(tenantID, id string) []byte { return projections.AppendString(listPrefix(tenantID), id) }
+
+func typePrefix(tenantID, eventType string) []byte {
+	return projections.AppendString(projections.AppendString([]byte{'x'}, tenantID), eventType)
+}
+
+func typeKey(tenantID, eventType, id string) []byte {
+	return projections.AppendString(typePrefix(tenantID, eventType), id)
+}
+
+func put(b *projections.Batch, key []byte, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	return b.Set(key, data)
+}
+
+func getJSON(b *projections.Batch, key []byte, v any) (bool, error) {
+	data, ok, err := b.Get(key)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return false, fmt.Errorf("decode: %w", err)
+	}
+	return true, nil
+}
+
+func quota(q *hooklinev1.Quota) Quota {
+	return Quota{AttemptsPerSecond: q.GetAttemptsPerSecond(), MaxInFlight: q.GetMaxInFlight(), Weight: q.GetWeight()}
+}
+
+// asTime converts a timestamp, nil to the zero time.
+func asTime(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	return ts.AsTime()
+}

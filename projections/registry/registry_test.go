@@ -1,0 +1,236 @@
+package registry_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/events/embedded"
+	"github.com/hookline/hookline/projections"
+	"github.com/hookline/hookline/projections/registry"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+)
+
+type fixture struct {
+	t    *testing.T
+	log  *embedded.Log
+	head events.Position
+	n    int
+}
+
+func newFixture(t *testing.T) *fixture {
+	l, err := embedded.Open(embedded.Config{Dir: "log", FS: vfs.NewMem(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return &fixture{t: t, log: l}
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// emit appends msgs to stream (any revision: tests are the only writer).
+func (f *fixture) emit(stream string, msgs ...proto.Message) {
+	f.t.Helper()
+	var evs []events.Event
+	for _, m := range msgs {
+		f.n++
+		ev, err := events.Encode(m, fmt.Sprintf("test %d", f.n), stream)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	res, err := f.log.Append(context.Background(), stream, events.Any{}, evs...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.head = res.Position
+}
+
+// open runs a registry on a projection store in fs until the test ends,
+// caught up with the log.
+func (f *fixture) open(fs vfs.FS) (*registry.Registry, *projections.Runner) {
+	f.t.Helper()
+	r, err := projections.Open(f.log, projections.Config{Dir: "proj", FS: fs, Logger: quiet})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	reg, err := registry.New(r)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	f.t.Cleanup(func() {
+		cancel()
+		<-done
+		r.Close()
+	})
+	f.sync(r)
+	return reg, r
+}
+
+func (f *fixture) sync(r *projections.Runner) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.WaitFor(ctx, f.head); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func endpoint(tenant, id string, version int64, types ...string) *hooklinev1.EndpointCreated {
+	return &hooklinev1.EndpointCreated{
+		TenantId: tenant, EndpointId: id, ConfigVersion: version,
+		Config: &hooklinev1.EndpointConfig{Url: "https://example.com/" + id, EventTypes: types},
+		Secret: &hooklinev1.SealedSecret{Version: 1},
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	f := newFixture(t)
+	hash := sha256.Sum256([]byte("whk_secret"))
+	other := sha256.Sum256([]byte("whk_other"))
+	f.emit(events.TenantStream("acme"),
+		&hooklinev1.TenantCreated{TenantId: "acme", Name: "Acme", Quota: &hooklinev1.Quota{AttemptsPerSecond: 50, Weight: 2}},
+		&hooklinev1.ApiKeyIssued{TenantId: "acme", KeyId: "k1", KeySha256: hash[:]},
+		&hooklinev1.ApiKeyIssued{TenantId: "acme", KeyId: "k2", KeySha256: other[:]},
+		&hooklinev1.ApiKeyRevoked{TenantId: "acme", KeyId: "k2"},
+		&hooklinev1.TenantQuotaChanged{TenantId: "acme", Quota: &hooklinev1.Quota{AttemptsPerSecond: 80, Weight: 2}},
+	)
+	f.emit(events.EndpointStream("ep1"), endpoint("acme", "ep1", 1, "invoice.paid", "order.shipped"))
+	f.emit(events.EndpointStream("ep2"), endpoint("acme", "ep2", 1, "invoice.paid"),
+		&hooklinev1.EndpointUpdated{TenantId: "acme", EndpointId: "ep2", ConfigVersion: 2,
+			Config: &hooklinev1.EndpointConfig{Url: "https://example.com/ep2", EventTypes: []string{"order.shipped"}}},
+		&hooklinev1.EndpointPaused{TenantId: "acme", EndpointId: "ep2", Reason: hooklinev1.EndpointPaused_REASON_GONE},
+	)
+	f.emit(events.EndpointStream("ep3"), endpoint("acme", "ep3", 1, "*"))
+	f.emit(events.EndpointStream("ep4"), endpoint("acme", "ep4", 1, "invoice.paid"),
+		&hooklinev1.EndpointDisabled{TenantId: "acme", EndpointId: "ep4", Reason: "failing for 5 days"})
+	f.emit(events.EndpointStream("ep5"), endpoint("acme", "ep5", 1, "invoice.paid"),
+		&hooklinev1.EndpointDeleted{TenantId: "acme", EndpointId: "ep5"})
+	f.emit(events.EndpointStream("ep6"), endpoint("globex", "ep6", 1, "invoice.paid"),
+		&hooklinev1.SecretRotated{TenantId: "globex", EndpointId: "ep6", Secret: &hooklinev1.SealedSecret{Version: 2}, PreviousVersion: 1},
+		&hooklinev1.SecretRetired{TenantId: "globex", EndpointId: "ep6", Version: 1})
+
+	reg, _ := f.open(vfs.NewMem())
+	check(t, reg)
+
+	t.Run("rebuilt from the log gives the same answers", func(t *testing.T) {
+		reg, _ := f.open(vfs.NewMem())
+		check(t, reg)
+	})
+
+	t.Run("resume and delete", func(t *testing.T) {
+		reg, r := f.open(vfs.NewMem())
+		f.emit(events.EndpointStream("ep2"), &hooklinev1.EndpointResumed{TenantId: "acme", EndpointId: "ep2"})
+		f.emit(events.EndpointStream("ep1"), &hooklinev1.EndpointDeleted{TenantId: "acme", EndpointId: "ep1"})
+		f.emit(events.EndpointStream("ep4"), &hooklinev1.EndpointResumed{TenantId: "acme", EndpointId: "ep4"})
+		f.sync(r)
+		refs, err := reg.EndpointsForType("acme", "order.shipped")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []registry.EndpointRef{{ID: "ep2", ConfigVersion: 2}, {ID: "ep3", ConfigVersion: 1}}
+		if diff := cmp.Diff(want, refs); diff != "" {
+			t.Errorf("EndpointsForType(order.shipped) (-want +got):\n%s", diff)
+		}
+		refs, err = reg.EndpointsForType("acme", "invoice.paid")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = []registry.EndpointRef{{ID: "ep3", ConfigVersion: 1}, {ID: "ep4", ConfigVersion: 1}}
+		if diff := cmp.Diff(want, refs); diff != "" {
+			t.Errorf("EndpointsForType(invoice.paid) (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func check(t *testing.T, reg *registry.Registry) {
+	t.Helper()
+	hash := sha256.Sum256([]byte("whk_secret"))
+	other := sha256.Sum256([]byte("whk_other"))
+	tenant, key, ok, err := reg.TenantByKeyHash(hash[:])
+	if err != nil || !ok || tenant != "acme" || key != "k1" {
+		t.Errorf("TenantByKeyHash(live) = %q, %q, %v, %v; want acme, k1", tenant, key, ok, err)
+	}
+	if _, _, ok, err := reg.TenantByKeyHash(other[:]); err != nil || ok {
+		t.Errorf("TenantByKeyHash(revoked) = %v, %v; want not found", ok, err)
+	}
+
+	ten, ok, err := reg.Tenant("acme")
+	if err != nil || !ok {
+		t.Fatalf("Tenant(acme) = %v, %v", ok, err)
+	}
+	if diff := cmp.Diff(registry.Tenant{ID: "acme", Name: "Acme", Quota: registry.Quota{AttemptsPerSecond: 80, Weight: 2}}, ten); diff != "" {
+		t.Errorf("Tenant (-want +got):\n%s", diff)
+	}
+	if _, ok, err := reg.Tenant("nobody"); err != nil || ok {
+		t.Errorf("Tenant(nobody) = %v, %v", ok, err)
+	}
+
+	refs, err := reg.EndpointsForType("acme", "invoice.paid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ep1 by type, ep3 by "*"; ep2 moved to order.shipped, ep4 disabled,
+	// ep5 deleted, ep6 another tenant's.
+	want := []registry.EndpointRef{{ID: "ep1", ConfigVersion: 1}, {ID: "ep3", ConfigVersion: 1}}
+	if diff := cmp.Diff(want, refs); diff != "" {
+		t.Errorf("EndpointsForType(invoice.paid) (-want +got):\n%s", diff)
+	}
+	refs, err = reg.EndpointsForType("acme", "order.shipped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []registry.EndpointRef{{ID: "ep1", ConfigVersion: 1}, {ID: "ep2", ConfigVersion: 2, Paused: true}, {ID: "ep3", ConfigVersion: 1}}
+	if diff := cmp.Diff(want, refs); diff != "" {
+		t.Errorf("EndpointsForType(order.shipped) (-want +got):\n%s", diff)
+	}
+
+	ep, ok, err := reg.Endpoint("ep6")
+	if err != nil || !ok {
+		t.Fatalf("Endpoint(ep6) = %v, %v", ok, err)
+	}
+	if ep.TenantID != "globex" || ep.Config.GetUrl() != "https://example.com/ep6" || !cmp.Equal(ep.SecretVersions, []int32{2}) {
+		t.Errorf("Endpoint(ep6) = %+v", ep)
+	}
+	ep, ok, err = reg.Endpoint("ep5")
+	if err != nil || !ok || !ep.Deleted {
+		t.Errorf("Endpoint(ep5) = %+v, %v, %v; want deleted", ep, ok, err)
+	}
+
+	// Pages of two, in id order, deleted ep5 left out.
+	var ids []string
+	cursor := ""
+	for range 5 {
+		eps, next, err := reg.ListEndpoints("acme", cursor, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range eps {
+			ids = append(ids, e.ID)
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if diff := cmp.Diff([]string{"ep1", "ep2", "ep3", "ep4"}, ids); diff != "" {
+		t.Errorf("ListEndpoints (-want +got):\n%s", diff)
+	}
+	if _, _, err := reg.ListEndpoints("acme", "not base64!", 2); !errors.Is(err, registry.ErrBadCursor) {
+		t.Errorf("ListEndpoints(bad cursor) = %v, want ErrBadCursor", err)
+	}
+}
