@@ -1,0 +1,235 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/events"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// plannedPerChunk bounds the deliveries in one DeliveriesPlanned event, so
+// that a large fan-out stays under the log's event size cap.
+const plannedPerChunk = 2000
+
+// Publish records one event and its planned deliveries in one atomic append
+// to event-{tenant}.{event_id} with expected revision NoStream.
+func (s *Server) Publish(ctx context.Context, req *controlv1.PublishRequest) (*controlv1.PublishResponse, error) {
+	tenantID, caller, err := tenantFor(ctx, req.GetTenantId())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.publish(ctx, tenantID, caller, req)
+	return resp, toStatus(err)
+}
+
+// PublishBatch publishes each event on its own: one bad event does not stop
+// the others, and each result says what happened to its event.
+func (s *Server) PublishBatch(ctx context.Context, req *controlv1.PublishBatchRequest) (*controlv1.PublishBatchResponse, error) {
+	tenantID, caller, err := tenantFor(ctx, req.GetTenantId())
+	if err != nil {
+		return nil, err
+	}
+	if n := len(req.GetEvents()); n == 0 || n > s.cfg.MaxBatch {
+		return nil, toStatus(invalid("events", "has %d events; send 1 to %d per batch", n, s.cfg.MaxBatch))
+	}
+	out := &controlv1.PublishBatchResponse{Results: make([]*controlv1.PublishResult, len(req.GetEvents()))}
+	for i, ev := range req.GetEvents() {
+		if ev.GetTenantId() != "" && ev.GetTenantId() != tenantID {
+			ev = proto.CloneOf(ev)
+			ev.TenantId = ""
+		}
+		resp, err := s.publish(ctx, tenantID, caller, ev)
+		r := &controlv1.PublishResult{Response: resp}
+		if err != nil {
+			st, _ := status.FromError(toStatus(err))
+			r.ErrorCode = st.Code().String()
+			r.ErrorMessage = fmt.Sprintf("events[%d]: %s", i, st.Message())
+		}
+		out.Results[i] = r
+	}
+	return out, nil
+}
+
+func (s *Server) publish(ctx context.Context, tenantID string, caller Caller, req *controlv1.PublishRequest) (*controlv1.PublishResponse, error) {
+	published, err := s.eventOf(tenantID, caller, req)
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Now()
+	refs, err := s.cfg.Registry.EndpointsForType(tenantID, published.GetEventType())
+	if err != nil {
+		return nil, err
+	}
+	planned := make([]*hooklinev1.PlannedDelivery, 0, len(refs))
+	for _, ref := range refs {
+		planned = append(planned, &hooklinev1.PlannedDelivery{
+			DeliveryId:    events.DeliveryID(tenantID, published.GetEventId(), ref.ID),
+			EndpointId:    ref.ID,
+			ConfigVersion: ref.ConfigVersion,
+		})
+	}
+	stream := events.EventStream(tenantID, published.GetEventId())
+	evs, err := s.plan(stream, published, planned, now)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.cfg.Log.Append(ctx, stream, events.NoStream{}, evs...); err != nil {
+		if errors.Is(err, events.ErrWrongRevision) {
+			return s.republish(ctx, stream, published)
+		}
+		return nil, fmt.Errorf("publish %s: %w", stream, err)
+	}
+	s.cfg.Logger.Debug("event published", slog.String("tenant_id", tenantID), slog.String("event_id", published.GetEventId()), slog.Int("deliveries", len(planned)))
+	if s.cfg.OnPublished != nil {
+		s.cfg.OnPublished(planned)
+	}
+	return &controlv1.PublishResponse{EventId: published.GetEventId(), Deliveries: planned}, nil
+}
+
+// eventOf validates a publish request and builds its EventPublished.
+func (s *Server) eventOf(tenantID string, caller Caller, req *controlv1.PublishRequest) (*hooklinev1.EventPublished, error) {
+	if err := checkEventID(req.GetEventId()); err != nil {
+		return nil, err
+	}
+	if err := checkEventType("type", req.GetType()); err != nil {
+		return nil, err
+	}
+	if len(req.GetSchemaVersion()) > 32 {
+		return nil, invalid("schema_version", "is longer than 32 characters")
+	}
+	if len(req.GetObjectId()) > 256 {
+		return nil, invalid("object_id", "is longer than 256 characters")
+	}
+	if req.GetObjectVersion() < 0 {
+		return nil, invalid("object_version", "is negative")
+	}
+	if err := checkContentType(req.GetContentType()); err != nil {
+		return nil, err
+	}
+	payload := req.GetPayload()
+	contentType := req.GetContentType()
+	if req.GetData() != nil {
+		if len(payload) > 0 {
+			return nil, invalid("data", "and payload are both set; give the JSON value in data or the raw bytes in payload, not both")
+		}
+		raw, err := protojson.Marshal(req.GetData())
+		if err != nil {
+			return nil, invalid("data", "is not a JSON value: %v", err)
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return nil, invalid("data", "is not a JSON value: %v", err)
+		}
+		payload = buf.Bytes()
+	}
+	if len(payload) == 0 {
+		return nil, invalid("payload", "is empty; send the event body in payload (bytes) or data (a JSON value)")
+	}
+	if len(payload) > s.cfg.MaxPayload {
+		return nil, invalid("payload", "is %d bytes, over the %d-byte limit; send a smaller payload (for example a reference the receiver fetches)", len(payload), s.cfg.MaxPayload)
+	}
+	if contentType == "" {
+		contentType = "application/json"
+	}
+	sum := sha256.Sum256(payload)
+	now := s.cfg.Now()
+	occurred := req.GetOccurredAt()
+	if occurred == nil {
+		occurred = timestamppb.New(now)
+	} else if err := occurred.CheckValid(); err != nil {
+		return nil, invalid("occurred_at", "%v", err)
+	}
+	return &hooklinev1.EventPublished{
+		TenantId:      tenantID,
+		EventId:       req.GetEventId(),
+		EventType:     req.GetType(),
+		SchemaVersion: req.GetSchemaVersion(),
+		ObjectId:      req.GetObjectId(),
+		ObjectVersion: req.GetObjectVersion(),
+		OccurredAt:    occurred,
+		Payload:       payload,
+		PayloadSha256: sum[:],
+		ContentType:   contentType,
+		IssuedBy:      caller.Actor(),
+		At:            timestamppb.New(now),
+	}, nil
+}
+
+// plan encodes EventPublished and its DeliveriesPlanned chunks.
+func (s *Server) plan(stream string, published *hooklinev1.EventPublished, planned []*hooklinev1.PlannedDelivery, now time.Time) ([]events.Event, error) {
+	ev, err := events.Encode(published, "publish", stream)
+	if err != nil {
+		return nil, err
+	}
+	out := []events.Event{ev}
+	chunks := (len(planned) + plannedPerChunk - 1) / plannedPerChunk
+	if chunks == 0 {
+		chunks = 1 // an event with no subscribers still records that none were chosen
+	}
+	at := timestamppb.New(now)
+	expires := timestamppb.New(now.Add(s.cfg.DeliveryDeadline))
+	for i := 0; i < chunks; i++ {
+		lo, hi := i*plannedPerChunk, min((i+1)*plannedPerChunk, len(planned))
+		dp := &hooklinev1.DeliveriesPlanned{
+			TenantId:   published.GetTenantId(),
+			EventId:    published.GetEventId(),
+			EventType:  published.GetEventType(),
+			Deliveries: planned[lo:hi],
+			Chunk:      int32(i),
+			Chunks:     int32(chunks),
+			At:         at,
+			ExpiresAt:  expires,
+		}
+		ev, err := events.Encode(dp, fmt.Sprintf("plan/%d", i), stream)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// republish answers a publish whose event stream already exists: the same
+// payload gets the original answer, another payload is a conflict.
+func (s *Server) republish(ctx context.Context, stream string, published *hooklinev1.EventPublished) (*controlv1.PublishResponse, error) {
+	recs, err := s.cfg.Log.ReadStream(ctx, stream, events.Forwards, 0, 1+maxChunks)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", stream, err)
+	}
+	resp := &controlv1.PublishResponse{EventId: published.GetEventId(), Duplicate: true}
+	for i := range recs {
+		msg, err := events.Decode(&recs[i])
+		if err != nil {
+			return nil, err
+		}
+		switch m := msg.(type) {
+		case *hooklinev1.EventPublished:
+			if !bytes.Equal(m.GetPayloadSha256(), published.GetPayloadSha256()) {
+				return nil, status.Errorf(codes.AlreadyExists,
+					"event_id %q was already published with another payload (sha256 %s, this one %s); an event id names one fact: use a new event_id for a new fact",
+					published.GetEventId(), hex.EncodeToString(m.GetPayloadSha256())[:16], hex.EncodeToString(published.GetPayloadSha256())[:16])
+			}
+		case *hooklinev1.DeliveriesPlanned:
+			resp.Deliveries = append(resp.Deliveries, m.GetDeliveries()...)
+		}
+	}
+	return resp, nil
+}
+
+// maxChunks bounds the DeliveriesPlanned events read back for a duplicate.
+const maxChunks = 10000

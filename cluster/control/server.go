@@ -1,0 +1,139 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections/registry"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// Grains sends a message to a grain and waits for its answer.
+// *cluster.Node satisfies it.
+type Grains interface {
+	Request(ctx context.Context, kind, identity string, msg proto.Message) (proto.Message, error)
+}
+
+// Projections lets a command's effects become visible before the command
+// answers (read-your-writes): WaitFor returns once the local projections
+// have applied the log up to pos.
+type Projections interface {
+	WaitFor(ctx context.Context, pos events.Position) error
+}
+
+// Config configures the control API. Log, Grains, Registry and Projections
+// are required; the zero value of the rest means the documented defaults.
+type Config struct {
+	Log         events.Log
+	Grains      Grains
+	Registry    *registry.Registry
+	Projections Projections
+	// AdminToken authenticates operators; empty disables the admin API.
+	AdminToken string
+	// MaxPayload caps an event's payload; default 256 KiB.
+	MaxPayload int
+	// MaxBatch caps the events of one PublishBatch; default 100.
+	MaxBatch int
+	// DeliveryDeadline ends automatic retries of a delivery; default 24 h.
+	DeliveryDeadline time.Duration
+	// OnPublished, if set, is called after each new publish with its planned
+	// deliveries (the node sends wake hints from it). It must not block.
+	OnPublished func([]*hooklinev1.PlannedDelivery)
+	Now         func() time.Time
+	Logger      *slog.Logger
+}
+
+// Validate reports the first missing or invalid setting.
+func (c *Config) Validate() error {
+	switch {
+	case c.Log == nil:
+		return errors.New("control: Config.Log is nil: pass the node's event log")
+	case c.Grains == nil:
+		return errors.New("control: Config.Grains is nil: pass the cluster node")
+	case c.Registry == nil:
+		return errors.New("control: Config.Registry is nil: pass the registry projection")
+	case c.Projections == nil:
+		return errors.New("control: Config.Projections is nil: pass the projection runner")
+	case c.MaxPayload < 0, c.MaxBatch < 0, c.DeliveryDeadline < 0:
+		return errors.New("control: MaxPayload, MaxBatch and DeliveryDeadline must not be negative")
+	}
+	return nil
+}
+
+func (c *Config) defaults() {
+	if c.MaxPayload == 0 {
+		c.MaxPayload = 256 << 10
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 100
+	}
+	if c.DeliveryDeadline == 0 {
+		c.DeliveryDeadline = 24 * time.Hour
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Server implements the control API's gRPC services. It is safe for
+// concurrent use.
+type Server struct {
+	controlv1.UnimplementedTenantServiceServer
+	controlv1.UnimplementedEndpointServiceServer
+	controlv1.UnimplementedEventServiceServer
+	controlv1.UnimplementedDeliveryServiceServer
+
+	cfg    Config
+	health *health.Server
+}
+
+// New returns a Server.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.defaults()
+	return &Server{cfg: cfg, health: health.NewServer()}, nil
+}
+
+// NewGRPCServer returns a gRPC server with the control services, health and
+// reflection registered, and authentication on every call.
+func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
+	opts = append(opts, grpc.ChainUnaryInterceptor(s.authenticate), grpc.MaxRecvMsgSize(16<<20))
+	g := grpc.NewServer(opts...)
+	controlv1.RegisterTenantServiceServer(g, s)
+	controlv1.RegisterEndpointServiceServer(g, s)
+	controlv1.RegisterEventServiceServer(g, s)
+	controlv1.RegisterDeliveryServiceServer(g, s)
+	grpc_health_v1.RegisterHealthServer(g, s.health)
+	reflection.Register(g)
+	s.health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)
+	return g
+}
+
+// Shutdown marks the services not serving, so health checks fail first.
+func (s *Server) Shutdown() { s.health.Shutdown() }
+
+// settle waits until the local projections have applied everything written
+// so far, so that the caller's next read sees its own command.
+func (s *Server) settle(ctx context.Context) error {
+	head, err := s.cfg.Log.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("read log head: %w", err)
+	}
+	return s.cfg.Projections.WaitFor(ctx, head)
+}

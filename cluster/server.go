@@ -1,0 +1,288 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/actors/endpoint"
+	"github.com/hookline/hookline/actors/seal"
+	"github.com/hookline/hookline/actors/tenant"
+	"github.com/hookline/hookline/cluster/control"
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/events/embedded"
+	"github.com/hookline/hookline/events/esdb"
+	"github.com/hookline/hookline/projections"
+	"github.com/hookline/hookline/projections/registry"
+)
+
+// ErrEmbeddedJoin refuses a multi-node cluster on the embedded log, which
+// lives in one node's data directory.
+var ErrEmbeddedJoin = errors.New("cluster: the embedded log serves one node only; to join a cluster use a shared log (--store kurrentdb://…)")
+
+// ServerConfig configures a whole Hookline node: its log, projections,
+// grains, cluster membership and control API. The zero value runs a
+// single embedded node in ./data on loopback ports.
+type ServerConfig struct {
+	// DataDir holds the embedded log, the projections and (in development)
+	// the master key file. Default "./data".
+	DataDir string
+	// Store selects the log: "" or "embedded" for the embedded log in
+	// DataDir, or an EventStoreDB/KurrentDB connection string
+	// (kurrentdb://…, esdb://…, esdb+discover://…).
+	Store string
+	// Log, if set, is used instead of opening Store; the caller owns it.
+	// Tests use it to run several nodes on one log in one process.
+	Log events.Log
+	// ProjectionsFS is the projections' file system; nil means the disk.
+	ProjectionsFS vfs.FS
+	// GRPCAddr and HTTPAddr are the control API's listen addresses;
+	// defaults 127.0.0.1:7070 and 127.0.0.1:8080 (":0" picks a port).
+	GRPCAddr string
+	HTTPAddr string
+	// Node configures membership and the actor system.
+	Node Config
+	// AdminToken authenticates operators (HOOKLINE_ADMIN_TOKEN).
+	AdminToken string
+	// MasterKey is HOOKLINE_MASTER_KEY; empty means the development key
+	// file in DataDir.
+	MasterKey string
+	// Policy is the egress policy for endpoint URLs; nil means production
+	// rules.
+	Policy *attempt.Policy
+	// Now is the clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Server is one running Hookline node.
+type Server struct {
+	cfg      ServerConfig
+	log      events.Log
+	ownsLog  bool
+	keyring  *seal.Keyring
+	runner   *projections.Runner
+	registry *registry.Registry
+	node     *Node
+	control  *control.Server
+	grpc     *grpc.Server
+	http     *http.Server
+	grpcLis  net.Listener
+	httpLis  net.Listener
+	logger   *slog.Logger
+}
+
+// NewServer opens the log and projections, starts the cluster node and
+// binds the control API's listeners. Serve them with Run.
+func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
+	if cfg.DataDir == "" {
+		cfg.DataDir = "data"
+	}
+	if cfg.GRPCAddr == "" {
+		cfg.GRPCAddr = "127.0.0.1:7070"
+	}
+	if cfg.HTTPAddr == "" {
+		cfg.HTTPAddr = "127.0.0.1:8080"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Node.Logger == nil {
+		cfg.Node.Logger = cfg.Logger
+	}
+	s := &Server{cfg: cfg, logger: cfg.Logger}
+	defer func() {
+		if err != nil {
+			if s.node != nil {
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				_ = s.node.Stop(sctx)
+				cancel()
+			}
+			s.close()
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	if err := s.openLog(ctx); err != nil {
+		return nil, err
+	}
+	kr, created, err := seal.LoadKeyring(cfg.MasterKey, cfg.DataDir, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		cfg.Logger.Warn("development master key created in the data directory; set HOOKLINE_MASTER_KEY in production", slog.String("dir", cfg.DataDir))
+	}
+	s.keyring = kr
+
+	s.runner, err = projections.Open(s.log, projections.Config{Dir: filepath.Join(cfg.DataDir, "projections"), FS: cfg.ProjectionsFS, Logger: cfg.Logger, Now: cfg.Now})
+	if err != nil {
+		return nil, err
+	}
+	if s.registry, err = registry.New(s.runner); err != nil {
+		return nil, err
+	}
+
+	nodeCfg := cfg.Node
+	nodeCfg.Kinds = append(nodeCfg.Kinds, s.kinds()...)
+	if s.node, err = Start(ctx, nodeCfg); err != nil {
+		return nil, err
+	}
+
+	s.control, err = control.New(control.Config{
+		Log: s.log, Grains: s.node, Registry: s.registry, Projections: s.runner,
+		AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+		return nil, fmt.Errorf("grpc listen %s: %w", cfg.GRPCAddr, err)
+	}
+	if s.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
+	}
+	s.grpc = s.control.NewGRPCServer()
+	conn, err := grpc.NewClient(s.grpcLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("gateway connection: %w", err)
+	}
+	h, err := s.control.Handler(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	s.http = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+func (s *Server) openLog(ctx context.Context) error {
+	cfg := s.cfg
+	if cfg.Log != nil {
+		s.log = cfg.Log
+		return nil
+	}
+	switch store := cfg.Store; {
+	case store == "" || store == "embedded":
+		if len(cfg.Node.Seeds) > 0 {
+			return ErrEmbeddedJoin
+		}
+		l, err := embedded.Open(embedded.Config{Dir: filepath.Join(cfg.DataDir, "log"), Now: cfg.Now, Logger: cfg.Logger})
+		if err != nil {
+			return err
+		}
+		s.log, s.ownsLog = l, true
+	case strings.HasPrefix(store, "kurrentdb") || strings.HasPrefix(store, "esdb"):
+		l, err := esdb.Open(ctx, esdb.Config{ConnectionString: store, Logger: cfg.Logger})
+		if err != nil {
+			return err
+		}
+		s.log, s.ownsLog = l, true
+	default:
+		return fmt.Errorf("store %q: use \"embedded\" or a KurrentDB connection string (kurrentdb://host:2113?tls=false)", store)
+	}
+	return nil
+}
+
+func (s *Server) kinds() []*pcluster.Kind {
+	return []*pcluster.Kind{
+		tenant.NewKind(tenant.Config{Log: s.log, Now: s.cfg.Now, Logger: s.logger}),
+		endpoint.NewKind(endpoint.Config{Log: s.log, Keyring: s.keyring, Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger}),
+	}
+}
+
+// Node returns the cluster node.
+func (s *Server) Node() *Node { return s.node }
+
+// Log returns the node's event log.
+func (s *Server) Log() events.Log { return s.log }
+
+// Projections returns the node's projection runner.
+func (s *Server) Projections() *projections.Runner { return s.runner }
+
+// GRPCAddr and HTTPAddr return the bound addresses of the control API.
+func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
+
+// HTTPAddr returns the bound address of the REST API.
+func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
+
+// Run serves until ctx ends, then stops gracefully: health turns to not
+// serving, the APIs drain, the node leaves the cluster, the projections and
+// the log close. It returns the first error of any part.
+func (s *Server) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ignoreCancel(s.runner.Run(gctx)) })
+	if l, ok := s.log.(*embedded.Log); ok && s.ownsLog {
+		g.Go(func() error { return ignoreCancel(l.Run(gctx)) })
+	}
+	g.Go(func() error { return ignoreClosed(s.grpc.Serve(s.grpcLis)) })
+	g.Go(func() error { return ignoreClosed(s.http.Serve(s.httpLis)) })
+	g.Go(func() error {
+		<-gctx.Done()
+		s.control.Shutdown()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = s.http.Shutdown(sctx)
+		stopGRPC(sctx, s.grpc)
+		return s.node.Stop(sctx)
+	})
+	err := g.Wait()
+	s.close()
+	return err
+}
+
+func (s *Server) close() {
+	if s.runner != nil {
+		_ = s.runner.Close()
+	}
+	if s.ownsLog && s.log != nil {
+		_ = s.log.Close()
+	}
+	if s.grpcLis != nil {
+		_ = s.grpcLis.Close()
+	}
+	if s.httpLis != nil {
+		_ = s.httpLis.Close()
+	}
+}
+
+func stopGRPC(ctx context.Context, g *grpc.Server) {
+	done := make(chan struct{})
+	go func() { g.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		g.Stop()
+	}
+}
+
+func ignoreCancel(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}

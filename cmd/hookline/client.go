@@ -1,0 +1,447 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// conn is a connected client with the caller's output choices.
+type conn struct {
+	cc      *grpc.ClientConn
+	json    bool
+	out     io.Writer
+	timeout time.Duration
+	token   string
+}
+
+func (c *conn) ctx(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(parent, c.timeout)
+	if c.token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
+	}
+	return ctx, cancel
+}
+
+// command is one client command: its flags and what it does with them.
+type command struct {
+	summary string
+	flags   func(fs *flag.FlagSet) func(ctx context.Context, c *conn) error
+}
+
+var commands = map[string]command{
+	"tenants create":          {"create a tenant (admin)", tenantsCreate},
+	"tenants get":             {"show a tenant", tenantsGet},
+	"keys issue":              {"issue an API key for a tenant (admin); shown once", keysIssue},
+	"keys revoke":             {"revoke an API key (admin)", keysRevoke},
+	"endpoints create":        {"register an endpoint; its secret is shown once", endpointsCreate},
+	"endpoints get":           {"show an endpoint", endpointsGet},
+	"endpoints list":          {"list endpoints", endpointsList},
+	"endpoints update":        {"change an endpoint's settings", endpointsUpdate},
+	"endpoints pause":         {"hold an endpoint's deliveries", endpointsSimple("pause")},
+	"endpoints resume":        {"resume a paused endpoint", endpointsSimple("resume")},
+	"endpoints delete":        {"delete an endpoint", endpointsSimple("delete")},
+	"endpoints rotate-secret": {"add a new signing secret; shown once", endpointsRotate},
+	"endpoints retire-secret": {"retire an old secret before its overlap ends", endpointsRetire},
+	"events publish":          {"publish an event", eventsPublish},
+}
+
+func client(parent context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) < 2 {
+		return usageError(fmt.Sprintf("%q needs an action", args[0]))
+	}
+	name := args[0] + " " + args[1]
+	cmd, ok := commands[name]
+	if !ok {
+		return usageError(fmt.Sprintf("unknown command %q", name))
+	}
+	fs := flag.NewFlagSet("hookline "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", envOr("HOOKLINE_ADDR", "127.0.0.1:7070"), "the node's gRPC address")
+	token := fs.String("token", os.Getenv("HOOKLINE_TOKEN"), "an API key or the admin token")
+	asJSON := fs.Bool("json", false, "print the answer as JSON")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	do := cmd.flags(fs)
+	if err := fs.Parse(args[2:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q (flags go as --name value)", name, fs.Arg(0))
+	}
+	cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", *addr, err)
+	}
+	defer cc.Close()
+	err = do(parent, &conn{cc: cc, json: *asJSON, out: stdout, timeout: *timeout, token: *token})
+	if st, ok := status.FromError(err); ok && err != nil {
+		return fmt.Errorf("%s: %s", strings.ToLower(strings.ReplaceAll(st.Code().String(), "_", " ")), st.Message())
+	}
+	return err
+}
+
+func usageError(msg string) error {
+	names := make([]string, 0, len(commands))
+	for n, c := range commands {
+		names = append(names, fmt.Sprintf("  %-26s %s", n, c.summary))
+	}
+	sort.Strings(names)
+	return fmt.Errorf("%s\ncommands:\n%s", msg, strings.Join(names, "\n"))
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// print writes a message as JSON (--json) or as readable lines.
+func (c *conn) print(m proto.Message, readable func(w io.Writer)) error {
+	if c.json {
+		b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true}.Marshal(m)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(c.out, string(b))
+		return err
+	}
+	readable(c.out)
+	return nil
+}
+
+func tenantsCreate(fs *flag.FlagSet) func(context.Context, *conn) error {
+	id := fs.String("id", "", "tenant id (generated when empty)")
+	name := fs.String("name", "", "tenant name")
+	return func(ctx context.Context, c *conn) error {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		t, err := controlv1.NewTenantServiceClient(c.cc).CreateTenant(ctx, &controlv1.CreateTenantRequest{TenantId: *id, Name: *name})
+		if err != nil {
+			return err
+		}
+		return c.print(t, func(w io.Writer) { printTenant(w, t) })
+	}
+}
+
+func tenantsGet(fs *flag.FlagSet) func(context.Context, *conn) error {
+	id := fs.String("id", "", "tenant id (a tenant key's own when empty)")
+	return func(ctx context.Context, c *conn) error {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		t, err := controlv1.NewTenantServiceClient(c.cc).GetTenant(ctx, &controlv1.GetTenantRequest{TenantId: *id})
+		if err != nil {
+			return err
+		}
+		return c.print(t, func(w io.Writer) { printTenant(w, t) })
+	}
+}
+
+func printTenant(w io.Writer, t *controlv1.Tenant) {
+	fmt.Fprintf(w, "tenant   %s\nname     %s\ncreated  %s\n", t.GetTenantId(), t.GetName(), fmtTime(t.GetCreatedAt()))
+	for _, k := range t.GetApiKeys() {
+		state := "live"
+		if k.GetRevoked() {
+			state = "revoked"
+		}
+		fmt.Fprintf(w, "key      %s  %-8s %s\n", k.GetKeyId(), state, k.GetName())
+	}
+}
+
+func keysIssue(fs *flag.FlagSet) func(context.Context, *conn) error {
+	tenant := fs.String("tenant", "", "tenant id")
+	name := fs.String("name", "", "a label for the key")
+	return func(ctx context.Context, c *conn) error {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		k, err := controlv1.NewTenantServiceClient(c.cc).IssueApiKey(ctx, &controlv1.IssueApiKeyRequest{TenantId: *tenant, Name: *name})
+		if err != nil {
+			return err
+		}
+		return c.print(k, func(w io.Writer) {
+			fmt.Fprintf(w, "tenant   %s\nkey id   %s\napi key  %s\n(the key is shown only now: store it safely)\n", k.GetTenantId(), k.GetKeyId(), k.GetApiKey())
+		})
+	}
+}
+
+func keysRevoke(fs *flag.FlagSet) func(context.Context, *conn) error {
+	tenant := fs.String("tenant", "", "tenant id")
+	key := fs.String("key-id", "", "key id")
+	return func(ctx context.Context, c *conn) error {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		t, err := controlv1.NewTenantServiceClient(c.cc).RevokeApiKey(ctx, &controlv1.RevokeApiKeyRequest{TenantId: *tenant, KeyId: *key})
+		if err != nil {
+			return err
+		}
+		return c.print(t, func(w io.Writer) { printTenant(w, t) })
+	}
+}
+
+// settingsFlags declares the endpoint settings flags and returns the
+// settings built from them, with the paths of the flags actually given.
+func settingsFlags(fs *flag.FlagSet) func() (*controlv1.EndpointSettings, []string) {
+	s := &controlv1.EndpointSettings{}
+	url := fs.String("url", "", "https URL to deliver to")
+	types := fs.String("types", "", "comma-separated event types, or * for all")
+	desc := fs.String("description", "", "description")
+	rate := fs.Float64("rate", 0, "attempts per second (0: default)")
+	inflight := fs.Int("max-in-flight", 0, "concurrent attempts (0: default)")
+	timeout := fs.Duration("attempt-timeout", 0, "timeout of one attempt (0: 15s, at most 30s)")
+	ed := fs.Bool("ed25519", false, "also sign with ed25519 (v1a)")
+	return func() (*controlv1.EndpointSettings, []string) {
+		var paths []string
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "url":
+				s.Url, paths = *url, append(paths, "url")
+			case "types":
+				for _, t := range strings.Split(*types, ",") {
+					if t = strings.TrimSpace(t); t != "" {
+						s.EventTypes = append(s.EventTypes, t)
+					}
+				}
+				paths = append(paths, "event_types")
+			case "description":
+				s.Description, paths = *desc, append(paths, "description")
+			case "rate":
+				s.RatePerSecond, paths = *rate, append(paths, "rate_per_second")
+			case "max-in-flight":
+				s.MaxInFlight, paths = int32(*inflight), append(paths, "max_in_flight")
+			case "attempt-timeout":
+				s.TimeoutMs, paths = int32(timeout.Milliseconds()), append(paths, "timeout_ms")
+			case "ed25519":
+				s.SignEd25519, paths = *ed, append(paths, "sign_ed25519")
+			}
+		})
+		return s, paths
+	}
+}
+
+func endpointsCreate(fs *flag.FlagSet) func(context.Context, *conn) error {
+	tenant := fs.String("tenant", "", "tenant id (admin token only)")
+	id := fs.String("id", "", "endpoint id (generated when empty)")
+	settings := settingsFlags(fs)
+	return func(ctx context.Context, c *conn) error {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		s, _ := settings()
+		r, err := controlv1.NewEndpointServiceClient(c.cc).CreateEndpoint(ctx, &controlv1.CreateEndpointRequest{TenantId: *tenant, EndpointId: *id, Settings: s})
+		if err != nil {
+			return err
+		}
+		return c.print(r, func(w io.Writer) {
+			printEndpoint(w, r.GetEndpoint())
+			fmt.Fprintf(w, "secret       %s\n(the secret is shown only now: give it to the receiver)\n", r.GetSecret())
+		})
+	}
+}
+
+func endpointsGet(fs *flag.FlagSet) func(context.Context, *conn) error {
+	tenant := fs.String("tenant", "", "tenant id (admin token only)")
+	id := fs.String("id", "", "endpoint id")
+	return func(ctx context.Context, c *conn) error {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		e, err := controlv1.NewEndpointServiceClient(c.cc).GetEndpoint(ctx, &controlv1.GetEndpointRequest{TenantId: *tenant, EndpointId: *id})
+		if err != nil {
+			return err
+		}
+		return c.print(e, func(w io.Writer) { printEndpoint(w, e) })
+	}
+}
+
+func endpointsList(fs *flag.FlagSet) func(context.Context, *conn) error {
+	tenant := fs.String("tenant", "", "tenant id (admin token only)")
+	size := fs.Int("limit", 50, "page size")
+	cursor := fs.String("cursor", "", "cursor from the previous page")
+	return func(ctx context.Context, c *conn) error {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		r, err := controlv1.NewEndpointServiceClient(c.cc).ListEndpoints(ctx, &controlv1.ListEndpointsRequest{TenantId: *tenant, PageSize: int32(*size), Cursor: *cursor})
+		if err != nil {
+			return err
+		}
+		return c.print(r, func(w io.Writer) {
+			for _, e := range r.GetEndpoints() {
+				fmt.Fprintf(w, "%-30s %-8s v%-3d %s  %s\n", e.GetEndpointId(), statusName(e.GetStatus()), e.GetConfigVersion(), e.GetSettings().GetUrl(), strings.Join(e.GetSettings().GetEventTypes(), ","))
+			}
+			if r.GetNextCursor() != "" {
+				fmt.Fprintf(w, "(more: --cursor %s)\n", r.GetNextCursor())
+			}
+		})
+	}
+}
+
+func endpointsUpdate(fs *flag.FlagSet) func(context.Context, *conn) error {
+	tenant := fs.String("tenant", "", "tenant id (admin token only)")
+	id := fs.String("id", "", "endpoint id")
+	settings := settingsFlags(fs)
+	return func(ctx context.Context, c *conn) error {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		s, paths := settings()
+		if len(paths) == 0 {
+			return fmt.Errorf("endpoints update: give at least one setting to change (--url, --types, ...)")
+		}
+		e, err := controlv1.NewEndpointServiceClient(c.cc).UpdateEndpoint(ctx, &controlv1.UpdateEndpointRequest{TenantId: *tenant, EndpointId: *id, Settings: s, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
+		if err != nil {
+			return err
+		}
+		return c.print(e, func(w io.Writer) { printEndpoint(w, e) })
+	}
+}
+
+func endpointsSimple(action string) func(fs *flag.FlagSet) func(context.Context, *conn) error {
+	return func(fs *flag.FlagSet) func(context.Context, *conn) error {
+		tenant := fs.String("tenant", "", "tenant id (admin token only)")
+		id := fs.String("id", "", "endpoint id")
+		return func(ctx context.Context, c *conn) error {
+			ctx, cancel := c.ctx(ctx)
+			defer cancel()
+			cl := controlv1.NewEndpointServiceClient(c.cc)
+			var e *controlv1.Endpoint
+			var err error
+			switch action {
+			case "pause":
+				e, err = cl.PauseEndpoint(ctx, &controlv1.PauseEndpointRequest{TenantId: *tenant, EndpointId: *id})
+			case "resume":
+				e, err = cl.ResumeEndpoint(ctx, &controlv1.ResumeEndpointRequest{TenantId: *tenant, EndpointId: *id})
+			case "delete":
+				e, err = cl.DeleteEndpoint(ctx, &controlv1.DeleteEndpointRequest{TenantId: *tenant, EndpointId: *id})
+			}
+			if err != nil {
+				return err
+			}
+			return c.print(e, func(w io.Writer) { printEndpoint(w, e) })
+		}
+	}
+}
+
+func endpointsRotate(fs *flag.FlagSet) func(context.Context, *conn) error {
+	tenant := fs.String("tenant", "", "tenant id (admin token only)")
+	id := fs.String("id", "", "endpoint id")
+	overlap := fs.Duration("overlap", 0, "how long the previous secret keeps signing (0: 24h)")
+	return func(ctx context.Context, c *conn) error {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		r, err := controlv1.NewEndpointServiceClient(c.cc).RotateSecret(ctx, &controlv1.RotateSecretRequest{TenantId: *tenant, EndpointId: *id, OverlapSeconds: int64(overlap.Seconds())})
+		if err != nil {
+			return err
+		}
+		return c.print(r, func(w io.Writer) {
+			printEndpoint(w, r.GetEndpoint())
+			fmt.Fprintf(w, "secret       %s\n(the new secret is shown only now)\n", r.GetSecret())
+		})
+	}
+}
+
+func endpointsRetire(fs *flag.FlagSet) func(context.Context, *conn) error {
+	tenant := fs.String("tenant", "", "tenant id (admin token only)")
+	id := fs.String("id", "", "endpoint id")
+	version := fs.Int("version", 0, "secret version to retire")
+	return func(ctx context.Context, c *conn) error {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		e, err := controlv1.NewEndpointServiceClient(c.cc).RetireSecret(ctx, &controlv1.RetireSecretRequest{TenantId: *tenant, EndpointId: *id, Version: int32(*version)})
+		if err != nil {
+			return err
+		}
+		return c.print(e, func(w io.Writer) { printEndpoint(w, e) })
+	}
+}
+
+func printEndpoint(w io.Writer, e *controlv1.Endpoint) {
+	s := e.GetSettings()
+	fmt.Fprintf(w, "endpoint     %s\ntenant       %s\nurl          %s\nevent types  %s\nstatus       %s\nconfig       v%d\n",
+		e.GetEndpointId(), e.GetTenantId(), s.GetUrl(), strings.Join(s.GetEventTypes(), ", "), statusName(e.GetStatus()), e.GetConfigVersion())
+	for _, sec := range e.GetSecrets() {
+		exp := ""
+		if sec.GetExpiresAt() != nil {
+			exp = "  retires " + fmtTime(sec.GetExpiresAt())
+		}
+		fmt.Fprintf(w, "secret v%-4d created %s%s\n", sec.GetVersion(), fmtTime(sec.GetCreatedAt()), exp)
+	}
+	if e.GetPublicKey() != "" {
+		fmt.Fprintf(w, "public key   %s\n", e.GetPublicKey())
+	}
+}
+
+func statusName(s controlv1.Endpoint_Status) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "STATUS_"))
+}
+
+func fmtTime(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return "-"
+	}
+	return t.AsTime().UTC().Format(time.RFC3339)
+}
+
+func eventsPublish(fs *flag.FlagSet) func(context.Context, *conn) error {
+	tenant := fs.String("tenant", "", "tenant id (admin token only)")
+	id := fs.String("id", "", "event id, unique per tenant (required)")
+	typ := fs.String("type", "", "event type, e.g. invoice.paid (required)")
+	data := fs.String("data", "", "JSON payload; @FILE reads it from a file, - from stdin")
+	schema := fs.String("schema-version", "", "schema version")
+	object := fs.String("object-id", "", "id of the object the event is about")
+	return func(ctx context.Context, c *conn) error {
+		payload, err := readData(*data)
+		if err != nil {
+			return err
+		}
+		if !json.Valid(payload) {
+			return fmt.Errorf("events publish: --data is not valid JSON")
+		}
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		r, err := controlv1.NewEventServiceClient(c.cc).Publish(ctx, &controlv1.PublishRequest{
+			TenantId: *tenant, EventId: *id, Type: *typ, Payload: payload, SchemaVersion: *schema, ObjectId: *object,
+		})
+		if err != nil {
+			return err
+		}
+		return c.print(r, func(w io.Writer) {
+			dup := ""
+			if r.GetDuplicate() {
+				dup = " (already accepted: nothing new written)"
+			}
+			fmt.Fprintf(w, "event %s%s\n", r.GetEventId(), dup)
+			for _, d := range r.GetDeliveries() {
+				fmt.Fprintf(w, "  delivery %s -> endpoint %s (config v%d)\n", d.GetDeliveryId(), d.GetEndpointId(), d.GetConfigVersion())
+			}
+			if len(r.GetDeliveries()) == 0 {
+				fmt.Fprintln(w, "  no endpoint subscribes to this type")
+			}
+		})
+	}
+}
+
+func readData(arg string) ([]byte, error) {
+	switch {
+	case arg == "":
+		return nil, fmt.Errorf("events publish: --data is required (JSON, @FILE or -)")
+	case arg == "-":
+		return io.ReadAll(os.Stdin)
+	case strings.HasPrefix(arg, "@"):
+		return os.ReadFile(arg[1:])
+	}
+	return []byte(arg), nil
+}
