@@ -1,0 +1,163 @@
+package memberlist
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	hml "github.com/hashicorp/memberlist"
+)
+
+// AnyPort asks the operating system for a free port. The port chosen is
+// known once the provider has started; read it with [Provider.Addr].
+const AnyPort = -1
+
+// Defaults applied to the zero value of [Config] and [Timing].
+const (
+	DefaultClusterName       = "hookline"
+	DefaultHost              = "127.0.0.1"
+	DefaultPort              = 7946 // memberlist's customary port, TCP and UDP
+	DefaultLeaveTimeout      = 2 * time.Second
+	DefaultJoinRetryInterval = time.Second
+)
+
+// Config configures a [Provider]. The zero value is a usable configuration
+// for a cluster of one on loopback: every zero field takes the default named
+// in its comment. Validate reports the first field that cannot work.
+type Config struct {
+	// ClusterName keeps clusters apart: it labels every gossip packet and is
+	// carried in each node's metadata, and nodes of another cluster are
+	// ignored. Default [DefaultClusterName].
+	ClusterName string
+
+	// Host is the address gossip binds to and advertises to the other
+	// nodes, so it must be reachable by them: an unspecified address such
+	// as 0.0.0.0 is rejected. Default [DefaultHost].
+	Host string
+
+	// Port is the gossip port, used for both TCP and UDP. Zero means
+	// [DefaultPort]; [AnyPort] lets the system choose.
+	Port int
+
+	// Seeds are the gossip addresses (host:port) of nodes to join. None
+	// means this node starts a cluster of its own. If no seed answers at
+	// start, the node keeps trying in the background every
+	// Timing.JoinRetryInterval until one does.
+	Seeds []string
+
+	// Timing tunes failure detection and gossip; see [Timing].
+	Timing Timing
+
+	// Logger receives the provider's membership changes at info level and
+	// memberlist's own log lines at debug level. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Timing tunes memberlist. Zero fields take memberlist.DefaultLANConfig's
+// values (probe every 1 s with a 500 ms timeout, gossip every 200 ms,
+// suspicion multiplier 4, full state sync every 30 s), which suit nodes on
+// one network; tests shorten them to detect a dead node within a second.
+type Timing struct {
+	ProbeInterval    time.Duration
+	ProbeTimeout     time.Duration
+	GossipInterval   time.Duration
+	PushPullInterval time.Duration
+	SuspicionMult    int
+
+	// LeaveTimeout bounds how long a graceful shutdown waits for the leave
+	// message to be gossiped. Default [DefaultLeaveTimeout].
+	LeaveTimeout time.Duration
+
+	// JoinRetryInterval is the pause between join attempts while no seed
+	// has answered. Default [DefaultJoinRetryInterval].
+	JoinRetryInterval time.Duration
+}
+
+// Validate reports whether c can start a provider. Each error names the
+// field and how to fix it.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if ip := net.ParseIP(c.Host); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("memberlist: Host %q is advertised to other nodes and cannot be unspecified: set this node's reachable address", c.Host)
+	}
+	if c.Port < AnyPort || c.Port > 65535 {
+		return fmt.Errorf("memberlist: Port %d is out of range: use 1-65535, 0 for %d, or AnyPort", c.Port, DefaultPort)
+	}
+	if len(c.ClusterName) > hml.LabelMaxSize {
+		return fmt.Errorf("memberlist: ClusterName is %d bytes long: use at most %d", len(c.ClusterName), hml.LabelMaxSize)
+	}
+	for i, s := range c.Seeds {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return fmt.Errorf("memberlist: Seeds[%d] %q is not host:port: %w", i, s, err)
+		}
+	}
+	t := c.Timing
+	if t.ProbeInterval < 0 || t.ProbeTimeout < 0 || t.GossipInterval < 0 || t.PushPullInterval < 0 ||
+		t.LeaveTimeout < 0 || t.JoinRetryInterval < 0 || t.SuspicionMult < 0 {
+		return errors.New("memberlist: Timing has a negative value: use zero for the default")
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.ClusterName == "" {
+		c.ClusterName = DefaultClusterName
+	}
+	if c.Host == "" {
+		c.Host = DefaultHost
+	}
+	if c.Port == 0 {
+		c.Port = DefaultPort
+	}
+	if c.Timing.LeaveTimeout == 0 {
+		c.Timing.LeaveTimeout = DefaultLeaveTimeout
+	}
+	if c.Timing.JoinRetryInterval == 0 {
+		c.Timing.JoinRetryInterval = DefaultJoinRetryInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// memberlistConfig builds memberlist's configuration for node name; c has
+// its defaults applied.
+func (c Config) memberlistConfig(name string) *hml.Config {
+	mc := hml.DefaultLANConfig()
+	mc.Name = name
+	mc.Label = c.ClusterName
+	mc.BindAddr = c.Host
+	mc.AdvertiseAddr = c.Host
+	port := c.Port
+	if port == AnyPort {
+		port = 0 // memberlist binds a free port and advertises it
+	}
+	mc.BindPort = port
+	mc.AdvertisePort = port
+	t := c.Timing
+	if t.ProbeInterval > 0 {
+		mc.ProbeInterval = t.ProbeInterval
+	}
+	if t.ProbeTimeout > 0 {
+		mc.ProbeTimeout = t.ProbeTimeout
+	}
+	if t.GossipInterval > 0 {
+		mc.GossipInterval = t.GossipInterval
+	}
+	if t.PushPullInterval > 0 {
+		mc.PushPullInterval = t.PushPullInterval
+	}
+	if t.SuspicionMult > 0 {
+		mc.SuspicionMult = t.SuspicionMult
+	}
+	mc.Logger = newStdLogger(c.Logger)
+	return mc
+}
+
+func joinHostPort(host string, port int) string {
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}

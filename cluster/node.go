@@ -1,0 +1,386 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hookline/hookline/cluster/memberlist"
+)
+
+// Sentinel errors of [Node.Request] and [Node.Stop].
+var (
+	// ErrStopped is returned by Request once Stop has begun.
+	ErrStopped = errors.New("cluster: node stopped")
+	// ErrUnavailable is returned by Request when every attempt failed:
+	// no member hosts the kind, the owner did not answer in time, or the
+	// member set was changing. It wraps the last attempt's error.
+	ErrUnavailable = errors.New("cluster: grain unavailable")
+)
+
+const (
+	// requestAttempts bounds Request. The first attempt after a member
+	// died can go to the dead member (its grains' PIDs are still cached,
+	// or failure detection has not removed it yet) and time out; the
+	// retry asks the identity lookup again and reaches the new owner.
+	requestAttempts = 3
+	// retryPause is the pause before the second attempt, doubled before
+	// the third: enough for a topology change in flight to land.
+	retryPause = 100 * time.Millisecond
+	// remoteRetries is how many times protoactor's remote dials a member
+	// before declaring the endpoint dead. Its default (5, two seconds
+	// apart) holds a writer for ten seconds after a member is gone and
+	// slows shutdown; membership, not redialling, decides who is alive.
+	remoteRetries = 1
+	// protoactorGossipInterval is the period of protoactor's own gossip
+	// loop, which Hookline leaves idle; see Start.
+	protoactorGossipInterval = 24 * time.Hour
+	// runStopTimeout bounds the graceful stop Run performs.
+	runStopTimeout = 30 * time.Second
+)
+
+// Member is one member of the cluster as this node sees it.
+type Member struct {
+	ID      string   // protoactor member (actor system) id
+	Address string   // protoactor remote address, host:port
+	Kinds   []string // grain kinds it hosts, sorted
+}
+
+// Node is one Hookline process in the cluster: a protoactor actor system
+// with remote and cluster, membership from memberlist, and grains placed
+// by a distributed hash of their identity. Create it with [Start]; it is
+// safe for concurrent use; the zero value is not usable.
+type Node struct {
+	cfg      Config
+	log      *slog.Logger
+	system   *actor.ActorSystem
+	cluster  *pcluster.Cluster
+	provider *memberlist.Provider
+
+	// attempts counts Request attempts in flight. An attempt runs in its
+	// own goroutine because protoactor's request cannot be cancelled;
+	// each ends within its timeout, and Stop waits for all of them.
+	attempts sync.WaitGroup
+
+	mu       sync.Mutex // guards stopping and attempts.Add against Stop
+	stopping bool
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed when the shutdown has finished
+	stopErr  error         // written before stopped is closed
+}
+
+// Start starts a node: protoactor's remote listens on cfg.Host:cfg.Port,
+// memberlist gossips on cfg.GossipHost:cfg.GossipPort and joins cfg.Seeds,
+// and the node becomes a member hosting cfg.Kinds. It returns once the
+// node is a member; protoactor spends about a second of that in a fixed
+// pause. A node with no seeds is a cluster of one.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("start node: %w", err)
+	}
+	provider, err := memberlist.New(cfg.gossipConfig())
+	if err != nil {
+		return nil, fmt.Errorf("start node: %w", err)
+	}
+
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(s *actor.ActorSystem) *slog.Logger {
+		// protoactor logs every activation and topology change at info
+		// level; only its warnings and errors are worth an operator's eye.
+		return slog.New(minLevel{Handler: cfg.Logger.Handler(), min: slog.LevelWarn}).
+			With(slog.String("component", "protoactor"), slog.String("member_id", s.ID))
+	}))
+	rc := remote.Configure(cfg.Host, cfg.remotePort())
+	rc.MaxRetryCount = remoteRetries
+	cc := pcluster.Configure(cfg.Name, provider, &lookup{activationTimeout: cfg.RequestTimeout}, rc,
+		pcluster.WithKinds(cfg.Kinds...),
+		pcluster.WithRequestTimeout(cfg.RequestTimeout),
+	)
+	// Liveness has one source, memberlist. protoactor's own gossip loop
+	// would block a member whose heartbeat it missed for 20 s, for good,
+	// even while memberlist sees it alive; and it reads the remote's block
+	// list without the lock that UpdateClusterTopology writes it under (a
+	// data race each time a member leaves). Nothing Hookline uses needs it
+	// (disthash places grains from the member list alone), so it ticks once
+	// a day and never expires a heartbeat.
+	cc.GossipInterval = protoactorGossipInterval
+	cc.HeartbeatExpiration = time.Duration(math.MaxInt64)
+	c := pcluster.New(system, cc)
+	if err := startMember(c); err != nil {
+		abandon(c, provider)
+		return nil, fmt.Errorf("start node on %s: %w", joinAddr(cfg.Host, cfg.Port), err)
+	}
+
+	n := &Node{
+		cfg:      cfg,
+		log:      cfg.Logger.With(slog.String("member_id", system.ID)),
+		system:   system,
+		cluster:  c,
+		provider: provider,
+		stopped:  make(chan struct{}),
+	}
+	n.log.Info("cluster node started",
+		slog.String("address", n.Address()),
+		slog.String("gossip_address", n.GossipAddress()),
+		slog.Any("kinds", kindNames(cfg.Kinds)))
+	return n, nil
+}
+
+// startMember runs protoactor's StartMember, which reports failures (a
+// port in use, memberlist not starting) by panicking.
+func startMember(c *pcluster.Cluster) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicError(r)
+		}
+	}()
+	c.StartMember()
+	return nil
+}
+
+// abandon releases what a failed start acquired. Each step may find its
+// part never started, hence the recover.
+func abandon(c *pcluster.Cluster, p *memberlist.Provider) {
+	_ = p.Shutdown(false)
+	c.ActorSystem.Shutdown()
+	func() {
+		defer func() { _ = recover() }()
+		if c.Remote != nil {
+			c.Remote.Shutdown(false)
+		}
+	}()
+}
+
+// Request sends msg to the grain kind/identity, activating it on its owner
+// if needed, and returns the grain's answer. It makes at most three
+// attempts, each bounded by Config.RequestTimeout and by ctx: the first
+// attempt after a member died may time out on the dead member, and the next
+// one reaches the grain's new owner. Errors wrap [ErrUnavailable] after the
+// last attempt, [ErrStopped] once Stop has begun, or ctx's error.
+func (n *Node) Request(ctx context.Context, kind, identity string, msg proto.Message) (proto.Message, error) {
+	var last error
+	for attempt := 1; attempt <= requestAttempts; attempt++ {
+		if attempt > 1 {
+			// The failure may have been a stale cached PID; forget it so
+			// the identity lookup is asked again.
+			n.cluster.PidCache.Remove(identity, kind)
+			if err := pause(ctx, retryPause<<(attempt-2)); err != nil {
+				return nil, fmt.Errorf("request %s/%s: %w", kind, identity, err)
+			}
+		}
+		resp, err := n.attempt(ctx, kind, identity, msg)
+		switch {
+		case err == nil:
+			m, ok := resp.(proto.Message)
+			if !ok {
+				return nil, fmt.Errorf("request %s/%s: answer %T is not a protobuf message", kind, identity, resp)
+			}
+			return m, nil
+		case errors.Is(err, ErrStopped):
+			return nil, fmt.Errorf("request %s/%s: %w", kind, identity, err)
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("request %s/%s: %w", kind, identity, ctx.Err())
+		}
+		last = err
+		n.log.Debug("cluster request attempt failed", slog.String("kind", kind), slog.String("identity", identity),
+			slog.Int("attempt", attempt), slog.Any("error", err))
+	}
+	return nil, fmt.Errorf("request %s/%s: %w after %d attempts: %w", kind, identity, ErrUnavailable, requestAttempts, last)
+}
+
+// attempt makes one request through protoactor's cluster context. It calls
+// Cluster.Request, which builds fresh call options per call, with its own
+// timeout and a single try (the retries are Request's); RequestFuture is
+// avoided because it applies options to a package-global configuration
+// shared by every caller.
+func (n *Node) attempt(ctx context.Context, kind, identity string, msg proto.Message) (any, error) {
+	timeout := n.cfg.RequestTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(deadline))
+	}
+	if timeout <= 0 {
+		return nil, context.DeadlineExceeded
+	}
+	n.mu.Lock()
+	if n.stopping {
+		n.mu.Unlock()
+		return nil, ErrStopped
+	}
+	n.attempts.Add(1)
+	n.mu.Unlock()
+
+	type answer struct {
+		resp any
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		defer n.attempts.Done()
+		resp, err := n.cluster.Request(identity, kind, msg,
+			pcluster.WithTimeout(timeout), pcluster.WithRetryCount(1))
+		done <- answer{resp, err}
+	}()
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	select {
+	case a := <-done:
+		return a.resp, a.err
+	case <-actx.Done():
+		// protoactor's request is still running (its identity lookup may
+		// wait up to five seconds on an unreachable owner); it ends on its
+		// own and Stop waits for it.
+		return nil, fmt.Errorf("attempt: %w", actx.Err())
+	}
+}
+
+// Members returns the members this node currently routes to, sorted by id.
+// The set is the one protoactor had fully applied, placement included.
+func (n *Node) Members() []Member {
+	ms := n.provider.Members()
+	out := make([]Member, 0, len(ms))
+	for _, m := range ms {
+		kinds := slices.DeleteFunc(slices.Clone(m.Kinds), func(k string) bool { return k == pcluster.TopicActorKind })
+		slices.Sort(kinds)
+		out = append(out, Member{ID: m.Id, Address: m.Address(), Kinds: kinds})
+	}
+	return out
+}
+
+// ID returns this node's member id (its actor system id), unique per start.
+func (n *Node) ID() string { return n.system.ID }
+
+// Address returns protoactor's remote address (host:port) of this node,
+// with the port chosen when Config.Port was [AnyPort].
+func (n *Node) Address() string { return n.system.Address() }
+
+// GossipAddress returns memberlist's address (host:port) of this node, the
+// seed other nodes join; with the port chosen when Config.GossipPort was
+// [AnyPort].
+func (n *Node) GossipAddress() string { return n.provider.Addr() }
+
+// ActorSystem returns the node's protoactor actor system, for spawning
+// local actors; protoactor's cluster is reachable from it with
+// cluster.GetCluster.
+func (n *Node) ActorSystem() *actor.ActorSystem { return n.system }
+
+// Run blocks until ctx ends, then stops the node gracefully, allowing the
+// stop thirty seconds. It suits an errgroup in cmd.
+func (n *Node) Run(ctx context.Context) error {
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runStopTimeout)
+	defer cancel()
+	return n.Stop(sctx)
+}
+
+// Stop leaves the cluster gracefully and releases the node, in
+// protoactor's Cluster.Shutdown(true) order: the actor system stops its
+// gossip loop; memberlist gossips the leave (so the other members drop
+// this node at once and re-place its grains) and stops; this node's grains
+// are stopped; after protoactor's fixed two-second hand-over pause the
+// remote stops. Requests made after Stop has begun fail with [ErrStopped].
+// Stop waits for the shutdown or for ctx, whichever ends first; if ctx ends
+// first the shutdown goes on in the background and a later Stop waits for
+// it again. Stop may be called more than once and concurrently.
+func (n *Node) Stop(ctx context.Context) error {
+	n.stopOnce.Do(func() {
+		n.mu.Lock()
+		n.stopping = true
+		n.mu.Unlock()
+		start := time.Now()
+		go func() {
+			defer close(n.stopped)
+			n.stopErr = shutdown(n.cluster)
+			n.attempts.Wait()
+			n.log.Info("cluster node stopped", slog.Duration("took", time.Since(start)))
+		}()
+	})
+	select {
+	case <-n.stopped:
+		if n.stopErr != nil {
+			return fmt.Errorf("stop node %s: %w", n.ID(), n.stopErr)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop node %s: %w", n.ID(), ctx.Err())
+	}
+}
+
+// shutdown runs protoactor's graceful cluster shutdown, turning a panic
+// into an error.
+func shutdown(c *pcluster.Cluster) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicError(r)
+		}
+	}()
+	c.Shutdown(true)
+	return nil
+}
+
+// pause waits d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func panicError(r any) error {
+	if err, ok := r.(error); ok {
+		return fmt.Errorf("protoactor: %w", err)
+	}
+	return fmt.Errorf("protoactor: %v", r)
+}
+
+func kindNames(kinds []*pcluster.Kind) []string {
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = k.Kind
+	}
+	return names
+}
+
+func joinAddr(host string, port int) string {
+	if port == AnyPort {
+		port = 0
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// minLevel drops records below min before they reach the wrapped handler.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(as), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
+}

@@ -1,0 +1,172 @@
+package cluster
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/hookline/hookline/cluster/memberlist"
+)
+
+// AnyPort asks the operating system for a free port, for Port or
+// GossipPort. The ports chosen are known once the node has started: read
+// them with [Node.Address] and [Node.GossipAddress].
+const AnyPort = -1
+
+// Defaults applied to the zero value of [Config].
+const (
+	DefaultName           = "hookline"
+	DefaultHost           = "127.0.0.1"
+	DefaultPort           = 7980                   // protoactor remote (gRPC)
+	DefaultGossipPort     = memberlist.DefaultPort // 7946, TCP and UDP
+	DefaultRequestTimeout = 2 * time.Second
+)
+
+// Config configures a [Node]. The zero value starts a cluster of one on
+// loopback with no grain kinds: every zero field takes the default named in
+// its comment. Validate reports the first field that cannot work and how to
+// fix it; [Start] calls it.
+type Config struct {
+	// Name is the cluster's name. Nodes only form a cluster with nodes of
+	// the same name. Default [DefaultName].
+	Name string
+
+	// Host is the address protoactor's remote listens on and advertises to
+	// the other members, so it must be reachable by them: an unspecified
+	// address such as 0.0.0.0 is rejected. Default [DefaultHost].
+	Host string
+
+	// Port is protoactor's remote (gRPC) port. Zero means [DefaultPort];
+	// [AnyPort] lets the system choose.
+	Port int
+
+	// GossipHost is the address memberlist binds to and advertises.
+	// Default Host.
+	GossipHost string
+
+	// GossipPort is memberlist's port (TCP and UDP). Zero means
+	// [DefaultGossipPort]; [AnyPort] lets the system choose.
+	GossipPort int
+
+	// Seeds are gossip addresses (host:port) of other nodes to join. None
+	// means this node is a cluster of one until others join it.
+	Seeds []string
+
+	// Kinds are the grain kinds this node hosts, built with
+	// protoactor's cluster.NewKind. A node may host none and still send
+	// requests to kinds hosted elsewhere.
+	Kinds []*pcluster.Kind
+
+	// RequestTimeout bounds one attempt of [Node.Request]; a request makes
+	// at most three attempts, each also bounded by the caller's context.
+	// Default [DefaultRequestTimeout].
+	RequestTimeout time.Duration
+
+	// Gossip tunes memberlist's failure detection; zero fields take
+	// memberlist's LAN defaults. Tests shorten them.
+	Gossip memberlist.Timing
+
+	// Logger receives the node's logs. protoactor's own logs go to it at
+	// warn level and above only; memberlist's at debug. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports whether c can start a node. Each error names the field
+// and the fix.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if ip := net.ParseIP(c.Host); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("cluster: Host %q is advertised to other members and cannot be unspecified: set this node's reachable address", c.Host)
+	}
+	if err := checkPort("Port", c.Port, DefaultPort); err != nil {
+		return err
+	}
+	if err := checkPort("GossipPort", c.GossipPort, DefaultGossipPort); err != nil {
+		return err
+	}
+	if c.RequestTimeout < 0 {
+		return fmt.Errorf("cluster: RequestTimeout %v is negative: use a positive duration, or zero for %v", c.RequestTimeout, DefaultRequestTimeout)
+	}
+	seen := make(map[string]bool, len(c.Kinds))
+	for i, k := range c.Kinds {
+		switch {
+		case k == nil:
+			return fmt.Errorf("cluster: Kinds[%d] is nil: build kinds with protoactor's cluster.NewKind", i)
+		case k.Kind == "":
+			return fmt.Errorf("cluster: Kinds[%d] has no name: give cluster.NewKind a kind name", i)
+		case k.Props == nil:
+			return fmt.Errorf("cluster: Kinds[%d] (%s) has no props: give cluster.NewKind the grain's props", i, k.Kind)
+		case k.Kind == pcluster.TopicActorKind:
+			return fmt.Errorf("cluster: Kinds[%d] uses the name %q, reserved by protoactor: rename the kind", i, k.Kind)
+		case seen[k.Kind]:
+			return fmt.Errorf("cluster: Kinds[%d] repeats kind %q: list each kind once", i, k.Kind)
+		}
+		seen[k.Kind] = true
+	}
+	if err := c.gossipConfig().Validate(); err != nil {
+		return fmt.Errorf("cluster: gossip: %w", err)
+	}
+	return nil
+}
+
+func checkPort(field string, port, def int) error {
+	if port < AnyPort || port > 65535 {
+		return fmt.Errorf("cluster: %s %d is out of range: use 1-65535, 0 for %d, or AnyPort", field, port, def)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	if c.Host == "" {
+		c.Host = DefaultHost
+	}
+	if c.Port == 0 {
+		c.Port = DefaultPort
+	}
+	if c.GossipHost == "" {
+		c.GossipHost = c.Host
+	}
+	if c.GossipPort == 0 {
+		c.GossipPort = DefaultGossipPort
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// gossipConfig is the memberlist provider's configuration; c has its
+// defaults applied.
+func (c Config) gossipConfig() memberlist.Config {
+	port := c.GossipPort
+	if port == AnyPort {
+		port = memberlist.AnyPort
+	}
+	return memberlist.Config{
+		ClusterName: c.Name,
+		Host:        c.GossipHost,
+		Port:        port,
+		Seeds:       c.Seeds,
+		Timing:      c.Gossip,
+		Logger:      c.Logger.With(slog.String("component", "memberlist")),
+	}
+}
+
+// remotePort is the port given to protoactor's remote: zero there means a
+// free port.
+func (c Config) remotePort() int {
+	if c.Port == AnyPort {
+		return 0
+	}
+	return c.Port
+}

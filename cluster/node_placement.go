@@ -1,0 +1,183 @@
+package cluster
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/eventstream"
+)
+
+// placementActorName names each member's placement actor; the lookup of
+// one member asks the placement actor of the grain's owner by this name.
+const placementActorName = "hookline-placement"
+
+// lookup is the node's identity lookup: protoactor's disthash, rewritten
+// with three fixes. Each grain identity is owned by the member that
+// rendezvous hashing of (kind, identity) over the members hosting the kind
+// picks; the owner's placement actor activates the grain on first request
+// and stops it when a topology change gives the identity to another member,
+// so the next request re-activates it there.
+//
+// The fixes: disthash swaps its rendezvous table without synchronisation
+// while requests read it (a data race on every topology change), here it
+// is an atomic pointer; its activation request waits a fixed five seconds,
+// here the node's RequestTimeout; its placement actor dereferences nil when
+// a terminated grain is not found (comparing PIDs by pointer), which would
+// crash it and lose every activation it tracks, here PIDs compare by value.
+//
+// It is safe for concurrent use once Setup has run; protoactor calls Setup
+// from Cluster.StartMember and Shutdown (twice) from Cluster.Shutdown.
+type lookup struct {
+	activationTimeout time.Duration
+
+	cluster   *pcluster.Cluster
+	rdv       atomic.Pointer[pcluster.Rendezvous]
+	placement *actor.PID
+	sub       *eventstream.Subscription
+	stopOnce  sync.Once
+}
+
+var _ pcluster.IdentityLookup = (*lookup)(nil)
+
+// Setup starts the placement actor and follows topology changes.
+func (l *lookup) Setup(c *pcluster.Cluster, _ []string, _ bool) {
+	l.cluster = c
+	l.rdv.Store(pcluster.NewRendezvous())
+	props := actor.PropsFromProducer(func() actor.Actor {
+		return &placement{cluster: c, grains: map[string]grain{}}
+	})
+	pid, err := c.ActorSystem.Root.SpawnNamed(props, placementActorName)
+	if err != nil {
+		// protoactor's Setup cannot return an error; StartMember turns
+		// this panic into Start's error.
+		panic(err)
+	}
+	l.placement = pid
+	l.sub = c.ActorSystem.EventStream.Subscribe(func(ev any) {
+		t, ok := ev.(*pcluster.ClusterTopology)
+		if !ok {
+			return
+		}
+		rdv := pcluster.NewRendezvous()
+		rdv.UpdateMembers(t.Members)
+		l.rdv.Store(rdv)
+		c.ActorSystem.Root.Send(l.placement, t)
+	})
+}
+
+// Get returns the PID of the grain, activating it on its owner, or nil if
+// no member hosts the kind or the owner did not answer in time.
+func (l *lookup) Get(ci *pcluster.ClusterIdentity) *actor.PID {
+	owner := l.rdv.Load().GetByClusterIdentity(ci)
+	if owner == "" {
+		return nil
+	}
+	req := &pcluster.ActivationRequest{ClusterIdentity: ci}
+	res, err := l.cluster.ActorSystem.Root.
+		RequestFuture(actor.NewPID(owner, placementActorName), req, l.activationTimeout).Result()
+	if err != nil {
+		return nil
+	}
+	resp, ok := res.(*pcluster.ActivationResponse)
+	if !ok || resp.Failed {
+		return nil
+	}
+	return resp.Pid
+}
+
+// RemovePid does nothing: protoactor never calls it, and the event
+// disthash broadcasts from it has no subscriber.
+func (l *lookup) RemovePid(*pcluster.ClusterIdentity, *actor.PID) {}
+
+// Shutdown stops following topology changes and stops the placement actor,
+// which stops this member's grains first. Later calls do nothing.
+func (l *lookup) Shutdown() {
+	l.stopOnce.Do(func() {
+		system := l.cluster.ActorSystem
+		system.EventStream.Unsubscribe(l.sub)
+		if err := system.Root.PoisonFuture(l.placement).Wait(); err != nil {
+			l.cluster.Logger().Error("placement actor did not stop", slog.Any("error", err))
+		}
+	})
+}
+
+// grain is one activation a placement actor tracks.
+type grain struct {
+	id  *pcluster.ClusterIdentity
+	pid *actor.PID
+}
+
+// placement activates the grains this member owns, as its children, and
+// stops those a topology change gives to another member.
+type placement struct {
+	cluster *pcluster.Cluster
+	grains  map[string]grain // by ClusterIdentity.AsKey()
+}
+
+func (p *placement) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *pcluster.ActivationRequest:
+		p.activate(ctx, msg.ClusterIdentity)
+	case *pcluster.ClusterTopology:
+		p.rebalance(ctx, msg)
+	case *actor.Terminated:
+		p.terminated(msg.Who)
+	case *actor.Stopping:
+		// Stop every grain before this actor, waiting for each, as
+		// disthash does: a grain's Stopped handler still runs on this
+		// member.
+		futures := make([]*actor.Future, 0, len(p.grains))
+		for _, g := range p.grains {
+			futures = append(futures, ctx.PoisonFuture(g.pid))
+		}
+		for _, f := range futures {
+			_ = f.Wait()
+		}
+	}
+}
+
+func (p *placement) activate(ctx actor.Context, ci *pcluster.ClusterIdentity) {
+	if g, ok := p.grains[ci.AsKey()]; ok {
+		ctx.Respond(&pcluster.ActivationResponse{Pid: g.pid})
+		return
+	}
+	kind, ok := p.cluster.TryGetClusterKind(ci.Kind)
+	if !ok {
+		ctx.Respond(&pcluster.ActivationResponse{Failed: true})
+		return
+	}
+	pid := ctx.SpawnPrefix(pcluster.WithClusterIdentity(kind.Props, ci), ci.Identity)
+	kind.Inc()
+	p.grains[ci.AsKey()] = grain{id: ci, pid: pid}
+	ctx.Respond(&pcluster.ActivationResponse{Pid: pid})
+}
+
+// rebalance stops the grains that the new topology gives to another
+// member; their next request activates them there.
+func (p *placement) rebalance(ctx actor.Context, t *pcluster.ClusterTopology) {
+	rdv := pcluster.NewRendezvous()
+	rdv.UpdateMembers(t.Members)
+	me := p.cluster.ActorSystem.Address()
+	for _, g := range p.grains {
+		if rdv.GetByClusterIdentity(g.id) != me {
+			ctx.Poison(g.pid)
+		}
+	}
+}
+
+func (p *placement) terminated(who *actor.PID) {
+	for key, g := range p.grains {
+		if !g.pid.Equal(who) {
+			continue
+		}
+		if kind, ok := p.cluster.TryGetClusterKind(g.id.Kind); ok {
+			kind.Dec()
+		}
+		delete(p.grains, key)
+		return
+	}
+}
