@@ -1,0 +1,42 @@
+// Package due is the projection of the deliveries that still need an
+// attempt: per endpoint, new work ahead of retries, each in due-time order.
+// Endpoint grains pull their next deliveries from it ([Due.Due]) and are
+// woken through a [Waker] when work becomes due.
+//
+//	DeliveriesPlanned, outcomes ─▶ projections.Runner ─▶ Due ─▶ Waker ─▶ endpoint grain ─Due()─▶ Due
+//
+// # What it follows
+//
+// The index mirrors the owning grain's decisions and never decides a
+// delivery's fate itself: DeliveriesPlanned adds new work due at the planned
+// time; AttemptFailed with next_attempt_at moves the delivery to a retry due
+// then; AttemptSucceeded, DeliveryExpired and a terminal AttemptFailed
+// remove it; ReplayRequested makes it due at the request time as a manual
+// retry (bringing an ended delivery back for one attempt: whatever that
+// attempt's outcome says next, usually "ended", is applied as above, so a
+// replay does not restart automatic retries unless the grain decides so).
+// Items stay in the index while in flight; the grain skips those it holds.
+//
+// # Wakes
+//
+// After each batch, the endpoints it touched are summarised again (their
+// oldest new delivery and earliest retry, two seeks each); those with new
+// work, or a retry due by now, are woken. A later retry arms a timer (one per
+// endpoint, in a heap) that wakes its endpoint when it falls due, in Run.
+// Wakes are hints and may be lost or repeated; the sweeper in Run wakes every
+// endpoint whose oldest due work has waited longer than StaleAfter, so a lost
+// wake costs at most StaleAfter + SweepInterval, never a delivery. The
+// summaries are rebuilt from the store at start by skipping through the
+// index (two seeks per endpoint with work).
+//
+// # Key layout
+//
+// Under the projection's prefix (S is projections.AppendString, T
+// projections.AppendTime):
+//
+//	q S(endpoint) class T(due) S(delivery)   Item (JSON); class 0 new, 1 retry
+//	r S(delivery)                            the delivery's q key
+//
+// Due times come from the events (planned at, next_attempt_at, replay
+// requested at), never from the clock, so a rebuild gives the same index.
+package due
