@@ -204,6 +204,11 @@ func (r *Runner) apply(recs []events.Record) error {
 	if err != nil {
 		return err
 	}
+	// Hooks first: once WaitFor returns, the projections' in-memory state
+	// reflects the batch too.
+	for _, h := range hooks {
+		h()
+	}
 
 	r.mu.Lock()
 	for _, p := range r.projs {
@@ -220,10 +225,6 @@ func (r *Runner) apply(recs []events.Record) error {
 	close(r.notify)
 	r.notify = make(chan struct{})
 	r.mu.Unlock()
-
-	for _, h := range hooks {
-		h()
-	}
 	return nil
 }
 

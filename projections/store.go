@@ -124,8 +124,9 @@ func (b *Batch) NewIter(lower, upper []byte) (*Iter, error) {
 }
 
 // OnCommit registers fn to run once the batch has committed (never if it
-// does not), after the runner's position has advanced, on the runner's
-// goroutine. fn must not block: it delays every projection.
+// does not), on the runner's goroutine, before the runner's position
+// advances: a WaitFor that returns has seen fn's effects. fn must not block:
+// it delays every projection.
 func (b *Batch) OnCommit(fn func()) { *b.hooks = append(*b.hooks, fn) }
 
 func (b *Batch) key(key []byte) []byte {
