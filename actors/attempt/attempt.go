@@ -1,0 +1,194 @@
+package attempt
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+)
+
+// Request is everything one attempt needs. The grain builds it from the
+// delivery, the stored event and the endpoint's live secrets.
+type Request struct {
+	URL string // the endpoint URL as stored (normalised by CheckURL)
+
+	DeliveryID    string    // sent as webhook-id
+	EventID       string    // sent as webhook-event-id
+	EventType     string    // sent as webhook-event-type
+	OccurredAt    time.Time // sent as webhook-occurred-at (RFC 3339) unless zero
+	SchemaVersion string    // sent as webhook-schema-version unless empty
+
+	Payload     []byte // the stored bytes, sent and signed as they are
+	ContentType string // empty means application/json
+
+	Secrets    []Secret // live HMAC secrets, each signs
+	SigningKey []byte   // optional ed25519 seed for a v1a signature
+
+	// Timeout bounds the whole attempt; 0 means the client's Timeout, and
+	// it is cut to MaxAttemptTimeout.
+	Timeout time.Duration
+
+	// Now is the clock; nil means time.Now. Started, and so the signed
+	// timestamp, come from it.
+	Now func() time.Time
+}
+
+// Do runs one attempt: it signs req.Payload, POSTs it to req.URL through the
+// egress policy and classifies the answer. It never returns an error: every
+// failure is an [Outcome] with a [Class] and an error class. Do is safe for
+// concurrent use; it returns when the attempt ends or its timeout passes.
+func (c *Client) Do(ctx context.Context, req Request) Outcome {
+	now := req.Now
+	if now == nil {
+		now = time.Now
+	}
+	o := Outcome{Started: now()}
+	for _, s := range req.Secrets {
+		o.KeyVersions = append(o.KeyVersions, s.Version)
+	}
+	c.do(ctx, req, &o, now)
+	o.Finished = now()
+	o.Latency = o.Finished.Sub(o.Started)
+	if o.Class == nil {
+		o.Class = Retryable{}
+	}
+	return o
+}
+
+func (c *Client) do(parent context.Context, req Request, o *Outcome, now func() time.Time) {
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = c.cfg.Timeout
+	}
+	timeout = min(timeout, MaxAttemptTimeout)
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+
+	fail := func(err error) {
+		o.ErrorClass, o.Class, o.Error = classifyError(parent, err)
+		if o.ErrorClass == hooklinev1.ErrorClass_ERROR_CLASS_TIMEOUT && ctx.Err() != nil && parent.Err() == nil {
+			o.Error = fmt.Sprintf("no answer within the attempt timeout (%v)", timeout)
+		}
+	}
+	internal := func(err error) {
+		o.ErrorClass, o.Class, o.Error = hooklinev1.ErrorClass_ERROR_CLASS_INTERNAL, Retryable{}, errorText(err)
+	}
+
+	// The URL passed CheckURL at registration; the static rules run again
+	// because rules and configuration change. DNS is checked when dialing,
+	// or here when a proxy does the dialing.
+	var u *url.URL
+	if c.cfg.Proxy != nil {
+		var err error
+		if u, err = c.policy.CheckURL(ctx, req.URL); err != nil {
+			fail(err)
+			return
+		}
+	} else {
+		t, err := c.policy.checkStatic(req.URL)
+		if err != nil {
+			fail(err)
+			return
+		}
+		u = t.url
+	}
+
+	sig, err := Sign(req.DeliveryID, o.Started, req.Payload, req.Secrets, req.SigningKey)
+	if err != nil {
+		internal(err)
+		return
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(req.Payload))
+	if err != nil {
+		internal(fmt.Errorf("build request: %w", errorTextErr(err)))
+		return
+	}
+	setHeaders(hreq.Header, req, o, sig)
+
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer resp.Body.Close()
+
+	o.Status = resp.StatusCode
+	o.Class, o.ErrorClass = ClassifyStatus(resp.StatusCode)
+	o.RetryAfter, o.HasRetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), now())
+	if _, ok := o.Class.(Success); !ok {
+		o.Error = statusText(resp.StatusCode)
+	}
+
+	h := sha256.New()
+	capture := &bodyCapture{hash: h, keep: c.cfg.PrefixBytes}
+	_, readErr := io.Copy(capture, io.LimitReader(resp.Body, c.cfg.MaxBodyBytes))
+	if readErr == nil && capture.n == c.cfg.MaxBodyBytes {
+		var one [1]byte
+		n, _ := resp.Body.Read(one[:])
+		o.ResponseTruncated = n > 0
+	}
+	o.ResponseSHA256 = h.Sum(nil)
+	o.ResponsePrefix = capture.prefix
+	o.ResponseBytes = capture.n
+	// The status decides the outcome; a body that breaks off only adds to
+	// the description of a failure.
+	if readErr != nil && o.Error != "" {
+		o.Error += "; reading the body: " + errorText(readErr)
+	}
+}
+
+func setHeaders(h http.Header, req Request, o *Outcome, sig string) {
+	h.Set("webhook-id", req.DeliveryID)
+	h.Set("webhook-timestamp", strconv.FormatInt(o.Started.Unix(), 10))
+	h.Set("webhook-signature", sig)
+	if req.EventType != "" {
+		h.Set("webhook-event-type", req.EventType)
+	}
+	if req.EventID != "" {
+		h.Set("webhook-event-id", req.EventID)
+	}
+	if !req.OccurredAt.IsZero() {
+		h.Set("webhook-occurred-at", req.OccurredAt.UTC().Format(time.RFC3339Nano))
+	}
+	if req.SchemaVersion != "" {
+		h.Set("webhook-schema-version", req.SchemaVersion)
+	}
+	if len(o.KeyVersions) > 0 {
+		v := make([]string, len(o.KeyVersions))
+		for i, n := range o.KeyVersions {
+			v[i] = strconv.Itoa(int(n))
+		}
+		h.Set("webhook-key-version", strings.Join(v, " "))
+	}
+	ct := req.ContentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	h.Set("Content-Type", ct)
+	h.Set("User-Agent", UserAgent)
+}
+
+func statusText(status int) string {
+	s := "HTTP " + strconv.Itoa(status)
+	if t := http.StatusText(status); t != "" {
+		s += " " + t
+	}
+	switch {
+	case status >= 300 && status <= 399:
+		s += "; redirects are not followed, register the final URL"
+	case status == http.StatusGone:
+		s += "; the receiver says the endpoint is gone"
+	}
+	return s
+}
+
+// errorTextErr is errorText as an error, for wrapping.
+func errorTextErr(err error) error { return fmt.Errorf("%s", errorText(err)) }
