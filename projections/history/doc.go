@@ -1,0 +1,57 @@
+// Package history is the projection of deliveries and their attempts that
+// the control API searches: GET /v1/webhook-deliveries by endpoint, status,
+// event type and time, newest first, with opaque cursors, and
+// GET /v1/webhook-deliveries/{id} with every attempt. It keeps 30 days.
+//
+//	DeliveriesPlanned, outcomes ─▶ projections.Runner ─▶ History ─▶ control (search, get)
+//
+// # Status
+//
+// A delivery is Pending from DeliveriesPlanned until an AttemptSucceeded
+// (Succeeded) or a terminal AttemptFailed or DeliveryExpired (Failed).
+// Succeeded is final. A manual replay that succeeds turns Failed into
+// Succeeded; one that fails leaves it Failed. ReplayRequested only counts.
+//
+// # Key layout
+//
+// Every delivery lives in the partition of the UTC day it was planned, so
+// that retention drops a whole day with one range deletion. Under the
+// projection's prefix (S is projections.AppendString, D
+// projections.AppendTimeDesc of the planned time, so forward scans read
+// newest first; day is ^(days since 1970-01-01) as 4 bytes, newest day
+// first):
+//
+//	i S(delivery)                                 D: finds the delivery's day
+//	d day r D S(delivery)                         Delivery (JSON)
+//	d day a S(delivery) revision                  attempt: kind + AttemptSucceeded/AttemptFailed (protobuf)
+//	d day t S(tenant) D S(delivery)               index by tenant
+//	d day e S(tenant) S(endpoint) D S(delivery)   index by tenant, endpoint
+//	d day s S(tenant) status D S(delivery)        index by tenant, status
+//	d day E S(tenant) S(endpoint) status D S(d)   index by tenant, endpoint, status
+//	d day y S(tenant) S(type) D S(delivery)       index by tenant, event type
+//
+// A search reads the one index that serves most of its filters, day by day
+// from the newest, within its time range; an event type combined with an
+// endpoint or a status is checked on each delivery read, within a scan
+// budget (a page may then come back short, with a cursor to continue).
+// Results with the same planned time come in delivery id order.
+//
+// # Cursors
+//
+// A cursor is base64url of a version, a fingerprint of the query's filters,
+// the last index key read and a checksum. Search rejects with
+// [ErrBadCursor] a cursor that is damaged or altered, made for other filters
+// or another tenant, or whose key lies outside the query's own index range;
+// the last check is what makes a forged cursor harmless. Cursors stay valid
+// across nodes (nothing secret, nothing node-local) and across new
+// deliveries (pages go on from the last key).
+//
+// # Retention
+//
+// [History.Prune] deletes the deliveries planned before a cutoff: each
+// whole day before the cutoff's day with one range deletion (after deleting
+// its id entries), and the cutoff's own day delivery by delivery. It runs in
+// short batches serialised with the runner. [History.Run] prunes every
+// PruneEvery with cutoff now - Retention. Outcomes of pruned deliveries are
+// skipped.
+package history

@@ -1,0 +1,383 @@
+package history
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+)
+
+// Name is the history's projection name; renaming it rebuilds it.
+const Name = "history"
+
+// Defaults of the zero Config.
+const (
+	DefaultRetention  = 30 * 24 * time.Hour
+	DefaultPruneEvery = time.Hour
+	DefaultScanBudget = 10_000
+	DefaultLimit      = 50
+	MaxLimit          = 1000
+)
+
+// Status is where a delivery stands.
+type Status uint8
+
+const (
+	// Pending: no success yet and not ended.
+	Pending Status = 1
+	// Succeeded: some attempt got a 2xx. Final: a later replay that fails
+	// does not undo it.
+	Succeeded Status = 2
+	// Failed: ended without success (a permanent failure, the last allowed
+	// attempt, or expiry). A later replay that succeeds makes it Succeeded.
+	Failed Status = 3
+)
+
+func (s Status) String() string {
+	switch s {
+	case Pending:
+		return "pending"
+	case Succeeded:
+		return "succeeded"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("status(%d)", uint8(s))
+}
+
+// Delivery is one event travelling to one endpoint, as history shows it.
+type Delivery struct {
+	ID            string
+	TenantID      string
+	EndpointID    string
+	EventID       string
+	EventType     string
+	ConfigVersion int64
+	Status        Status
+	PlannedAt     time.Time
+	ExpiresAt     time.Time
+	// Attempts counts the recorded attempts, manual ones included.
+	Attempts      int32
+	LastAttemptAt time.Time
+	// LastHTTPStatus and LastError describe the last attempt.
+	LastHTTPStatus int32
+	LastError      string
+	// NextAttemptAt is the scheduled automatic retry; zero when none.
+	NextAttemptAt time.Time
+	// EndedAt is when the delivery succeeded or failed; zero while pending.
+	EndedAt time.Time
+	Expired bool
+	// Replays counts the manual replays requested.
+	Replays int32
+}
+
+// Attempt is one recorded attempt of a delivery.
+type Attempt struct {
+	Succeeded bool
+	Attempt   *hooklinev1.Attempt
+	// Retryable and NextAttemptAt come from AttemptFailed.
+	Retryable     bool
+	NextAttemptAt time.Time
+}
+
+// Config configures a [History]. The zero value is valid.
+type Config struct {
+	// Retention is how long deliveries are kept after they were planned;
+	// 0 means DefaultRetention (30 days).
+	Retention time.Duration
+	// PruneEvery is how often Run prunes; 0 means DefaultPruneEvery.
+	PruneEvery time.Duration
+	// ScanBudget bounds the index entries one Search reads; 0 means
+	// DefaultScanBudget.
+	ScanBudget int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports whether c can be used.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("retention %s is negative", c.Retention))
+	}
+	if c.PruneEvery < 0 {
+		errs = append(errs, fmt.Errorf("prune every %s is negative", c.PruneEvery))
+	}
+	if c.ScanBudget < 0 {
+		errs = append(errs, fmt.Errorf("scan budget %d is negative", c.ScanBudget))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("history config: %w", err)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.PruneEvery == 0 {
+		c.PruneEvery = DefaultPruneEvery
+	}
+	if c.ScanBudget == 0 {
+		c.ScanBudget = DefaultScanBudget
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// History is the projection of deliveries and their attempts, searchable
+// by tenant, endpoint, status, event type and planned time, newest first.
+// Queries, Prune and Run are safe for concurrent use with the runner.
+type History struct {
+	store *projections.Store
+	cfg   Config
+}
+
+// New registers a History with r.
+func New(r *projections.Runner, cfg Config) (*History, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	h := &History{cfg: cfg.withDefaults()}
+	s, err := r.Register(h)
+	if err != nil {
+		return nil, err
+	}
+	h.store = s
+	return h, nil
+}
+
+// Name implements [projections.Projection].
+func (*History) Name() string { return Name }
+
+// Filter implements [projections.Projection].
+func (*History) Filter() events.Filter {
+	return events.Filter{
+		StreamPrefixes: []string{events.EventCategory + "-", events.DeliveryCategory + "-"},
+		Types:          []string{"DeliveriesPlanned", "AttemptSucceeded", "AttemptFailed", "DeliveryExpired", "ReplayRequested"},
+	}
+}
+
+// Get returns a delivery of a tenant with its attempts, oldest first; ok is
+// false when the tenant has no such delivery (or it was pruned).
+func (h *History) Get(tenantID, deliveryID string) (d Delivery, attempts []Attempt, ok bool, err error) {
+	d, ok, err = h.load(h.store, deliveryID)
+	if err != nil || !ok || d.TenantID != tenantID {
+		return Delivery{}, nil, false, err
+	}
+	prefix := attemptPrefix(d.PlannedAt, d.ID)
+	it, err := h.store.NewIter(prefix, projections.PrefixEnd(prefix))
+	if err != nil {
+		return Delivery{}, nil, false, fmt.Errorf("attempts of %s: %w", deliveryID, err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.Value()
+		if err != nil {
+			return Delivery{}, nil, false, fmt.Errorf("attempts of %s: %w", deliveryID, err)
+		}
+		a, err := decodeAttempt(v)
+		if err != nil {
+			return Delivery{}, nil, false, fmt.Errorf("attempts of %s: %w", deliveryID, err)
+		}
+		attempts = append(attempts, a)
+	}
+	return d, attempts, true, nil
+}
+
+// reader is what both a Store and a Batch offer for point reads.
+type reader interface {
+	Get(key []byte) ([]byte, bool, error)
+}
+
+// load finds a delivery through its id entry. A dangling entry (its day was
+// pruned) counts as absent.
+func (h *History) load(r reader, deliveryID string) (Delivery, bool, error) {
+	v, ok, err := r.Get(idKey(deliveryID))
+	if err != nil || !ok {
+		return Delivery{}, false, err
+	}
+	planned, _, err := projections.ReadTimeDesc(v)
+	if err != nil {
+		return Delivery{}, false, fmt.Errorf("delivery %s: %w", deliveryID, err)
+	}
+	return h.loadRecord(r, recordKey(planned, deliveryID))
+}
+
+func (h *History) loadRecord(r reader, key []byte) (Delivery, bool, error) {
+	v, ok, err := r.Get(key)
+	if err != nil || !ok {
+		return Delivery{}, false, err
+	}
+	var d Delivery
+	if err := json.Unmarshal(v, &d); err != nil {
+		return Delivery{}, false, fmt.Errorf("decode delivery: %w", err)
+	}
+	return d, true, nil
+}
+
+// Apply implements [projections.Projection]. Outcomes of a delivery that
+// history does not hold (pruned, or planned before the log's retention)
+// are skipped.
+func (h *History) Apply(b *projections.Batch, rec *events.Record, msg proto.Message) error {
+	switch m := msg.(type) {
+	case *hooklinev1.DeliveriesPlanned:
+		for _, p := range m.GetDeliveries() {
+			if _, ok, err := b.Get(idKey(p.GetDeliveryId())); err != nil || ok {
+				return err // planned once
+			}
+			d := Delivery{
+				ID: p.GetDeliveryId(), TenantID: m.GetTenantId(), EndpointID: p.GetEndpointId(),
+				EventID: m.GetEventId(), EventType: m.GetEventType(), ConfigVersion: p.GetConfigVersion(),
+				Status: Pending, PlannedAt: asTime(m.GetAt()), ExpiresAt: asTime(m.GetExpiresAt()),
+			}
+			if err := b.Set(idKey(d.ID), projections.AppendTimeDesc(nil, d.PlannedAt)); err != nil {
+				return err
+			}
+			for _, k := range indexKeys(&d) {
+				if err := b.Set(k, nil); err != nil {
+					return err
+				}
+			}
+			if err := putRecord(b, &d); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *hooklinev1.AttemptSucceeded:
+		a := m.GetAttempt()
+		return h.update(b, a.GetDeliveryId(), func(d *Delivery) error {
+			noteAttempt(d, a)
+			d.NextAttemptAt = time.Time{}
+			if d.Status != Succeeded {
+				d.Status, d.EndedAt = Succeeded, asTime(a.GetFinishedAt())
+			}
+			return putAttempt(b, d, rec.Revision, 1, m)
+		})
+	case *hooklinev1.AttemptFailed:
+		a := m.GetAttempt()
+		return h.update(b, a.GetDeliveryId(), func(d *Delivery) error {
+			noteAttempt(d, a)
+			d.NextAttemptAt = asTime(m.GetNextAttemptAt())
+			switch {
+			case d.Status == Succeeded:
+			case m.GetNextAttemptAt() != nil:
+				d.Status, d.EndedAt = Pending, time.Time{}
+			default:
+				d.Status, d.EndedAt = Failed, asTime(a.GetFinishedAt())
+			}
+			return putAttempt(b, d, rec.Revision, 2, m)
+		})
+	case *hooklinev1.DeliveryExpired:
+		return h.update(b, m.GetDeliveryId(), func(d *Delivery) error {
+			d.Expired, d.NextAttemptAt = true, time.Time{}
+			if d.Status != Succeeded {
+				d.Status, d.EndedAt = Failed, asTime(m.GetAt())
+			}
+			return nil
+		})
+	case *hooklinev1.ReplayRequested:
+		return h.update(b, m.GetDeliveryId(), func(d *Delivery) error {
+			d.Replays++
+			return nil
+		})
+	}
+	return nil
+}
+
+// update loads a delivery, lets change edit it and writes it back, moving
+// its status index entries when its status changed.
+func (h *History) update(b *projections.Batch, deliveryID string, change func(d *Delivery) error) error {
+	d, ok, err := h.load(b, deliveryID)
+	if err != nil || !ok {
+		return err
+	}
+	before := d.Status
+	if err := change(&d); err != nil {
+		return err
+	}
+	if d.Status != before {
+		old := d
+		old.Status = before
+		for _, k := range statusKeys(&old) {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		for _, k := range statusKeys(&d) {
+			if err := b.Set(k, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return putRecord(b, &d)
+}
+
+func noteAttempt(d *Delivery, a *hooklinev1.Attempt) {
+	d.Attempts++
+	d.LastAttemptAt = asTime(a.GetStartedAt())
+	d.LastHTTPStatus, d.LastError = a.GetHttpStatus(), a.GetError()
+}
+
+func putRecord(b *projections.Batch, d *Delivery) error {
+	v, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("encode delivery %s: %w", d.ID, err)
+	}
+	return b.Set(recordKey(d.PlannedAt, d.ID), v)
+}
+
+// putAttempt stores an outcome event under the delivery's stream revision:
+// kind 1 for AttemptSucceeded, 2 for AttemptFailed, then the event.
+func putAttempt(b *projections.Batch, d *Delivery, rev events.Revision, kind byte, m proto.Message) error {
+	data, err := proto.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode attempt of %s: %w", d.ID, err)
+	}
+	return b.Set(attemptKey(d.PlannedAt, d.ID, uint64(rev)), append([]byte{kind}, data...))
+}
+
+func decodeAttempt(v []byte) (Attempt, error) {
+	if len(v) == 0 {
+		return Attempt{}, errors.New("empty attempt")
+	}
+	switch v[0] {
+	case 1:
+		var m hooklinev1.AttemptSucceeded
+		if err := proto.Unmarshal(v[1:], &m); err != nil {
+			return Attempt{}, fmt.Errorf("decode attempt: %w", err)
+		}
+		return Attempt{Succeeded: true, Attempt: m.GetAttempt()}, nil
+	case 2:
+		var m hooklinev1.AttemptFailed
+		if err := proto.Unmarshal(v[1:], &m); err != nil {
+			return Attempt{}, fmt.Errorf("decode attempt: %w", err)
+		}
+		return Attempt{Attempt: m.GetAttempt(), Retryable: m.GetRetryable(), NextAttemptAt: asTime(m.GetNextAttemptAt())}, nil
+	}
+	return Attempt{}, fmt.Errorf("unknown attempt kind %d", v[0])
+}
+
+// asTime converts a timestamp, nil to the zero time.
+func asTime(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	return ts.AsTime()
+}
