@@ -551,3 +551,61 @@ func TestClientConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestDoThroughProxy(t *testing.T) {
+	// The proxy address accepts nothing: reaching it at all is a CONNECT
+	// error, so a BLOCKED outcome proves the check ran before the proxy.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxyAddr := ln.Addr().String()
+	ln.Close()
+	proxy := &url.URL{Scheme: "http", Host: proxyAddr}
+
+	tests := []struct {
+		name   string
+		answer string
+		class  hooklinev1.ErrorClass
+	}{
+		{"private answer refused before the proxy", "10.0.0.1", hooklinev1.ErrorClass_ERROR_CLASS_BLOCKED},
+		{"public answer goes to the proxy", "93.184.216.34", hooklinev1.ErrorClass_ERROR_CLASS_CONNECT},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := newFakeResolver(map[string][]string{"hooks.example.com": {tt.answer}})
+			c := attempt.NewClient(attempt.ClientConfig{Policy: &attempt.Policy{Resolver: res}, Proxy: proxy})
+			o := c.Do(context.Background(), testRequest("https://hooks.example.com/hooks"))
+			if o.ErrorClass != tt.class {
+				t.Fatalf("error class = %v (%s), want %v", o.ErrorClass, o.Error, tt.class)
+			}
+		})
+	}
+}
+
+func TestNewDNSResolver(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	queried := make(chan struct{}, 1)
+	go func() {
+		buf := make([]byte, 512)
+		if _, _, err := pc.ReadFrom(buf); err == nil {
+			queried <- struct{}{}
+		}
+	}()
+
+	r := attempt.NewDNSResolver(pc.LocalAddr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := r.LookupIPAddr(ctx, "hooks.example.com"); err == nil {
+		t.Error("lookup answered by a server that never answers")
+	}
+	select {
+	case <-queried:
+	case <-time.After(5 * time.Second):
+		t.Error("the query did not reach the chosen DNS server")
+	}
+}
