@@ -43,6 +43,8 @@ type Log struct {
 	// commit: subscribers wait on it instead of polling.
 	notifyMu sync.Mutex
 	notify   chan struct{}
+
+	stats writerStats
 }
 
 // Open opens (or creates) the log in cfg.Dir, and starts its writer. The
@@ -56,6 +58,9 @@ func Open(cfg Config) (*Log, error) {
 		FS:                 cfg.FS,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{cfg.Logger},
+		// Larger than Pebble's 4 MiB default, so that flushes keep up with
+		// group commits of many 2 KB events instead of stalling them.
+		MemTableSize: 64 << 20,
 	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -137,6 +138,13 @@ func (l *Log) commitGroup(group []*appendReq) {
 			}
 		} else {
 			l.seq.Store(seq)
+			l.stats.groups.Add(1)
+			l.stats.events.Add(seq - first)
+			for _, r := range group {
+				if r.err == nil {
+					l.stats.appends.Add(1)
+				}
+			}
 			l.broadcast()
 		}
 	}
@@ -277,4 +285,25 @@ func (l *Log) committed() <-chan struct{} {
 	l.notifyMu.Lock()
 	defer l.notifyMu.Unlock()
 	return l.notify
+}
+
+// WriterStats counts the writer's work since Open.
+type WriterStats struct {
+	// Groups is the number of batches committed for appends (one fsync each).
+	Groups uint64
+	// Appends is the number of appends acknowledged in them, idempotent
+	// retries included; Appends/Groups is the mean group size.
+	Appends uint64
+	// Events is the number of events written.
+	Events uint64
+}
+
+// writerStats are the counters behind [Log.WriterStats].
+type writerStats struct {
+	groups, appends, events atomic.Uint64
+}
+
+// WriterStats returns the writer's counters. Safe for concurrent use.
+func (l *Log) WriterStats() WriterStats {
+	return WriterStats{Groups: l.stats.groups.Load(), Appends: l.stats.appends.Load(), Events: l.stats.events.Load()}
 }
