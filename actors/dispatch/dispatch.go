@@ -1,0 +1,370 @@
+package dispatch
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Defaults of the zero Config.
+const (
+	DefaultSlots     = 256
+	DefaultObjective = time.Second
+)
+
+// Class is the kind of work a slot is asked for: new deliveries come ahead
+// of retries.
+type Class uint8
+
+const (
+	// ClassNew is a delivery's first attempt.
+	ClassNew Class = 0
+	// ClassRetry is any later attempt: an automatic retry or a manual replay.
+	ClassRetry Class = 1
+)
+
+func (c Class) String() string {
+	if c == ClassNew {
+		return "new"
+	}
+	return "retry"
+}
+
+// Config configures a [Dispatcher]. The zero value is valid and means the
+// defaults below.
+type Config struct {
+	// Slots is the number of attempts the node runs at once; 0 means
+	// DefaultSlots (256).
+	Slots int
+	// Objective is how long a new delivery may wait for a slot before
+	// retries stop borrowing slots; 0 means DefaultObjective (1 s).
+	Objective time.Duration
+	// TenantCap is the most slots one tenant holds at once; 0 means three
+	// quarters of Slots (at least 1).
+	TenantCap int
+	// Weight returns a tenant's share (its quota's weight); nil, or a value
+	// below 1, means 1. It is called with the dispatcher's lock held and
+	// must not call back into the dispatcher.
+	Weight func(tenantID string) int
+	// Now is the clock that ages waiting requests; nil means time.Now.
+	Now func() time.Time
+}
+
+// Validate reports negative fields.
+func (c Config) Validate() error {
+	if c.Slots < 0 || c.Objective < 0 || c.TenantCap < 0 {
+		return errors.New("dispatch: config: slots, objective and tenant cap must not be negative")
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Slots == 0 {
+		c.Slots = DefaultSlots
+	}
+	if c.Objective == 0 {
+		c.Objective = DefaultObjective
+	}
+	if c.TenantCap == 0 {
+		c.TenantCap = max(c.Slots*3/4, 1)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Dispatcher shares the node's attempt slots among tenants (see the package
+// documentation for the policy). It is safe for concurrent use by all the
+// grains of a node; its zero value is not usable: build it with [New].
+type Dispatcher struct {
+	cfg Config
+
+	// mu guards every field below and the tenants and endpoints they hold.
+	mu      sync.Mutex
+	used    int
+	tenants map[string]*tenant
+	ring    []*tenant // tenants with waiting requests, in DRR order
+	next    int       // index in ring of the tenant being served
+	arrived bool      // the current tenant got its quantum for this visit
+}
+
+type tenant struct {
+	id        string
+	deficit   int
+	held      int
+	endpoints map[string]*endpoint
+	ring      []*endpoint // endpoints with waiting requests
+	next      int
+}
+
+type endpoint struct {
+	id      string
+	held    int
+	waiting [2][]waiter // by Class, oldest first
+}
+
+type waiter struct {
+	at    time.Time
+	grant func()
+}
+
+// New returns a dispatcher. It panics if cfg does not validate (a
+// programmer error at start-up).
+func New(cfg Config) *Dispatcher {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	return &Dispatcher{cfg: cfg.withDefaults(), tenants: map[string]*tenant{}}
+}
+
+// Acquire asks for one slot for an attempt of class c by endpointID of
+// tenantID. grant is called once the slot is the caller's, maybe before
+// Acquire returns, from whichever goroutine freed the slot; it must not
+// block (send a message) and must not call the dispatcher. The holder gives
+// the slot back with Release.
+func (d *Dispatcher) Acquire(tenantID, endpointID string, c Class, grant func()) {
+	d.mu.Lock()
+	t := d.tenants[tenantID]
+	if t == nil {
+		t = &tenant{id: tenantID, endpoints: map[string]*endpoint{}}
+		d.tenants[tenantID] = t
+	}
+	e := t.endpoints[endpointID]
+	if e == nil {
+		e = &endpoint{id: endpointID}
+		t.endpoints[endpointID] = e
+	}
+	if len(e.waiting[ClassNew])+len(e.waiting[ClassRetry]) == 0 {
+		t.ring = append(t.ring, e)
+		if len(t.ring) == 1 {
+			d.ring = append(d.ring, t)
+		}
+	}
+	e.waiting[c&1] = append(e.waiting[c&1], waiter{at: d.cfg.Now(), grant: grant})
+	granted := d.dispatch()
+	d.mu.Unlock()
+	for _, g := range granted {
+		g()
+	}
+}
+
+// Release gives back one slot held by endpointID of tenantID.
+func (d *Dispatcher) Release(tenantID, endpointID string) {
+	d.mu.Lock()
+	if t := d.tenants[tenantID]; t != nil {
+		if e := t.endpoints[endpointID]; e != nil && e.held > 0 {
+			e.held--
+			t.held--
+			d.used--
+			d.forget(t, e)
+		}
+	}
+	granted := d.dispatch()
+	d.mu.Unlock()
+	for _, g := range granted {
+		g()
+	}
+}
+
+// Leave drops the requests endpointID of tenantID is waiting for and gives
+// back every slot it holds: a grain calls it when it stops, so that slots
+// granted while it was stopping are not lost.
+func (d *Dispatcher) Leave(tenantID, endpointID string) {
+	d.mu.Lock()
+	if t := d.tenants[tenantID]; t != nil {
+		if e := t.endpoints[endpointID]; e != nil {
+			d.used -= e.held
+			t.held -= e.held
+			e.held = 0
+			e.waiting = [2][]waiter{}
+			t.remove(e)
+			if len(t.ring) == 0 {
+				d.drop(t)
+			}
+			d.forget(t, e)
+		}
+	}
+	granted := d.dispatch()
+	d.mu.Unlock()
+	for _, g := range granted {
+		g()
+	}
+}
+
+// Stats is a snapshot of the dispatcher, for metrics and tests.
+type Stats struct {
+	Used, Slots int
+	// Waiting counts the requests waiting, by class.
+	Waiting [2]int
+	// OldestNew is how long the oldest new request has waited.
+	OldestNew time.Duration
+}
+
+// Stats returns a snapshot.
+func (d *Dispatcher) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := Stats{Used: d.used, Slots: d.cfg.Slots}
+	for _, t := range d.ring {
+		for _, e := range t.ring {
+			s.Waiting[ClassNew] += len(e.waiting[ClassNew])
+			s.Waiting[ClassRetry] += len(e.waiting[ClassRetry])
+		}
+	}
+	if at, ok := d.oldestNew(); ok {
+		s.OldestNew = d.cfg.Now().Sub(at)
+	}
+	return s
+}
+
+// dispatch hands out free slots and returns the grants to call once the
+// lock is released. d.mu must be held.
+func (d *Dispatcher) dispatch() []func() {
+	var granted []func()
+	for d.used < d.cfg.Slots {
+		w, ok := d.pick()
+		if !ok {
+			break
+		}
+		granted = append(granted, w.grant)
+	}
+	return granted
+}
+
+// pick takes the next waiter by the policy and counts its slot. d.mu must
+// be held.
+func (d *Dispatcher) pick() (waiter, bool) {
+	retries := true
+	if at, ok := d.oldestNew(); ok && d.cfg.Now().Sub(at) >= d.cfg.Objective {
+		retries = false // new work is late: every slot goes to it
+	}
+	for range 2*len(d.ring) + 1 {
+		if len(d.ring) == 0 {
+			return waiter{}, false
+		}
+		d.next %= len(d.ring)
+		t := d.ring[d.next]
+		e := t.pick(retries, d.cfg.TenantCap)
+		if e == nil {
+			d.advance()
+			continue
+		}
+		if !d.arrived {
+			t.deficit = min(t.deficit+d.weight(t.id), 2*d.weight(t.id))
+			d.arrived = true
+		}
+		if t.deficit < 1 {
+			d.advance()
+			continue
+		}
+		t.deficit--
+		c := ClassNew
+		if len(e.waiting[ClassNew]) == 0 {
+			c = ClassRetry
+		}
+		w := e.waiting[c][0]
+		e.waiting[c] = e.waiting[c][1:]
+		e.held++
+		t.held++
+		d.used++
+		if len(e.waiting[ClassNew])+len(e.waiting[ClassRetry]) == 0 {
+			t.remove(e)
+			if len(t.ring) == 0 {
+				d.drop(t) // the next tenant moved into its place
+				return w, true
+			}
+		}
+		if t.deficit < 1 {
+			d.advance()
+		}
+		return w, true
+	}
+	return waiter{}, false
+}
+
+// advance moves the round to the next tenant.
+func (d *Dispatcher) advance() {
+	d.next++
+	d.arrived = false
+}
+
+// drop removes a tenant without waiting requests from the ring; DRR forgets
+// the deficit of a tenant whose queue emptied.
+func (d *Dispatcher) drop(t *tenant) {
+	i := slices.Index(d.ring, t)
+	if i < 0 {
+		return
+	}
+	d.ring = slices.Delete(d.ring, i, i+1)
+	t.deficit = 0
+	switch {
+	case i < d.next:
+		d.next--
+	case i == d.next:
+		d.arrived = false
+	}
+}
+
+// forget frees the records of an endpoint (and tenant) that holds and waits
+// for nothing.
+func (d *Dispatcher) forget(t *tenant, e *endpoint) {
+	if e.held == 0 && len(e.waiting[ClassNew])+len(e.waiting[ClassRetry]) == 0 {
+		delete(t.endpoints, e.id)
+	}
+	if len(t.endpoints) == 0 && t.held == 0 {
+		delete(d.tenants, t.id)
+	}
+}
+
+func (d *Dispatcher) weight(tenantID string) int {
+	if d.cfg.Weight == nil {
+		return 1
+	}
+	return max(d.cfg.Weight(tenantID), 1)
+}
+
+// oldestNew returns when the oldest waiting new request was made.
+func (d *Dispatcher) oldestNew() (time.Time, bool) {
+	var oldest time.Time
+	for _, t := range d.ring {
+		for _, e := range t.ring {
+			if len(e.waiting[ClassNew]) > 0 && (oldest.IsZero() || e.waiting[ClassNew][0].at.Before(oldest)) {
+				oldest = e.waiting[ClassNew][0].at
+			}
+		}
+	}
+	return oldest, !oldest.IsZero()
+}
+
+// pick returns the tenant's next endpoint, round robin, with a request it
+// may serve: a new one, or a retry when retries are allowed; nil when none
+// or when the tenant holds its cap.
+func (t *tenant) pick(retries bool, tenantCap int) *endpoint {
+	if t.held >= tenantCap {
+		return nil
+	}
+	for range len(t.ring) {
+		t.next %= len(t.ring)
+		e := t.ring[t.next]
+		t.next++
+		if len(e.waiting[ClassNew]) > 0 || (retries && len(e.waiting[ClassRetry]) > 0) {
+			return e
+		}
+	}
+	return nil
+}
+
+// remove takes an endpoint without waiting requests out of the tenant's
+// round.
+func (t *tenant) remove(e *endpoint) {
+	i := slices.Index(t.ring, e)
+	if i < 0 {
+		return
+	}
+	t.ring = slices.Delete(t.ring, i, i+1)
+	if i < t.next {
+		t.next--
+	}
+}
