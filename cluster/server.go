@@ -124,12 +124,10 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if err := s.openLog(ctx); err != nil {
 		return nil, err
 	}
-	kr, created, err := seal.LoadKeyring(cfg.MasterKey, cfg.DataDir, cfg.Logger)
+	// LoadKeyring says loudly when it creates a development key file.
+	kr, _, err := seal.LoadKeyring(cfg.MasterKey, cfg.DataDir, cfg.Logger)
 	if err != nil {
 		return nil, err
-	}
-	if created {
-		cfg.Logger.Warn("development master key created in the data directory; set HOOKLINE_MASTER_KEY in production", slog.String("dir", cfg.DataDir))
 	}
 	s.keyring = kr
 

@@ -96,7 +96,7 @@ func tenantFor(ctx context.Context, requested string) (string, Caller, error) {
 	}
 	if c.Admin {
 		if requested == "" {
-			return "", c, invalid("tenant_id", "is required with the admin token: name the tenant to act for")
+			return "", c, toStatus(invalid("tenant_id", "is required with the admin token: name the tenant to act for"))
 		}
 		return requested, c, nil
 	}
