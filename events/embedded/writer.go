@@ -44,7 +44,8 @@ type job struct {
 }
 
 // Append writes evs to the end of stream atomically and returns once they
-// are synced to disk. See events.Log.
+// are synced to disk. See events.Log. ctx bounds the wait for the writer to
+// take the append; once taken, Append waits for the commit's outcome.
 func (l *Log) Append(ctx context.Context, stream string, expected events.ExpectedRevision, evs ...events.Event) (events.AppendResult, error) {
 	if err := events.CheckAppend(stream, l.cfg.MaxEventSize, evs); err != nil {
 		return events.AppendResult{}, err
@@ -63,14 +64,12 @@ func (l *Log) Append(ctx context.Context, stream string, expected events.Expecte
 	case <-ctx.Done():
 		return events.AppendResult{}, fmt.Errorf("append %s: %w", stream, ctx.Err())
 	}
-	select {
-	case <-req.done:
-		return req.res, req.err
-	case <-ctx.Done():
-		// The writer has the request: it may still commit it. A retry with
-		// the same ids is idempotent.
-		return events.AppendResult{}, fmt.Errorf("append %s: outcome unknown: %w", stream, ctx.Err())
-	}
+	// Once the writer has the request, wait for its outcome whatever ctx
+	// does: it is at most one group commit away, the caller learns for sure
+	// whether the events were written, and the writer never reads evs after
+	// Append returned.
+	<-req.done
+	return req.res, req.err
 }
 
 // write is the writer goroutine, the only one that writes to the store. It
