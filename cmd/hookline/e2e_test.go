@@ -163,9 +163,11 @@ func (a *api) ctx() context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+a.token)
 }
 
-func (a *api) tenants() controlv1.TenantServiceClient     { return controlv1.NewTenantServiceClient(a.cc) }
-func (a *api) endpoints() controlv1.EndpointServiceClient { return controlv1.NewEndpointServiceClient(a.cc) }
-func (a *api) events() controlv1.EventServiceClient       { return controlv1.NewEventServiceClient(a.cc) }
+func (a *api) tenants() controlv1.TenantServiceClient { return controlv1.NewTenantServiceClient(a.cc) }
+func (a *api) endpoints() controlv1.EndpointServiceClient {
+	return controlv1.NewEndpointServiceClient(a.cc)
+}
+func (a *api) events() controlv1.EventServiceClient { return controlv1.NewEventServiceClient(a.cc) }
 
 // rest calls the REST API and decodes the JSON answer into out (if not nil).
 func (a *api) rest(method, path string, body any, out any) int {
