@@ -44,6 +44,20 @@
 // on could lose data (a failed WAL sync); it then logs and exits the process,
 // as Pebble's own default logger does.
 //
+// Append's context bounds only the wait for the writer to take the append;
+// once taken, Append waits for the commit (at most one group away), so the
+// caller always learns whether its events were written.
+//
+// # Throughput
+//
+// A lone appender pays one fsync per append (0.5 to 1.5 ms on the
+// development machines' disk). Concurrent appenders share fsyncs: with 64 of
+// them a group holds about 25 to 30 appends, and the limit becomes the time
+// to write and sync the group's bytes while Pebble's flushes and compactions
+// write the same bytes again. [Log.WriterStats] gives the mean group size.
+// The memtable is 64 MiB, not Pebble's 4 MiB, so that flushes keep up with
+// large groups. Figures: go test -bench . ./events/embedded.
+//
 // # Subscriptions
 //
 // A subscriber reads the store after its last position in chunks, then waits
