@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/projections/registry"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -39,6 +40,8 @@ type Config struct {
 	Grains      Grains
 	Registry    *registry.Registry
 	Projections Projections
+	// History answers delivery searches; nil makes them UNAVAILABLE.
+	History *history.History
 	// AdminToken authenticates operators; empty disables the admin API.
 	AdminToken string
 	// MaxPayload caps an event's payload; default 256 KiB.
