@@ -132,6 +132,10 @@ func Open(l events.Log, cfg Config) (*Runner, error) {
 		FS:                 cfg.FS,
 		Logger:             pebbleLogger{cfg.Logger},
 		FormatMajorVersion: pebble.FormatNewest,
+		// Projections rewrite the same keys often (a delivery moves
+		// between indexes within seconds): a large memtable absorbs those
+		// writes before they reach a table.
+		MemTableSize: 64 << 20,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open projection store %s: %w", cfg.Dir, err)

@@ -158,10 +158,9 @@ func (*Due) Name() string { return Name }
 func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) error {
 	switch m := msg.(type) {
 	case *hooklinev1.DeliveriesPlanned:
+		// A delivery is planned once: its event stream is appended with
+		// expected revision NoStream, so no existence check is needed.
 		for _, p := range m.GetDeliveries() {
-			if _, ok, err := d.lookup(b, p.GetDeliveryId()); err != nil || ok {
-				return err // a delivery is planned once
-			}
 			it := Item{
 				DeliveryID: p.GetDeliveryId(), TenantID: m.GetTenantId(), EventID: m.GetEventId(),
 				EventType: m.GetEventType(), EndpointID: p.GetEndpointId(), ConfigVersion: p.GetConfigVersion(),
@@ -231,13 +230,13 @@ func (d *Due) put(b *projections.Batch, it Item) error {
 	if err := b.Set(reverseKey(it.DeliveryID), k); err != nil {
 		return err
 	}
-	d.touch(b, it.EndpointID)
+	d.touch(b, it.EndpointID, &it)
 	return nil
 }
 
 // delete removes it's item key (not its reverse entry, which put rewrites).
 func (d *Due) delete(b *projections.Batch, it Item) error {
-	d.touch(b, it.EndpointID)
+	d.touch(b, it.EndpointID, nil)
 	return b.Delete(itemKey(it.EndpointID, it.Class, it.DueAt, it.DeliveryID))
 }
 

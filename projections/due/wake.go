@@ -1,6 +1,7 @@
 package due
 
 import (
+	"bytes"
 	"container/heap"
 	"context"
 	"encoding/json"
@@ -28,9 +29,10 @@ type Due struct {
 	stale  time.Duration
 	logger *slog.Logger
 
-	// touched lists the endpoints the current batch changed; only the
-	// runner's goroutine uses it (Apply and the commit hook).
-	touched map[string]struct{}
+	// touched lists the endpoints the current batch changed, with the
+	// earliest due time it added per class; only the runner's goroutine
+	// uses it (Apply and the commit hook).
+	touched map[string]head
 
 	// mu guards heads, timers and scheduled.
 	mu        sync.Mutex
@@ -56,7 +58,7 @@ func New(r *projections.Runner, cfg Config) (*Due, error) {
 	cfg = cfg.withDefaults()
 	d := &Due{
 		waker: cfg.Waker, now: cfg.Now, sweep: cfg.SweepInterval, stale: cfg.StaleAfter, logger: cfg.Logger,
-		touched: make(map[string]struct{}), heads: make(map[string]head), scheduled: make(map[string]time.Time), kick: make(chan struct{}, 1),
+		touched: make(map[string]head), heads: make(map[string]head), scheduled: make(map[string]time.Time), kick: make(chan struct{}, 1),
 	}
 	s, err := r.Register(d)
 	if err != nil {
@@ -101,11 +103,27 @@ func (d *Due) load() error {
 
 // touch marks an endpoint changed by the current batch, and arranges for
 // the summaries to be refreshed once the batch commits.
-func (d *Due) touch(b *projections.Batch, endpointID string) {
+func (d *Due) touch(b *projections.Batch, endpointID string, added *Item) {
 	if len(d.touched) == 0 {
 		b.OnCommit(d.committed)
 	}
-	d.touched[endpointID] = struct{}{}
+	h := d.touched[endpointID]
+	if added != nil {
+		if added.Class == ClassNew {
+			h.oldestNew = earliest(h.oldestNew, added.DueAt)
+		} else {
+			h.firstRetry = earliest(h.firstRetry, added.DueAt)
+		}
+	}
+	d.touched[endpointID] = h
+}
+
+// earliest returns the earlier of two times, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // committed refreshes the touched endpoints' summaries from the store and
@@ -115,9 +133,14 @@ func (d *Due) committed() {
 	var wake []string
 	d.mu.Lock()
 	kick := false
-	for ep := range d.touched {
+	for ep, added := range d.touched {
 		delete(d.touched, ep)
-		h, err := d.readHead(ep)
+		// Removed items leave tombstones at the front of the index until
+		// compaction drops them; seeking from the previous head (or an
+		// earlier item this batch added) skips them.
+		prev := d.heads[ep]
+		from := head{earliest(prev.oldestNew, added.oldestNew), earliest(prev.firstRetry, added.firstRetry)}
+		h, err := d.readHead(ep, from)
 		if err != nil {
 			// The next batch or the sweeper tries again.
 			d.logger.Error("due summary", "endpoint_id", ep, "error", err)
@@ -144,8 +167,9 @@ func (d *Due) committed() {
 	}
 }
 
-// readHead reads an endpoint's oldest new delivery and earliest retry.
-func (d *Due) readHead(endpointID string) (head, error) {
+// readHead reads an endpoint's oldest new delivery and earliest retry, that
+// are known to be no earlier than from's.
+func (d *Due) readHead(endpointID string, from head) (head, error) {
 	prefix := endpointPrefix(endpointID)
 	it, err := d.store.NewIter(prefix, projections.PrefixEnd(prefix))
 	if err != nil {
@@ -153,18 +177,21 @@ func (d *Due) readHead(endpointID string) (head, error) {
 	}
 	defer it.Close()
 	var h head
-	for ok := it.First(); ok; {
+	if it.SeekGE(projections.AppendTime(classPrefix(endpointID, ClassNew), from.oldestNew)) {
 		_, c, due, err := parseItemKey(it.Key())
 		if err != nil {
 			return head{}, err
 		}
 		if c == ClassNew {
 			h.oldestNew = due
-			ok = it.SeekGE(classPrefix(endpointID, ClassRetry))
-			continue
+		}
+	}
+	if it.SeekGE(projections.AppendTime(classPrefix(endpointID, ClassRetry), from.firstRetry)) {
+		_, _, due, err := parseItemKey(it.Key())
+		if err != nil {
+			return head{}, err
 		}
 		h.firstRetry = due
-		break
 	}
 	return h, nil
 }
@@ -185,14 +212,20 @@ func (d *Due) Due(endpointID string, now time.Time, limit int) ([]Item, error) {
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	items, err := d.scan(classPrefix(endpointID, ClassNew), projections.PrefixEnd(classPrefix(endpointID, ClassNew)), nil, limit)
+	// Start at the known heads, past the tombstones of removed items.
+	d.mu.Lock()
+	h := d.heads[endpointID]
+	d.mu.Unlock()
+	news := classPrefix(endpointID, ClassNew)
+	items, err := d.scan(projections.AppendTime(bytes.Clone(news), h.oldestNew), projections.PrefixEnd(news), nil, limit)
 	if err != nil {
 		return nil, fmt.Errorf("due for %s: %w", endpointID, err)
 	}
 	if len(items) < limit {
 		retries := classPrefix(endpointID, ClassRetry)
+		lower := projections.AppendTime(bytes.Clone(retries), h.firstRetry)
 		upper := projections.AppendTime(retries, now.Add(time.Nanosecond))
-		items, err = d.scan(retries, upper, items, limit)
+		items, err = d.scan(lower, upper, items, limit)
 		if err != nil {
 			return nil, fmt.Errorf("due for %s: %w", endpointID, err)
 		}

@@ -238,10 +238,9 @@ func (h *History) loadRecord(r reader, key []byte) (Delivery, bool, error) {
 func (h *History) Apply(b *projections.Batch, rec *events.Record, msg proto.Message) error {
 	switch m := msg.(type) {
 	case *hooklinev1.DeliveriesPlanned:
+		// A delivery is planned once: its event stream is appended with
+		// expected revision NoStream, so no existence check is needed.
 		for _, p := range m.GetDeliveries() {
-			if _, ok, err := b.Get(idKey(p.GetDeliveryId())); err != nil || ok {
-				return err // planned once
-			}
 			d := Delivery{
 				ID: p.GetDeliveryId(), TenantID: m.GetTenantId(), EndpointID: p.GetEndpointId(),
 				EventID: m.GetEventId(), EventType: m.GetEventType(), ConfigVersion: p.GetConfigVersion(),
