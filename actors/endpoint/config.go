@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"time"
 
 	"github.com/hookline/hookline/actors/attempt"
@@ -16,6 +17,22 @@ import (
 const (
 	DefaultIOTimeout = 10 * time.Second
 	DefaultReadPage  = 256
+
+	// DefaultRatePerSecond and DefaultBurst size an endpoint's token
+	// bucket: 50 attempts/s sustained with bursts of 50 is far above what a
+	// healthy receiver sees from one tenant's traffic on average (the
+	// reference load is 2,315 deliveries/s over the whole fleet), yet keeps
+	// a backlog drained after an outage from hammering a receiver that just
+	// came back. Endpoints set their own.
+	DefaultRatePerSecond = 50
+	DefaultBurst         = 50
+	// DefaultMaxInFlight bounds an endpoint's concurrent attempts: with a
+	// 15 s attempt timeout, 10 hanging attempts hold at most 10 of the
+	// node's slots, while 10 × (1 / 100 ms latency) = 100 attempts/s is
+	// above the default rate for a healthy receiver.
+	DefaultMaxInFlight = 10
+	// DefaultPullLimit is how many due deliveries one pull asks for.
+	DefaultPullLimit = 100
 	// maxTimer bounds one wait of the retirement timer, so that a clock jump
 	// is noticed within it.
 	maxTimer = time.Hour
@@ -48,6 +65,50 @@ type Config struct {
 	// DefaultOverlap is how long a previous secret stays live after a
 	// rotation that does not say; 0 means DefaultOverlap (24 h).
 	DefaultOverlap time.Duration
+
+	// The delivery engine (see loop.go). Without Due it is off and the grain
+	// only answers commands; with Due, Projections, History and Attempts are
+	// required.
+
+	// Due is the due projection the grain pulls its deliveries from
+	// (*due.Due).
+	Due Due
+	// Projections is the node's projection runner (*projections.Runner): on
+	// activation the grain waits until it has reached the log's head, and
+	// before each pull until it has applied the grain's own outcomes.
+	Projections Projections
+	// History is the history projection (*history.History), where replay
+	// finds a delivery's endpoint and recovery lists failed deliveries.
+	History History
+	// Attempts runs one HTTP attempt (*attempt.Client).
+	Attempts Attempter
+	// Dispatcher shares the node's attempt slots among tenants
+	// (*dispatch.Dispatcher, one per node); nil means no node-wide limit.
+	Dispatcher Dispatcher
+	// Grains reaches the tenant grain for quota leases (*cluster.Node); nil
+	// means no tenant quota.
+	Grains Grains
+	// Schedule decides retries; its zero value is attempt's defaults (base
+	// 5 s, cap 1 h, 15 attempts). The deadline of a delivery is its
+	// expires_at when known, else planned + Schedule.Deadline (24 h); an
+	// endpoint's max_attempts overrides MaxAttempts.
+	Schedule attempt.Schedule
+	// Jitter returns values in [0, 1) for the schedule's full jitter; nil
+	// means math/rand/v2.
+	Jitter func() float64
+	// Breaker configures the circuit breaker; zero fields mean its defaults.
+	Breaker BreakerConfig
+	// RatePerSecond and Burst are the endpoint's token bucket when its
+	// configuration leaves them 0; 0 here means DefaultRatePerSecond (50)
+	// and DefaultBurst (50).
+	RatePerSecond float64
+	Burst         int
+	// MaxInFlight bounds an endpoint's concurrent attempts when its
+	// configuration leaves it 0; 0 here means DefaultMaxInFlight (10).
+	MaxInFlight int
+	// PullLimit is how many due deliveries one pull asks for (beyond those
+	// the grain holds); 0 means DefaultPullLimit (100).
+	PullLimit int
 }
 
 // Validate reports whether c is usable.
@@ -58,6 +119,15 @@ func (c Config) Validate() error {
 	}
 	if c.Keyring == nil {
 		errs = append(errs, errors.New("endpoint: config: keyring is required (seal.LoadKeyring)"))
+	}
+	if c.Due != nil && (c.Projections == nil || c.History == nil || c.Attempts == nil) {
+		errs = append(errs, errors.New("endpoint: config: the delivery engine (due) needs projections, history and attempts"))
+	}
+	if c.RatePerSecond < 0 || c.Burst < 0 || c.MaxInFlight < 0 || c.PullLimit < 0 {
+		errs = append(errs, errors.New("endpoint: config: rate, burst, max in flight and pull limit must not be negative"))
+	}
+	if err := c.Schedule.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.IOTimeout < 0 || c.ReadPage < 0 || c.DefaultOverlap < 0 || c.DefaultOverlap > MaxOverlap {
 		errs = append(errs, errors.New("endpoint: config: durations and sizes must not be negative; default overlap at most 30 days"))
@@ -87,5 +157,21 @@ func (c Config) withDefaults() Config {
 	if c.DefaultOverlap == 0 {
 		c.DefaultOverlap = DefaultOverlap
 	}
+	if c.RatePerSecond == 0 {
+		c.RatePerSecond = DefaultRatePerSecond
+	}
+	if c.Burst == 0 {
+		c.Burst = DefaultBurst
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.PullLimit == 0 {
+		c.PullLimit = DefaultPullLimit
+	}
+	if c.Jitter == nil {
+		c.Jitter = mrand.Float64
+	}
+	c.Breaker = c.Breaker.withDefaults()
 	return c
 }

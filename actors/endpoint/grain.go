@@ -68,6 +68,11 @@ type grain struct {
 	current  *request // the command whose I/O is in flight
 	queue    []request
 	timer    scheduler.CancelFunc // the pending retireTick, if any
+
+	// eng is the delivery loop (loop.go); nil while the engine is off or
+	// the stream is not loaded yet.
+	eng          *engine
+	retryCatchUp bool // waiting for the projections failed; try again
 }
 
 // Receive handles one message. It never blocks: reading the stream, checking
@@ -94,15 +99,19 @@ func (g *grain) Receive(ctx actor.Context) {
 	case retireTick:
 		g.timer = nil
 		g.drain(ctx)
-	// TODO(delivery engine): the delivery loop adds its messages here:
-	// attempt outcomes, lease replies and its own ticks, each handled
-	// without blocking and ordered with the commands through drain.
 	case *actor.Stopping:
 		if g.timer != nil {
 			g.timer()
 			g.timer = nil
 		}
 		g.shutdown(ctx, controlv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain stopped; retry")
+		g.stopEngine()
+	default:
+		// The delivery loop's messages: outcomes, reads, grants, leases and
+		// its own ticks, each handled without blocking.
+		if !g.stopping {
+			g.receiveLoop(ctx, msg)
+		}
 	}
 }
 
@@ -123,6 +132,7 @@ func (g *grain) activate(ctx actor.Context) {
 		l := res.(loaded)
 		g.state, g.last, g.exists, g.loaded = l.state, l.last, l.exists, true
 		g.log.Debug("endpoint grain activated", "revision", uint64(l.last), "exists", l.exists)
+		g.startEngine(ctx)
 	})
 }
 
@@ -168,6 +178,19 @@ func (g *grain) drain(ctx actor.Context) {
 			g.append(ctx, &request{}, "retire_overlap", due, func() {})
 			return // the append's continuation drains again
 		}
+		if g.eng != nil && len(g.eng.own) > 0 {
+			// The delivery loop's own events: circuit transitions, pause
+			// on 410.
+			own := g.eng.own
+			g.eng.own = nil
+			g.append(ctx, &request{}, "delivery", own, func() {
+				if g.state.Status != controlv1.Endpoint_STATUS_ACTIVE {
+					g.eng.gone = false // the pause is durable; a resume clears it
+				}
+				g.pump(ctx)
+			})
+			return
+		}
 		g.schedule(ctx)
 		if len(g.queue) == 0 {
 			return
@@ -194,9 +217,22 @@ func (g *grain) schedule(ctx actor.Context) {
 
 func (g *grain) handle(ctx actor.Context, r *request) {
 	if r.cmd.GetWake() != nil {
-		// TODO(delivery engine): a Wake starts pulling due deliveries.
 		g.reply(ctx, r.sender, &controlv1.EndpointReply{})
+		g.wakeLoop(ctx)
 		return
+	}
+	if g.eng != nil {
+		switch r.cmd.GetCommand().(type) {
+		case *controlv1.EndpointCommand_Replay:
+			g.handleReplay(ctx, r)
+			return
+		case *controlv1.EndpointCommand_Recover:
+			g.handleRecover(ctx, r)
+			return
+		case *controlv1.EndpointCommand_GetRecovery:
+			g.handleGetRecovery(ctx, r)
+			return
+		}
 	}
 	raw := g.state.URLToCheck(r.cmd)
 	if raw == "" {
@@ -236,6 +272,7 @@ func (g *grain) decide(ctx actor.Context, r *request, v URLVerdict) {
 	}
 	g.append(ctx, r, commandKind(r.cmd), dec.Events, func() {
 		g.reply(ctx, r.sender, &controlv1.EndpointReply{Endpoint: g.view(), Secret: dec.Secret})
+		g.wakeLoop(ctx) // a resume, a new configuration: work may start
 	})
 }
 
@@ -373,6 +410,7 @@ func (g *grain) shutdown(ctx actor.Context, code controlv1.GrainError_Code, msg 
 		g.reply(ctx, r.sender, errReply(code, msg))
 	}
 	g.queue = nil
+	g.abandonAll(ctx, code, msg)
 }
 
 func (g *grain) reply(ctx actor.Context, to *actor.PID, rep *controlv1.EndpointReply) {

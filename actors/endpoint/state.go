@@ -30,6 +30,10 @@ type State struct {
 	Config        *hooklinev1.EndpointConfig
 	Status        controlv1.Endpoint_Status
 	Circuit       controlv1.Endpoint_Circuit
+	// CircuitUntil and CircuitCoolDown describe the last CircuitOpened: when
+	// the breaker lets a probe through, and the cool-down that led there.
+	CircuitUntil    time.Time
+	CircuitCoolDown time.Duration
 	// Secrets are the live signing secrets, sealed, oldest first; the last
 	// one is the current secret.
 	Secrets []SecretEntry
@@ -95,6 +99,8 @@ func (s *State) Apply(msg proto.Message) {
 		s.Status = controlv1.Endpoint_STATUS_DELETED
 	case *hooklinev1.CircuitOpened:
 		s.Circuit = controlv1.Endpoint_CIRCUIT_OPEN
+		s.CircuitUntil = e.GetUntil().AsTime()
+		s.CircuitCoolDown = time.Duration(e.GetCoolDownMs()) * time.Millisecond
 	case *hooklinev1.CircuitHalfOpened:
 		s.Circuit = controlv1.Endpoint_CIRCUIT_HALF_OPEN
 	case *hooklinev1.CircuitClosed:

@@ -1,0 +1,312 @@
+package endpoint_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/actors/endpoint"
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections"
+	"github.com/hookline/hookline/projections/due"
+	"github.com/hookline/hookline/projections/history"
+	"github.com/hookline/hookline/projections/registry"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// bench is a node without the cluster: the embedded log in memory, the
+// projections runner with registry, due and history, an actor system, the
+// real egress client (loopback allowed) and an injected clock.
+type bench struct {
+	t      *testing.T
+	log    events.Log
+	sys    *actor.ActorSystem
+	clk    *clock
+	runner *projections.Runner
+	hist   *history.History
+	wakes  *wakeRouter
+	cfg    endpoint.Config
+}
+
+// wakeRouter is the node's due.Waker: a Wake command to each grain of the
+// endpoint.
+type wakeRouter struct {
+	mu   sync.Mutex // guards pids
+	sys  *actor.ActorSystem
+	pids map[string][]*actor.PID
+}
+
+func (w *wakeRouter) Wake(endpointID string) {
+	w.mu.Lock()
+	pids := w.pids[endpointID]
+	w.mu.Unlock()
+	for _, pid := range pids {
+		w.sys.Root.Send(pid, &controlv1.EndpointCommand{Command: &controlv1.EndpointCommand_Wake{Wake: &controlv1.Wake{}}})
+	}
+}
+
+func (w *wakeRouter) all() {
+	w.mu.Lock()
+	ids := make([]string, 0, len(w.pids))
+	for id := range w.pids {
+		ids = append(ids, id)
+	}
+	w.mu.Unlock()
+	for _, id := range ids {
+		w.Wake(id)
+	}
+}
+
+func newBench(t *testing.T) *bench {
+	t.Helper()
+	b := &bench{t: t, log: openLog(t), clk: &clock{now: t0}}
+	r, err := projections.Open(b.log, projections.Config{Dir: "/proj", FS: vfs.NewMem(), Logger: quiet, Now: b.clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.runner = r
+	if _, err := registry.New(r); err != nil {
+		t.Fatal(err)
+	}
+	b.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	b.wakes = &wakeRouter{sys: b.sys, pids: map[string][]*actor.PID{}}
+	d, err := due.New(r, due.Config{Waker: b.wakes, Now: b.clk.Now, SweepInterval: 20 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.hist, err = history.New(r, history.Config{Now: b.clk.Now, Logger: quiet}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Run(ctx) })
+	wg.Go(func() { d.Run(ctx) })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		r.Close()
+	})
+	t.Cleanup(b.sys.Shutdown)
+	client := attempt.NewClient(attempt.ClientConfig{Policy: &attempt.Policy{AllowPrivate: true}})
+	t.Cleanup(client.CloseIdleConnections)
+	b.cfg = endpoint.Config{
+		Log: b.log, Keyring: keyring(t), Policy: &attempt.Policy{AllowPrivate: true}, Now: b.clk.Now, Logger: quiet,
+		Due: d, Projections: r, History: b.hist, Attempts: client,
+		Jitter: func() float64 { return 0.5 },
+	}
+	return b
+}
+
+// spawn starts a grain of endpointID with the bench's config; it stops at
+// the end of the test.
+func (b *bench) spawn(endpointID string) *actor.PID {
+	b.t.Helper()
+	pid := b.sys.Root.Spawn(endpoint.Props(b.cfg, endpointID))
+	b.wakes.mu.Lock()
+	b.wakes.pids[endpointID] = append(b.wakes.pids[endpointID], pid)
+	b.wakes.mu.Unlock()
+	b.t.Cleanup(func() { b.sys.Root.StopFuture(pid).Wait() })
+	return pid
+}
+
+// endpoint spawns a grain and creates its endpoint for tenant with url.
+func (b *bench) endpoint(tenant, endpointID, url string, edit func(*controlv1.EndpointSettings)) *actor.PID {
+	b.t.Helper()
+	pid := b.spawn(endpointID)
+	s := &controlv1.EndpointSettings{Url: url, EventTypes: []string{"*"}}
+	if edit != nil {
+		edit(s)
+	}
+	mustOK(b.t, ask(b.t, b.sys, pid, cmd(tenant, &controlv1.CreateEndpointRequest{Settings: s})))
+	return pid
+}
+
+// publish appends an event planned for endpoints, as the publish handler
+// does, and returns the delivery ids.
+func (b *bench) publish(tenant, eventID string, endpoints ...string) []string {
+	b.t.Helper()
+	at := b.clk.Now()
+	stream := events.EventStream(tenant, eventID)
+	pub := &hooklinev1.EventPublished{
+		TenantId: tenant, EventId: eventID, EventType: "invoice.paid", Payload: []byte(`{"invoice":"` + eventID + `"}`),
+		ContentType: "application/json", OccurredAt: timestamppb.New(at), At: timestamppb.New(at),
+	}
+	plan := &hooklinev1.DeliveriesPlanned{TenantId: tenant, EventId: eventID, EventType: "invoice.paid", Chunks: 1,
+		At: timestamppb.New(at), ExpiresAt: timestamppb.New(at.Add(24 * time.Hour))}
+	var ids []string
+	for _, ep := range endpoints {
+		id := events.DeliveryID(tenant, eventID, ep)
+		ids = append(ids, id)
+		plan.Deliveries = append(plan.Deliveries, &hooklinev1.PlannedDelivery{DeliveryId: id, EndpointId: ep, ConfigVersion: 1})
+	}
+	e1, err := events.Encode(pub, "publish/"+eventID, stream)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	e2, err := events.Encode(plan, "plan/"+eventID, stream)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if _, err := b.log.Append(context.Background(), stream, events.NoStream{}, e1, e2); err != nil {
+		b.t.Fatal(err)
+	}
+	return ids
+}
+
+// advance moves the clock and wakes every grain, as the due projection's
+// timers and sweeper do on a real clock.
+func (b *bench) advance(d time.Duration) {
+	b.clk.Add(d)
+	b.wakes.all()
+}
+
+// delivery returns the decoded events of a delivery stream.
+func (b *bench) delivery(id string) []proto.Message {
+	b.t.Helper()
+	return decodeAll(b.t, b.log, events.DeliveryStream(id))
+}
+
+func decodeAll(t *testing.T, log events.Log, stream string) []proto.Message {
+	t.Helper()
+	recs, err := log.ReadStream(context.Background(), stream, events.Forwards, 0, 10_000)
+	if err != nil && !errors.Is(err, events.ErrStreamNotFound) {
+		t.Fatal(err)
+	}
+	out := make([]proto.Message, len(recs))
+	for i := range recs {
+		if out[i], err = events.Decode(&recs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// status returns a delivery's status in the history projection.
+func (b *bench) status(tenant, id string) history.Delivery {
+	b.t.Helper()
+	d, _, _, err := b.hist.Get(tenant, id)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return d
+}
+
+// waitStatus polls the history until every delivery has status s.
+func (b *bench) waitStatus(tenant string, s history.Status, ids ...string) {
+	b.t.Helper()
+	waitUntil(b.t, fmt.Sprintf("%d deliveries %s", len(ids), s), func() bool {
+		for _, id := range ids {
+			if b.status(tenant, id).Status != s {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitEvents polls a delivery stream until it holds n events and returns
+// them.
+func (b *bench) waitEvents(id string, n int) []proto.Message {
+	b.t.Helper()
+	var got []proto.Message
+	waitUntil(b.t, fmt.Sprintf("%d events on %s", n, id), func() bool {
+		got = b.delivery(id)
+		return len(got) >= n
+	})
+	return got
+}
+
+// waitUntil polls cond every few milliseconds for up to 15 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// receiver is an httptest receiver that records every request and answers
+// as its respond function says.
+type receiver struct {
+	*httptest.Server
+	mu      sync.Mutex // guards the fields below
+	hits    []hit
+	respond func(w http.ResponseWriter, r *http.Request, n int) // n: this webhook-id's hit number
+	active  int
+	peak    int
+}
+
+type hit struct {
+	id, timestamp, signature string
+	at                       time.Time // real time of arrival
+}
+
+func newReceiver(t *testing.T, respond func(w http.ResponseWriter, r *http.Request, n int)) *receiver {
+	t.Helper()
+	rc := &receiver{respond: respond}
+	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc.mu.Lock()
+		h := hit{id: r.Header.Get("webhook-id"), timestamp: r.Header.Get("webhook-timestamp"), signature: r.Header.Get("webhook-signature"), at: time.Now()}
+		rc.hits = append(rc.hits, h)
+		n := 0
+		for _, x := range rc.hits {
+			if x.id == h.id {
+				n++
+			}
+		}
+		rc.active++
+		rc.peak = max(rc.peak, rc.active)
+		respond := rc.respond
+		rc.mu.Unlock()
+		defer func() { rc.mu.Lock(); rc.active--; rc.mu.Unlock() }()
+		if respond != nil {
+			respond(w, r, n)
+		}
+	}))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+func (rc *receiver) setRespond(f func(w http.ResponseWriter, r *http.Request, n int)) {
+	rc.mu.Lock()
+	rc.respond = f
+	rc.mu.Unlock()
+}
+
+func (rc *receiver) count(id string) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	n := 0
+	for _, h := range rc.hits {
+		if id == "" || h.id == id {
+			n++
+		}
+	}
+	return n
+}
+
+func (rc *receiver) all() []hit {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]hit(nil), rc.hits...)
+}
+
+func status(code int) func(w http.ResponseWriter, r *http.Request, n int) {
+	return func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(code) }
+}

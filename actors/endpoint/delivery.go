@@ -1,0 +1,234 @@
+package endpoint
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/actors/dispatch"
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections/due"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+)
+
+// stage is where a held delivery stands.
+type stage uint8
+
+const (
+	stageReading   stage = iota // its streams are being read
+	stageReady                  // waiting for the limits
+	stageAsking                 // a slot was asked of the dispatcher
+	stageRunning                // the HTTP attempt is out
+	stageRecording              // its outcome is being appended
+)
+
+// flight is a delivery the grain holds, from the pull (or the replay
+// command) until its outcome is durable. While held, later pulls skip it,
+// and every append to its stream goes through it, one at a time.
+type flight struct {
+	item  due.Item
+	stage stage
+	// d is what its streams say, kept up to date with the grain's appends.
+	d deliveryRead
+
+	probe bool // the breaker's half-open probe
+	// replays are replays that came while the delivery was held; they are
+	// carried out once its current outcome is durable. asking is the one
+	// whose ReplayRequested is being appended.
+	replays []*replayOrder
+	asking  *replayOrder
+}
+
+func (f *flight) class() dispatch.Class {
+	if f.item.Class == due.ClassNew && f.d.replay == nil {
+		return dispatch.ClassNew
+	}
+	return dispatch.ClassRetry
+}
+
+// deliveryRead is what a delivery's streams say.
+type deliveryRead struct {
+	// rev and exists: where the delivery stream ends (the expected revision
+	// of the next append).
+	rev    events.Revision
+	exists bool
+	// attempts recorded so far, manual ones included.
+	attempts int32
+	// ended: its last outcome ended it (succeeded, failed terminally or
+	// expired) and no replay is pending.
+	ended bool
+	// replay is the pending ReplayRequested, when the next attempt is a
+	// manual one; autoPending says whether automatic retries were still due
+	// when it was requested, and lastNext when the last one was scheduled.
+	replay      *hooklinev1.ReplayRequested
+	autoPending bool
+	lastNext    time.Time
+	// event is the published event: its payload is sent on every attempt.
+	event *hooklinev1.EventPublished
+}
+
+// readDelivery reads a delivery stream (tens of events at most: attempts
+// are bounded) and, when the event is not cached yet, the EventPublished
+// that opens the event stream. The stream, not the due index, is the truth:
+// the index may lag behind the grain's own appends, so a delivery it still
+// shows as due may have ended.
+func readDelivery(ctx context.Context, log events.Log, it due.Item, page int, event *hooklinev1.EventPublished) (deliveryRead, error) {
+	r := deliveryRead{autoPending: true, event: event}
+	stream := events.DeliveryStream(it.DeliveryID)
+	for from := events.Revision(0); ; {
+		recs, err := log.ReadStream(ctx, stream, events.Forwards, from, page)
+		if errors.Is(err, events.ErrStreamNotFound) {
+			break
+		}
+		if err != nil {
+			return r, fmt.Errorf("read %s: %w", stream, err)
+		}
+		for i := range recs {
+			msg, err := events.Decode(&recs[i])
+			if err != nil {
+				return r, err
+			}
+			r.apply(msg)
+			r.rev, r.exists = recs[i].Revision, true
+		}
+		if len(recs) < page {
+			break
+		}
+		from = r.rev + 1
+	}
+	if r.event == nil {
+		es := events.EventStream(it.TenantID, it.EventID)
+		recs, err := log.ReadStream(ctx, es, events.Forwards, 0, 1)
+		if err != nil && !errors.Is(err, events.ErrStreamNotFound) {
+			return r, fmt.Errorf("read %s: %w", es, err)
+		}
+		if len(recs) == 1 {
+			msg, err := events.Decode(&recs[0])
+			if err != nil {
+				return r, err
+			}
+			r.event, _ = msg.(*hooklinev1.EventPublished)
+		}
+	}
+	return r, nil
+}
+
+// apply folds one event of a delivery stream.
+func (r *deliveryRead) apply(msg proto.Message) {
+	switch m := msg.(type) {
+	case *hooklinev1.AttemptSucceeded:
+		r.attempts = max(r.attempts+1, m.GetAttempt().GetNumber())
+		r.ended, r.replay, r.autoPending, r.lastNext = true, nil, false, time.Time{}
+	case *hooklinev1.AttemptFailed:
+		r.attempts = max(r.attempts+1, m.GetAttempt().GetNumber())
+		r.replay = nil
+		r.lastNext = asTime(m.GetNextAttemptAt())
+		r.ended, r.autoPending = r.lastNext.IsZero(), !r.lastNext.IsZero()
+	case *hooklinev1.DeliveryExpired:
+		r.ended, r.replay, r.autoPending, r.lastNext = true, nil, false, time.Time{}
+	case *hooklinev1.ReplayRequested:
+		if r.replay == nil {
+			r.autoPending = !r.ended
+		}
+		r.replay, r.ended = m, false
+	}
+}
+
+// attemptRecord is the Attempt shared by the outcome events.
+func (g *grain) attemptRecord(f *flight, o attempt.Outcome, number int32) *hooklinev1.Attempt {
+	a := &hooklinev1.Attempt{
+		TenantId: f.item.TenantID, EndpointId: g.id, DeliveryId: f.item.DeliveryID, EventId: f.item.EventID,
+		EventType: f.eventType(), Number: number, Manual: f.d.replay != nil, ConfigVersion: g.state.ConfigVersion,
+		SecretVersions: o.KeyVersions, StartedAt: timestamppb.New(o.Started), FinishedAt: timestamppb.New(o.Finished),
+		LatencyUs: o.Latency.Microseconds(), HttpStatus: int32(o.Status), ErrorClass: o.ErrorClass, Error: o.Error,
+		ResponseSha256: o.ResponseSHA256, ResponsePrefix: o.ResponsePrefix,
+		IssuedBy: &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_SYSTEM, Id: "delivery"},
+	}
+	if f.d.replay != nil {
+		a.IssuedBy = f.d.replay.GetIssuedBy()
+	}
+	return a
+}
+
+func (f *flight) eventType() string {
+	if t := f.d.event.GetEventType(); t != "" {
+		return t
+	}
+	return f.item.EventType
+}
+
+// nextAttempt decides when the delivery's next automatic attempt runs
+// after a retryable failure of attempt number n; zero means none (the
+// delivery ends failed).
+//
+// A manual attempt never starts automatic retries: when the delivery had
+// ended, it stays ended. When automatic retries were still pending, their
+// schedule is kept: the retry that was due runs as planned (at once if its
+// time has passed), so a failed replay neither delays nor hastens them.
+func (g *grain) nextAttempt(f *flight, n int32, o attempt.Outcome, now time.Time) time.Time {
+	if f.d.replay != nil {
+		if !f.d.autoPending || g.expired(f, now) {
+			return time.Time{}
+		}
+		if !f.d.lastNext.IsZero() {
+			return maxTime(f.d.lastNext, now)
+		}
+	}
+	s := g.cfg.Schedule
+	if m := g.state.Config.GetMaxAttempts(); m > 0 {
+		s.MaxAttempts = int(m)
+	}
+	planned := f.item.PlannedAt
+	if planned.IsZero() {
+		planned = now
+	}
+	if exp := f.item.ExpiresAt; !exp.IsZero() && exp.After(planned) {
+		s.Deadline = exp.Sub(planned)
+	}
+	next, ok := s.Next(int(n), planned, now, o.RetryDelay(), g.cfg.Jitter)
+	if !ok {
+		return time.Time{}
+	}
+	return next
+}
+
+// expired reports whether a delivery is past its deadline at now. The
+// schedule puts the last retry exactly at the deadline; that one still
+// runs (it is due at, not before, expires_at), so a retry due at the
+// deadline is not expired when found a little late.
+func (g *grain) expired(f *flight, now time.Time) bool {
+	exp := f.item.ExpiresAt
+	return !exp.IsZero() && !now.Before(exp) && f.item.DueAt.Before(exp)
+}
+
+// encodeDelivery gives a delivery event a deterministic id whose cause is
+// the delivery, the revision it goes to and a digest of its content (see
+// encode): a retried append is idempotent, a stale activation's is fenced.
+func encodeDelivery(stream string, rev events.Revision, m proto.Message) (events.Event, error) {
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return events.Event{}, fmt.Errorf("encode %s: %w", events.TypeOf(m), err)
+	}
+	sum := sha256.Sum256(data)
+	return events.Encode(m, fmt.Sprintf("delivery.%s@%d/%x", events.TypeOf(m), uint64(rev), sum[:8]), stream)
+}
+
+func asTime(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	return ts.AsTime()
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

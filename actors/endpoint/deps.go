@@ -1,0 +1,55 @@
+package endpoint
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/actors/dispatch"
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections/due"
+	"github.com/hookline/hookline/projections/history"
+)
+
+// The delivery engine's collaborators, defined here where they are used.
+// The node passes the concrete types named on each Config field.
+
+// Due lists an endpoint's deliveries that need an attempt now, new ones
+// first; *due.Due satisfies it.
+type Due interface {
+	Due(endpointID string, now time.Time, limit int) ([]due.Item, error)
+}
+
+// Projections waits until the node's projections have applied the log up
+// to a position; *projections.Runner satisfies it.
+type Projections interface {
+	WaitFor(ctx context.Context, pos events.Position) error
+}
+
+// History finds deliveries; *history.History satisfies it.
+type History interface {
+	Get(tenantID, deliveryID string) (history.Delivery, []history.Attempt, bool, error)
+	Search(q history.Query) (history.Page, error)
+}
+
+// Attempter runs one HTTP attempt; *attempt.Client satisfies it.
+type Attempter interface {
+	Do(ctx context.Context, req attempt.Request) attempt.Outcome
+}
+
+// Dispatcher grants the node's attempt slots; *dispatch.Dispatcher
+// satisfies it. grant must not block.
+type Dispatcher interface {
+	Acquire(tenantID, endpointID string, c dispatch.Class, grant func())
+	Release(tenantID, endpointID string)
+	Leave(tenantID, endpointID string)
+}
+
+// Grains sends a request to a grain of the cluster and returns its answer;
+// *cluster.Node satisfies it. The endpoint grain asks the tenant grain for
+// quota leases through it.
+type Grains interface {
+	Request(ctx context.Context, kind, identity string, msg proto.Message) (proto.Message, error)
+}

@@ -1,0 +1,106 @@
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/hookline/hookline/actors/tenant"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// Tenant quota leases.
+//
+// With Grains set, the grain starts attempts only within a lease from its
+// tenant's grain: a number of attempts and of attempts in flight, valid
+// until it expires (1 s by default). It asks for a new one when the lease
+// has expired or is used up, one request at a time, and waits for it (with
+// a timer at the lease's end when it got nothing). The tenant grain splits
+// its quota max-min fairly among its endpoints that ask, so a tenant with
+// thousands of failing endpoints is held to its quota as a whole. If the
+// tenant grain cannot be reached, the grain goes on under a fallback lease
+// of its own in-flight limit for one second (fail open, logged): the
+// dispatcher and the endpoint's own limits still bound it.
+
+// leaseState is the endpoint's current lease.
+type leaseState struct {
+	attempts int32
+	inFlight int32
+	expires  time.Time
+	asking   bool
+}
+
+type leaseReply struct {
+	lease *controlv1.QuotaLease
+	err   error
+}
+
+// leaseAllows reports whether the lease covers one more attempt at now; if
+// not, it asks for a new one, and returns when to look again (zero: the
+// reply pumps).
+func (g *grain) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
+	if g.cfg.Grains == nil {
+		return true, time.Time{}
+	}
+	l := &g.eng.lease
+	valid := now.Before(l.expires)
+	if valid && l.attempts > 0 && int32(g.eng.running) < l.inFlight {
+		return true, time.Time{}
+	}
+	if l.asking {
+		return false, time.Time{}
+	}
+	if valid && l.attempts > 0 {
+		return false, time.Time{} // in flight at the lease's limit: an outcome pumps
+	}
+	if valid && !l.expires.IsZero() && l.attempts <= 0 && l.inFlight <= 0 {
+		return false, l.expires // granted nothing: wait for the lease to end
+	}
+	g.askLease(ctx)
+	return false, time.Time{}
+}
+
+func (g *grain) useLease() {
+	if g.cfg.Grains != nil {
+		g.eng.lease.attempts--
+	}
+}
+
+// askLease asks the tenant grain for a lease, off the mailbox.
+func (g *grain) askLease(ctx actor.Context) {
+	g.eng.lease.asking = true
+	grains, tenantID := g.cfg.Grains, g.state.TenantID
+	want := &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Lease{Lease: &controlv1.QuotaLeaseRequest{
+		EndpointId: g.id, WantAttempts: int32(len(g.eng.ready) + g.maxInFlight()), WantInFlight: int32(g.maxInFlight()),
+	}}}
+	g.async(ctx, g.cfg.IOTimeout, func(c context.Context) any {
+		res, err := grains.Request(c, tenant.Kind, tenantID, want)
+		if err != nil {
+			return &leaseReply{err: err}
+		}
+		rep, ok := res.(*controlv1.TenantReply)
+		switch {
+		case !ok:
+			return &leaseReply{err: errors.New("unexpected answer from the tenant grain")}
+		case rep.GetError() != nil:
+			return &leaseReply{err: errors.New(rep.GetError().GetMessage())}
+		}
+		return &leaseReply{lease: rep.GetLease()}
+	})
+}
+
+func (g *grain) onLease(ctx actor.Context, m *leaseReply) {
+	l := &g.eng.lease
+	l.asking = false
+	now := g.cfg.Now()
+	if m.err != nil {
+		g.log.Warn("endpoint grain cannot get a quota lease; going on under a fallback lease", "err", m.err)
+		n := int32(g.maxInFlight())
+		l.attempts, l.inFlight, l.expires = n, n, now.Add(time.Second)
+	} else {
+		l.attempts, l.inFlight, l.expires = m.lease.GetAttempts(), m.lease.GetInFlight(), m.lease.GetExpiresAt().AsTime()
+	}
+	g.pump(ctx)
+}
