@@ -17,6 +17,7 @@ import (
 const usage = `hookline: webhook delivery, at least once, signed, retried, searchable.
 
 Usage:
+  hookline dev                           a local playground: node, receiver, sample events
   hookline serve [flags]                 run a node (hookline serve -h for flags)
   hookline tenants create|get            manage tenants (admin token)
   hookline keys issue|revoke             manage a tenant's API keys (admin token)
@@ -49,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stderr)
+	case "dev":
+		return dev(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
