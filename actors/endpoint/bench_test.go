@@ -99,13 +99,15 @@ func newBench(t *testing.T) *bench {
 		wg.Wait()
 		r.Close()
 	})
-	t.Cleanup(b.sys.Shutdown)
+	tasks := &sync.WaitGroup{}
+	t.Cleanup(tasks.Wait) // after the grains stopped, before the runner closes
 	client := attempt.NewClient(attempt.ClientConfig{Policy: &attempt.Policy{AllowPrivate: true}})
 	t.Cleanup(client.CloseIdleConnections)
+	t.Cleanup(b.sys.Shutdown)
 	b.cfg = endpoint.Config{
 		Log: b.log, Keyring: keyring(t), Policy: &attempt.Policy{AllowPrivate: true}, Now: b.clk.Now, Logger: quiet,
 		Due: d, Projections: r, History: b.hist, Attempts: client,
-		Jitter: func() float64 { return 0.5 },
+		Jitter: func() float64 { return 0.5 }, Tasks: tasks,
 	}
 	return b
 }

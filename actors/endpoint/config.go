@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	mrand "math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/hookline/hookline/actors/attempt"
@@ -109,6 +110,11 @@ type Config struct {
 	// PullLimit is how many due deliveries one pull asks for (beyond those
 	// the grain holds); 0 means DefaultPullLimit (100).
 	PullLimit int
+	// Tasks, if set, counts every goroutine the grains' delivery loops
+	// start (reads, attempts, appends, pulls). They end soon after their
+	// grain stops; a node that stopped its actor system waits on Tasks
+	// before closing the log and the projections. Nil means none is kept.
+	Tasks *sync.WaitGroup
 }
 
 // Validate reports whether c is usable.

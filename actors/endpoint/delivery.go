@@ -208,15 +208,18 @@ func (g *grain) expired(f *flight, now time.Time) bool {
 }
 
 // encodeDelivery gives a delivery event a deterministic id whose cause is
-// the delivery, the revision it goes to and a digest of its content (see
-// encode): a retried append is idempotent, a stale activation's is fenced.
-func encodeDelivery(stream string, rev events.Revision, m proto.Message) (events.Event, error) {
+// the activation, the revision it goes to and a digest of its content: a
+// retried append is idempotent, while another activation appending at the
+// same revision, even the very same outcome (two activations attempting at
+// the same instant get identical answers), gets another id and fails with a
+// wrong revision instead of passing for a retry.
+func encodeDelivery(incarnation, stream string, rev events.Revision, m proto.Message) (events.Event, error) {
 	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
 		return events.Event{}, fmt.Errorf("encode %s: %w", events.TypeOf(m), err)
 	}
 	sum := sha256.Sum256(data)
-	return events.Encode(m, fmt.Sprintf("delivery.%s@%d/%x", events.TypeOf(m), uint64(rev), sum[:8]), stream)
+	return events.Encode(m, fmt.Sprintf("delivery.%s@%d/%x/%s", events.TypeOf(m), uint64(rev), sum[:8], incarnation), stream)
 }
 
 func asTime(ts *timestamppb.Timestamp) time.Time {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/google/uuid"
 	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/proto"
 
@@ -47,6 +48,8 @@ type engine struct {
 	// derives from it.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// incarnation names this activation in the ids of its delivery events.
+	incarnation string
 
 	caughtUp bool
 	flights  map[string]*flight // held deliveries, by id
@@ -91,7 +94,7 @@ func (g *grain) startEngine(ctx actor.Context) {
 	}
 	if g.eng == nil {
 		c, cancel := context.WithCancel(context.Background())
-		g.eng = &engine{ctx: c, cancel: cancel, flights: map[string]*flight{}, recoveries: map[string]*recovery{}}
+		g.eng = &engine{ctx: c, cancel: cancel, incarnation: uuid.NewString(), flights: map[string]*flight{}, recoveries: map[string]*recovery{}}
 	}
 	log, proj := g.cfg.Log, g.cfg.Projections
 	g.async(ctx, 0, func(c context.Context) any {
@@ -124,7 +127,13 @@ func (g *grain) stopEngine() {
 // when the grain stops.
 func (g *grain) async(ctx actor.Context, timeout time.Duration, fn func(context.Context) any) {
 	root, self, parent := ctx.ActorSystem().Root, ctx.Self(), g.eng.ctx
+	if g.cfg.Tasks != nil {
+		g.cfg.Tasks.Add(1)
+	}
 	go func() {
+		if g.cfg.Tasks != nil {
+			defer g.cfg.Tasks.Done()
+		}
 		c, cancel := parent, context.CancelFunc(func() {})
 		if timeout > 0 {
 			c, cancel = context.WithTimeout(parent, timeout)

@@ -31,7 +31,7 @@ func (g *grain) record(ctx actor.Context, f *flight, msgs ...proto.Message) {
 		if f.d.exists {
 			rev = f.d.rev + 1 + events.Revision(i)
 		}
-		ev, err := encodeDelivery(stream, rev, m)
+		ev, err := encodeDelivery(g.eng.incarnation, stream, rev, m)
 		if err != nil {
 			g.log.Error("endpoint grain cannot encode a delivery event", "delivery_id", f.item.DeliveryID, "err", err)
 			g.drop(ctx, f)
