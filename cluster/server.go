@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
@@ -17,8 +18,10 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/actors/dispatch"
 	"github.com/hookline/hookline/actors/endpoint"
 	"github.com/hookline/hookline/actors/seal"
 	"github.com/hookline/hookline/actors/tenant"
@@ -27,6 +30,8 @@ import (
 	"github.com/hookline/hookline/events/embedded"
 	"github.com/hookline/hookline/events/esdb"
 	"github.com/hookline/hookline/projections"
+	"github.com/hookline/hookline/projections/due"
+	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/projections/registry"
 )
 
@@ -64,6 +69,12 @@ type ServerConfig struct {
 	// Policy is the egress policy for endpoint URLs; nil means production
 	// rules.
 	Policy *attempt.Policy
+	// Slots is the node's number of concurrent attempts, shared fairly
+	// among tenants; 0 means the dispatcher's default (256).
+	Slots int
+	// Schedule is the retry schedule; its zero value is the default (base
+	// 5 s, cap 1 h, 24 h deadline).
+	Schedule attempt.Schedule
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -77,6 +88,12 @@ type Server struct {
 	keyring  *seal.Keyring
 	runner   *projections.Runner
 	registry *registry.Registry
+	due      *due.Due
+	history  *history.History
+	waker    *waker
+	started  atomic.Pointer[Node] // the node, once Start returned
+	dispatch *dispatch.Dispatcher
+	attempts *attempt.Client
 	node     *Node
 	control  *control.Server
 	grpc     *grpc.Server
@@ -138,16 +155,31 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if s.registry, err = registry.New(s.runner); err != nil {
 		return nil, err
 	}
+	s.waker = newWaker(cfg.Logger)
+	if s.due, err = due.New(s.runner, due.Config{Waker: s.waker, Now: cfg.Now, Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	if s.history, err = history.New(s.runner, history.Config{Now: cfg.Now, Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	s.dispatch = dispatch.New(dispatch.Config{Slots: cfg.Slots, Now: cfg.Now, Weight: s.tenantWeight})
+	policy := cfg.Policy
+	if policy == nil {
+		policy = &attempt.Policy{}
+	}
+	s.attempts = attempt.NewClient(attempt.ClientConfig{Policy: policy})
 
 	nodeCfg := cfg.Node
 	nodeCfg.Kinds = append(nodeCfg.Kinds, s.kinds()...)
 	if s.node, err = Start(ctx, nodeCfg); err != nil {
 		return nil, err
 	}
+	s.started.Store(s.node)
+	s.waker.setNode(s.node)
 
 	s.control, err = control.New(control.Config{
 		Log: s.log, Grains: s.node, Registry: s.registry, Projections: s.runner,
-		AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: cfg.Logger,
+		History: s.history, AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
@@ -202,7 +234,11 @@ func (s *Server) openLog(ctx context.Context) error {
 func (s *Server) kinds() []*pcluster.Kind {
 	return []*pcluster.Kind{
 		tenant.NewKind(tenant.Config{Log: s.log, Now: s.cfg.Now, Logger: s.logger}),
-		endpoint.NewKind(endpoint.Config{Log: s.log, Keyring: s.keyring, Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger}),
+		endpoint.NewKind(endpoint.Config{
+			Log: s.log, Keyring: s.keyring, Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger,
+			Due: s.due, Projections: s.runner, History: s.history, Attempts: s.attempts,
+			Dispatcher: s.dispatch, Grains: s.grainsOnceStarted(), Schedule: s.cfg.Schedule,
+		}),
 	}
 }
 
@@ -227,6 +263,9 @@ func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
 func (s *Server) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ignoreCancel(s.runner.Run(gctx)) })
+	g.Go(func() error { return ignoreCancel(s.due.Run(gctx)) })
+	g.Go(func() error { return ignoreCancel(s.history.Run(gctx)) })
+	g.Go(func() error { return ignoreCancel(s.waker.Run(gctx, 4)) })
 	if l, ok := s.log.(*embedded.Log); ok && s.ownsLog {
 		g.Go(func() error { return ignoreCancel(l.Run(gctx)) })
 	}
@@ -284,3 +323,26 @@ func ignoreClosed(err error) error {
 	}
 	return err
 }
+
+// tenantWeight is a tenant's share in the dispatcher, from its quota.
+func (s *Server) tenantWeight(tenantID string) int {
+	t, ok, err := s.registry.Tenant(tenantID)
+	if err != nil || !ok || t.Quota.Weight < 1 {
+		return 1
+	}
+	return int(t.Quota.Weight)
+}
+
+// lateGrains reaches grains through the node once it has started; the
+// kinds are built before the node exists.
+type lateGrains struct{ node *atomic.Pointer[Node] }
+
+func (g lateGrains) Request(ctx context.Context, kind, identity string, msg proto.Message) (proto.Message, error) {
+	n := g.node.Load()
+	if n == nil {
+		return nil, ErrUnavailable
+	}
+	return n.Request(ctx, kind, identity, msg)
+}
+
+func (s *Server) grainsOnceStarted() endpoint.Grains { return lateGrains{&s.started} }

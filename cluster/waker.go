@@ -1,0 +1,98 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// waker sends Wake hints to endpoint grains for the due projection. Wake
+// never blocks: endpoints are collected in a set (a burst of wakes for one
+// endpoint costs one message) and a few workers deliver them. A lost hint
+// costs at most the due projection's sweep bound, never a delivery.
+type waker struct {
+	mu      sync.Mutex // guards pending, order and node
+	pending map[string]struct{}
+	order   []string
+	node    *Node
+	signal  chan struct{}
+	logger  *slog.Logger
+}
+
+func newWaker(logger *slog.Logger) *waker {
+	return &waker{pending: map[string]struct{}{}, signal: make(chan struct{}, 1), logger: logger}
+}
+
+// Wake asks for a Wake to be sent to endpointID's grain.
+func (w *waker) Wake(endpointID string) {
+	w.mu.Lock()
+	if _, ok := w.pending[endpointID]; !ok {
+		w.pending[endpointID] = struct{}{}
+		w.order = append(w.order, endpointID)
+	}
+	w.mu.Unlock()
+	select {
+	case w.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (w *waker) setNode(n *Node) {
+	w.mu.Lock()
+	w.node = n
+	w.mu.Unlock()
+	w.Wake("") // flush what arrived before the node existed
+}
+
+// next takes the oldest pending endpoint.
+func (w *waker) next() (string, *Node, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.node != nil && len(w.order) > 0 {
+		id := w.order[0]
+		w.order = w.order[1:]
+		delete(w.pending, id)
+		if id != "" {
+			return id, w.node, true
+		}
+	}
+	return "", nil, false
+}
+
+// Run delivers hints with workers until ctx ends.
+func (w *waker) Run(ctx context.Context, workers int) error {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				id, node, ok := w.next()
+				if !ok {
+					select {
+					case <-ctx.Done():
+						return
+					case <-w.signal:
+						continue
+					}
+				}
+				// Another worker may be waiting on the signal we consumed.
+				select {
+				case w.signal <- struct{}{}:
+				default:
+				}
+				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := node.Request(rctx, "endpoint", id, &controlv1.EndpointCommand{Command: &controlv1.EndpointCommand_Wake{Wake: &controlv1.Wake{}}})
+				cancel()
+				if err != nil && ctx.Err() == nil {
+					w.logger.Debug("wake not delivered; the sweeper will retry", slog.String("endpoint_id", id), slog.Any("error", err))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return ctx.Err()
+}
