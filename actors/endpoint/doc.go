@@ -6,18 +6,25 @@
 // The control API (cluster/control) sends it a [controlv1.EndpointCommand]
 // and gets a [controlv1.EndpointReply]: create, read, update (a new
 // config_version), rotate and retire signing secrets, pause, resume, delete.
-// The publish handler and the due projection send it Wake hints; the delivery
-// loop that answers them (pull due deliveries, attempt through
-// actors/attempt, record outcomes) comes with the delivery engine, and will
-// use [State.LiveSecrets], [State.SigningKey] and the state's Config.
+// The publish handler and the due projection send it Wake hints, which the
+// delivery loop answers (loop.go): it pulls due deliveries from the due
+// projection, attempts them through actors/attempt within the endpoint's
+// limits (circuit breaker, token bucket, in-flight limit, tenant quota
+// lease, a slot from the node's actors/dispatch), and records each outcome
+// on the delivery's stream. It also carries out manual replays
+// (replay.go) and bulk recoveries (recover.go). Without Config.Due the
+// loop is off and the grain only answers commands.
 //
 // # What it writes
 //
 // It is the single writer of endpoint-{endpoint_id}: EndpointCreated
 // (config_version 1), EndpointUpdated (config_version+1 and the whole new
 // config), SecretRotated, SecretRetired, EndpointPaused, EndpointResumed and
-// EndpointDeleted. Later it will also write the delivery-{delivery_id}
-// streams of its deliveries.
+// EndpointDeleted, and for the delivery loop CircuitOpened,
+// CircuitHalfOpened, CircuitClosed and EndpointPaused (REASON_GONE on a
+// 410). It is also the single writer of the delivery-{delivery_id} streams
+// of its deliveries: AttemptSucceeded, AttemptFailed, DeliveryExpired and
+// ReplayRequested, each appended with the revision it read or wrote last.
 //
 // Secrets are generated with crypto/rand, returned once in the reply and
 // sealed with actors/seal (AES-256-GCM, bound to endpoint and version) before

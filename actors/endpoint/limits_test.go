@@ -1,0 +1,141 @@
+package endpoint_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hookline/hookline/actors/dispatch"
+	"github.com/hookline/hookline/actors/tenant"
+	"github.com/hookline/hookline/projections/history"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// TestDispatcherIsolatesHangingTenant: a tenant whose receivers hang until
+// the attempt timeout holds at most its cap of the node's slots; another
+// tenant's first attempts start at once.
+func TestDispatcherIsolatesHangingTenant(t *testing.T) {
+	b := newBench(t)
+	d := dispatch.New(dispatch.Config{Slots: 8})
+	b.cfg.Dispatcher = d
+	release := make(chan struct{})
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		if r.URL.Path == "/hang" {
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	t.Cleanup(func() { close(release) })
+
+	for i := range 3 {
+		ep := fmt.Sprint("ep_hang", i)
+		b.endpoint("slow", ep, rc.URL+"/hang", func(s *controlv1.EndpointSettings) { s.TimeoutMs = 10_000 })
+		for j := range 10 {
+			b.publish("slow", fmt.Sprint("evt_", i, "_", j), ep)
+		}
+	}
+	waitUntil(t, "the hanging tenant at its cap", func() bool {
+		s := d.Stats()
+		return s.Used == 6 && s.Waiting[dispatch.ClassNew] > 0
+	})
+
+	b.endpoint("fast", "ep_ok", rc.URL+"/ok", nil)
+	published := map[string]time.Time{}
+	var ids []string
+	for j := range 10 {
+		id := b.publish("fast", fmt.Sprint("evt_", j), "ep_ok")[0]
+		published[id] = time.Now()
+		ids = append(ids, id)
+	}
+	b.waitStatus("fast", history.Succeeded, ids...)
+	var worst time.Duration
+	for _, h := range rc.all() {
+		if at, ok := published[h.id]; ok {
+			worst = max(worst, h.at.Sub(at))
+		}
+	}
+	t.Logf("healthy tenant: worst first-attempt latency %v while the other tenant hangs in %d slots", worst, d.Stats().Used)
+	if worst > time.Second {
+		t.Fatalf("the healthy tenant waited %v for a first attempt", worst)
+	}
+	if s := d.Stats(); s.Used > 6 {
+		t.Fatalf("the hanging tenant holds %d slots, over its cap", s.Used)
+	}
+}
+
+// localGrains reaches grains spawned in the test's actor system: the
+// node's Request without the cluster.
+type localGrains struct {
+	sys  *actor.ActorSystem
+	pids map[string]*actor.PID // by kind/identity
+}
+
+func (g localGrains) Request(ctx context.Context, kind, identity string, msg proto.Message) (proto.Message, error) {
+	res, err := g.sys.Root.RequestFuture(g.pids[kind+"/"+identity], msg, 5*time.Second).Result()
+	if err != nil {
+		return nil, err
+	}
+	return res.(proto.Message), nil
+}
+
+// TestTenantLease: the endpoint stays within its tenant's quota (in-flight
+// 2), below its own limit (10).
+func TestTenantLease(t *testing.T) {
+	b := newBench(t)
+	tp := b.sys.Root.Spawn(tenant.Props(tenant.Config{Log: b.log, Now: b.clk.Now, Logger: quiet}, "acme"))
+	t.Cleanup(func() { b.sys.Root.StopFuture(tp).Wait() })
+	res, err := b.sys.Root.RequestFuture(tp, &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Create{Create: &controlv1.CreateTenantRequest{
+		Name: "Acme", Quota: &hooklinev1.Quota{AttemptsPerSecond: 1000, MaxInFlight: 2},
+	}}}, 5*time.Second).Result()
+	if err != nil || res.(*controlv1.TenantReply).GetError() != nil {
+		t.Fatalf("create tenant: %v %v", res, err)
+	}
+	b.cfg.Grains = localGrains{sys: b.sys, pids: map[string]*actor.PID{tenant.Kind + "/acme": tp}}
+
+	gate := make(chan struct{})
+	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+		select {
+		case <-gate:
+		case <-time.After(200 * time.Millisecond):
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	b.endpoint("acme", "ep_1", rc.URL+"/in", nil)
+	var ids []string
+	for j := range 12 {
+		ids = append(ids, b.publish("acme", fmt.Sprint("evt_", j), "ep_1")...)
+	}
+	waitUntil(t, "two attempts in flight", func() bool {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		return rc.active == 2
+	})
+	close(gate)
+	// The lease lasts a second of the injected clock: move it so that new
+	// leases are granted.
+	waitUntil(t, "every delivery succeeded", func() bool {
+		b.advance(time.Second)
+		for _, id := range ids {
+			if b.status("acme", id).Status != history.Succeeded {
+				return false
+			}
+		}
+		return true
+	})
+	rc.mu.Lock()
+	peak := rc.peak
+	rc.mu.Unlock()
+	if peak != 2 {
+		t.Fatalf("peak concurrency %d, want the tenant's in-flight quota 2", peak)
+	}
+}
