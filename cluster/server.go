@@ -15,6 +15,7 @@ import (
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -101,6 +102,8 @@ type Server struct {
 	grpcLis  net.Listener
 	httpLis  net.Listener
 	logger   *slog.Logger
+	metrics  *metrics
+	rawLog   events.Log // the log as opened, before timing
 }
 
 // NewServer opens the log and projections, starts the cluster node and
@@ -141,6 +144,9 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if err := s.openLog(ctx); err != nil {
 		return nil, err
 	}
+	s.metrics = newMetrics()
+	s.rawLog = s.log
+	s.log = timedLog{Log: s.log, seconds: s.metrics.appendSeconds}
 	// LoadKeyring says loudly when it creates a development key file.
 	kr, _, err := seal.LoadKeyring(cfg.MasterKey, cfg.DataDir, cfg.Logger)
 	if err != nil {
@@ -153,6 +159,9 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 		return nil, err
 	}
 	if s.registry, err = registry.New(s.runner); err != nil {
+		return nil, err
+	}
+	if _, err := s.runner.Register(s.metrics.view); err != nil {
 		return nil, err
 	}
 	s.waker = newWaker(cfg.Logger)
@@ -168,6 +177,7 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 		policy = &attempt.Policy{}
 	}
 	s.attempts = attempt.NewClient(attempt.ClientConfig{Policy: policy})
+	s.metrics.nodeGauges(s)
 
 	nodeCfg := cfg.Node
 	nodeCfg.Kinds = append(nodeCfg.Kinds, s.kinds()...)
@@ -199,7 +209,10 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.http = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", h)
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
 
@@ -266,7 +279,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return ignoreCancel(s.due.Run(gctx)) })
 	g.Go(func() error { return ignoreCancel(s.history.Run(gctx)) })
 	g.Go(func() error { return ignoreCancel(s.waker.Run(gctx, 4)) })
-	if l, ok := s.log.(*embedded.Log); ok && s.ownsLog {
+	if l, ok := s.rawLog.(*embedded.Log); ok && s.ownsLog {
 		g.Go(func() error { return ignoreCancel(l.Run(gctx)) })
 	}
 	g.Go(func() error { return ignoreClosed(s.grpc.Serve(s.grpcLis)) })
