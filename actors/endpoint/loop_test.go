@@ -223,3 +223,25 @@ func typeNames(msgs []proto.Message) string {
 	}
 	return strings.Join(out, ",")
 }
+
+// TestLoopDeleted: a deleted endpoint ends its due deliveries as failed
+// with ERROR_CLASS_ENDPOINT_GONE, without an HTTP attempt.
+func TestLoopDeleted(t *testing.T) {
+	b := newBench(t)
+	rc := newReceiver(t, status(http.StatusOK))
+	pid := b.endpoint("acme", "ep_1", rc.URL+"/in", nil)
+	mustOK(t, ask(t, b.sys, pid, cmd("acme", &controlv1.PauseEndpointRequest{})))
+	ids := append(b.publish("acme", "evt_1", "ep_1"), b.publish("acme", "evt_2", "ep_1")...)
+	b.waitStatus("acme", history.Pending, ids...)
+	mustOK(t, ask(t, b.sys, pid, cmd("acme", &controlv1.DeleteEndpointRequest{})))
+	b.waitStatus("acme", history.Failed, ids...)
+	for _, id := range ids {
+		f := b.delivery(id)[0].(*hooklinev1.AttemptFailed)
+		if f.GetAttempt().GetErrorClass() != hooklinev1.ErrorClass_ERROR_CLASS_ENDPOINT_GONE || f.GetNextAttemptAt() != nil || f.GetAttempt().GetHttpStatus() != 0 {
+			t.Fatalf("%s: %v", id, f)
+		}
+	}
+	if rc.count("") != 0 {
+		t.Fatalf("%d requests to a deleted endpoint", rc.count(""))
+	}
+}
