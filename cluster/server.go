@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -103,6 +104,7 @@ type Server struct {
 	httpLis  net.Listener
 	logger   *slog.Logger
 	metrics  *metrics
+	tasks    sync.WaitGroup // the endpoint grains' attempts and pulls
 	rawLog   events.Log // the log as opened, before timing
 }
 
@@ -251,6 +253,7 @@ func (s *Server) kinds() []*pcluster.Kind {
 			Log: s.log, Keyring: s.keyring, Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger,
 			Due: s.due, Projections: s.runner, History: s.history, Attempts: s.attempts,
 			Dispatcher: s.dispatch, Grains: s.grainsOnceStarted(), Schedule: s.cfg.Schedule,
+			Tasks: &s.tasks,
 		}),
 	}
 }
@@ -294,6 +297,15 @@ func (s *Server) Run(ctx context.Context) error {
 		return s.node.Stop(sctx)
 	})
 	err := g.Wait()
+	// The grains are stopped; let their attempts and pulls end before the
+	// projections and the log close under them.
+	done := make(chan struct{})
+	go func() { s.tasks.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		s.logger.Warn("grain tasks still running 30 s after stop; closing anyway")
+	}
 	s.close()
 	return err
 }

@@ -443,3 +443,9 @@ func waitFor[T any](t *testing.T, f func() (T, bool)) T {
 		time.Sleep(50 * time.Millisecond) // a poll interval, not a wait for an event
 	}
 }
+
+func (a *api) deliveriesClient() controlv1.DeliveryServiceClient {
+	return controlv1.NewDeliveryServiceClient(a.cc)
+}
+
+func fieldMask(paths ...string) *fieldmaskpb.FieldMask { return &fieldmaskpb.FieldMask{Paths: paths} }
