@@ -105,7 +105,7 @@ type Server struct {
 	logger   *slog.Logger
 	metrics  *metrics
 	tasks    sync.WaitGroup // the endpoint grains' attempts and pulls
-	rawLog   events.Log // the log as opened, before timing
+	rawLog   events.Log     // the log as opened, before timing
 }
 
 // NewServer opens the log and projections, starts the cluster node and
