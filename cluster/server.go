@@ -74,6 +74,14 @@ type ServerConfig struct {
 	// Slots is the node's number of concurrent attempts, shared fairly
 	// among tenants; 0 means the dispatcher's default (256).
 	Slots int
+	// SweepInterval and StaleAfter tune the due projection's sweeper (how
+	// often it looks, and how long due work may wait before its endpoint is
+	// woken again); zero means its defaults (5 s, 10 s). Tests with an
+	// injected clock shorten them.
+	SweepInterval, StaleAfter time.Duration
+	// Breaker tunes the endpoints' circuit breakers; zero fields mean the
+	// defaults.
+	Breaker endpoint.BreakerConfig
 	// Schedule is the retry schedule; its zero value is the default (base
 	// 5 s, cap 1 h, 24 h deadline).
 	Schedule attempt.Schedule
@@ -167,7 +175,7 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 		return nil, err
 	}
 	s.waker = newWaker(cfg.Logger)
-	if s.due, err = due.New(s.runner, due.Config{Waker: s.waker, Now: cfg.Now, Logger: cfg.Logger}); err != nil {
+	if s.due, err = due.New(s.runner, due.Config{Waker: s.waker, Now: cfg.Now, Logger: cfg.Logger, SweepInterval: cfg.SweepInterval, StaleAfter: cfg.StaleAfter}); err != nil {
 		return nil, err
 	}
 	if s.history, err = history.New(s.runner, history.Config{Now: cfg.Now, Logger: cfg.Logger}); err != nil {
@@ -253,7 +261,7 @@ func (s *Server) kinds() []*pcluster.Kind {
 			Log: s.log, Keyring: s.keyring, Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger,
 			Due: s.due, Projections: s.runner, History: s.history, Attempts: s.attempts,
 			Dispatcher: s.dispatch, Grains: s.grainsOnceStarted(), Schedule: s.cfg.Schedule,
-			Tasks: &s.tasks,
+			Tasks: &s.tasks, Breaker: s.cfg.Breaker,
 		}),
 	}
 }
