@@ -92,7 +92,7 @@ func client(parent context.Context, args []string, stdout, stderr io.Writer) err
 	defer cc.Close()
 	err = do(parent, &conn{cc: cc, json: *asJSON, out: stdout, timeout: *timeout, token: *token})
 	if st, ok := status.FromError(err); ok && err != nil {
-		return fmt.Errorf("%s: %s", strings.ToLower(strings.ReplaceAll(st.Code().String(), "_", " ")), st.Message())
+		return fmt.Errorf("%s: %s", codeWords(st.Code().String()), st.Message())
 	}
 	return err
 }
@@ -444,4 +444,17 @@ func readData(arg string) ([]byte, error) {
 		return os.ReadFile(arg[1:])
 	}
 	return []byte(arg), nil
+}
+
+// codeWords turns a gRPC code name (InvalidArgument) into words
+// (invalid argument).
+func codeWords(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToLower(b.String())
 }
