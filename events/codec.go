@@ -2,6 +2,7 @@ package events
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -63,11 +64,16 @@ func Encode(msg proto.Message, cause, target string) (Event, error) {
 // TypeOf returns the event type of a message, its short name.
 func TypeOf(msg proto.Message) string { return string(msg.ProtoReflect().Descriptor().Name()) }
 
-// Decode returns the message that a record holds, by its type.
+// ErrUnknownType means a record's type names no event message of this
+// build: written by a newer version, or not Hookline's. Readers may skip it.
+var ErrUnknownType = errors.New("events: unknown event type")
+
+// Decode returns the message that a record holds, by its type. A type this
+// build does not know fails with an error wrapping [ErrUnknownType].
 func Decode(r *Record) (proto.Message, error) {
 	mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(protoPackage + r.Type))
 	if err != nil {
-		return nil, fmt.Errorf("decode %s@%d: unknown event type %q", r.Stream, r.Revision, r.Type)
+		return nil, fmt.Errorf("decode %s@%d: %w %q", r.Stream, r.Revision, ErrUnknownType, r.Type)
 	}
 	msg := mt.New().Interface()
 	if err := proto.Unmarshal(r.Data, msg); err != nil {

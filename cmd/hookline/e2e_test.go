@@ -449,3 +449,21 @@ func (a *api) deliveriesClient() controlv1.DeliveryServiceClient {
 }
 
 func fieldMask(paths ...string) *fieldmaskpb.FieldMask { return &fieldmaskpb.FieldMask{Paths: paths} }
+
+// TestJoinWithEmbeddedStoreRefused: the embedded log serves one node, so
+// joining a cluster with it is refused with an error that says what to do.
+func TestJoinWithEmbeddedStoreRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	cmd := exec.Command(binary(t), "serve", "--data", t.TempDir(), "--join", "127.0.0.1:7946",
+		"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--cluster-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "HOOKLINE_MASTER_KEY=")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("serve --join with the embedded store started:\n%s", out)
+	}
+	if !strings.Contains(string(out), "embedded log serves one node only") || !strings.Contains(string(out), "--store") {
+		t.Fatalf("unclear refusal:\n%s", out)
+	}
+}
