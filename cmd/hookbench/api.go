@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// callTimeout bounds one control API call.
+const callTimeout = 30 * time.Second
+
+// API is a client of one node's control API with the admin token, acting
+// for tenants by naming them. Reconnect points it at a restarted node.
+// It is safe for concurrent use.
+type API struct {
+	token string
+
+	mu   sync.RWMutex // guards cc and gen
+	cc   *grpc.ClientConn
+	gen  int           // counts connections, so callers see a restart
+	next chan struct{} // closed by Reconnect
+}
+
+// Dial connects to addr (gRPC, plaintext on loopback).
+func Dial(addr, token string) (*API, error) {
+	a := &API{token: token, next: make(chan struct{})}
+	if err := a.Reconnect(addr); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Reconnect closes the current connection and dials addr.
+func (a *API) Reconnect(addr string) error {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("dial node %s: %w", addr, err)
+	}
+	a.mu.Lock()
+	old := a.cc
+	a.cc, a.gen = cc, a.gen+1
+	close(a.next)
+	a.next = make(chan struct{})
+	a.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return nil
+}
+
+// Close closes the connection.
+func (a *API) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cc.Close()
+}
+
+// conn returns the current connection, its generation and a channel closed
+// at the next Reconnect.
+func (a *API) conn() (*grpc.ClientConn, int, <-chan struct{}) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.cc, a.gen, a.next
+}
+
+func (a *API) ctx(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(parent, callTimeout)
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+a.token), cancel
+}
+
+// CreateTenant creates a tenant with the admin token.
+func (a *API) CreateTenant(ctx context.Context, id string) error {
+	cc, _, _ := a.conn()
+	ctx, cancel := a.ctx(ctx)
+	defer cancel()
+	_, err := controlv1.NewTenantServiceClient(cc).CreateTenant(ctx, &controlv1.CreateTenantRequest{TenantId: id, Name: "hookbench " + id})
+	if status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.Unauthenticated {
+		return fmt.Errorf("create tenant %s: %w: give the node's HOOKLINE_ADMIN_TOKEN with --token", id, err)
+	}
+	if err != nil {
+		return fmt.Errorf("create tenant %s: %w", id, err)
+	}
+	return nil
+}
+
+// CreateEndpoint registers an endpoint for a tenant and returns its secret.
+func (a *API) CreateEndpoint(ctx context.Context, tenant, id string, settings *controlv1.EndpointSettings) (string, error) {
+	cc, _, _ := a.conn()
+	ctx, cancel := a.ctx(ctx)
+	defer cancel()
+	resp, err := controlv1.NewEndpointServiceClient(cc).CreateEndpoint(ctx, &controlv1.CreateEndpointRequest{TenantId: tenant, EndpointId: id, Settings: settings})
+	if status.Code(err) == codes.InvalidArgument && strings.Contains(err.Error(), "url") {
+		return "", fmt.Errorf("create endpoint %s: %w: the receiver is on loopback, so the node must run with --allow-private-targets", id, err)
+	}
+	if err != nil {
+		return "", fmt.Errorf("create endpoint %s: %w", id, err)
+	}
+	return resp.GetSecret(), nil
+}
+
+// PublishBatch publishes events for a tenant. It fails if the call fails or
+// any event fails; the answers are in the order of the events.
+func (a *API) PublishBatch(ctx context.Context, tenant string, evs []*controlv1.PublishRequest) ([]*controlv1.PublishResponse, error) {
+	cc, _, _ := a.conn()
+	ctx, cancel := a.ctx(ctx)
+	defer cancel()
+	resp, err := controlv1.NewEventServiceClient(cc).PublishBatch(ctx, &controlv1.PublishBatchRequest{TenantId: tenant, Events: evs})
+	if err != nil {
+		return nil, fmt.Errorf("publish %d events of %s: %w", len(evs), tenant, err)
+	}
+	out := make([]*controlv1.PublishResponse, len(resp.GetResults()))
+	for i, r := range resp.GetResults() {
+		if r.GetErrorCode() != "" {
+			return nil, fmt.Errorf("publish %s: %s %s", tenant, r.GetErrorCode(), r.GetErrorMessage())
+		}
+		out[i] = r.GetResponse()
+	}
+	return out, nil
+}
+
+// CountDeliveries counts a tenant's deliveries with a status (pending,
+// succeeded, failed) by paging ListDeliveries, for at most limit pages.
+// complete is false when the pages ran out first.
+func (a *API) CountDeliveries(ctx context.Context, tenant, st string, limit int) (n int64, complete bool, err error) {
+	cc, _, _ := a.conn()
+	client := controlv1.NewDeliveryServiceClient(cc)
+	cursor := ""
+	for range limit {
+		cctx, cancel := a.ctx(ctx)
+		resp, err := client.ListDeliveries(cctx, &controlv1.ListDeliveriesRequest{TenantId: tenant, Status: st, PageSize: 1000, Cursor: cursor})
+		cancel()
+		if err != nil {
+			return n, false, fmt.Errorf("list %s deliveries of %s: %w", st, tenant, err)
+		}
+		n += int64(len(resp.GetDeliveries()))
+		if cursor = resp.GetNextCursor(); cursor == "" {
+			return n, true, nil
+		}
+	}
+	return n, false, nil
+}
+
+// CountEndpoints counts a tenant's endpoints as the node's registry knows
+// them (publish plans from the same registry).
+func (a *API) CountEndpoints(ctx context.Context, tenant string) (int, error) {
+	cc, _, _ := a.conn()
+	client := controlv1.NewEndpointServiceClient(cc)
+	n, cursor := 0, ""
+	for range 100 {
+		cctx, cancel := a.ctx(ctx)
+		resp, err := client.ListEndpoints(cctx, &controlv1.ListEndpointsRequest{TenantId: tenant, PageSize: 500, Cursor: cursor})
+		cancel()
+		if err != nil {
+			return n, fmt.Errorf("list endpoints of %s: %w", tenant, err)
+		}
+		n += len(resp.GetEndpoints())
+		if cursor = resp.GetNextCursor(); cursor == "" {
+			break
+		}
+	}
+	return n, nil
+}

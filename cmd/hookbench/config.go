@@ -1,0 +1,171 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// RunConfig configures `hookbench run`. A zero field takes the scenario's
+// default (see scenarios), then the general default named on its flag.
+type RunConfig struct {
+	Scenario string
+
+	Node     string // gRPC address of a running node; empty starts one
+	Token    string // the node's admin token
+	Hookline string // hookline binary; empty builds cmd/hookline
+	NodeLog  bool   // copy the node's log to stderr
+	KeepData bool   // keep the node's data directory
+
+	Duration   time.Duration // publishing time
+	Rate       float64       // events per second; 0 is as fast as accepted
+	Tenants    int
+	Endpoints  int // per tenant
+	Fanout     int // endpoints per event
+	Publishers int
+	Batch      int
+	Payload    int   // bytes
+	MaxBacklog int64 // planned − received above which publishing pauses
+
+	RawDuration time.Duration
+	RawWorkers  int
+
+	Drain         time.Duration // wait for the deliveries after publishing
+	FirstDelivery time.Duration // give up when nothing arrives this long
+	Progress      time.Duration
+
+	EndpointRate     float64 // endpoint rate_per_second (and burst)
+	EndpointInFlight int     // endpoint max_in_flight
+
+	Kills         int           // crash
+	Storm         time.Duration // retry-storm: 429s for this long
+	RetryAfter    time.Duration // retry-storm: Retry-After sent
+	HangEndpoints int           // fairness: tenant A's endpoints
+	HangRate      float64       // fairness: tenant A's events per second
+	HangTimeout   time.Duration // fairness: tenant A's attempt timeout
+}
+
+// withDefaults fills zero fields from d, then from the general defaults.
+func (c RunConfig) withDefaults(d RunConfig) RunConfig {
+	fill := func(v *int, sd, def int) { setDefault(v, sd); setDefault(v, def) }
+	fillD := func(v *time.Duration, sd, def time.Duration) { setDefault(v, sd); setDefault(v, def) }
+	fillF := func(v *float64, sd float64) { setDefault(v, sd) }
+	fillD(&c.Duration, d.Duration, 30*time.Second)
+	fillF(&c.Rate, d.Rate)
+	fill(&c.Tenants, d.Tenants, 1)
+	fill(&c.Endpoints, d.Endpoints, 10)
+	fill(&c.Fanout, d.Fanout, 4)
+	fill(&c.Publishers, d.Publishers, 8)
+	fill(&c.Batch, d.Batch, 50)
+	fill(&c.Payload, d.Payload, 1536)
+	setDefault(&c.MaxBacklog, d.MaxBacklog)
+	fillD(&c.RawDuration, d.RawDuration, 10*time.Second)
+	fill(&c.RawWorkers, d.RawWorkers, 64)
+	fillD(&c.Drain, d.Drain, 90*time.Second)
+	fillD(&c.FirstDelivery, d.FirstDelivery, 30*time.Second)
+	fillD(&c.Progress, d.Progress, 5*time.Second)
+	fillF(&c.EndpointRate, d.EndpointRate)
+	fill(&c.EndpointInFlight, d.EndpointInFlight, 0)
+	fill(&c.Kills, d.Kills, 6)
+	fillD(&c.Storm, d.Storm, 20*time.Second)
+	fillD(&c.RetryAfter, d.RetryAfter, 5*time.Second)
+	fill(&c.HangEndpoints, d.HangEndpoints, 500)
+	fillF(&c.HangRate, d.HangRate)
+	fillD(&c.HangTimeout, d.HangTimeout, 5*time.Second)
+	return c
+}
+
+// Validate reports a configuration that cannot run, naming the flag.
+func (c RunConfig) Validate() error {
+	if _, ok := scenarios[c.Scenario]; !ok {
+		return fmt.Errorf("run: unknown scenario %q; use one of %s", c.Scenario, scenarioNames())
+	}
+	switch {
+	case c.Fanout > c.Endpoints:
+		return fmt.Errorf("--fanout %d is more than --endpoints %d", c.Fanout, c.Endpoints)
+	case c.Batch > 100:
+		return fmt.Errorf("--batch %d: the node takes at most 100 events per PublishBatch", c.Batch)
+	case c.Rate < 0 || c.EndpointRate < 0 || c.HangRate < 0:
+		return errors.New("--rate, --endpoint-rate and --hang-rate must not be negative")
+	case c.Node != "" && c.Token == "":
+		return errors.New("--node needs --token (the node's HOOKLINE_ADMIN_TOKEN) to create tenants")
+	case c.Scenario == "crash" && c.Node != "":
+		return errors.New("crash kills the node, so hookbench must start it: drop --node")
+	case c.Scenario == "crash" && c.Kills < 5:
+		return fmt.Errorf("--kills %d: the crash scenario needs at least 5", c.Kills)
+	}
+	return nil
+}
+
+// parseRun parses `hookbench run SCENARIO [flags]` (flags before or after
+// the scenario).
+func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
+	var c RunConfig
+	fs := flag.NewFlagSet("hookbench run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: hookbench run SCENARIO [flags]\n\nScenarios:\n")
+		for _, n := range sortedKeys(scenarios) {
+			fmt.Fprintf(stderr, "  %-12s %s\n", n, scenarios[n].summary)
+		}
+		fmt.Fprintf(stderr, "\nFlags (0 means the scenario's default):\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.Node, "node", "", "gRPC address of a running node (started with --allow-private-targets); empty starts one")
+	fs.StringVar(&c.Token, "token", os.Getenv("HOOKLINE_ADMIN_TOKEN"), "the node's admin token (HOOKLINE_ADMIN_TOKEN); with --node")
+	fs.StringVar(&c.Hookline, "hookline", "", "hookline binary to start; empty builds cmd/hookline with go build")
+	fs.BoolVar(&c.NodeLog, "node-log", false, "copy the node's log to stderr")
+	fs.BoolVar(&c.KeepData, "keep-data", false, "keep the node's data directory and print where it is")
+	fs.DurationVar(&c.Duration, "duration", 0, "publishing time (default per scenario: 30s, fairness 20s per phase, retry-storm 10s, crash 60s)")
+	fs.Float64Var(&c.Rate, "rate", 0, "events per second (0: as fast as accepted; latency: half the measured maximum)")
+	fs.IntVar(&c.Tenants, "tenants", 0, "tenants (throughput and latency 10, retry-storm and crash 4)")
+	fs.IntVar(&c.Endpoints, "endpoints", 0, "endpoints per tenant (10)")
+	fs.IntVar(&c.Fanout, "fanout", 0, "endpoints each event goes to (4)")
+	fs.IntVar(&c.Publishers, "publishers", 0, "concurrent publishers (8)")
+	fs.IntVar(&c.Batch, "batch", 0, "events per PublishBatch, at most 100 (50)")
+	fs.IntVar(&c.Payload, "payload", 0, "payload bytes (1536)")
+	fs.Int64Var(&c.MaxBacklog, "max-backlog", 0, "pause publishing while this many deliveries are planned and not received (throughput, latency 20000; 0 elsewhere: no bound)")
+	fs.DurationVar(&c.RawDuration, "raw-duration", 0, "throughput: raw loop time before the Hookline run (10s; negative skips it)")
+	fs.IntVar(&c.RawWorkers, "raw-workers", 0, "throughput: raw loop senders (64)")
+	fs.DurationVar(&c.Drain, "drain", 0, "wait at most this long for the deliveries after publishing (90s)")
+	fs.DurationVar(&c.FirstDelivery, "first-delivery", 0, "give up when nothing is delivered this long after the first publish (30s)")
+	fs.DurationVar(&c.Progress, "progress", 0, "progress line interval on stderr (5s)")
+	fs.Float64Var(&c.EndpointRate, "endpoint-rate", 0, "endpoints' rate_per_second and burst (throughput, latency 1000; 0: the node's default)")
+	fs.IntVar(&c.EndpointInFlight, "endpoint-in-flight", 0, "endpoints' max_in_flight (throughput, latency 50; 0: the node's default)")
+	fs.IntVar(&c.Kills, "kills", 0, "crash: kill -9 this many times, at least 5 (6)")
+	fs.DurationVar(&c.Storm, "storm", 0, "retry-storm: answer 429 for this long (20s)")
+	fs.DurationVar(&c.RetryAfter, "retry-after", 0, "retry-storm: Retry-After sent with the 429s (5s)")
+	fs.IntVar(&c.HangEndpoints, "hang-endpoints", 0, "fairness: tenant A's hanging endpoints (500)")
+	fs.Float64Var(&c.HangRate, "hang-rate", 0, "fairness: tenant A's events per second, each to every A endpoint (10)")
+	fs.DurationVar(&c.HangTimeout, "hang-timeout", 0, "fairness: tenant A's attempt timeout, 1s to 30s (5s)")
+
+	// The scenario may come first or after the flags.
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		c.Scenario, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if c.Scenario == "" && fs.NArg() > 0 {
+		c.Scenario = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		return c, fmt.Errorf("run: unexpected argument %q", fs.Arg(0))
+	}
+	if c.Scenario == "" {
+		fs.Usage()
+		return c, fmt.Errorf("run: name a scenario: %s", scenarioNames())
+	}
+	sc, ok := scenarios[c.Scenario]
+	if !ok {
+		return c, fmt.Errorf("run: unknown scenario %q; use one of %s", c.Scenario, scenarioNames())
+	}
+	skipRaw := c.RawDuration < 0
+	c = c.withDefaults(sc.defaults)
+	if skipRaw {
+		c.RawDuration = 0
+	}
+	return c, c.Validate()
+}

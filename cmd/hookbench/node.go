@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// NodeConfig says how to start a Hookline node.
+type NodeConfig struct {
+	// Binary is the hookline executable. Required (see BuildNode).
+	Binary string
+	// DataDir is the node's data directory. Required.
+	DataDir string
+	// AdminToken is given to the node as HOOKLINE_ADMIN_TOKEN. Required.
+	AdminToken string
+	// StartTimeout bounds the wait for the "hookline serving" line; 0 means 60 s.
+	StartTimeout time.Duration
+	// Log, when set, receives the node's log lines.
+	Log io.Writer
+}
+
+// Node is a running `hookline serve` on loopback ports chosen by the system,
+// started again on the same data directory by Restart. Its resource use is
+// summed over every process it ran. Methods are safe for concurrent use.
+type Node struct {
+	cfg NodeConfig
+
+	mu       sync.Mutex // guards every field below
+	cmd      *exec.Cmd
+	done     chan struct{} // closed when cmd has been waited for
+	grpcAddr string
+	tail     []string // the last log lines, for errors
+	past     Usage    // summed over the processes that ended
+	starts   int
+}
+
+var servingLine = regexp.MustCompile(`hookline serving" grpc_addr=(\S+) http_addr=(\S+)`)
+
+// BuildNode builds cmd/hookline into dir with `go build`; it must run inside
+// the hookline module (the repository), or use --hookline PATH.
+func BuildNode(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "hookline")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/hookline/hookline/cmd/hookline")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build cmd/hookline: %v\n%s\nrun hookbench inside the hookline repository, or pass --hookline PATH to a built binary", err, out)
+	}
+	return bin, nil
+}
+
+// StartNode starts a node and waits until it serves.
+func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
+	if cfg.Binary == "" || cfg.DataDir == "" || cfg.AdminToken == "" {
+		return nil, errors.New("start node: Binary, DataDir and AdminToken are required")
+	}
+	setDefault(&cfg.StartTimeout, 60*time.Second)
+	n := &Node{cfg: cfg}
+	if err := n.start(ctx); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) start(ctx context.Context) error {
+	cmd := exec.Command(n.cfg.Binary, "serve", "--data", n.cfg.DataDir,
+		"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+		"--cluster-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0",
+		"--allow-private-targets")
+	cmd.Env = append(os.Environ(), "HOOKLINE_ADMIN_TOKEN="+n.cfg.AdminToken)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return fmt.Errorf("start node: %w", err)
+	}
+	cmd.Stdout = cmd.Stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start node %s: %w", n.cfg.Binary, err)
+	}
+	done := make(chan struct{})
+	ready := make(chan string, 1)
+	n.mu.Lock()
+	n.cmd, n.done, n.grpcAddr = cmd, done, ""
+	n.starts++
+	n.mu.Unlock()
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			n.mu.Lock()
+			n.tail = append(n.tail, line)
+			if len(n.tail) > 50 {
+				n.tail = n.tail[len(n.tail)-50:]
+			}
+			n.mu.Unlock()
+			if n.cfg.Log != nil {
+				fmt.Fprintln(n.cfg.Log, line)
+			}
+			if m := servingLine.FindStringSubmatch(line); m != nil {
+				select {
+				case ready <- m[1]:
+				default:
+				}
+			}
+		}
+		cmd.Wait()
+		n.mu.Lock()
+		if st := cmd.ProcessState; st != nil {
+			n.past.CPU += st.UserTime() + st.SystemTime()
+			if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+				n.past.PeakRSS = max(n.past.PeakRSS, ru.Maxrss<<10)
+			}
+		}
+		n.mu.Unlock()
+		close(done)
+	}()
+	t := time.NewTimer(n.cfg.StartTimeout)
+	defer t.Stop()
+	select {
+	case addr := <-ready:
+		n.mu.Lock()
+		n.grpcAddr = addr
+		n.mu.Unlock()
+		return nil
+	case <-done:
+		return fmt.Errorf("hookline serve exited before serving:\n%s", n.Tail())
+	case <-t.C:
+		cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("hookline serve did not say it serves within %v:\n%s", n.cfg.StartTimeout, n.Tail())
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("start node: %w; its log:\n%s", ctx.Err(), n.Tail())
+	}
+}
+
+// GRPCAddr is the gRPC address of the current process.
+func (n *Node) GRPCAddr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.grpcAddr
+}
+
+// PID is the process id of the current process.
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd.Process.Pid
+}
+
+// Starts counts the processes started.
+func (n *Node) Starts() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.starts
+}
+
+// Tail is the node's last log lines.
+func (n *Node) Tail() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return strings.Join(n.tail, "\n")
+}
+
+// Usage sums the CPU of every process so far and gives the highest peak
+// RSS of any of them.
+func (n *Node) Usage() (Usage, error) {
+	n.mu.Lock()
+	u, cmd, done := n.past, n.cmd, n.done
+	n.mu.Unlock()
+	select {
+	case <-done:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.past, nil
+	default:
+	}
+	cur, err := procUsage(cmd.Process.Pid)
+	if err != nil {
+		return u, err
+	}
+	u.CPU += cur.CPU
+	u.PeakRSS = max(u.PeakRSS, cur.PeakRSS)
+	return u, nil
+}
+
+// Kill ends the current process with SIGKILL and waits for it.
+func (n *Node) Kill() error {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill node: %w", err)
+	}
+	<-done
+	return nil
+}
+
+// Restart starts a new process on the same data directory (after Kill or
+// Stop).
+func (n *Node) Restart(ctx context.Context) error {
+	n.mu.Lock()
+	done := n.done
+	n.mu.Unlock()
+	select {
+	case <-done:
+	default:
+		return errors.New("restart node: the node still runs; Kill or Stop it first")
+	}
+	return n.start(ctx)
+}
+
+// Stop ends the current process with SIGTERM, and SIGKILL after timeout.
+func (n *Node) Stop(timeout time.Duration) error {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	select {
+	case <-done:
+		return nil
+	default:
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("node did not stop within %v of SIGTERM; killed it", timeout)
+	}
+}

@@ -1,0 +1,521 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// ErrNoDelivery reports that the node delivered nothing within
+// RunConfig.FirstDelivery after the first publish.
+var ErrNoDelivery = errors.New("hookbench: the node delivered nothing")
+
+// Bench is one run of a scenario: an in-process receiver, a node (started
+// here or given), the tenants and endpoints made for the run, and the plan
+// of every delivery published. Its methods are safe for concurrent use.
+type Bench struct {
+	cfg    RunConfig
+	recv   *Receiver
+	node   *Node // nil when the run targets a running node
+	api    *API
+	runID  string
+	stderr io.Writer
+
+	mu         sync.Mutex // guards the fields below
+	plan       map[string]planned
+	awaited    int64    // planned deliveries of awaited tenants
+	awaitedEPs []string // endpoints of awaited tenants
+	allEPs     []string // endpoints of every tenant of the run
+	publishLat []time.Duration
+	events     int64
+	firstAck   time.Time
+	tenants    []*Tenant
+}
+
+// planned is one delivery as the publish answer planned it.
+type planned struct {
+	sent   time.Time // publish call started
+	ack    time.Time // publish acknowledged
+	tenant *Tenant
+	phase  int
+}
+
+// Tenant is a tenant made for the run and its endpoints. Type i of the
+// tenant is subscribed by endpoints i..i+fanout-1 (mod the count), so each
+// event goes to fanout endpoints.
+type Tenant struct {
+	ID        string
+	Endpoints []string
+	Types     []string
+	// Await says whether the run waits for this tenant's deliveries and
+	// counts them in the summary.
+	Await bool
+}
+
+// TenantSpec describes tenants to make.
+type TenantSpec struct {
+	Name      string // the tenant id is <run id>_<name>
+	Endpoints int
+	Fanout    int
+	Behaviour *Behaviour // per endpoint; nil means the receiver's default
+	Settings  *controlv1.EndpointSettings
+	Await     bool
+}
+
+// AddTenant creates a tenant and its endpoints, points them at the
+// receiver, and waits until the node's registry plans to them.
+func (b *Bench) AddTenant(ctx context.Context, spec TenantSpec) (*Tenant, error) {
+	if spec.Endpoints <= 0 || spec.Fanout <= 0 || spec.Fanout > spec.Endpoints {
+		return nil, fmt.Errorf("tenant %s: want 1 <= fanout (%d) <= endpoints (%d)", spec.Name, spec.Fanout, spec.Endpoints)
+	}
+	t := &Tenant{ID: b.runID + "_" + spec.Name, Await: spec.Await}
+	if err := b.api.CreateTenant(ctx, t.ID); err != nil {
+		return nil, err
+	}
+	for i := range spec.Endpoints {
+		t.Types = append(t.Types, "bench.t"+strconv.Itoa(i))
+		t.Endpoints = append(t.Endpoints, t.ID+"_e"+strconv.Itoa(i))
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for j, ep := range t.Endpoints {
+		g.Go(func() error {
+			s := &controlv1.EndpointSettings{}
+			if spec.Settings != nil {
+				s = cloneSettings(spec.Settings)
+			}
+			s.Url = b.recv.URL(ep)
+			for k := range spec.Fanout {
+				s.EventTypes = append(s.EventTypes, t.Types[(j-k+spec.Endpoints)%spec.Endpoints])
+			}
+			if spec.Behaviour != nil {
+				b.recv.SetBehaviour(ep, *spec.Behaviour)
+			}
+			secret, err := b.api.CreateEndpoint(gctx, t.ID, ep, s)
+			if err != nil {
+				return err
+			}
+			return b.recv.SetSecret(ep, secret)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if err := poll(ctx, 30*time.Second, func() (bool, error) {
+		n, err := b.api.CountEndpoints(ctx, t.ID)
+		return n == len(t.Endpoints), err
+	}); err != nil {
+		return nil, fmt.Errorf("tenant %s: the node's registry does not list its %d endpoints: %w", t.ID, len(t.Endpoints), err)
+	}
+	b.mu.Lock()
+	b.tenants = append(b.tenants, t)
+	if t.Await {
+		b.awaitedEPs = append(b.awaitedEPs, t.Endpoints...)
+	}
+	b.allEPs = append(b.allEPs, t.Endpoints...)
+	b.mu.Unlock()
+	return t, nil
+}
+
+func cloneSettings(s *controlv1.EndpointSettings) *controlv1.EndpointSettings {
+	return &controlv1.EndpointSettings{RatePerSecond: s.GetRatePerSecond(), Burst: s.GetBurst(),
+		MaxInFlight: s.GetMaxInFlight(), TimeoutMs: s.GetTimeoutMs(), MaxAttempts: s.GetMaxAttempts()}
+}
+
+// Load is one publishing phase.
+type Load struct {
+	Tenants []*Tenant
+	// Rate is events per second over all publishers; 0 means as fast as
+	// the node accepts.
+	Rate       float64
+	Duration   time.Duration
+	Publishers int
+	Batch      int
+	Payload    int
+	Phase      int
+	// MaxBacklog pauses publishing while more awaited deliveries are
+	// planned than received; 0 means no bound.
+	MaxBacklog int64
+	// Retry retries a failed batch (same event ids, so idempotent) until it
+	// is accepted: for runs where the node is killed.
+	Retry bool
+}
+
+// Publish runs a load to its end and returns the events accepted.
+func (b *Bench) Publish(ctx context.Context, l Load) (int64, error) {
+	l.Publishers = max(l.Publishers, 1)
+	l.Batch = min(max(l.Batch, 1), 100)
+	start := time.Now()
+	end := start.Add(l.Duration)
+	var accepted atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	for p := range l.Publishers {
+		g.Go(func() error {
+			var sent int64
+			for k := 0; ; k++ {
+				now := time.Now()
+				if !now.Before(end) || gctx.Err() != nil {
+					return nil
+				}
+				n := int64(l.Batch)
+				if l.Rate > 0 {
+					perPub := l.Rate / float64(l.Publishers)
+					due := int64(now.Sub(start).Seconds()*perPub) + 1
+					if n = min(n, due-sent); n <= 0 {
+						next := start.Add(time.Duration(float64(sent) / perPub * float64(time.Second)))
+						if err := sleepCtx(gctx, min(next.Sub(now), end.Sub(now))); err != nil {
+							return nil
+						}
+						continue
+					}
+				}
+				if l.MaxBacklog > 0 && b.backlog() > l.MaxBacklog {
+					if err := sleepCtx(gctx, 20*time.Millisecond); err != nil {
+						return nil
+					}
+					continue
+				}
+				t := l.Tenants[(p+k)%len(l.Tenants)]
+				evs := make([]*controlv1.PublishRequest, n)
+				for i := range evs {
+					id := fmt.Sprintf("%s-p%d-%d-%d", b.runID, l.Phase, p, sent+int64(i))
+					evs[i] = &controlv1.PublishRequest{EventId: id, Type: t.Types[rand.IntN(len(t.Types))],
+						Payload: Payload(l.Payload, id), OccurredAt: timestamppb.New(now)}
+				}
+				if err := b.publishBatch(gctx, t, evs, l); err != nil {
+					return err
+				}
+				sent += n
+				accepted.Add(n)
+			}
+		})
+	}
+	err := g.Wait()
+	return accepted.Load(), err
+}
+
+func (b *Bench) publishBatch(ctx context.Context, t *Tenant, evs []*controlv1.PublishRequest, l Load) error {
+	const maxTries = 600 // with the waits below: several minutes of node restarts
+	for try := 0; ; try++ {
+		_, _, next := b.api.conn()
+		began := time.Now()
+		resps, err := b.api.PublishBatch(ctx, t.ID, evs)
+		if err == nil {
+			b.record(t, resps, began, time.Now(), l.Phase)
+			return nil
+		}
+		if !l.Retry || try >= maxTries || ctx.Err() != nil {
+			return err
+		}
+		// The node is down: wait for it to come back (or a short while).
+		tm := time.NewTimer(250 * time.Millisecond)
+		select {
+		case <-next:
+		case <-tm.C:
+		case <-ctx.Done():
+		}
+		tm.Stop()
+	}
+}
+
+func (b *Bench) record(t *Tenant, resps []*controlv1.PublishResponse, began, ack time.Time, phase int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.firstAck.IsZero() {
+		b.firstAck = ack
+	}
+	b.publishLat = append(b.publishLat, ack.Sub(began))
+	b.events += int64(len(resps))
+	for _, r := range resps {
+		for _, d := range r.GetDeliveries() {
+			if _, ok := b.plan[d.GetDeliveryId()]; !ok {
+				b.plan[d.GetDeliveryId()] = planned{sent: began, ack: ack, tenant: t, phase: phase}
+				if t.Await {
+					b.awaited++
+				}
+			}
+		}
+	}
+}
+
+// counts returns the awaited deliveries planned and received (2xx), and all
+// events published.
+func (b *Bench) counts() (plannedN, received, events int64) {
+	plannedN, received, events, _ = b.countAll()
+	return plannedN, received, events
+}
+
+// countAll is counts with the attempts on every endpoint of the run.
+func (b *Bench) countAll() (plannedN, received, events, attempts int64) {
+	b.mu.Lock()
+	plannedN, events = b.awaited, b.events
+	eps, all := b.awaitedEPs, b.allEPs
+	b.mu.Unlock()
+	received, _ = b.recv.SucceededFor(eps)
+	_, attempts = b.recv.SucceededFor(all)
+	return plannedN, received, events, attempts
+}
+
+func (b *Bench) backlog() int64 {
+	p, r, _ := b.counts()
+	return p - r
+}
+
+// Await waits until every awaited delivery planned so far was received
+// with a 2xx, printing progress, for at most timeout. It fails with
+// ErrNoDelivery when nothing arrived within cfg.FirstDelivery of the first
+// publish. It returns the time the last delivery arrived.
+func (b *Bench) Await(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		p, r, _, attempts := b.countAll()
+		if r >= p {
+			return nil
+		}
+		b.mu.Lock()
+		first := b.firstAck
+		b.mu.Unlock()
+		if attempts == 0 && !first.IsZero() && time.Since(first) > b.cfg.FirstDelivery {
+			return fmt.Errorf("%w within %v of the first publish (%d deliveries planned): is the delivery engine wired into the node? Node log:\n%s",
+				ErrNoDelivery, b.cfg.FirstDelivery, p, b.nodeTail())
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d deliveries not received within %v", p-r, p, timeout)
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+func (b *Bench) nodeTail() string {
+	if b.node == nil {
+		return "(node not started by hookbench)"
+	}
+	return b.node.Tail()
+}
+
+// Progress prints a line every interval until ctx ends.
+func (b *Bench) Progress(ctx context.Context, interval time.Duration) {
+	start := time.Now()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p, r, ev := b.counts()
+		st := b.recv.Stats()
+		fmt.Fprintf(b.stderr, "hookbench: %5.0fs published %d events, delivered %d of %d planned (pending %d), receiver: %d requests, %d duplicates\n",
+			time.Since(start).Seconds(), ev, r, p, max(0, p-r), st.Requests, st.Duplicates)
+	}
+}
+
+// Confirm asks the node for its status counts of the awaited tenants,
+// until nothing is pending and the succeeded count matches, or timeout.
+func (b *Bench) Confirm(ctx context.Context, s *Summary, timeout time.Duration) error {
+	b.mu.Lock()
+	want := map[*Tenant]int64{}
+	for _, p := range b.plan {
+		if p.tenant.Await {
+			want[p.tenant]++
+		}
+	}
+	b.mu.Unlock()
+	var last error
+	err := poll(ctx, timeout, func() (bool, error) {
+		var ok, pending, failed int64
+		for t, n := range want {
+			sc, complete, err := b.api.CountDeliveries(ctx, t.ID, "succeeded", 2000)
+			if err != nil {
+				return false, err
+			}
+			pc, _, err := b.api.CountDeliveries(ctx, t.ID, "pending", 20)
+			if err != nil {
+				return false, err
+			}
+			fc, _, err := b.api.CountDeliveries(ctx, t.ID, "failed", 20)
+			if err != nil {
+				return false, err
+			}
+			ok, pending, failed = ok+sc, pending+pc, failed+fc
+			if !complete || sc != n {
+				last = fmt.Errorf("tenant %s: node says %d succeeded, %d planned", t.ID, sc, n)
+			}
+		}
+		s.NodeSucceeded, s.NodePending, s.NodeFailed = ok, pending, failed
+		return pending == 0 && ok == s.Planned, nil
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("%w (%v)", err, last)
+	}
+	return err
+}
+
+// Summarize computes the summary of the awaited deliveries of the given
+// phases (all phases when none are given).
+func (b *Bench) Summarize(name string, since time.Time, phases ...int) Summary {
+	s := Summary{Scenario: name}
+	inPhase := func(p int) bool {
+		if len(phases) == 0 {
+			return true
+		}
+		for _, q := range phases {
+			if p == q {
+				return true
+			}
+		}
+		return false
+	}
+	b.mu.Lock()
+	ids := make([]string, 0, len(b.plan))
+	plans := make(map[string]planned, len(b.plan))
+	for id, p := range b.plan {
+		if p.tenant.Await && inPhase(p.phase) {
+			ids = append(ids, id)
+			plans[id] = p
+		}
+	}
+	pubs := append([]time.Duration(nil), b.publishLat...)
+	b.mu.Unlock()
+
+	s.Planned = int64(len(ids))
+	var lat, fromSent []time.Duration
+	var lastOK time.Time
+	var beforeAck int64
+	b.recv.Lookup(ids, func(id string, rec Record) {
+		p := plans[id]
+		s.Attempts += int64(rec.Attempts)
+		lat = append(lat, max(0, rec.FirstSeen.Sub(p.ack)))
+		fromSent = append(fromSent, rec.FirstSeen.Sub(p.sent))
+		if rec.FirstSeen.Before(p.ack) {
+			beforeAck++
+		}
+		if rec.Successes > 0 {
+			s.Deliveries++
+			s.Duplicates += int64(rec.Successes - 1)
+			if rec.FirstOK.After(lastOK) {
+				lastOK = rec.FirstOK
+			}
+		}
+	})
+	s.Lost = s.Planned - s.Deliveries
+	if s.Planned > 0 {
+		s.AttemptsPerDelivery = round(float64(s.Attempts)/float64(s.Planned), 3)
+	}
+	if s.Deliveries > 0 && lastOK.After(since) {
+		s.DeliveriesPerSec = round(float64(s.Deliveries)/lastOK.Sub(since).Seconds(), 1)
+	}
+	p := percentiles(lat, 0.5, 0.99, 1)
+	s.FirstAttemptP50, s.FirstAttemptP99, s.FirstAttemptMax = p[0], p[1], p[2]
+	s.PublishP99 = percentiles(pubs, 0.99)[0]
+	// A batch is acknowledged after its last event, and its first events
+	// are often delivered before that: the figures from the call's start
+	// bound the latency from above where those from the ack bound it from
+	// below.
+	q := percentiles(fromSent, 0.5, 0.99)
+	s.Extra = map[string]float64{"from_publish_call_p50_ms": q[0], "from_publish_call_p99_ms": q[1],
+		"received_before_ack": float64(beforeAck)}
+
+	st := b.recv.Stats()
+	s.BodyMismatch = st.BodyMismatch
+	b.mu.Lock()
+	for id, rec := range b.recv.Records() {
+		if _, ok := b.plan[id]; !ok && rec.Endpoint != rawEndpoint {
+			s.Unknown++
+		}
+	}
+	b.mu.Unlock()
+	if s.Lost != 0 {
+		s.Notes = append(s.Notes, fmt.Sprintf("%d planned deliveries were not received with a 2xx", s.Lost))
+	}
+	return s
+}
+
+// NodeFigures fills CPU, memory and disk per delivery.
+func (b *Bench) NodeFigures(s *Summary) {
+	if b.node == nil {
+		s.Notes = append(s.Notes, "node not started by hookbench: no CPU, memory or disk figures")
+		return
+	}
+	u, err := b.node.Usage()
+	if err != nil {
+		s.Notes = append(s.Notes, err.Error())
+	}
+	var all int64
+	b.mu.Lock()
+	all = int64(len(b.plan))
+	b.mu.Unlock()
+	if all > 0 {
+		s.CPUSecPer1k = round(u.CPU.Seconds()/float64(all)*1000, 4)
+	}
+	s.PeakRSSMB = round(float64(u.PeakRSS)/(1<<20), 1)
+	size, err := dirSize(b.node.cfg.DataDir)
+	if err != nil {
+		s.Notes = append(s.Notes, fmt.Sprintf("data directory size: %v", err))
+	}
+	if all > 0 {
+		s.DiskBytesPerDelivery = round(float64(size)/float64(all), 1)
+	}
+}
+
+// poll calls f until it reports done, an error, or timeout passes.
+func poll(ctx context.Context, timeout time.Duration, f func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		done, err := f()
+		if done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("not done within %v: %w", timeout, err)
+			}
+			return fmt.Errorf("not done within %v", timeout)
+		}
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// sleepCtx waits d (a pacing interval, not a synchronisation) or until ctx
+// ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// lockedWriter serialises writes of the goroutines that print progress.
+type lockedWriter struct {
+	mu sync.Mutex // guards w
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

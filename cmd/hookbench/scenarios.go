@@ -1,0 +1,441 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// rawEndpoint is the receiver path of the raw loop.
+const rawEndpoint = "raw"
+
+// scenario is one `hookbench run` scenario: its defaults and its run.
+type scenario struct {
+	summary  string
+	defaults RunConfig
+	run      func(ctx context.Context, b *Bench) (Summary, error)
+}
+
+var scenarios = map[string]scenario{
+	"throughput": {"10 tenants × 10 endpoints, 1.5 KB, each event to 4 endpoints, as fast as accepted; against the raw loop",
+		RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50}, throughput},
+	"latency": {"a fixed rate at half the maximum (--rate events/s, or measured first): first-attempt latency",
+		RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50}, latency},
+	"fairness": {"tenant B at a steady rate alone, then beside tenant A whose 500 endpoints hang: B's first-attempt p99",
+		RunConfig{Duration: 20 * time.Second, Endpoints: 10, Fanout: 4, Rate: 50, HangEndpoints: 500, HangRate: 10, HangTimeout: 5 * time.Second}, fairness},
+	"retry-storm": {"every endpoint answers 429 with Retry-After for 20 s, then 200: attempts per delivery, time to drain",
+		RunConfig{Duration: 10 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, Storm: 20 * time.Second, RetryAfter: 5 * time.Second}, retryStorm},
+	"crash": {"kill -9 the node at least 5 times while publishing, restart on the same data: lost = 0, duplicates explained",
+		RunConfig{Duration: 60 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, Kills: 6}, crash},
+}
+
+func scenarioNames() string { return strings.Join(sortedKeys(scenarios), ", ") }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Run runs one scenario: it starts the receiver in this process and a node
+// (or connects to cfg.Node), runs the scenario, prints progress to stderr
+// and the table and JSON line to stdout.
+func Run(ctx context.Context, cfg RunConfig, stdout, stderr io.Writer) (err error) {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	sc := scenarios[cfg.Scenario]
+	stderr = &lockedWriter{w: stderr}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	recv, err := NewReceiver("127.0.0.1:0", nil, Behaviour{})
+	if err != nil {
+		return err
+	}
+	recvDone := make(chan error, 1)
+	go func() { recvDone <- recv.Run(ctx) }()
+	defer func() {
+		cancel()
+		err = errors.Join(err, <-recvDone)
+	}()
+
+	b := &Bench{cfg: cfg, recv: recv, stderr: stderr, plan: map[string]planned{},
+		runID: "hb" + strconv.FormatInt(time.Now().UnixMilli(), 36)}
+	addr := cfg.Node
+	if addr == "" {
+		node, cleanup, err := startOwnNode(ctx, cfg, stderr)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		b.node, addr = node, node.GRPCAddr()
+		b.cfg.Token = node.cfg.AdminToken
+	}
+	if b.api, err = Dial(addr, b.cfg.Token); err != nil {
+		return err
+	}
+	defer b.api.Close()
+
+	pctx, stopProgress := context.WithCancel(ctx)
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		b.Progress(pctx, cfg.Progress)
+	}()
+	defer func() { stopProgress(); <-progressDone }()
+
+	fmt.Fprintf(stderr, "hookbench: %s: receiver %s, node %s, run %s\n", cfg.Scenario, recv.Addr(), addr, b.runID)
+	s, err := sc.run(ctx, b)
+	stopProgress()
+	<-progressDone
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.Scenario, err)
+	}
+	if s.Lost == 0 {
+		cctx, ccancel := context.WithTimeout(ctx, 60*time.Second)
+		if err := b.Confirm(cctx, &s, 30*time.Second); err != nil {
+			s.Notes = append(s.Notes, "the node's counts do not match yet: "+err.Error())
+		}
+		ccancel()
+	}
+	b.NodeFigures(&s)
+	return s.Print(stdout)
+}
+
+// startOwnNode builds (unless --hookline) and starts a node on a fresh data
+// directory; cleanup stops it and removes the directory.
+func startOwnNode(ctx context.Context, cfg RunConfig, stderr io.Writer) (*Node, func(), error) {
+	dir, err := os.MkdirTemp("", "hookbench-")
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup := func() {
+		if cfg.KeepData {
+			fmt.Fprintf(stderr, "hookbench: data kept in %s\n", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}
+	bin := cfg.Hookline
+	if bin == "" {
+		fmt.Fprintf(stderr, "hookbench: building cmd/hookline\n")
+		if bin, err = BuildNode(ctx, dir); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+	}
+	token := make([]byte, 16)
+	rand.Read(token)
+	ncfg := NodeConfig{Binary: bin, DataDir: filepath.Join(dir, "data"), AdminToken: fmt.Sprintf("hb_%x", token)}
+	if cfg.NodeLog {
+		ncfg.Log = stderr
+	}
+	node, err := StartNode(ctx, ncfg)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return node, func() {
+		if err := node.Stop(30 * time.Second); err != nil {
+			fmt.Fprintf(stderr, "hookbench: %v\n", err)
+		}
+		cleanup()
+	}, nil
+}
+
+// settings are the endpoint settings from the flags.
+func (c RunConfig) settings() *controlv1.EndpointSettings {
+	return &controlv1.EndpointSettings{RatePerSecond: c.EndpointRate, Burst: int32(c.EndpointRate),
+		MaxInFlight: int32(c.EndpointInFlight)}
+}
+
+// tenants makes cfg.Tenants awaited tenants named t0, t1, ...
+func (b *Bench) makeTenants(ctx context.Context, prefix string) ([]*Tenant, error) {
+	var ts []*Tenant
+	for i := range b.cfg.Tenants {
+		t, err := b.AddTenant(ctx, TenantSpec{Name: fmt.Sprintf("%s%d", prefix, i), Endpoints: b.cfg.Endpoints,
+			Fanout: b.cfg.Fanout, Settings: b.cfg.settings(), Await: true})
+		if err != nil {
+			return nil, err
+		}
+		ts = append(ts, t)
+	}
+	return ts, nil
+}
+
+func (b *Bench) load(ts []*Tenant, rate float64, d time.Duration, phase int) Load {
+	return Load{Tenants: ts, Rate: rate, Duration: d, Publishers: b.cfg.Publishers, Batch: b.cfg.Batch,
+		Payload: b.cfg.Payload, Phase: phase, MaxBacklog: b.cfg.MaxBacklog}
+}
+
+// publishAndAwait publishes one load, waits for its deliveries and
+// summarizes that phase.
+func (b *Bench) publishAndAwait(ctx context.Context, name string, l Load) (Summary, error) {
+	start := time.Now()
+	if _, err := b.Publish(ctx, l); err != nil {
+		return Summary{}, err
+	}
+	published := time.Now()
+	if err := b.Await(ctx, b.cfg.Drain); err != nil {
+		if errors.Is(err, ErrNoDelivery) {
+			return Summary{}, err
+		}
+		s := b.Summarize(name, start, l.Phase)
+		s.Notes = append(s.Notes, err.Error())
+		return s, nil
+	}
+	s := b.Summarize(name, start, l.Phase)
+	s.DrainS = round(time.Since(published).Seconds(), 2)
+	return s, nil
+}
+
+func throughput(ctx context.Context, b *Bench) (Summary, error) {
+	var raw RawResult
+	if b.cfg.RawDuration > 0 {
+		secret, err := attempt.NewSecret(rand.Reader)
+		if err != nil {
+			return Summary{}, err
+		}
+		if err := b.recv.SetSecret(rawEndpoint, secret); err != nil {
+			return Summary{}, err
+		}
+		fmt.Fprintf(b.stderr, "hookbench: raw loop for %v with %d workers\n", b.cfg.RawDuration, b.cfg.RawWorkers)
+		raw, err = Raw(ctx, RawConfig{URL: b.recv.URL(rawEndpoint), Secret: secret, Workers: b.cfg.RawWorkers,
+			Duration: b.cfg.RawDuration, PayloadBytes: b.cfg.Payload, Prefix: b.runID + "_raw"})
+		if err != nil {
+			return Summary{}, err
+		}
+		fmt.Fprintf(b.stderr, "hookbench: raw loop: %.1f deliveries/s\n", raw.PerSec)
+	}
+	ts, err := b.makeTenants(ctx, "t")
+	if err != nil {
+		return Summary{}, err
+	}
+	s, err := b.publishAndAwait(ctx, "throughput", b.load(ts, 0, b.cfg.Duration, 0))
+	if err != nil {
+		return s, err
+	}
+	if raw.PerSec > 0 {
+		s.RawPerSec = raw.PerSec
+		s.RatioToRaw = round(s.DeliveriesPerSec/raw.PerSec, 4)
+	}
+	return s, nil
+}
+
+func latency(ctx context.Context, b *Bench) (Summary, error) {
+	ts, err := b.makeTenants(ctx, "t")
+	if err != nil {
+		return Summary{}, err
+	}
+	rate := b.cfg.Rate
+	var maxPerSec float64
+	if rate == 0 {
+		probe := min(b.cfg.Duration/3, 10*time.Second)
+		fmt.Fprintf(b.stderr, "hookbench: measuring the maximum for %v (give --rate to skip)\n", probe)
+		s, err := b.publishAndAwait(ctx, "latency-probe", b.load(ts, 0, probe, 1))
+		if err != nil {
+			return s, err
+		}
+		if s.DeliveriesPerSec == 0 {
+			return s, fmt.Errorf("latency: the probe measured no throughput (%v); give --rate", s.Notes)
+		}
+		maxPerSec = s.DeliveriesPerSec
+		rate = maxPerSec / 2 / float64(b.cfg.Fanout)
+		fmt.Fprintf(b.stderr, "hookbench: maximum %.0f deliveries/s; publishing %.1f events/s\n", maxPerSec, rate)
+	}
+	s, err := b.publishAndAwait(ctx, "latency", b.load(ts, rate, b.cfg.Duration, 2))
+	addExtra(&s, map[string]float64{"rate_events_per_sec": round(rate, 2), "max_deliveries_per_sec": maxPerSec})
+	return s, err
+}
+
+func fairness(ctx context.Context, b *Bench) (Summary, error) {
+	tb, err := b.AddTenant(ctx, TenantSpec{Name: "b", Endpoints: b.cfg.Endpoints, Fanout: b.cfg.Fanout,
+		Settings: b.cfg.settings(), Await: true})
+	if err != nil {
+		return Summary{}, err
+	}
+	fmt.Fprintf(b.stderr, "hookbench: phase 1: tenant B alone at %.0f events/s for %v\n", b.cfg.Rate, b.cfg.Duration)
+	alone, err := b.publishAndAwait(ctx, "fairness", b.load([]*Tenant{tb}, b.cfg.Rate, b.cfg.Duration, 1))
+	if err != nil {
+		return alone, err
+	}
+	hang := Behaviour{Hang: true}
+	aSettings := b.cfg.settings()
+	aSettings.TimeoutMs = int32(b.cfg.HangTimeout / time.Millisecond)
+	ta, err := b.AddTenant(ctx, TenantSpec{Name: "a", Endpoints: b.cfg.HangEndpoints, Fanout: b.cfg.HangEndpoints,
+		Behaviour: &hang, Settings: aSettings})
+	if err != nil {
+		return alone, err
+	}
+	fmt.Fprintf(b.stderr, "hookbench: phase 2: tenant A (%d hanging endpoints, %.0f events/s) beside B\n", b.cfg.HangEndpoints, b.cfg.HangRate)
+	actx, stopA := context.WithCancel(ctx)
+	aDone := make(chan error, 1)
+	go func() {
+		la := b.load([]*Tenant{ta}, b.cfg.HangRate, b.cfg.Duration+b.cfg.Drain, 3)
+		la.MaxBacklog = 0
+		_, err := b.Publish(actx, la)
+		aDone <- err
+	}()
+	with, err := b.publishAndAwait(ctx, "fairness", b.load([]*Tenant{tb}, b.cfg.Rate, b.cfg.Duration, 2))
+	stopA()
+	if aerr := <-aDone; aerr != nil && !errors.Is(aerr, context.Canceled) && err == nil {
+		err = fmt.Errorf("tenant A publisher: %w", aerr)
+	}
+	all := b.Summarize("fairness", time.Time{}, 1, 2)
+	with.Lost, with.Planned, with.Deliveries = all.Lost, all.Planned, all.Deliveries
+	with.Duplicates, with.Unknown, with.BodyMismatch = all.Duplicates, all.Unknown, all.BodyMismatch
+	addExtra(&with, map[string]float64{
+		"b_alone_p99_ms":                   alone.FirstAttemptP99,
+		"b_alone_p50_ms":                   alone.FirstAttemptP50,
+		"b_alone_from_publish_call_p99_ms": alone.Extra["from_publish_call_p99_ms"],
+		"b_with_a_p99_ms":                  with.FirstAttemptP99,
+		"b_with_a_p50_ms":                  with.FirstAttemptP50,
+		"a_hung_attempts":                  float64(b.recv.Stats().Hung),
+	})
+	if alone.FirstAttemptP99 > 0 {
+		with.Extra["p99_ratio_with_a"] = round(with.FirstAttemptP99/alone.FirstAttemptP99, 3)
+	}
+	with.Notes = append(with.Notes, "first_attempt_* are tenant B's with A present; lost, planned and duplicates cover both phases")
+	return with, err
+}
+
+func retryStorm(ctx context.Context, b *Bench) (Summary, error) {
+	storm := Behaviour{Mix: []StatusWeight{{Status: 429, Weight: 1}}, RetryAfter: b.cfg.RetryAfter}
+	b.recv.SetDefault(storm)
+	ts, err := b.makeTenants(ctx, "t")
+	if err != nil {
+		return Summary{}, err
+	}
+	start := time.Now()
+	recovered := make(chan time.Time, 1)
+	sctx, stopSwitch := context.WithCancel(ctx)
+	switched := make(chan struct{})
+	go func() {
+		defer close(switched)
+		if sleepCtx(sctx, b.cfg.Storm) == nil {
+			b.recv.SetDefault(Behaviour{})
+			fmt.Fprintf(b.stderr, "hookbench: the receiver answers 200 again\n")
+			recovered <- time.Now()
+		}
+	}()
+	s, err := b.publishAndAwait(ctx, "retry-storm", b.load(ts, b.cfg.Rate, b.cfg.Duration, 0))
+	stopSwitch()
+	<-switched
+	if err != nil {
+		return s, err
+	}
+	var lastOK time.Time
+	for _, rec := range b.recv.Records() {
+		if rec.FirstOK.After(lastOK) && rec.Endpoint != rawEndpoint {
+			lastOK = rec.FirstOK
+		}
+	}
+	st := b.recv.Stats()
+	addExtra(&s, map[string]float64{"storm_s": b.cfg.Storm.Seconds(), "answers_429": float64(st.ByStatus["429"])})
+	select {
+	case at := <-recovered:
+		s.Extra["time_to_drain_s"] = round(max(0, lastOK.Sub(at).Seconds()), 2)
+	default:
+		s.Notes = append(s.Notes, "everything was delivered before the storm ended: lengthen --storm or --duration")
+	}
+	s.DeliveriesPerSec = 0
+	if s.Deliveries > 0 {
+		s.DeliveriesPerSec = round(float64(s.Deliveries)/lastOK.Sub(start).Seconds(), 1)
+	}
+	return s, nil
+}
+
+func crash(ctx context.Context, b *Bench) (Summary, error) {
+	if b.node == nil {
+		return Summary{}, errors.New("crash: hookbench must start the node to kill it; drop --node")
+	}
+	ts, err := b.makeTenants(ctx, "t")
+	if err != nil {
+		return Summary{}, err
+	}
+	kills := max(b.cfg.Kills, 1)
+	every := b.cfg.Duration / time.Duration(kills+1)
+	start := time.Now()
+	killed := make(chan error, 1)
+	go func() { killed <- b.killLoop(ctx, start, every, kills) }()
+	l := b.load(ts, b.cfg.Rate, b.cfg.Duration, 0)
+	l.Retry = true
+	if _, err := b.Publish(ctx, l); err != nil {
+		return Summary{}, err
+	}
+	published := time.Now()
+	// Kills that restarts pushed past the publishing go on while the node
+	// drains.
+	if err := <-killed; err != nil {
+		return Summary{}, err
+	}
+	awaitErr := b.Await(ctx, b.cfg.Drain)
+	if errors.Is(awaitErr, ErrNoDelivery) {
+		return Summary{}, awaitErr
+	}
+	s := b.Summarize("crash", start)
+	s.DrainS = round(time.Since(published).Seconds(), 2)
+	if awaitErr != nil {
+		s.Notes = append(s.Notes, awaitErr.Error())
+	}
+	addExtra(&s, map[string]float64{"kills": float64(b.node.Starts() - 1),
+		"duplicate_ids": float64(b.recv.Stats().DuplicateIDs)})
+	if s.Unknown == 0 && s.BodyMismatch == 0 {
+		s.Notes = append(s.Notes, "every duplicate repeats a planned webhook-id seen before, with the same bytes")
+	}
+	return s, nil
+}
+
+// killLoop kills the node with SIGKILL at start + i·every (and at least
+// minUp after it came back), restarts it on the same data directory and
+// points the API at it, kills times.
+func (b *Bench) killLoop(ctx context.Context, start time.Time, every time.Duration, kills int) error {
+	const minUp = time.Second // let the node do some work between kills
+	up := time.Now()
+	for i := 1; i <= kills; i++ {
+		at := start.Add(time.Duration(i) * every)
+		if next := up.Add(minUp); at.Before(next) {
+			at = next
+		}
+		if err := sleepCtx(ctx, time.Until(at)); err != nil {
+			return err
+		}
+		if err := b.node.Kill(); err != nil {
+			return err
+		}
+		fmt.Fprintf(b.stderr, "hookbench: kill -9 %d of %d; restarting on the same data\n", i, kills)
+		if err := b.node.Restart(ctx); err != nil {
+			return fmt.Errorf("restart after kill %d: %w", i, err)
+		}
+		if err := b.api.Reconnect(b.node.GRPCAddr()); err != nil {
+			return err
+		}
+		up = time.Now()
+	}
+	return nil
+}
+
+// addExtra adds scenario figures to a summary.
+func addExtra(s *Summary, m map[string]float64) {
+	if s.Extra == nil {
+		s.Extra = map[string]float64{}
+	}
+	for k, v := range m {
+		s.Extra[k] = v
+	}
+}
