@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,7 @@ import (
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/embedded"
 	"github.com/hookline/hookline/events/esdb"
+	"github.com/hookline/hookline/events/postgres"
 	"github.com/hookline/hookline/projections"
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
@@ -39,7 +41,7 @@ import (
 
 // ErrEmbeddedJoin refuses a multi-node cluster on the embedded log, which
 // lives in one node's data directory.
-var ErrEmbeddedJoin = errors.New("cluster: the embedded log serves one node only; to join a cluster use a shared log (--store kurrentdb://…)")
+var ErrEmbeddedJoin = errors.New("cluster: the embedded log serves one node only; to join a cluster use a shared log (--store postgres://… or --store kurrentdb://…)")
 
 // ServerConfig configures a whole Hookline node: its log, projections,
 // grains, cluster membership and control API. The zero value runs a
@@ -242,6 +244,12 @@ func (s *Server) openLog(ctx context.Context) error {
 			return err
 		}
 		s.log, s.ownsLog = l, true
+	case strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://"):
+		l, err := postgres.Open(ctx, postgres.Config{DSN: store, Now: cfg.Now, Logger: cfg.Logger})
+		if err != nil {
+			return err
+		}
+		s.log, s.ownsLog = l, true
 	case strings.HasPrefix(store, "kurrentdb") || strings.HasPrefix(store, "esdb"):
 		l, err := esdb.Open(ctx, esdb.Config{ConnectionString: store, Logger: cfg.Logger})
 		if err != nil {
@@ -249,7 +257,7 @@ func (s *Server) openLog(ctx context.Context) error {
 		}
 		s.log, s.ownsLog = l, true
 	default:
-		return fmt.Errorf("store %q: use \"embedded\" or a KurrentDB connection string (kurrentdb://host:2113?tls=false)", store)
+		return fmt.Errorf("store %q: use \"embedded\", a PostgreSQL URL (postgres://user:pass@host:5432/db) or a KurrentDB connection string (kurrentdb://host:2113?tls=false)", redact(store))
 	}
 	return nil
 }
@@ -290,7 +298,8 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return ignoreCancel(s.due.Run(gctx)) })
 	g.Go(func() error { return ignoreCancel(s.history.Run(gctx)) })
 	g.Go(func() error { return ignoreCancel(s.waker.Run(gctx, 4)) })
-	if l, ok := s.rawLog.(*embedded.Log); ok && s.ownsLog {
+	// The log's own maintenance: retention, partitions.
+	if l, ok := s.rawLog.(interface{ Run(context.Context) error }); ok && s.ownsLog {
 		g.Go(func() error { return ignoreCancel(l.Run(gctx)) })
 	}
 	g.Go(func() error { return ignoreClosed(s.grpc.Serve(s.grpcLis)) })
@@ -379,3 +388,11 @@ func (g lateGrains) Request(ctx context.Context, kind, identity string, msg prot
 }
 
 func (s *Server) grainsOnceStarted() endpoint.Grains { return lateGrains{&s.started} }
+
+// redact hides the password of a connection string in messages.
+func redact(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return dsn
+}

@@ -22,7 +22,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	data := fs.String("data", envOr("HOOKLINE_DATA", "data"), "data directory: embedded log, projections, development master key (HOOKLINE_DATA)")
 	httpAddr := fs.String("http-addr", envOr("HOOKLINE_HTTP_ADDR", "127.0.0.1:8080"), "REST listen address (HOOKLINE_HTTP_ADDR)")
 	grpcAddr := fs.String("grpc-addr", envOr("HOOKLINE_GRPC_ADDR", "127.0.0.1:7070"), "gRPC listen address (HOOKLINE_GRPC_ADDR)")
-	store := fs.String("store", envOr("HOOKLINE_STORE", "embedded"), "event log: embedded, or a KurrentDB connection string kurrentdb://host:2113 (HOOKLINE_STORE)")
+	store := fs.String("store", envOr("HOOKLINE_STORE", "embedded"), "event log: embedded, a PostgreSQL URL postgres://user:pass@host:5432/db, or a KurrentDB connection string kurrentdb://host:2113 (HOOKLINE_STORE)")
 	join := fs.String("join", os.Getenv("HOOKLINE_JOIN"), "comma-separated gossip addresses of nodes to join (HOOKLINE_JOIN)")
 	clusterAddr := fs.String("cluster-addr", envOr("HOOKLINE_CLUSTER_ADDR", "127.0.0.1:7980"), "actor remote address, reachable by the other nodes (HOOKLINE_CLUSTER_ADDR)")
 	gossipAddr := fs.String("gossip-addr", envOr("HOOKLINE_GOSSIP_ADDR", "127.0.0.1:7946"), "memberlist gossip address (HOOKLINE_GOSSIP_ADDR)")
