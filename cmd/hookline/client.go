@@ -64,9 +64,21 @@ var commands = map[string]command{
 }
 
 func client(parent context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) < 2 {
-		return usageError(fmt.Sprintf("%q needs an action", args[0]))
+	// Client flags may come before the command: move them after it.
+	var lead []string
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		lead = append(lead, args[0])
+		takesValue := !strings.Contains(args[0], "=") && strings.TrimLeft(args[0], "-") != "json"
+		args = args[1:]
+		if takesValue && len(args) > 0 {
+			lead = append(lead, args[0])
+			args = args[1:]
+		}
 	}
+	if len(args) < 2 {
+		return usageError("give a command and an action, e.g. hookline endpoints list")
+	}
+	args = append(append(args[:2:2], lead...), args[2:]...)
 	name := args[0] + " " + args[1]
 	cmd, ok := commands[name]
 	if !ok {

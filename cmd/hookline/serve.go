@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -83,7 +84,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	logger.Info("hookline serving", slog.String("grpc_addr", srv.GRPCAddr()), slog.String("http_addr", srv.HTTPAddr()),
-		slog.String("store", *store), slog.String("data", *data), slog.String("node_id", srv.Node().ID()))
+		slog.String("store", redactDSN(*store)), slog.String("data", *data), slog.String("node_id", srv.Node().ID()))
 	err = srv.Run(ctx)
 	logger.Info("hookline stopped")
 	return err
@@ -127,4 +128,12 @@ func splitPort(flagName, addr string) (string, int, error) {
 func envBool(key string) bool {
 	v, _ := strconv.ParseBool(os.Getenv(key))
 	return v
+}
+
+// redactDSN hides the password of a connection string in logs.
+func redactDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return dsn
 }
