@@ -54,6 +54,9 @@ type ServerConfig struct {
 	// DataDir, or an EventStoreDB/KurrentDB connection string
 	// (kurrentdb://…, esdb://…, esdb+discover://…).
 	Store string
+	// StoreSchema is the PostgreSQL schema of the log (postgres stores
+	// only); empty means the backend's default.
+	StoreSchema string
 	// Log, if set, is used instead of opening Store; the caller owns it.
 	// Tests use it to run several nodes on one log in one process.
 	Log events.Log
@@ -245,7 +248,7 @@ func (s *Server) openLog(ctx context.Context) error {
 		}
 		s.log, s.ownsLog = l, true
 	case strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://"):
-		l, err := postgres.Open(ctx, postgres.Config{DSN: store, Now: cfg.Now, Logger: cfg.Logger})
+		l, err := postgres.Open(ctx, postgres.Config{DSN: store, Schema: cfg.StoreSchema, Now: cfg.Now, Logger: cfg.Logger})
 		if err != nil {
 			return err
 		}

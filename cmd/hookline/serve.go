@@ -24,6 +24,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	httpAddr := fs.String("http-addr", envOr("HOOKLINE_HTTP_ADDR", "127.0.0.1:8080"), "REST listen address (HOOKLINE_HTTP_ADDR)")
 	grpcAddr := fs.String("grpc-addr", envOr("HOOKLINE_GRPC_ADDR", "127.0.0.1:7070"), "gRPC listen address (HOOKLINE_GRPC_ADDR)")
 	store := fs.String("store", envOr("HOOKLINE_STORE", "embedded"), "event log: embedded, a PostgreSQL URL postgres://user:pass@host:5432/db, or a KurrentDB connection string kurrentdb://host:2113 (HOOKLINE_STORE)")
+	schema := fs.String("store-schema", os.Getenv("HOOKLINE_STORE_SCHEMA"), "PostgreSQL schema of the log, for --store postgres://… (HOOKLINE_STORE_SCHEMA; default hookline)")
 	join := fs.String("join", os.Getenv("HOOKLINE_JOIN"), "comma-separated gossip addresses of nodes to join (HOOKLINE_JOIN)")
 	clusterAddr := fs.String("cluster-addr", envOr("HOOKLINE_CLUSTER_ADDR", "127.0.0.1:7980"), "actor remote address, reachable by the other nodes (HOOKLINE_CLUSTER_ADDR)")
 	gossipAddr := fs.String("gossip-addr", envOr("HOOKLINE_GOSSIP_ADDR", "127.0.0.1:7946"), "memberlist gossip address (HOOKLINE_GOSSIP_ADDR)")
@@ -70,15 +71,16 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		logger.Warn("HOOKLINE_ADMIN_TOKEN is not set: the admin API (tenants, keys) is disabled")
 	}
 	srv, err := cluster.NewServer(ctx, cluster.ServerConfig{
-		DataDir:    *data,
-		Store:      *store,
-		GRPCAddr:   *grpcAddr,
-		HTTPAddr:   *httpAddr,
-		Node:       nodeCfg,
-		AdminToken: admin,
-		MasterKey:  os.Getenv("HOOKLINE_MASTER_KEY"),
-		Policy:     policy,
-		Logger:     logger,
+		DataDir:     *data,
+		Store:       *store,
+		StoreSchema: *schema,
+		GRPCAddr:    *grpcAddr,
+		HTTPAddr:    *httpAddr,
+		Node:        nodeCfg,
+		AdminToken:  admin,
+		MasterKey:   os.Getenv("HOOKLINE_MASTER_KEY"),
+		Policy:      policy,
+		Logger:      logger,
 	})
 	if err != nil {
 		return err
