@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// Load is one publishing phase.
+type Load struct {
+	Tenants []*Tenant
+	// Rate is events per second over all publishers; 0 means as fast as
+	// the node accepts.
+	Rate       float64
+	Duration   time.Duration
+	Publishers int
+	Batch      int
+	Payload    int
+	Phase      int
+	// MaxBacklog pauses publishing while more awaited deliveries are
+	// planned than received; 0 means no bound.
+	MaxBacklog int64
+	// Retry retries a failed batch (same event ids, so idempotent) until it
+	// is accepted: for runs where the node is killed.
+	Retry bool
+}
+
+// Publish runs a load to its end and returns the events accepted.
+func (b *Bench) Publish(ctx context.Context, l Load) (int64, error) {
+	l.Publishers = max(l.Publishers, 1)
+	l.Batch = min(max(l.Batch, 1), 100)
+	start := time.Now()
+	end := start.Add(l.Duration)
+	var accepted atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	for p := range l.Publishers {
+		g.Go(func() error {
+			var sent int64
+			for k := 0; ; k++ {
+				now := time.Now()
+				if !now.Before(end) || gctx.Err() != nil {
+					return nil
+				}
+				n := int64(l.Batch)
+				if l.Rate > 0 {
+					perPub := l.Rate / float64(l.Publishers)
+					due := int64(now.Sub(start).Seconds()*perPub) + 1
+					if n = min(n, due-sent); n <= 0 {
+						next := start.Add(time.Duration(float64(sent) / perPub * float64(time.Second)))
+						if err := sleepCtx(gctx, min(next.Sub(now), end.Sub(now))); err != nil {
+							return nil
+						}
+						continue
+					}
+				}
+				if l.MaxBacklog > 0 && b.backlog() > l.MaxBacklog {
+					if err := sleepCtx(gctx, 20*time.Millisecond); err != nil {
+						return nil
+					}
+					continue
+				}
+				t := l.Tenants[(p+k)%len(l.Tenants)]
+				evs := make([]*controlv1.PublishRequest, n)
+				for i := range evs {
+					id := fmt.Sprintf("%s-p%d-%d-%d", b.runID, l.Phase, p, sent+int64(i))
+					evs[i] = &controlv1.PublishRequest{EventId: id, Type: t.Types[rand.IntN(len(t.Types))],
+						Payload: Payload(l.Payload, id), OccurredAt: timestamppb.New(now)}
+				}
+				if err := b.publishBatch(gctx, t, evs, l); err != nil {
+					return err
+				}
+				sent += n
+				accepted.Add(n)
+			}
+		})
+	}
+	err := g.Wait()
+	return accepted.Load(), err
+}
+
+func (b *Bench) publishBatch(ctx context.Context, t *Tenant, evs []*controlv1.PublishRequest, l Load) error {
+	const maxTries = 600 // with the waits below: several minutes of node restarts
+	for try := 0; ; try++ {
+		_, _, next := b.api.conn()
+		began := time.Now()
+		resps, err := b.api.PublishBatch(ctx, t.ID, evs)
+		if err == nil {
+			b.record(t, resps, began, time.Now(), l.Phase)
+			return nil
+		}
+		if !l.Retry || try >= maxTries || ctx.Err() != nil {
+			return err
+		}
+		// The node is down: wait for it to come back (or a short while).
+		tm := time.NewTimer(250 * time.Millisecond)
+		select {
+		case <-next:
+		case <-tm.C:
+		case <-ctx.Done():
+		}
+		tm.Stop()
+	}
+}
+
+func (b *Bench) record(t *Tenant, resps []*controlv1.PublishResponse, began, ack time.Time, phase int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.firstAck.IsZero() {
+		b.firstAck = ack
+	}
+	b.publishLat = append(b.publishLat, ack.Sub(began))
+	b.events += int64(len(resps))
+	for _, r := range resps {
+		for _, d := range r.GetDeliveries() {
+			if _, ok := b.plan[d.GetDeliveryId()]; !ok {
+				b.plan[d.GetDeliveryId()] = planned{sent: began, ack: ack, tenant: t, phase: phase}
+				if t.Await {
+					b.awaited++
+				}
+			}
+		}
+	}
+}
