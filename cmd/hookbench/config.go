@@ -130,7 +130,7 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.Int64Var(&c.MaxBacklog, "max-backlog", 0, "pause publishing while this many deliveries are planned and not received (throughput, latency 20000; 0 elsewhere: no bound)")
 	fs.DurationVar(&c.RawDuration, "raw-duration", 0, "throughput: raw loop time before the Hookline run (10s; negative skips it)")
 	fs.IntVar(&c.RawWorkers, "raw-workers", 0, "throughput: raw loop senders (64)")
-	fs.DurationVar(&c.Drain, "drain", 0, "wait at most this long for the deliveries after publishing (90s)")
+	fs.DurationVar(&c.Drain, "drain", 0, "wait at most this long for the deliveries after publishing (90s; fairness 60s)")
 	fs.DurationVar(&c.FirstDelivery, "first-delivery", 0, "give up when nothing is delivered this long after the first publish (30s)")
 	fs.DurationVar(&c.Progress, "progress", 0, "progress line interval on stderr (5s)")
 	fs.Float64Var(&c.EndpointRate, "endpoint-rate", 0, "endpoints' rate_per_second and burst (throughput, latency 1000; 0: the node's default)")
@@ -139,7 +139,7 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.DurationVar(&c.Storm, "storm", 0, "retry-storm: answer 429 for this long (20s)")
 	fs.DurationVar(&c.RetryAfter, "retry-after", 0, "retry-storm: Retry-After sent with the 429s (5s)")
 	fs.IntVar(&c.HangEndpoints, "hang-endpoints", 0, "fairness: tenant A's hanging endpoints (500)")
-	fs.Float64Var(&c.HangRate, "hang-rate", 0, "fairness: tenant A's events per second, each to every A endpoint (10)")
+	fs.Float64Var(&c.HangRate, "hang-rate", 0, "fairness: tenant A's events per second, each to every A endpoint (2)")
 	fs.DurationVar(&c.HangTimeout, "hang-timeout", 0, "fairness: tenant A's attempt timeout, 1s to 30s (5s)")
 
 	// The scenario may come first or after the flags.

@@ -115,7 +115,7 @@ func (b *Bench) record(t *Tenant, resps []*controlv1.PublishResponse, began, ack
 	if b.firstAck.IsZero() {
 		b.firstAck = ack
 	}
-	b.publishLat = append(b.publishLat, ack.Sub(began))
+	b.publishLat[phase] = append(b.publishLat[phase], ack.Sub(began))
 	b.events += int64(len(resps))
 	for _, r := range resps {
 		for _, d := range r.GetDeliveries() {

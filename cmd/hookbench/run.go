@@ -31,10 +31,10 @@ type Bench struct {
 
 	mu         sync.Mutex // guards the fields below
 	plan       map[string]planned
-	awaited    int64    // planned deliveries of awaited tenants
-	awaitedEPs []string // endpoints of awaited tenants
-	allEPs     []string // endpoints of every tenant of the run
-	publishLat []time.Duration
+	awaited    int64                   // planned deliveries of awaited tenants
+	awaitedEPs []string                // endpoints of awaited tenants
+	allEPs     []string                // endpoints of every tenant of the run
+	publishLat map[int][]time.Duration // PublishBatch calls, by phase
 	events     int64
 	firstAck   time.Time
 	tenants    []*Tenant
@@ -80,8 +80,13 @@ func (b *Bench) AddTenant(ctx context.Context, spec TenantSpec) (*Tenant, error)
 	if err := b.api.CreateTenant(ctx, t.ID); err != nil {
 		return nil, err
 	}
+	// Every event to every endpoint: one type and "*" subscriptions, since
+	// an endpoint takes at most 100 types.
+	all := spec.Fanout == spec.Endpoints
 	for i := range spec.Endpoints {
-		t.Types = append(t.Types, "bench.t"+strconv.Itoa(i))
+		if !all || i == 0 {
+			t.Types = append(t.Types, "bench.t"+strconv.Itoa(i))
+		}
 		t.Endpoints = append(t.Endpoints, t.ID+"_e"+strconv.Itoa(i))
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -94,6 +99,10 @@ func (b *Bench) AddTenant(ctx context.Context, spec TenantSpec) (*Tenant, error)
 			}
 			s.Url = b.recv.URL(ep)
 			for k := range spec.Fanout {
+				if all {
+					s.EventTypes = []string{"*"}
+					break
+				}
 				s.EventTypes = append(s.EventTypes, t.Types[(j-k+spec.Endpoints)%spec.Endpoints])
 			}
 			if spec.Behaviour != nil {
@@ -205,8 +214,9 @@ func (b *Bench) Progress(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// Confirm asks the node for its status counts of the awaited tenants,
-// until nothing is pending and the succeeded count matches, or timeout.
+// Confirm asks the node for its status counts of the awaited tenants (all
+// phases), until nothing is pending and the succeeded count matches the
+// planned deliveries, or timeout.
 func (b *Bench) Confirm(ctx context.Context, s *Summary, timeout time.Duration) error {
 	b.mu.Lock()
 	want := map[*Tenant]int64{}
@@ -216,6 +226,10 @@ func (b *Bench) Confirm(ctx context.Context, s *Summary, timeout time.Duration) 
 		}
 	}
 	b.mu.Unlock()
+	var total int64
+	for _, n := range want {
+		total += n
+	}
 	var last error
 	err := poll(ctx, timeout, func() (bool, error) {
 		var ok, pending, failed int64
@@ -238,7 +252,7 @@ func (b *Bench) Confirm(ctx context.Context, s *Summary, timeout time.Duration) 
 			}
 		}
 		s.NodeSucceeded, s.NodePending, s.NodeFailed = ok, pending, failed
-		return pending == 0 && ok == s.Planned, nil
+		return pending == 0 && ok == total, nil
 	})
 	if err != nil && last != nil {
 		return fmt.Errorf("%w (%v)", err, last)
@@ -270,7 +284,12 @@ func (b *Bench) Summarize(name string, since time.Time, phases ...int) Summary {
 			plans[id] = p
 		}
 	}
-	pubs := append([]time.Duration(nil), b.publishLat...)
+	var pubs []time.Duration
+	for p, ds := range b.publishLat {
+		if inPhase(p) {
+			pubs = append(pubs, ds...)
+		}
+	}
 	b.mu.Unlock()
 
 	s.Planned = int64(len(ids))
