@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -90,6 +91,10 @@ type ServerConfig struct {
 	// Schedule is the retry schedule; its zero value is the default (base
 	// 5 s, cap 1 h, 24 h deadline).
 	Schedule attempt.Schedule
+	// PprofAddr, when set, serves net/http/pprof on its own listener, for
+	// profiling in development. Keep it on loopback: profiles expose the
+	// process's memory and take its CPU. Empty (the default) serves none.
+	PprofAddr string
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -115,6 +120,8 @@ type Server struct {
 	http     *http.Server
 	grpcLis  net.Listener
 	httpLis  net.Listener
+	pprof    *http.Server // nil unless PprofAddr is set
+	pprofLis net.Listener
 	logger   *slog.Logger
 	metrics  *metrics
 	tasks    sync.WaitGroup // the endpoint grains' attempts and pulls
@@ -228,7 +235,25 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", h)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if cfg.PprofAddr != "" {
+		if s.pprofLis, err = net.Listen("tcp", cfg.PprofAddr); err != nil {
+			return nil, fmt.Errorf("pprof listen %s: %w", cfg.PprofAddr, err)
+		}
+		s.pprof = &http.Server{Handler: pprofMux(), ReadHeaderTimeout: 10 * time.Second}
+		cfg.Logger.Warn("pprof is ON: profiles of this process are served for development only", slog.String("pprof_addr", s.pprofLis.Addr().String()))
+	}
 	return s, nil
+}
+
+// pprofMux serves net/http/pprof's handlers under /debug/pprof/.
+func pprofMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 func (s *Server) openLog(ctx context.Context) error {
@@ -307,11 +332,17 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return ignoreClosed(s.grpc.Serve(s.grpcLis)) })
 	g.Go(func() error { return ignoreClosed(s.http.Serve(s.httpLis)) })
+	if s.pprof != nil {
+		g.Go(func() error { return ignoreClosed(s.pprof.Serve(s.pprofLis)) })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		s.control.Shutdown()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
+		if s.pprof != nil {
+			_ = s.pprof.Close()
+		}
 		_ = s.http.Shutdown(sctx)
 		stopGRPC(sctx, s.grpc)
 		return s.node.Stop(sctx)
@@ -342,6 +373,9 @@ func (s *Server) close() {
 	}
 	if s.httpLis != nil {
 		_ = s.httpLis.Close()
+	}
+	if s.pprofLis != nil {
+		_ = s.pprofLis.Close()
 	}
 }
 

@@ -31,6 +31,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	resolver := fs.String("resolver", os.Getenv("HOOKLINE_RESOLVER"), "HOST:PORT of the DNS server for endpoint lookups (HOOKLINE_RESOLVER)")
 	ports := fs.String("allowed-ports", envOr("HOOKLINE_ALLOWED_PORTS", "443"), "comma-separated ports endpoint URLs may use (HOOKLINE_ALLOWED_PORTS)")
 	allowPrivate := fs.Bool("allow-private-targets", envBool("HOOKLINE_ALLOW_PRIVATE_TARGETS"), "DEVELOPMENT ONLY: admit loopback/private targets and plain http (HOOKLINE_ALLOW_PRIVATE_TARGETS)")
+	pprofAddr := fs.String("pprof-addr", os.Getenv("HOOKLINE_PPROF_ADDR"), "DEVELOPMENT ONLY: serve net/http/pprof on this loopback address, e.g. 127.0.0.1:6060; empty serves none (HOOKLINE_PPROF_ADDR)")
 	logLevel := fs.String("log-level", envOr("HOOKLINE_LOG_LEVEL", "info"), "debug, info, warn or error (HOOKLINE_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -81,6 +82,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		MasterKey:   os.Getenv("HOOKLINE_MASTER_KEY"),
 		Policy:      policy,
 		Logger:      logger,
+		PprofAddr:   *pprofAddr,
 	})
 	if err != nil {
 		return err
