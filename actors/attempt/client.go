@@ -25,6 +25,11 @@ const (
 	DefaultMaxResponseHeaderBytes = 16 << 10
 	DefaultMaxBodyBytes           = 64 << 10
 	DefaultPrefixBytes            = 256
+	// DefaultMaxIdleConnsPerHost keeps as many idle connections to one
+	// host as the node has attempt slots by default (dispatch.DefaultSlots):
+	// a busy endpoint reuses its connections instead of dialing (and
+	// leaving TIME_WAIT sockets) for most attempts.
+	DefaultMaxIdleConnsPerHost = 256
 
 	// UserAgent is sent with every attempt.
 	UserAgent = "Hookline/1"
@@ -56,6 +61,10 @@ type ClientConfig struct {
 	MaxBodyBytes           int64 // response bytes read and digested; 0 means 64 KiB
 	PrefixBytes            int   // response bytes kept; 0 means 256
 
+	// MaxIdleConnsPerHost bounds the idle connections kept per host:port;
+	// 0 means DefaultMaxIdleConnsPerHost.
+	MaxIdleConnsPerHost int
+
 	// TLSConfig is the base TLS configuration (tests set RootCAs). Nil
 	// means the system roots with TLS 1.2 at least.
 	TLSConfig *tls.Config
@@ -72,7 +81,7 @@ func (c ClientConfig) Validate() error {
 	if c.Timeout > MaxAttemptTimeout {
 		return fmt.Errorf("attempt: client timeout %v is above the maximum %v", c.Timeout, MaxAttemptTimeout)
 	}
-	if c.MaxResponseHeaderBytes < 0 || c.MaxBodyBytes < 0 || c.PrefixBytes < 0 {
+	if c.MaxResponseHeaderBytes < 0 || c.MaxBodyBytes < 0 || c.PrefixBytes < 0 || c.MaxIdleConnsPerHost < 0 {
 		return errors.New("attempt: client sizes must not be negative")
 	}
 	if c.Proxy != nil && (c.Proxy.Scheme == "" || c.Proxy.Host == "") {
@@ -92,6 +101,7 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	setDefault(&c.MaxResponseHeaderBytes, DefaultMaxResponseHeaderBytes)
 	setDefault(&c.MaxBodyBytes, DefaultMaxBodyBytes)
 	setDefault(&c.PrefixBytes, DefaultPrefixBytes)
+	setDefault(&c.MaxIdleConnsPerHost, DefaultMaxIdleConnsPerHost)
 	return c
 }
 
@@ -138,7 +148,7 @@ func NewClient(cfg ClientConfig) *Client {
 		DisableCompression:     true,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           1024,
-		MaxIdleConnsPerHost:    4,
+		MaxIdleConnsPerHost:    cfg.MaxIdleConnsPerHost,
 		IdleConnTimeout:        90 * time.Second,
 		ExpectContinueTimeout:  time.Second,
 	}
