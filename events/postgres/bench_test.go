@@ -26,10 +26,10 @@ var benchPayload = func() []byte {
 }()
 
 // BenchmarkAppend measures appends of one 2 KB event, each appender on its
-// own delivery streams, with 1 and 16 concurrent appenders. One op is one
-// append; appends/s is reported.
+// own delivery streams, with 1, 16 and 64 concurrent appenders. One op is
+// one append; appends/s and the writer's mean group size are reported.
 func BenchmarkAppend(b *testing.B) {
-	for _, appenders := range []int{1, 16} {
+	for _, appenders := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("appenders=%d", appenders), func(b *testing.B) {
 			dsn := serverURL(b)
 			l := open(b, postgres.Config{DSN: withPool(b, dsn, appenders), Schema: freshSchema(b, dsn)})
@@ -58,6 +58,9 @@ func BenchmarkAppend(b *testing.B) {
 			}
 			wg.Wait()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "appends/s")
+			if ws := l.WriterStats(); ws.Groups > 0 {
+				b.ReportMetric(float64(ws.Appends)/float64(ws.Groups), "appends/group")
+			}
 		})
 	}
 }

@@ -32,6 +32,10 @@ type Log struct {
 	closed atomic.Bool
 	quit   chan struct{} // closed by Close
 
+	appends    chan *appendReq // to the writer; unbuffered, see write
+	writerDone chan struct{}   // closed when the writer has ended
+	stats      writerStats
+
 	wake         waker              // woken by the listener
 	stopListen   context.CancelFunc // ends the listener
 	listenerDone chan struct{}      // closed when the listener has ended
@@ -39,9 +43,9 @@ type Log struct {
 
 // Open connects to the database, creates or updates the log's schema
 // (idempotent; concurrent Opens take turns), makes sure the time partitions
-// for now and the next two periods exist, and starts listening for appends.
-// The caller must Close the log, and may run [Log.Run] to maintain the
-// partitions. ctx bounds Open only.
+// for now and the next two periods exist, starts listening for appends and
+// starts the writer (see [Log.Append]). The caller must Close the log, and
+// may run [Log.Run] to maintain the partitions. ctx bounds Open only.
 func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -64,6 +68,8 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		channel:      cfg.Schema + ".appended",
 		headLock:     "hookline/events/postgres/head:" + cfg.Schema,
 		quit:         make(chan struct{}),
+		appends:      make(chan *appendReq),
+		writerDone:   make(chan struct{}),
 		wake:         newWaker(),
 		listenerDone: make(chan struct{}),
 	}
@@ -83,85 +89,55 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	lctx, stop := context.WithCancel(context.Background())
 	l.stopListen = stop
 	go l.listener(lctx, conn)
+	go l.write()
 	l.log.Debug("events log opened")
 	return l, nil
 }
 
-// Close ends the listener and closes the connections, after the calls in
-// flight have returned theirs. Live subscriptions end with
-// [events.ErrClosed]; so do calls after Close.
+// Close ends the writer and the listener and closes the connections, after
+// the calls in flight have returned theirs: the writer commits the group it
+// holds and answers its callers; appends still waiting for it, live
+// subscriptions and calls after Close end with [events.ErrClosed].
 func (l *Log) Close() error {
 	if !l.closed.CompareAndSwap(false, true) {
 		return fmt.Errorf("postgres: close: %w", events.ErrClosed)
 	}
 	close(l.quit)
+	<-l.writerDone
 	l.stopListen()
 	<-l.listenerDone
 	l.pool.Close()
 	return nil
 }
 
-// Append writes evs to the end of stream, atomically, in one statement and
-// one transaction; see events.Log and doc.go.
+// Append writes evs to the end of stream, atomically, and returns once
+// they are committed; see events.Log and doc.go. The Log's writer commits
+// the appends waiting for it together, in one transaction: each append is
+// checked and written as if alone, and a failing one (a wrong expected
+// revision, say) fails alone. ctx bounds the wait for the writer to take
+// the append: an append whose ctx ends before is dropped, unwritten. Once
+// taken, Append waits for its group's outcome whatever ctx does (one group
+// away), so the caller learns for sure whether the events were written.
 func (l *Log) Append(ctx context.Context, stream string, expected events.ExpectedRevision, evs ...events.Event) (events.AppendResult, error) {
 	if l.closed.Load() {
 		return events.AppendResult{}, fmt.Errorf("append %s: %w", stream, events.ErrClosed)
 	}
-	if err := events.CheckAppend(stream, l.cfg.MaxEventSize, evs); err != nil {
+	r, err := l.newAppendReq(stream, expected, evs)
+	if err != nil {
 		return events.AppendResult{}, err
 	}
-	var (
-		kind  int32
-		exact int64
-	)
-	switch e := expected.(type) {
-	case events.Any:
-		kind = 0
-	case events.NoStream:
-		kind = 1
-	case events.StreamExists:
-		kind = 2
-	case events.Exact:
-		kind, exact = 3, clampRevision(events.Revision(e))
-	default:
-		return events.AppendResult{}, fmt.Errorf("append %s: %w: expected revision %T", stream, events.ErrInvalid, expected)
+	if err := ctx.Err(); err != nil {
+		return events.AppendResult{}, fmt.Errorf("append %s: %w", stream, err)
 	}
-	ids := make([][16]byte, len(evs))
-	types := make([]string, len(evs))
-	data := make([][]byte, len(evs))
-	meta := make([][]byte, len(evs))
-	for i, ev := range evs {
-		ids[i], types[i] = ev.ID, ev.Type
-		data[i], meta[i] = nonNil(ev.Data), nonNil(ev.Metadata)
+	select {
+	case l.appends <- r:
+	case <-l.quit:
+		return events.AppendResult{}, fmt.Errorf("append %s: %w", stream, events.ErrClosed)
+	case <-ctx.Done():
+		return events.AppendResult{}, fmt.Errorf("append %s: %w", stream, ctx.Err())
 	}
-	now := l.cfg.Now()
-	expires := events.Expires(stream)
-	for attempt := 0; ; attempt++ {
-		var (
-			status           int32
-			rev, pos, actual *int64
-		)
-		err := l.pool.QueryRow(ctx, l.q.append, stream, expires, kind, exact, now, ids, types, data, meta, l.channel, l.headLock).
-			Scan(&status, &rev, &pos, &actual)
-		switch {
-		case err == nil && status == 0:
-			return events.AppendResult{Revision: events.Revision(*rev), Position: position(*pos)}, nil
-		case err == nil:
-			return events.AppendResult{}, wrongRevision(stream, expected, actual)
-		case attempt == 0 && expires && noPartition(err):
-			// A new expiring stream at a time that no partition covers
-			// yet (Run was not running): create it and try again.
-			if _, perr := l.createPartition(ctx, now); perr != nil {
-				return events.AppendResult{}, fmt.Errorf("append %s: %w", stream, l.translate(perr))
-			}
-		case attempt == 0 && isCode(err, uniqueViolation):
-			// Only a writer that bypasses append's stream lock can get
-			// here: run the append again, which now sees that writer's
-			// events and answers a wrong revision or an idempotent retry.
-		default:
-			return events.AppendResult{}, fmt.Errorf("append %s: %w", stream, l.translate(err))
-		}
-	}
+	<-r.done
+	return r.res, r.err
 }
 
 // wrongRevision is the error of an append whose expectation failed; actual

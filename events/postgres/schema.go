@@ -19,7 +19,8 @@ import (
 //	                   born, the time of the stream's first event; one
 //	                   table per Config.PartitionEvery, listed in partitions
 //	partitions       the time partitions and their bounds
-//	append(...)      one append, in one statement (see appendFunc)
+//	append_group(..) a group of appends, in one statement (see appendGroupFunc)
+//	append(...)      one append: append_group of one (see appendFunc)
 const schemaSQL = `
 CREATE SCHEMA IF NOT EXISTS %[1]s;
 
@@ -57,88 +58,170 @@ CREATE TABLE IF NOT EXISTS %[1]s.partitions (
 );
 `
 
-// appendFunc is one append, run as one statement in its own transaction.
-// p_kind is the expectation: 0 any, 1 no stream, 2 stream exists, 3 exact
-// (p_expected). It answers o_status 0 with the revision and position of the
-// last event (written now, or found there already: an idempotent retry), or
-// o_status 1 for a wrong expected revision, with the stream's last revision
-// in o_actual (NULL: no stream).
+// appendGroupFunc is a group of appends, in order, in one statement: the
+// writer's transaction (see writer.go). Append i is p_streams[i], p_expires[i],
+// its expectation p_kinds[i] (0 any, 1 no stream, 2 stream exists, 3 exact
+// p_expected[i]) and its p_counts[i] events, the next ones of p_ids,
+// p_types, p_data and p_metadata. It returns one row per append, in order:
+// o_status 0 with the revision and position of the append's last event
+// (written now, or found there already: an idempotent retry), or o_status 1
+// for a wrong expected revision, with the stream's last revision in
+// o_actual (NULL: no stream). A failed expectation writes nothing and raises
+// nothing: it does not disturb the other appends. Each append sees the
+// writes of the group's earlier ones. When anything was written it notifies
+// p_channel (unless NULL) once, with the new head.
 //
-// Locks, always in this order, held until commit: the stream's advisory
-// lock (appends to one stream take turns; others run in parallel), then the
-// head row, taken last, just before the insert (see doc.go: positions
-// follow commit order).
+// Locks, held until commit, always in this order: first the streams'
+// advisory locks, each once, in increasing order of key (appends to one
+// stream take turns; others run in parallel; two groups never wait for each
+// other in a cycle); then, at the group's first write, the head lock and
+// the head row, read once and updated once at the end (see doc.go:
+// positions follow commit order). FOR UPDATE keeps that read honest under
+// any isolation level: it reads the last head committed, or fails.
+const appendGroupFunc = `
+CREATE OR REPLACE FUNCTION %[1]s.append_group(
+	p_streams text[], p_expires boolean[], p_kinds int[], p_expected bigint[], p_counts int[],
+	p_now timestamptz, p_ids uuid[], p_types text[], p_data bytea[], p_metadata bytea[],
+	p_channel text, p_head_lock text)
+RETURNS TABLE (o_status int, o_revision bigint, o_position bigint, o_actual bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	v_appends int := cardinality(p_streams);
+	v_events  int := cardinality(p_ids);
+	-- Per event: its position (NULL: not written) and revision; the append
+	-- it belongs to. Per append: its stream's born.
+	v_pos     bigint[] := array_fill(NULL::bigint, ARRAY[v_events]);
+	v_rev     bigint[] := array_fill(NULL::bigint, ARRAY[v_events]);
+	v_app     int[] := array_fill(NULL::int, ARRAY[v_events]);
+	v_borns   timestamptz[] := array_fill(NULL::timestamptz, ARRAY[v_appends]);
+	v_head    bigint;           -- the last position given; NULL until the first write
+	v_flushed bigint;           -- the last position inserted
+	v_pending text[] := '{}';   -- the streams of the events given and not inserted
+	v_off     int := 0;         -- the events of the appends before this one
+	v_key     bigint;
+	v_stream  text;
+	v_n       int;
+	v_last    bigint;
+	v_born    timestamptz;
+	v_at      bigint;
+	v_next    bigint;
+	v_ids     uuid[];
+	v_found   bigint;
+BEGIN
+	FOR v_key IN SELECT DISTINCT hashtextextended(s, 0) FROM unnest(p_streams) s ORDER BY 1 LOOP
+		PERFORM pg_advisory_xact_lock(v_key);
+	END LOOP;
+
+	FOR i IN 1 .. v_appends + 1 LOOP
+		-- Insert the events given so far, all at once, at the end and
+		-- before an append reads a stream that has some of them: each
+		-- append sees the group's earlier writes.
+		IF i > v_appends OR p_streams[i] = ANY (v_pending) THEN
+			IF v_head > v_flushed THEN
+				INSERT INTO %[1]s.events (position, stream, revision, id, type, data, metadata, recorded, expires, born)
+				SELECT u.pos, p_streams[u.app], u.rev, u.id, u.type, u.data, u.metadata, p_now, p_expires[u.app], v_borns[u.app]
+				  FROM unnest(v_pos, v_rev, v_app, p_ids, p_types, p_data, p_metadata)
+				       AS u(pos, rev, app, id, type, data, metadata)
+				 WHERE u.pos > v_flushed;
+				v_flushed := v_head;
+				v_pending := '{}';
+			END IF;
+			EXIT WHEN i > v_appends;
+		END IF;
+
+		v_stream := p_streams[i];
+		v_n := p_counts[i];
+		v_last := NULL; v_born := NULL; v_at := NULL; v_next := NULL;
+		SELECT e.revision, e.born INTO v_last, v_born
+		  FROM %[1]s.events e
+		 WHERE e.stream = v_stream AND e.expires = p_expires[i]
+		 ORDER BY e.revision DESC LIMIT 1;
+		o_status := 0; o_revision := NULL; o_position := NULL; o_actual := v_last;
+
+		-- v_next: the revision of the first new event, when the expectation
+		-- holds; v_at: where the same events would be if this is a retry.
+		CASE p_kinds[i]
+		WHEN 0 THEN
+			IF v_last IS NULL THEN v_next := 0; ELSE v_at := v_last + 1 - v_n; v_next := v_last + 1; END IF;
+		WHEN 1 THEN
+			IF v_last IS NULL THEN v_next := 0; ELSE v_at := 0; END IF;
+		WHEN 2 THEN
+			IF v_last IS NOT NULL THEN v_at := v_last + 1 - v_n; v_next := v_last + 1; END IF;
+		ELSE
+			IF v_last = p_expected[i] THEN v_next := v_last + 1;
+			ELSIF v_last > p_expected[i] THEN v_at := p_expected[i] + 1;
+			END IF;
+		END CASE;
+
+		IF v_at >= 0 THEN
+			SELECT array_agg(e.id ORDER BY e.revision), max(e.position) INTO v_ids, v_found
+			  FROM %[1]s.events e
+			 WHERE e.stream = v_stream AND e.expires = p_expires[i]
+			   AND e.revision >= v_at AND e.revision < v_at + v_n;
+			IF v_ids = p_ids[v_off + 1 : v_off + v_n] THEN
+				-- A retry of an append that landed: its original answer.
+				o_revision := v_at + v_n - 1;
+				o_position := v_found;
+				v_next := NULL;
+			ELSIF v_next IS NULL THEN
+				o_status := 1;
+			END IF;
+		ELSIF v_next IS NULL THEN
+			o_status := 1;
+		END IF;
+
+		IF v_next IS NOT NULL THEN
+			IF v_head IS NULL THEN
+				PERFORM pg_advisory_xact_lock(hashtextextended(p_head_lock, 0));
+				SELECT h.position INTO v_head FROM %[1]s.head h FOR UPDATE;
+				v_flushed := v_head;
+			END IF;
+			FOR k IN 1 .. v_n LOOP
+				v_pos[v_off + k] := v_head + k;
+				v_rev[v_off + k] := v_next + k - 1;
+				v_app[v_off + k] := i;
+			END LOOP;
+			v_borns[i] := coalesce(v_born, p_now);
+			v_pending := array_append(v_pending, v_stream);
+			v_head := v_head + v_n;
+			o_revision := v_next + v_n - 1;
+			o_position := v_head;
+		END IF;
+		RETURN NEXT;
+		v_off := v_off + v_n;
+	END LOOP;
+
+	IF v_head IS NOT NULL THEN
+		UPDATE %[1]s.head SET position = v_head;
+		IF p_channel IS NOT NULL THEN
+			PERFORM pg_notify(p_channel, v_head::text);
+		END IF;
+	END IF;
+END
+$fn$;
+`
+
+// appendFunc is one append: append_group with one append, same arguments
+// and answer. The log itself only calls append_group; append stays for the
+// nodes of an older version during a rolling upgrade (they take the same
+// locks in the same order), and for tests that hold an append's
+// transaction open.
 const appendFunc = `
 CREATE OR REPLACE FUNCTION %[1]s.append(
 	p_stream text, p_expires boolean, p_kind int, p_expected bigint, p_now timestamptz,
 	p_ids uuid[], p_types text[], p_data bytea[], p_metadata bytea[], p_channel text, p_head_lock text,
 	OUT o_status int, OUT o_revision bigint, OUT o_position bigint, OUT o_actual bigint)
-LANGUAGE plpgsql AS $fn$
-DECLARE
-	v_n    int := cardinality(p_ids);
-	v_last bigint;
-	v_born timestamptz;
-	v_at   bigint;
-	v_next bigint;
-	v_ids  uuid[];
-BEGIN
-	PERFORM pg_advisory_xact_lock(hashtextextended(p_stream, 0));
-	SELECT e.revision, e.born INTO v_last, v_born
-	  FROM %[1]s.events e
-	 WHERE e.stream = p_stream AND e.expires = p_expires
-	 ORDER BY e.revision DESC LIMIT 1;
-	o_actual := v_last;
-
-	-- v_next: the revision of the first new event, when the expectation
-	-- holds; v_at: where the same events would be if this is a retry.
-	CASE p_kind
-	WHEN 0 THEN
-		IF v_last IS NULL THEN v_next := 0; ELSE v_at := v_last + 1 - v_n; v_next := v_last + 1; END IF;
-	WHEN 1 THEN
-		IF v_last IS NULL THEN v_next := 0; ELSE v_at := 0; END IF;
-	WHEN 2 THEN
-		IF v_last IS NOT NULL THEN v_at := v_last + 1 - v_n; v_next := v_last + 1; END IF;
-	ELSE
-		IF v_last = p_expected THEN v_next := v_last + 1;
-		ELSIF v_last > p_expected THEN v_at := p_expected + 1;
-		END IF;
-	END CASE;
-
-	IF v_at >= 0 THEN
-		SELECT array_agg(e.id ORDER BY e.revision), max(e.position) INTO v_ids, o_position
-		  FROM %[1]s.events e
-		 WHERE e.stream = p_stream AND e.expires = p_expires
-		   AND e.revision >= v_at AND e.revision < v_at + v_n;
-		IF v_ids = p_ids THEN
-			o_status := 0;
-			o_revision := v_at + v_n - 1;
-			RETURN;
-		END IF;
-	END IF;
-	IF v_next IS NULL THEN
-		o_status := 1;
-		o_position := NULL;
-		RETURN;
-	END IF;
-
-	IF v_last IS NULL THEN
-		v_born := p_now;
-	END IF;
-	PERFORM pg_advisory_xact_lock(hashtextextended(p_head_lock, 0));
-	UPDATE %[1]s.head SET position = position + v_n RETURNING position INTO o_position;
-	INSERT INTO %[1]s.events (position, stream, revision, id, type, data, metadata, recorded, expires, born)
-	SELECT o_position - v_n + u.ord, p_stream, v_next + u.ord - 1, u.id, u.type, u.data, u.metadata, p_now, p_expires, v_born
-	  FROM unnest(p_ids, p_types, p_data, p_metadata) WITH ORDINALITY AS u(id, type, data, metadata, ord);
-	PERFORM pg_notify(p_channel, o_position::text);
-	o_status := 0;
-	o_revision := v_next + v_n - 1;
-END
+LANGUAGE sql AS $fn$
+	SELECT g.o_status, g.o_revision, g.o_position, g.o_actual
+	  FROM %[1]s.append_group(ARRAY[p_stream], ARRAY[p_expires], ARRAY[p_kind], ARRAY[p_expected],
+	                          ARRAY[cardinality(p_ids)], p_now, p_ids, p_types, p_data, p_metadata,
+	                          p_channel, p_head_lock) g
 $fn$;
 `
 
 // queries are the log's statements, with its schema filled in.
 type queries struct {
-	append, readForwards, readBackwards, exists, readAll, page, head string
+	appendGroup, readForwards, readBackwards, exists, readAll, page, head string
 }
 
 // columns are the columns of a record, in scan order.
@@ -147,7 +230,7 @@ const columns = `e.position, e.stream, e.revision, e.id, e.type, e.data, e.metad
 func newQueries(schema string) queries {
 	s := pgx.Identifier{schema}.Sanitize()
 	return queries{
-		append: `SELECT o_status, o_revision, o_position, o_actual FROM ` + s + `.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		appendGroup: `SELECT o_status, o_revision, o_position, o_actual FROM ` + s + `.append_group($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 		readForwards: `SELECT ` + columns + ` FROM ` + s + `.events e
 			WHERE e.stream = $1 AND e.expires = $2 AND e.revision >= $3 ORDER BY e.revision LIMIT $4`,
 		readBackwards: `SELECT ` + columns + ` FROM ` + s + `.events e
@@ -182,6 +265,9 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		}
 		if _, err := tx.Exec(ctx, fmt.Sprintf(schemaSQL, s)); err != nil {
 			return fmt.Errorf("create tables: %w", err)
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(appendGroupFunc, s)); err != nil {
+			return fmt.Errorf("create function append_group: %w", err)
 		}
 		if _, err := tx.Exec(ctx, fmt.Sprintf(appendFunc, s)); err != nil {
 			return fmt.Errorf("create function append: %w", err)
