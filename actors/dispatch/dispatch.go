@@ -11,6 +11,7 @@ import (
 const (
 	DefaultSlots     = 256
 	DefaultObjective = time.Second
+	DefaultWeightTTL = time.Second
 )
 
 // Class is the kind of work a slot is asked for: new deliveries come ahead
@@ -45,16 +46,21 @@ type Config struct {
 	TenantCap int
 	// Weight returns a tenant's share (its quota's weight); nil, or a value
 	// below 1, means 1. It is called with the dispatcher's lock held and
-	// must not call back into the dispatcher.
+	// must not call back into the dispatcher. The dispatcher asks it at most
+	// once per WeightTTL for a tenant with requests or slots, so a changed
+	// quota takes effect within that time.
 	Weight func(tenantID string) int
+	// WeightTTL is how long a tenant's weight is used before Weight is asked
+	// again; 0 means DefaultWeightTTL (1 s).
+	WeightTTL time.Duration
 	// Now is the clock that ages waiting requests; nil means time.Now.
 	Now func() time.Time
 }
 
 // Validate reports negative fields.
 func (c Config) Validate() error {
-	if c.Slots < 0 || c.Objective < 0 || c.TenantCap < 0 {
-		return errors.New("dispatch: config: slots, objective and tenant cap must not be negative")
+	if c.Slots < 0 || c.Objective < 0 || c.TenantCap < 0 || c.WeightTTL < 0 {
+		return errors.New("dispatch: config: slots, objective, tenant cap and weight TTL must not be negative")
 	}
 	return nil
 }
@@ -68,6 +74,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TenantCap == 0 {
 		c.TenantCap = max(c.Slots*3/4, 1)
+	}
+	if c.WeightTTL == 0 {
+		c.WeightTTL = DefaultWeightTTL
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -92,6 +101,8 @@ type Dispatcher struct {
 
 type tenant struct {
 	id        string
+	weight    int       // cached Config.Weight, asked at weighed
+	weighed   time.Time // zero: not asked yet
 	deficit   int
 	held      int
 	endpoints map[string]*endpoint
@@ -237,7 +248,8 @@ func (d *Dispatcher) dispatch() []func() {
 // be held.
 func (d *Dispatcher) pick() (waiter, bool) {
 	retries := true
-	if at, ok := d.oldestNew(); ok && d.cfg.Now().Sub(at) >= d.cfg.Objective {
+	now := d.cfg.Now()
+	if at, ok := d.oldestNew(); ok && now.Sub(at) >= d.cfg.Objective {
 		retries = false // new work is late: every slot goes to it
 	}
 	for range 2*len(d.ring) + 1 {
@@ -252,7 +264,8 @@ func (d *Dispatcher) pick() (waiter, bool) {
 			continue
 		}
 		if !d.arrived {
-			t.deficit = min(t.deficit+d.weight(t.id), 2*d.weight(t.id))
+			w := d.weight(t, now)
+			t.deficit = min(t.deficit+w, 2*w)
 			d.arrived = true
 		}
 		if t.deficit < 1 {
@@ -318,11 +331,17 @@ func (d *Dispatcher) forget(t *tenant, e *endpoint) {
 	}
 }
 
-func (d *Dispatcher) weight(tenantID string) int {
+// weight returns t's weight as of now, asking Config.Weight when the cached
+// one is older than WeightTTL: it reads the registry, and runs under d.mu
+// for every visit of a tenant. d.mu must be held.
+func (d *Dispatcher) weight(t *tenant, now time.Time) int {
 	if d.cfg.Weight == nil {
 		return 1
 	}
-	return max(d.cfg.Weight(tenantID), 1)
+	if t.weighed.IsZero() || now.Sub(t.weighed) >= d.cfg.WeightTTL || now.Before(t.weighed) {
+		t.weight, t.weighed = max(d.cfg.Weight(t.id), 1), now
+	}
+	return t.weight
 }
 
 // oldestNew returns when the oldest waiting new request was made.
