@@ -107,6 +107,10 @@ type Config struct {
 	// MaxInFlight bounds an endpoint's concurrent attempts when its
 	// configuration leaves it 0; 0 here means DefaultMaxInFlight (10).
 	MaxInFlight int
+	// Quarantine, shared by the node's endpoint grains, makes a new
+	// activation wait before attempting when this node's previous one lost
+	// ownership; nil means no waiting (fencing alone).
+	Quarantine *Quarantine
 	// PullLimit is how many due deliveries one pull asks for (beyond those
 	// the grain holds); 0 means DefaultPullLimit (100).
 	PullLimit int
@@ -115,6 +119,10 @@ type Config struct {
 	// grain stops; a node that stopped its actor system waits on Tasks
 	// before closing the log and the projections. Nil means none is kept.
 	Tasks *sync.WaitGroup
+
+	// events caches published events for the grains of one Props (set by
+	// Props; nil reads every event from the log).
+	events *eventCache
 }
 
 // Validate reports whether c is usable.

@@ -74,11 +74,11 @@ type deliveryRead struct {
 }
 
 // readDelivery reads a delivery stream (tens of events at most: attempts
-// are bounded) and, when the event is not cached yet, the EventPublished
-// that opens the event stream. The stream, not the due index, is the truth:
+// are bounded) and, when the event is not known yet (neither given nor in
+// the node's cache), the EventPublished that opens the event stream. The stream, not the due index, is the truth:
 // the index may lag behind the grain's own appends, so a delivery it still
 // shows as due may have ended.
-func readDelivery(ctx context.Context, log events.Log, it due.Item, page int, event *hooklinev1.EventPublished) (deliveryRead, error) {
+func readDelivery(ctx context.Context, log events.Log, cache *eventCache, it due.Item, page int, event *hooklinev1.EventPublished) (deliveryRead, error) {
 	r := deliveryRead{autoPending: true, event: event}
 	stream := events.DeliveryStream(it.DeliveryID)
 	for from := events.Revision(0); ; {
@@ -104,6 +104,9 @@ func readDelivery(ctx context.Context, log events.Log, it due.Item, page int, ev
 	}
 	if r.event == nil {
 		es := events.EventStream(it.TenantID, it.EventID)
+		if r.event = cache.get(es); r.event != nil {
+			return r, nil
+		}
 		recs, err := log.ReadStream(ctx, es, events.Forwards, 0, 1)
 		if err != nil && !errors.Is(err, events.ErrStreamNotFound) {
 			return r, fmt.Errorf("read %s: %w", es, err)
@@ -114,6 +117,9 @@ func readDelivery(ctx context.Context, log events.Log, it due.Item, page int, ev
 				return r, err
 			}
 			r.event, _ = msg.(*hooklinev1.EventPublished)
+			if r.event != nil {
+				cache.put(es, r.event)
+			}
 		}
 	}
 	return r, nil

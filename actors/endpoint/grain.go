@@ -36,6 +36,7 @@ func Props(cfg Config, identity string) *actor.Props {
 		panic(err)
 	}
 	cfg = cfg.withDefaults()
+	cfg.events = newEventCache(eventCacheBytes) // shared by the grains of these props
 	return actor.PropsFromProducer(func() actor.Actor { return &grain{cfg: cfg, id: identity} })
 }
 
@@ -323,6 +324,7 @@ func (g *grain) append(ctx actor.Context, r *request, kind string, msgs []proto.
 		case err == nil:
 		case errors.Is(err, events.ErrWrongRevision):
 			g.log.Warn("endpoint grain lost ownership of its stream; stopping", "revision", uint64(g.last), "err", err)
+			g.lostOwnership()
 			g.reply(ctx, r.sender, errReply(controlv1.GrainError_CODE_ABORTED, "another activation of the endpoint grain owns its stream now; retry"))
 			g.stop(ctx, controlv1.GrainError_CODE_ABORTED, "another activation of the endpoint grain owns its stream now; retry")
 			return

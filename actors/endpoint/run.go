@@ -32,9 +32,9 @@ type (
 // read reads a flight's delivery stream and event off the mailbox.
 func (g *grain) read(ctx actor.Context, f *flight) {
 	f.stage = stageReading
-	log, it, page, ev := g.cfg.Log, f.item, g.cfg.ReadPage, f.d.event
+	log, cache, it, page, ev := g.cfg.Log, g.cfg.events, f.item, g.cfg.ReadPage, f.d.event
 	g.async(ctx, g.cfg.IOTimeout, func(c context.Context) any {
-		r, err := readDelivery(c, log, it, page, ev)
+		r, err := readDelivery(c, log, cache, it, page, ev)
 		return &readDone{id: it.DeliveryID, r: r, err: err}
 	})
 }

@@ -1,0 +1,62 @@
+package endpoint
+
+import (
+	"sync"
+
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+)
+
+// eventCacheBytes bounds the payload bytes the node's event cache holds.
+const eventCacheBytes = 32 << 20
+
+// eventCache keeps the EventPublished of recent events for all the endpoint
+// grains of a node: an event fanned out to n endpoints is read from the log
+// once instead of n times. An event stream's EventPublished never changes
+// (the stream is created with it, with expected revision NoStream), so a
+// cached one is always right. The oldest entries go first once the
+// payloads exceed the byte budget. Safe for concurrent use; the cached
+// messages are shared and must not be modified.
+type eventCache struct {
+	mu    sync.Mutex // guards the fields below
+	byKey map[string]*hooklinev1.EventPublished
+	order []string // keys, oldest first
+	bytes int      // payload bytes held
+	max   int
+}
+
+func newEventCache(maxBytes int) *eventCache {
+	return &eventCache{byKey: map[string]*hooklinev1.EventPublished{}, max: maxBytes}
+}
+
+// get returns the cached event of an event stream, nil if none.
+func (c *eventCache) get(stream string) *hooklinev1.EventPublished {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byKey[stream]
+}
+
+// put caches the event of an event stream.
+func (c *eventCache) put(stream string, ev *hooklinev1.EventPublished) {
+	n := len(ev.GetPayload())
+	if c == nil || n > c.max {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.byKey[stream]; ok {
+		return
+	}
+	for c.bytes+n > c.max && len(c.order) > 0 {
+		old := c.order[0]
+		c.order[0] = ""
+		c.order = c.order[1:]
+		c.bytes -= len(c.byKey[old].GetPayload())
+		delete(c.byKey, old)
+	}
+	c.byKey[stream] = ev
+	c.order = append(c.order, stream)
+	c.bytes += n
+}
