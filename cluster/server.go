@@ -91,6 +91,11 @@ type ServerConfig struct {
 	// Schedule is the retry schedule; its zero value is the default (base
 	// 5 s, cap 1 h, 24 h deadline).
 	Schedule attempt.Schedule
+	// TenantAttemptsPerSecond and TenantMaxInFlight are the quota of a
+	// tenant whose own quota leaves them 0; zero means the tenant grain's
+	// defaults (100 attempts/s, 100 in flight).
+	TenantAttemptsPerSecond float64
+	TenantMaxInFlight       int32
 	// PprofAddr, when set, serves net/http/pprof on its own listener, for
 	// profiling in development. Keep it on loopback: profiles expose the
 	// process's memory and take its CPU. Empty (the default) serves none.
@@ -292,12 +297,15 @@ func (s *Server) openLog(ctx context.Context) error {
 
 func (s *Server) kinds() []*pcluster.Kind {
 	return []*pcluster.Kind{
-		tenant.NewKind(tenant.Config{Log: s.log, Now: s.cfg.Now, Logger: s.logger}),
+		tenant.NewKind(tenant.Config{
+			Log: s.log, Now: s.cfg.Now, Logger: s.logger,
+			DefaultAttemptsPerSecond: s.cfg.TenantAttemptsPerSecond, DefaultMaxInFlight: s.cfg.TenantMaxInFlight,
+		}),
 		endpoint.NewKind(endpoint.Config{
 			Log: s.log, Keyring: s.keyring, Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger,
 			Due: s.due, Projections: s.runner, History: s.history, Attempts: s.attempts,
 			Dispatcher: s.dispatch, Grains: s.grainsOnceStarted(), Schedule: s.cfg.Schedule,
-			Tasks: &s.tasks, Breaker: s.cfg.Breaker,
+			Tasks: &s.tasks, Breaker: s.cfg.Breaker, Quarantine: endpoint.NewQuarantine(0, 0),
 		}),
 	}
 }
@@ -325,7 +333,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return ignoreCancel(s.runner.Run(gctx)) })
 	g.Go(func() error { return ignoreCancel(s.due.Run(gctx)) })
 	g.Go(func() error { return ignoreCancel(s.history.Run(gctx)) })
-	g.Go(func() error { return ignoreCancel(s.waker.Run(gctx, 4)) })
+	g.Go(func() error { return ignoreCancel(s.waker.Run(gctx, wakeWorkers)) })
 	// The log's own maintenance: retention, partitions.
 	if l, ok := s.rawLog.(interface{ Run(context.Context) error }); ok && s.ownsLog {
 		g.Go(func() error { return ignoreCancel(l.Run(gctx)) })

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -31,6 +32,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	resolver := fs.String("resolver", os.Getenv("HOOKLINE_RESOLVER"), "HOST:PORT of the DNS server for endpoint lookups (HOOKLINE_RESOLVER)")
 	ports := fs.String("allowed-ports", envOr("HOOKLINE_ALLOWED_PORTS", "443"), "comma-separated ports endpoint URLs may use (HOOKLINE_ALLOWED_PORTS)")
 	allowPrivate := fs.Bool("allow-private-targets", envBool("HOOKLINE_ALLOW_PRIVATE_TARGETS"), "DEVELOPMENT ONLY: admit loopback/private targets and plain http (HOOKLINE_ALLOW_PRIVATE_TARGETS)")
+	tenantRate := fs.Float64("tenant-default-rate", envFloat("HOOKLINE_TENANT_DEFAULT_RATE"), "attempts per second of a tenant whose quota leaves it 0; 0 means 100 (HOOKLINE_TENANT_DEFAULT_RATE)")
+	tenantInFlight := fs.Int("tenant-default-in-flight", int(envFloat("HOOKLINE_TENANT_DEFAULT_IN_FLIGHT")), "attempts in flight of a tenant whose quota leaves it 0; 0 means 100 (HOOKLINE_TENANT_DEFAULT_IN_FLIGHT)")
 	pprofAddr := fs.String("pprof-addr", os.Getenv("HOOKLINE_PPROF_ADDR"), "DEVELOPMENT ONLY: serve net/http/pprof on this loopback address, e.g. 127.0.0.1:6060; empty serves none (HOOKLINE_PPROF_ADDR)")
 	logLevel := fs.String("log-level", envOr("HOOKLINE_LOG_LEVEL", "info"), "debug, info, warn or error (HOOKLINE_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
@@ -38,6 +41,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	if *tenantRate < 0 || *tenantInFlight < 0 || *tenantInFlight > math.MaxInt32 {
+		return fmt.Errorf("--tenant-default-rate and --tenant-default-in-flight must be 0 (the default) or positive")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -83,6 +89,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Policy:      policy,
 		Logger:      logger,
 		PprofAddr:   *pprofAddr,
+
+		TenantAttemptsPerSecond: *tenantRate,
+		TenantMaxInFlight:       int32(*tenantInFlight),
 	})
 	if err != nil {
 		return err
@@ -127,6 +136,12 @@ func splitPort(flagName, addr string) (string, int, error) {
 		port = cluster.AnyPort
 	}
 	return host, port, nil
+}
+
+// envFloat reads a number from the environment; unset or not a number is 0.
+func envFloat(key string) float64 {
+	v, _ := strconv.ParseFloat(os.Getenv(key), 64)
+	return v
 }
 
 func envBool(key string) bool {
