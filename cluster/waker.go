@@ -22,6 +22,12 @@ type waker struct {
 	logger  *slog.Logger
 }
 
+// wakeTimeout bounds the delivery of one hint.
+const wakeTimeout = 500 * time.Millisecond
+
+// wakeWorkers is how many hints are delivered at once.
+const wakeWorkers = 16
+
 func newWaker(logger *slog.Logger) *waker {
 	return &waker{pending: map[string]struct{}{}, signal: make(chan struct{}, 1), logger: logger}
 }
@@ -84,7 +90,10 @@ func (w *waker) Run(ctx context.Context, workers int) error {
 				case w.signal <- struct{}{}:
 				default:
 				}
-				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				// A wake is a hint: a short timeout keeps a dead member's
+				// grains from holding up the wakes of healthy endpoints
+				// (the sweeper repeats what is lost).
+				rctx, cancel := context.WithTimeout(ctx, wakeTimeout)
 				_, err := node.Request(rctx, "endpoint", id, &controlv1.EndpointCommand{Command: &controlv1.EndpointCommand_Wake{Wake: &controlv1.Wake{}}})
 				cancel()
 				if err != nil && ctx.Err() == nil {

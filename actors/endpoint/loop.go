@@ -234,6 +234,12 @@ func (g *grain) pump(ctx actor.Context) {
 		return
 	}
 	now := g.cfg.Now()
+	if q := g.cfg.Quarantine; q != nil {
+		if until := q.Until(g.id, now); !until.IsZero() {
+			g.arm(ctx, until)
+			return
+		}
+	}
 	var wake time.Time
 	if g.attempting() {
 		wake = g.startReady(ctx, now)

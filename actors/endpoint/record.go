@@ -56,6 +56,7 @@ func (g *grain) onRecorded(ctx actor.Context, m *recorded) {
 	case m.err == nil:
 	case errors.Is(m.err, events.ErrWrongRevision):
 		g.log.Warn("endpoint grain lost ownership of a delivery stream; stopping", "delivery_id", m.id, "revision", uint64(f.d.rev), "err", m.err)
+		g.lostOwnership()
 		g.stop(ctx, controlv1.GrainError_CODE_ABORTED, "another activation of the endpoint grain owns its deliveries now; retry")
 		return
 	default:

@@ -1,0 +1,95 @@
+package endpoint
+
+import (
+	"sync"
+	"time"
+)
+
+// Default bounds of a [Quarantine]'s backoff.
+const (
+	DefaultQuarantineBase = 2 * time.Second
+	DefaultQuarantineMax  = time.Minute
+)
+
+// Quarantine remembers, for one node, the endpoints whose grain on this
+// node lost ownership of a stream (a wrong revision: another activation
+// wrote first). A new activation of such an endpoint on this node answers
+// commands at once but waits before it attempts deliveries: 2 s after the
+// first loss, doubling with each further loss up to a minute, and forgotten
+// once a minute has passed without a loss.
+//
+// Fencing by expected revision keeps the log single-writer whatever
+// happens; the quarantine bounds the duplicates that two owners at once
+// (a split brain, or a placement race during a membership change) send to
+// the receiver: instead of re-activating and racing on every wake, the
+// loser stays quiet while the winner delivers.
+//
+// A Quarantine is safe for concurrent use; its zero value is not, use
+// [NewQuarantine].
+type Quarantine struct {
+	base, max time.Duration
+	mu        sync.Mutex // guards lost
+	lost      map[string]quarantined
+}
+
+type quarantined struct {
+	until time.Time
+	n     int
+}
+
+// NewQuarantine returns a quarantine with backoff from base to max; zero
+// values mean [DefaultQuarantineBase] and [DefaultQuarantineMax].
+func NewQuarantine(base, most time.Duration) *Quarantine {
+	if base <= 0 {
+		base = DefaultQuarantineBase
+	}
+	if most <= 0 {
+		most = DefaultQuarantineMax
+	}
+	return &Quarantine{base: base, max: max(most, base), lost: map[string]quarantined{}}
+}
+
+// Lost records that the grain of endpointID on this node lost ownership at
+// now.
+func (q *Quarantine) Lost(endpointID string, now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e := q.lost[endpointID]
+	if now.Sub(e.until) > q.max {
+		e.n = 0 // quiet for long enough: start over
+	}
+	d := q.base << min(e.n, 16)
+	if d > q.max || d <= 0 {
+		d = q.max
+	}
+	e.n++
+	e.until = now.Add(d)
+	q.lost[endpointID] = e
+}
+
+// Until returns when endpointID's grain on this node may attempt again;
+// the zero time when it is not quarantined.
+func (q *Quarantine) Until(endpointID string, now time.Time) time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e, ok := q.lost[endpointID]
+	if !ok {
+		return time.Time{}
+	}
+	if now.Sub(e.until) > q.max {
+		delete(q.lost, endpointID)
+		return time.Time{}
+	}
+	if now.Before(e.until) {
+		return e.until
+	}
+	return time.Time{}
+}
+
+// lostOwnership quarantines this endpoint on this node, if the node keeps
+// a quarantine.
+func (g *grain) lostOwnership() {
+	if q := g.cfg.Quarantine; q != nil {
+		q.Lost(g.id, g.cfg.Now())
+	}
+}
