@@ -124,6 +124,7 @@ type Server struct {
 	grpc     *grpc.Server
 	http     *http.Server
 	grpcLis  net.Listener
+	gwConn   *grpc.ClientConn // the REST gateway's connection to grpc
 	httpLis  net.Listener
 	pprof    *http.Server // nil unless PprofAddr is set
 	pprofLis net.Listener
@@ -228,11 +229,11 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 		return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
 	}
 	s.grpc = s.control.NewGRPCServer()
-	conn, err := grpc.NewClient(s.grpcLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	s.gwConn, err = grpc.NewClient(s.grpcLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, fmt.Errorf("gateway connection: %w", err)
 	}
-	h, err := s.control.Handler(ctx, conn)
+	h, err := s.control.Handler(ctx, s.gwConn)
 	if err != nil {
 		return nil, err
 	}
@@ -370,6 +371,9 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 func (s *Server) close() {
+	if s.gwConn != nil {
+		_ = s.gwConn.Close()
+	}
 	if s.runner != nil {
 		_ = s.runner.Close()
 	}

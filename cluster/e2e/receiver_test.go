@@ -1,4 +1,4 @@
-package cluster_test
+package e2e_test
 
 import (
 	"fmt"
