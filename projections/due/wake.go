@@ -127,34 +127,53 @@ func earliest(a, b time.Time) time.Time {
 }
 
 // committed refreshes the touched endpoints' summaries from the store and
-// wakes those with work due now; later retries go to the timers.
+// wakes those with work due now; later retries go to the timers. The
+// store is read without d.mu, which every pull takes: one batch can touch
+// hundreds of endpoints (a large fan-out), and pulls of other endpoints
+// must not wait for those reads. Only the runner's goroutine writes heads
+// after New, so the summaries read here cannot change under it.
 func (d *Due) committed() {
 	now := d.now()
-	var wake []string
+	type change struct {
+		ep   string
+		from head // known to be no later than the endpoint's work
+		h    head
+		err  error
+	}
+	changes := make([]change, 0, len(d.touched))
 	d.mu.Lock()
-	kick := false
 	for ep, added := range d.touched {
-		delete(d.touched, ep)
 		// Removed items leave tombstones at the front of the index until
 		// compaction drops them; seeking from the previous head (or an
 		// earlier item this batch added) skips them.
 		prev := d.heads[ep]
-		from := head{earliest(prev.oldestNew, added.oldestNew), earliest(prev.firstRetry, added.firstRetry)}
-		h, err := d.readHead(ep, from)
-		if err != nil {
+		changes = append(changes, change{ep: ep, from: head{earliest(prev.oldestNew, added.oldestNew), earliest(prev.firstRetry, added.firstRetry)}})
+	}
+	d.mu.Unlock()
+	clear(d.touched)
+	for i := range changes {
+		c := &changes[i]
+		c.h, c.err = d.readHead(c.ep, c.from)
+	}
+
+	var wake []string
+	kick := false
+	d.mu.Lock()
+	for _, c := range changes {
+		if c.err != nil {
 			// The next batch or the sweeper tries again.
-			d.logger.Error("due summary", "endpoint_id", ep, "error", err)
+			d.logger.Error("due summary", "endpoint_id", c.ep, "error", c.err)
 			continue
 		}
-		if h == (head{}) {
-			delete(d.heads, ep)
+		if c.h == (head{}) {
+			delete(d.heads, c.ep)
 			continue
 		}
-		d.heads[ep] = h
-		if !h.oldestNew.IsZero() || (!h.firstRetry.IsZero() && !h.firstRetry.After(now)) {
-			wake = append(wake, ep)
+		d.heads[c.ep] = c.h
+		if !c.h.oldestNew.IsZero() || (!c.h.firstRetry.IsZero() && !c.h.firstRetry.After(now)) {
+			wake = append(wake, c.ep)
 		}
-		if h.firstRetry.After(now) && d.schedule(ep, h.firstRetry) {
+		if c.h.firstRetry.After(now) && d.schedule(c.ep, c.h.firstRetry) {
 			kick = true
 		}
 	}
