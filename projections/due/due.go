@@ -1,7 +1,6 @@
 package due
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -219,10 +218,8 @@ func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) e
 
 // put writes it and its reverse entry, and marks its endpoint touched.
 func (d *Due) put(b *projections.Batch, it Item) error {
-	v, err := json.Marshal(it)
-	if err != nil {
-		return fmt.Errorf("encode item %s: %w", it.DeliveryID, err)
-	}
+	d.buf = encodeItem(d.buf[:0], &it) // the batch copies it
+	v := d.buf
 	k := itemKey(it.EndpointID, it.Class, it.DueAt, it.DeliveryID)
 	if err := b.Set(k, v); err != nil {
 		return err
@@ -265,9 +262,9 @@ func (d *Due) lookup(b *projections.Batch, deliveryID string) (Item, bool, error
 	if !ok {
 		return Item{}, false, fmt.Errorf("delivery %s: reverse entry without item", deliveryID)
 	}
-	var it Item
-	if err := json.Unmarshal(v, &it); err != nil {
-		return Item{}, false, fmt.Errorf("decode item %s: %w", deliveryID, err)
+	it, err := decodeItem(v)
+	if err != nil {
+		return Item{}, false, fmt.Errorf("delivery %s: %w", deliveryID, err)
 	}
 	return it, true, nil
 }
@@ -275,7 +272,7 @@ func (d *Due) lookup(b *projections.Batch, deliveryID string) (Item, bool, error
 // Keys, under the due index's prefix (S = projections.AppendString, T =
 // projections.AppendTime):
 //
-//	q S(endpoint) class T(due) S(delivery)   Item (JSON)
+//	q S(endpoint) class T(due) S(delivery)   Item (encodeItem; JSON before)
 //	r S(delivery)                            the delivery's q key
 func endpointPrefix(endpointID string) []byte {
 	return projections.AppendString([]byte{'q'}, endpointID)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"container/heap"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -31,8 +30,9 @@ type Due struct {
 
 	// touched lists the endpoints the current batch changed, with the
 	// earliest due time it added per class; only the runner's goroutine
-	// uses it (Apply and the commit hook).
+	// uses it (Apply and the commit hook), and buf (put's encoding).
 	touched map[string]head
+	buf     []byte
 
 	// mu guards heads, timers and scheduled.
 	mu        sync.Mutex
@@ -263,9 +263,9 @@ func (d *Due) scan(lower, upper []byte, items []Item, limit int) ([]Item, error)
 		if err != nil {
 			return nil, err
 		}
-		var item Item
-		if err := json.Unmarshal(v, &item); err != nil {
-			return nil, fmt.Errorf("decode item: %w", err)
+		item, err := decodeItem(v)
+		if err != nil {
+			return nil, err
 		}
 		items = append(items, item)
 	}
@@ -282,9 +282,9 @@ func (d *Due) Get(deliveryID string) (Item, bool, error) {
 	if err != nil || !ok {
 		return Item{}, false, err
 	}
-	var it Item
-	if err := json.Unmarshal(v, &it); err != nil {
-		return Item{}, false, fmt.Errorf("decode item %s: %w", deliveryID, err)
+	it, err := decodeItem(v)
+	if err != nil {
+		return Item{}, false, fmt.Errorf("delivery %s: %w", deliveryID, err)
 	}
 	return it, true, nil
 }

@@ -1,0 +1,109 @@
+package due
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// itemV1 starts an item's binary encoding. Items written before it are
+// JSON objects (starting with '{'), which decodeItem still reads.
+const itemV1 = 1
+
+// Flags of the binary encoding.
+const (
+	flagManual byte = 1 << iota
+	flagDue
+	flagPlanned
+	flagExpires
+)
+
+var errShortItem = errors.New("due: truncated item")
+
+// encodeItem appends it's binary encoding to buf: the version, the flags,
+// the class, then the strings (length-prefixed), the config version and
+// attempts (varints) and the non-zero times (Unix nanoseconds, varints).
+// It is several times cheaper than JSON to write and to read, and every
+// pull reads all the items it returns.
+func encodeItem(buf []byte, it *Item) []byte {
+	var flags byte
+	if it.Manual {
+		flags |= flagManual
+	}
+	if !it.DueAt.IsZero() {
+		flags |= flagDue
+	}
+	if !it.PlannedAt.IsZero() {
+		flags |= flagPlanned
+	}
+	if !it.ExpiresAt.IsZero() {
+		flags |= flagExpires
+	}
+	buf = append(buf, itemV1, flags, byte(it.Class))
+	for _, s := range [...]string{it.DeliveryID, it.TenantID, it.EventID, it.EventType, it.EndpointID} {
+		buf = binary.AppendUvarint(buf, uint64(len(s)))
+		buf = append(buf, s...)
+	}
+	buf = binary.AppendVarint(buf, it.ConfigVersion)
+	buf = binary.AppendVarint(buf, int64(it.Attempts))
+	for _, t := range [...]struct {
+		flag byte
+		at   time.Time
+	}{{flagDue, it.DueAt}, {flagPlanned, it.PlannedAt}, {flagExpires, it.ExpiresAt}} {
+		if flags&t.flag != 0 {
+			buf = binary.AppendVarint(buf, t.at.UnixNano())
+		}
+	}
+	return buf
+}
+
+// decodeItem decodes an item in either encoding. Its strings are copies: v
+// may be a buffer the store reuses.
+func decodeItem(v []byte) (Item, error) {
+	var it Item
+	if len(v) > 0 && v[0] == '{' {
+		if err := json.Unmarshal(v, &it); err != nil {
+			return Item{}, fmt.Errorf("decode item: %w", err)
+		}
+		return it, nil
+	}
+	if len(v) < 3 || v[0] != itemV1 {
+		return Item{}, fmt.Errorf("decode item: unknown encoding")
+	}
+	flags := v[1]
+	it.Class, it.Manual = Class(v[2]), flags&flagManual != 0
+	rest := v[3:]
+	for _, s := range [...]*string{&it.DeliveryID, &it.TenantID, &it.EventID, &it.EventType, &it.EndpointID} {
+		n, k := binary.Uvarint(rest)
+		if k <= 0 || uint64(len(rest)-k) < n {
+			return Item{}, errShortItem
+		}
+		*s = string(rest[k : k+int(n)])
+		rest = rest[k+int(n):]
+	}
+	var nums [2]int64
+	for i := range nums {
+		x, k := binary.Varint(rest)
+		if k <= 0 {
+			return Item{}, errShortItem
+		}
+		nums[i], rest = x, rest[k:]
+	}
+	it.ConfigVersion, it.Attempts = nums[0], int32(nums[1])
+	for _, t := range [...]struct {
+		flag byte
+		at   *time.Time
+	}{{flagDue, &it.DueAt}, {flagPlanned, &it.PlannedAt}, {flagExpires, &it.ExpiresAt}} {
+		if flags&t.flag == 0 {
+			continue
+		}
+		x, k := binary.Varint(rest)
+		if k <= 0 {
+			return Item{}, errShortItem
+		}
+		*t.at, rest = time.Unix(0, x).UTC(), rest[k:]
+	}
+	return it, nil
+}
