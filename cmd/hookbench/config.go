@@ -40,6 +40,9 @@ type RunConfig struct {
 	EndpointRate     float64 // endpoint rate_per_second (and burst)
 	EndpointInFlight int     // endpoint max_in_flight
 
+	PG     string        // cluster: PostgreSQL URL of the shared log
+	KillAt time.Duration // cluster: publishing time before the SIGKILL
+
 	Kills         int           // crash
 	Storm         time.Duration // retry-storm: 429s for this long
 	RetryAfter    time.Duration // retry-storm: Retry-After sent
@@ -69,6 +72,7 @@ func (c RunConfig) withDefaults(d RunConfig) RunConfig {
 	fillD(&c.Progress, d.Progress, 5*time.Second)
 	fillF(&c.EndpointRate, d.EndpointRate)
 	fill(&c.EndpointInFlight, d.EndpointInFlight, 0)
+	fillD(&c.KillAt, d.KillAt, c.Duration/2)
 	fill(&c.Kills, d.Kills, 6)
 	fillD(&c.Storm, d.Storm, 20*time.Second)
 	fillD(&c.RetryAfter, d.RetryAfter, 5*time.Second)
@@ -94,6 +98,12 @@ func (c RunConfig) Validate() error {
 		return errors.New("--node needs --token (the node's HOOKLINE_ADMIN_TOKEN) to create tenants")
 	case c.Scenario == "crash" && c.Node != "":
 		return errors.New("crash kills the node, so hookbench must start it: drop --node")
+	case scenarios[c.Scenario].cluster && c.Node != "":
+		return fmt.Errorf("%s starts its own nodes: drop --node", c.Scenario)
+	case scenarios[c.Scenario].cluster && c.PG == "":
+		return fmt.Errorf("%w: give --pg postgres://… or set HOOKLINE_POSTGRES_URL (source /var/tmp/hookline-postgres/env)", ErrNoPostgres)
+	case c.Scenario == "cluster" && c.KillAt >= c.Duration:
+		return fmt.Errorf("--kill-at %v must come before the end of --duration %v", c.KillAt, c.Duration)
 	case c.Scenario == "crash" && c.Kills < 5:
 		return fmt.Errorf("--kills %d: the crash scenario needs at least 5", c.Kills)
 	}
@@ -119,7 +129,7 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.StringVar(&c.Hookline, "hookline", "", "hookline binary to start; empty builds cmd/hookline with go build")
 	fs.BoolVar(&c.NodeLog, "node-log", false, "copy the node's log to stderr")
 	fs.BoolVar(&c.KeepData, "keep-data", false, "keep the node's data directory and print where it is")
-	fs.DurationVar(&c.Duration, "duration", 0, "publishing time (default per scenario: 30s, fairness 20s per phase, retry-storm 10s, crash 60s)")
+	fs.DurationVar(&c.Duration, "duration", 0, "publishing time (default per scenario: 30s, fairness 20s per phase, retry-storm 10s, crash 60s, cluster 40s, cluster-scale 20s per cluster size)")
 	fs.Float64Var(&c.Rate, "rate", 0, "events per second (0: as fast as accepted; latency: half the measured maximum)")
 	fs.IntVar(&c.Tenants, "tenants", 0, "tenants (throughput and latency 10, retry-storm and crash 4)")
 	fs.IntVar(&c.Endpoints, "endpoints", 0, "endpoints per tenant (10)")
@@ -135,6 +145,8 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.DurationVar(&c.Progress, "progress", 0, "progress line interval on stderr (5s)")
 	fs.Float64Var(&c.EndpointRate, "endpoint-rate", 0, "endpoints' rate_per_second and burst (throughput, latency 1000; 0: the node's default)")
 	fs.IntVar(&c.EndpointInFlight, "endpoint-in-flight", 0, "endpoints' max_in_flight (throughput, latency 50; 0: the node's default)")
+	fs.StringVar(&c.PG, "pg", os.Getenv("HOOKLINE_POSTGRES_URL"), "cluster, cluster-scale: PostgreSQL URL of the shared log (HOOKLINE_POSTGRES_URL); a fresh schema per run, dropped at the end")
+	fs.DurationVar(&c.KillAt, "kill-at", 0, "cluster: kill -9 one node after this much publishing (half of --duration)")
 	fs.IntVar(&c.Kills, "kills", 0, "crash: kill -9 this many times, at least 5 (6)")
 	fs.DurationVar(&c.Storm, "storm", 0, "retry-storm: answer 429 for this long (20s)")
 	fs.DurationVar(&c.RetryAfter, "retry-after", 0, "retry-storm: Retry-After sent with the 429s (5s)")

@@ -28,6 +28,10 @@ type NodeConfig struct {
 	StartTimeout time.Duration
 	// Log, when set, receives the node's log lines.
 	Log io.Writer
+	// Args are added to the serve command line (--store, --join, ...).
+	Args []string
+	// Env is added to the node's environment (HOOKLINE_MASTER_KEY=...).
+	Env []string
 }
 
 // Node is a running `hookline serve` on loopback ports chosen by the system,
@@ -40,12 +44,16 @@ type Node struct {
 	cmd      *exec.Cmd
 	done     chan struct{} // closed when cmd has been waited for
 	grpcAddr string
+	gossip   string   // memberlist address of the current process
 	tail     []string // the last log lines, for errors
 	past     Usage    // summed over the processes that ended
 	starts   int
 }
 
-var servingLine = regexp.MustCompile(`hookline serving" grpc_addr=(\S+) http_addr=(\S+)`)
+var (
+	servingLine = regexp.MustCompile(`hookline serving" grpc_addr=(\S+) http_addr=(\S+)`)
+	startedLine = regexp.MustCompile(`msg="cluster node started" .*gossip_address=(\S+)`)
+)
 
 // BuildNode builds cmd/hookline into dir with `go build`; it must run inside
 // the hookline module (the repository), or use --hookline PATH.
@@ -77,7 +85,8 @@ func (n *Node) start(ctx context.Context) error {
 		"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
 		"--cluster-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0",
 		"--allow-private-targets")
-	cmd.Env = append(os.Environ(), "HOOKLINE_ADMIN_TOKEN="+n.cfg.AdminToken)
+	cmd.Args = append(cmd.Args, n.cfg.Args...)
+	cmd.Env = append(append(os.Environ(), "HOOKLINE_ADMIN_TOKEN="+n.cfg.AdminToken), n.cfg.Env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return fmt.Errorf("start node: %w", err)
@@ -89,7 +98,7 @@ func (n *Node) start(ctx context.Context) error {
 	done := make(chan struct{})
 	ready := make(chan string, 1)
 	n.mu.Lock()
-	n.cmd, n.done, n.grpcAddr = cmd, done, ""
+	n.cmd, n.done, n.grpcAddr, n.gossip = cmd, done, "", ""
 	n.starts++
 	n.mu.Unlock()
 	go func() {
@@ -105,6 +114,11 @@ func (n *Node) start(ctx context.Context) error {
 			n.mu.Unlock()
 			if n.cfg.Log != nil {
 				fmt.Fprintln(n.cfg.Log, line)
+			}
+			if m := startedLine.FindStringSubmatch(line); m != nil {
+				n.mu.Lock()
+				n.gossip = m[1]
+				n.mu.Unlock()
 			}
 			if m := servingLine.FindStringSubmatch(line); m != nil {
 				select {
@@ -150,6 +164,14 @@ func (n *Node) GRPCAddr() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.grpcAddr
+}
+
+// GossipAddr is the memberlist address of the current process, from its
+// "cluster node started" log line; empty before that line.
+func (n *Node) GossipAddr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.gossip
 }
 
 // PID is the process id of the current process.

@@ -30,6 +30,10 @@ type Load struct {
 	// Retry retries a failed batch (same event ids, so idempotent) until it
 	// is accepted: for runs where the node is killed.
 	Retry bool
+	// APIs, when set, are the nodes of a cluster: batches go to them round
+	// robin, and a failed batch is retried on the next node at once (with
+	// Retry). Empty means the Bench's own API.
+	APIs []*API
 }
 
 // Publish runs a load to its end and returns the events accepted.
@@ -86,6 +90,9 @@ func (b *Bench) Publish(ctx context.Context, l Load) (int64, error) {
 }
 
 func (b *Bench) publishBatch(ctx context.Context, t *Tenant, evs []*controlv1.PublishRequest, l Load) error {
+	if len(l.APIs) > 0 {
+		return b.publishRoundRobin(ctx, t, evs, l)
+	}
 	const maxTries = 600 // with the waits below: several minutes of node restarts
 	for try := 0; ; try++ {
 		_, _, next := b.api.conn()
@@ -127,4 +134,35 @@ func (b *Bench) record(t *Tenant, resps []*controlv1.PublishResponse, began, ack
 			}
 		}
 	}
+}
+
+// rr spreads the batches of a cluster load over its nodes.
+var rr atomic.Uint64
+
+// publishRoundRobin sends a batch to the next node of l.APIs and, when that
+// fails and l.Retry is set, to the node after it at once with the same
+// event ids (so the retry is idempotent), pausing only after a full round
+// failed.
+func (b *Bench) publishRoundRobin(ctx context.Context, t *Tenant, evs []*controlv1.PublishRequest, l Load) error {
+	const maxRounds = 600 // with the pause below: minutes with no node answering
+	first := int(rr.Add(1))
+	for try := 0; try < maxRounds*len(l.APIs); try++ {
+		api := l.APIs[(first+try)%len(l.APIs)]
+		began := time.Now()
+		resps, err := api.PublishBatch(ctx, t.ID, evs)
+		if err == nil {
+			b.record(t, resps, began, time.Now(), l.Phase)
+			return nil
+		}
+		if !l.Retry || ctx.Err() != nil {
+			return err
+		}
+		b.retries.Add(1)
+		if (try+1)%len(l.APIs) == 0 {
+			if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
+				return err
+			}
+		}
+	}
+	return fmt.Errorf("publish %d events of %s: no node accepted them in %d rounds", len(evs), t.ID, maxRounds)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -38,6 +39,8 @@ type Bench struct {
 	events     int64
 	firstAck   time.Time
 	tenants    []*Tenant
+
+	retries atomic.Int64 // publish calls retried on another node (cluster loads)
 }
 
 // planned is one delivery as the publish answer planned it.

@@ -25,19 +25,28 @@ type scenario struct {
 	summary  string
 	defaults RunConfig
 	run      func(ctx context.Context, b *Bench) (Summary, error)
+	// cluster scenarios start their own nodes (cluster.go), point b.api at
+	// one, confirm the counts and fill the node figures themselves, and
+	// print their own progress.
+	cluster bool
 }
 
 var scenarios = map[string]scenario{
 	"throughput": {"10 tenants × 10 endpoints, 1.5 KB, each event to 4 endpoints, as fast as accepted; against the raw loop",
-		RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50}, throughput},
+		RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50}, throughput, false},
 	"latency": {"a fixed rate at half the maximum (--rate events/s, or measured first): first-attempt latency",
-		RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50}, latency},
+		RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50}, latency, false},
 	"fairness": {"tenant B at a steady rate alone, then beside tenant A whose 500 endpoints hang: B's first-attempt p99",
-		RunConfig{Duration: 20 * time.Second, Endpoints: 10, Fanout: 4, Rate: 50, HangEndpoints: 500, HangRate: 2, HangTimeout: 5 * time.Second, Drain: 60 * time.Second}, fairness},
+		RunConfig{Duration: 20 * time.Second, Endpoints: 10, Fanout: 4, Rate: 50, HangEndpoints: 500, HangRate: 2, HangTimeout: 5 * time.Second, Drain: 60 * time.Second}, fairness, false},
 	"retry-storm": {"every endpoint answers 429 with Retry-After for 20 s, then 200: attempts per delivery, time to drain",
-		RunConfig{Duration: 10 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, Storm: 20 * time.Second, RetryAfter: 5 * time.Second}, retryStorm},
+		RunConfig{Duration: 10 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, Storm: 20 * time.Second, RetryAfter: 5 * time.Second}, retryStorm, false},
 	"crash": {"kill -9 the node at least 5 times while publishing, restart on the same data: lost = 0, duplicates explained",
-		RunConfig{Duration: 60 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, Kills: 6}, crash},
+		RunConfig{Duration: 60 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, Kills: 6}, crash, false},
+	"cluster": {"three nodes on one PostgreSQL log, publishing round robin; kill -9 one mid-run: lost = 0, failover_s, duplicates_per_kill",
+		RunConfig{Duration: 40 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 50, Drain: 60 * time.Second}, clusterFailover, true},
+	"cluster-scale": {"sustained deliveries/s with 1, 2 and 3 nodes on one PostgreSQL log (the throughput load, --duration each)",
+		RunConfig{Duration: 20 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, MaxBacklog: 4000, EndpointRate: 1000,
+			EndpointInFlight: 50, Drain: 30 * time.Second}, clusterScale, true},
 }
 
 func scenarioNames() string { return strings.Join(sortedKeys(scenarios), ", ") }
@@ -77,6 +86,14 @@ func Run(ctx context.Context, cfg RunConfig, stdout, stderr io.Writer) (err erro
 	b := &Bench{cfg: cfg, recv: recv, stderr: stderr, plan: map[string]planned{}, publishLat: map[int][]time.Duration{},
 		runID: "hb" + strconv.FormatInt(time.Now().UnixMilli(), 36)}
 	addr := cfg.Node
+	if sc.cluster {
+		fmt.Fprintf(stderr, "hookbench: %s: receiver %s, run %s\n", cfg.Scenario, recv.Addr(), b.runID)
+		s, err := sc.run(ctx, b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", cfg.Scenario, err)
+		}
+		return s.Print(stdout)
+	}
 	if addr == "" {
 		node, cleanup, err := startOwnNode(ctx, cfg, stderr)
 		if err != nil {

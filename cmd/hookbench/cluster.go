@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNoPostgres reports a cluster scenario run without a PostgreSQL URL:
+// the nodes of a cluster share one log.
+var ErrNoPostgres = errors.New("hookbench: the cluster scenarios need a PostgreSQL log")
+
+// ClusterConfig says how to start a cluster.
+type ClusterConfig struct {
+	// Nodes is the number of `hookline serve` processes. Required (>= 1).
+	Nodes int
+	// DSN is the PostgreSQL URL of the shared log. Required.
+	DSN string
+	// Binary is the hookline executable. Required (see BuildNode).
+	Binary string
+	// Log, when set, receives every node's log lines.
+	Log io.Writer
+	// KeepData keeps the schema and the data directories.
+	KeepData bool
+}
+
+// Cluster is a set of `hookline serve` processes on one PostgreSQL log, in
+// a schema of its own, joined into one cluster through the first node's
+// gossip address. The nodes share a master key and an admin token; each has
+// its own data directory (projections). Create it with StartCluster; Close
+// stops the nodes and drops the schema. Its fields are set at start and
+// read-only after, so reading them is safe from any goroutine.
+type Cluster struct {
+	Nodes  []*Node
+	APIs   []*API // APIs[i] talks to Nodes[i]
+	Token  string
+	Schema string
+
+	cfg ClusterConfig
+	dir string
+}
+
+// StartCluster starts cfg.Nodes nodes one after another, the first on its
+// own and the others joining it, and dials each one's control API. On error
+// it stops what it started.
+func StartCluster(ctx context.Context, cfg ClusterConfig) (_ *Cluster, err error) {
+	if cfg.Nodes < 1 || cfg.DSN == "" || cfg.Binary == "" {
+		return nil, errors.New("start cluster: Nodes >= 1, DSN and Binary are required")
+	}
+	dir, err := os.MkdirTemp("", "hookbench-cluster-")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, dir: dir, Schema: "hb_" + randomHex(6), Token: "hb_" + randomHex(16)}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, c.Close(context.WithoutCancel(ctx)))
+		}
+	}()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key) // crypto/rand.Read never fails
+	env := []string{"HOOKLINE_MASTER_KEY=" + base64.StdEncoding.EncodeToString(key)}
+	for i := range cfg.Nodes {
+		args := []string{"--store", cfg.DSN, "--store-schema", c.Schema}
+		if i > 0 {
+			args = append(args, "--join", c.Nodes[0].GossipAddr())
+		}
+		n, err := StartNode(ctx, NodeConfig{Binary: cfg.Binary, DataDir: filepath.Join(dir, "node"+strconv.Itoa(i)),
+			AdminToken: c.Token, Log: cfg.Log, Args: args, Env: env})
+		if err != nil {
+			return nil, fmt.Errorf("start node %d of %d: %w", i+1, cfg.Nodes, err)
+		}
+		c.Nodes = append(c.Nodes, n)
+		if n.GossipAddr() == "" {
+			return nil, fmt.Errorf("node %d serves but logged no \"cluster node started\" line with its gossip address:\n%s", i+1, n.Tail())
+		}
+		api, err := Dial(n.GRPCAddr(), c.Token)
+		if err != nil {
+			return nil, err
+		}
+		c.APIs = append(c.APIs, api)
+	}
+	return c, nil
+}
+
+// Usage sums the CPU of every node and gives the highest peak RSS.
+func (c *Cluster) Usage() (Usage, error) {
+	var all Usage
+	var errs []error
+	for _, n := range c.Nodes {
+		u, err := n.Usage()
+		errs = append(errs, err)
+		all.CPU += u.CPU
+		all.PeakRSS = max(all.PeakRSS, u.PeakRSS)
+	}
+	return all, errors.Join(errs...)
+}
+
+// Close stops every node at once (SIGTERM, then SIGKILL after 30 s), drops
+// the schema and removes the data directories, unless KeepData.
+func (c *Cluster) Close(ctx context.Context) error {
+	for _, a := range c.APIs {
+		a.Close()
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.Nodes))
+	for i, n := range c.Nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = n.Stop(30 * time.Second) }()
+	}
+	wg.Wait()
+	if c.cfg.KeepData {
+		return errors.Join(errors.Join(errs...), fmt.Errorf("kept schema %s and data in %s (--keep-data)", c.Schema, c.dir))
+	}
+	errs = append(errs, os.RemoveAll(c.dir), dropSchema(ctx, c.cfg.DSN, c.Schema))
+	return errors.Join(errs...)
+}
+
+func dropSchema(ctx context.Context, dsn, schema string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("drop schema %s: %w", schema, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		return fmt.Errorf("drop schema %s: %w", schema, err)
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
+
+// startCluster builds the binary when needed (into a directory removed by
+// the returned cleanup with the cluster) and starts a cluster of n nodes.
+func (b *Bench) startCluster(ctx context.Context, n int) (*Cluster, func(), error) {
+	bin, err := b.hooklineBinary(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := ClusterConfig{Nodes: n, DSN: b.cfg.PG, Binary: bin, KeepData: b.cfg.KeepData}
+	if b.cfg.NodeLog {
+		cfg.Log = b.stderr
+	}
+	fmt.Fprintf(b.stderr, "hookbench: starting %d node(s) on PostgreSQL\n", n)
+	started := time.Now()
+	c, err := StartCluster(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(b.stderr, "hookbench: %d node(s) serving in %v, schema %s\n", n, time.Since(started).Round(time.Millisecond), c.Schema)
+	return c, func() {
+		if err := c.Close(context.WithoutCancel(ctx)); err != nil {
+			fmt.Fprintf(b.stderr, "hookbench: %v\n", err)
+		}
+	}, nil
+}
+
+// buildOnce guards the binary built for the cluster scenarios of a run.
+var buildOnce struct {
+	sync.Mutex // guards the fields below
+	bin        string
+}
+
+// hooklineBinary returns --hookline, or builds cmd/hookline once per
+// process into a temporary directory left for the process's later runs.
+func (b *Bench) hooklineBinary(ctx context.Context) (string, error) {
+	if b.cfg.Hookline != "" {
+		return b.cfg.Hookline, nil
+	}
+	buildOnce.Lock()
+	defer buildOnce.Unlock()
+	if buildOnce.bin != "" {
+		return buildOnce.bin, nil
+	}
+	dir, err := os.MkdirTemp("", "hookbench-bin-")
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(b.stderr, "hookbench: building cmd/hookline (--hookline skips this)\n")
+	if buildOnce.bin, err = BuildNode(ctx, dir); err != nil {
+		os.RemoveAll(dir)
+	}
+	return buildOnce.bin, err
+}
+
+// withProgress runs b.Progress until the returned stop is called.
+func (b *Bench) withProgress(ctx context.Context) (stop func()) {
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.Progress(pctx, b.cfg.Progress)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// clusterFigures confirms the node's counts through b.api and fills the
+// CPU and memory figures of the cluster's nodes (no disk figure: the log is
+// in PostgreSQL).
+func (b *Bench) clusterFigures(ctx context.Context, c *Cluster, s *Summary) {
+	confirmFor := 30 * time.Second
+	if s.Lost != 0 {
+		confirmFor = 0
+	}
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	if err := b.Confirm(cctx, s, confirmFor); err != nil {
+		s.Notes = append(s.Notes, "the node's counts do not match: "+err.Error())
+	}
+	cancel()
+	u, err := c.Usage()
+	if err != nil {
+		s.Notes = append(s.Notes, err.Error())
+	}
+	b.mu.Lock()
+	all := int64(len(b.plan))
+	b.mu.Unlock()
+	if all > 0 {
+		s.CPUSecPer1k = round(u.CPU.Seconds()/float64(all)*1000, 4)
+	}
+	s.PeakRSSMB = round(float64(u.PeakRSS)/(1<<20), 1)
+	s.Notes = append(s.Notes, "cpu_s_per_1k sums every node (PostgreSQL's CPU is not counted); peak_rss_mb is the largest node; no disk figure: the log is in PostgreSQL")
+}
