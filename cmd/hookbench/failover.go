@@ -93,7 +93,7 @@ func clusterFailover(ctx context.Context, b *Bench) (Summary, error) {
 type gaps struct {
 	failover time.Duration // longest gap overlapping [kill, end of publishing]
 	before   time.Duration // longest gap wholly between start and the kill
-	stalled  int           // endpoints whose gap over the kill exceeds 4× before (and 1 s)
+	stalled  int           // endpoints whose gap over the kill exceeds 2× before (and 1 s)
 }
 
 // arrivalGaps groups the first arrivals of the planned deliveries by
@@ -127,7 +127,7 @@ func (b *Bench) arrivalGaps(start, kill, end time.Time) gaps {
 	}
 	for _, d := range over {
 		g.failover = max(g.failover, d)
-		if d > max(4*g.before, time.Second) {
+		if d > max(2*g.before, time.Second) {
 			g.stalled++
 		}
 	}

@@ -30,6 +30,7 @@ func clusterScale(ctx context.Context, b *Bench) (Summary, error) {
 		perSec[key+"_per_sec"] = s.Extra["sustained_per_sec"]
 		perSec[key+"_drained_per_sec"] = s.DeliveriesPerSec
 		perSec[key+"_lost"] = float64(s.Lost)
+		perSec[key+"_cpu_s_per_1k"] = s.CPUSecPer1k
 		lost, dups, plans, delivered = lost+s.Lost, dups+s.Duplicates, plans+s.Planned, delivered+s.Deliveries
 		unknown, mismatch = unknown+s.Unknown, mismatch+s.BodyMismatch
 		last = s
