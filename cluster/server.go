@@ -131,6 +131,7 @@ type Server struct {
 	logger   *slog.Logger
 	metrics  *metrics
 	tasks    sync.WaitGroup // the endpoint grains' attempts and pulls
+	drain    endpoint.Drain // started on a graceful stop
 	rawLog   events.Log     // the log as opened, before timing
 }
 
@@ -306,7 +307,7 @@ func (s *Server) kinds() []*pcluster.Kind {
 			Log: s.log, Keyring: s.keyring, Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger,
 			Due: s.due, Projections: s.runner, History: s.history, Attempts: s.attempts,
 			Dispatcher: s.dispatch, Grains: s.grainsOnceStarted(), Schedule: s.cfg.Schedule,
-			Tasks: &s.tasks, Breaker: s.cfg.Breaker, Quarantine: endpoint.NewQuarantine(0, 0),
+			Tasks: &s.tasks, Breaker: s.cfg.Breaker, Quarantine: endpoint.NewQuarantine(0, 0), Drain: &s.drain,
 		}),
 	}
 }
@@ -349,6 +350,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.control.Shutdown()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
+		s.drainAttempts(sctx)
 		if s.pprof != nil {
 			_ = s.pprof.Close()
 		}
@@ -445,3 +447,37 @@ func redact(dsn string) string {
 	}
 	return dsn
 }
+
+// drainAttempts stops new attempts and waits, for at most drainTimeout,
+// until the running ones have finished and their outcomes are recorded, so
+// that the grains' next owners do not repeat them.
+func (s *Server) drainAttempts(ctx context.Context) {
+	s.drain.Start()
+	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
+	defer cancel()
+	idle := 0
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for idle < 3 { // no slot in use at three checks in a row
+		select {
+		case <-ctx.Done():
+			s.logger.Warn("attempts still running at stop; their deliveries may be attempted again by the next owners", slog.Int("running", s.dispatch.Stats().Used))
+			return
+		case <-tick.C:
+		}
+		if s.dispatch.Stats().Used == 0 {
+			idle++
+		} else {
+			idle = 0
+		}
+	}
+	// The outcomes of the last attempts are appended right after them:
+	// wait until the projections have them.
+	if head, err := s.log.Head(ctx); err == nil {
+		_ = s.runner.WaitFor(ctx, head)
+	}
+}
+
+// drainTimeout bounds the wait for running attempts on a graceful stop:
+// one attempt's default timeout.
+const drainTimeout = 15 * time.Second

@@ -107,6 +107,9 @@ type Config struct {
 	// MaxInFlight bounds an endpoint's concurrent attempts when its
 	// configuration leaves it 0; 0 here means DefaultMaxInFlight (10).
 	MaxInFlight int
+	// Drain, shared by the node's endpoint grains, stops new attempts when
+	// the node stops gracefully; nil never drains.
+	Drain *Drain
 	// Quarantine, shared by the node's endpoint grains, makes a new
 	// activation wait before attempting when this node's previous one lost
 	// ownership; nil means no waiting (fencing alone).

@@ -206,7 +206,7 @@ func (g *grain) wakeLoop(ctx actor.Context) {
 
 // attempting reports whether the endpoint may attempt now.
 func (g *grain) attempting() bool {
-	return g.state.Live() && g.state.Status == controlv1.Endpoint_STATUS_ACTIVE && !g.eng.gone
+	return g.state.Live() && g.state.Status == controlv1.Endpoint_STATUS_ACTIVE && !g.eng.gone && !g.cfg.Drain.Draining()
 }
 
 func (g *grain) maxInFlight() int {

@@ -326,9 +326,15 @@ func TestFailoverGracefulStopAndRejoin(t *testing.T) {
 	// while they have attempts in flight: those are repeated, at most the
 	// in-flight limit per moved endpoint. KNOWN ISSUE: it should be none, as
 	// for a graceful stop; see the failover report.
-	if atRejoin > inFlightLimit*mine {
-		t.Errorf("%d duplicates across the rejoin, more than the in-flight limit %d for each of the %d moved endpoints", atRejoin, inFlightLimit, mine)
-	} else if atRejoin > 0 {
+	// Placement may move an endpoint more than once while the member list
+	// settles: bound each endpoint's repeats by the in-flight limit for
+	// each of the two hand-overs it can see here (the stop, the rejoin).
+	for ep, d := range tl.dupesByEP {
+		if d > 2*inFlightLimit {
+			t.Errorf("endpoint %s: %d duplicates, more than the in-flight limit %d for each of its hand-overs", ep, d, inFlightLimit)
+		}
+	}
+	if atRejoin > 0 {
 		t.Logf("KNOWN ISSUE: the hand-back at the rejoin repeated %d attempts cut short on the old owners (want none, as for a graceful stop)", atRejoin)
 	}
 }
