@@ -136,16 +136,13 @@ func (b *Bench) record(t *Tenant, resps []*controlv1.PublishResponse, began, ack
 	}
 }
 
-// rr spreads the batches of a cluster load over its nodes.
-var rr atomic.Uint64
-
 // publishRoundRobin sends a batch to the next node of l.APIs and, when that
 // fails and l.Retry is set, to the node after it at once with the same
 // event ids (so the retry is idempotent), pausing only after a full round
 // failed.
 func (b *Bench) publishRoundRobin(ctx context.Context, t *Tenant, evs []*controlv1.PublishRequest, l Load) error {
 	const maxRounds = 600 // with the pause below: minutes with no node answering
-	first := int(rr.Add(1))
+	first := int(b.rr.Add(1))
 	for try := 0; try < maxRounds*len(l.APIs); try++ {
 		api := l.APIs[(first+try)%len(l.APIs)]
 		began := time.Now()

@@ -40,7 +40,8 @@ type Bench struct {
 	firstAck   time.Time
 	tenants    []*Tenant
 
-	retries atomic.Int64 // publish calls retried on another node (cluster loads)
+	rr      atomic.Uint64 // spreads the batches of a cluster load over its nodes
+	retries atomic.Int64  // publish calls retried on another node (cluster loads)
 }
 
 // planned is one delivery as the publish answer planned it.
