@@ -21,8 +21,19 @@ import (
 // its quota max-min fairly among its endpoints that ask, so a tenant with
 // thousands of failing endpoints is held to its quota as a whole. If the
 // tenant grain cannot be reached, the grain goes on under a fallback lease
-// of its own in-flight limit for one second (fail open, logged): the
-// dispatcher and the endpoint's own limits still bound it.
+// of its own in-flight limit for five seconds (fail open, logged): the
+// dispatcher and the endpoint's own limits still bound it. A lease request
+// waits at most half a second: when the tenant grain's member has just
+// died, its grain comes back elsewhere only once membership notices (about
+// five seconds), and the endpoint must not stall meanwhile.
+
+const (
+	// leaseTimeout bounds one lease request.
+	leaseTimeout = 500 * time.Millisecond
+	// fallbackLease is how long the grain goes on without a lease when the
+	// tenant grain cannot be reached.
+	fallbackLease = 5 * time.Second
+)
 
 // leaseState is the endpoint's current lease.
 type leaseState struct {
@@ -75,7 +86,7 @@ func (g *grain) askLease(ctx actor.Context) {
 	want := &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Lease{Lease: &controlv1.QuotaLeaseRequest{
 		EndpointId: g.id, WantAttempts: int32(len(g.eng.ready) + g.maxInFlight()), WantInFlight: int32(g.maxInFlight()),
 	}}}
-	g.async(ctx, g.cfg.IOTimeout, func(c context.Context) any {
+	g.async(ctx, leaseTimeout, func(c context.Context) any {
 		res, err := grains.Request(c, tenant.Kind, tenantID, want)
 		if err != nil {
 			return &leaseReply{err: err}
@@ -98,7 +109,7 @@ func (g *grain) onLease(ctx actor.Context, m *leaseReply) {
 	if m.err != nil {
 		g.log.Warn("endpoint grain cannot get a quota lease; going on under a fallback lease", "err", m.err)
 		n := int32(g.maxInFlight())
-		l.attempts, l.inFlight, l.expires = n, n, now.Add(time.Second)
+		l.attempts, l.inFlight, l.expires = n*int32(fallbackLease/time.Second), n, now.Add(fallbackLease)
 	} else {
 		l.attempts, l.inFlight, l.expires = m.lease.GetAttempts(), m.lease.GetInFlight(), m.lease.GetExpiresAt().AsTime()
 	}

@@ -8,15 +8,18 @@ import (
 // Default bounds of a [Quarantine]'s backoff.
 const (
 	DefaultQuarantineBase = 2 * time.Second
-	DefaultQuarantineMax  = time.Minute
+	DefaultQuarantineMax  = 10 * time.Second
 )
 
 // Quarantine remembers, for one node, the endpoints whose grain on this
 // node lost ownership of a stream (a wrong revision: another activation
 // wrote first). A new activation of such an endpoint on this node answers
 // commands at once but waits before it attempts deliveries: 2 s after the
-// first loss, doubling with each further loss up to a minute, and forgotten
-// once a minute has passed without a loss.
+// first loss, doubling with each further loss up to ten seconds, and
+// forgotten once ten seconds have passed without a loss. The bound is short
+// because placement may settle on this node after all (losses also happen
+// while members join): the price of a quarantine is latency, never a
+// delivery.
 //
 // Fencing by expected revision keeps the log single-writer whatever
 // happens; the quarantine bounds the duplicates that two owners at once
