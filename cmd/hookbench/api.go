@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
@@ -78,12 +79,17 @@ func (a *API) ctx(parent context.Context) (context.Context, context.CancelFunc) 
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+a.token), cancel
 }
 
-// CreateTenant creates a tenant with the admin token.
+// benchQuota lifts the tenant quota out of the way (the node's default is
+// 100 attempts/s and 100 in flight per tenant): the scenarios measure the
+// engine, the dispatcher and the node's slots, not a configured cap.
+var benchQuota = &hooklinev1.Quota{AttemptsPerSecond: 1_000_000, MaxInFlight: 10_000}
+
+// CreateTenant creates a tenant with the admin token and benchQuota.
 func (a *API) CreateTenant(ctx context.Context, id string) error {
 	cc, _, _ := a.conn()
 	ctx, cancel := a.ctx(ctx)
 	defer cancel()
-	_, err := controlv1.NewTenantServiceClient(cc).CreateTenant(ctx, &controlv1.CreateTenantRequest{TenantId: id, Name: "hookbench " + id})
+	_, err := controlv1.NewTenantServiceClient(cc).CreateTenant(ctx, &controlv1.CreateTenantRequest{TenantId: id, Name: "hookbench " + id, Quota: benchQuota})
 	if status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.Unauthenticated {
 		return fmt.Errorf("create tenant %s: %w: give the node's HOOKLINE_ADMIN_TOKEN with --token", id, err)
 	}
