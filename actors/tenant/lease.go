@@ -21,6 +21,14 @@ type Leases struct {
 	duration time.Duration
 	window   time.Duration
 	byID     map[string]*lease
+
+	// The fair split is computed for all askers at once and kept until the
+	// set of askers or the budget changes, or a want changes and the split
+	// is older than a quarter of a lease: a tenant with hundreds of
+	// endpoints asking every second must not re-sort them on every ask.
+	shares    map[string][2]int32 // endpoint → attempts, in-flight share
+	sharesAt  time.Time
+	sharesFor [2]int32 // the budget the shares split
 }
 
 type lease struct {
@@ -47,41 +55,67 @@ func NewLeases(duration, window time.Duration) *Leases {
 // tenant's budget: attemptsPerSecond (turned into attempts per lease,
 // rounded down) and maxInFlight. Negative wants count as zero.
 func (l *Leases) Grant(now time.Time, endpointID string, wantAttempts, wantInFlight int32, attemptsPerSecond float64, maxInFlight int32) Grant {
+	stale := false
 	for id, e := range l.byID {
 		if now.Sub(e.asked) > l.window && !e.expires.After(now) {
 			delete(l.byID, id)
+			stale = true
 		}
 	}
 	e := l.byID[endpointID]
 	if e == nil {
 		e = &lease{}
 		l.byID[endpointID] = e
+		stale = true
 	}
-	e.asked, e.wantAttempts, e.wantInFlight = now, max(wantAttempts, 0), max(wantInFlight, 0)
+	wantAttempts, wantInFlight = max(wantAttempts, 0), max(wantInFlight, 0)
+	if (e.wantAttempts != wantAttempts || e.wantInFlight != wantInFlight) && now.Sub(l.sharesAt) >= l.duration/4 {
+		stale = true
+	}
+	e.asked, e.wantAttempts, e.wantInFlight = now, wantAttempts, wantInFlight
 
 	attemptBudget := int32(min(math.Floor(attemptsPerSecond*l.duration.Seconds()), math.MaxInt32))
-	var ids []string
-	var wantA, wantF []int32
+	if budget := [2]int32{attemptBudget, maxInFlight}; budget != l.sharesFor {
+		l.sharesFor, stale = budget, true
+	}
+	if _, ok := l.shares[endpointID]; stale || !ok {
+		l.split(now, attemptBudget, maxInFlight)
+	}
 	var heldA, heldF int32
 	for id, o := range l.byID {
-		if now.Sub(o.asked) <= l.window {
-			ids = append(ids, id)
-		}
 		if id != endpointID && o.expires.After(now) {
 			heldA += o.attempts
 			heldF += o.inFlight
 		}
 	}
-	slices.Sort(ids) // deterministic: the remainder of a split goes to the first ids
-	for _, id := range ids {
-		wantA = append(wantA, l.byID[id].wantAttempts)
-		wantF = append(wantF, l.byID[id].wantInFlight)
-	}
-	i := slices.Index(ids, endpointID)
-	e.attempts = min(fairShares(wantA, attemptBudget)[i], max(attemptBudget-heldA, 0))
-	e.inFlight = min(fairShares(wantF, maxInFlight)[i], max(maxInFlight-heldF, 0))
+	share := l.shares[endpointID]
+	e.attempts = min(share[0], max(attemptBudget-heldA, 0))
+	e.inFlight = min(share[1], max(maxInFlight-heldF, 0))
 	e.expires = now.Add(l.duration)
 	return Grant{Attempts: e.attempts, InFlight: e.inFlight, Expires: e.expires}
+}
+
+// split computes the fair shares of every endpoint that asked within the
+// window.
+func (l *Leases) split(now time.Time, attemptBudget, maxInFlight int32) {
+	var ids []string
+	for id, o := range l.byID {
+		if now.Sub(o.asked) <= l.window {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids) // deterministic: the remainder of a split goes to the first ids
+	wantA := make([]int32, len(ids))
+	wantF := make([]int32, len(ids))
+	for i, id := range ids {
+		wantA[i], wantF[i] = l.byID[id].wantAttempts, l.byID[id].wantInFlight
+	}
+	sa, sf := fairShares(wantA, attemptBudget), fairShares(wantF, maxInFlight)
+	l.shares = make(map[string][2]int32, len(ids))
+	for i, id := range ids {
+		l.shares[id] = [2]int32{sa[i], sf[i]}
+	}
+	l.sharesAt = now
 }
 
 // fairShares splits capacity max-min fairly among wants: whoever wants less

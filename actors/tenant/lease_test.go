@@ -72,3 +72,19 @@ func TestLeases(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkLeases500 is the fairness scenario's tenant: 500 endpoints
+// renewing their leases in turn, each with a slightly different want.
+func BenchmarkLeases500(b *testing.B) {
+	l := tenant.NewLeases(time.Second, 3*time.Second)
+	ids := make([]string, 500)
+	for i := range ids {
+		ids[i] = "ep_" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+	}
+	now := t0
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		now = now.Add(2 * time.Millisecond) // 500 asks per second
+		l.Grant(now, ids[i%len(ids)], int32(10+i%7), 10, 100, 100)
+	}
+}
