@@ -2,17 +2,16 @@ package tenant
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	grainkit "github.com/hookline/hookline/actors/grain"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -194,19 +193,11 @@ func (g *grain) append(ctx actor.Context, r *request, msgs []proto.Message, done
 			kind = string(fd.Name())
 		}
 	}
-	evs := make([]events.Event, len(msgs))
-	for i, m := range msgs {
-		rev := events.Revision(i)
-		if g.exists {
-			rev = g.last + 1 + events.Revision(i)
-		}
-		ev, err := encode(g.stream, kind, rev, m)
-		if err != nil {
-			g.log.Error("tenant grain cannot encode an event", "err", err)
-			g.reply(ctx, r.sender, errReply(controlv1.GrainError_CODE_INTERNAL, "cannot encode the event"))
-			return
-		}
-		evs[i] = ev
+	evs, err := grainkit.Encode(g.stream, "tenant", kind, g.last, g.exists, msgs)
+	if err != nil {
+		g.log.Error("tenant grain cannot encode an event", "err", err)
+		g.reply(ctx, r.sender, errReply(controlv1.GrainError_CODE_INTERNAL, "cannot encode the event"))
+		return
 	}
 	log, stream, expected := g.cfg.Log, g.stream, events.ExpectAfter(g.last, g.exists)
 	g.current = r
@@ -214,23 +205,24 @@ func (g *grain) append(ctx actor.Context, r *request, msgs []proto.Message, done
 		return log.Append(c, stream, expected, evs...)
 	}, func(res any, err error) {
 		g.current = nil
-		switch {
-		case err == nil:
-		case errors.Is(err, events.ErrWrongRevision):
-			g.log.Warn("tenant grain lost ownership of its stream; stopping", "revision", uint64(g.last), "err", err)
-			g.reply(ctx, r.sender, errReply(controlv1.GrainError_CODE_ABORTED, "another activation of the tenant grain owns its stream now; retry"))
-			g.stop(ctx, controlv1.GrainError_CODE_ABORTED, "another activation of the tenant grain owns its stream now; retry")
-			return
-		case errors.Is(err, events.ErrTooLarge), errors.Is(err, events.ErrInvalid):
-			g.log.Error("tenant grain append refused", "err", err)
-			g.reply(ctx, r.sender, errReply(controlv1.GrainError_CODE_INTERNAL, "the log refused the event"))
-			return
-		default:
-			// The append may or may not have landed: stop, and let the next
-			// activation read the truth.
-			g.log.Error("tenant grain append failed; stopping", "err", err)
-			g.reply(ctx, r.sender, errReply(controlv1.GrainError_CODE_UNAVAILABLE, "the event log is unavailable; retry"))
-			g.stop(ctx, controlv1.GrainError_CODE_UNAVAILABLE, "the tenant grain stopped; retry")
+		if err != nil {
+			f := grainkit.AppendFailure("tenant", err)
+			switch {
+			case f.Lost:
+				g.log.Warn("tenant grain lost ownership of its stream; stopping", "revision", uint64(g.last), "err", err)
+			case f.Stop:
+				g.log.Error("tenant grain append failed; stopping", "err", err)
+			default:
+				g.log.Error("tenant grain append refused", "err", err)
+			}
+			g.reply(ctx, r.sender, errReply(f.Code, f.Message))
+			if f.Stop {
+				msg := f.Message
+				if !f.Lost {
+					msg = "the tenant grain stopped; retry"
+				}
+				g.stop(ctx, f.Code, msg)
+			}
 			return
 		}
 		g.last, g.exists = res.(events.AppendResult).Revision, true
@@ -241,48 +233,14 @@ func (g *grain) append(ctx actor.Context, r *request, msgs []proto.Message, done
 	})
 }
 
-// encode gives each event a deterministic id whose cause is the command kind,
-// the revision it goes to and a digest of its content: a retried append of
-// the same event is idempotent, while a stale activation appending another
-// event at the same revision gets another id and fails with a wrong revision
-// instead of passing for a retry.
-func encode(stream, kind string, rev events.Revision, m proto.Message) (events.Event, error) {
-	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
-	if err != nil {
-		return events.Event{}, fmt.Errorf("encode %s: %w", events.TypeOf(m), err)
-	}
-	sum := sha256.Sum256(data)
-	return events.Encode(m, fmt.Sprintf("tenant.%s@%d/%x", kind, uint64(rev), sum[:8]), stream)
-}
-
-type ioResult struct {
-	v   any
-	err error
-}
-
 // io runs fn off the mailbox under the I/O deadline and continues with cont
-// on the actor; meanwhile commands wait in the queue. The goroutine ends when
-// fn returns, at the latest at the deadline.
+// on the actor; meanwhile commands wait in the queue.
 func (g *grain) io(ctx actor.Context, fn func(context.Context) (any, error), cont func(any, error)) {
 	g.busy = true
-	timeout := g.cfg.IOTimeout
-	f := actor.NewFuture(ctx.ActorSystem(), timeout+time.Second)
-	root, pid := ctx.ActorSystem().Root, f.PID()
-	go func() {
-		c, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		v, err := fn(c)
-		root.Send(pid, &ioResult{v: v, err: err})
-	}()
-	ctx.ReenterAfter(f, func(res any, err error) {
+	grainkit.IO(ctx, g.cfg.IOTimeout, fn, func(res any, err error) {
 		g.busy = false
 		if g.stopping {
 			return
-		}
-		if r, ok := res.(*ioResult); ok && err == nil {
-			res, err = r.v, r.err
-		} else if err == nil {
-			err = fmt.Errorf("unexpected i/o result %T", res)
 		}
 		cont(res, err)
 		g.drain(ctx)
