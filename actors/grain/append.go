@@ -14,7 +14,7 @@ import (
 // Encode turns the events of one command into log events for stream, whose
 // last revision the grain holds (exists=false: the stream is new). Each id's
 // cause names the grain kind, the command kind, the revision the event goes
-// to and a digest of its content: a retried append of the same events is
+// to, its type and a digest of its content: a retried append of the same events is
 // idempotent, while a stale activation appending other events at the same
 // revision gets other ids and fails with a wrong revision instead of passing
 // for a retry.
@@ -30,7 +30,10 @@ func Encode(stream, grainKind, cmdKind string, last events.Revision, exists bool
 			return nil, fmt.Errorf("encode %s: %w", events.TypeOf(m), err)
 		}
 		sum := sha256.Sum256(data)
-		ev, err := events.Encode(m, fmt.Sprintf("%s.%s@%d/%x", grainKind, cmdKind, uint64(rev), sum[:8]), stream)
+		// The type is part of the cause: two events of different types can
+		// have the same bytes (EndpointPaused and EndpointResumed of one
+		// endpoint do).
+		ev, err := events.Encode(m, fmt.Sprintf("%s.%s@%d/%s/%x", grainKind, cmdKind, uint64(rev), events.TypeOf(m), sum[:8]), stream)
 		if err != nil {
 			return nil, err
 		}
