@@ -61,6 +61,13 @@ func Encode(msg proto.Message, cause, target string) (Event, error) {
 	}, nil
 }
 
+// EncodeIn is [Encode] for an event of delivery partition p.
+func EncodeIn(msg proto.Message, cause, target string, p Partition) (Event, error) {
+	ev, err := Encode(msg, cause, target)
+	ev.Partition = p
+	return ev, err
+}
+
 // TypeOf returns the event type of a message, its short name.
 func TypeOf(msg proto.Message) string { return string(msg.ProtoReflect().Descriptor().Name()) }
 

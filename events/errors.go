@@ -75,6 +75,9 @@ func CheckAppend(stream string, max int, evs []Event) error {
 		if ev.Type == "" {
 			return fmt.Errorf("%w: event %d of %s has no type", ErrInvalid, i, stream)
 		}
+		if !ev.Partition.Valid() {
+			return fmt.Errorf("%w: event %d of %s has partition %d, beyond %d", ErrInvalid, i, stream, ev.Partition, Partitions)
+		}
 		if n := len(ev.Data) + len(ev.Metadata); max > 0 && n > max {
 			return &TooLargeError{Stream: stream, Index: i, Size: n, Max: max}
 		}

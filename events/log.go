@@ -30,11 +30,16 @@ type Log interface {
 	// Subscribe calls fn with the events of the whole log after from
 	// (excluded) that pass filter, in position order, in batches: first the
 	// events already in the log (catch-up), then new ones as they are
-	// appended (live). No event is skipped or repeated. fn must not retain
-	// the slice. Subscribe returns when ctx ends (with ctx.Err()), when fn
-	// returns an error (with that error) or when the log fails or closes.
-	// To resume, subscribe again from the position of the last record seen.
-	Subscribe(ctx context.Context, from Position, filter Filter, fn func([]Record) error) error
+	// appended (live). No event is skipped or repeated. Each call also
+	// says how far the log has been read: every event at or before through
+	// that passes the filter has been handed over, in this call or an
+	// earlier one; a call may carry no records when only through moved (the
+	// events read did not pass the filter), so that a subscriber with a
+	// selective filter still learns that it is caught up. fn must not
+	// retain the slice. Subscribe returns when ctx ends (with ctx.Err()),
+	// when fn returns an error (with that error) or when the log fails or
+	// closes. To resume, subscribe again from the last through seen.
+	Subscribe(ctx context.Context, from Position, filter Filter, fn SubscribeFunc) error
 
 	// Head returns the position of the last event in the log ([Start] when
 	// it is empty). A subscriber that has seen Head has seen every event
@@ -44,3 +49,8 @@ type Log interface {
 	// Close releases the log. Calls after Close fail with [ErrClosed].
 	Close() error
 }
+
+// SubscribeFunc receives a subscription's batches: recs, the events that
+// passed the filter, and through, the position up to which the log has been
+// read (at least the position of the last of recs). See [Log.Subscribe].
+type SubscribeFunc func(recs []Record, through Position) error

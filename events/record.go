@@ -13,6 +13,12 @@ type Event struct {
 	Type     string
 	Data     []byte
 	Metadata []byte
+	// Partition is the delivery partition the event belongs to
+	// (NoPartition for most); backends store it with the event and filter
+	// subscriptions on it. A delivery stream's events all have their
+	// endpoint's partition; an event stream holds EventPublished (none) and
+	// one DeliveriesPlanned per partition it plans deliveries in.
+	Partition Partition
 }
 
 // Record is an event as stored in the log.
@@ -25,6 +31,8 @@ type Record struct {
 	Data     []byte
 	Metadata []byte
 	Recorded time.Time
+	// Partition is the event's delivery partition, as appended.
+	Partition Partition
 }
 
 // AppendResult tells where an append landed: the revision of its last event
@@ -35,16 +43,26 @@ type AppendResult struct {
 }
 
 // Filter narrows a subscription. A record passes when its stream starts with
-// one of StreamPrefixes (or StreamPrefixes is empty) and its type is one of
-// Types (or Types is empty). The zero Filter passes everything.
+// one of StreamPrefixes (or StreamPrefixes is empty), its type is one of
+// Types (or Types is empty) and its partition is in Partitions (or
+// Partitions is nil). The zero Filter passes everything.
 type Filter struct {
 	StreamPrefixes []string
 	Types          []string
+	// Partitions, when set, passes only the records of these partitions;
+	// include NoPartition to pass the records of none.
+	Partitions *PartitionSet
 }
 
 // Match reports whether r passes f.
 func (f Filter) Match(r *Record) bool {
-	return f.MatchStream(r.Stream) && f.MatchType(r.Type)
+	return f.MatchPartition(r.Partition) && f.MatchStream(r.Stream) && f.MatchType(r.Type)
+}
+
+// MatchPartition reports whether a record of partition p passes f's
+// partitions.
+func (f Filter) MatchPartition(p Partition) bool {
+	return f.Partitions == nil || f.Partitions.Has(p)
 }
 
 // MatchStream reports whether a stream name passes f's prefixes.
@@ -74,4 +92,6 @@ func (f Filter) MatchType(typ string) bool {
 }
 
 // IsZero reports whether f passes everything.
-func (f Filter) IsZero() bool { return len(f.StreamPrefixes) == 0 && len(f.Types) == 0 }
+func (f Filter) IsZero() bool {
+	return len(f.StreamPrefixes) == 0 && len(f.Types) == 0 && f.Partitions == nil
+}

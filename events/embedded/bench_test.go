@@ -117,7 +117,7 @@ func BenchmarkSubscribeCatchUp(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	seen := 0
-	err = l.Subscribe(ctx, events.Start, events.Filter{}, func(recs []events.Record) error {
+	err = l.Subscribe(ctx, events.Start, events.Filter{}, func(recs []events.Record, _ events.Position) error {
 		if seen += len(recs); seen >= b.N {
 			return errStopBench
 		}

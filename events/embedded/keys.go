@@ -24,8 +24,12 @@ const (
 // is never reused even when retention dropped the newest events.
 var keyLastSeq = []byte{prefixMeta, 's', 'e', 'q'}
 
-// recordVersion is the first byte of every stored record.
-const recordVersion = 1
+// The first byte of every stored record is its layout's version: 1 before
+// partitions, 2 with the partition after it.
+const (
+	recordV1      = 1
+	recordVersion = 2
+)
 
 // errCorrupt marks a key or value that does not decode.
 var errCorrupt = errors.New("embedded: corrupt entry")
@@ -148,13 +152,15 @@ func decodeTimeKey(k []byte) (time.Time, string, error) {
 	return time.Unix(0, nanos), string(k[9:]), nil
 }
 
-// encodeRecord lays out a record as: version, uvarint len + stream, revision
-// (8), id (16), recorded unix nanos (8), uvarint len + type, uvarint len +
-// metadata, then data up to the end.
+// encodeRecord lays out a record as: version (2), uvarint partition, uvarint
+// len + stream, revision (8), id (16), recorded unix nanos (8), uvarint len +
+// type, uvarint len + metadata, then data up to the end. Version 1, written
+// before partitions, has no partition.
 func encodeRecord(stream string, rev events.Revision, recorded time.Time, ev *events.Event) []byte {
-	n := 1 + 3*binary.MaxVarintLen64 + len(stream) + 32 + len(ev.Type) + len(ev.Metadata) + len(ev.Data)
+	n := 1 + 4*binary.MaxVarintLen64 + len(stream) + 32 + len(ev.Type) + len(ev.Metadata) + len(ev.Data)
 	v := make([]byte, 0, n)
 	v = append(v, recordVersion)
+	v = binary.AppendUvarint(v, uint64(ev.Partition))
 	v = binary.AppendUvarint(v, uint64(len(stream)))
 	v = append(v, stream...)
 	v = binary.BigEndian.AppendUint64(v, uint64(rev))
@@ -173,10 +179,10 @@ func decodeRecord(seq uint64, v []byte) (events.Record, error) {
 	bad := func(what string) (events.Record, error) {
 		return events.Record{}, fmt.Errorf("%w: record %d: %s", errCorrupt, seq, what)
 	}
-	if len(v) == 0 || v[0] != recordVersion {
+	v, part, ok := recordBody(v)
+	if !ok {
 		return bad("unknown version")
 	}
-	v = v[1:]
 	str := func() (string, bool) {
 		n, k := binary.Uvarint(v)
 		if k <= 0 || uint64(len(v)-k) < n {
@@ -191,9 +197,10 @@ func decodeRecord(seq uint64, v []byte) (events.Record, error) {
 		return bad("stream")
 	}
 	r := events.Record{
-		Stream:   stream,
-		Revision: events.Revision(binary.BigEndian.Uint64(v)),
-		Position: events.Position{Commit: seq, Prepare: seq},
+		Stream:    stream,
+		Revision:  events.Revision(binary.BigEndian.Uint64(v)),
+		Position:  events.Position{Commit: seq, Prepare: seq},
+		Partition: part,
 	}
 	copy(r.ID[:], v[8:24])
 	r.Recorded = time.Unix(0, int64(binary.BigEndian.Uint64(v[24:32])))
@@ -214,24 +221,40 @@ func decodeRecord(seq uint64, v []byte) (events.Record, error) {
 	return r, nil
 }
 
-// peekRecord returns the stream and type of an encoded record without
-// copying its payload; ok=false when it does not decode.
-func peekRecord(v []byte) (stream, typ []byte, ok bool) {
-	if len(v) == 0 || v[0] != recordVersion {
-		return nil, nil, false
+// recordBody returns what follows a record's version and partition, and the
+// partition; ok=false for an unknown version.
+func recordBody(v []byte) (body []byte, p events.Partition, ok bool) {
+	switch {
+	case len(v) > 0 && v[0] == recordV1:
+		return v[1:], events.NoPartition, true
+	case len(v) > 0 && v[0] == recordVersion:
+		n, k := binary.Uvarint(v[1:])
+		if k <= 0 || n > events.Partitions {
+			return nil, 0, false
+		}
+		return v[1+k:], events.Partition(n), true
 	}
-	v = v[1:]
+	return nil, 0, false
+}
+
+// peekRecord returns the partition, stream and type of an encoded record
+// without copying its payload; ok=false when it does not decode.
+func peekRecord(v []byte) (p events.Partition, stream, typ []byte, ok bool) {
+	v, p, ok = recordBody(v)
+	if !ok {
+		return 0, nil, nil, false
+	}
 	n, k := binary.Uvarint(v)
 	if k <= 0 || uint64(len(v)-k) < n+32 {
-		return nil, nil, false
+		return 0, nil, nil, false
 	}
 	stream = v[k : k+int(n)]
 	v = v[k+int(n)+32:]
 	n, k = binary.Uvarint(v)
 	if k <= 0 || uint64(len(v)-k) < n {
-		return nil, nil, false
+		return 0, nil, nil, false
 	}
-	return stream, v[k : k+int(n)], true
+	return p, stream, v[k : k+int(n)], true
 }
 
 func beUint64(v []byte) uint64 { return binary.BigEndian.Uint64(v) }

@@ -278,8 +278,8 @@ func (l *Log) scan(seq uint64, max int, filter events.Filter, buf []events.Recor
 
 // matchEncoded applies filter to an encoded record without copying its data.
 func matchEncoded(filter events.Filter, v []byte) bool {
-	stream, typ, ok := peekRecord(v)
-	return !ok || filter.MatchStream(string(stream)) && filter.MatchType(string(typ))
+	p, stream, typ, ok := peekRecord(v)
+	return !ok || filter.MatchPartition(p) && filter.MatchStream(string(stream)) && filter.MatchType(string(typ))
 }
 
 // reader is what reads need of a DB, a snapshot or an indexed batch.

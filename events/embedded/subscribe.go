@@ -24,7 +24,7 @@ const subscribeChunk = 512
 // missed, and an idle subscriber sleeps in a select and uses no CPU. A slow
 // subscriber never holds the writer back: it reads the store at its own
 // pace. Gaps left by retention are skipped like any key range.
-func (l *Log) Subscribe(ctx context.Context, from events.Position, filter events.Filter, fn func([]events.Record) error) error {
+func (l *Log) Subscribe(ctx context.Context, from events.Position, filter events.Filter, fn events.SubscribeFunc) error {
 	seq := from.Commit
 	buf := make([]events.Record, 0, subscribeChunk)
 	for {
@@ -36,13 +36,11 @@ func (l *Log) Subscribe(ctx context.Context, from events.Position, filter events
 		if err != nil {
 			return fmt.Errorf("subscribe after %d: %w", seq, err)
 		}
-		if len(recs) > 0 {
-			if err := fn(recs); err != nil {
+		if last != seq {
+			if err := fn(recs, position(last)); err != nil {
 				return err
 			}
-		}
-		clear(recs) // let the payloads go while waiting
-		if last != seq {
+			clear(recs) // let the payloads go while waiting
 			seq = last
 			continue
 		}

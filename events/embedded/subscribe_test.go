@@ -43,7 +43,7 @@ func TestIdleSubscribersSleep(t *testing.T) {
 	var wg sync.WaitGroup
 	for range subscribers {
 		wg.Go(func() {
-			err := l.Subscribe(ctx, head, events.Filter{}, func([]events.Record) error {
+			err := l.Subscribe(ctx, head, events.Filter{}, func([]events.Record, events.Position) error {
 				woke <- time.Now()
 				return nil
 			})

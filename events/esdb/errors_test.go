@@ -194,7 +194,7 @@ func TestClosed(t *testing.T) {
 	if _, err := l.Head(ctx); !errors.Is(err, events.ErrClosed) {
 		t.Errorf("head: err = %v, want ErrClosed", err)
 	}
-	err := l.Subscribe(ctx, events.Start, events.Filter{}, func([]events.Record) error { return nil })
+	err := l.Subscribe(ctx, events.Start, events.Filter{}, func([]events.Record, events.Position) error { return nil })
 	if !errors.Is(err, events.ErrClosed) {
 		t.Errorf("subscribe: err = %v, want ErrClosed", err)
 	}

@@ -84,7 +84,7 @@ func (l *Log) Append(ctx context.Context, stream string, expected events.Expecte
 			EventType:   ev.Type,
 			ContentType: kurrentdb.ContentTypeBinary,
 			Data:        ev.Data,
-			Metadata:    ev.Metadata,
+			Metadata:    withPartition(ev.Metadata, ev.Partition),
 		}
 	}
 	res, err := l.client.AppendToStream(ctx, stream, kurrentdb.AppendToStreamOptions{StreamState: streamState(expected)}, data...)
@@ -347,15 +347,17 @@ func allPosition(p events.Position) kurrentdb.AllPosition {
 // record converts an event read from the server.
 func record(ev *kurrentdb.ResolvedEvent) events.Record {
 	e := ev.OriginalEvent()
+	meta, part := splitPartition(e.UserMetadata)
 	return events.Record{
-		Stream:   e.StreamID,
-		Revision: events.Revision(e.EventNumber),
-		Position: events.Position{Commit: e.Position.Commit, Prepare: e.Position.Prepare},
-		ID:       e.EventID,
-		Type:     e.EventType,
-		Data:     e.Data,
-		Metadata: e.UserMetadata,
-		Recorded: e.CreatedDate,
+		Partition: part,
+		Stream:    e.StreamID,
+		Revision:  events.Revision(e.EventNumber),
+		Position:  events.Position{Commit: e.Position.Commit, Prepare: e.Position.Prepare},
+		ID:        e.EventID,
+		Type:      e.EventType,
+		Data:      e.Data,
+		Metadata:  meta,
+		Recorded:  e.CreatedDate,
 	}
 }
 

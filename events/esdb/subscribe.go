@@ -37,7 +37,7 @@ const (
 // excludes, so nothing is skipped or repeated; checkpoints are not used for
 // this because some server versions have reported checkpoints past
 // undelivered events.
-func (l *Log) Subscribe(ctx context.Context, from events.Position, filter events.Filter, fn func([]events.Record) error) error {
+func (l *Log) Subscribe(ctx context.Context, from events.Position, filter events.Filter, fn events.SubscribeFunc) error {
 	if l.closed.Load() {
 		return fmt.Errorf("subscribe: %w", events.ErrClosed)
 	}
@@ -89,7 +89,8 @@ func (e callbackError) Error() string { return e.err.Error() }
 // subscribeOnce runs one subscription from *last until it drops, ctx ends
 // or fn fails, advancing *last past every event that it has handled.
 // progressed tells whether any event arrived.
-func (l *Log) subscribeOnce(ctx context.Context, last *events.Position, filter events.Filter, fn func([]events.Record) error) (progressed bool, err error) {
+func (l *Log) subscribeOnce(ctx context.Context, last *events.Position, filter events.Filter, fn events.SubscribeFunc) (progressed bool, err error) {
+	through := *last // how far the subscriber knows the log was read
 	sub, err := l.client.SubscribeToAll(ctx, kurrentdb.SubscribeToAllOptions{
 		From:   allPosition(*last),
 		Filter: serverFilter(filter),
@@ -126,6 +127,7 @@ func (l *Log) subscribeOnce(ctx context.Context, last *events.Position, filter e
 	}()
 
 	batch := make([]events.Record, 0, maxBatch)
+	reported := through
 	for {
 		var ev *kurrentdb.SubscriptionEvent
 		select {
@@ -152,6 +154,16 @@ func (l *Log) subscribeOnce(ctx context.Context, last *events.Position, filter e
 						batch = append(batch, r)
 					}
 				}
+			case ev.CheckPointReached != nil:
+				// The server read the log this far without a matching
+				// event: only through moves (see doc.go).
+				if p := (events.Position{Commit: ev.CheckPointReached.Commit, Prepare: ev.CheckPointReached.Prepare}); through.Less(p) {
+					through = p
+				}
+			case ev.CaughtUp != nil && ev.CaughtUp.Position != nil:
+				if p := (events.Position{Commit: ev.CaughtUp.Position.Commit, Prepare: ev.CaughtUp.Position.Prepare}); through.Less(p) {
+					through = p
+				}
 			}
 			if dropped != nil || len(batch) == maxBatch {
 				break
@@ -165,10 +177,15 @@ func (l *Log) subscribeOnce(ctx context.Context, last *events.Position, filter e
 				break
 			}
 		}
-		if len(batch) > 0 {
-			if err := fn(batch); err != nil {
+		moved := through.Less(seen)
+		if moved {
+			through = seen
+		}
+		if len(batch) > 0 || moved || through != reported {
+			if err := fn(batch, through); err != nil {
 				return progressed, callbackError{err}
 			}
+			reported = through
 		}
 		*last = seen
 		if dropped != nil {
@@ -177,13 +194,17 @@ func (l *Log) subscribeOnce(ctx context.Context, last *events.Position, filter e
 	}
 }
 
-// serverFilter picks the one kind of filter that the server applies.
+// serverFilter picks the one kind of filter that the server applies: the
+// event types when there are some (they leave out the published events and
+// their payloads, which no projection reads), else the stream prefixes.
+// Partitions have no server-side filter here: they are checked in this
+// process, from the metadata, before anything is decoded.
 func serverFilter(f events.Filter) *kurrentdb.SubscriptionFilter {
 	switch {
-	case len(f.StreamPrefixes) > 0:
-		return &kurrentdb.SubscriptionFilter{Type: kurrentdb.StreamFilterType, Prefixes: f.StreamPrefixes}
 	case len(f.Types) > 0:
 		return &kurrentdb.SubscriptionFilter{Type: kurrentdb.EventFilterType, Prefixes: f.Types}
+	case len(f.StreamPrefixes) > 0:
+		return &kurrentdb.SubscriptionFilter{Type: kurrentdb.StreamFilterType, Prefixes: f.StreamPrefixes}
 	}
 	return kurrentdb.ExcludeSystemEventsFilter()
 }

@@ -37,7 +37,7 @@ func TestSubscribeResubscribesFromLastEvent(t *testing.T) {
 	var got []uint64
 	done := errors.New("done")
 	err = l.Subscribe(ctx, events.Position{Commit: 5, Prepare: 5}, events.Filter{Types: []string{"EndpointCreated", "TenantCreated"}},
-		func(recs []events.Record) error {
+		func(recs []events.Record, _ events.Position) error {
 			for _, r := range recs {
 				got = append(got, r.Position.Commit)
 			}
@@ -73,7 +73,7 @@ func TestSubscribeEndsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		errc <- l.Subscribe(ctx, events.Start, events.Filter{}, func([]events.Record) error { return nil })
+		errc <- l.Subscribe(ctx, events.Start, events.Filter{}, func([]events.Record, events.Position) error { return nil })
 	}()
 	<-fake.from // subscribed
 	cancel()

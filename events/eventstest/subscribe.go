@@ -70,7 +70,7 @@ func (e *env) liveSubscription(ctx context.Context, from events.Position, filter
 	s := &liveSub{recs: make(chan events.Record, 1024), done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(s.done)
-		s.err = e.log.Subscribe(ctx, from, filter, func(batch []events.Record) error {
+		s.err = e.log.Subscribe(ctx, from, filter, func(batch []events.Record, _ events.Position) error {
 			for _, r := range batch {
 				select {
 				case s.recs <- r:
@@ -166,7 +166,7 @@ func testSubscribeResume(e *env) {
 		// Stop after a few records, possibly in the middle of a batch: the
 		// rest of that batch was not seen and must come again.
 		budget := 7
-		err := e.log.Subscribe(e.ctx, last, e.own(), func(recs []events.Record) error {
+		err := e.log.Subscribe(e.ctx, last, e.own(), func(recs []events.Record, _ events.Position) error {
 			for _, r := range recs {
 				seen = append(seen, r)
 				last = r.Position
@@ -236,7 +236,7 @@ func testFilterType(e *env) {
 func testSubscribeCancel(e *env) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	cancel()
-	err := e.log.Subscribe(ctx, events.Start, e.own(), func([]events.Record) error { return nil })
+	err := e.log.Subscribe(ctx, events.Start, e.own(), func([]events.Record, events.Position) error { return nil })
 	if !errors.Is(err, context.Canceled) {
 		e.Errorf("subscribe with a cancelled context: err = %v, want context.Canceled", err)
 	}
@@ -250,7 +250,7 @@ func testSubscribeCancel(e *env) {
 
 	ctx, cancel = context.WithTimeout(e.ctx, time.Millisecond)
 	defer cancel()
-	err = e.log.Subscribe(ctx, e.head(), e.own(), func([]events.Record) error { return nil })
+	err = e.log.Subscribe(ctx, e.head(), e.own(), func([]events.Record, events.Position) error { return nil })
 	if !errors.Is(err, context.DeadlineExceeded) {
 		e.Errorf("subscription past its deadline: err = %v, want context.DeadlineExceeded", err)
 	}
@@ -290,7 +290,7 @@ func testClosed(e *env) {
 	wantClosed("ReadAll", err)
 	_, err = e.log.Head(e.ctx)
 	wantClosed("Head", err)
-	err = e.log.Subscribe(e.ctx, events.Start, e.own(), func([]events.Record) error { return nil })
+	err = e.log.Subscribe(e.ctx, events.Start, e.own(), func([]events.Record, events.Position) error { return nil })
 	wantClosed("Subscribe", err)
 	wantClosed("Close", e.log.Close())
 }

@@ -63,6 +63,9 @@ func Run(t *testing.T, h Harness) {
 		{"SubscribeResume", testSubscribeResume},
 		{"FilterStreamPrefix", testFilterStreamPrefix},
 		{"FilterType", testFilterType},
+		{"Partitions", testPartitions},
+		{"FilterPartitions", testFilterPartitions},
+		{"FilterProgress", testFilterProgress},
 		{"SubscribeCancel", testSubscribeCancel},
 		{"Closed", testClosed},
 	}
@@ -149,6 +152,9 @@ func sameEvent(r events.Record, ev events.Event) string {
 	if !bytes.Equal(r.Metadata, ev.Metadata) {
 		diffs = append(diffs, fmt.Sprintf("metadata %q, want %q", clip(r.Metadata), clip(ev.Metadata)))
 	}
+	if r.Partition != ev.Partition {
+		diffs = append(diffs, fmt.Sprintf("partition %d, want %d", r.Partition, ev.Partition))
+	}
 	return strings.Join(diffs, "; ")
 }
 
@@ -198,7 +204,7 @@ var errStop = errors.New("eventstest: stop")
 func (e *env) collect(ctx context.Context, from events.Position, filter events.Filter, done func([]events.Record) bool) []events.Record {
 	e.Helper()
 	var seen []events.Record
-	err := e.log.Subscribe(ctx, from, filter, func(recs []events.Record) error {
+	err := e.log.Subscribe(ctx, from, filter, func(recs []events.Record, _ events.Position) error {
 		for _, r := range recs {
 			if !filter.Match(&r) {
 				return fmt.Errorf("record %s@%d type %s does not pass the filter %+v", r.Stream, r.Revision, r.Type, filter)

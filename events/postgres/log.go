@@ -219,11 +219,12 @@ func (l *Log) query(ctx context.Context, buf []events.Record, sql string, args .
 			r        events.Record
 			pos, rev int64
 			id       [16]byte
+			part     int16
 		)
-		if err := rows.Scan(&pos, &r.Stream, &rev, &id, &r.Type, &r.Data, &r.Metadata, &r.Recorded); err != nil {
+		if err := rows.Scan(&pos, &r.Stream, &rev, &id, &r.Type, &r.Data, &r.Metadata, &r.Recorded, &part); err != nil {
 			return nil, l.translate(err)
 		}
-		r.Position, r.Revision, r.ID = position(pos), events.Revision(rev), id
+		r.Position, r.Revision, r.ID, r.Partition = position(pos), events.Revision(rev), id, events.Partition(part)
 		buf = append(buf, r)
 	}
 	if err := rows.Err(); err != nil {

@@ -77,7 +77,7 @@ func proveNoGap(t *testing.T, logs []*postgres.Log, appenders, appends int) {
 	subDone := make(chan error, 1)
 	go func() {
 		last := events.Start
-		subDone <- l.Subscribe(subCtx, events.Start, events.Filter{}, func(recs []events.Record) error {
+		subDone <- l.Subscribe(subCtx, events.Start, events.Filter{}, func(recs []events.Record, _ events.Position) error {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, r := range recs {

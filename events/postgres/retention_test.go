@@ -68,7 +68,7 @@ func TestRetention(t *testing.T) {
 	subCtx, stopSub := context.WithCancel(ctx)
 	subDone := make(chan error, 1)
 	go func() {
-		subDone <- l.Subscribe(subCtx, first.Position, events.Filter{StreamPrefixes: []string{"endpoint-"}}, func(recs []events.Record) error {
+		subDone <- l.Subscribe(subCtx, first.Position, events.Filter{StreamPrefixes: []string{"endpoint-"}}, func(recs []events.Record, _ events.Position) error {
 			for _, r := range recs {
 				sub <- r
 			}

@@ -40,8 +40,11 @@ CREATE TABLE IF NOT EXISTS %[1]s.events (
 	metadata bytea       NOT NULL,
 	recorded timestamptz NOT NULL,
 	expires  boolean     NOT NULL,
-	born     timestamptz NOT NULL
+	born     timestamptz NOT NULL,
+	part     smallint    NOT NULL DEFAULT 0
 ) PARTITION BY LIST (expires);
+-- Logs created before delivery partitions: their events are of none.
+ALTER TABLE %[1]s.events ADD COLUMN IF NOT EXISTS part smallint NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS %[1]s.events_kept PARTITION OF %[1]s.events FOR VALUES IN (false);
 CREATE TABLE IF NOT EXISTS %[1]s.events_expiring PARTITION OF %[1]s.events FOR VALUES IN (true)
 	PARTITION BY RANGE (born);
@@ -62,7 +65,7 @@ CREATE TABLE IF NOT EXISTS %[1]s.partitions (
 // writer's transaction (see writer.go). Append i is p_streams[i], p_expires[i],
 // its expectation p_kinds[i] (0 any, 1 no stream, 2 stream exists, 3 exact
 // p_expected[i]) and its p_counts[i] events, the next ones of p_ids,
-// p_types, p_data and p_metadata. It returns one row per append, in order:
+// p_types, p_data, p_metadata and p_parts (delivery partitions). It returns one row per append, in order:
 // o_status 0 with the revision and position of the append's last event
 // (written now, or found there already: an idempotent retry), or o_status 1
 // for a wrong expected revision, with the stream's last revision in
@@ -82,7 +85,7 @@ const appendGroupFunc = `
 CREATE OR REPLACE FUNCTION %[1]s.append_group(
 	p_streams text[], p_expires boolean[], p_kinds int[], p_expected bigint[], p_counts int[],
 	p_now timestamptz, p_ids uuid[], p_types text[], p_data bytea[], p_metadata bytea[],
-	p_channel text, p_head_lock text)
+	p_channel text, p_head_lock text, p_parts smallint[])
 RETURNS TABLE (o_status int, o_revision bigint, o_position bigint, o_actual bigint)
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -118,10 +121,10 @@ BEGIN
 		-- append sees the group's earlier writes.
 		IF i > v_appends OR p_streams[i] = ANY (v_pending) THEN
 			IF v_head > v_flushed THEN
-				INSERT INTO %[1]s.events (position, stream, revision, id, type, data, metadata, recorded, expires, born)
-				SELECT u.pos, p_streams[u.app], u.rev, u.id, u.type, u.data, u.metadata, p_now, p_expires[u.app], v_borns[u.app]
-				  FROM unnest(v_pos, v_rev, v_app, p_ids, p_types, p_data, p_metadata)
-				       AS u(pos, rev, app, id, type, data, metadata)
+				INSERT INTO %[1]s.events (position, stream, revision, id, type, data, metadata, recorded, expires, born, part)
+				SELECT u.pos, p_streams[u.app], u.rev, u.id, u.type, u.data, u.metadata, p_now, p_expires[u.app], v_borns[u.app], u.part
+				  FROM unnest(v_pos, v_rev, v_app, p_ids, p_types, p_data, p_metadata, p_parts)
+				       AS u(pos, rev, app, id, type, data, metadata, part)
 				 WHERE u.pos > v_flushed;
 				v_flushed := v_head;
 				v_pending := '{}';
@@ -202,10 +205,12 @@ $fn$;
 `
 
 // appendFunc is one append: append_group with one append, same arguments
-// and answer. The log itself only calls append_group; append stays for the
-// nodes of an older version during a rolling upgrade (they take the same
-// locks in the same order), and for tests that hold an append's
-// transaction open.
+// and answer, its events of no partition. The log itself only calls
+// append_group; append stays for the nodes of an older version during a
+// rolling upgrade (they take the same locks in the same order), and for
+// tests that hold an append's transaction open. (The append_group of before
+// partitions, without p_parts, stays too, for the same older nodes: its
+// events get the column's default, no partition.)
 const appendFunc = `
 CREATE OR REPLACE FUNCTION %[1]s.append(
 	p_stream text, p_expires boolean, p_kind int, p_expected bigint, p_now timestamptz,
@@ -215,7 +220,7 @@ LANGUAGE sql AS $fn$
 	SELECT g.o_status, g.o_revision, g.o_position, g.o_actual
 	  FROM %[1]s.append_group(ARRAY[p_stream], ARRAY[p_expires], ARRAY[p_kind], ARRAY[p_expected],
 	                          ARRAY[cardinality(p_ids)], p_now, p_ids, p_types, p_data, p_metadata,
-	                          p_channel, p_head_lock) g
+	                          p_channel, p_head_lock, array_fill(0::smallint, ARRAY[cardinality(p_ids)])) g
 $fn$;
 `
 
@@ -225,12 +230,12 @@ type queries struct {
 }
 
 // columns are the columns of a record, in scan order.
-const columns = `e.position, e.stream, e.revision, e.id, e.type, e.data, e.metadata, e.recorded`
+const columns = `e.position, e.stream, e.revision, e.id, e.type, e.data, e.metadata, e.recorded, e.part`
 
 func newQueries(schema string) queries {
 	s := pgx.Identifier{schema}.Sanitize()
 	return queries{
-		appendGroup: `SELECT o_status, o_revision, o_position, o_actual FROM ` + s + `.append_group($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		appendGroup: `SELECT o_status, o_revision, o_position, o_actual FROM ` + s + `.append_group($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		readForwards: `SELECT ` + columns + ` FROM ` + s + `.events e
 			WHERE e.stream = $1 AND e.expires = $2 AND e.revision >= $3 ORDER BY e.revision LIMIT $4`,
 		readBackwards: `SELECT ` + columns + ` FROM ` + s + `.events e
@@ -240,12 +245,14 @@ func newQueries(schema string) queries {
 			WHERE e.position > $1 ORDER BY e.position LIMIT $2`,
 		// page is a subscriber's read: the head and, in the same snapshot,
 		// up to $4 matching events after $1 and not after the head. A row
-		// with NULL events when none match.
+		// with NULL events when none match. $5 is the partitions to pass,
+		// NULL for all.
 		page: `SELECT h.position, ` + columns + ` FROM ` + s + `.head h LEFT JOIN LATERAL (
 			SELECT ` + columns + ` FROM ` + s + `.events e
 			 WHERE e.position > $1 AND e.position <= h.position
 			   AND (cardinality($2::text[]) = 0 OR e.stream LIKE ANY ($2::text[]))
 			   AND (cardinality($3::text[]) = 0 OR e.type = ANY ($3::text[]))
+			   AND ($5::smallint[] IS NULL OR e.part = ANY ($5::smallint[]))
 			 ORDER BY e.position LIMIT $4) e ON true`,
 		head: `SELECT position FROM ` + s + `.head`,
 	}

@@ -110,7 +110,7 @@ func (l *Log) listener(ctx context.Context, conn *pgx.Conn) {
 // page shorter than asked means nothing else up to the head matches, and the
 // subscriber moves its position to the head: a selective filter does not
 // read the same foreign events again and again.
-func (l *Log) Subscribe(ctx context.Context, from events.Position, filter events.Filter, fn func([]events.Record) error) error {
+func (l *Log) Subscribe(ctx context.Context, from events.Position, filter events.Filter, fn events.SubscribeFunc) error {
 	if l.closed.Load() {
 		return fmt.Errorf("subscribe: %w", events.ErrClosed)
 	}
@@ -122,6 +122,11 @@ func (l *Log) Subscribe(ctx context.Context, from events.Position, filter events
 	if types == nil {
 		types = []string{}
 	}
+	var parts []int16 // nil: every partition
+	if filter.Partitions != nil {
+		parts = make([]int16, 0, filter.Partitions.Len())
+		filter.Partitions.Each(func(p events.Partition) { parts = append(parts, int16(p)) })
+	}
 	poll := time.NewTicker(l.cfg.PollEvery)
 	defer poll.Stop()
 	last := clampPosition(from)
@@ -131,15 +136,15 @@ func (l *Log) Subscribe(ctx context.Context, from events.Position, filter events
 			return err
 		}
 		wake := l.wake.wait()
-		recs, next, err := l.page(ctx, buf[:0], last, prefixes, types)
+		recs, next, err := l.page(ctx, buf[:0], last, prefixes, types, parts)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return fmt.Errorf("subscribe after %d: %w", last, err)
 		}
-		if len(recs) > 0 {
-			if err := fn(recs); err != nil {
+		if len(recs) > 0 || next > last {
+			if err := fn(recs, position(next)); err != nil {
 				return err
 			}
 		}
@@ -167,8 +172,8 @@ var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 // page reads up to subscribePage matching records after last into buf, and
 // returns them with the position to continue from: the last record's when
 // the page is full, else the head read in the same snapshot.
-func (l *Log) page(ctx context.Context, buf []events.Record, last int64, prefixes, types []string) ([]events.Record, int64, error) {
-	rows, err := l.pool.Query(ctx, l.q.page, last, prefixes, types, subscribePage)
+func (l *Log) page(ctx context.Context, buf []events.Record, last int64, prefixes, types []string, parts []int16) ([]events.Record, int64, error) {
+	rows, err := l.pool.Query(ctx, l.q.page, last, prefixes, types, subscribePage, parts)
 	if err != nil {
 		return nil, last, l.translate(err)
 	}
@@ -181,8 +186,9 @@ func (l *Log) page(ctx context.Context, buf []events.Record, last int64, prefixe
 			id          *[16]byte
 			data, meta  []byte
 			recorded    *time.Time
+			part        *int16
 		)
-		if err := rows.Scan(&head, &pos, &stream, &rev, &id, &typ, &data, &meta, &recorded); err != nil {
+		if err := rows.Scan(&head, &pos, &stream, &rev, &id, &typ, &data, &meta, &recorded, &part); err != nil {
 			return nil, last, l.translate(err)
 		}
 		if pos == nil {
@@ -190,7 +196,7 @@ func (l *Log) page(ctx context.Context, buf []events.Record, last int64, prefixe
 		}
 		buf = append(buf, events.Record{
 			Stream: *stream, Revision: events.Revision(*rev), Position: position(*pos), ID: *id,
-			Type: *typ, Data: data, Metadata: meta, Recorded: *recorded,
+			Type: *typ, Data: data, Metadata: meta, Recorded: *recorded, Partition: events.Partition(*part),
 		})
 	}
 	if err := rows.Err(); err != nil {

@@ -39,6 +39,7 @@ type appendReq struct {
 	types    []string
 	data     [][]byte
 	meta     [][]byte
+	parts    []int16
 	size     int // bytes of data and metadata
 
 	res  events.AppendResult
@@ -73,12 +74,14 @@ func (l *Log) newAppendReq(stream string, expected events.ExpectedRevision, evs 
 	r.types = make([]string, len(evs))
 	r.data = make([][]byte, len(evs))
 	r.meta = make([][]byte, len(evs))
+	r.parts = make([]int16, len(evs))
 	for i, ev := range evs {
 		if !storable(ev.Type) {
 			return nil, fmt.Errorf("append %s: %w: the type of event %d is not UTF-8 text without NUL", stream, events.ErrInvalid, i)
 		}
 		r.ids[i], r.types[i] = ev.ID, ev.Type
 		r.data[i], r.meta[i] = nonNil(ev.Data), nonNil(ev.Metadata)
+		r.parts[i] = int16(ev.Partition)
 		r.size += len(ev.Data) + len(ev.Metadata)
 	}
 	return r, nil
@@ -174,12 +177,14 @@ func (l *Log) runGroup(ctx context.Context, group []*appendReq, now time.Time) e
 		nev += len(r.ids)
 	}
 	ids, types, data, meta := make([][16]byte, 0, nev), make([]string, 0, nev), make([][]byte, 0, nev), make([][]byte, 0, nev)
+	parts := make([]int16, 0, nev)
 	for _, r := range group {
 		ids, types = append(ids, r.ids...), append(types, r.types...)
 		data, meta = append(data, r.data...), append(meta, r.meta...)
+		parts = append(parts, r.parts...)
 	}
 	rows, err := l.pool.Query(ctx, l.q.appendGroup, streams, expires, kinds, expected, counts, now,
-		ids, types, data, meta, l.channel, l.headLock)
+		ids, types, data, meta, l.channel, l.headLock, parts)
 	if err != nil {
 		return err
 	}
