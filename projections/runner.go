@@ -2,10 +2,10 @@ package projections
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,18 +28,32 @@ var (
 )
 
 // Projection turns events into queryable state. Implementations are called
-// by one [Runner] goroutine only.
+// by the [Runner] one batch at a time.
 type Projection interface {
 	// Name names the projection; it scopes the projection's keys and its
 	// checkpoint, so renaming it rebuilds it. Non-empty, fixed for life.
 	Name() string
 	// Filter selects the records passed to Apply. It should list Types:
-	// only records that pass some projection's filter are decoded, and a
-	// record that does not decode stops the runner.
+	// only records that pass some projection's filter are read from the
+	// log and decoded, and a record that does not decode stops the runner.
 	Filter() events.Filter
 	// Apply applies one event, writing through b only. An error aborts the
 	// whole batch (nothing of it is written) and stops the runner.
 	Apply(b *Batch, rec *events.Record, msg proto.Message) error
+}
+
+// Partitioned is a projection of delivery work: besides the records of no
+// partition, it applies those of the partitions the node owns (see
+// [Runner.Own]). A projection that is not Partitioned sees only the records
+// of no partition.
+type Partitioned interface {
+	Projection
+	// PartitionsChanged tells the projection which partitions are live: caught
+	// up, their records applied as they come. It is called when the set
+	// changes, serialised with Apply and the commit hooks, and must not
+	// block. Records of a partition are applied before it is live (while it
+	// catches up) and stop when it is no longer owned.
+	PartitionsChanged(live events.PartitionSet)
 }
 
 // Config configures a [Runner]. The zero value is not valid: Dir is required.
@@ -76,46 +90,49 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Runner feeds the projections of a node from the whole log: one catch-up
-// subscription, unfiltered, from the smallest checkpoint of its projections.
-// For each batch the log delivers, it applies every record to the
-// projections whose filter it passes and writes each projection's checkpoint
-// (the batch's last position) in the same Pebble batch, so each event is
-// applied exactly once even across crashes, and every projection advances on
-// every record, matching or not. A deleted store is rebuilt from
-// [events.Start].
+// Runner feeds the projections of a node from the log. See the package
+// documentation for its lanes, checkpoints and partitions.
 //
-// Register projections, then call Run once. Queries through the projections'
-// Stores, WaitFor, Applied and Lag are safe for concurrent use with Run.
+// Register projections, call Own when the node's partitions are known (and
+// whenever they change), and call Run once. Queries through the
+// projections' Stores, WaitFor, WaitForPartition, Applied, Live and Lag are
+// safe for concurrent use with Run.
 type Runner struct {
 	log    events.Log
 	db     *pebble.DB
 	logger *slog.Logger
 	now    func() time.Time
 
-	// applyMu serialises commits: the runner's batches and Store.Update. Lock
-	// order: applyMu before mu.
+	// applyMu serialises commits (the lanes' batches and Store.Update) and
+	// every change of the partition sets. Lock order: applyMu before mu.
 	applyMu sync.Mutex
 	closed  bool // guarded by applyMu
 
-	// mu guards the fields below.
+	// mu guards the fields below; the lanes' apply reads them under
+	// applyMu, and every write holds both.
 	mu       sync.Mutex
 	projs    []*registered
 	started  bool
 	stopped  bool
 	runErr   error
-	applied  events.Position // min checkpoint of all projections
-	recorded time.Time       // Recorded of the last applied record
-	events   uint64          // records applied to at least one projection since Open
-	notify   chan struct{}   // closed and replaced after every batch
+	owned    events.PartitionSet // the node's partitions, NoPartition always
+	live     events.PartitionSet // owned and caught up: the main lane applies them
+	mainPos  events.Position     // the main lane's position
+	recorded time.Time           // Recorded of the last applied record
+	records  uint64              // records applied to at least one projection since Open
+	notify   chan struct{}       // closed and replaced after every batch
+	changed  chan struct{}       // tells Run that the owned or live set changed
+	lanes    laneSet             // the lanes running, for Run
 }
 
 type registered struct {
-	p      Projection
-	name   string
-	filter events.Filter
-	prefix []byte
-	ckpt   events.Position // written by the Run goroutine under mu
+	p           Projection
+	part        Partitioned // nil unless partitioned
+	name        string
+	filter      events.Filter
+	prefix      []byte
+	ckpt        checkpoints // written under applyMu and mu
+	ckptPersist bool        // the stored checkpoint is behind ckpt
 }
 
 // Open opens (or creates) the projection store in cfg.Dir. The Runner reads
@@ -140,11 +157,18 @@ func Open(l events.Log, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open projection store %s: %w", cfg.Dir, err)
 	}
-	return &Runner{log: l, db: db, logger: cfg.Logger, now: cfg.Now, notify: make(chan struct{})}, nil
+	return &Runner{
+		log: l, db: db, logger: cfg.Logger, now: cfg.Now,
+		owned:  events.NewPartitionSet(events.NoPartition),
+		live:   events.NewPartitionSet(events.NoPartition),
+		notify: make(chan struct{}), changed: make(chan struct{}, 1),
+	}, nil
 }
 
 // Register adds p to the runner and returns its Store. Call it before Run.
-// p starts from its checkpoint, or from the start of the log when it has none.
+// p starts from its checkpoint, or from the start of the log when it has
+// none. A p that implements [Partitioned] applies the records of the node's
+// partitions too.
 func (r *Runner) Register(p Projection) (*Store, error) {
 	name := p.Name()
 	if name == "" {
@@ -165,13 +189,74 @@ func (r *Runner) Register(p Projection) (*Store, error) {
 		return nil, fmt.Errorf("register %s: %w", name, err)
 	}
 	reg := &registered{p: p, name: name, filter: p.Filter(), prefix: AppendString([]byte{'p'}, name), ckpt: ckpt}
+	reg.part, _ = p.(Partitioned)
 	r.projs = append(r.projs, reg)
-	r.applied = r.minCheckpoint()
+	r.mainPos, _ = r.minCheckpoint(events.NewPartitionSet(events.NoPartition))
 	return &Store{r: r, prefix: reg.prefix}, nil
 }
 
-// Run applies the log to the projections until ctx ends (returning ctx.Err())
-// or the log or a projection fails. It may be called once.
+// Own sets the delivery partitions this node owns (NoPartition is always
+// included). Partitions it gains catch up from their checkpoints in a lane
+// of their own and become live once they reach the main lane; partitions it
+// loses stop being applied at once, and their state stays in the store,
+// for a later return. Own may be called at any time, before or during Run.
+func (r *Runner) Own(owned events.PartitionSet) {
+	owned.Add(events.NoPartition)
+	r.applyMu.Lock()
+	r.mu.Lock()
+	if owned == r.owned {
+		r.mu.Unlock()
+		r.applyMu.Unlock()
+		return
+	}
+	gained, lost := owned.Minus(r.owned), r.owned.Minus(owned)
+	r.owned = owned
+	before := r.live
+	r.live = r.live.Intersect(owned)
+	live := r.live
+	r.mu.Unlock()
+	if live != before {
+		r.partitionsChanged(live)
+	}
+	r.applyMu.Unlock()
+	r.logger.Info("projection partitions changed",
+		slog.Int("owned", owned.Len()-1), slog.String("gained", gained.String()), slog.String("lost", lost.String()))
+	r.signalChange()
+}
+
+// partitionsChanged tells the partitioned projections; applyMu is held.
+func (r *Runner) partitionsChanged(live events.PartitionSet) {
+	for _, p := range r.projs {
+		if p.part != nil {
+			p.part.PartitionsChanged(live)
+		}
+	}
+}
+
+func (r *Runner) signalChange() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Owned returns the partitions the node owns, NoPartition included.
+func (r *Runner) Owned() events.PartitionSet {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.owned
+}
+
+// Live returns the owned partitions that are caught up, NoPartition
+// included: their records are applied as they come.
+func (r *Runner) Live() events.PartitionSet {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.live
+}
+
+// Run applies the log to the projections until ctx ends (returning
+// ctx.Err()) or the log or a projection fails. It may be called once.
 func (r *Runner) Run(ctx context.Context) (err error) {
 	r.mu.Lock()
 	if r.started {
@@ -179,7 +264,6 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("run: %w", ErrRunning)
 	}
 	r.started = true
-	from := r.minCheckpoint()
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
@@ -188,113 +272,35 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		r.notify = make(chan struct{})
 		r.mu.Unlock()
 	}()
-
-	r.logger.Info("projections starting", "position", from.String())
-	err = r.log.Subscribe(ctx, from, events.Filter{}, r.apply)
-	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return ctx.Err()
-	}
-	return fmt.Errorf("projections subscription from %s: %w", from, err)
+	r.logger.Info("projections starting", "position", r.Applied().String())
+	return r.runLanes(ctx)
 }
 
-// apply applies one batch of the subscription in one Pebble batch.
-func (r *Runner) apply(recs []events.Record) error {
-	if len(recs) == 0 {
-		return nil
-	}
-	last := recs[len(recs)-1]
-	var hooks []func()
-	n, err := r.commit(recs, &hooks)
-	if err != nil {
-		return err
-	}
-	// Hooks first: once WaitFor returns, the projections' in-memory state
-	// reflects the batch too.
-	for _, h := range hooks {
-		h()
-	}
-
-	r.mu.Lock()
-	for _, p := range r.projs {
-		if p.ckpt.Less(last.Position) {
-			p.ckpt = last.Position
-		}
-	}
-	r.applied = r.minCheckpoint()
-	if len(r.projs) == 0 {
-		r.applied = last.Position
-	}
-	r.recorded = last.Recorded
-	r.events += n
-	close(r.notify)
-	r.notify = make(chan struct{})
-	r.mu.Unlock()
-	return nil
-}
-
-// commit writes the batch and the checkpoints; it returns the number of
-// records that some projection applied.
-func (r *Runner) commit(recs []events.Record, hooks *[]func()) (uint64, error) {
-	r.applyMu.Lock()
-	defer r.applyMu.Unlock()
-	if r.closed {
-		return 0, ErrClosed
-	}
-	pb := r.db.NewIndexedBatch()
-	defer pb.Close()
-
-	batches := make([]Batch, len(r.projs))
-	for i, p := range r.projs {
-		batches[i] = Batch{b: pb, prefix: p.prefix, hooks: hooks}
-	}
-	var n uint64
-	for i := range recs {
-		rec := &recs[i]
-		var msg proto.Message
-		for j, p := range r.projs {
-			if !p.ckpt.Less(rec.Position) || !p.filter.Match(rec) {
-				continue
-			}
-			if msg == nil {
-				m, err := events.Decode(rec)
-				if err != nil {
-					return 0, fmt.Errorf("projection %s: %w", p.name, err)
-				}
-				msg = m
-				n++
-			}
-			if err := p.p.Apply(&batches[j], rec, msg); err != nil {
-				return 0, fmt.Errorf("projection %s: apply %s@%d (%s) at %s: %w", p.name, rec.Stream, rec.Revision, rec.Type, rec.Position, err)
-			}
-		}
-	}
-	last := recs[len(recs)-1].Position
-	for _, p := range r.projs {
-		if p.ckpt.Less(last) {
-			if err := pb.Set(checkpointKey(p.name), encodePosition(last), nil); err != nil {
-				return 0, fmt.Errorf("projection %s: set checkpoint: %w", p.name, err)
-			}
-		}
-	}
-	// No fsync: the checkpoint commits atomically with the state it covers,
-	// and a crash that loses the tail of the write-ahead log loses both, so
-	// the lost events are applied again, once.
-	if err := pb.Commit(pebble.NoSync); err != nil {
-		return 0, fmt.Errorf("commit projections at %s: %w", last, err)
-	}
-	return n, nil
-}
-
-// WaitFor returns once every projection has applied the log up to pos
-// (included), whether or not the event at pos concerned them. It waits for
+// WaitFor returns once the main lane has applied the log up to pos
+// (included): the records of no partition and those of every live
+// partition, whether or not the event at pos concerned them. It waits for
 // the runner's signal after each batch, without polling. It fails when ctx
 // ends or when Run has returned (with an error wrapping [ErrStopped]).
 func (r *Runner) WaitFor(ctx context.Context, pos events.Position) error {
+	return r.WaitForPartitions(ctx, events.NewPartitionSet(events.NoPartition), pos)
+}
+
+// WaitForPartition returns once partition p is live on this node and the
+// main lane has applied the log up to pos. It waits as long as the node
+// does not own p (or p catches up), so bound ctx.
+func (r *Runner) WaitForPartition(ctx context.Context, p events.Partition, pos events.Position) error {
+	return r.WaitForPartitions(ctx, events.NewPartitionSet(p), pos)
+}
+
+// WaitForPartitions returns once every partition of ps is live on this
+// node and the main lane has applied the log up to pos; see
+// WaitForPartition.
+func (r *Runner) WaitForPartitions(ctx context.Context, ps events.PartitionSet, pos events.Position) error {
 	for {
 		r.mu.Lock()
-		applied, ch, stopped, runErr := r.applied, r.notify, r.stopped, r.runErr
+		applied, live, ch, stopped, runErr := r.mainPos, ps.Minus(r.live).IsEmpty(), r.notify, r.stopped, r.runErr
 		r.mu.Unlock()
-		if !applied.Less(pos) {
+		if live && !applied.Less(pos) {
 			return nil
 		}
 		if stopped {
@@ -303,33 +309,37 @@ func (r *Runner) WaitFor(ctx context.Context, pos events.Position) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			if !live {
+				return fmt.Errorf("wait for partitions %s (not live on this node) at %s: %w", ps, pos, ctx.Err())
+			}
 			return fmt.Errorf("wait for %s (applied %s): %w", pos, applied, ctx.Err())
 		}
 	}
 }
 
-// Applied returns the position up to which every projection has applied the
-// log.
+// Applied returns the position up to which the main lane has applied the
+// log: the records of no partition and those of the live partitions.
 func (r *Runner) Applied() events.Position {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.applied
+	return r.mainPos
 }
 
-// Checkpoints returns each projection's checkpoint, by name.
+// Checkpoints returns each projection's checkpoint for the records of no
+// partition, by name.
 func (r *Runner) Checkpoints() map[string]events.Position {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := make(map[string]events.Position, len(r.projs))
 	for _, p := range r.projs {
-		m[p.name] = p.ckpt
+		m[p.name] = p.ckpt[events.NoPartition]
 	}
 	return m
 }
 
 // Lag is how far the projections are behind the log, for metrics and health.
 type Lag struct {
-	// Head is the log's last position; Applied the projections' position.
+	// Head is the log's last position; Applied the main lane's position.
 	Head, Applied events.Position
 	// Behind is Head.Commit - Applied.Commit, in the backend's position
 	// units (events for the embedded log, bytes for EventStoreDB); 0 when
@@ -338,8 +348,11 @@ type Lag struct {
 	// Age is how long ago the last applied record was recorded, when behind;
 	// 0 when caught up. It bounds from above how stale the projections are.
 	Age time.Duration
-	// Events counts the records applied since Open.
+	// Events counts the records applied to some projection since Open.
 	Events uint64
+	// Owned and Live count the delivery partitions the node owns, and those
+	// of them caught up.
+	Owned, Live int
 }
 
 // Lag compares the projections' position with the log's head.
@@ -349,7 +362,7 @@ func (r *Runner) Lag(ctx context.Context) (Lag, error) {
 		return Lag{}, fmt.Errorf("lag: %w", err)
 	}
 	r.mu.Lock()
-	l := Lag{Head: head, Applied: r.applied, Events: r.events}
+	l := Lag{Head: head, Applied: r.mainPos, Events: r.records, Owned: r.owned.Len() - 1, Live: r.live.Len() - 1}
 	recorded := r.recorded
 	r.mu.Unlock()
 	if l.Applied.Less(head) {
@@ -378,36 +391,62 @@ func (r *Runner) Close() error {
 	return nil
 }
 
-// minCheckpoint returns the smallest checkpoint; r.mu must be held.
-func (r *Runner) minCheckpoint() events.Position {
-	if len(r.projs) == 0 {
-		return events.Start
-	}
-	min := r.projs[0].ckpt
-	for _, p := range r.projs[1:] {
-		if p.ckpt.Less(min) {
-			min = p.ckpt
+// minCheckpoint returns the smallest checkpoint of any projection in the
+// partitions of s (a projection that is not partitioned counts only for
+// NoPartition); false when there is none. r.mu must be held.
+func (r *Runner) minCheckpoint(s events.PartitionSet) (events.Position, bool) {
+	var m events.Position
+	found := false
+	for _, p := range r.projs {
+		set := s
+		if p.part == nil {
+			set = s.Intersect(events.NewPartitionSet(events.NoPartition))
+		}
+		if c, ok := p.ckpt.min(set); ok && (!found || c.Less(m)) {
+			m, found = c, true
 		}
 	}
-	return min
+	return m, found
 }
 
-func (r *Runner) checkpoint(name string) (events.Position, error) {
+func (r *Runner) checkpoint(name string) (checkpoints, error) {
 	v, ok, err := get(r.db, nil, checkpointKey(name))
 	if err != nil || !ok {
-		return events.Start, err
+		return checkpoints{}, err
 	}
-	if len(v) != 16 {
-		return events.Start, fmt.Errorf("checkpoint of %s: %w: %d bytes", name, ErrBadKey, len(v))
+	c, err := decodeCheckpoints(v)
+	if err != nil {
+		return checkpoints{}, fmt.Errorf("checkpoint of %s: %w", name, err)
 	}
-	return events.Position{Commit: binary.BigEndian.Uint64(v), Prepare: binary.BigEndian.Uint64(v[8:])}, nil
+	return c, nil
 }
 
 // checkpointKey is "c" + name; projection data lives under "p" + name.
 func checkpointKey(name string) []byte { return AppendString([]byte{'c'}, name) }
 
-func encodePosition(p events.Position) []byte {
-	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(make([]byte, 0, 16), p.Commit), p.Prepare)
+// filterOf is the union of the filters of projs, for the partitions parts:
+// it lists stream prefixes and types only when every projection does.
+func filterOf(projs []*registered, parts events.PartitionSet) events.Filter {
+	var f events.Filter
+	allPrefixes, allTypes := true, true
+	for _, p := range projs {
+		allPrefixes = allPrefixes && len(p.filter.StreamPrefixes) > 0
+		allTypes = allTypes && len(p.filter.Types) > 0
+		f.StreamPrefixes = append(f.StreamPrefixes, p.filter.StreamPrefixes...)
+		f.Types = append(f.Types, p.filter.Types...)
+	}
+	if !allPrefixes {
+		f.StreamPrefixes = nil
+	}
+	if !allTypes {
+		f.Types = nil
+	}
+	slices.Sort(f.StreamPrefixes)
+	f.StreamPrefixes = slices.Compact(f.StreamPrefixes)
+	slices.Sort(f.Types)
+	f.Types = slices.Compact(f.Types)
+	f.Partitions = &parts
+	return f
 }
 
 // pebbleLogger sends Pebble's logs to slog.

@@ -1,9 +1,20 @@
 // Package due is the projection of the deliveries that still need an
 // attempt: per endpoint, new work ahead of retries, each in due-time order.
-// Endpoint grains pull their next deliveries from it ([Due.Due]) and are
+// Endpoint grains pull their next deliveries from it ([Due.Pull]) and are
 // woken through a [Waker] when work becomes due.
 //
-//	DeliveriesPlanned, outcomes ─▶ projections.Runner ─▶ Due ─▶ Waker ─▶ endpoint grain ─Due()─▶ Due
+//	DeliveriesPlanned, outcomes ─▶ projections.Runner ─▶ Due ─▶ Waker ─▶ endpoint grain ─Pull()─▶ Due
+//
+// # Partitions
+//
+// Due is a partitioned projection ([projections.Partitioned]): a node holds
+// the due work of the delivery partitions it owns, and the cluster places
+// each endpoint's grain on the owner of its partition, so a pull never
+// leaves the node. Its keys start with the partition, so that a partition's
+// summaries load with one scan when it goes live (PartitionsChanged); a
+// partition the node loses is forgotten in memory at once (no wakes, no
+// sweeps, pulls fail with [ErrNotLive]) and its keys stay in the store,
+// behind its checkpoint, for a later return.
 //
 // # What it follows
 //
@@ -26,16 +37,19 @@
 // Wakes are hints and may be lost or repeated; the sweeper in Run wakes every
 // endpoint whose oldest due work has waited longer than StaleAfter, so a lost
 // wake costs at most StaleAfter + SweepInterval, never a delivery. The
-// summaries are rebuilt from the store at start by skipping through the
-// index (two seeks per endpoint with work).
+// summaries of a partition are loaded from the store when it goes live, by
+// skipping through its index (two seeks per endpoint with work). Only the
+// endpoints of live partitions are summarised, woken or swept.
 //
 // # Key layout
 //
 // Under the projection's prefix (S is projections.AppendString, T
 // projections.AppendTime):
 //
-//	q S(endpoint) class T(due) S(delivery)   Item (JSON); class 0 new, 1 retry
-//	r S(delivery)                            the delivery's q key
+//	q P S(endpoint) class T(due) S(delivery)   Item (binary, item.go); class 0 new, 1 retry
+//	r S(delivery)                              the delivery's q key
+//
+// P is the endpoint's partition (events.PartitionOf), 2 bytes big-endian.
 //
 // Due times come from the events (planned at, next_attempt_at, replay
 // requested at), never from the clock, so a rebuild gives the same index.

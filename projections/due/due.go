@@ -1,21 +1,21 @@
 package due
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
-
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections"
-	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
 
-// Name is the due index's projection name; renaming it rebuilds it.
-const Name = "due"
+// Name is the due index's projection name; renaming it rebuilds it. It
+// became "due.v2" when keys began with the partition: a store of before is
+// rebuilt from the log rather than read in the old layout.
+const Name = "due.v2"
 
 // Defaults of the zero Config.
 const (
@@ -69,8 +69,8 @@ type Item struct {
 
 // Waker is told that an endpoint has work due, so that its grain pulls.
 // Wakes are hints: they may repeat and the grain finds out what is due by
-// calling [Due.Due]. Wake is called from the runner's goroutine and must not
-// block.
+// calling [Due.Pull]. Wake is called from the runner's goroutine and must
+// not block.
 type Waker interface {
 	Wake(endpointID string)
 }
@@ -130,137 +130,208 @@ type nopWaker struct{}
 
 func (nopWaker) Wake(string) {}
 
-// Filter implements [projections.Projection].
-func (*Due) Filter() events.Filter {
-	return events.Filter{
-		StreamPrefixes: []string{events.EventCategory + "-", events.DeliveryCategory + "-"},
-		Types:          []string{"DeliveriesPlanned", "AttemptSucceeded", "AttemptFailed", "DeliveryExpired", "ReplayRequested"},
-	}
-}
-
-// Name implements [projections.Projection].
-func (*Due) Name() string { return Name }
-
-// Apply implements [projections.Projection]. The index follows the owning
-// grain's decisions; it never decides a delivery's fate itself:
+// Due is the projection of the deliveries that still need an attempt, per
+// endpoint, new work ahead of retries, each class in due-time order. Endpoint
+// grains pull from it with [Due.Pull]; it wakes them through its [Waker].
 //
-//   - DeliveriesPlanned adds each delivery as new work, due at the planned
-//     time;
-//   - AttemptSucceeded, DeliveryExpired and a terminal AttemptFailed (no
-//     next_attempt_at) remove it;
-//   - AttemptFailed with next_attempt_at moves it to a retry due then;
-//   - ReplayRequested makes it due at the request time as a manual retry:
-//     an ended delivery comes back for one attempt (whose outcome the grain
-//     records, usually without next_attempt_at: it stays ended unless that
-//     attempt succeeds), and a pending one due later moves up. A pending
-//     delivery already due is left as it is.
-func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) error {
-	switch m := msg.(type) {
-	case *hooklinev1.DeliveriesPlanned:
-		// A delivery is planned once: its event stream is appended with
-		// expected revision NoStream, so no existence check is needed.
-		for _, p := range m.GetDeliveries() {
-			it := Item{
-				DeliveryID: p.GetDeliveryId(), TenantID: m.GetTenantId(), EventID: m.GetEventId(),
-				EventType: m.GetEventType(), EndpointID: p.GetEndpointId(), ConfigVersion: p.GetConfigVersion(),
-				Class: ClassNew, DueAt: asTime(m.GetAt()), PlannedAt: asTime(m.GetAt()), ExpiresAt: asTime(m.GetExpiresAt()),
-			}
-			if err := d.put(b, it); err != nil {
-				return err
-			}
-		}
-	case *hooklinev1.AttemptSucceeded:
-		return d.remove(b, m.GetAttempt().GetDeliveryId())
-	case *hooklinev1.DeliveryExpired:
-		return d.remove(b, m.GetDeliveryId())
-	case *hooklinev1.AttemptFailed:
-		a := m.GetAttempt()
-		if m.GetNextAttemptAt() == nil {
-			return d.remove(b, a.GetDeliveryId())
-		}
-		it, ok, err := d.lookup(b, a.GetDeliveryId())
-		if err != nil {
-			return err
-		}
-		if ok {
-			if err := d.delete(b, it); err != nil {
-				return err
-			}
-		} else {
-			it = Item{
-				DeliveryID: a.GetDeliveryId(), TenantID: a.GetTenantId(), EventID: a.GetEventId(),
-				EventType: a.GetEventType(), EndpointID: a.GetEndpointId(), ConfigVersion: a.GetConfigVersion(),
-			}
-		}
-		it.Class, it.Manual, it.DueAt, it.Attempts = ClassRetry, false, asTime(m.GetNextAttemptAt()), a.GetNumber()
-		return d.put(b, it)
-	case *hooklinev1.ReplayRequested:
-		at := asTime(m.GetAt())
-		it, ok, err := d.lookup(b, m.GetDeliveryId())
-		if err != nil {
-			return err
-		}
-		if ok {
-			if it.Class == ClassNew || !it.DueAt.After(at) {
-				return nil // already due
-			}
-			if err := d.delete(b, it); err != nil {
-				return err
-			}
-		} else {
-			it = Item{DeliveryID: m.GetDeliveryId(), TenantID: m.GetTenantId(), EventID: m.GetEventId(), EndpointID: m.GetEndpointId()}
-		}
-		it.Class, it.Manual, it.DueAt = ClassRetry, true, at
-		return d.put(b, it)
-	}
-	return nil
+// It is a partitioned projection: it holds the deliveries of the node's
+// partitions. It keeps in memory, per endpoint with work in a live
+// partition, its oldest new delivery and its earliest retry (loaded from
+// the store when the partition goes live, refreshed after every batch),
+// which drive the wakes, the sweeper and [Due.Stats]. Queries and Stats are
+// safe for concurrent use with the runner and Run.
+type Due struct {
+	store  *projections.Store
+	waker  Waker
+	now    func() time.Time
+	sweep  time.Duration
+	stale  time.Duration
+	logger *slog.Logger
+
+	// touched lists the endpoints the current batch changed, with the
+	// earliest due time it added per class; only the runner's goroutine
+	// uses it (Apply and the commit hook), and buf (put's encoding).
+	touched map[string]head
+	buf     []byte
+
+	// mu guards live, heads, timers and scheduled.
+	mu        sync.Mutex
+	live      events.PartitionSet  // the partitions served here
+	heads     map[string]head      // endpoints of live partitions with due work
+	timers    timerHeap            // future first retries, earliest first
+	scheduled map[string]time.Time // earliest timer set per endpoint
+
+	kick chan struct{} // signals Run that the earliest timer changed
+
 }
 
-// put writes it and its reverse entry, and marks its endpoint touched.
-func (d *Due) put(b *projections.Batch, it Item) error {
-	d.buf = encodeItem(d.buf[:0], &it) // the batch copies it
-	v := d.buf
-	k := itemKey(it.EndpointID, it.Class, it.DueAt, it.DeliveryID)
-	if err := b.Set(k, v); err != nil {
-		return err
-	}
-	if err := b.Set(reverseKey(it.DeliveryID), k); err != nil {
-		return err
-	}
-	d.touch(b, it.EndpointID, &it)
-	return nil
+// head summarises an endpoint's work: zero times when none.
+type head struct {
+	oldestNew  time.Time
+	firstRetry time.Time
 }
 
-// delete removes it's item key (not its reverse entry, which put rewrites).
-func (d *Due) delete(b *projections.Batch, it Item) error {
-	d.touch(b, it.EndpointID, nil)
-	return b.Delete(itemKey(it.EndpointID, it.Class, it.DueAt, it.DeliveryID))
-}
+// ErrNotLive means a pull asked for an endpoint whose partition this node
+// does not serve (any more, or yet): its grain belongs elsewhere.
+var ErrNotLive = errors.New("due: the endpoint's partition is not live on this node")
 
-// remove drops a delivery, if it is in the index.
-func (d *Due) remove(b *projections.Batch, deliveryID string) error {
-	it, ok, err := d.lookup(b, deliveryID)
-	if err != nil || !ok {
-		return err
+// New registers a Due with r. Its summaries are loaded per partition as the
+// runner makes partitions live.
+func New(r *projections.Runner, cfg Config) (*Due, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if err := d.delete(b, it); err != nil {
-		return err
+	cfg = cfg.withDefaults()
+	d := &Due{
+		waker: cfg.Waker, now: cfg.Now, sweep: cfg.SweepInterval, stale: cfg.StaleAfter, logger: cfg.Logger,
+		touched: make(map[string]head), heads: make(map[string]head), scheduled: make(map[string]time.Time), kick: make(chan struct{}, 1),
 	}
-	return b.Delete(reverseKey(deliveryID))
-}
-
-// lookup finds a delivery's item through the reverse index.
-func (d *Due) lookup(b *projections.Batch, deliveryID string) (Item, bool, error) {
-	k, ok, err := b.Get(reverseKey(deliveryID))
-	if err != nil || !ok {
-		return Item{}, false, err
-	}
-	v, ok, err := b.Get(k)
+	s, err := r.Register(d)
 	if err != nil {
+		return nil, err
+	}
+	d.store = s
+	return d, nil
+}
+
+// PartitionsChanged implements [projections.Partitioned]: it forgets the
+// endpoints of the partitions no longer live, and loads the summaries of
+// those that became live and wakes their endpoints with work.
+func (d *Due) PartitionsChanged(live events.PartitionSet) {
+	d.mu.Lock()
+	gained, lost := live.Minus(d.live), d.live.Minus(live)
+	d.live = live
+	if !lost.IsEmpty() {
+		for ep := range d.heads {
+			if lost.Has(events.PartitionOf(ep)) {
+				delete(d.heads, ep)
+				delete(d.scheduled, ep)
+			}
+		}
+	}
+	var wake []string
+	var err error
+	now := d.now()
+	gained.Each(func(p events.Partition) {
+		if err == nil && p != events.NoPartition {
+			wake, err = d.load(p, now, wake)
+		}
+	})
+	d.mu.Unlock()
+	d.kickRun()
+	if err != nil {
+		// The sweeper cannot see these endpoints until a batch touches
+		// them; the grains still pull when woken by a publish.
+		d.logger.Error("due index: cannot load a partition's summaries", "partitions", gained.String(), "error", err)
+	}
+	for _, ep := range wake {
+		d.waker.Wake(ep)
+	}
+}
+
+// load builds the summaries of partition p by skipping through its index:
+// two seeks per endpoint with work, whatever the number of items. It adds
+// to wake the endpoints with work due at now. d.mu must be held.
+func (d *Due) load(p events.Partition, now time.Time, wake []string) ([]string, error) {
+	pp := partitionPrefix(p)
+	it, err := d.store.NewIter(pp, projections.PrefixEnd(pp))
+	if err != nil {
+		return wake, err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; {
+		ep, c, due, err := parseItemKey(it.Key())
+		if err != nil {
+			return wake, err
+		}
+		h := d.heads[ep]
+		if c == ClassNew {
+			h.oldestNew = due
+			ok = it.SeekGE(classPrefix(ep, ClassRetry))
+		} else {
+			h.firstRetry = due
+			ok = it.SeekGE(projections.PrefixEnd(endpointPrefix(ep)))
+		}
+		d.heads[ep] = h
+		if h.firstRetry.After(now) {
+			d.schedule(ep, h.firstRetry)
+		}
+		if h.wakeAt(now) {
+			wake = append(wake, ep)
+		}
+	}
+	return wake, nil
+}
+
+// wakeAt reports whether an endpoint with this summary has work at now:
+// new deliveries, or a retry due.
+func (h head) wakeAt(now time.Time) bool {
+	return !h.oldestNew.IsZero() || (!h.firstRetry.IsZero() && !h.firstRetry.After(now))
+}
+
+// Pull returns up to limit (0: DefaultLimit) items of an endpoint that need
+// an attempt now: every new delivery first (new work is due when planned,
+// whatever the clocks say), then the retries due by now, each class in due
+// order. Items stay in the index until their outcome is applied, so a grain
+// skips those it has in flight (asking for limit plus that many). An
+// endpoint whose partition is not live here fails with [ErrNotLive].
+func (d *Due) Pull(endpointID string, now time.Time, limit int) ([]Item, error) {
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	// Start at the known heads, past the tombstones of removed items.
+	d.mu.Lock()
+	h, live := d.heads[endpointID], d.live.Has(events.PartitionOf(endpointID))
+	d.mu.Unlock()
+	if !live {
+		return nil, fmt.Errorf("pull for %s: %w", endpointID, ErrNotLive)
+	}
+	news := classPrefix(endpointID, ClassNew)
+	items, err := d.scan(projections.AppendTime(bytes.Clone(news), h.oldestNew), projections.PrefixEnd(news), nil, limit)
+	if err != nil {
+		return nil, fmt.Errorf("due for %s: %w", endpointID, err)
+	}
+	if len(items) < limit {
+		retries := classPrefix(endpointID, ClassRetry)
+		lower := projections.AppendTime(bytes.Clone(retries), h.firstRetry)
+		upper := projections.AppendTime(retries, now.Add(time.Nanosecond))
+		items, err = d.scan(lower, upper, items, limit)
+		if err != nil {
+			return nil, fmt.Errorf("due for %s: %w", endpointID, err)
+		}
+	}
+	return items, nil
+}
+
+func (d *Due) scan(lower, upper []byte, items []Item, limit int) ([]Item, error) {
+	it, err := d.store.NewIter(lower, upper)
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	for ok := it.First(); ok && len(items) < limit; ok = it.Next() {
+		v, err := it.Value()
+		if err != nil {
+			return nil, err
+		}
+		item, err := decodeItem(v)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, item)
+	}
+	return items, nil
+}
+
+// Get returns a delivery's item; ok is false when it needs no attempt.
+func (d *Due) Get(deliveryID string) (Item, bool, error) {
+	k, ok, err := d.store.Get(reverseKey(deliveryID))
+	if err != nil || !ok {
 		return Item{}, false, err
 	}
-	if !ok {
-		return Item{}, false, fmt.Errorf("delivery %s: reverse entry without item", deliveryID)
+	v, ok, err := d.store.Get(k)
+	if err != nil || !ok {
+		return Item{}, false, err
 	}
 	it, err := decodeItem(v)
 	if err != nil {
@@ -269,46 +340,29 @@ func (d *Due) lookup(b *projections.Batch, deliveryID string) (Item, bool, error
 	return it, true, nil
 }
 
-// Keys, under the due index's prefix (S = projections.AppendString, T =
-// projections.AppendTime):
-//
-//	q S(endpoint) class T(due) S(delivery)   Item (encodeItem; JSON before)
-//	r S(delivery)                            the delivery's q key
-func endpointPrefix(endpointID string) []byte {
-	return projections.AppendString([]byte{'q'}, endpointID)
+// Stats describes the due work of the node, for metrics.
+type Stats struct {
+	// Endpoints counts the endpoints with work in the index.
+	Endpoints int
+	// OldestNew is the age of the oldest new delivery; 0 when none.
+	OldestNew time.Duration
+	// OldestRetry is how long the most overdue retry has been due; 0 when
+	// no retry is due.
+	OldestRetry time.Duration
 }
 
-func classPrefix(endpointID string, c Class) []byte {
-	return append(endpointPrefix(endpointID), byte(c))
-}
-
-func itemKey(endpointID string, c Class, due time.Time, deliveryID string) []byte {
-	return projections.AppendString(projections.AppendTime(classPrefix(endpointID, c), due), deliveryID)
-}
-
-// parseItemKey returns the endpoint, class and due time of an item key.
-func parseItemKey(k []byte) (endpointID string, c Class, due time.Time, err error) {
-	if len(k) == 0 || k[0] != 'q' {
-		return "", 0, time.Time{}, fmt.Errorf("%w: not an item key", projections.ErrBadKey)
+// Stats summarises the index as of now.
+func (d *Due) Stats(now time.Time) Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := Stats{Endpoints: len(d.heads)}
+	for _, h := range d.heads {
+		if !h.oldestNew.IsZero() {
+			s.OldestNew = max(s.OldestNew, now.Sub(h.oldestNew))
+		}
+		if !h.firstRetry.IsZero() && !h.firstRetry.After(now) {
+			s.OldestRetry = max(s.OldestRetry, now.Sub(h.firstRetry))
+		}
 	}
-	endpointID, rest, err := projections.ReadString(k[1:])
-	if err != nil {
-		return "", 0, time.Time{}, err
-	}
-	if len(rest) == 0 {
-		return "", 0, time.Time{}, fmt.Errorf("%w: item key without class", projections.ErrBadKey)
-	}
-	c = Class(rest[0])
-	due, _, err = projections.ReadTime(rest[1:])
-	return endpointID, c, due, err
-}
-
-func reverseKey(deliveryID string) []byte { return projections.AppendString([]byte{'r'}, deliveryID) }
-
-// asTime converts a timestamp, nil to the zero time.
-func asTime(ts *timestamppb.Timestamp) time.Time {
-	if ts == nil {
-		return time.Time{}
-	}
-	return ts.AsTime()
+	return s
 }

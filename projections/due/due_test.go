@@ -172,6 +172,7 @@ func (f *fixture) openStop(fs vfs.FS, cfg due.Config) (*due.Due, *projections.Ru
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	r.Own(events.AllPartitions())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 2)
 	go func() { done <- r.Run(ctx) }()
@@ -194,7 +195,7 @@ func (f *fixture) sync(r *projections.Runner) {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := r.WaitFor(ctx, f.head); err != nil {
+	if err := r.WaitForPartitions(ctx, r.Owned(), f.head); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -214,7 +215,7 @@ func ids(items []due.Item) []string {
 
 func dueIDs(t *testing.T, d *due.Due, endpointID string, now time.Time, limit int) []string {
 	t.Helper()
-	items, err := d.Due(endpointID, now, limit)
+	items, err := d.Pull(endpointID, now, limit)
 	if err != nil {
 		t.Fatal(err)
 	}

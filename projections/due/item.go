@@ -2,14 +2,12 @@ package due
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 )
 
-// itemV1 starts an item's binary encoding. Items written before it are
-// JSON objects (starting with '{'), which decodeItem still reads.
+// itemV1 starts an item's binary encoding.
 const itemV1 = 1
 
 // Flags of the binary encoding.
@@ -59,16 +57,10 @@ func encodeItem(buf []byte, it *Item) []byte {
 	return buf
 }
 
-// decodeItem decodes an item in either encoding. Its strings are copies: v
+// decodeItem decodes an item. Its strings are copies: v
 // may be a buffer the store reuses.
 func decodeItem(v []byte) (Item, error) {
 	var it Item
-	if len(v) > 0 && v[0] == '{' {
-		if err := json.Unmarshal(v, &it); err != nil {
-			return Item{}, fmt.Errorf("decode item: %w", err)
-		}
-		return it, nil
-	}
 	if len(v) < 3 || v[0] != itemV1 {
 		return Item{}, fmt.Errorf("decode item: unknown encoding")
 	}

@@ -31,19 +31,6 @@ func TestItemEncoding(t *testing.T) {
 			}
 		})
 	}
-	t.Run("JSON written before the binary encoding", func(t *testing.T) {
-		v, err := json.Marshal(sampleItem)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := decodeItem(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(sampleItem, got); diff != "" {
-			t.Errorf("JSON item (-want +got):\n%s", diff)
-		}
-	})
 	t.Run("truncated", func(t *testing.T) {
 		v := encodeItem(nil, &sampleItem)
 		for n := range len(v) {

@@ -1,105 +1,13 @@
 package due
 
 import (
-	"bytes"
 	"container/heap"
 	"context"
-	"fmt"
-	"log/slog"
-	"sync"
 	"time"
 
+	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections"
 )
-
-// Due is the projection of the deliveries that still need an attempt, per
-// endpoint, new work ahead of retries, each class in due-time order. Endpoint
-// grains pull from it with [Due.Due]; it wakes them through its [Waker].
-//
-// It keeps in memory, per endpoint with work, its oldest new delivery and its
-// earliest retry (rebuilt from the store by [New], refreshed after every
-// batch), which drive the wakes, the sweeper and [Due.Stats]. Queries and
-// Stats are safe for concurrent use with the runner and Run.
-type Due struct {
-	store  *projections.Store
-	waker  Waker
-	now    func() time.Time
-	sweep  time.Duration
-	stale  time.Duration
-	logger *slog.Logger
-
-	// touched lists the endpoints the current batch changed, with the
-	// earliest due time it added per class; only the runner's goroutine
-	// uses it (Apply and the commit hook), and buf (put's encoding).
-	touched map[string]head
-	buf     []byte
-
-	// mu guards heads, timers and scheduled.
-	mu        sync.Mutex
-	heads     map[string]head      // endpoints with due work
-	timers    timerHeap            // future first retries, earliest first
-	scheduled map[string]time.Time // earliest timer set per endpoint
-
-	kick chan struct{} // signals Run that the earliest timer changed
-
-}
-
-// head summarises an endpoint's work: zero times when none.
-type head struct {
-	oldestNew  time.Time
-	firstRetry time.Time
-}
-
-// New registers a Due with r and loads its in-memory summaries from the store.
-func New(r *projections.Runner, cfg Config) (*Due, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	d := &Due{
-		waker: cfg.Waker, now: cfg.Now, sweep: cfg.SweepInterval, stale: cfg.StaleAfter, logger: cfg.Logger,
-		touched: make(map[string]head), heads: make(map[string]head), scheduled: make(map[string]time.Time), kick: make(chan struct{}, 1),
-	}
-	s, err := r.Register(d)
-	if err != nil {
-		return nil, err
-	}
-	d.store = s
-	if err := d.load(); err != nil {
-		return nil, fmt.Errorf("load due index: %w", err)
-	}
-	return d, nil
-}
-
-// load builds the summaries by skipping through the index: two seeks per
-// endpoint with work, whatever the number of items.
-func (d *Due) load() error {
-	it, err := d.store.NewIter([]byte{'q'}, []byte{'q' + 1})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	now := d.now()
-	for ok := it.First(); ok; {
-		ep, c, due, err := parseItemKey(it.Key())
-		if err != nil {
-			return err
-		}
-		h := d.heads[ep]
-		if c == ClassNew {
-			h.oldestNew = due
-			ok = it.SeekGE(classPrefix(ep, ClassRetry))
-		} else {
-			h.firstRetry = due
-			ok = it.SeekGE(projections.PrefixEnd(endpointPrefix(ep)))
-		}
-		d.heads[ep] = h
-		if h.firstRetry.After(now) {
-			d.schedule(ep, h.firstRetry)
-		}
-	}
-	return nil
-}
 
 // touch marks an endpoint changed by the current batch, and arranges for
 // the summaries to be refreshed once the batch commits.
@@ -143,6 +51,9 @@ func (d *Due) committed() {
 	changes := make([]change, 0, len(d.touched))
 	d.mu.Lock()
 	for ep, added := range d.touched {
+		if !d.live.Has(events.PartitionOf(ep)) {
+			continue // catching up: loaded when it goes live
+		}
 		// Removed items leave tombstones at the front of the index until
 		// compaction drops them; seeking from the previous head (or an
 		// earlier item this batch added) skips them.
@@ -170,7 +81,7 @@ func (d *Due) committed() {
 			continue
 		}
 		d.heads[c.ep] = c.h
-		if !c.h.oldestNew.IsZero() || (!c.h.firstRetry.IsZero() && !c.h.firstRetry.After(now)) {
+		if c.h.wakeAt(now) {
 			wake = append(wake, c.ep)
 		}
 		if c.h.firstRetry.After(now) && d.schedule(c.ep, c.h.firstRetry) {
@@ -220,100 +131,6 @@ func (d *Due) kickRun() {
 	case d.kick <- struct{}{}:
 	default:
 	}
-}
-
-// Due returns up to limit (0: DefaultLimit) items of an endpoint that need
-// an attempt now: every new delivery first (new work is due when planned,
-// whatever the clocks say), then the retries due by now, each class in due
-// order. Items stay in the index until their outcome is applied, so a grain
-// skips those it has in flight (asking for limit plus that many).
-func (d *Due) Due(endpointID string, now time.Time, limit int) ([]Item, error) {
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
-	// Start at the known heads, past the tombstones of removed items.
-	d.mu.Lock()
-	h := d.heads[endpointID]
-	d.mu.Unlock()
-	news := classPrefix(endpointID, ClassNew)
-	items, err := d.scan(projections.AppendTime(bytes.Clone(news), h.oldestNew), projections.PrefixEnd(news), nil, limit)
-	if err != nil {
-		return nil, fmt.Errorf("due for %s: %w", endpointID, err)
-	}
-	if len(items) < limit {
-		retries := classPrefix(endpointID, ClassRetry)
-		lower := projections.AppendTime(bytes.Clone(retries), h.firstRetry)
-		upper := projections.AppendTime(retries, now.Add(time.Nanosecond))
-		items, err = d.scan(lower, upper, items, limit)
-		if err != nil {
-			return nil, fmt.Errorf("due for %s: %w", endpointID, err)
-		}
-	}
-	return items, nil
-}
-
-func (d *Due) scan(lower, upper []byte, items []Item, limit int) ([]Item, error) {
-	it, err := d.store.NewIter(lower, upper)
-	if err != nil {
-		return nil, err
-	}
-	defer it.Close()
-	for ok := it.First(); ok && len(items) < limit; ok = it.Next() {
-		v, err := it.Value()
-		if err != nil {
-			return nil, err
-		}
-		item, err := decodeItem(v)
-		if err != nil {
-			return nil, err
-		}
-		items = append(items, item)
-	}
-	return items, nil
-}
-
-// Get returns a delivery's item; ok is false when it needs no attempt.
-func (d *Due) Get(deliveryID string) (Item, bool, error) {
-	k, ok, err := d.store.Get(reverseKey(deliveryID))
-	if err != nil || !ok {
-		return Item{}, false, err
-	}
-	v, ok, err := d.store.Get(k)
-	if err != nil || !ok {
-		return Item{}, false, err
-	}
-	it, err := decodeItem(v)
-	if err != nil {
-		return Item{}, false, fmt.Errorf("delivery %s: %w", deliveryID, err)
-	}
-	return it, true, nil
-}
-
-// Stats describes the due work of the node, for metrics.
-type Stats struct {
-	// Endpoints counts the endpoints with work in the index.
-	Endpoints int
-	// OldestNew is the age of the oldest new delivery; 0 when none.
-	OldestNew time.Duration
-	// OldestRetry is how long the most overdue retry has been due; 0 when
-	// no retry is due.
-	OldestRetry time.Duration
-}
-
-// Stats summarises the index as of now.
-func (d *Due) Stats(now time.Time) Stats {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s := Stats{Endpoints: len(d.heads)}
-	for _, h := range d.heads {
-		if !h.oldestNew.IsZero() {
-			s.OldestNew = max(s.OldestNew, now.Sub(h.oldestNew))
-		}
-		if !h.firstRetry.IsZero() && !h.firstRetry.After(now) {
-			s.OldestRetry = max(s.OldestRetry, now.Sub(h.firstRetry))
-		}
-	}
-	return s
 }
 
 // Sweep wakes every endpoint whose oldest due work has waited longer than

@@ -1,9 +1,23 @@
-// Package history is the projection of deliveries and their attempts that
-// the control API searches: GET /v1/webhook-deliveries by endpoint, status,
-// event type and time, newest first, with opaque cursors, and
-// GET /v1/webhook-deliveries/{id} with every attempt. It keeps 30 days.
+// Package history is the projection of deliveries that the control API
+// searches: GET /v1/webhook-deliveries by endpoint, status, event type and
+// time, newest first, with opaque cursors, and GET
+// /v1/webhook-deliveries/{id}, whose attempts it reads from the delivery's
+// stream in the log ([History.Attempts]) rather than keeping a copy. It
+// keeps 30 days.
 //
 //	DeliveriesPlanned, outcomes ─▶ projections.Runner ─▶ History ─▶ control (search, get)
+//
+// # Partitions: history stored once, searched from any node
+//
+// History is a partitioned projection: each node keeps the deliveries of
+// the partitions it owns, so the cluster stores each delivery once (a node
+// that lost a partition keeps its old copy until retention, but no longer
+// serves it). A search is answered by any node: it asks every member to
+// [History.Scan] the partitions it serves, after the cursor's key, and
+// [Merge]s the parts. Index keys order deliveries the same way in every
+// store, so the merged page is the one a single store holding everything
+// would give (TestScatteredSearch checks page for page and cursor for
+// cursor), and a cursor made by one node is valid on any other.
 //
 // # Status
 //
@@ -22,8 +36,8 @@
 // first):
 //
 //	i S(delivery)                                 D: finds the delivery's day
-//	d day r D S(delivery)                         Delivery (JSON)
-//	d day a S(delivery) revision                  attempt: kind + AttemptSucceeded/AttemptFailed (protobuf)
+//	d day r D S(delivery)                         hooklinev1.DeliveryRecord (protobuf; JSON before)
+//	d day a S(delivery) revision                  attempts, written before they were read from the log
 //	d day t S(tenant) D S(delivery)               index by tenant
 //	d day e S(tenant) S(endpoint) D S(delivery)   index by tenant, endpoint
 //	d day s S(tenant) status D S(delivery)        index by tenant, status
@@ -34,12 +48,15 @@
 // from the newest, within its time range; an event type combined with an
 // endpoint or a status is checked on each delivery read, within a scan
 // budget (a page may then come back short, with a cursor to continue).
-// Results with the same planned time come in delivery id order.
+// Results with the same planned time come in delivery id order. A scan
+// looks for one more match than the page holds, so a page is followed by a
+// cursor only when more may come.
 //
 // # Cursors
 //
 // A cursor is base64url of a version, a fingerprint of the query's filters,
-// the last index key read and a checksum. Search rejects with
+// the index key to resume after (the last delivery of the page, or the
+// frontier where the slowest scan stopped) and a checksum. Search rejects with
 // [ErrBadCursor] a cursor that is damaged or altered, made for other filters
 // or another tenant, or whose key lies outside the query's own index range;
 // the last check is what makes a forged cursor harmless. Cursors stay valid

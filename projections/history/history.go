@@ -1,7 +1,7 @@
 package history
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -98,6 +98,10 @@ type Config struct {
 	// ScanBudget bounds the index entries one Search reads; 0 means
 	// DefaultScanBudget.
 	ScanBudget int
+	// Log is read for a delivery's attempts (its delivery stream): history
+	// does not keep a second copy of them. Nil answers Attempts with an
+	// error.
+	Log events.Log
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger; nil means slog.Default().
@@ -166,6 +170,10 @@ func New(r *projections.Runner, cfg Config) (*History, error) {
 // Name implements [projections.Projection].
 func (*History) Name() string { return Name }
 
+// PartitionsChanged implements [projections.Partitioned]: history keeps no
+// state per partition in memory; searches say which partitions they want.
+func (*History) PartitionsChanged(events.PartitionSet) {}
+
 // Filter implements [projections.Projection].
 func (*History) Filter() events.Filter {
 	return events.Filter{
@@ -174,32 +182,55 @@ func (*History) Filter() events.Filter {
 	}
 }
 
-// Get returns a delivery of a tenant with its attempts, oldest first; ok is
-// false when the tenant has no such delivery (or it was pruned).
-func (h *History) Get(tenantID, deliveryID string) (d Delivery, attempts []Attempt, ok bool, err error) {
+// Get returns a delivery of a tenant; ok is false when the tenant has no
+// such delivery (or it was pruned).
+func (h *History) Get(tenantID, deliveryID string) (d Delivery, ok bool, err error) {
 	d, ok, err = h.load(h.store, deliveryID)
 	if err != nil || !ok || d.TenantID != tenantID {
-		return Delivery{}, nil, false, err
+		return Delivery{}, false, err
 	}
-	prefix := attemptPrefix(d.PlannedAt, d.ID)
-	it, err := h.store.NewIter(prefix, projections.PrefixEnd(prefix))
-	if err != nil {
-		return Delivery{}, nil, false, fmt.Errorf("attempts of %s: %w", deliveryID, err)
-	}
-	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
-		v, err := it.Value()
-		if err != nil {
-			return Delivery{}, nil, false, fmt.Errorf("attempts of %s: %w", deliveryID, err)
-		}
-		a, err := decodeAttempt(v)
-		if err != nil {
-			return Delivery{}, nil, false, fmt.Errorf("attempts of %s: %w", deliveryID, err)
-		}
-		attempts = append(attempts, a)
-	}
-	return d, attempts, true, nil
+	return d, true, nil
 }
+
+// Attempts returns a delivery's recorded attempts, oldest first, read from
+// its delivery stream in the log: none when the stream is gone (retention)
+// or was never written.
+func (h *History) Attempts(ctx context.Context, deliveryID string) ([]Attempt, error) {
+	if h.cfg.Log == nil {
+		return nil, errors.New("history: no log to read attempts from")
+	}
+	stream := events.DeliveryStream(deliveryID)
+	var out []Attempt
+	for from := events.Revision(0); ; {
+		recs, err := h.cfg.Log.ReadStream(ctx, stream, events.Forwards, from, attemptsPage)
+		if errors.Is(err, events.ErrStreamNotFound) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("attempts of %s: %w", deliveryID, err)
+		}
+		for i := range recs {
+			msg, err := events.Decode(&recs[i])
+			if err != nil {
+				return nil, fmt.Errorf("attempts of %s: %w", deliveryID, err)
+			}
+			switch m := msg.(type) {
+			case *hooklinev1.AttemptSucceeded:
+				out = append(out, Attempt{Succeeded: true, Attempt: m.GetAttempt()})
+			case *hooklinev1.AttemptFailed:
+				out = append(out, Attempt{Attempt: m.GetAttempt(), Retryable: m.GetRetryable(), NextAttemptAt: asTime(m.GetNextAttemptAt())})
+			}
+		}
+		if len(recs) < attemptsPage {
+			return out, nil
+		}
+		from = recs[len(recs)-1].Revision + 1
+	}
+}
+
+// attemptsPage is how many events of a delivery stream Attempts reads at a
+// time; a delivery has tens of events at most.
+const attemptsPage = 256
 
 // reader is what both a Store and a Batch offer for point reads.
 type reader interface {
@@ -225,16 +256,17 @@ func (h *History) loadRecord(r reader, key []byte) (Delivery, bool, error) {
 	if err != nil || !ok {
 		return Delivery{}, false, err
 	}
-	var d Delivery
-	if err := json.Unmarshal(v, &d); err != nil {
-		return Delivery{}, false, fmt.Errorf("decode delivery: %w", err)
+	d, err := decodeRecord(v)
+	if err != nil {
+		return Delivery{}, false, err
 	}
 	return d, true, nil
 }
 
 // Apply implements [projections.Projection]. Outcomes of a delivery that
 // history does not hold (pruned, or planned before the log's retention)
-// are skipped.
+// are skipped. The attempts themselves are not copied: [History.Attempts]
+// reads them from the log.
 func (h *History) Apply(b *projections.Batch, rec *events.Record, msg proto.Message) error {
 	switch m := msg.(type) {
 	case *hooklinev1.DeliveriesPlanned:
@@ -267,7 +299,7 @@ func (h *History) Apply(b *projections.Batch, rec *events.Record, msg proto.Mess
 			if d.Status != Succeeded {
 				d.Status, d.EndedAt = Succeeded, asTime(a.GetFinishedAt())
 			}
-			return putAttempt(b, d, rec.Revision, 1, m)
+			return nil
 		})
 	case *hooklinev1.AttemptFailed:
 		a := m.GetAttempt()
@@ -281,7 +313,7 @@ func (h *History) Apply(b *projections.Batch, rec *events.Record, msg proto.Mess
 			default:
 				d.Status, d.EndedAt = Failed, asTime(a.GetFinishedAt())
 			}
-			return putAttempt(b, d, rec.Revision, 2, m)
+			return nil
 		})
 	case *hooklinev1.DeliveryExpired:
 		return h.update(b, m.GetDeliveryId(), func(d *Delivery) error {
@@ -335,42 +367,11 @@ func noteAttempt(d *Delivery, a *hooklinev1.Attempt) {
 }
 
 func putRecord(b *projections.Batch, d *Delivery) error {
-	v, err := json.Marshal(d)
+	v, err := encodeRecord(d)
 	if err != nil {
 		return fmt.Errorf("encode delivery %s: %w", d.ID, err)
 	}
 	return b.Set(recordKey(d.PlannedAt, d.ID), v)
-}
-
-// putAttempt stores an outcome event under the delivery's stream revision:
-// kind 1 for AttemptSucceeded, 2 for AttemptFailed, then the event.
-func putAttempt(b *projections.Batch, d *Delivery, rev events.Revision, kind byte, m proto.Message) error {
-	data, err := proto.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("encode attempt of %s: %w", d.ID, err)
-	}
-	return b.Set(attemptKey(d.PlannedAt, d.ID, uint64(rev)), append([]byte{kind}, data...))
-}
-
-func decodeAttempt(v []byte) (Attempt, error) {
-	if len(v) == 0 {
-		return Attempt{}, errors.New("empty attempt")
-	}
-	switch v[0] {
-	case 1:
-		var m hooklinev1.AttemptSucceeded
-		if err := proto.Unmarshal(v[1:], &m); err != nil {
-			return Attempt{}, fmt.Errorf("decode attempt: %w", err)
-		}
-		return Attempt{Succeeded: true, Attempt: m.GetAttempt()}, nil
-	case 2:
-		var m hooklinev1.AttemptFailed
-		if err := proto.Unmarshal(v[1:], &m); err != nil {
-			return Attempt{}, fmt.Errorf("decode attempt: %w", err)
-		}
-		return Attempt{Attempt: m.GetAttempt(), Retryable: m.GetRetryable(), NextAttemptAt: asTime(m.GetNextAttemptAt())}, nil
-	}
-	return Attempt{}, fmt.Errorf("unknown attempt kind %d", v[0])
 }
 
 // asTime converts a timestamp, nil to the zero time.

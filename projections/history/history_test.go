@@ -88,11 +88,18 @@ func (f *fixture) fail(deliveryID string, n int32, retry bool) {
 
 func (f *fixture) open(fs vfs.FS, cfg history.Config) (*history.History, *projections.Runner) {
 	f.t.Helper()
+	return f.openOwning(fs, cfg, events.AllPartitions())
+}
+
+// openOwning runs a history that owns the partitions of owned.
+func (f *fixture) openOwning(fs vfs.FS, cfg history.Config, owned events.PartitionSet) (*history.History, *projections.Runner) {
+	f.t.Helper()
 	r, err := projections.Open(f.log, projections.Config{Dir: "proj", FS: fs, Logger: quiet})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	cfg.Logger = quiet
+	r.Own(owned)
+	cfg.Logger, cfg.Log = quiet, f.log
 	h, err := history.New(r, cfg)
 	if err != nil {
 		f.t.Fatal(err)
@@ -113,7 +120,7 @@ func (f *fixture) sync(r *projections.Runner) {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := r.WaitFor(ctx, f.head); err != nil {
+	if err := r.WaitForPartitions(ctx, r.Owned(), f.head); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -123,7 +130,7 @@ func (f *fixture) sync(r *projections.Runner) {
 func all(t *testing.T, h *history.History, q history.Query) []string {
 	t.Helper()
 	var ids []string
-	for range 100 {
+	for range 1000 {
 		p, err := h.Search(q)
 		if err != nil {
 			t.Fatal(err)
@@ -206,21 +213,25 @@ func checkSearch(t *testing.T, h *history.History) {
 		})
 	}
 
-	d, attempts, ok, err := h.Get("acme", "e3-A")
+	d, ok, err := h.Get("acme", "e3-A")
 	if err != nil || !ok {
 		t.Fatalf("Get = %v, %v", ok, err)
+	}
+	attempts, err := h.Attempts(context.Background(), "e3-A")
+	if err != nil {
+		t.Fatalf("Attempts = %v", err)
 	}
 	if d.Status != history.Succeeded || d.Attempts != 2 || d.Replays != 1 || len(attempts) != 2 ||
 		attempts[0].Succeeded || !attempts[1].Succeeded || attempts[1].Attempt.GetNumber() != 2 {
 		t.Errorf("Get(e3-A) = %+v, %+v", d, attempts)
 	}
-	if d, _, _, _ := h.Get("acme", "e2-A"); d.Status != history.Pending || !d.NextAttemptAt.Equal(t0.Add(time.Hour)) {
+	if d, _, _ := h.Get("acme", "e2-A"); d.Status != history.Pending || !d.NextAttemptAt.Equal(t0.Add(time.Hour)) {
 		t.Errorf("Get(e2-A) = %+v, want pending with a retry", d)
 	}
-	if d, _, _, _ := h.Get("acme", "e5-B"); d.Status != history.Failed || !d.Expired {
+	if d, _, _ := h.Get("acme", "e5-B"); d.Status != history.Failed || !d.Expired {
 		t.Errorf("Get(e5-B) = %+v, want failed, expired", d)
 	}
-	if _, _, ok, err := h.Get("globex", "e3-A"); ok || err != nil {
+	if _, ok, err := h.Get("globex", "e3-A"); ok || err != nil {
 		t.Errorf("Get from another tenant = %v, %v; want not found", ok, err)
 	}
 }
@@ -274,17 +285,17 @@ func TestPrune(t *testing.T) {
 			t.Errorf("Search(%+v) after prune = %v, want none", q, got)
 		}
 	}
-	if _, _, ok, err := h.Get("acme", "e3-A"); ok || err != nil {
+	if _, ok, err := h.Get("acme", "e3-A"); ok || err != nil {
 		t.Errorf("Get(pruned) = %v, %v", ok, err)
 	}
 	// Outcomes of pruned deliveries are skipped; others still apply.
 	f.succeed("e1-B", 1)
 	f.succeed("e5-A", 1)
 	f.sync(r)
-	if _, _, ok, _ := h.Get("acme", "e1-B"); ok {
+	if _, ok, _ := h.Get("acme", "e1-B"); ok {
 		t.Error("a pruned delivery came back")
 	}
-	if d, _, _, _ := h.Get("acme", "e5-A"); d.Status != history.Succeeded {
+	if d, _, _ := h.Get("acme", "e5-A"); d.Status != history.Succeeded {
 		t.Errorf("Get(e5-A) = %+v, want succeeded", d)
 	}
 }

@@ -14,8 +14,8 @@ import (
 // come first and a whole day is one range):
 //
 //	i S(delivery)                              D: where the delivery lives
-//	d day r D S(delivery)                      Delivery (JSON)
-//	d day a S(delivery) revision               attempt: kind byte + event (protobuf)
+//	d day r D S(delivery)                      hooklinev1.DeliveryRecord (protobuf; JSON before)
+//	d day a S(delivery) revision               attempts (no longer written; pruned with their day)
 //	d day t S(tenant) D S(delivery)            index: tenant
 //	d day e S(tenant) S(endpoint) D S(d)       index: tenant, endpoint
 //	d day s S(tenant) status D S(d)            index: tenant, status

@@ -2,7 +2,6 @@ package history
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -98,9 +97,9 @@ func (h *History) Prune(ctx context.Context, cutoff time.Time) (int, error) {
 				if err != nil {
 					return err
 				}
-				var d Delivery
-				if err := json.Unmarshal(v, &d); err != nil {
-					return fmt.Errorf("decode delivery: %w", err)
+				d, err := decodeRecord(v)
+				if err != nil {
+					return err
 				}
 				doomed = append(doomed, d)
 			}

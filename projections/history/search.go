@@ -6,8 +6,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections"
 )
 
@@ -39,41 +41,108 @@ type Query struct {
 type Page struct {
 	Deliveries []Delivery
 	// Next is the cursor of the following page; "" when the search is done.
-	// A full page always has a Next, which may lead to an empty page. A page
-	// may hold fewer than Limit deliveries with Next set, when the search
-	// used up its scan budget (filters served by no index: event type
-	// together with endpoint or status).
+	// A page may hold fewer than Limit deliveries with Next set, when the
+	// search used up its scan budget (filters served by no index: event
+	// type together with endpoint or status).
 	Next string
 }
 
+// Partial is one store's part of a search: what [History.Scan] found, to be
+// put together with the other nodes' parts by [Merge].
+type Partial struct {
+	// Entries are the matching deliveries, in index order (newest first),
+	// each with its index key.
+	Entries []Entry
+	// Frontier is the last index key the scan examined when it stopped
+	// early (its page full, or its scan budget spent); nil when Done.
+	Frontier []byte
+	// Done: the scan examined everything the query covers after its start.
+	Done bool
+}
+
+// Entry is one delivery found by a scan, with the index key it was found
+// under: keys order the results of every node the same way.
+type Entry struct {
+	Key      []byte
+	Delivery Delivery
+}
+
 // Search returns a page of the tenant's deliveries that match q, newest
-// planned first. It reads one index: (tenant, endpoint, status), (tenant,
-// endpoint), (tenant, status), (tenant, event type) or (tenant), picked by
-// which filters are set; an event type combined with another filter is
-// checked on each delivery read, within the scan budget.
+// planned first, from this store alone: the whole search of a single node,
+// or of a store that holds every partition. A cluster asks every node to
+// [History.Scan] its partitions and [Merge]s the parts. It reads one index:
+// (tenant, endpoint, status), (tenant, endpoint), (tenant, status), (tenant,
+// event type) or (tenant), picked by which filters are set; an event type
+// combined with another filter is checked on each delivery read, within the
+// scan budget.
 func (h *History) Search(q Query) (Page, error) {
+	after, err := CursorKey(q)
+	if err != nil {
+		return Page{}, err
+	}
+	part, err := h.Scan(q, after, nil)
+	if err != nil {
+		return Page{}, err
+	}
+	return Merge(q, []Partial{part}), nil
+}
+
+// CheckQuery reports a malformed query (wrapping [ErrBadQuery]).
+func CheckQuery(q Query) error {
 	if q.TenantID == "" {
-		return Page{}, fmt.Errorf("%w: tenant is required", ErrBadQuery)
+		return fmt.Errorf("%w: tenant is required", ErrBadQuery)
 	}
 	if q.Status != 0 && (q.Status < Pending || q.Status > Failed) {
-		return Page{}, fmt.Errorf("%w: unknown status %d", ErrBadQuery, q.Status)
+		return fmt.Errorf("%w: unknown status %d", ErrBadQuery, q.Status)
 	}
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
-		return Page{}, fmt.Errorf("%w: since %s is not before until %s", ErrBadQuery, q.Since, q.Until)
+		return fmt.Errorf("%w: since %s is not before until %s", ErrBadQuery, q.Since, q.Until)
 	}
+	return nil
+}
+
+// CursorKey checks q and returns the index key its cursor resumes after
+// (nil for the first page); a cursor that is not one of q's fails with
+// [ErrBadCursor].
+func CursorKey(q Query) ([]byte, error) {
+	if err := CheckQuery(q); err != nil {
+		return nil, err
+	}
+	if q.Cursor == "" {
+		return nil, nil
+	}
+	return decodeCursor(q, indexPrefix(pickIndex(q), q.TenantID, q.EndpointID, q.Status, q.EventType))
+}
+
+// limitOf is q's page size.
+func limitOf(q Query) int {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	limit = min(limit, MaxLimit)
+	return min(limit, MaxLimit)
+}
 
+// Scan finds, in this store, the deliveries that match q (its cursor
+// ignored) after the index key after (nil: from the newest), of the
+// partitions in parts (nil: all), in index order: up to q's limit plus one
+// (the one more tells whether a next page exists), within the scan budget.
+// Deliveries of other partitions are passed over: in a cluster the store
+// may also hold partitions another node serves now.
+func (h *History) Scan(q Query, after []byte, parts *events.PartitionSet) (Partial, error) {
+	if err := CheckQuery(q); err != nil {
+		return Partial{}, err
+	}
 	ix := pickIndex(q)
 	ipfx := indexPrefix(ix, q.TenantID, q.EndpointID, q.Status, q.EventType)
-	checkType := q.EventType != "" && ix != byType
-
+	if after != nil {
+		if err := checkKey(after, ipfx); err != nil {
+			return Partial{}, err
+		}
+	}
 	newest, oldest, ok, err := h.days()
 	if err != nil || !ok {
-		return Page{}, err
+		return Partial{Done: true}, err
 	}
 	if !q.Until.IsZero() {
 		newest = min(newest, dayOf(q.Until.Add(-time.Nanosecond)))
@@ -81,11 +150,7 @@ func (h *History) Search(q Query) (Page, error) {
 	if !q.Since.IsZero() {
 		oldest = max(oldest, dayOf(q.Since))
 	}
-	var after []byte
-	if q.Cursor != "" {
-		if after, err = decodeCursor(q, ipfx); err != nil {
-			return Page{}, err
-		}
+	if after != nil {
 		day, _ := dayOfKey(after)
 		newest = min(newest, day)
 		if len(after) == 1+dayBytes {
@@ -93,12 +158,12 @@ func (h *History) Search(q Query) (Page, error) {
 		}
 	}
 
-	sc := scan{q: q, checkType: checkType, limit: limit, budget: h.cfg.ScanBudget}
+	sc := scan{q: q, checkType: q.EventType != "" && ix != byType, parts: parts, limit: limitOf(q) + 1, budget: h.cfg.ScanBudget}
 	for day := newest; day >= oldest; day-- {
 		if sc.budget <= 0 {
 			// Every newer day is done: resume at the start of this one.
-			sc.page.Next = encodeCursor(q, dayPrefix(day))
-			return sc.page, nil
+			sc.part.Frontier = dayPrefix(day)
+			return sc.part, nil
 		}
 		sc.budget-- // a day costs a seek
 		dp := append(dayPrefix(day), ipfx...)
@@ -114,31 +179,73 @@ func (h *History) Search(q Query) (Page, error) {
 				lower = past
 			}
 		}
-		done, err := h.scanDay(&sc, dp, lower, upper)
+		stopped, err := h.scanDay(&sc, dp, lower, upper)
 		if err != nil {
-			return Page{}, fmt.Errorf("search deliveries of %s: %w", q.TenantID, err)
+			return Partial{}, fmt.Errorf("search deliveries of %s: %w", q.TenantID, err)
 		}
-		if done {
-			sc.page.Next = encodeCursor(q, sc.last)
-			return sc.page, nil
+		if stopped {
+			sc.part.Frontier = bytes.Clone(sc.last)
+			return sc.part, nil
 		}
 	}
-	return sc.page, nil
+	sc.part.Done = true
+	return sc.part, nil
 }
 
-// scan is the state of one Search.
+// Merge puts together the parts of one search, from stores that hold
+// disjoint sets of partitions (an entry found twice, while two nodes both
+// served its partition, counts once), into the page that one store holding
+// everything would have answered: the entries up to the smallest frontier,
+// in index order, at most q's limit, and the cursor of the next page.
+func Merge(q Query, parts []Partial) Page {
+	var frontier []byte // the smallest frontier; nil: every part is done
+	n := 0
+	for _, p := range parts {
+		n += len(p.Entries)
+		if !p.Done && (frontier == nil || bytes.Compare(p.Frontier, frontier) < 0) {
+			frontier = p.Frontier
+		}
+	}
+	entries := make([]Entry, 0, n)
+	for _, p := range parts {
+		for _, e := range p.Entries {
+			if frontier == nil || bytes.Compare(e.Key, frontier) <= 0 {
+				entries = append(entries, e)
+			}
+		}
+	}
+	slices.SortFunc(entries, func(a, b Entry) int { return bytes.Compare(a.Key, b.Key) })
+	entries = slices.CompactFunc(entries, func(a, b Entry) bool { return bytes.Equal(a.Key, b.Key) })
+	limit := limitOf(q)
+	var page Page
+	switch {
+	case len(entries) > limit:
+		entries = entries[:limit]
+		page.Next = encodeCursor(q, entries[limit-1].Key)
+	case frontier != nil:
+		page.Next = encodeCursor(q, frontier)
+	}
+	page.Deliveries = make([]Delivery, len(entries))
+	for i, e := range entries {
+		page.Deliveries[i] = e.Delivery
+	}
+	return page
+}
+
+// scan is the state of one Scan.
 type scan struct {
 	q         Query
 	checkType bool
+	parts     *events.PartitionSet
 	limit     int
 	budget    int
-	page      Page
+	part      Partial
 	last      []byte // the last index key examined
 }
 
-// scanDay reads one day of an index into the page. done means the page is
-// full or the budget is spent: resume after sc.last.
-func (h *History) scanDay(sc *scan, dp, lower, upper []byte) (done bool, err error) {
+// scanDay reads one day of an index into the partial result. stopped means
+// the scan has its entries or the budget is spent: resume after sc.last.
+func (h *History) scanDay(sc *scan, dp, lower, upper []byte) (stopped bool, err error) {
 	it, err := h.store.NewIter(lower, upper)
 	if err != nil {
 		return false, err
@@ -156,10 +263,11 @@ func (h *History) scanDay(sc *scan, dp, lower, upper []byte) (done bool, err err
 		if err != nil {
 			return false, err
 		}
-		if found && (!sc.checkType || d.EventType == sc.q.EventType) {
-			sc.page.Deliveries = append(sc.page.Deliveries, d)
+		if found && (!sc.checkType || d.EventType == sc.q.EventType) &&
+			(sc.parts == nil || sc.parts.Has(events.PartitionOf(d.EndpointID))) {
+			sc.part.Entries = append(sc.part.Entries, Entry{Key: bytes.Clone(key), Delivery: d})
 		}
-		if len(sc.page.Deliveries) == sc.limit || sc.budget <= 0 {
+		if len(sc.part.Entries) == sc.limit || sc.budget <= 0 {
 			return true, nil
 		}
 	}
@@ -230,13 +338,22 @@ func decodeCursor(q Query, ipfx []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: made for another query", ErrBadCursor)
 	}
 	key := body[9:]
-	if _, err := dayOfKey(key); err != nil {
-		return nil, fmt.Errorf("%w: outside the query", ErrBadCursor)
-	}
-	if rest := key[1+dayBytes:]; len(rest) > 0 && !bytes.HasPrefix(rest, ipfx) {
-		return nil, fmt.Errorf("%w: outside the query", ErrBadCursor)
+	if err := checkKey(key, ipfx); err != nil {
+		return nil, err
 	}
 	return key, nil
+}
+
+// checkKey reports, as [ErrBadCursor], a resume key outside the query's
+// index range: a day, or a key of that day under the query's index prefix.
+func checkKey(key, ipfx []byte) error {
+	if _, err := dayOfKey(key); err != nil {
+		return fmt.Errorf("%w: outside the query", ErrBadCursor)
+	}
+	if rest := key[1+dayBytes:]; len(rest) > 0 && !bytes.HasPrefix(rest, ipfx) {
+		return fmt.Errorf("%w: outside the query", ErrBadCursor)
+	}
+	return nil
 }
 
 // fingerprint identifies a query's filters (not its limit or cursor).

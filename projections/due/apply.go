@@ -1,0 +1,201 @@
+package due
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+)
+
+// Filter implements [projections.Projection].
+func (*Due) Filter() events.Filter {
+	return events.Filter{
+		StreamPrefixes: []string{events.EventCategory + "-", events.DeliveryCategory + "-"},
+		Types:          []string{"DeliveriesPlanned", "AttemptSucceeded", "AttemptFailed", "DeliveryExpired", "ReplayRequested"},
+	}
+}
+
+// Name implements [projections.Projection].
+func (*Due) Name() string { return Name }
+
+// Apply implements [projections.Projection]. The index follows the owning
+// grain's decisions; it never decides a delivery's fate itself:
+//
+//   - DeliveriesPlanned adds each delivery as new work, due at the planned
+//     time;
+//   - AttemptSucceeded, DeliveryExpired and a terminal AttemptFailed (no
+//     next_attempt_at) remove it;
+//   - AttemptFailed with next_attempt_at moves it to a retry due then;
+//   - ReplayRequested makes it due at the request time as a manual retry:
+//     an ended delivery comes back for one attempt (whose outcome the grain
+//     records, usually without next_attempt_at: it stays ended unless that
+//     attempt succeeds), and a pending one due later moves up. A pending
+//     delivery already due is left as it is.
+func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) error {
+	switch m := msg.(type) {
+	case *hooklinev1.DeliveriesPlanned:
+		// A delivery is planned once: its event stream is appended with
+		// expected revision NoStream, so no existence check is needed.
+		for _, p := range m.GetDeliveries() {
+			it := Item{
+				DeliveryID: p.GetDeliveryId(), TenantID: m.GetTenantId(), EventID: m.GetEventId(),
+				EventType: m.GetEventType(), EndpointID: p.GetEndpointId(), ConfigVersion: p.GetConfigVersion(),
+				Class: ClassNew, DueAt: asTime(m.GetAt()), PlannedAt: asTime(m.GetAt()), ExpiresAt: asTime(m.GetExpiresAt()),
+			}
+			if err := d.put(b, it); err != nil {
+				return err
+			}
+		}
+	case *hooklinev1.AttemptSucceeded:
+		return d.remove(b, m.GetAttempt().GetDeliveryId())
+	case *hooklinev1.DeliveryExpired:
+		return d.remove(b, m.GetDeliveryId())
+	case *hooklinev1.AttemptFailed:
+		a := m.GetAttempt()
+		if m.GetNextAttemptAt() == nil {
+			return d.remove(b, a.GetDeliveryId())
+		}
+		it, ok, err := d.lookup(b, a.GetDeliveryId())
+		if err != nil {
+			return err
+		}
+		if ok {
+			if err := d.delete(b, it); err != nil {
+				return err
+			}
+		} else {
+			it = Item{
+				DeliveryID: a.GetDeliveryId(), TenantID: a.GetTenantId(), EventID: a.GetEventId(),
+				EventType: a.GetEventType(), EndpointID: a.GetEndpointId(), ConfigVersion: a.GetConfigVersion(),
+			}
+		}
+		it.Class, it.Manual, it.DueAt, it.Attempts = ClassRetry, false, asTime(m.GetNextAttemptAt()), a.GetNumber()
+		return d.put(b, it)
+	case *hooklinev1.ReplayRequested:
+		at := asTime(m.GetAt())
+		it, ok, err := d.lookup(b, m.GetDeliveryId())
+		if err != nil {
+			return err
+		}
+		if ok {
+			if it.Class == ClassNew || !it.DueAt.After(at) {
+				return nil // already due
+			}
+			if err := d.delete(b, it); err != nil {
+				return err
+			}
+		} else {
+			it = Item{DeliveryID: m.GetDeliveryId(), TenantID: m.GetTenantId(), EventID: m.GetEventId(), EndpointID: m.GetEndpointId()}
+		}
+		it.Class, it.Manual, it.DueAt = ClassRetry, true, at
+		return d.put(b, it)
+	}
+	return nil
+}
+
+// put writes it and its reverse entry, and marks its endpoint touched.
+func (d *Due) put(b *projections.Batch, it Item) error {
+	d.buf = encodeItem(d.buf[:0], &it) // the batch copies it
+	v := d.buf
+	k := itemKey(it.EndpointID, it.Class, it.DueAt, it.DeliveryID)
+	if err := b.Set(k, v); err != nil {
+		return err
+	}
+	if err := b.Set(reverseKey(it.DeliveryID), k); err != nil {
+		return err
+	}
+	d.touch(b, it.EndpointID, &it)
+	return nil
+}
+
+// delete removes it's item key (not its reverse entry, which put rewrites).
+func (d *Due) delete(b *projections.Batch, it Item) error {
+	d.touch(b, it.EndpointID, nil)
+	return b.Delete(itemKey(it.EndpointID, it.Class, it.DueAt, it.DeliveryID))
+}
+
+// remove drops a delivery, if it is in the index.
+func (d *Due) remove(b *projections.Batch, deliveryID string) error {
+	it, ok, err := d.lookup(b, deliveryID)
+	if err != nil || !ok {
+		return err
+	}
+	if err := d.delete(b, it); err != nil {
+		return err
+	}
+	return b.Delete(reverseKey(deliveryID))
+}
+
+// lookup finds a delivery's item through the reverse index.
+func (d *Due) lookup(b *projections.Batch, deliveryID string) (Item, bool, error) {
+	k, ok, err := b.Get(reverseKey(deliveryID))
+	if err != nil || !ok {
+		return Item{}, false, err
+	}
+	v, ok, err := b.Get(k)
+	if err != nil {
+		return Item{}, false, err
+	}
+	if !ok {
+		return Item{}, false, fmt.Errorf("delivery %s: reverse entry without item", deliveryID)
+	}
+	it, err := decodeItem(v)
+	if err != nil {
+		return Item{}, false, fmt.Errorf("delivery %s: %w", deliveryID, err)
+	}
+	return it, true, nil
+}
+
+// Keys, under the due index's prefix (P = the endpoint's partition, 2 bytes
+// big-endian; S = projections.AppendString; T = projections.AppendTime):
+//
+//	q P S(endpoint) class T(due) S(delivery)   Item (encodeItem)
+//	r S(delivery)                              the delivery's q key
+func partitionPrefix(p events.Partition) []byte {
+	return binary.BigEndian.AppendUint16([]byte{'q'}, uint16(p))
+}
+
+func endpointPrefix(endpointID string) []byte {
+	return projections.AppendString(partitionPrefix(events.PartitionOf(endpointID)), endpointID)
+}
+
+func classPrefix(endpointID string, c Class) []byte {
+	return append(endpointPrefix(endpointID), byte(c))
+}
+
+func itemKey(endpointID string, c Class, due time.Time, deliveryID string) []byte {
+	return projections.AppendString(projections.AppendTime(classPrefix(endpointID, c), due), deliveryID)
+}
+
+// parseItemKey returns the endpoint, class and due time of an item key.
+func parseItemKey(k []byte) (endpointID string, c Class, due time.Time, err error) {
+	if len(k) < 3 || k[0] != 'q' {
+		return "", 0, time.Time{}, fmt.Errorf("%w: not an item key", projections.ErrBadKey)
+	}
+	endpointID, rest, err := projections.ReadString(k[3:])
+	if err != nil {
+		return "", 0, time.Time{}, err
+	}
+	if len(rest) == 0 {
+		return "", 0, time.Time{}, fmt.Errorf("%w: item key without class", projections.ErrBadKey)
+	}
+	c = Class(rest[0])
+	due, _, err = projections.ReadTime(rest[1:])
+	return endpointID, c, due, err
+}
+
+func reverseKey(deliveryID string) []byte { return projections.AppendString([]byte{'r'}, deliveryID) }
+
+// asTime converts a timestamp, nil to the zero time.
+func asTime(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	return ts.AsTime()
+}

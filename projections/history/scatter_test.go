@@ -1,0 +1,165 @@
+package history_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections/history"
+)
+
+// node is one store of a scattered history, serving some partitions.
+type node struct {
+	h     *history.History
+	parts events.PartitionSet
+}
+
+// mergedSearch is a cluster's search: every node scans its partitions after
+// the cursor's key, and the parts are merged.
+func mergedSearch(t *testing.T, nodes []node, q history.Query) history.Page {
+	t.Helper()
+	after, err := history.CursorKey(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []history.Partial
+	for _, n := range nodes {
+		p, err := n.h.Scan(q, after, &n.parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, p)
+	}
+	return history.Merge(q, parts)
+}
+
+// seedMany plans 40 events over three days to twelve endpoints (four per
+// event) with a mix of outcomes.
+func seedMany(f *fixture) {
+	for i := range 40 {
+		typ := []string{"invoice.paid", "order.shipped", "user.disabled"}[i%3]
+		var eps []string
+		for k := range 4 {
+			eps = append(eps, fmt.Sprintf("E%02d", (i+k*3)%12))
+		}
+		f.publish("acme", fmt.Sprintf("m%02d", i), typ, t0.Add(time.Duration(i)*90*time.Minute), eps...)
+		switch i % 4 {
+		case 0:
+			f.succeed(fmt.Sprintf("m%02d-%s", i, eps[0]), 1)
+		case 1:
+			f.fail(fmt.Sprintf("m%02d-%s", i, eps[1]), 1, false)
+		case 2:
+			f.fail(fmt.Sprintf("m%02d-%s", i, eps[2]), 1, true)
+		}
+	}
+}
+
+// TestScatteredSearch: three stores that each serve a third of the
+// partitions answer, merged, exactly what one store with everything
+// answers: the same pages with the same cursors, and a cursor of either
+// continues on the other.
+func TestScatteredSearch(t *testing.T) {
+	f := newFixture(t)
+	seedMany(f)
+	whole, _ := f.open(vfs.NewMem(), history.Config{})
+	var nodes []node
+	for i := range 3 {
+		var parts events.PartitionSet
+		for p := events.Partition(1); p <= events.Partitions; p++ {
+			if int(p)%3 == i {
+				parts.Add(p)
+			}
+		}
+		// Each store also holds everything (it applies every partition)
+		// but serves only its own: what a node that lost partitions has.
+		h, _ := f.open(vfs.NewMem(), history.Config{})
+		nodes = append(nodes, node{h: h, parts: parts})
+	}
+	queries := []history.Query{
+		{TenantID: "acme"},
+		{TenantID: "acme", Limit: 1},
+		{TenantID: "acme", Limit: 7},
+		{TenantID: "acme", EndpointID: "E04", Limit: 3},
+		{TenantID: "acme", Status: history.Failed, Limit: 2},
+		{TenantID: "acme", Status: history.Pending, Limit: 5},
+		{TenantID: "acme", EndpointID: "E05", Status: history.Succeeded},
+		{TenantID: "acme", EventType: "order.shipped", Limit: 4},
+		{TenantID: "acme", EventType: "user.disabled", EndpointID: "E02", Limit: 2},
+		{TenantID: "acme", Since: t0.Add(10 * time.Hour), Until: t0.Add(40 * time.Hour), Limit: 6},
+		{TenantID: "nobody"},
+	}
+	for i, q := range queries {
+		t.Run(fmt.Sprintf("q%d", i), func(t *testing.T) {
+			wq, mq := q, q
+			pages := 0
+			for {
+				want, err := whole.Search(wq)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := mergedSearch(t, nodes, mq)
+				if diff := cmp.Diff(ids(want.Deliveries), ids(got.Deliveries)); diff != "" {
+					t.Fatalf("page %d (-one store +merged):\n%s", pages, diff)
+				}
+				if want.Next != got.Next {
+					t.Fatalf("page %d: cursor %q from one store, %q merged", pages, want.Next, got.Next)
+				}
+				if want.Next == "" {
+					break
+				}
+				// Cross over: each continues with the other's cursor.
+				wq.Cursor, mq.Cursor = got.Next, want.Next
+				if pages++; pages > 200 {
+					t.Fatal("search does not end")
+				}
+			}
+		})
+	}
+	t.Run("tiny scan budget", func(t *testing.T) {
+		var small []node
+		for _, n := range nodes {
+			h, _ := f.open(vfs.NewMem(), history.Config{ScanBudget: 3})
+			small = append(small, node{h: h, parts: n.parts})
+		}
+		for i, q := range queries {
+			want := all(t, whole, q)
+			var got []string
+			for pages := 0; ; pages++ {
+				p := mergedSearch(t, small, q)
+				got = append(got, ids(p.Deliveries)...)
+				if p.Next == "" {
+					break
+				}
+				if pages > 1000 {
+					t.Fatalf("q%d: search does not end", i)
+				}
+				q.Cursor = p.Next
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("q%d (-one store +merged):\n%s", i, diff)
+			}
+		}
+	})
+	t.Run("overlap counts once", func(t *testing.T) {
+		// While a partition moves, two nodes may both answer for it.
+		over := append([]node{{h: whole, parts: events.AllPartitions()}}, nodes...)
+		q := history.Query{TenantID: "acme", Limit: 9}
+		want, _ := whole.Search(q)
+		got := mergedSearch(t, over, q)
+		if diff := cmp.Diff(ids(want.Deliveries), ids(got.Deliveries)); diff != "" || want.Next != got.Next {
+			t.Errorf("(-one store +overlapping):\n%s\ncursors %q, %q", diff, want.Next, got.Next)
+		}
+	})
+}
+
+func ids(ds []history.Delivery) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.ID)
+	}
+	return out
+}

@@ -1,0 +1,317 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hookline/hookline/events"
+)
+
+// A lane is one subscription of the runner, applying the records of a set
+// of partitions: the main lane those of no partition and of the live
+// partitions, from the main position on; the catch-up lane those of the
+// partitions the node gained and that are not live yet, from their
+// smallest checkpoint. Run keeps the lanes in step with the partition sets:
+// a lane whose set is stale is cancelled, waited for, and started again.
+type lane struct {
+	main   bool
+	parts  events.PartitionSet
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // written before done is closed
+
+	lastPersist time.Time // of its checkpoints; used under applyMu only
+}
+
+// errStaleLane ends a main lane whose partitions are no longer the live
+// ones: it must not move the main position past records of a partition it
+// does not read. Run starts it again with the live partitions.
+var errStaleLane = errors.New("projections: lane partitions changed")
+
+// laneSet is what Run is running; only Run's goroutine touches it.
+type laneSet struct {
+	main, catchUp *lane
+}
+
+// persistEvery bounds how long a lane's progress over records that concern
+// no projection stays unwritten: such progress changes no state, so losing
+// it in a crash only means reading those records again.
+const persistEvery = time.Second
+
+// runLanes is Run's loop: it starts, restarts and stops the lanes as the
+// partition sets change, until ctx ends or a lane fails.
+func (r *Runner) runLanes(ctx context.Context) error {
+	ended := make(chan *lane, 2)
+	ls := &r.lanes
+	defer func() {
+		for _, l := range []*lane{ls.main, ls.catchUp} {
+			if l != nil {
+				l.cancel()
+				<-l.done
+			}
+		}
+		ls.main, ls.catchUp = nil, nil
+	}()
+	for {
+		r.promote()
+		r.mu.Lock()
+		mainParts, catching := r.live, r.owned.Minus(r.live)
+		r.mu.Unlock()
+
+		if ls.main == nil || ls.main.parts != mainParts {
+			stopLane(ls.main)
+			r.mu.Lock()
+			from := r.mainPos
+			r.mu.Unlock()
+			ls.main = r.startLane(ctx, true, mainParts, from, ended)
+		}
+		if ls.catchUp != nil && ls.catchUp.parts != catching {
+			stopLane(ls.catchUp)
+			ls.catchUp = nil
+		}
+		if ls.catchUp == nil && !catching.IsEmpty() {
+			r.mu.Lock()
+			from, _ := r.minCheckpoint(catching)
+			r.mu.Unlock()
+			r.logger.Info("projections catching up partitions", slog.String("partitions", catching.String()), slog.String("from", from.String()))
+			ls.catchUp = r.startLane(ctx, false, catching, from, ended)
+		}
+
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.changed:
+		case l := <-ended:
+			if l != ls.main && l != ls.catchUp {
+				continue // stopped on purpose
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(l.err, errStaleLane) {
+				if l == ls.main {
+					ls.main = nil
+				} else {
+					ls.catchUp = nil
+				}
+				continue
+			}
+			name := "main"
+			if !l.main {
+				name = "catch-up"
+			}
+			return fmt.Errorf("projections %s lane (partitions %s): %w", name, l.parts, l.err)
+		}
+	}
+}
+
+// startLane subscribes a lane from from; it reports its end on ended.
+func (r *Runner) startLane(ctx context.Context, main bool, parts events.PartitionSet, from events.Position, ended chan<- *lane) *lane {
+	l := &lane{main: main, parts: parts, done: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancel(ctx)
+	r.mu.Lock()
+	var filter events.Filter
+	if main {
+		filter = filterOf(r.projs, parts)
+	} else {
+		var projs []*registered
+		for _, p := range r.projs {
+			if p.part != nil {
+				projs = append(projs, p)
+			}
+		}
+		filter = filterOf(projs, parts)
+	}
+	r.mu.Unlock()
+	go func() {
+		defer close(l.done)
+		l.err = r.log.Subscribe(l.ctx, from, filter, func(recs []events.Record, through events.Position) error {
+			return r.commit(l, recs, through)
+		})
+		if l.err == nil {
+			l.err = errors.New("subscription ended")
+		}
+		select {
+		case ended <- l:
+		case <-l.ctx.Done():
+		}
+	}()
+	return l
+}
+
+func stopLane(l *lane) {
+	if l != nil {
+		l.cancel()
+		<-l.done
+	}
+}
+
+// commit applies one batch of a lane and moves its checkpoints to through,
+// in one Pebble batch; then it runs the batch's hooks and, for the
+// catch-up lane, promotes the partitions that reached the main lane.
+func (r *Runner) commit(l *lane, recs []events.Record, through events.Position) error {
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	if err := l.ctx.Err(); err != nil {
+		return err // a stale lane: its successor reads these records again
+	}
+	r.mu.Lock()
+	active := r.live
+	if l.main && l.parts != r.live {
+		r.mu.Unlock()
+		return errStaleLane
+	}
+	if !l.main {
+		active = l.parts.Intersect(r.owned.Minus(r.live))
+	}
+	r.mu.Unlock()
+
+	pb := r.db.NewIndexedBatch()
+	defer pb.Close()
+	var hooks []func()
+	n, err := r.applyBatch(pb, &hooks, active, recs)
+	if err != nil {
+		return err
+	}
+
+	// Move the checkpoints; write them with the state they cover, or alone
+	// now and then when the batch changed nothing.
+	now := time.Now()
+	r.mu.Lock()
+	for _, p := range r.projs {
+		set := active
+		if p.part == nil {
+			set = active.Intersect(events.NewPartitionSet(events.NoPartition))
+		}
+		if p.ckpt.advance(set, through) {
+			p.ckptPersist = true
+		}
+	}
+	r.mu.Unlock()
+	if !pb.Empty() || now.Sub(l.persisted()) >= persistEvery {
+		for _, p := range r.projs {
+			if !p.ckptPersist {
+				continue
+			}
+			if err := pb.Set(checkpointKey(p.name), p.ckpt.encode(), nil); err != nil {
+				return fmt.Errorf("projection %s: set checkpoint: %w", p.name, err)
+			}
+			p.ckptPersist = false
+		}
+		// No fsync: the checkpoint commits atomically with the state it
+		// covers, and a crash that loses the tail of the write-ahead log
+		// loses both, so the lost events are applied again, once.
+		if err := pb.Commit(pebble.NoSync); err != nil {
+			return fmt.Errorf("commit projections at %s: %w", through, err)
+		}
+		l.markPersisted(now)
+	}
+	// Hooks first: once WaitFor returns, the projections' in-memory state
+	// reflects the batch too.
+	for _, h := range hooks {
+		h()
+	}
+
+	r.mu.Lock()
+	if l.main && r.mainPos.Less(through) {
+		r.mainPos = through
+	}
+	if len(recs) > 0 {
+		r.recorded = recs[len(recs)-1].Recorded
+	}
+	r.records += n
+	close(r.notify)
+	r.notify = make(chan struct{})
+	r.mu.Unlock()
+	if !l.main {
+		r.promoteLocked()
+	}
+	return nil
+}
+
+// applyBatch applies the records of the active partitions to the
+// projections that want them and have not applied them yet; it returns how
+// many records some projection applied.
+func (r *Runner) applyBatch(pb *pebble.Batch, hooks *[]func(), active events.PartitionSet, recs []events.Record) (uint64, error) {
+	batches := make([]Batch, len(r.projs))
+	for i, p := range r.projs {
+		batches[i] = Batch{b: pb, prefix: p.prefix, hooks: hooks}
+	}
+	var n uint64
+	for i := range recs {
+		rec := &recs[i]
+		part := rec.Partition
+		if !active.Has(part) {
+			continue
+		}
+		var msg proto.Message
+		for j, p := range r.projs {
+			if (part != events.NoPartition && p.part == nil) || !p.ckpt[part].Less(rec.Position) || !p.filter.Match(rec) {
+				continue
+			}
+			if msg == nil {
+				m, err := events.Decode(rec)
+				if err != nil {
+					return 0, fmt.Errorf("projection %s: %w", p.name, err)
+				}
+				msg = m
+				n++
+			}
+			if err := p.p.Apply(&batches[j], rec, msg); err != nil {
+				return 0, fmt.Errorf("projection %s: apply %s@%d (%s) at %s: %w", p.name, rec.Stream, rec.Revision, rec.Type, rec.Position, err)
+			}
+		}
+	}
+	return n, nil
+}
+
+// promote makes live the gained partitions that have reached the main
+// lane: every partitioned projection's checkpoint in them is at or past
+// the main position, so the main lane can take them from there.
+func (r *Runner) promote() {
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	r.promoteLocked()
+}
+
+// promoteLocked is promote with applyMu held.
+func (r *Runner) promoteLocked() {
+	r.mu.Lock()
+	catching := r.owned.Minus(r.live)
+	var ready events.PartitionSet
+	catching.Each(func(part events.Partition) {
+		for _, p := range r.projs {
+			if p.part != nil && p.ckpt[part].Less(r.mainPos) {
+				return
+			}
+		}
+		ready.Add(part)
+	})
+	if ready.IsEmpty() {
+		r.mu.Unlock()
+		return
+	}
+	r.live = r.live.Union(ready)
+	live := r.live
+	close(r.notify)
+	r.notify = make(chan struct{})
+	r.mu.Unlock()
+	r.partitionsChanged(live)
+	r.logger.Info("projection partitions live", slog.String("partitions", ready.String()), slog.Int("live", live.Len()-1))
+	r.signalChange()
+}
+
+// persisted and markPersisted track when a lane last wrote its
+// checkpoints; only the lane's own commits (under applyMu) use them.
+func (l *lane) persisted() time.Time      { return l.lastPersist }
+func (l *lane) markPersisted(t time.Time) { l.lastPersist = t }
