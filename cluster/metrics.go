@@ -18,11 +18,12 @@ import (
 // metrics are the node's Prometheus metrics, served at /metrics.
 //
 // Delivery outcomes are counted by a projection of the log (metricsView),
-// so they are counted where they are recorded, once per event; in a
-// cluster every node sees every event, so scrape one node for those (their
-// names end in _total and carry no node label). Node-local figures (queue
-// ages, projection lag, append latency, dispatcher slots) are gauges and
-// histograms of the node that serves them.
+// once per event, by the node that owns the delivery's partition: in a
+// cluster, sum the _total counters over the nodes (each counts its own
+// partitions; circuit transitions, which belong to no partition, are
+// counted by every node). Node-local figures (queue ages, projection lag,
+// append latency, dispatcher slots, partitions) are gauges and histograms
+// of the node that serves them.
 type metrics struct {
 	reg *prometheus.Registry
 
@@ -94,6 +95,12 @@ func (m *metrics) nodeGauges(s *Server) {
 		}
 		return lag.Age.Seconds()
 	})
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "hookline_projection_records_total",
+		Help: "Log records this node's projections applied since it started (its share of the cluster's).",
+	}, func() float64 { return float64(s.runner.Stats().Records) }))
+	gauge("hookline_partitions_owned", "Delivery partitions this node owns.", func() float64 { return float64(s.runner.Stats().Owned) })
+	gauge("hookline_partitions_live", "Owned delivery partitions that are caught up and served.", func() float64 { return float64(s.runner.Stats().Live) })
 	gauge("hookline_dispatch_slots_used", "Attempt slots in use on this node.", func() float64 { return float64(s.dispatch.Stats().Used) })
 	gauge("hookline_dispatch_waiting_new", "New deliveries waiting for an attempt slot (tenant throttling).", func() float64 {
 		return float64(s.dispatch.Stats().Waiting[0])
@@ -127,11 +134,16 @@ func (*metricsView) Filter() events.Filter {
 	return events.Filter{Types: []string{"DeliveriesPlanned", "AttemptSucceeded", "AttemptFailed", "DeliveryExpired", "ReplayRequested", "CircuitOpened", "CircuitHalfOpened", "CircuitClosed"}}
 }
 
+// Apply counts msg once its batch commits; the runner decodes every record
+// into a message of its own, so msg may be kept.
 func (v *metricsView) Apply(b *projections.Batch, rec *events.Record, msg proto.Message) error {
-	msg = proto.Clone(msg)
 	b.OnCommit(func() { v.count(msg) })
 	return nil
 }
+
+// PartitionsChanged implements projections.Partitioned: the view counts the
+// outcomes of the node's partitions; it keeps nothing per partition.
+func (*metricsView) PartitionsChanged(events.PartitionSet) {}
 
 func (v *metricsView) count(msg proto.Message) {
 	v.mu.Lock()

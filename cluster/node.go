@@ -108,7 +108,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}))
 	rc := remote.Configure(cfg.Host, cfg.remotePort())
 	rc.MaxRetryCount = remoteRetries
-	cc := pcluster.Configure(cfg.Name, provider, &lookup{activationTimeout: cfg.RequestTimeout}, rc,
+	lk := &lookup{activationTimeout: cfg.RequestTimeout, partitioned: cfg.PartitionedKind}
+	if cfg.OnPartitions != nil {
+		lk.onPartitions = func(t *partitionTable) { cfg.OnPartitions(t.owned(system.Address())) }
+	}
+	cc := pcluster.Configure(cfg.Name, provider, lk, rc,
 		pcluster.WithKinds(cfg.Kinds...),
 		pcluster.WithRequestTimeout(cfg.RequestTimeout),
 	)

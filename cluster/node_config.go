@@ -9,6 +9,7 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/hookline/hookline/cluster/memberlist"
+	"github.com/hookline/hookline/events"
 )
 
 // AnyPort asks the operating system for a free port, for Port or
@@ -59,6 +60,16 @@ type Config struct {
 	// protoactor's cluster.NewKind. A node may host none and still send
 	// requests to kinds hosted elsewhere.
 	Kinds []*pcluster.Kind
+
+	// PartitionedKind is the grain kind placed by delivery partition: its
+	// grains run on the member that owns their identity's partition
+	// (events.PartitionOf). Empty places every kind by its identity.
+	PartitionedKind string
+
+	// OnPartitions, when set, is told the delivery partitions this member
+	// owns, at start and on every change of the member set. It is called
+	// from protoactor's event stream and must not block.
+	OnPartitions func(owned events.PartitionSet)
 
 	// RequestTimeout bounds one attempt of [Node.Request]; a request makes
 	// at most three attempts, each also bounded by the caller's context.

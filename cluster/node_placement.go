@@ -9,6 +9,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
+
+	"github.com/hookline/hookline/events"
 )
 
 // placementActorName names each member's placement actor; the lookup of
@@ -16,11 +18,14 @@ import (
 const placementActorName = "hookline-placement"
 
 // lookup is the node's identity lookup: protoactor's disthash, rewritten
-// with three fixes. Each grain identity is owned by the member that
-// rendezvous hashing of (kind, identity) over the members hosting the kind
-// picks; the owner's placement actor activates the grain on first request
-// and stops it when a topology change gives the identity to another member,
-// so the next request re-activates it there.
+// with three fixes and placement by partition. Each grain identity is owned
+// by the member that rendezvous hashing of (kind, identity) over the
+// members hosting the kind picks, except the grains of the partitioned kind
+// (endpoints), owned by the owner of their delivery partition
+// (partitionTable), so that they run where their due work is; the owner's
+// placement actor activates the grain on first request and stops it when a
+// topology change gives the identity to another member, so the next
+// request re-activates it there.
 //
 // The fixes: disthash swaps its rendezvous table without synchronisation
 // while requests read it (a data race on every topology change), here it
@@ -33,9 +38,16 @@ const placementActorName = "hookline-placement"
 // from Cluster.StartMember and Shutdown (twice) from Cluster.Shutdown.
 type lookup struct {
 	activationTimeout time.Duration
+	// partitioned is the kind whose grains are placed by delivery
+	// partition (see partitionTable); "" for none. onPartitions, when set,
+	// is told each new table, from protoactor's event stream: it must not
+	// block.
+	partitioned  string
+	onPartitions func(*partitionTable)
 
 	cluster   *pcluster.Cluster
 	rdv       atomic.Pointer[pcluster.Rendezvous]
+	parts     atomic.Pointer[partitionTable]
 	placement *actor.PID
 	sub       *eventstream.Subscription
 	stopOnce  sync.Once
@@ -47,8 +59,9 @@ var _ pcluster.IdentityLookup = (*lookup)(nil)
 func (l *lookup) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 	l.cluster = c
 	l.rdv.Store(pcluster.NewRendezvous())
+	l.parts.Store(&partitionTable{})
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &placement{cluster: c, grains: map[string]grain{}}
+		return &placement{cluster: c, partitioned: l.partitioned, grains: map[string]grain{}}
 	})
 	pid, err := c.ActorSystem.Root.SpawnNamed(props, placementActorName)
 	if err != nil {
@@ -65,14 +78,29 @@ func (l *lookup) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 		rdv := pcluster.NewRendezvous()
 		rdv.UpdateMembers(t.Members)
 		l.rdv.Store(rdv)
+		table := newPartitionTable(t.Members, l.partitioned)
+		l.parts.Store(table)
 		c.ActorSystem.Root.Send(l.placement, t)
+		if l.onPartitions != nil {
+			l.onPartitions(table)
+		}
 	})
+}
+
+// ownerOf returns the address of the member that owns the grain: by its
+// partition for the partitioned kind, by rendezvous hashing of its
+// identity for the others.
+func ownerOf(ci *pcluster.ClusterIdentity, partitioned string, rdv *pcluster.Rendezvous, parts *partitionTable) string {
+	if partitioned != "" && ci.Kind == partitioned {
+		return parts.owner(events.PartitionOf(ci.Identity))
+	}
+	return rdv.GetByClusterIdentity(ci)
 }
 
 // Get returns the PID of the grain, activating it on its owner, or nil if
 // no member hosts the kind or the owner did not answer in time.
 func (l *lookup) Get(ci *pcluster.ClusterIdentity) *actor.PID {
-	owner := l.rdv.Load().GetByClusterIdentity(ci)
+	owner := ownerOf(ci, l.partitioned, l.rdv.Load(), l.parts.Load())
 	if owner == "" {
 		return nil
 	}
@@ -114,8 +142,9 @@ type grain struct {
 // placement activates the grains this member owns, as its children, and
 // stops those a topology change gives to another member.
 type placement struct {
-	cluster *pcluster.Cluster
-	grains  map[string]grain // by ClusterIdentity.AsKey()
+	cluster     *pcluster.Cluster
+	partitioned string
+	grains      map[string]grain // by ClusterIdentity.AsKey()
 }
 
 func (p *placement) Receive(ctx actor.Context) {
@@ -161,9 +190,10 @@ func (p *placement) activate(ctx actor.Context, ci *pcluster.ClusterIdentity) {
 func (p *placement) rebalance(ctx actor.Context, t *pcluster.ClusterTopology) {
 	rdv := pcluster.NewRendezvous()
 	rdv.UpdateMembers(t.Members)
+	parts := newPartitionTable(t.Members, p.partitioned)
 	me := p.cluster.ActorSystem.Address()
 	for _, g := range p.grains {
-		if rdv.GetByClusterIdentity(g.id) != me {
+		if ownerOf(g.id, p.partitioned, rdv, parts) != me {
 			ctx.Poison(g.pid)
 		}
 	}

@@ -115,6 +115,7 @@ type Server struct {
 	registry *registry.Registry
 	due      *due.Due
 	history  *history.History
+	hist     *histories // the cluster-wide history the control API reads
 	waker    *waker
 	started  atomic.Pointer[Node] // the node, once Start returned
 	dispatch *dispatch.Dispatcher
@@ -197,7 +198,7 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if s.due, err = due.New(s.runner, due.Config{Waker: s.waker, Now: cfg.Now, Logger: cfg.Logger, SweepInterval: cfg.SweepInterval, StaleAfter: cfg.StaleAfter}); err != nil {
 		return nil, err
 	}
-	if s.history, err = history.New(s.runner, history.Config{Now: cfg.Now, Logger: cfg.Logger}); err != nil {
+	if s.history, err = history.New(s.runner, history.Config{Log: s.log, Now: cfg.Now, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	s.dispatch = dispatch.New(dispatch.Config{Slots: cfg.Slots, Now: cfg.Now, Weight: s.tenantWeight})
@@ -210,15 +211,23 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 
 	nodeCfg := cfg.Node
 	nodeCfg.Kinds = append(nodeCfg.Kinds, s.kinds()...)
+	// Endpoint grains run on the owner of their delivery partition, which
+	// applies that partition's records to its projections.
+	nodeCfg.PartitionedKind = endpoint.Kind
+	nodeCfg.OnPartitions = s.runner.Own
 	if s.node, err = Start(ctx, nodeCfg); err != nil {
 		return nil, err
 	}
 	s.started.Store(s.node)
 	s.waker.setNode(s.node)
+	s.hist = &histories{node: s.node, local: s.history, runner: s.runner, kind: endpoint.Kind, timeout: s.node.cfg.RequestTimeout, logger: cfg.Logger}
+	if err := startHistoryActor(s.node, s.hist); err != nil {
+		return nil, err
+	}
 
 	s.control, err = control.New(control.Config{
 		Log: s.log, Grains: s.node, Registry: s.registry, Projections: s.runner,
-		History: s.history, AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: cfg.Logger,
+		History: s.hist, AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err

@@ -76,6 +76,7 @@ func BenchmarkRunnerApply(b *testing.B) {
 	if _, err := history.New(r, history.Config{Logger: quiet}); err != nil {
 		b.Fatal(err)
 	}
+	r.Own(events.AllPartitions())
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(runCtx) }()

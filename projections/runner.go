@@ -337,6 +337,22 @@ func (r *Runner) Checkpoints() map[string]events.Position {
 	return m
 }
 
+// Stats are the runner's counts, for metrics.
+type Stats struct {
+	// Records counts the records applied to some projection since Open.
+	Records uint64
+	// Owned and Live count the delivery partitions the node owns, and
+	// those of them caught up.
+	Owned, Live int
+}
+
+// Stats returns the runner's counts.
+func (r *Runner) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Stats{Records: r.records, Owned: r.owned.Len() - 1, Live: r.live.Len() - 1}
+}
+
 // Lag is how far the projections are behind the log, for metrics and health.
 type Lag struct {
 	// Head is the log's last position; Applied the main lane's position.

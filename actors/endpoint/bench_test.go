@@ -87,9 +87,10 @@ func newBench(t *testing.T) *bench {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.hist, err = history.New(r, history.Config{Now: b.clk.Now, Logger: quiet}); err != nil {
+	if b.hist, err = history.New(r, history.Config{Log: b.log, Now: b.clk.Now, Logger: quiet}); err != nil {
 		t.Fatal(err)
 	}
+	r.Own(events.AllPartitions()) // a node alone owns every partition
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { r.Run(ctx) })
@@ -199,7 +200,7 @@ func decodeAll(t *testing.T, log events.Log, stream string) []proto.Message {
 // status returns a delivery's status in the history projection.
 func (b *bench) status(tenant, id string) history.Delivery {
 	b.t.Helper()
-	d, _, _, err := b.hist.Get(tenant, id)
+	d, _, err := b.hist.Get(tenant, id)
 	if err != nil {
 		b.t.Fatal(err)
 	}

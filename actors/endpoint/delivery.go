@@ -213,19 +213,19 @@ func (g *grain) expired(f *flight, now time.Time) bool {
 	return !exp.IsZero() && !now.Before(exp) && f.item.DueAt.Before(exp)
 }
 
-// encodeDelivery gives a delivery event a deterministic id whose cause is
+// encodeDelivery gives a delivery event of partition p a deterministic id whose cause is
 // the activation, the revision it goes to and a digest of its content: a
 // retried append is idempotent, while another activation appending at the
 // same revision, even the very same outcome (two activations attempting at
 // the same instant get identical answers), gets another id and fails with a
 // wrong revision instead of passing for a retry.
-func encodeDelivery(incarnation, stream string, rev events.Revision, m proto.Message) (events.Event, error) {
+func encodeDelivery(incarnation, stream string, p events.Partition, rev events.Revision, m proto.Message) (events.Event, error) {
 	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
 		return events.Event{}, fmt.Errorf("encode %s: %w", events.TypeOf(m), err)
 	}
 	sum := sha256.Sum256(data)
-	return events.Encode(m, fmt.Sprintf("delivery.%s@%d/%x/%s", events.TypeOf(m), uint64(rev), sum[:8], incarnation), stream)
+	return events.EncodeIn(m, fmt.Sprintf("delivery.%s@%d/%x/%s", events.TypeOf(m), uint64(rev), sum[:8], incarnation), stream, p)
 }
 
 func asTime(ts *timestamppb.Timestamp) time.Time {

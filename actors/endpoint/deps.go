@@ -19,18 +19,19 @@ import (
 // Due lists an endpoint's deliveries that need an attempt now, new ones
 // first; *due.Due satisfies it.
 type Due interface {
-	Due(endpointID string, now time.Time, limit int) ([]due.Item, error)
+	Pull(endpointID string, now time.Time, limit int) ([]due.Item, error)
 }
 
-// Projections waits until the node's projections have applied the log up
-// to a position; *projections.Runner satisfies it.
+// Projections waits until the node's projections of a delivery partition
+// have applied the log up to a position; *projections.Runner satisfies it.
 type Projections interface {
-	WaitFor(ctx context.Context, pos events.Position) error
+	WaitForPartition(ctx context.Context, p events.Partition, pos events.Position) error
 }
 
-// History finds deliveries; *history.History satisfies it.
+// History finds the deliveries of the node's partitions, which include the
+// grain's own; *history.History satisfies it.
 type History interface {
-	Get(tenantID, deliveryID string) (history.Delivery, []history.Attempt, bool, error)
+	Get(tenantID, deliveryID string) (history.Delivery, bool, error)
 	Search(q history.Query) (history.Page, error)
 }
 

@@ -20,9 +20,10 @@ import (
 // The delivery loop.
 //
 // On activation, once its stream is loaded, the grain reads the log's head
-// and waits (off the mailbox) until the node's projections have applied
-// it: the due index then reflects every outcome a previous activation
-// wrote. From then on, whenever it is woken (a Wake command, its timer for
+// and waits (off the mailbox) until the node's projections of its delivery
+// partition have applied it (the partition live on this node: the cluster
+// places the grain on the partition's owner): the due index then reflects
+// every outcome a previous activation wrote. From then on, whenever it is woken (a Wake command, its timer for
 // the next known due time, the breaker's or the token bucket's next
 // opening, and after each outcome) it pulls due deliveries and holds them
 // as flights: it reads each one's delivery stream (its revision and
@@ -96,11 +97,11 @@ func (g *grain) startEngine(ctx actor.Context) {
 		c, cancel := context.WithCancel(context.Background())
 		g.eng = &engine{ctx: c, cancel: cancel, incarnation: uuid.NewString(), flights: map[string]*flight{}, recoveries: map[string]*recovery{}}
 	}
-	log, proj := g.cfg.Log, g.cfg.Projections
+	log, proj, part := g.cfg.Log, g.cfg.Projections, g.partition()
 	g.async(ctx, 0, func(c context.Context) any {
 		head, err := log.Head(c)
 		if err == nil {
-			err = proj.WaitFor(c, head)
+			err = proj.WaitForPartition(c, part, head)
 		}
 		return &caughtUp{err: err}
 	})
@@ -331,13 +332,13 @@ func (g *grain) tuneLimiter(now time.Time) {
 func (g *grain) pull(ctx actor.Context) {
 	e := g.eng
 	e.pulling, e.wantPull = true, false
-	idx, proj, now := g.cfg.Due, g.cfg.Projections, g.cfg.Now
+	idx, proj, now, part := g.cfg.Due, g.cfg.Projections, g.cfg.Now, g.partition()
 	id, written, limit := g.id, e.written, g.cfg.PullLimit+len(e.flights)
 	g.async(ctx, g.cfg.IOTimeout, func(c context.Context) any {
-		if err := proj.WaitFor(c, written); err != nil {
+		if err := proj.WaitForPartition(c, part, written); err != nil {
 			return &pulledDue{err: err}
 		}
-		items, err := idx.Due(id, now(), limit)
+		items, err := idx.Pull(id, now(), limit)
 		return &pulledDue{items: items, err: err}
 	})
 }
@@ -346,7 +347,12 @@ func (g *grain) onPulled(ctx actor.Context, m *pulledDue) {
 	e := g.eng
 	e.pulling = false
 	if m.err != nil {
-		if !errors.Is(m.err, context.Canceled) {
+		switch {
+		case errors.Is(m.err, due.ErrNotLive):
+			// The partition moved away: the placement stops this grain
+			// and the new owner's activation takes over.
+			g.log.Info("endpoint grain's partition is not served here; waiting", "err", m.err)
+		case !errors.Is(m.err, context.Canceled):
 			g.log.Warn("endpoint grain cannot pull due deliveries; retrying", "err", m.err)
 		}
 		g.arm(ctx, g.cfg.Now().Add(time.Second))

@@ -12,6 +12,10 @@ import (
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
+// partition is the delivery partition of the grain's endpoint: that of
+// every event it appends to its deliveries' streams.
+func (g *grain) partition() events.Partition { return events.PartitionOf(g.id) }
+
 // recorded is the result of an append to a delivery stream.
 type recorded struct {
 	id   string
@@ -31,7 +35,7 @@ func (g *grain) record(ctx actor.Context, f *flight, msgs ...proto.Message) {
 		if f.d.exists {
 			rev = f.d.rev + 1 + events.Revision(i)
 		}
-		ev, err := encodeDelivery(g.eng.incarnation, stream, rev, m)
+		ev, err := encodeDelivery(g.eng.incarnation, stream, g.partition(), rev, m)
 		if err != nil {
 			g.log.Error("endpoint grain cannot encode a delivery event", "delivery_id", f.item.DeliveryID, "err", err)
 			g.drop(ctx, f)

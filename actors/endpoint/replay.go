@@ -62,7 +62,7 @@ func (g *grain) handleReplay(ctx actor.Context, r *request) {
 	hist, id := g.cfg.History, rq.GetDeliveryId()
 	g.current = r
 	g.io(ctx, func(context.Context) (any, error) {
-		d, _, ok, err := hist.Get(tenantID, id)
+		d, ok, err := hist.Get(tenantID, id)
 		if err != nil || !ok {
 			return nil, err
 		}

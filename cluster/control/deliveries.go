@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -47,7 +48,7 @@ func (s *Server) ListDeliveries(ctx context.Context, req *controlv1.ListDeliveri
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
 		return nil, toStatus(invalid("since", "must be before until"))
 	}
-	page, err := s.cfg.History.Search(q)
+	page, err := s.cfg.History.Search(ctx, q)
 	switch {
 	case errors.Is(err, history.ErrBadCursor):
 		return nil, toStatus(invalid("cursor", "is not a cursor of this search; pass next_cursor from the previous page unchanged, with the same filters"))
@@ -69,21 +70,23 @@ func (s *Server) GetDelivery(ctx context.Context, req *controlv1.GetDeliveryRequ
 	if err != nil {
 		return nil, err
 	}
-	d, attempts, err := s.delivery(tenantID, req.GetDeliveryId())
+	d, attempts, err := s.delivery(ctx, tenantID, req.GetDeliveryId(), events.Start)
 	if err != nil {
 		return nil, err
 	}
 	return deliveryView(d, attempts), nil
 }
 
-func (s *Server) delivery(tenantID, deliveryID string) (history.Delivery, []history.Attempt, error) {
+// delivery reads a delivery with its attempts, from whichever node serves
+// its partition, as of at least the log position atLeast.
+func (s *Server) delivery(ctx context.Context, tenantID, deliveryID string, atLeast events.Position) (history.Delivery, []history.Attempt, error) {
 	if s.cfg.History == nil {
 		return history.Delivery{}, nil, status.Error(codes.Unavailable, "delivery history is not served by this node")
 	}
 	if deliveryID == "" {
 		return history.Delivery{}, nil, toStatus(invalid("delivery_id", "is required"))
 	}
-	d, attempts, ok, err := s.cfg.History.Get(tenantID, deliveryID)
+	d, attempts, ok, err := s.cfg.History.Get(ctx, tenantID, deliveryID, atLeast)
 	if err != nil {
 		return d, nil, toStatus(err)
 	}
@@ -100,7 +103,7 @@ func (s *Server) ReplayDelivery(ctx context.Context, req *controlv1.ReplayDelive
 	if err != nil {
 		return nil, err
 	}
-	d, _, err := s.delivery(tenantID, req.GetDeliveryId())
+	d, _, err := s.delivery(ctx, tenantID, req.GetDeliveryId(), events.Start)
 	if err != nil {
 		return nil, err
 	}
@@ -109,13 +112,16 @@ func (s *Server) ReplayDelivery(ctx context.Context, req *controlv1.ReplayDelive
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if err := s.settle(ctx); err != nil {
-		return nil, toStatus(err)
-	}
 	if reply.GetDelivery() != nil {
 		return reply.GetDelivery(), nil
 	}
-	d, attempts, err := s.delivery(tenantID, d.ID)
+	// Read the delivery as it is after the replay's event, from the node
+	// that serves its partition.
+	head, err := s.cfg.Log.Head(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	d, attempts, err := s.delivery(ctx, tenantID, d.ID, head)
 	if err != nil {
 		return nil, err
 	}

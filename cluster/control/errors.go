@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
@@ -60,6 +61,8 @@ func toStatus(err error) error {
 		return status.Error(codes.Canceled, "the request was cancelled")
 	case errors.Is(err, events.ErrClosed):
 		return status.Error(codes.Unavailable, "the node is shutting down; retry on another node")
+	case errors.Is(err, history.ErrIncomplete):
+		return status.Error(codes.Unavailable, err.Error())
 	}
 	return status.Error(codes.Internal, "internal error: "+err.Error())
 }

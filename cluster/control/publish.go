@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,7 +26,8 @@ import (
 )
 
 // plannedPerChunk bounds the deliveries in one DeliveriesPlanned event, so
-// that a large fan-out stays under the log's event size cap.
+// that a large fan-out stays under the log's event size cap. Chunks are
+// also split by delivery partition.
 const plannedPerChunk = 2000
 
 // Publish records one event and its planned deliveries in one atomic append
@@ -214,25 +217,43 @@ func (s *Server) plan(stream string, published *hooklinev1.EventPublished, plann
 		return nil, err
 	}
 	out := []events.Event{ev}
-	chunks := (len(planned) + plannedPerChunk - 1) / plannedPerChunk
-	if chunks == 0 {
-		chunks = 1 // an event with no subscribers still records that none were chosen
+	// One chunk or more per delivery partition, so that each node reads the
+	// plans of its own partitions only; an event with no subscribers still
+	// records, in a chunk of no partition, that none were chosen.
+	type chunk struct {
+		part       events.Partition
+		deliveries []*hooklinev1.PlannedDelivery
+	}
+	byPart := map[events.Partition][]*hooklinev1.PlannedDelivery{}
+	for _, d := range planned {
+		p := events.PartitionOf(d.GetEndpointId())
+		byPart[p] = append(byPart[p], d)
+	}
+	parts := slices.Sorted(maps.Keys(byPart))
+	var chunks []chunk
+	for _, p := range parts {
+		ds := byPart[p]
+		for lo := 0; lo < len(ds); lo += plannedPerChunk {
+			chunks = append(chunks, chunk{part: p, deliveries: ds[lo:min(lo+plannedPerChunk, len(ds))]})
+		}
+	}
+	if len(chunks) == 0 {
+		chunks = []chunk{{part: events.NoPartition}}
 	}
 	at := timestamppb.New(now)
 	expires := timestamppb.New(now.Add(s.cfg.DeliveryDeadline))
-	for i := 0; i < chunks; i++ {
-		lo, hi := i*plannedPerChunk, min((i+1)*plannedPerChunk, len(planned))
+	for i, c := range chunks {
 		dp := &hooklinev1.DeliveriesPlanned{
 			TenantId:   published.GetTenantId(),
 			EventId:    published.GetEventId(),
 			EventType:  published.GetEventType(),
-			Deliveries: planned[lo:hi],
+			Deliveries: c.deliveries,
 			Chunk:      int32(i),
-			Chunks:     int32(chunks),
+			Chunks:     int32(len(chunks)),
 			At:         at,
 			ExpiresAt:  expires,
 		}
-		ev, err := events.Encode(dp, fmt.Sprintf("plan/%d/%s", i, digest(dp)), stream)
+		ev, err := events.EncodeIn(dp, fmt.Sprintf("plan/%d/%s", i, digest(dp)), stream, c.part)
 		if err != nil {
 			return nil, err
 		}

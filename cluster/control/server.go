@@ -33,6 +33,17 @@ type Projections interface {
 	WaitFor(ctx context.Context, pos events.Position) error
 }
 
+// History answers delivery queries across the cluster: each node keeps the
+// history of its own partitions. The node's history service satisfies it.
+type History interface {
+	// Search returns a page of a tenant's deliveries; cursors are valid on
+	// every node.
+	Search(ctx context.Context, q history.Query) (history.Page, error)
+	// Get returns a delivery and its attempts as of at least the log
+	// position atLeast (read-your-writes); ok is false when there is none.
+	Get(ctx context.Context, tenantID, deliveryID string, atLeast events.Position) (d history.Delivery, attempts []history.Attempt, ok bool, err error)
+}
+
 // Config configures the control API. Log, Grains, Registry and Projections
 // are required; the zero value of the rest means the documented defaults.
 type Config struct {
@@ -41,7 +52,7 @@ type Config struct {
 	Registry    *registry.Registry
 	Projections Projections
 	// History answers delivery searches; nil makes them UNAVAILABLE.
-	History *history.History
+	History History
 	// AdminToken authenticates operators; empty disables the admin API.
 	AdminToken string
 	// MaxPayload caps an event's payload; default 256 KiB.

@@ -19,6 +19,10 @@ var (
 	ErrBadCursor = errors.New("history: invalid cursor")
 	// ErrBadQuery means a Search query is malformed.
 	ErrBadQuery = errors.New("history: invalid query")
+	// ErrIncomplete means a cluster-wide search or read could not reach a
+	// node serving every partition (one is down, or catching up after
+	// partitions moved): retrying shortly will do.
+	ErrIncomplete = errors.New("history: some partitions are not served right now")
 )
 
 // Query selects a tenant's deliveries. Empty fields do not filter.

@@ -1,0 +1,320 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections"
+	"github.com/hookline/hookline/projections/history"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// historyActorName names each member's history actor, which answers the
+// other members' searches and reads of the partitions it serves.
+const historyActorName = "hookline-history"
+
+// histories is the delivery history of the whole cluster, as the control
+// API sees it: each node keeps the history of the partitions it owns, and
+// a search or read asks every member (itself directly, the others through
+// their history actors) and puts the answers together. A cursor made on
+// one node is valid on every other: pages are merged by index key
+// (history.Merge), not by node. It is safe for concurrent use.
+type histories struct {
+	node    *Node
+	local   *history.History
+	runner  *projections.Runner
+	kind    string        // the partitioned kind: its members hold history
+	timeout time.Duration // per member
+	logger  *slog.Logger
+}
+
+// served is the set of partitions this node answers for: those live here.
+func (h *histories) served() events.PartitionSet {
+	s := h.runner.Live()
+	s.Remove(events.NoPartition)
+	return s
+}
+
+// Search answers a search from every member's part. When some partitions
+// are served by no member that answered (a member down, or catching up
+// after partitions moved), it fails with [history.ErrIncomplete] rather
+// than answer a page that another node would answer differently.
+func (h *histories) Search(ctx context.Context, q history.Query) (history.Page, error) {
+	after, err := history.CursorKey(q)
+	if err != nil {
+		return history.Page{}, err
+	}
+	req := &controlv1.HistoryScan{
+		TenantId: q.TenantID, EndpointId: q.EndpointID, Status: int32(q.Status), EventType: q.EventType,
+		Since: stamp(q.Since), Until: stamp(q.Until), Limit: int32(q.Limit), After: after,
+	}
+	type answer struct {
+		part  history.Partial
+		parts events.PartitionSet
+		err   error
+	}
+	members := h.members()
+	answers := make([]answer, len(members))
+	var wg sync.WaitGroup
+	for i, addr := range members {
+		wg.Go(func() {
+			if addr == h.node.Address() {
+				parts := h.served()
+				p, err := h.local.Scan(q, after, &parts)
+				answers[i] = answer{part: p, parts: parts, err: err}
+				return
+			}
+			res, err := h.ask(ctx, addr, req)
+			if err != nil {
+				answers[i].err = err
+				return
+			}
+			r, ok := res.(*controlv1.HistoryScanned)
+			switch {
+			case !ok:
+				answers[i].err = fmt.Errorf("member %s answered %T", addr, res)
+			case r.GetError() != "":
+				answers[i].err = fmt.Errorf("member %s: %s", addr, r.GetError())
+			default:
+				answers[i] = answer{part: partialOf(r), parts: events.PartitionSetOfWords(r.GetPartitions())}
+			}
+		})
+	}
+	wg.Wait()
+	var parts []history.Partial
+	var covered events.PartitionSet
+	for i, a := range answers {
+		if a.err != nil {
+			if errors.Is(a.err, history.ErrBadQuery) || errors.Is(a.err, history.ErrBadCursor) {
+				return history.Page{}, a.err
+			}
+			h.logger.Warn("history search: a member did not answer", slog.String("member", members[i]), slog.Any("error", a.err))
+			continue
+		}
+		parts = append(parts, a.part)
+		covered = covered.Union(a.parts)
+	}
+	if missing := allPartitions().Minus(covered); !missing.IsEmpty() {
+		return history.Page{}, fmt.Errorf("%w: %d of %d partitions (%s) have no node serving them now; retry in a few seconds",
+			history.ErrIncomplete, missing.Len(), events.Partitions, missing)
+	}
+	return history.Merge(q, parts), nil
+}
+
+// Get returns a delivery with its attempts from the member that serves its
+// partition, once that member has applied the log up to atLeast.
+func (h *histories) Get(ctx context.Context, tenantID, deliveryID string, atLeast events.Position) (history.Delivery, []history.Attempt, bool, error) {
+	req := &controlv1.HistoryGet{TenantId: tenantID, DeliveryId: deliveryID, AtLeastCommit: atLeast.Commit, AtLeastPrepare: atLeast.Prepare}
+	// Most reads concern this node's own partitions, or at least find out
+	// here which partition the delivery is in.
+	if got, err := h.answerGet(ctx, req); err == nil && got.GetFound() {
+		d, attempts := gotOf(got)
+		return d, attempts, true, nil
+	}
+	members := h.members()
+	type answer struct {
+		got *controlv1.HistoryGot
+		err error
+	}
+	answers := make([]answer, len(members))
+	var wg sync.WaitGroup
+	for i, addr := range members {
+		if addr == h.node.Address() {
+			continue
+		}
+		wg.Go(func() {
+			res, err := h.ask(ctx, addr, req)
+			if err != nil {
+				answers[i].err = err
+				return
+			}
+			got, ok := res.(*controlv1.HistoryGot)
+			switch {
+			case !ok:
+				answers[i].err = fmt.Errorf("member %s answered %T", addr, res)
+			case got.GetError() != "":
+				answers[i].err = fmt.Errorf("member %s: %s", addr, got.GetError())
+			default:
+				answers[i].got = got
+			}
+		})
+	}
+	wg.Wait()
+	failed := 0
+	for i, a := range answers {
+		switch {
+		case a.got.GetFound():
+			d, attempts := gotOf(a.got)
+			return d, attempts, true, nil
+		case a.err != nil:
+			failed++
+			h.logger.Warn("history read: a member did not answer", slog.String("member", members[i]), slog.Any("error", a.err))
+		}
+	}
+	if failed > 0 {
+		return history.Delivery{}, nil, false, fmt.Errorf("%w: %d member(s) did not answer; retry", history.ErrIncomplete, failed)
+	}
+	return history.Delivery{}, nil, false, nil
+}
+
+// answerGet reads a delivery here, if its partition is served here.
+func (h *histories) answerGet(ctx context.Context, req *controlv1.HistoryGet) (*controlv1.HistoryGot, error) {
+	if pos := (events.Position{Commit: req.GetAtLeastCommit(), Prepare: req.GetAtLeastPrepare()}); !pos.IsStart() {
+		wctx, cancel := context.WithTimeout(ctx, h.timeout)
+		err := h.runner.WaitFor(wctx, pos)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+	d, ok, err := h.local.Get(req.GetTenantId(), req.GetDeliveryId())
+	if err != nil {
+		return nil, err
+	}
+	if !ok || !h.runner.Live().Has(events.PartitionOf(d.EndpointID)) {
+		return &controlv1.HistoryGot{}, nil
+	}
+	attempts, err := h.local.Attempts(ctx, d.ID)
+	if err != nil {
+		return nil, err
+	}
+	got := &controlv1.HistoryGot{Found: true, Delivery: d.Record()}
+	for _, a := range attempts {
+		got.Attempts = append(got.Attempts, &controlv1.HistoryAttempt{
+			Succeeded: a.Succeeded, Attempt: a.Attempt, Retryable: a.Retryable, NextAttemptAt: stamp(a.NextAttemptAt),
+		})
+	}
+	return got, nil
+}
+
+// answerScan is this node's part of another member's search.
+func (h *histories) answerScan(m *controlv1.HistoryScan) *controlv1.HistoryScanned {
+	q := history.Query{
+		TenantID: m.GetTenantId(), EndpointID: m.GetEndpointId(), Status: history.Status(m.GetStatus()), EventType: m.GetEventType(),
+		Since: timeOf(m.GetSince()), Until: timeOf(m.GetUntil()), Limit: int(m.GetLimit()),
+	}
+	parts := h.served()
+	var after []byte
+	if len(m.GetAfter()) > 0 {
+		after = m.GetAfter()
+	}
+	p, err := h.local.Scan(q, after, &parts)
+	if err != nil {
+		return &controlv1.HistoryScanned{Error: err.Error()}
+	}
+	out := &controlv1.HistoryScanned{Frontier: p.Frontier, Done: p.Done, Partitions: parts.Words()}
+	for _, e := range p.Entries {
+		out.Entries = append(out.Entries, &controlv1.HistoryScanned_Entry{Key: e.Key, Delivery: e.Delivery.Record()})
+	}
+	return out
+}
+
+// members returns the addresses of the members that hold history: those
+// hosting the partitioned kind.
+func (h *histories) members() []string {
+	var out []string
+	for _, m := range h.node.Members() {
+		for _, k := range m.Kinds {
+			if k == h.kind {
+				out = append(out, m.Address)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// ask sends msg to the history actor of the member at addr and waits for
+// its answer, at most the per-member timeout.
+func (h *histories) ask(ctx context.Context, addr string, msg any) (any, error) {
+	timeout := h.timeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+	}
+	if timeout <= 0 {
+		return nil, context.DeadlineExceeded
+	}
+	return h.node.system.Root.RequestFuture(actor.NewPID(addr, historyActorName), msg, timeout).Result()
+}
+
+// historyActor answers the other members' HistoryScan and HistoryGet. Each
+// is answered off the mailbox, in its own goroutine: reads take
+// milliseconds and must not queue behind each other.
+type historyActor struct{ h *histories }
+
+func (a *historyActor) Receive(ctx actor.Context) {
+	root, sender := ctx.ActorSystem().Root, ctx.Sender()
+	switch m := ctx.Message().(type) {
+	case *controlv1.HistoryScan:
+		go func() { root.Send(sender, a.h.answerScan(m)) }()
+	case *controlv1.HistoryGet:
+		go func() {
+			rctx, cancel := context.WithTimeout(context.Background(), a.h.timeout)
+			defer cancel()
+			got, err := a.h.answerGet(rctx, m)
+			if err != nil {
+				got = &controlv1.HistoryGot{Error: err.Error()}
+			}
+			root.Send(sender, got)
+		}()
+	}
+}
+
+// startHistoryActor spawns this node's history actor.
+func startHistoryActor(n *Node, h *histories) error {
+	_, err := n.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &historyActor{h: h} }), historyActorName)
+	if err != nil {
+		return fmt.Errorf("start history actor: %w", err)
+	}
+	return nil
+}
+
+func partialOf(r *controlv1.HistoryScanned) history.Partial {
+	p := history.Partial{Done: r.GetDone()}
+	if !p.Done {
+		p.Frontier = r.GetFrontier()
+	}
+	for _, e := range r.GetEntries() {
+		p.Entries = append(p.Entries, history.Entry{Key: e.GetKey(), Delivery: history.FromRecord(e.GetDelivery())})
+	}
+	return p
+}
+
+func gotOf(got *controlv1.HistoryGot) (history.Delivery, []history.Attempt) {
+	d := history.FromRecord(got.GetDelivery())
+	var attempts []history.Attempt
+	for _, a := range got.GetAttempts() {
+		attempts = append(attempts, history.Attempt{
+			Succeeded: a.GetSucceeded(), Attempt: a.GetAttempt(), Retryable: a.GetRetryable(), NextAttemptAt: timeOf(a.GetNextAttemptAt()),
+		})
+	}
+	return d, attempts
+}
+
+func allPartitions() events.PartitionSet {
+	s := events.AllPartitions()
+	s.Remove(events.NoPartition)
+	return s
+}
+
+func stamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func timeOf(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	return ts.AsTime()
+}
