@@ -60,9 +60,11 @@
 //     rebuilds from the log;
 //   - WaitFor is signalled after each committed batch; it never polls.
 //
-// Batches are committed without fsync: the store is a cache of the log, and
-// Pebble's write-ahead log loses, at worst, a suffix of batches together with
-// their checkpoints.
+// Batches are committed without fsync and without a write-ahead log: the
+// store is a cache of the log. A crash loses the memtables not yet flushed,
+// a suffix of batches together with their checkpoints, which the runner
+// applies again on restart (seconds of log at most); a clean Close flushes
+// first.
 //
 // # Key layout
 //

@@ -208,9 +208,10 @@ func (r *Runner) commit(l *lane, recs []events.Record, through events.Position) 
 			}
 			p.ckptPersist = false
 		}
-		// No fsync: the checkpoint commits atomically with the state it
-		// covers, and a crash that loses the tail of the write-ahead log
-		// loses both, so the lost events are applied again, once.
+		// No fsync, no write-ahead log: the checkpoint commits atomically
+		// with the state it covers, and a crash that loses the memtables
+		// not flushed yet loses both, so the lost events are applied
+		// again, once.
 		if err := pb.Commit(pebble.NoSync); err != nil {
 			return fmt.Errorf("commit projections at %s: %w", through, err)
 		}

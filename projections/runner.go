@@ -153,6 +153,13 @@ func Open(l events.Log, cfg Config) (*Runner, error) {
 		// between indexes within seconds): a large memtable absorbs those
 		// writes before they reach a table.
 		MemTableSize: 64 << 20,
+		// No write-ahead log: the store is a cache of the log. A crash
+		// loses the batches not flushed yet, with their checkpoints (they
+		// are written in the same batches), and they are applied again
+		// from the log on restart; Close flushes. Without it, every write
+		// was written twice, and the log files held several times the
+		// flushed state (every put, delete and rewrite, uncompressed).
+		DisableWAL: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open projection store %s: %w", cfg.Dir, err)
@@ -401,8 +408,10 @@ func (r *Runner) Close() error {
 		return nil
 	}
 	r.closed = true
-	if err := r.db.Close(); err != nil {
-		return fmt.Errorf("close projection store: %w", err)
+	// Without a write-ahead log, what is not flushed is not on disk.
+	ferr := r.db.Flush()
+	if err := r.db.Close(); err != nil || ferr != nil {
+		return fmt.Errorf("close projection store: %w", errors.Join(ferr, err))
 	}
 	return nil
 }

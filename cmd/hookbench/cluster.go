@@ -107,19 +107,25 @@ func (c *Cluster) Usage() (Usage, error) {
 	return all, errors.Join(errs...)
 }
 
+// Stop stops every node at once (SIGTERM, then SIGKILL after timeout),
+// keeping their data.
+func (c *Cluster) Stop(timeout time.Duration) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.Nodes))
+	for i, n := range c.Nodes {
+		wg.Go(func() { errs[i] = n.Stop(timeout) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // Close stops every node at once (SIGTERM, then SIGKILL after 30 s), drops
 // the schema and removes the data directories, unless KeepData.
 func (c *Cluster) Close(ctx context.Context) error {
 	for _, a := range c.APIs {
 		a.Close()
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(c.Nodes))
-	for i, n := range c.Nodes {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = n.Stop(30 * time.Second) }()
-	}
-	wg.Wait()
+	errs := []error{c.Stop(30 * time.Second)}
 	if c.cfg.KeepData {
 		return errors.Join(errors.Join(errs...), fmt.Errorf("kept schema %s and data in %s (--keep-data)", c.Schema, c.dir))
 	}
@@ -212,8 +218,11 @@ func (b *Bench) withProgress(ctx context.Context) (stop func()) {
 }
 
 // clusterFigures confirms the node's counts through b.api and fills the
-// CPU and memory figures of the cluster's nodes (no disk figure: the log is
-// in PostgreSQL).
+// CPU, memory and disk figures of the cluster's nodes, and how the
+// projection work was shared: projection_records is every node's records
+// applied (summed), max_projection_share the largest node's fraction of
+// them, and disk_bytes_per_delivery the nodes' data directories summed
+// (projections; the log is in PostgreSQL, log_bytes_per_delivery).
 func (b *Bench) clusterFigures(ctx context.Context, c *Cluster, s *Summary) {
 	confirmFor := 30 * time.Second
 	if s.Lost != 0 {
@@ -224,6 +233,21 @@ func (b *Bench) clusterFigures(ctx context.Context, c *Cluster, s *Summary) {
 		s.Notes = append(s.Notes, "the node's counts do not match: "+err.Error())
 	}
 	cancel()
+	var records, top float64
+	for _, n := range c.Nodes {
+		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		r, ok, err := n.Metric(mctx, "hookline_projection_records_total")
+		cancel()
+		if err != nil || !ok {
+			s.Notes = append(s.Notes, fmt.Sprintf("projection records of a node: %v (exported: %v)", err, ok))
+		}
+		records, top = records+r, max(top, r)
+	}
+	// Stop the nodes (SIGTERM: each flushes its projections, which keep no
+	// write-ahead log), so the disk figure is what the run leaves on disk.
+	if err := c.Stop(30 * time.Second); err != nil {
+		s.Notes = append(s.Notes, err.Error())
+	}
 	u, err := c.Usage()
 	if err != nil {
 		s.Notes = append(s.Notes, err.Error())
@@ -235,5 +259,43 @@ func (b *Bench) clusterFigures(ctx context.Context, c *Cluster, s *Summary) {
 		s.CPUSecPer1k = round(u.CPU.Seconds()/float64(all)*1000, 4)
 	}
 	s.PeakRSSMB = round(float64(u.PeakRSS)/(1<<20), 1)
-	s.Notes = append(s.Notes, "cpu_s_per_1k sums every node (PostgreSQL's CPU is not counted); peak_rss_mb is the largest node; no disk figure: the log is in PostgreSQL")
+	var disk int64
+	for _, n := range c.Nodes {
+		size, err := dirSize(n.DataDir())
+		if err != nil {
+			s.Notes = append(s.Notes, fmt.Sprintf("data directory size: %v", err))
+		}
+		disk += size
+	}
+	extra := map[string]float64{"projection_records": records}
+	if records > 0 {
+		extra["max_projection_share"] = round(top/records, 3)
+	}
+	if all > 0 {
+		s.DiskBytesPerDelivery = round(float64(disk)/float64(all), 1)
+		if lb, err := logBytes(ctx, c.cfg.DSN, c.Schema); err == nil {
+			extra["log_bytes_per_delivery"] = round(float64(lb)/float64(all), 1)
+		} else {
+			s.Notes = append(s.Notes, fmt.Sprintf("log size: %v", err))
+		}
+	}
+	addExtra(s, extra)
+	s.Notes = append(s.Notes, "cpu_s_per_1k sums every node (PostgreSQL's CPU is not counted); peak_rss_mb is the largest node; disk_bytes_per_delivery sums the nodes' data directories after they stopped (the log is in PostgreSQL: log_bytes_per_delivery)")
+}
+
+// logBytes is the size on disk of the log's tables in schema, indexes and
+// TOAST included.
+func logBytes(ctx context.Context, dsn, schema string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(ctx)
+	var n int64
+	err = conn.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+		FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
+		WHERE ns.nspname = $1 AND c.relkind = 'r'`, schema).Scan(&n)
+	return n, err
 }

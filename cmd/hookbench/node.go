@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,6 +46,7 @@ type Node struct {
 	cmd      *exec.Cmd
 	done     chan struct{} // closed when cmd has been waited for
 	grpcAddr string
+	httpAddr string
 	gossip   string   // memberlist address of the current process
 	tail     []string // the last log lines, for errors
 	past     Usage    // summed over the processes that ended
@@ -121,6 +124,9 @@ func (n *Node) start(ctx context.Context) error {
 				n.mu.Unlock()
 			}
 			if m := servingLine.FindStringSubmatch(line); m != nil {
+				n.mu.Lock()
+				n.httpAddr = m[2]
+				n.mu.Unlock()
 				select {
 				case ready <- m[1]:
 				default:
@@ -165,6 +171,49 @@ func (n *Node) GRPCAddr() string {
 	defer n.mu.Unlock()
 	return n.grpcAddr
 }
+
+// HTTPAddr is the REST (and /metrics) address of the current process.
+func (n *Node) HTTPAddr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.httpAddr
+}
+
+// Metric reads one metric of the node's /metrics (the sum over its
+// labels); ok is false when the node does not export it.
+func (n *Node) Metric(ctx context.Context, name string) (v float64, ok bool, err error) {
+	addr := n.HTTPAddr()
+	if addr == "" {
+		return 0, false, errors.New("node has no HTTP address yet")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, false, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, false, fmt.Errorf("metrics of %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) || (len(line) > len(name) && line[len(name)] != ' ' && line[len(name)] != '{') {
+			continue
+		}
+		f := strings.Fields(line)
+		x, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, false, fmt.Errorf("metrics of %s: %q: %w", addr, line, err)
+		}
+		v, ok = v+x, true
+	}
+	return v, ok, sc.Err()
+}
+
+// DataDir is the node's data directory.
+func (n *Node) DataDir() string { return n.cfg.DataDir }
 
 // GossipAddr is the memberlist address of the current process, from its
 // "cluster node started" log line; empty before that line.

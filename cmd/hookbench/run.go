@@ -349,11 +349,16 @@ func (b *Bench) Summarize(name string, since time.Time, phases ...int) Summary {
 	return s
 }
 
-// NodeFigures fills CPU, memory and disk per delivery.
+// NodeFigures fills CPU, memory and disk per delivery. It stops the node
+// first (SIGTERM: it flushes its projections, which keep no write-ahead
+// log), so the disk figure is what the run leaves on disk.
 func (b *Bench) NodeFigures(s *Summary) {
 	if b.node == nil {
 		s.Notes = append(s.Notes, "node not started by hookbench: no CPU, memory or disk figures")
 		return
+	}
+	if err := b.node.Stop(30 * time.Second); err != nil {
+		s.Notes = append(s.Notes, err.Error())
 	}
 	u, err := b.node.Usage()
 	if err != nil {

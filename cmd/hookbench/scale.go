@@ -31,6 +31,11 @@ func clusterScale(ctx context.Context, b *Bench) (Summary, error) {
 		perSec[key+"_drained_per_sec"] = s.DeliveriesPerSec
 		perSec[key+"_lost"] = float64(s.Lost)
 		perSec[key+"_cpu_s_per_1k"] = s.CPUSecPer1k
+		perSec[key+"_max_projection_share"] = s.Extra["max_projection_share"]
+		perSec[key+"_disk_bytes_per_delivery"] = s.DiskBytesPerDelivery
+		perSec[key+"_log_bytes_per_delivery"] = s.Extra["log_bytes_per_delivery"]
+		fmt.Fprintf(b.stderr, "hookbench: %d node(s): %.3f CPU s per 1k deliveries (all nodes), largest node applied %.1f%% of %0.f projection records, %.0f disk bytes per delivery (nodes) + %.0f (log)\n",
+			n, s.CPUSecPer1k, 100*s.Extra["max_projection_share"], s.Extra["projection_records"], s.DiskBytesPerDelivery, s.Extra["log_bytes_per_delivery"])
 		lost, dups, plans, delivered = lost+s.Lost, dups+s.Duplicates, plans+s.Planned, delivered+s.Deliveries
 		unknown, mismatch = unknown+s.Unknown, mismatch+s.BodyMismatch
 		last = s
@@ -40,6 +45,12 @@ func clusterScale(ctx context.Context, b *Bench) (Summary, error) {
 	addExtra(&last, perSec)
 	if perSec["nodes_1_per_sec"] > 0 {
 		last.Extra["speedup_3_nodes"] = round(perSec["nodes_3_per_sec"]/perSec["nodes_1_per_sec"], 3)
+	}
+	if perSec["nodes_1_cpu_s_per_1k"] > 0 {
+		last.Extra["cpu_ratio_3_to_1"] = round(perSec["nodes_3_cpu_s_per_1k"]/perSec["nodes_1_cpu_s_per_1k"], 3)
+	}
+	if perSec["nodes_1_disk_bytes_per_delivery"] > 0 {
+		last.Extra["disk_ratio_3_to_1"] = round(perSec["nodes_3_disk_bytes_per_delivery"]/perSec["nodes_1_disk_bytes_per_delivery"], 3)
 	}
 	last.Notes = append(last.Notes, "deliveries_per_sec, latency and node figures are the 3-node run's; lost, duplicates, planned and deliveries add up 1, 2 and 3 nodes")
 	return last, nil
