@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"google.golang.org/protobuf/proto"
 
@@ -145,7 +146,7 @@ func Open(l events.Log, cfg Config) (*Runner, error) {
 		return nil, errors.New("projections: nil log")
 	}
 	cfg = cfg.withDefaults()
-	db, err := pebble.Open(cfg.Dir, &pebble.Options{
+	opts := &pebble.Options{
 		FS:                 cfg.FS,
 		Logger:             pebbleLogger{cfg.Logger},
 		FormatMajorVersion: pebble.FormatNewest,
@@ -160,7 +161,13 @@ func Open(l events.Log, cfg Config) (*Runner, error) {
 		// was written twice, and the log files held several times the
 		// flushed state (every put, delete and rewrite, uncompressed).
 		DisableWAL: true,
-	})
+	}
+	// Bloom filters: applying an outcome looks its delivery up, and
+	// planning one checks that it is not there yet.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open projection store %s: %w", cfg.Dir, err)
 	}

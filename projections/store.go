@@ -98,6 +98,19 @@ func (b *Batch) Delete(key []byte) error {
 	return nil
 }
 
+// SingleDelete removes key, which must have been Set exactly once since it
+// was last deleted (never overwritten): then the Set and the delete vanish
+// together at the first flush or compaction that sees both, where a Delete
+// leaves a tombstone behind until a compaction reaches the bottom of the
+// store. A key that was overwritten and then single-deleted may come back:
+// use it only for keys whose writer keeps that discipline, and say so.
+func (b *Batch) SingleDelete(key []byte) error {
+	if err := b.b.SingleDelete(b.key(key), nil); err != nil {
+		return fmt.Errorf("single delete: %w", err)
+	}
+	return nil
+}
+
 // DeleteRange removes every key in [start, end); a nil end means the end of
 // the projection's namespace. It writes one range tombstone, whatever the
 // number of keys.

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 
 	"github.com/hookline/hookline/events"
 )
@@ -61,6 +62,15 @@ func Open(cfg Config) (*Log, error) {
 		// Larger than Pebble's 4 MiB default, so that flushes keep up with
 		// group commits of many 2 KB events instead of stalling them.
 		MemTableSize: 64 << 20,
+	}
+	// Payloads are mostly text: Zstd where data settles (the two bottom
+	// levels) keeps them about a quarter smaller than Snappy, which stays
+	// on the upper levels, rewritten often. Bloom filters spare the disk
+	// the lookups of streams that do not exist (every new stream's first
+	// append asks for its head).
+	opts.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return pebble.DBCompressionBalanced })
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {

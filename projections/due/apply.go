@@ -40,9 +40,14 @@ func (*Due) Name() string { return Name }
 func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) error {
 	switch m := msg.(type) {
 	case *hooklinev1.DeliveriesPlanned:
-		// A delivery is planned once: its event stream is appended with
-		// expected revision NoStream, so no existence check is needed.
+		// A delivery is planned once (its event stream is appended with
+		// expected revision NoStream), unless its event stream expired and
+		// the event was published again: then it replaces the old item,
+		// so that every key is set once between deletes (see put).
 		for _, p := range m.GetDeliveries() {
+			if err := d.remove(b, p.GetDeliveryId()); err != nil {
+				return err
+			}
 			it := Item{
 				DeliveryID: p.GetDeliveryId(), TenantID: m.GetTenantId(), EventID: m.GetEventId(),
 				EventType: m.GetEventType(), EndpointID: p.GetEndpointId(), ConfigVersion: p.GetConfigVersion(),
@@ -99,7 +104,11 @@ func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) e
 	return nil
 }
 
-// put writes it and its reverse entry, and marks its endpoint touched.
+// put writes it and its reverse entry, and marks its endpoint touched. The
+// delivery must not be in the index (deleted first when it moves): each
+// item key and reverse entry is set once and then single-deleted, so that a
+// delivery that comes and goes within seconds leaves nothing on disk, not
+// even a tombstone.
 func (d *Due) put(b *projections.Batch, it Item) error {
 	d.buf = encodeItem(d.buf[:0], &it) // the batch copies it
 	v := d.buf
@@ -114,10 +123,13 @@ func (d *Due) put(b *projections.Batch, it Item) error {
 	return nil
 }
 
-// delete removes it's item key (not its reverse entry, which put rewrites).
+// delete removes it's item key and reverse entry (see put).
 func (d *Due) delete(b *projections.Batch, it Item) error {
 	d.touch(b, it.EndpointID, nil)
-	return b.Delete(itemKey(it.EndpointID, it.Class, it.DueAt, it.DeliveryID))
+	if err := b.SingleDelete(itemKey(it.EndpointID, it.Class, it.DueAt, it.DeliveryID)); err != nil {
+		return err
+	}
+	return b.SingleDelete(reverseKey(it.DeliveryID))
 }
 
 // remove drops a delivery, if it is in the index.
@@ -126,10 +138,7 @@ func (d *Due) remove(b *projections.Batch, deliveryID string) error {
 	if err != nil || !ok {
 		return err
 	}
-	if err := d.delete(b, it); err != nil {
-		return err
-	}
-	return b.Delete(reverseKey(deliveryID))
+	return d.delete(b, it)
 }
 
 // lookup finds a delivery's item through the reverse index.

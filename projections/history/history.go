@@ -270,13 +270,23 @@ func (h *History) loadRecord(r reader, key []byte) (Delivery, bool, error) {
 func (h *History) Apply(b *projections.Batch, rec *events.Record, msg proto.Message) error {
 	switch m := msg.(type) {
 	case *hooklinev1.DeliveriesPlanned:
-		// A delivery is planned once: its event stream is appended with
-		// expected revision NoStream, so no existence check is needed.
+		// A delivery is planned once (its event stream is appended with
+		// expected revision NoStream), unless its event stream expired and
+		// the event was published again: then the new plan replaces the
+		// old delivery, so that each status key is set once between
+		// deletes (see update).
 		for _, p := range m.GetDeliveries() {
 			d := Delivery{
 				ID: p.GetDeliveryId(), TenantID: m.GetTenantId(), EndpointID: p.GetEndpointId(),
 				EventID: m.GetEventId(), EventType: m.GetEventType(), ConfigVersion: p.GetConfigVersion(),
 				Status: Pending, PlannedAt: asTime(m.GetAt()), ExpiresAt: asTime(m.GetExpiresAt()),
+			}
+			if old, ok, err := h.load(b, d.ID); err != nil {
+				return err
+			} else if ok {
+				if err := deleteDelivery(b, &old); err != nil {
+					return err
+				}
 			}
 			if err := b.Set(idKey(d.ID), projections.AppendTimeDesc(nil, d.PlannedAt)); err != nil {
 				return err
@@ -333,7 +343,10 @@ func (h *History) Apply(b *projections.Batch, rec *events.Record, msg proto.Mess
 }
 
 // update loads a delivery, lets change edit it and writes it back, moving
-// its status index entries when its status changed.
+// its status index entries when its status changed. Those entries are set
+// once per status and single-deleted when the status moves on, so that a
+// delivery pending for seconds leaves no tombstone behind (a status it
+// comes back to was deleted in between).
 func (h *History) update(b *projections.Batch, deliveryID string, change func(d *Delivery) error) error {
 	d, ok, err := h.load(b, deliveryID)
 	if err != nil || !ok {
@@ -347,7 +360,7 @@ func (h *History) update(b *projections.Batch, deliveryID string, change func(d 
 		old := d
 		old.Status = before
 		for _, k := range statusKeys(&old) {
-			if err := b.Delete(k); err != nil {
+			if err := b.SingleDelete(k); err != nil {
 				return err
 			}
 		}
