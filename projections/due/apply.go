@@ -119,12 +119,14 @@ func (d *Due) put(b *projections.Batch, it Item) error {
 	if err := b.Set(reverseKey(it.DeliveryID), k); err != nil {
 		return err
 	}
+	d.recent.Put(it.DeliveryID, it)
 	d.touch(b, it.EndpointID, &it)
 	return nil
 }
 
 // delete removes it's item key and reverse entry (see put).
 func (d *Due) delete(b *projections.Batch, it Item) error {
+	d.recent.Forget(it.DeliveryID)
 	d.touch(b, it.EndpointID, nil)
 	if err := b.SingleDelete(itemKey(it.EndpointID, it.Class, it.DueAt, it.DeliveryID)); err != nil {
 		return err
@@ -141,8 +143,12 @@ func (d *Due) remove(b *projections.Batch, deliveryID string) error {
 	return d.delete(b, it)
 }
 
-// lookup finds a delivery's item through the reverse index.
+// lookup finds a delivery's item: among those put recently, or through the
+// reverse index.
 func (d *Due) lookup(b *projections.Batch, deliveryID string) (Item, bool, error) {
+	if it, ok := d.recent.Get(deliveryID); ok {
+		return it, true, nil
+	}
 	k, ok, err := b.Get(reverseKey(deliveryID))
 	if err != nil || !ok {
 		return Item{}, false, err

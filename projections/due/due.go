@@ -153,6 +153,7 @@ type Due struct {
 	// uses it (Apply and the commit hook), and buf (put's encoding).
 	touched map[string]head
 	buf     []byte
+	recent  *projections.Recent[Item] // items put lately, for Apply
 
 	// mu guards live, heads, timers and scheduled.
 	mu        sync.Mutex
@@ -171,6 +172,10 @@ type head struct {
 	firstRetry time.Time
 }
 
+// recentItems bounds the items Apply remembers: tens of seconds of new
+// deliveries at a few thousand per second, which is when most outcomes come.
+const recentItems = 65536
+
 // ErrNotLive means a pull asked for an endpoint whose partition this node
 // does not serve (any more, or yet): its grain belongs elsewhere.
 var ErrNotLive = errors.New("due: the endpoint's partition is not live on this node")
@@ -184,7 +189,7 @@ func New(r *projections.Runner, cfg Config) (*Due, error) {
 	cfg = cfg.withDefaults()
 	d := &Due{
 		waker: cfg.Waker, now: cfg.Now, sweep: cfg.SweepInterval, stale: cfg.StaleAfter, logger: cfg.Logger,
-		touched: make(map[string]head), heads: make(map[string]head), scheduled: make(map[string]time.Time), kick: make(chan struct{}, 1),
+		touched: make(map[string]head), recent: projections.NewRecent[Item](recentItems), heads: make(map[string]head), scheduled: make(map[string]time.Time), kick: make(chan struct{}, 1),
 	}
 	s, err := r.Register(d)
 	if err != nil {

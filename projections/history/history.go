@@ -149,16 +149,22 @@ func (c Config) withDefaults() Config {
 // by tenant, endpoint, status, event type and planned time, newest first.
 // Queries, Prune and Run are safe for concurrent use with the runner.
 type History struct {
-	store *projections.Store
-	cfg   Config
+	store  *projections.Store
+	cfg    Config
+	recent *projections.Recent[Delivery] // records written lately, for Apply and Prune only
 }
+
+// recentDeliveries bounds the records Apply remembers: tens of seconds of
+// new deliveries at a few thousand per second, which is when most outcomes
+// come.
+const recentDeliveries = 65536
 
 // New registers a History with r.
 func New(r *projections.Runner, cfg Config) (*History, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &History{cfg: cfg.withDefaults()}
+	h := &History{cfg: cfg.withDefaults(), recent: projections.NewRecent[Delivery](recentDeliveries)}
 	s, err := r.Register(h)
 	if err != nil {
 		return nil, err
@@ -281,7 +287,7 @@ func (h *History) Apply(b *projections.Batch, rec *events.Record, msg proto.Mess
 				EventID: m.GetEventId(), EventType: m.GetEventType(), ConfigVersion: p.GetConfigVersion(),
 				Status: Pending, PlannedAt: asTime(m.GetAt()), ExpiresAt: asTime(m.GetExpiresAt()),
 			}
-			if old, ok, err := h.load(b, d.ID); err != nil {
+			if old, ok, err := h.loadForApply(b, d.ID); err != nil {
 				return err
 			} else if ok {
 				if err := deleteDelivery(b, &old); err != nil {
@@ -296,7 +302,7 @@ func (h *History) Apply(b *projections.Batch, rec *events.Record, msg proto.Mess
 					return err
 				}
 			}
-			if err := putRecord(b, &d); err != nil {
+			if err := h.putRecord(b, &d); err != nil {
 				return err
 			}
 		}
@@ -348,7 +354,7 @@ func (h *History) Apply(b *projections.Batch, rec *events.Record, msg proto.Mess
 // delivery pending for seconds leaves no tombstone behind (a status it
 // comes back to was deleted in between).
 func (h *History) update(b *projections.Batch, deliveryID string, change func(d *Delivery) error) error {
-	d, ok, err := h.load(b, deliveryID)
+	d, ok, err := h.loadForApply(b, deliveryID)
 	if err != nil || !ok {
 		return err
 	}
@@ -370,7 +376,15 @@ func (h *History) update(b *projections.Batch, deliveryID string, change func(d 
 			}
 		}
 	}
-	return putRecord(b, &d)
+	return h.putRecord(b, &d)
+}
+
+// loadForApply is load for Apply: the records written lately first.
+func (h *History) loadForApply(b *projections.Batch, deliveryID string) (Delivery, bool, error) {
+	if d, ok := h.recent.Get(deliveryID); ok {
+		return d, true, nil
+	}
+	return h.load(b, deliveryID)
 }
 
 func noteAttempt(d *Delivery, a *hooklinev1.Attempt) {
@@ -379,11 +393,12 @@ func noteAttempt(d *Delivery, a *hooklinev1.Attempt) {
 	d.LastHTTPStatus, d.LastError = a.GetHttpStatus(), a.GetError()
 }
 
-func putRecord(b *projections.Batch, d *Delivery) error {
+func (h *History) putRecord(b *projections.Batch, d *Delivery) error {
 	v, err := encodeRecord(d)
 	if err != nil {
 		return fmt.Errorf("encode delivery %s: %w", d.ID, err)
 	}
+	h.recent.Put(d.ID, *d)
 	return b.Set(recordKey(d.PlannedAt, d.ID), v)
 }
 

@@ -55,6 +55,7 @@ func (h *History) Prune(ctx context.Context, cutoff time.Time) (int, error) {
 				if err != nil {
 					return err
 				}
+				h.recent.Forget(id)
 				if err := b.Delete(idKey(id)); err != nil {
 					return err
 				}
@@ -104,6 +105,7 @@ func (h *History) Prune(ctx context.Context, cutoff time.Time) (int, error) {
 				doomed = append(doomed, d)
 			}
 			for i := range doomed {
+				h.recent.Forget(doomed[i].ID)
 				if err := deleteDelivery(b, &doomed[i]); err != nil {
 					return err
 				}
