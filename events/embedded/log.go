@@ -192,17 +192,15 @@ func (l *Log) ReadStream(ctx context.Context, stream string, dir events.Directio
 	err := l.use(func() error {
 		snap := l.db.NewSnapshot()
 		defer snap.Close()
-		h, ok, err := readHead(snap, stream)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return events.ErrStreamNotFound
-		}
+		// The stream's index is read without its head first: a stream
+		// with events in range needs no more, and only an empty answer
+		// asks whether the stream exists at all.
 		opts := &pebble.IterOptions{LowerBound: indexKey(stream, from), UpperBound: indexUpper(stream)}
 		if dir == events.Backwards {
-			from = min(from, h.rev)
-			opts = &pebble.IterOptions{LowerBound: indexKey(stream, 0), UpperBound: indexKey(stream, from+1)}
+			opts = &pebble.IterOptions{LowerBound: indexKey(stream, 0), UpperBound: indexUpper(stream)}
+			if from != events.End {
+				opts.UpperBound = indexKey(stream, from+1)
+			}
 		}
 		it, err := snap.NewIter(opts)
 		if err != nil {
@@ -224,7 +222,15 @@ func (l *Log) ReadStream(ctx context.Context, stream string, dir events.Directio
 			}
 			recs = append(recs, r)
 		}
-		return it.Error()
+		if err := it.Error(); err != nil || len(recs) > 0 {
+			return err
+		}
+		if _, ok, err := readHead(snap, stream); err != nil {
+			return err
+		} else if !ok {
+			return events.ErrStreamNotFound
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", stream, err)
