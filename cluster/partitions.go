@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"cmp"
 	"hash/fnv"
+	"slices"
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
@@ -10,11 +12,13 @@ import (
 
 // partitionTable places each delivery partition on one member: of the
 // members hosting the partitioned kind, the one whose (address, partition)
-// scores highest (rendezvous hashing). A member that joins takes about
-// 1/n of the partitions, from every other member alike; one that leaves
-// spreads its own over the rest; no other partition moves. Addresses,
-// not member ids, are hashed, so a node restarted on the same address gets
-// its partitions back and resumes them from its own checkpoints.
+// scores highest (rendezvous hashing), unless that member already has 10%
+// more than its even share (bounded loads; then the next best). A member
+// that joins takes about 1/n of the partitions, from every other member
+// alike; one that leaves spreads its own over the rest; few others move
+// (those the bound pushes to another member). Addresses, not member ids,
+// are hashed, so a node restarted on the same address gets its partitions
+// back and resumes them from its own checkpoints.
 //
 // The grains of the partitioned kind (endpoints) are placed by their
 // partition, on the same member: an endpoint grain pulls its due work from
@@ -28,28 +32,41 @@ func newPartitionTable(members []*pcluster.Member, kind string) *partitionTable 
 	type candidate struct {
 		addr string
 		seed uint64
+		load int
 	}
-	var cs []candidate
+	var cs []*candidate
 	for _, m := range members {
 		if m.HasKind(kind) {
 			h := fnv.New64a()
 			h.Write([]byte(m.Address()))
-			cs = append(cs, candidate{addr: m.Address(), seed: h.Sum64()})
+			cs = append(cs, &candidate{addr: m.Address(), seed: h.Sum64()})
 		}
 	}
 	if len(cs) == 0 {
 		return t
 	}
+	// Bounded loads: a member takes at most 10% more than its even share,
+	// so that no member ends up with, say, 47% of three members' work
+	// (plain rendezvous hashing's partition counts vary binomially). A
+	// partition whose best member is full goes to the next best.
+	limit := (events.Partitions*11 + 10*len(cs) - 1) / (10 * len(cs))
+	ranked := make([]*candidate, len(cs))
 	for p := events.Partition(1); p <= events.Partitions; p++ {
-		var best candidate
-		var top uint64
-		for i, c := range cs {
-			score := mix64(c.seed ^ (uint64(p) * 0x9e3779b97f4a7c15))
-			if i == 0 || score > top || (score == top && c.addr < best.addr) {
-				best, top = c, score
+		copy(ranked, cs)
+		score := func(c *candidate) uint64 { return mix64(c.seed ^ (uint64(p) * 0x9e3779b97f4a7c15)) }
+		slices.SortFunc(ranked, func(a, b *candidate) int {
+			if sa, sb := score(a), score(b); sa != sb {
+				return cmp.Compare(sb, sa) // highest first
+			}
+			return cmp.Compare(a.addr, b.addr)
+		})
+		for _, c := range ranked {
+			if c.load < limit {
+				c.load++
+				t.owners[p] = c.addr
+				break
 			}
 		}
-		t.owners[p] = best.addr
 	}
 	return t
 }
