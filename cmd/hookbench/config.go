@@ -42,6 +42,7 @@ type RunConfig struct {
 
 	PG     string        // cluster: PostgreSQL URL of the shared log
 	KillAt time.Duration // cluster: publishing time before the SIGKILL
+	Rounds int           // cluster-scale: rounds of the three sizes
 
 	Kills         int           // crash
 	Storm         time.Duration // retry-storm: 429s for this long
@@ -74,6 +75,7 @@ func (c RunConfig) withDefaults(d RunConfig) RunConfig {
 	fill(&c.EndpointInFlight, d.EndpointInFlight, 0)
 	fillD(&c.KillAt, d.KillAt, c.Duration/2)
 	fill(&c.Kills, d.Kills, 6)
+	fill(&c.Rounds, d.Rounds, 1)
 	fillD(&c.Storm, d.Storm, 20*time.Second)
 	fillD(&c.RetryAfter, d.RetryAfter, 5*time.Second)
 	fill(&c.HangEndpoints, d.HangEndpoints, 500)
@@ -148,6 +150,7 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.StringVar(&c.PG, "pg", os.Getenv("HOOKLINE_POSTGRES_URL"), "cluster, cluster-scale: PostgreSQL URL of the shared log (HOOKLINE_POSTGRES_URL); a fresh schema per run, dropped at the end")
 	fs.DurationVar(&c.KillAt, "kill-at", 0, "cluster: kill -9 one node after this much publishing (half of --duration)")
 	fs.IntVar(&c.Kills, "kills", 0, "crash: kill -9 this many times, at least 5 (6)")
+	fs.IntVar(&c.Rounds, "rounds", 0, "cluster-scale: rounds of 1, 2 and 3 nodes, in alternating order; figures are medians (1)")
 	fs.DurationVar(&c.Storm, "storm", 0, "retry-storm: answer 429 for this long (20s)")
 	fs.DurationVar(&c.RetryAfter, "retry-after", 0, "retry-storm: Retry-After sent with the 429s (5s)")
 	fs.IntVar(&c.HangEndpoints, "hang-endpoints", 0, "fairness: tenant A's hanging endpoints (500)")

@@ -4,56 +4,98 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // clusterScale is the cluster-scale scenario: the throughput load (as fast
 // as accepted, bounded by --max-backlog) for --duration on a cluster of 1,
-// then 2, then 3 nodes, each a fresh cluster on a fresh schema, publishing
-// round robin through every node. nodes_N_per_sec is the sustained rate
+// then 2, then 3 nodes (and --rounds times, the order reversed every other
+// round), each a fresh cluster on a fresh schema, publishing round robin
+// through every node. nodes_N_per_sec is the sustained rate
 // (deliveries received while publishing, per second), nodes_N_drained_per_sec
 // the throughput scenario's figure (to the last delivery). Its summary is the 3-node run's, with
 // nodes_N_per_sec for each size; lost and duplicates add up every size.
 func clusterScale(ctx context.Context, b *Bench) (Summary, error) {
 	var last Summary
-	perSec := map[string]float64{}
+	figures := map[string][]float64{} // by key, one per round
 	var lost, dups, plans, delivered, unknown, mismatch int64
-	for n := 1; n <= 3; n++ {
-		s, err := b.scaleStep(ctx, n)
-		if err != nil {
-			return s, fmt.Errorf("%d node(s): %w", n, err)
+	for round := 0; round < b.cfg.Rounds; round++ {
+		// Alternate the order, so that a machine that gets busier or
+		// quieter during the run does not favour one size.
+		sizes := []int{1, 2, 3}
+		if round%2 == 1 {
+			sizes = []int{3, 2, 1}
 		}
-		key := "nodes_" + strconv.Itoa(n)
-		fmt.Fprintf(b.stderr, "hookbench: %d node(s): %.1f deliveries/s sustained, %.1f with the drain (lost %d, duplicates %d)\n",
-			n, s.Extra["sustained_per_sec"], s.DeliveriesPerSec, s.Lost, s.Duplicates)
-		perSec[key+"_per_sec"] = s.Extra["sustained_per_sec"]
-		perSec[key+"_drained_per_sec"] = s.DeliveriesPerSec
-		perSec[key+"_lost"] = float64(s.Lost)
-		perSec[key+"_cpu_s_per_1k"] = s.CPUSecPer1k
-		perSec[key+"_max_projection_share"] = s.Extra["max_projection_share"]
-		perSec[key+"_disk_bytes_per_delivery"] = s.DiskBytesPerDelivery
-		perSec[key+"_log_bytes_per_delivery"] = s.Extra["log_bytes_per_delivery"]
-		fmt.Fprintf(b.stderr, "hookbench: %d node(s): %.3f CPU s per 1k deliveries (all nodes), largest node applied %.1f%% of %0.f projection records, %.0f disk bytes per delivery (nodes) + %.0f (log)\n",
-			n, s.CPUSecPer1k, 100*s.Extra["max_projection_share"], s.Extra["projection_records"], s.DiskBytesPerDelivery, s.Extra["log_bytes_per_delivery"])
-		lost, dups, plans, delivered = lost+s.Lost, dups+s.Duplicates, plans+s.Planned, delivered+s.Deliveries
-		unknown, mismatch = unknown+s.Unknown, mismatch+s.BodyMismatch
-		last = s
+		for _, n := range sizes {
+			s, err := b.scaleStep(ctx, n)
+			if err != nil {
+				return s, fmt.Errorf("%d node(s), round %d: %w", n, round+1, err)
+			}
+			key := "nodes_" + strconv.Itoa(n)
+			fmt.Fprintf(b.stderr, "hookbench: round %d, %d node(s): %.1f deliveries/s sustained, %.1f with the drain (lost %d, duplicates %d)\n",
+				round+1, n, s.Extra["sustained_per_sec"], s.DeliveriesPerSec, s.Lost, s.Duplicates)
+			fmt.Fprintf(b.stderr, "hookbench: round %d, %d node(s): %.3f CPU s per 1k deliveries (all nodes), largest node applied %.1f%% of %0.f projection records, %.0f disk bytes per delivery (nodes) + %.0f (log)\n",
+				round+1, n, s.CPUSecPer1k, 100*s.Extra["max_projection_share"], s.Extra["projection_records"], s.DiskBytesPerDelivery, s.Extra["log_bytes_per_delivery"])
+			for k, v := range map[string]float64{
+				"_per_sec": s.Extra["sustained_per_sec"], "_drained_per_sec": s.DeliveriesPerSec,
+				"_cpu_s_per_1k": s.CPUSecPer1k, "_max_projection_share": s.Extra["max_projection_share"],
+				"_disk_bytes_per_delivery": s.DiskBytesPerDelivery, "_log_bytes_per_delivery": s.Extra["log_bytes_per_delivery"],
+			} {
+				figures[key+k] = append(figures[key+k], v)
+			}
+			figures[key+"_lost"] = append(figures[key+"_lost"], float64(s.Lost))
+			lost, dups, plans, delivered = lost+s.Lost, dups+s.Duplicates, plans+s.Planned, delivered+s.Deliveries
+			unknown, mismatch = unknown+s.Unknown, mismatch+s.BodyMismatch
+			if n == 3 {
+				last = s
+			}
+		}
+	}
+	perSec := map[string]float64{}
+	for k, vs := range figures {
+		perSec[k] = median(vs)
+		if strings.HasSuffix(k, "_lost") {
+			perSec[k] = sum(vs)
+		}
 	}
 	last.Lost, last.Duplicates, last.Planned, last.Deliveries = lost, dups, plans, delivered
 	last.Unknown, last.BodyMismatch = unknown, mismatch
 	addExtra(&last, perSec)
-	if perSec["nodes_1_per_sec"] > 0 {
-		last.Extra["speedup_3_nodes"] = round(perSec["nodes_3_per_sec"]/perSec["nodes_1_per_sec"], 3)
+	last.Extra["rounds"] = float64(b.cfg.Rounds)
+	for _, r := range []struct{ name, fig string }{
+		{"speedup_3_nodes", "_per_sec"}, {"cpu_ratio_3_to_1", "_cpu_s_per_1k"}, {"disk_ratio_3_to_1", "_disk_bytes_per_delivery"},
+	} {
+		if one := perSec["nodes_1"+r.fig]; one > 0 {
+			last.Extra[r.name] = round(perSec["nodes_3"+r.fig]/one, 3)
+		}
 	}
-	if perSec["nodes_1_cpu_s_per_1k"] > 0 {
-		last.Extra["cpu_ratio_3_to_1"] = round(perSec["nodes_3_cpu_s_per_1k"]/perSec["nodes_1_cpu_s_per_1k"], 3)
-	}
-	if perSec["nodes_1_disk_bytes_per_delivery"] > 0 {
-		last.Extra["disk_ratio_3_to_1"] = round(perSec["nodes_3_disk_bytes_per_delivery"]/perSec["nodes_1_disk_bytes_per_delivery"], 3)
-	}
-	last.Notes = append(last.Notes, "deliveries_per_sec, latency and node figures are the 3-node run's; lost, duplicates, planned and deliveries add up 1, 2 and 3 nodes")
+	fmt.Fprintf(b.stderr, "hookbench: three nodes against one (medians of %d round(s)): CPU per delivery %.2f×, disk per delivery %.2f× (nodes), largest projection share %.1f%%, sustained rate %.2f×\n",
+		b.cfg.Rounds, last.Extra["cpu_ratio_3_to_1"], last.Extra["disk_ratio_3_to_1"], 100*perSec["nodes_3_max_projection_share"], last.Extra["speedup_3_nodes"])
+	last.Notes = append(last.Notes, "deliveries_per_sec, latency and node figures are the last 3-node run's; nodes_N_* are medians over the rounds (lost: the sum); lost, duplicates, planned and deliveries add up every run")
 	return last, nil
+}
+
+func median(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func sum(vs []float64) float64 {
+	t := 0.0
+	for _, v := range vs {
+		t += v
+	}
+	return t
 }
 
 // scaleStep runs the load on a fresh cluster of n nodes with a receiver
