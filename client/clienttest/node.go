@@ -15,12 +15,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hookline/hookline/actors/attempt"
 	"github.com/hookline/hookline/client"
 	"github.com/hookline/hookline/cluster"
+	"github.com/hookline/hookline/events"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -163,6 +165,33 @@ func (n *Node) Tenant(t testing.TB, id string) string {
 		t.Fatalf("issue key for %s: %v", id, err)
 	}
 	return key.GetApiKey()
+}
+
+// Published counts the EventPublished events of tenant in the node's log,
+// by event id: what Hookline accepted, each exactly once unless something
+// published an event twice.
+func (n *Node) Published(t testing.TB, tenant string) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	prefix := events.EventStream(tenant, "")
+	out := map[string]int{}
+	from := events.Start
+	for {
+		recs, err := n.srv.Log().ReadAll(ctx, from, 1000)
+		if err != nil {
+			t.Fatalf("read the log: %v", err)
+		}
+		if len(recs) == 0 {
+			return out
+		}
+		for _, r := range recs {
+			if r.Type == "EventPublished" && strings.HasPrefix(r.Stream, prefix) {
+				out[strings.TrimPrefix(r.Stream, prefix)]++
+			}
+		}
+		from = recs[len(recs)-1].Position
+	}
 }
 
 // Logger shows warnings on stderr; HOOKLINE_TEST_DEBUG=1 shows everything.

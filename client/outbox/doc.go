@@ -49,8 +49,8 @@
 //	                with another payload). The row waits for a person: fix
 //	                it and set refused_at back to NULL to relay it again.
 //
-// Indexes: the waiting rows by seq (partial: the relay's queue), created_at
-// (reconciliation and retention), and the refused rows (partial, nearly
+// Indexes: the waiting rows by seq (partial: the relay's queue), (created_at,
+// seq) (reconciliation and retention), and the refused rows (partial, nearly
 // always empty). Producers never update or delete rows; the relay marks
 // them and deletes relayed rows after its retention.
 //

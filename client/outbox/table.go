@@ -90,7 +90,7 @@ const tableSQL = `CREATE TABLE IF NOT EXISTS %[1]s (
 	UNIQUE (tenant_id, event_id)
 );
 CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (seq) WHERE relayed_at IS NULL AND refused_at IS NULL;
-CREATE INDEX IF NOT EXISTS %[3]s ON %[1]s (created_at);
+CREATE INDEX IF NOT EXISTS %[3]s ON %[1]s (created_at, seq);
 CREATE INDEX IF NOT EXISTS %[4]s ON %[1]s (seq) WHERE refused_at IS NOT NULL;
 `
 
