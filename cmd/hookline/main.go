@@ -46,6 +46,11 @@ var commands = []command{
 	{name: "dev", group: groupNode, summary: "a local playground: node, receiver, sample events", run: dev},
 	{name: "serve", group: groupNode, summary: "run a node", run: func(ctx context.Context, args []string, _, stderr io.Writer) error { return serve(ctx, args, stderr) }},
 
+	{name: "relay", group: groupProducer, summary: "move committed outbox rows into Hookline, until stopped", run: relayRun},
+	{name: "outbox schema", group: groupProducer, summary: "print the outbox table's SQL, for your migrations", run: outboxSchema},
+	{name: "outbox init", group: groupProducer, summary: "create the outbox table (if it does not exist)", run: outboxInit},
+	{name: "outbox reconcile", group: groupProducer, summary: "compare committed outbox rows with the events Hookline accepted", run: outboxReconcile},
+
 	{name: "tenants create", group: groupClient, summary: "create a tenant (admin)", call: tenantsCreate},
 	{name: "tenants get", group: groupClient, summary: "show a tenant and its keys", call: tenantsGet},
 	{name: "keys issue", group: groupClient, summary: "issue an API key for a tenant (admin); shown once", call: keysIssue},

@@ -1,0 +1,328 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hookline/hookline/client/clienttest"
+	"github.com/hookline/hookline/client/outbox"
+)
+
+// These tests run the real binary's relay, outbox and client commands
+// against a node in this process (clienttest) and an outbox on the
+// PostgreSQL server at HOOKLINE_POSTGRES_URL.
+
+// hookline runs the binary with args and returns its stdout and stderr.
+func hookline(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd.Env = append(os.Environ(), "HOOKLINE_TOKEN=", "HOOKLINE_ADDR=", "HOOKLINE_CA=", "HOOKLINE_OUTBOX_DB=", "HOOKLINE_OUTBOX_TABLE=")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
+}
+
+// relayProcess is a running `hookline relay`.
+type relayProcess struct {
+	cmd  *exec.Cmd
+	logs *lockedWriter
+	done chan error
+}
+
+// output is what the relay wrote on stderr so far.
+func (p *relayProcess) output() string {
+	p.logs.mu.Lock()
+	defer p.logs.mu.Unlock()
+	return p.logs.w.String()
+}
+
+func startRelay(t *testing.T, args ...string) *relayProcess {
+	t.Helper()
+	cmd := exec.Command(binary(t), append([]string{"relay", "--log-level", "warn"}, args...)...)
+	cmd.Env = append(os.Environ(), "HOOKLINE_TOKEN=", "HOOKLINE_OUTBOX_DB=")
+	p := &relayProcess{cmd: cmd, logs: &lockedWriter{w: &bytes.Buffer{}}, done: make(chan error, 1)}
+	cmd.Stderr = p.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// lockedWriter serialises the writes of a child's output copier with
+// reads of the buffer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// TestRelayKilled kills `hookline relay` with SIGKILL again and again
+// while producers commit (and roll back) rows: every committed row becomes
+// exactly one event, none is lost, no rolled back one is published.
+func TestRelayKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	ob := clienttest.NewOutbox(t, 8)
+	n := clienttest.Start(t, clienttest.Options{})
+	key := n.Tenant(t, "acme")
+	relayArgs := []string{"--db", ob.DSN, "--table", string(ob.Table), "--addr", n.Addr, "--token", key, "--poll", "10ms", "--batch", "25"}
+
+	// Producers: up to 1,000 transactions each of 1 to 3 rows, one in six
+	// rolled back, until stopped.
+	var mu sync.Mutex // guards committed and rolledBack
+	var committed, rolledBack []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for p := range 4 {
+		wg.Go(func() {
+			rnd := rand.New(rand.NewPCG(uint64(p), 7))
+			ctx := context.Background()
+			for i := range 1000 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				tx, err := ob.Pool.Begin(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var ids []string
+				for k := range 1 + rnd.IntN(3) {
+					id := fmt.Sprintf("p%d_%05d_%d", p, i, k)
+					if _, err := outbox.Insert(ctx, tx, ob.Table, outbox.Event{ID: id, Type: "order.paid", Payload: fmt.Appendf(nil, `{"id":%q}`, id)}); err != nil {
+						t.Error(err)
+						_ = tx.Rollback(ctx)
+						return
+					}
+					ids = append(ids, id)
+				}
+				if rnd.IntN(6) == 0 {
+					_ = tx.Rollback(ctx)
+					mu.Lock()
+					rolledBack = append(rolledBack, ids...)
+					mu.Unlock()
+					continue
+				}
+				if err := tx.Commit(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				committed = append(committed, ids...)
+				mu.Unlock()
+			}
+		})
+	}
+
+	const kills = 12
+	rnd := rand.New(rand.NewPCG(3, 4))
+	var logs strings.Builder
+	for k := range kills {
+		r := startRelay(t, relayArgs...)
+		time.Sleep(time.Duration(150+rnd.IntN(400)) * time.Millisecond) // how long the relay lives: the load, not a synchronisation
+		_ = r.cmd.Process.Signal(syscall.SIGKILL)
+		<-r.done
+		fmt.Fprintf(&logs, "--- relay %d\n%s", k, r.output())
+	}
+	close(stop)
+	wg.Wait()
+
+	// A last relay drains the outbox and stops gracefully.
+	r := startRelay(t, relayArgs...)
+	deadline := time.Now().Add(60 * time.Second)
+	for waiting(t, ob) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the outbox did not drain: %d rows wait\n%s%s", waiting(t, ob), logs.String(), r.output())
+		}
+		time.Sleep(50 * time.Millisecond) // a poll interval, not a wait for an event
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-r.done; err != nil {
+		t.Fatalf("relay after SIGTERM: %v\n%s", err, r.output())
+	}
+
+	published := n.Published(t, "acme")
+	for _, id := range committed {
+		if published[id] != 1 {
+			t.Errorf("committed %s published %d times", id, published[id])
+		}
+	}
+	for _, id := range rolledBack {
+		if published[id] != 0 {
+			t.Errorf("rolled back %s published", id)
+		}
+	}
+	if len(published) != len(committed) {
+		t.Errorf("%d events published for %d committed rows", len(published), len(committed))
+	}
+	var dups int
+	if err := ob.Pool.QueryRow(context.Background(), `SELECT count(*) FROM `+ob.Table.Ident()+` WHERE duplicate`).Scan(&dups); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d kills, %d rows committed, %d rolled back; %d rows published again after a kill (answered as duplicates)", kills, len(committed), len(rolledBack), dups)
+	if t.Failed() {
+		t.Logf("relay logs:\n%s", logs.String())
+	}
+}
+
+func waiting(t *testing.T, ob *clienttest.Outbox) int {
+	t.Helper()
+	var n int
+	if err := ob.Pool.QueryRow(context.Background(), `SELECT count(*) FROM `+ob.Table.Ident()+` WHERE relayed_at IS NULL AND refused_at IS NULL`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestOutboxCommands: the table's SQL, its creation, and reconciliation
+// before and after a repair, through the binary.
+func TestOutboxCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	ob := clienttest.NewOutbox(t, 4, true)
+	n := clienttest.Start(t, clienttest.Options{})
+	key := n.Tenant(t, "acme")
+	db := []string{"--db", ob.DSN, "--table", string(ob.Table)}
+	hl := []string{"--addr", n.Addr, "--token", key}
+
+	t.Run("schema", func(t *testing.T) {
+		out, _, err := hookline(t, "outbox", "schema", "--table", "billing.outbox")
+		if err != nil || !strings.Contains(out, `CREATE TABLE IF NOT EXISTS "billing"."outbox"`) {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if _, errOut, err := hookline(t, "outbox", "schema", "--table", "x; DROP TABLE y"); err == nil || !strings.Contains(errOut, "table name") {
+			t.Fatalf("a bad table name: %v %s", err, errOut)
+		}
+	})
+	t.Run("init", func(t *testing.T) {
+		for range 2 {
+			if out, errOut, err := hookline(t, append([]string{"outbox", "init"}, db...)...); err != nil || !strings.Contains(out, "ready") {
+				t.Fatalf("%v\n%s%s", err, out, errOut)
+			}
+		}
+		if _, errOut, err := hookline(t, "outbox", "init"); err == nil || !strings.Contains(errOut, "--db is required") {
+			t.Fatalf("no --db: %v %s", err, errOut)
+		}
+	})
+	ctx := context.Background()
+	for _, id := range []string{"o_1", "o_2", "o_3"} {
+		if _, err := outbox.Insert(ctx, ob.Pool, ob.Table, outbox.Event{ID: id, Type: "order.paid", Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("reconcile finds the rows not relayed", func(t *testing.T) {
+		out, errOut, err := hookline(t, append(append([]string{"outbox", "reconcile", "--since", "1h"}, db...), hl...)...)
+		if err == nil || !strings.Contains(errOut, "3 rows missing") || !strings.Contains(out, "waiting     3") || !strings.Contains(out, "o_1 o_2 o_3") {
+			t.Fatalf("%v\n%s%s", err, out, errOut)
+		}
+	})
+	t.Run("repair", func(t *testing.T) {
+		out, errOut, err := hookline(t, append(append([]string{"outbox", "reconcile", "--since", "1h", "--repair"}, db...), hl...)...)
+		if err != nil || !strings.Contains(out, "repaired    3") {
+			t.Fatalf("%v\n%s%s", err, out, errOut)
+		}
+		out, errOut, err = hookline(t, append(append([]string{"outbox", "reconcile", "--since", "1h"}, db...), hl...)...)
+		if err != nil || !strings.Contains(out, "accepted    3") {
+			t.Fatalf("after the repair: %v\n%s%s", err, out, errOut)
+		}
+	})
+}
+
+// TestClientCommands drives a few client commands through the binary, and
+// checks that the usage lists every command.
+func TestClientCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	n := clienttest.Start(t, clienttest.Options{})
+	admin := []string{"--addr", n.Addr, "--token", clienttest.AdminToken}
+
+	t.Run("usage", func(t *testing.T) {
+		out, _, err := hookline(t, "help")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []string{"serve", "dev", "relay", "outbox reconcile", "tenants create", "keys revoke", "endpoints recover", "endpoints recovery",
+			"events publish", "deliveries list", "deliveries get", "deliveries replay", "--ca", "--plaintext"} {
+			if !strings.Contains(out, " "+c+" ") {
+				t.Errorf("usage does not list %q", c)
+			}
+		}
+	})
+	if _, errOut, err := hookline(t, append([]string{"tenants", "create", "--id", "acme", "--name", "Acme"}, admin...)...); err != nil {
+		t.Fatalf("tenants create: %v %s", err, errOut)
+	}
+	out, errOut, err := hookline(t, append([]string{"--json", "keys", "issue", "--tenant", "acme"}, admin...)...)
+	if err != nil {
+		t.Fatalf("keys issue: %v %s", err, errOut)
+	}
+	var key struct {
+		APIKey string `json:"api_key"`
+	}
+	if err := json.Unmarshal([]byte(out), &key); err != nil || key.APIKey == "" {
+		t.Fatalf("keys issue --json: %v %s", err, out)
+	}
+	tenant := []string{"--addr", n.Addr, "--token", key.APIKey}
+	if _, errOut, err := hookline(t, append([]string{"endpoints", "create", "--id", "ep_1", "--url", "http://127.0.0.1:9/in", "--types", "order.paid"}, tenant...)...); err != nil {
+		t.Fatalf("endpoints create: %v %s", err, errOut)
+	}
+	out, errOut, err = hookline(t, append([]string{"events", "publish", "--id", "o_1", "--type", "order.paid", "--data", `{"a":1}`}, tenant...)...)
+	if err != nil || !strings.Contains(out, "event o_1") || !strings.Contains(out, "endpoint ep_1") {
+		t.Fatalf("events publish: %v\n%s%s", err, out, errOut)
+	}
+	out, _, err = hookline(t, append([]string{"events", "publish", "--id", "o_1", "--type", "order.paid", "--data", `{"a":1}`}, tenant...)...)
+	if err != nil || !strings.Contains(out, "already accepted") {
+		t.Fatalf("events publish again: %v\n%s", err, out)
+	}
+	_, errOut, err = hookline(t, append([]string{"events", "publish", "--id", "o_1", "--type", "order.paid", "--data", `{"a":2}`}, tenant...)...)
+	if err == nil || !strings.Contains(errOut, "already exists") {
+		t.Fatalf("events publish with another payload: %v\n%s", err, errOut)
+	}
+	_, errOut, err = hookline(t, append([]string{"endpoints", "list", "--ca", "/nonexistent/ca.pem"}, tenant...)...)
+	if err == nil || !strings.Contains(errOut, "CA file") {
+		t.Fatalf("--ca with a missing file: %v\n%s", err, errOut)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, errOut, err = hookline(t, append([]string{"deliveries", "list"}, tenant...)...)
+		if err != nil {
+			t.Fatalf("deliveries list: %v %s", err, errOut)
+		}
+		if strings.Contains(out, "ep_1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deliveries list never showed the delivery:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond) // a poll interval, not a wait for an event
+	}
+}
