@@ -34,7 +34,7 @@ type env struct {
 	c    *client.Client
 }
 
-func newEnv(t *testing.T, maxConns int) *env {
+func newEnv(t testing.TB, maxConns int) *env {
 	t.Helper()
 	ob := clienttest.NewOutbox(t, maxConns) // skips without PostgreSQL, before a node starts
 	n := clienttest.Start(t, clienttest.Options{})

@@ -141,15 +141,20 @@ func (w *Worker) Batch(ctx context.Context) (int, error) {
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
 	// If this Worker hangs or loses its connection while holding rows,
-	// the server ends the transaction and the rows are free again.
+	// the server ends the transaction and the rows are free again. The
+	// marks need not wait for the WAL's flush: a mark lost in a crash of
+	// the database leaves its row waiting, to be published again and
+	// answered as a duplicate.
 	idle := (w.cfg.PublishTimeout + 30*time.Second).Milliseconds()
-	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d", idle)); err != nil {
-		return 0, fmt.Errorf("set idle timeout: %w", err)
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d; SET LOCAL synchronous_commit = off", idle)); err != nil {
+		return 0, fmt.Errorf("set the batch's settings: %w", err)
 	}
+	began := time.Now()
 	rows, err := w.take(ctx, tx)
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
+	took := time.Now()
 	evs := make([]client.Event, len(rows))
 	for i := range rows {
 		evs[i] = rows[i].ev
@@ -157,6 +162,7 @@ func (w *Worker) Batch(ctx context.Context) (int, error) {
 	pctx, cancel := context.WithTimeout(ctx, w.cfg.PublishTimeout)
 	results, pubErr := w.cfg.Client.PublishBatch(pctx, evs)
 	cancel()
+	published := time.Now()
 
 	var relayed, refused []int64
 	var dups []bool
@@ -188,6 +194,8 @@ func (w *Worker) Batch(ctx context.Context) (int, error) {
 		return len(rows), fmt.Errorf("commit: %w", err)
 	}
 	w.count(dups, len(refused), lags)
+	w.cfg.Logger.Debug("relay batch", slog.Int("rows", len(rows)), slog.Int("relayed", len(relayed)), slog.Int("refused", len(refused)),
+		slog.Duration("take", took.Sub(began)), slog.Duration("publish", published.Sub(took)), slog.Duration("mark", time.Since(published)))
 	if pubErr != nil {
 		return len(rows), fmt.Errorf("publish: %w", pubErr)
 	}
