@@ -1,11 +1,3 @@
-// Package clienttest runs a Hookline node in the test's process, for the
-// tests of the client, the outbox relay and the CLI: a whole node
-// (cluster.NewServer) on the embedded log in a temporary directory, on
-// loopback ports the system chooses, with loopback receivers allowed. It
-// is imported by tests only.
-//
-// protoactor-go keeps process-wide state, so one node at a time runs in a
-// test process: tests that use this package do not run in parallel.
 package clienttest
 
 import (

@@ -64,7 +64,9 @@
 // publish is answered "duplicate" with the original plan, and nothing new
 // is written. The row is then marked with duplicate = true. A crash
 // between Hookline's append and its answer is the same case, handled the
-// same way. cmd/hookline's TestRelayKilled kills `hookline relay` with
+// same way; so is a mark lost in a crash of the producer's database, which
+// is why a batch commits its marks with synchronous_commit off (no wait for
+// the WAL's flush). cmd/hookline's TestRelayKilled kills `hookline relay` with
 // SIGKILL repeatedly under load and checks every row became exactly one
 // event.
 //
