@@ -216,6 +216,19 @@ func TestPublishBatch(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a request refused for its tenant does not stop the others", func(t *testing.T) {
+		c := n.Client(t, key) // acme's key
+		res, err := c.PublishBatch(ctx, []client.Event{
+			{TenantID: "globex", ID: "not_mine", Type: "order.paid", Payload: []byte(`{}`)},
+			{ID: "mine", Type: "order.paid", Payload: []byte(`{}`)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(res[0].Err, client.ErrPermissionDenied) || res[1].Err != nil || res[1].Response.GetEventId() != "mine" {
+			t.Fatalf("results %+v", res)
+		}
+	})
 	t.Run("a request failing as a whole", func(t *testing.T) {
 		c := n.Client(t, "hk_unknown")
 		res, err := c.PublishBatch(ctx, []client.Event{{ID: "x1", Type: "a.b", Payload: []byte(`{}`)}, {ID: "x2", Type: "a.b", Payload: []byte(`{}`)}})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -75,10 +76,13 @@ type Result struct {
 // other; a request the server finds too large is split in two and sent
 // again. Retried (idempotent by event id).
 //
-// When a request fails as a whole after its retries (the node is down, the
-// token is refused, ctx ended), PublishBatch stops: the events of that
-// request and of the ones not sent carry that error, which is also
-// returned. Otherwise the error is nil, whatever the events' own results.
+// A request refused as a whole for what it carries (INVALID_ARGUMENT,
+// PERMISSION_DENIED for its tenant, ...) gives its events that error, and
+// the other requests go on. A failure that would fail every request (the
+// node unreachable after the retries, the token refused, ctx ended, an
+// internal error) stops PublishBatch: the events of that request and of
+// the ones not sent carry that error, which is also returned. Otherwise
+// the error is nil, whatever the events' own results.
 func (c *Client) PublishBatch(ctx context.Context, evs []Event) ([]Result, error) {
 	out := make([]Result, len(evs))
 	for _, idx := range c.chunks(evs) {
@@ -92,6 +96,21 @@ func (c *Client) PublishBatch(ctx context.Context, evs []Event) ([]Result, error
 		}
 	}
 	return out, nil
+}
+
+// stopsBatch reports whether a request's failure would fail the next
+// requests too, so that PublishBatch stops instead of going on.
+func stopsBatch(ctx context.Context, err error) bool {
+	var e *Error
+	if ctx.Err() != nil || !errors.As(err, &e) {
+		return true
+	}
+	switch e.Code {
+	case codes.InvalidArgument, codes.OutOfRange, codes.NotFound, codes.AlreadyExists,
+		codes.PermissionDenied, codes.FailedPrecondition, codes.ResourceExhausted:
+		return false
+	}
+	return true
 }
 
 // chunks splits the indexes of evs into requests: one tenant each, in order
@@ -129,7 +148,8 @@ func (c *Client) chunks(evs []Event) [][]int {
 
 // publishChunk sends the events idx of evs (one tenant) as one request and
 // records their results in out. A request too large for the server is
-// split in two.
+// split in two; a request refused as a whole gives its events the error.
+// It returns an error only when the batch must stop (stopsBatch).
 func (c *Client) publishChunk(ctx context.Context, evs []Event, idx []int, out []Result) error {
 	req := &controlv1.PublishBatchRequest{TenantId: evs[idx[0]].TenantID, Events: make([]*controlv1.PublishRequest, len(idx))}
 	for k, i := range idx {
@@ -142,6 +162,12 @@ func (c *Client) publishChunk(ctx context.Context, evs []Event, idx []int, out [
 			return err
 		}
 		return c.publishChunk(ctx, evs, idx[half:], out)
+	}
+	if err != nil && !stopsBatch(ctx, err) {
+		for _, i := range idx {
+			out[i] = Result{Err: err}
+		}
+		return nil
 	}
 	if err != nil {
 		return err

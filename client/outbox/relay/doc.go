@@ -20,8 +20,10 @@
 //     retries UNAVAILABLE and lost answers inside it);
 //  3. UPDATE: accepted rows get relayed_at (and duplicate, when Hookline
 //     had them already), rows Hookline refused for good (INVALID_ARGUMENT,
-//     ALREADY_EXISTS with another payload) get refused_at and the reason;
-//     rows that failed otherwise are left waiting;
+//     ALREADY_EXISTS with another payload, PERMISSION_DENIED for a tenant
+//     this token may not publish for, too large) get refused_at and the
+//     reason; rows that failed otherwise (Hookline down, the token
+//     refused) are left waiting;
 //  4. COMMIT.
 //
 // # Why no row is ever skipped

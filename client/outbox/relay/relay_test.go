@@ -454,8 +454,9 @@ func metric(t *testing.T, reg *prometheus.Registry, name, outcome string) float6
 }
 
 // TestRefusals: a row Hookline refuses for good (an invalid type; an id
-// accepted before with another payload) is marked refused, with the
-// reason, and does not hold up the rows of its batch.
+// accepted before with another payload; a tenant the relay's key may not
+// publish for) is marked refused, with the reason, and does not hold up
+// the rows of its batch.
 func TestRefusals(t *testing.T) {
 	e := newEnv(t, 4)
 	ctx := context.Background()
@@ -467,10 +468,13 @@ func TestRefusals(t *testing.T) {
 	if _, err := e.ob.Pool.Exec(ctx, `INSERT INTO `+e.ob.Table.Ident()+` (event_id, event_type, payload) VALUES ('bad_type', 'not a type!', '{}')`); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := outbox.Insert(ctx, e.ob.Pool, e.ob.Table, outbox.Event{TenantID: "globex", ID: "not_ours", Type: "order.paid", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
 	e.commitOne(t, "good_2")
 	reg := prometheus.NewRegistry()
 	w := e.worker(t, relay.Config{Registerer: reg})
-	if n, err := w.Batch(ctx); n != 4 || err != nil {
+	if n, err := w.Batch(ctx); n != 5 || err != nil {
 		t.Fatalf("batch: %d rows, %v", n, err)
 	}
 	rows, err := e.ob.Pool.Query(ctx, `SELECT event_id, refusal FROM `+e.ob.Table.Ident()+` WHERE refused_at IS NOT NULL ORDER BY event_id`)
@@ -482,21 +486,22 @@ func TestRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].ID != "bad_type" || !strings.Contains(got[0].Why, "type") ||
-		got[1].ID != "taken" || !strings.Contains(got[1].Why, "already") {
+	if len(got) != 3 || got[0].ID != "bad_type" || !strings.Contains(got[0].Why, "type") ||
+		got[1].ID != "not_ours" || !strings.Contains(got[1].Why, "permission denied") ||
+		got[2].ID != "taken" || !strings.Contains(got[2].Why, "already") {
 		t.Fatalf("refused rows %+v", got)
 	}
 	if p := e.node.Published(t, "acme"); len(p) != 3 || p["good_1"] != 1 || p["good_2"] != 1 || p["taken"] != 1 {
 		t.Fatalf("published %v: want good_1, good_2 and the original taken, once each", p)
 	}
-	if s := w.Stats(); s.Published != 2 || s.Refused != 2 {
+	if s := w.Stats(); s.Published != 2 || s.Refused != 3 {
 		t.Fatalf("stats %+v", s)
 	}
 	// The next batch finds nothing: refused rows wait for a person.
 	if n, err := w.Batch(ctx); n != 0 || err != nil {
 		t.Fatalf("next batch: %d rows, %v", n, err)
 	}
-	if got := metric(t, reg, "hookline_relay_rows_total", "refused"); got != 2 {
+	if got := metric(t, reg, "hookline_relay_rows_total", "refused"); got != 3 {
 		t.Fatalf("refused counter %v", got)
 	}
 }

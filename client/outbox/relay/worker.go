@@ -172,10 +172,11 @@ func (w *Worker) Batch(ctx context.Context) (int, error) {
 		case r.Err == nil:
 			relayed = append(relayed, rows[i].seq)
 			dups = append(dups, r.Response.GetDuplicate())
-		case r.Err != pubErr && (errors.Is(r.Err, client.ErrInvalid) || errors.Is(r.Err, client.ErrConflict)):
-			// This event's own refusal: sending it again fails again. A
-			// refusal of the whole request (r.Err == pubErr) is not the
-			// row's fault: it waits.
+		case r.Err != pubErr && refusedForGood(r.Err):
+			// This event's refusal, or its request's (its tenant with this
+			// token): sending it again fails again. What stopped the whole
+			// batch (r.Err == pubErr: Hookline down, the token refused) is
+			// not the row's fault: it waits.
 			refused = append(refused, rows[i].seq)
 			why = append(why, r.Err.Error())
 			w.cfg.Logger.Error("Hookline refused an outbox row; it waits for a person", slog.Int64("seq", rows[i].seq),
@@ -203,6 +204,14 @@ func (w *Worker) Batch(ctx context.Context) (int, error) {
 		return len(rows), fmt.Errorf("publish: %d of %d events failed and wait (first: %w)", n, len(rows), firstErr(results))
 	}
 	return len(rows), nil
+}
+
+// refusedForGood reports whether Hookline refused an event in a way that
+// sending it again cannot change: an invalid field, the id accepted with
+// another payload, a tenant this token may not publish for, too large.
+func refusedForGood(err error) bool {
+	return errors.Is(err, client.ErrInvalid) || errors.Is(err, client.ErrConflict) ||
+		errors.Is(err, client.ErrPermissionDenied) || errors.Is(err, client.ErrTooLarge)
 }
 
 // taken is one locked row of a batch.
