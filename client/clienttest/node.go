@@ -160,9 +160,16 @@ func (n *Node) Tenant(t testing.TB, id string) string {
 }
 
 // Published counts the EventPublished events of tenant in the node's log,
-// by event id: what Hookline accepted, each exactly once unless something
-// published an event twice.
+// by event id (see PublishedIn).
 func (n *Node) Published(t testing.TB, tenant string) map[string]int {
+	t.Helper()
+	return PublishedIn(t, n.srv.Log(), tenant)
+}
+
+// PublishedIn counts the EventPublished events of tenant in log, by event
+// id: what Hookline accepted, each exactly once unless something published
+// an event twice.
+func PublishedIn(t testing.TB, log events.Log, tenant string) map[string]int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -170,7 +177,7 @@ func (n *Node) Published(t testing.TB, tenant string) map[string]int {
 	out := map[string]int{}
 	from := events.Start
 	for {
-		recs, err := n.srv.Log().ReadAll(ctx, from, 1000)
+		recs, err := log.ReadAll(ctx, from, 1000)
 		if err != nil {
 			t.Fatalf("read the log: %v", err)
 		}

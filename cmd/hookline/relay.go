@@ -221,7 +221,7 @@ func outboxReconcile(ctx context.Context, args []string, stdout, stderr io.Write
 		return nil
 	}
 	if n := rep.Missing() + rep.Mismatched.Count; n > 0 {
-		return fmt.Errorf("outbox reconcile: %d rows missing in Hookline or different (--repair publishes the missing ones)", n)
+		return fmt.Errorf("outbox reconcile: %d rows missing in Hookline or different, %d of them waiting for the relay (--repair publishes the missing ones; --until 5m leaves the relay's lag out)", n, rep.Waiting.Count)
 	}
 	return nil
 }

@@ -8,14 +8,21 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookline/hookline/client"
 	"github.com/hookline/hookline/client/clienttest"
 	"github.com/hookline/hookline/client/outbox"
+	"github.com/hookline/hookline/client/outbox/relay"
+	"github.com/hookline/hookline/events/embedded"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
 // These tests run the real binary's relay, outbox and client commands
@@ -200,6 +207,103 @@ func waiting(t *testing.T, ob *clienttest.Outbox) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestRelayBacklogDrainsAfterHooklineReturns: with the node stopped, rows
+// wait in the outbox (the relay backs off, nothing is dropped, the gauges
+// show the backlog); when the node returns on the same address, the
+// backlog drains, each row published once. The node runs as a process of
+// its own: restarting one in this process would race, inside protoactor-go,
+// with the relay's gRPC client on grpc's global logger.
+func TestRelayBacklogDrainsAfterHooklineReturns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	ob := clienttest.NewOutbox(t, 8)
+	data := t.TempDir()
+	n := startNode(t, data)
+	admin := n.as(t, adminToken)
+	must(admin.tenants().CreateTenant(admin.ctx(), &controlv1.CreateTenantRequest{TenantId: "acme", Name: "Acme"}))
+	key := must(admin.tenants().IssueApiKey(admin.ctx(), &controlv1.IssueApiKeyRequest{TenantId: "acme"}))
+	hl, err := client.New(client.Config{Addr: n.grpcAddr, Token: key.GetApiKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hl.Close()
+	reg := prometheus.NewRegistry()
+	w, err := relay.New(relay.Config{DB: ob.Pool, Table: ob.Table, Client: hl, PollEvery: 20 * time.Millisecond,
+		BackoffCap: 200 * time.Millisecond, GaugeEvery: 50 * time.Millisecond, Registerer: reg, Logger: clienttest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	}()
+	commit := func(id string) {
+		if _, err := outbox.Insert(context.Background(), ob.Pool, ob.Table, outbox.Event{ID: id, Type: "order.paid", Payload: fmt.Appendf(nil, `{"id":%q}`, id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit("before")
+	waitFor(t, func() (int, bool) { n := waiting(t, ob); return n, n == 0 })
+
+	addr := n.grpcAddr
+	n.stop(t)
+	ids := []string{"before"}
+	for i := range 300 {
+		id := fmt.Sprintf("while_down_%03d", i)
+		commit(id)
+		ids = append(ids, id)
+	}
+	waitFor(t, func() (relay.Stats, bool) { s := w.Stats(); return s, s.Failures >= 3 })
+	waitFor(t, func() (float64, bool) {
+		v := gathered(t, reg, "hookline_relay_rows_waiting")
+		return v, v == 300 && gathered(t, reg, "hookline_relay_oldest_row_age_seconds") > 0
+	})
+
+	n = startNode(t, data, "--grpc-addr", addr)
+	waitFor(t, func() (int, bool) { n := waiting(t, ob); return n, n == 0 })
+	waitFor(t, func() (float64, bool) { v := gathered(t, reg, "hookline_relay_rows_waiting"); return v, v == 0 })
+	if s := w.Stats(); s.Published != 301 || s.Duplicates != 0 {
+		t.Fatalf("stats %+v, want 301 published", s)
+	}
+	n.stop(t)
+	l, err := embedded.Open(embedded.Config{Dir: filepath.Join(data, "log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	published := clienttest.PublishedIn(t, l, "acme")
+	for _, id := range ids {
+		if published[id] != 1 {
+			t.Errorf("%s published %d times", id, published[id])
+		}
+	}
+	if len(published) != len(ids) {
+		t.Errorf("%d events published for %d rows", len(published), len(ids))
+	}
+	t.Logf("stats %+v", w.Stats())
+}
+
+// gathered returns the value of the gauge name in reg; -1 when it has none.
+func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
 }
 
 // TestOutboxCommands: the table's SQL, its creation, and reconciliation

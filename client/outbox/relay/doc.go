@@ -91,9 +91,11 @@
 // a batch simply takes longer; while it is down (or refuses the token)
 // batches fail, the rows stay in the outbox, and the Worker backs off from
 // PollEvery up to BackoffCap. Nothing is dropped, and the backlog drains
-// when Hookline returns (TestBacklogDrainsAfterHooklineReturns). A row
-// Hookline refuses for good is parked (refused_at), logged and counted, so
-// it never blocks the rows behind it.
+// when Hookline returns (cmd/hookline's
+// TestRelayBacklogDrainsAfterHooklineReturns stops the node, a process of
+// its own, commits 300 rows, and starts it again). A row Hookline refuses
+// for good is parked (refused_at), logged and counted, so it never blocks
+// the rows behind it.
 //
 // # Retention
 //

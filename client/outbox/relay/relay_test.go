@@ -387,47 +387,6 @@ func TestStalledWorkerDoesNotStallOthers(t *testing.T) {
 	e.checkExactlyOnce(t, ids, nil)
 }
 
-// TestBacklogDrainsAfterHooklineReturns: with the node stopped, rows wait
-// in the outbox (the Worker backs off, nothing is dropped); when it returns
-// on the same address, the backlog drains, each row published once.
-func TestBacklogDrainsAfterHooklineReturns(t *testing.T) {
-	e := newEnv(t, 8)
-	reg := prometheus.NewRegistry()
-	w := e.worker(t, relay.Config{Registerer: reg, GaugeEvery: 50 * time.Millisecond})
-	run(t, w)
-	e.commitOne(t, "before")
-	e.waitDrained(t, 30*time.Second)
-
-	addr, dir := e.node.Addr, e.node.Dir
-	e.node.Stop(t)
-	var ids []string
-	for i := range 300 {
-		id := fmt.Sprintf("while_down_%03d", i)
-		e.commitOne(t, id)
-		ids = append(ids, id)
-	}
-	waitFor(t, 30*time.Second, "batches fail while the node is down", func() bool { return w.Stats().Failures >= 3 })
-	waitFor(t, 30*time.Second, "the gauges see the backlog", func() bool {
-		return metric(t, reg, "hookline_relay_rows_waiting", "") == 300 &&
-			metric(t, reg, "hookline_relay_oldest_row_age_seconds", "") > 0
-	})
-	if n := e.count(t, "relayed_at IS NULL"); n != 300 {
-		t.Fatalf("%d rows wait, want 300", n)
-	}
-
-	e.node = clienttest.Start(t, clienttest.Options{Dir: dir, GRPCAddr: addr})
-	e.waitDrained(t, 60*time.Second)
-	e.checkExactlyOnce(t, append(ids, "before"), nil)
-	waitFor(t, 30*time.Second, "the gauges see the outbox drained", func() bool {
-		return metric(t, reg, "hookline_relay_rows_waiting", "") == 0 &&
-			metric(t, reg, "hookline_relay_oldest_row_age_seconds", "") == 0
-	})
-	if got := metric(t, reg, "hookline_relay_rows_total", "published"); got != 301 {
-		t.Fatalf("hookline_relay_rows_total{outcome=published} = %v, want 301", got)
-	}
-	t.Logf("stats %+v", w.Stats())
-}
-
 // metric returns the value of one series of reg: name, with the label
 // outcome when it is not empty; -1 when there is none.
 func metric(t *testing.T, reg *prometheus.Registry, name, outcome string) float64 {
