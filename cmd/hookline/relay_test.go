@@ -88,9 +88,11 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	return l.w.Write(b)
 }
 
-// TestRelayKilled kills `hookline relay` with SIGKILL again and again
-// while producers commit (and roll back) rows: every committed row becomes
-// exactly one event, none is lost, no rolled back one is published.
+// TestRelayKilled runs two `hookline relay` processes on one outbox and
+// kills one of them with SIGKILL, in turn, again and again (a new one
+// replacing it), while producers commit (and roll back) rows: every
+// committed row becomes exactly one event, none is lost, no rolled back one
+// is published.
 func TestRelayKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -149,31 +151,36 @@ func TestRelayKilled(t *testing.T) {
 		})
 	}
 
+	// Two relays at all times; one of them, in turn, is killed and
+	// replaced.
 	const kills = 12
 	rnd := rand.New(rand.NewPCG(3, 4))
 	var logs strings.Builder
+	relays := [2]*relayProcess{startRelay(t, relayArgs...), startRelay(t, relayArgs...)}
 	for k := range kills {
-		r := startRelay(t, relayArgs...)
-		time.Sleep(time.Duration(150+rnd.IntN(400)) * time.Millisecond) // how long the relay lives: the load, not a synchronisation
+		time.Sleep(time.Duration(150+rnd.IntN(400)) * time.Millisecond) // how long the relays live: the load, not a synchronisation
+		r := relays[k%2]
 		_ = r.cmd.Process.Signal(syscall.SIGKILL)
 		<-r.done
-		fmt.Fprintf(&logs, "--- relay %d\n%s", k, r.output())
+		fmt.Fprintf(&logs, "--- relay killed %d\n%s", k, r.output())
+		relays[k%2] = startRelay(t, relayArgs...)
 	}
 	close(stop)
 	wg.Wait()
 
-	// A last relay drains the outbox and stops gracefully.
-	r := startRelay(t, relayArgs...)
+	// The two left drain the outbox and stop gracefully.
 	deadline := time.Now().Add(60 * time.Second)
 	for waiting(t, ob) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the outbox did not drain: %d rows wait\n%s%s", waiting(t, ob), logs.String(), r.output())
+			t.Fatalf("the outbox did not drain: %d rows wait\n%s", waiting(t, ob), logs.String())
 		}
 		time.Sleep(50 * time.Millisecond) // a poll interval, not a wait for an event
 	}
-	_ = r.cmd.Process.Signal(syscall.SIGTERM)
-	if err := <-r.done; err != nil {
-		t.Fatalf("relay after SIGTERM: %v\n%s", err, r.output())
+	for _, r := range relays {
+		_ = r.cmd.Process.Signal(syscall.SIGTERM)
+		if err := <-r.done; err != nil {
+			t.Fatalf("relay after SIGTERM: %v\n%s", err, r.output())
+		}
 	}
 
 	published := n.Published(t, "acme")
@@ -194,7 +201,7 @@ func TestRelayKilled(t *testing.T) {
 	if err := ob.Pool.QueryRow(context.Background(), `SELECT count(*) FROM `+ob.Table.Ident()+` WHERE duplicate`).Scan(&dups); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d kills, %d rows committed, %d rolled back; %d rows published again after a kill (answered as duplicates)", kills, len(committed), len(rolledBack), dups)
+	t.Logf("two relays, %d kills, %d rows committed, %d rolled back; %d rows published again after a kill (answered as duplicates)", kills, len(committed), len(rolledBack), dups)
 	if t.Failed() {
 		t.Logf("relay logs:\n%s", logs.String())
 	}

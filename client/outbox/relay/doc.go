@@ -68,9 +68,9 @@
 // between Hookline's append and its answer is the same case, handled the
 // same way; so is a mark lost in a crash of the producer's database, which
 // is why a batch commits its marks with synchronous_commit off (no wait for
-// the WAL's flush). cmd/hookline's TestRelayKilled kills `hookline relay` with
-// SIGKILL repeatedly under load and checks every row became exactly one
-// event.
+// the WAL's flush). cmd/hookline's TestRelayKilled runs two `hookline relay`
+// processes and kills one, in turn, with SIGKILL, twelve times under load,
+// and checks every committed row became exactly one event.
 //
 // # Several relays
 //
