@@ -96,8 +96,12 @@ func call[Req, Resp any](ctx context.Context, c *Client, op string, r retry, req
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			// The caller's deadline ended the retries: say so, and why
+			// the last attempt failed.
 			t.Stop()
-			return zero, errorOf(op, err)
+			last := status.Convert(err)
+			return zero, &Error{Op: op, Code: status.FromContextError(ctx.Err()).Code(),
+				Message: fmt.Sprintf("%v after %d attempts; the last: %s: %s", ctx.Err(), attempt, words(last.Code().String()), last.Message())}
 		case <-t.C:
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -212,6 +213,17 @@ func TestRetries(t *testing.T) {
 		}
 		if f.count("Publish") != 1 || time.Since(start) > 10*time.Second {
 			t.Fatalf("%d attempts in %v, want 1 ending at the caller's deadline", f.count("Publish"), time.Since(start))
+		}
+	})
+	t.Run("the caller's deadline during a backoff", func(t *testing.T) {
+		f := startFake(t, func(context.Context, string, int, any) error { return unavailable })
+		cfg := fastRetries(f.addr)
+		cfg.BackoffBase, cfg.BackoffCap = 10*time.Second, 10*time.Second
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		_, err := newClient(t, cfg).Publish(ctx, ev)
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "node restarting") {
+			t.Fatalf("err %v, want context.DeadlineExceeded with the last attempt's reason", err)
 		}
 	})
 	t.Run("an oversized batch is split", func(t *testing.T) {
