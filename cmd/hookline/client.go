@@ -7,115 +7,74 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/hookline/hookline/client"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
+// clientOptions are the flags of every client of a node: where it is, who
+// calls, and how to trust it.
+type clientOptions struct {
+	addr, token, ca string
+	plaintext       bool
+	timeout         time.Duration
+}
+
+// clientFlags declares the client flags on fs.
+func clientFlags(fs *flag.FlagSet) *clientOptions {
+	o := &clientOptions{}
+	fs.StringVar(&o.addr, "addr", envOr("HOOKLINE_ADDR", client.DefaultAddr), "the node's gRPC address (HOOKLINE_ADDR)")
+	fs.StringVar(&o.token, "token", os.Getenv("HOOKLINE_TOKEN"), "an API key or the admin token (HOOKLINE_TOKEN)")
+	fs.StringVar(&o.ca, "ca", os.Getenv("HOOKLINE_CA"), "PEM file of the CA that signed the node's certificate (HOOKLINE_CA); TLS is the default except on loopback")
+	fs.BoolVar(&o.plaintext, "plaintext", false, "no TLS, even to a host that is not loopback (a private network)")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "give up on a call after this long")
+	return o
+}
+
+// config is the client's Config from the flags.
+func (o *clientOptions) config() client.Config {
+	return client.Config{Addr: o.addr, Token: o.token, CAFile: o.ca, Plaintext: o.plaintext}
+}
+
 // conn is a connected client with the caller's output choices.
 type conn struct {
-	cc      *grpc.ClientConn
+	*client.Client
 	json    bool
 	out     io.Writer
 	timeout time.Duration
-	token   string
 }
 
+// ctx bounds one command's calls by --timeout.
 func (c *conn) ctx(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(parent, c.timeout)
-	if c.token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
-	}
-	return ctx, cancel
+	return context.WithTimeout(parent, c.timeout)
 }
 
-// command is one client command: its flags and what it does with them.
-type command struct {
-	summary string
-	flags   func(fs *flag.FlagSet) func(ctx context.Context, c *conn) error
-}
-
-var commands = map[string]command{
-	"tenants create":          {"create a tenant (admin)", tenantsCreate},
-	"tenants get":             {"show a tenant", tenantsGet},
-	"keys issue":              {"issue an API key for a tenant (admin); shown once", keysIssue},
-	"keys revoke":             {"revoke an API key (admin)", keysRevoke},
-	"endpoints create":        {"register an endpoint; its secret is shown once", endpointsCreate},
-	"endpoints get":           {"show an endpoint", endpointsGet},
-	"endpoints list":          {"list endpoints", endpointsList},
-	"endpoints update":        {"change an endpoint's settings", endpointsUpdate},
-	"endpoints pause":         {"hold an endpoint's deliveries", endpointsSimple("pause")},
-	"endpoints resume":        {"resume a paused endpoint", endpointsSimple("resume")},
-	"endpoints delete":        {"delete an endpoint", endpointsSimple("delete")},
-	"endpoints rotate-secret": {"add a new signing secret; shown once", endpointsRotate},
-	"endpoints retire-secret": {"retire an old secret before its overlap ends", endpointsRetire},
-	"events publish":          {"publish an event", eventsPublish},
-}
-
-func client(parent context.Context, args []string, stdout, stderr io.Writer) error {
-	// Client flags may come before the command: move them after it.
-	var lead []string
-	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
-		lead = append(lead, args[0])
-		takesValue := !strings.Contains(args[0], "=") && strings.TrimLeft(args[0], "-") != "json"
-		args = args[1:]
-		if takesValue && len(args) > 0 {
-			lead = append(lead, args[0])
-			args = args[1:]
-		}
-	}
-	if len(args) < 2 {
-		return usageError("give a command and an action, e.g. hookline endpoints list")
-	}
-	args = append(append(args[:2:2], lead...), args[2:]...)
-	name := args[0] + " " + args[1]
-	cmd, ok := commands[name]
-	if !ok {
-		return usageError(fmt.Sprintf("unknown command %q", name))
-	}
-	fs := flag.NewFlagSet("hookline "+name, flag.ContinueOnError)
+// runClient parses a client command's flags, connects and runs it.
+func runClient(ctx context.Context, cmd command, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("hookline "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", envOr("HOOKLINE_ADDR", "127.0.0.1:7070"), "the node's gRPC address")
-	token := fs.String("token", os.Getenv("HOOKLINE_TOKEN"), "an API key or the admin token")
+	opts := clientFlags(fs)
 	asJSON := fs.Bool("json", false, "print the answer as JSON")
-	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
-	do := cmd.flags(fs)
-	if err := fs.Parse(args[2:]); err != nil {
+	do := cmd.call(fs)
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%s: unexpected argument %q (flags go as --name value)", name, fs.Arg(0))
+		return fmt.Errorf("%s: unexpected argument %q (flags go as --name value)", cmd.name, fs.Arg(0))
 	}
-	cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := client.New(opts.config())
 	if err != nil {
-		return fmt.Errorf("connect %s: %w", *addr, err)
+		return err
 	}
-	defer cc.Close()
-	err = do(parent, &conn{cc: cc, json: *asJSON, out: stdout, timeout: *timeout, token: *token})
-	if st, ok := status.FromError(err); ok && err != nil {
-		return fmt.Errorf("%s: %s", codeWords(st.Code().String()), st.Message())
-	}
-	return err
-}
-
-func usageError(msg string) error {
-	names := make([]string, 0, len(commands))
-	for n, c := range commands {
-		names = append(names, fmt.Sprintf("  %-26s %s", n, c.summary))
-	}
-	sort.Strings(names)
-	return fmt.Errorf("%s\ncommands:\n%s", msg, strings.Join(names, "\n"))
+	defer c.Close()
+	return do(ctx, &conn{Client: c, json: *asJSON, out: stdout, timeout: opts.timeout})
 }
 
 func envOr(key, def string) string {
@@ -145,7 +104,7 @@ func tenantsCreate(fs *flag.FlagSet) func(context.Context, *conn) error {
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		t, err := controlv1.NewTenantServiceClient(c.cc).CreateTenant(ctx, &controlv1.CreateTenantRequest{TenantId: *id, Name: *name})
+		t, err := c.CreateTenant(ctx, &controlv1.CreateTenantRequest{TenantId: *id, Name: *name})
 		if err != nil {
 			return err
 		}
@@ -158,7 +117,7 @@ func tenantsGet(fs *flag.FlagSet) func(context.Context, *conn) error {
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		t, err := controlv1.NewTenantServiceClient(c.cc).GetTenant(ctx, &controlv1.GetTenantRequest{TenantId: *id})
+		t, err := c.GetTenant(ctx, &controlv1.GetTenantRequest{TenantId: *id})
 		if err != nil {
 			return err
 		}
@@ -183,7 +142,7 @@ func keysIssue(fs *flag.FlagSet) func(context.Context, *conn) error {
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		k, err := controlv1.NewTenantServiceClient(c.cc).IssueApiKey(ctx, &controlv1.IssueApiKeyRequest{TenantId: *tenant, Name: *name})
+		k, err := c.IssueAPIKey(ctx, &controlv1.IssueApiKeyRequest{TenantId: *tenant, Name: *name})
 		if err != nil {
 			return err
 		}
@@ -199,7 +158,7 @@ func keysRevoke(fs *flag.FlagSet) func(context.Context, *conn) error {
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		t, err := controlv1.NewTenantServiceClient(c.cc).RevokeApiKey(ctx, &controlv1.RevokeApiKeyRequest{TenantId: *tenant, KeyId: *key})
+		t, err := c.RevokeAPIKey(ctx, &controlv1.RevokeApiKeyRequest{TenantId: *tenant, KeyId: *key})
 		if err != nil {
 			return err
 		}
@@ -255,7 +214,7 @@ func endpointsCreate(fs *flag.FlagSet) func(context.Context, *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
 		s, _ := settings()
-		r, err := controlv1.NewEndpointServiceClient(c.cc).CreateEndpoint(ctx, &controlv1.CreateEndpointRequest{TenantId: *tenant, EndpointId: *id, Settings: s})
+		r, err := c.CreateEndpoint(ctx, &controlv1.CreateEndpointRequest{TenantId: *tenant, EndpointId: *id, Settings: s})
 		if err != nil {
 			return err
 		}
@@ -272,7 +231,7 @@ func endpointsGet(fs *flag.FlagSet) func(context.Context, *conn) error {
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		e, err := controlv1.NewEndpointServiceClient(c.cc).GetEndpoint(ctx, &controlv1.GetEndpointRequest{TenantId: *tenant, EndpointId: *id})
+		e, err := c.GetEndpoint(ctx, &controlv1.GetEndpointRequest{TenantId: *tenant, EndpointId: *id})
 		if err != nil {
 			return err
 		}
@@ -287,7 +246,7 @@ func endpointsList(fs *flag.FlagSet) func(context.Context, *conn) error {
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		r, err := controlv1.NewEndpointServiceClient(c.cc).ListEndpoints(ctx, &controlv1.ListEndpointsRequest{TenantId: *tenant, PageSize: int32(*size), Cursor: *cursor})
+		r, err := c.ListEndpoints(ctx, &controlv1.ListEndpointsRequest{TenantId: *tenant, PageSize: int32(*size), Cursor: *cursor})
 		if err != nil {
 			return err
 		}
@@ -313,7 +272,7 @@ func endpointsUpdate(fs *flag.FlagSet) func(context.Context, *conn) error {
 		if len(paths) == 0 {
 			return fmt.Errorf("endpoints update: give at least one setting to change (--url, --types, ...)")
 		}
-		e, err := controlv1.NewEndpointServiceClient(c.cc).UpdateEndpoint(ctx, &controlv1.UpdateEndpointRequest{TenantId: *tenant, EndpointId: *id, Settings: s, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
+		e, err := c.UpdateEndpoint(ctx, &controlv1.UpdateEndpointRequest{TenantId: *tenant, EndpointId: *id, Settings: s, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
 		if err != nil {
 			return err
 		}
@@ -321,29 +280,47 @@ func endpointsUpdate(fs *flag.FlagSet) func(context.Context, *conn) error {
 	}
 }
 
-func endpointsSimple(action string) func(fs *flag.FlagSet) func(context.Context, *conn) error {
-	return func(fs *flag.FlagSet) func(context.Context, *conn) error {
-		tenant := fs.String("tenant", "", "tenant id (admin token only)")
-		id := fs.String("id", "", "endpoint id")
-		return func(ctx context.Context, c *conn) error {
-			ctx, cancel := c.ctx(ctx)
-			defer cancel()
-			cl := controlv1.NewEndpointServiceClient(c.cc)
-			var e *controlv1.Endpoint
-			var err error
-			switch action {
-			case "pause":
-				e, err = cl.PauseEndpoint(ctx, &controlv1.PauseEndpointRequest{TenantId: *tenant, EndpointId: *id})
-			case "resume":
-				e, err = cl.ResumeEndpoint(ctx, &controlv1.ResumeEndpointRequest{TenantId: *tenant, EndpointId: *id})
-			case "delete":
-				e, err = cl.DeleteEndpoint(ctx, &controlv1.DeleteEndpointRequest{TenantId: *tenant, EndpointId: *id})
-			}
-			if err != nil {
-				return err
-			}
-			return c.print(e, func(w io.Writer) { printEndpoint(w, e) })
+// endpointFlags declares the flags that name one endpoint.
+func endpointFlags(fs *flag.FlagSet) (tenant, id *string) {
+	return fs.String("tenant", "", "tenant id (admin token only)"), fs.String("id", "", "endpoint id")
+}
+
+func endpointsPause(fs *flag.FlagSet) func(context.Context, *conn) error {
+	tenant, id := endpointFlags(fs)
+	return func(ctx context.Context, c *conn) error {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		e, err := c.PauseEndpoint(ctx, &controlv1.PauseEndpointRequest{TenantId: *tenant, EndpointId: *id})
+		if err != nil {
+			return err
 		}
+		return c.print(e, func(w io.Writer) { printEndpoint(w, e) })
+	}
+}
+
+func endpointsResume(fs *flag.FlagSet) func(context.Context, *conn) error {
+	tenant, id := endpointFlags(fs)
+	return func(ctx context.Context, c *conn) error {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		e, err := c.ResumeEndpoint(ctx, &controlv1.ResumeEndpointRequest{TenantId: *tenant, EndpointId: *id})
+		if err != nil {
+			return err
+		}
+		return c.print(e, func(w io.Writer) { printEndpoint(w, e) })
+	}
+}
+
+func endpointsDelete(fs *flag.FlagSet) func(context.Context, *conn) error {
+	tenant, id := endpointFlags(fs)
+	return func(ctx context.Context, c *conn) error {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		e, err := c.DeleteEndpoint(ctx, &controlv1.DeleteEndpointRequest{TenantId: *tenant, EndpointId: *id})
+		if err != nil {
+			return err
+		}
+		return c.print(e, func(w io.Writer) { printEndpoint(w, e) })
 	}
 }
 
@@ -354,7 +331,7 @@ func endpointsRotate(fs *flag.FlagSet) func(context.Context, *conn) error {
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		r, err := controlv1.NewEndpointServiceClient(c.cc).RotateSecret(ctx, &controlv1.RotateSecretRequest{TenantId: *tenant, EndpointId: *id, OverlapSeconds: int64(overlap.Seconds())})
+		r, err := c.RotateSecret(ctx, &controlv1.RotateSecretRequest{TenantId: *tenant, EndpointId: *id, OverlapSeconds: int64(overlap.Seconds())})
 		if err != nil {
 			return err
 		}
@@ -372,7 +349,7 @@ func endpointsRetire(fs *flag.FlagSet) func(context.Context, *conn) error {
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		e, err := controlv1.NewEndpointServiceClient(c.cc).RetireSecret(ctx, &controlv1.RetireSecretRequest{TenantId: *tenant, EndpointId: *id, Version: int32(*version)})
+		e, err := c.RetireSecret(ctx, &controlv1.RetireSecretRequest{TenantId: *tenant, EndpointId: *id, Version: int32(*version)})
 		if err != nil {
 			return err
 		}
@@ -424,8 +401,8 @@ func eventsPublish(fs *flag.FlagSet) func(context.Context, *conn) error {
 		}
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		r, err := controlv1.NewEventServiceClient(c.cc).Publish(ctx, &controlv1.PublishRequest{
-			TenantId: *tenant, EventId: *id, Type: *typ, Payload: payload, SchemaVersion: *schema, ObjectId: *object,
+		r, err := c.Publish(ctx, client.Event{
+			TenantID: *tenant, ID: *id, Type: *typ, Payload: payload, SchemaVersion: *schema, ObjectID: *object,
 		})
 		if err != nil {
 			return err
@@ -456,17 +433,4 @@ func readData(arg string) ([]byte, error) {
 		return os.ReadFile(arg[1:])
 	}
 	return []byte(arg), nil
-}
-
-// codeWords turns a gRPC code name (InvalidArgument) into words
-// (invalid argument).
-func codeWords(name string) string {
-	var b strings.Builder
-	for i, r := range name {
-		if i > 0 && r >= 'A' && r <= 'Z' {
-			b.WriteByte(' ')
-		}
-		b.WriteRune(r)
-	}
-	return strings.ToLower(b.String())
 }

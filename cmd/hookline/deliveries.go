@@ -13,14 +13,6 @@ import (
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
-func init() {
-	commands["deliveries list"] = command{"search deliveries (newest first)", deliveriesList}
-	commands["deliveries get"] = command{"show a delivery and its attempts", deliveriesGet}
-	commands["deliveries replay"] = command{"attempt a delivery again (same webhook-id)", deliveriesReplay}
-	commands["endpoints recover"] = command{"replay an endpoint's failed deliveries in a time range", endpointsRecover}
-	commands["endpoints recovery"] = command{"show the progress of a recovery", endpointsRecovery}
-}
-
 // timeFlag parses RFC 3339 times or durations ago ("2h" = two hours ago).
 type timeFlag struct{ t *timestamppb.Timestamp }
 
@@ -57,7 +49,7 @@ func deliveriesList(fs *flag.FlagSet) func(context.Context, *conn) error {
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		r, err := controlv1.NewDeliveryServiceClient(c.cc).ListDeliveries(ctx, &controlv1.ListDeliveriesRequest{
+		r, err := c.ListDeliveries(ctx, &controlv1.ListDeliveriesRequest{
 			TenantId: *tenant, EndpointId: *endpoint, Status: *status, EventType: *typ,
 			Since: since.t, Until: until.t, PageSize: int32(*size), Cursor: *cursor,
 		})
@@ -82,7 +74,7 @@ func deliveriesGet(fs *flag.FlagSet) func(context.Context, *conn) error {
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		d, err := controlv1.NewDeliveryServiceClient(c.cc).GetDelivery(ctx, &controlv1.GetDeliveryRequest{TenantId: *tenant, DeliveryId: *id})
+		d, err := c.GetDelivery(ctx, &controlv1.GetDeliveryRequest{TenantId: *tenant, DeliveryId: *id})
 		if err != nil {
 			return err
 		}
@@ -96,7 +88,7 @@ func deliveriesReplay(fs *flag.FlagSet) func(context.Context, *conn) error {
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		d, err := controlv1.NewDeliveryServiceClient(c.cc).ReplayDelivery(ctx, &controlv1.ReplayDeliveryRequest{TenantId: *tenant, DeliveryId: *id})
+		d, err := c.ReplayDelivery(ctx, &controlv1.ReplayDeliveryRequest{TenantId: *tenant, DeliveryId: *id})
 		if err != nil {
 			return err
 		}
@@ -136,7 +128,7 @@ func endpointsRecover(fs *flag.FlagSet) func(context.Context, *conn) error {
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		r, err := controlv1.NewEndpointServiceClient(c.cc).RecoverEndpoint(ctx, &controlv1.RecoverEndpointRequest{TenantId: *tenant, EndpointId: *id, Since: since.t, Until: until.t})
+		r, err := c.RecoverEndpoint(ctx, &controlv1.RecoverEndpointRequest{TenantId: *tenant, EndpointId: *id, Since: since.t, Until: until.t})
 		if err != nil {
 			return err
 		}
@@ -151,7 +143,7 @@ func endpointsRecovery(fs *flag.FlagSet) func(context.Context, *conn) error {
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		r, err := controlv1.NewEndpointServiceClient(c.cc).GetRecovery(ctx, &controlv1.GetRecoveryRequest{TenantId: *tenant, EndpointId: *id, RecoveryId: *rid})
+		r, err := c.GetRecovery(ctx, &controlv1.GetRecoveryRequest{TenantId: *tenant, EndpointId: *id, RecoveryId: *rid})
 		if err != nil {
 			return err
 		}

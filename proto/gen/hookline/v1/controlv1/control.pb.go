@@ -2155,6 +2155,183 @@ func (x *PublishBatchResponse) GetResults() []*PublishResult {
 	return nil
 }
 
+type LookupEventsRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// event_ids to look up: 1 to 1000 of them.
+	EventIds      []string `protobuf:"bytes,2,rep,name=event_ids,json=eventIds,proto3" json:"event_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupEventsRequest) Reset() {
+	*x = LookupEventsRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupEventsRequest) ProtoMessage() {}
+
+func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupEventsRequest.ProtoReflect.Descriptor instead.
+func (*LookupEventsRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *LookupEventsRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *LookupEventsRequest) GetEventIds() []string {
+	if x != nil {
+		return x.EventIds
+	}
+	return nil
+}
+
+type AcceptedEvent struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	EventId string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Type    string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// payload_sha256 is the SHA-256 of the payload bytes as accepted.
+	PayloadSha256 []byte `protobuf:"bytes,3,opt,name=payload_sha256,json=payloadSha256,proto3" json:"payload_sha256,omitempty"`
+	// accepted_at is when the event was appended to the log.
+	AcceptedAt    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=accepted_at,json=acceptedAt,proto3" json:"accepted_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptedEvent) Reset() {
+	*x = AcceptedEvent{}
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptedEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptedEvent) ProtoMessage() {}
+
+func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptedEvent.ProtoReflect.Descriptor instead.
+func (*AcceptedEvent) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *AcceptedEvent) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *AcceptedEvent) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *AcceptedEvent) GetPayloadSha256() []byte {
+	if x != nil {
+		return x.PayloadSha256
+	}
+	return nil
+}
+
+func (x *AcceptedEvent) GetAcceptedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AcceptedAt
+	}
+	return nil
+}
+
+type LookupEventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// found are the accepted events among event_ids, in request order.
+	Found []*AcceptedEvent `protobuf:"bytes,1,rep,name=found,proto3" json:"found,omitempty"`
+	// missing are the event_ids with no accepted event, in request order.
+	Missing       []string `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupEventsResponse) Reset() {
+	*x = LookupEventsResponse{}
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupEventsResponse) ProtoMessage() {}
+
+func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupEventsResponse.ProtoReflect.Descriptor instead.
+func (*LookupEventsResponse) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *LookupEventsResponse) GetFound() []*AcceptedEvent {
+	if x != nil {
+		return x.Found
+	}
+	return nil
+}
+
+func (x *LookupEventsResponse) GetMissing() []string {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
 type ListDeliveriesRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -2172,7 +2349,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2184,7 +2361,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2197,7 +2374,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListDeliveriesRequest) GetTenantId() string {
@@ -2266,7 +2443,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2455,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2468,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -2318,7 +2495,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2507,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2520,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetDeliveryRequest) GetTenantId() string {
@@ -2370,7 +2547,7 @@ type ReplayDeliveryRequest struct {
 
 func (x *ReplayDeliveryRequest) Reset() {
 	*x = ReplayDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2382,7 +2559,7 @@ func (x *ReplayDeliveryRequest) String() string {
 func (*ReplayDeliveryRequest) ProtoMessage() {}
 
 func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2395,7 +2572,7 @@ func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReplayDeliveryRequest) GetTenantId() string {
@@ -2434,7 +2611,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +2623,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +2636,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -2740,7 +2917,19 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"error_code\x18\x02 \x01(\tR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"L\n" +
 	"\x14PublishBatchResponse\x124\n" +
-	"\aresults\x18\x01 \x03(\v2\x1a.hookline.v1.PublishResultR\aresults\"\xa5\x02\n" +
+	"\aresults\x18\x01 \x03(\v2\x1a.hookline.v1.PublishResultR\aresults\"O\n" +
+	"\x13LookupEventsRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1b\n" +
+	"\tevent_ids\x18\x02 \x03(\tR\beventIds\"\xa2\x01\n" +
+	"\rAcceptedEvent\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12%\n" +
+	"\x0epayload_sha256\x18\x03 \x01(\fR\rpayloadSha256\x12;\n" +
+	"\vaccepted_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"acceptedAt\"b\n" +
+	"\x14LookupEventsResponse\x120\n" +
+	"\x05found\x18\x01 \x03(\v2\x1a.hookline.v1.AcceptedEventR\x05found\x12\x18\n" +
+	"\amissing\x18\x02 \x03(\tR\amissing\"\xa5\x02\n" +
 	"\x15ListDeliveriesRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -2802,10 +2991,11 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x0eResumeEndpoint\x12\".hookline.v1.ResumeEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12K\n" +
 	"\x0eDeleteEndpoint\x12\".hookline.v1.DeleteEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12M\n" +
 	"\x0fRecoverEndpoint\x12#.hookline.v1.RecoverEndpointRequest\x1a\x15.hookline.v1.Recovery\x12E\n" +
-	"\vGetRecovery\x12\x1f.hookline.v1.GetRecoveryRequest\x1a\x15.hookline.v1.Recovery2\xa9\x01\n" +
+	"\vGetRecovery\x12\x1f.hookline.v1.GetRecoveryRequest\x1a\x15.hookline.v1.Recovery2\xfe\x01\n" +
 	"\fEventService\x12D\n" +
 	"\aPublish\x12\x1b.hookline.v1.PublishRequest\x1a\x1c.hookline.v1.PublishResponse\x12S\n" +
-	"\fPublishBatch\x12 .hookline.v1.PublishBatchRequest\x1a!.hookline.v1.PublishBatchResponse2\x80\x02\n" +
+	"\fPublishBatch\x12 .hookline.v1.PublishBatchRequest\x1a!.hookline.v1.PublishBatchResponse\x12S\n" +
+	"\fLookupEvents\x12 .hookline.v1.LookupEventsRequest\x1a!.hookline.v1.LookupEventsResponse2\x80\x02\n" +
 	"\x0fDeliveryService\x12Y\n" +
 	"\x0eListDeliveries\x12\".hookline.v1.ListDeliveriesRequest\x1a#.hookline.v1.ListDeliveriesResponse\x12E\n" +
 	"\vGetDelivery\x12\x1f.hookline.v1.GetDeliveryRequest\x1a\x15.hookline.v1.Delivery\x12K\n" +
@@ -2824,7 +3014,7 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_hookline_v1_control_proto_goTypes = []any{
 	(Endpoint_Status)(0),           // 0: hookline.v1.Endpoint.Status
 	(Endpoint_Circuit)(0),          // 1: hookline.v1.Endpoint.Circuit
@@ -2859,107 +3049,114 @@ var file_hookline_v1_control_proto_goTypes = []any{
 	(*PublishBatchRequest)(nil),    // 30: hookline.v1.PublishBatchRequest
 	(*PublishResult)(nil),          // 31: hookline.v1.PublishResult
 	(*PublishBatchResponse)(nil),   // 32: hookline.v1.PublishBatchResponse
-	(*ListDeliveriesRequest)(nil),  // 33: hookline.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil), // 34: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),     // 35: hookline.v1.GetDeliveryRequest
-	(*ReplayDeliveryRequest)(nil),  // 36: hookline.v1.ReplayDeliveryRequest
-	(*Delivery)(nil),               // 37: hookline.v1.Delivery
-	nil,                            // 38: hookline.v1.EndpointSettings.MetadataEntry
-	(*v1.Quota)(nil),               // 39: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),  // 40: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),  // 41: google.protobuf.FieldMask
-	(*structpb.Value)(nil),         // 42: google.protobuf.Value
-	(*v1.PlannedDelivery)(nil),     // 43: hookline.v1.PlannedDelivery
-	(*v1.Attempt)(nil),             // 44: hookline.v1.Attempt
+	(*LookupEventsRequest)(nil),    // 33: hookline.v1.LookupEventsRequest
+	(*AcceptedEvent)(nil),          // 34: hookline.v1.AcceptedEvent
+	(*LookupEventsResponse)(nil),   // 35: hookline.v1.LookupEventsResponse
+	(*ListDeliveriesRequest)(nil),  // 36: hookline.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil), // 37: hookline.v1.ListDeliveriesResponse
+	(*GetDeliveryRequest)(nil),     // 38: hookline.v1.GetDeliveryRequest
+	(*ReplayDeliveryRequest)(nil),  // 39: hookline.v1.ReplayDeliveryRequest
+	(*Delivery)(nil),               // 40: hookline.v1.Delivery
+	nil,                            // 41: hookline.v1.EndpointSettings.MetadataEntry
+	(*v1.Quota)(nil),               // 42: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),  // 43: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),  // 44: google.protobuf.FieldMask
+	(*structpb.Value)(nil),         // 45: google.protobuf.Value
+	(*v1.PlannedDelivery)(nil),     // 46: hookline.v1.PlannedDelivery
+	(*v1.Attempt)(nil),             // 47: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	39, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	39, // 1: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	40, // 2: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	39, // 3: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	42, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	42, // 1: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	43, // 2: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	42, // 3: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
 	8,  // 4: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	40, // 5: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
-	38, // 6: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
+	43, // 5: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	41, // 6: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
 	10, // 7: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
 	24, // 8: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
 	24, // 9: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
 	10, // 10: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	41, // 11: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	44, // 11: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
 	24, // 12: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	40, // 13: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	40, // 14: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 13: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	43, // 14: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
 	10, // 15: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
 	0,  // 16: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
 	1,  // 17: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
 	23, // 18: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	40, // 19: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	40, // 20: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	40, // 21: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	40, // 22: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	40, // 23: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	40, // 24: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	40, // 25: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	40, // 26: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
-	40, // 27: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	42, // 28: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	43, // 29: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	43, // 19: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	43, // 20: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	43, // 21: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	43, // 22: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	43, // 23: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	43, // 24: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	43, // 25: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	43, // 26: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	43, // 27: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	45, // 28: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	46, // 29: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
 	28, // 30: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
 	29, // 31: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
 	31, // 32: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	40, // 33: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	40, // 34: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	37, // 35: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	40, // 36: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	40, // 37: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	40, // 38: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	44, // 39: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	2,  // 40: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	3,  // 41: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	4,  // 42: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	6,  // 43: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	7,  // 44: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	11, // 45: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	13, // 46: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	14, // 47: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	16, // 48: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	17, // 49: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	19, // 50: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	20, // 51: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	21, // 52: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	22, // 53: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	25, // 54: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	26, // 55: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	28, // 56: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	30, // 57: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	33, // 58: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	35, // 59: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	36, // 60: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	9,  // 61: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	9,  // 62: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	5,  // 63: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	9,  // 64: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	9,  // 65: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	12, // 66: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	24, // 67: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	15, // 68: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	24, // 69: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	18, // 70: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	24, // 71: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	24, // 72: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	24, // 73: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	24, // 74: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	27, // 75: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	27, // 76: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	29, // 77: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	32, // 78: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	34, // 79: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	37, // 80: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	37, // 81: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	61, // [61:82] is the sub-list for method output_type
-	40, // [40:61] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	43, // 33: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	34, // 34: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
+	43, // 35: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	43, // 36: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	40, // 37: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	43, // 38: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	43, // 39: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	43, // 40: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	47, // 41: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	2,  // 42: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	3,  // 43: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	4,  // 44: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	6,  // 45: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	7,  // 46: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	11, // 47: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	13, // 48: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	14, // 49: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	16, // 50: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	17, // 51: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	19, // 52: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	20, // 53: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	21, // 54: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	22, // 55: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	25, // 56: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	26, // 57: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	28, // 58: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	30, // 59: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	33, // 60: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	36, // 61: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	38, // 62: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	39, // 63: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	9,  // 64: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	9,  // 65: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	5,  // 66: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	9,  // 67: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	9,  // 68: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	12, // 69: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	24, // 70: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	15, // 71: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	24, // 72: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	18, // 73: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	24, // 74: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	24, // 75: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	24, // 76: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	24, // 77: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	27, // 78: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	27, // 79: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	29, // 80: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	32, // 81: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	35, // 82: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	37, // 83: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	40, // 84: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	40, // 85: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	64, // [64:86] is the sub-list for method output_type
+	42, // [42:64] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
@@ -2973,7 +3170,7 @@ func file_hookline_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   37,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -786,6 +786,7 @@ var EndpointService_ServiceDesc = grpc.ServiceDesc{
 const (
 	EventService_Publish_FullMethodName      = "/hookline.v1.EventService/Publish"
 	EventService_PublishBatch_FullMethodName = "/hookline.v1.EventService/PublishBatch"
+	EventService_LookupEvents_FullMethodName = "/hookline.v1.EventService/LookupEvents"
 )
 
 // EventServiceClient is the client API for EventService service.
@@ -799,6 +800,11 @@ type EventServiceClient interface {
 	Publish(ctx context.Context, in *PublishRequest, opts ...grpc.CallOption) (*PublishResponse, error)
 	// PublishBatch publishes several events; each succeeds or fails on its own.
 	PublishBatch(ctx context.Context, in *PublishBatchRequest, opts ...grpc.CallOption) (*PublishBatchResponse, error)
+	// LookupEvents says which of the given event ids were accepted, with the
+	// digest of each accepted payload: the read side of reconciling a
+	// producer's outbox with what Hookline accepted. It reads the log, and
+	// writes nothing. An event past the log's retention (30 days) is missing.
+	LookupEvents(ctx context.Context, in *LookupEventsRequest, opts ...grpc.CallOption) (*LookupEventsResponse, error)
 }
 
 type eventServiceClient struct {
@@ -829,6 +835,16 @@ func (c *eventServiceClient) PublishBatch(ctx context.Context, in *PublishBatchR
 	return out, nil
 }
 
+func (c *eventServiceClient) LookupEvents(ctx context.Context, in *LookupEventsRequest, opts ...grpc.CallOption) (*LookupEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LookupEventsResponse)
+	err := c.cc.Invoke(ctx, EventService_LookupEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EventServiceServer is the server API for EventService service.
 // All implementations must embed UnimplementedEventServiceServer
 // for forward compatibility.
@@ -840,6 +856,11 @@ type EventServiceServer interface {
 	Publish(context.Context, *PublishRequest) (*PublishResponse, error)
 	// PublishBatch publishes several events; each succeeds or fails on its own.
 	PublishBatch(context.Context, *PublishBatchRequest) (*PublishBatchResponse, error)
+	// LookupEvents says which of the given event ids were accepted, with the
+	// digest of each accepted payload: the read side of reconciling a
+	// producer's outbox with what Hookline accepted. It reads the log, and
+	// writes nothing. An event past the log's retention (30 days) is missing.
+	LookupEvents(context.Context, *LookupEventsRequest) (*LookupEventsResponse, error)
 	mustEmbedUnimplementedEventServiceServer()
 }
 
@@ -855,6 +876,9 @@ func (UnimplementedEventServiceServer) Publish(context.Context, *PublishRequest)
 }
 func (UnimplementedEventServiceServer) PublishBatch(context.Context, *PublishBatchRequest) (*PublishBatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PublishBatch not implemented")
+}
+func (UnimplementedEventServiceServer) LookupEvents(context.Context, *LookupEventsRequest) (*LookupEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LookupEvents not implemented")
 }
 func (UnimplementedEventServiceServer) mustEmbedUnimplementedEventServiceServer() {}
 func (UnimplementedEventServiceServer) testEmbeddedByValue()                      {}
@@ -913,6 +937,24 @@ func _EventService_PublishBatch_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EventService_LookupEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LookupEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EventServiceServer).LookupEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EventService_LookupEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EventServiceServer).LookupEvents(ctx, req.(*LookupEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EventService_ServiceDesc is the grpc.ServiceDesc for EventService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -927,6 +969,10 @@ var EventService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PublishBatch",
 			Handler:    _EventService_PublishBatch_Handler,
+		},
+		{
+			MethodName: "LookupEvents",
+			Handler:    _EventService_LookupEvents_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,104 @@
+package client
+
+import (
+	"context"
+	"iter"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// In every request below, TenantId is required with the admin token and
+// may be left empty with a tenant's API key.
+
+// CreateEndpoint registers an endpoint; the response carries its signing
+// secret, shown this once. Not retried (a retry would register a second
+// endpoint, or hide the first behind ALREADY_EXISTS).
+func (c *Client) CreateEndpoint(ctx context.Context, req *controlv1.CreateEndpointRequest) (*controlv1.CreateEndpointResponse, error) {
+	return call(ctx, c, "create endpoint", once, req, c.endpoints.CreateEndpoint)
+}
+
+// GetEndpoint returns an endpoint (never its secrets' values). Retried.
+func (c *Client) GetEndpoint(ctx context.Context, req *controlv1.GetEndpointRequest) (*controlv1.Endpoint, error) {
+	return call(ctx, c, "get endpoint", idempotent, req, c.endpoints.GetEndpoint)
+}
+
+// ListEndpoints returns one page of endpoints and the cursor of the next
+// (empty on the last). Retried.
+func (c *Client) ListEndpoints(ctx context.Context, req *controlv1.ListEndpointsRequest) (*controlv1.ListEndpointsResponse, error) {
+	return call(ctx, c, "list endpoints", idempotent, req, c.endpoints.ListEndpoints)
+}
+
+// Endpoints iterates over all the endpoints that req selects, from its
+// cursor on, page after page. It stops at the first error, which it yields.
+func (c *Client) Endpoints(ctx context.Context, req *controlv1.ListEndpointsRequest) iter.Seq2[*controlv1.Endpoint, error] {
+	return func(yield func(*controlv1.Endpoint, error) bool) {
+		q := &controlv1.ListEndpointsRequest{}
+		if req != nil {
+			q = proto.CloneOf(req)
+		}
+		for {
+			page, err := c.ListEndpoints(ctx, q)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, e := range page.GetEndpoints() {
+				if !yield(e, nil) {
+					return
+				}
+			}
+			if page.GetNextCursor() == "" {
+				return
+			}
+			q.Cursor = page.GetNextCursor()
+		}
+	}
+}
+
+// UpdateEndpoint changes the settings named by req.UpdateMask and raises
+// the endpoint's config version. Retried (the same change again leaves the
+// same settings; the version may rise once more).
+func (c *Client) UpdateEndpoint(ctx context.Context, req *controlv1.UpdateEndpointRequest) (*controlv1.Endpoint, error) {
+	return call(ctx, c, "update endpoint", idempotent, req, c.endpoints.UpdateEndpoint)
+}
+
+// PauseEndpoint holds an endpoint's deliveries. Retried.
+func (c *Client) PauseEndpoint(ctx context.Context, req *controlv1.PauseEndpointRequest) (*controlv1.Endpoint, error) {
+	return call(ctx, c, "pause endpoint", idempotent, req, c.endpoints.PauseEndpoint)
+}
+
+// ResumeEndpoint resumes a paused endpoint. Retried.
+func (c *Client) ResumeEndpoint(ctx context.Context, req *controlv1.ResumeEndpointRequest) (*controlv1.Endpoint, error) {
+	return call(ctx, c, "resume endpoint", idempotent, req, c.endpoints.ResumeEndpoint)
+}
+
+// DeleteEndpoint deletes an endpoint. Retried.
+func (c *Client) DeleteEndpoint(ctx context.Context, req *controlv1.DeleteEndpointRequest) (*controlv1.Endpoint, error) {
+	return call(ctx, c, "delete endpoint", idempotent, req, c.endpoints.DeleteEndpoint)
+}
+
+// RotateSecret adds a new signing secret, returned this once; the previous
+// one signs beside it until the overlap ends. Not retried (a retry would
+// rotate twice).
+func (c *Client) RotateSecret(ctx context.Context, req *controlv1.RotateSecretRequest) (*controlv1.RotateSecretResponse, error) {
+	return call(ctx, c, "rotate secret", once, req, c.endpoints.RotateSecret)
+}
+
+// RetireSecret retires an old secret before its overlap ends. Retried.
+func (c *Client) RetireSecret(ctx context.Context, req *controlv1.RetireSecretRequest) (*controlv1.Endpoint, error) {
+	return call(ctx, c, "retire secret", idempotent, req, c.endpoints.RetireSecret)
+}
+
+// RecoverEndpoint starts a background job that replays the endpoint's
+// failed deliveries planned in [req.Since, req.Until). Not retried (a retry
+// would start a second job).
+func (c *Client) RecoverEndpoint(ctx context.Context, req *controlv1.RecoverEndpointRequest) (*controlv1.Recovery, error) {
+	return call(ctx, c, "recover endpoint", once, req, c.endpoints.RecoverEndpoint)
+}
+
+// GetRecovery returns the progress of a recovery job. Retried.
+func (c *Client) GetRecovery(ctx context.Context, req *controlv1.GetRecoveryRequest) (*controlv1.Recovery, error) {
+	return call(ctx, c, "get recovery", idempotent, req, c.endpoints.GetRecovery)
+}
