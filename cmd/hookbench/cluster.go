@@ -91,7 +91,46 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (_ *Cluster, err error
 		}
 		c.APIs = append(c.APIs, api)
 	}
+	if err := c.waitSettled(ctx, time.Minute); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// waitSettled waits until the nodes share the delivery partitions: every
+// node owns some, and all of them are live (caught up) on their owners.
+// A load started before that lands for a while on the first node alone.
+func (c *Cluster) waitSettled(ctx context.Context, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		live, settled, last := 0.0, true, ""
+		for i, n := range c.Nodes {
+			owned, ok1, err1 := n.Metric(ctx, "hookline_partitions_owned")
+			l, ok2, err2 := n.Metric(ctx, "hookline_partitions_live")
+			if err := errors.Join(err1, err2); err != nil || !ok1 || !ok2 {
+				settled, last = false, fmt.Sprintf("node %d: metrics: %v", i+1, err)
+				continue
+			}
+			if owned == 0 || l != owned {
+				settled, last = false, fmt.Sprintf("node %d owns %.0f partitions, %.0f live", i+1, owned, l)
+			}
+			live += l
+		}
+		if settled && live == 256 {
+			return nil
+		}
+		if live != 256 && last == "" {
+			last = fmt.Sprintf("%.0f of 256 partitions live", live)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the %d nodes did not share the partitions within %v: %s", len(c.Nodes), within, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond): // a poll interval
+		}
+	}
 }
 
 // Usage sums the CPU of every node and gives the highest peak RSS.
