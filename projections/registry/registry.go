@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -72,16 +74,56 @@ type EndpointRef struct {
 }
 
 // Registry is the projection of tenants, API keys and endpoints. Register it
-// with a [projections.Runner] through [New]; queries read the store directly
-// (Pebble's block cache keeps them in memory) and are safe for concurrent
-// use with the runner.
+// with a [projections.Runner] through [New]; queries are safe for concurrent
+// use with the runner. The hot ones (a tenant, a key's tenant, the
+// endpoints of an event type: every call, publish and dispatch asks them)
+// are answered from memory until the registry changes: a generation bumped
+// after every batch that changed it, before the runner's WaitFor returns.
 type Registry struct {
 	store *projections.Store
+	gen   atomic.Uint64 // bumped after each batch that changed the registry
+
+	mu    sync.Mutex // guards cache
+	cache map[string]cached
+}
+
+// cached is one query's answer as of a generation.
+type cached struct {
+	gen uint64
+	v   any
+}
+
+// maxCached bounds the answers kept: beyond it the cache starts over.
+const maxCached = 100_000
+
+// remembered returns the answer to query key, from memory when the
+// registry has not changed since it was read, else from fill. The
+// generation is read before the store, so an answer read across a change
+// is kept under the older generation and never served after it.
+func (r *Registry) remembered(key string, fill func() (any, bool, error)) (any, bool, error) {
+	g := r.gen.Load()
+	r.mu.Lock()
+	c, ok := r.cache[key]
+	r.mu.Unlock()
+	if ok && c.gen == g {
+		return c.v, true, nil
+	}
+	v, ok, err := fill()
+	if err != nil || !ok {
+		return v, ok, err // absent answers are not kept: anyone can ask for any key
+	}
+	r.mu.Lock()
+	if len(r.cache) >= maxCached {
+		clear(r.cache)
+	}
+	r.cache[key] = cached{gen: g, v: v}
+	r.mu.Unlock()
+	return v, true, nil
 }
 
 // New registers a Registry with r.
 func New(r *projections.Runner) (*Registry, error) {
-	reg := &Registry{}
+	reg := &Registry{cache: map[string]cached{}}
 	s, err := r.Register(reg)
 	if err != nil {
 		return nil, err
@@ -107,21 +149,32 @@ func (*Registry) Filter() events.Filter {
 
 // Tenant returns a tenant; ok is false when it does not exist.
 func (r *Registry) Tenant(id string) (t Tenant, ok bool, err error) {
-	ok, err = r.load(tenantKey(id), &t)
+	v, ok, err := r.remembered("t\x00"+id, func() (any, bool, error) {
+		var t Tenant
+		ok, err := r.load(tenantKey(id), &t)
+		return t, ok, err
+	})
 	if err != nil {
 		return Tenant{}, false, fmt.Errorf("tenant %s: %w", id, err)
 	}
-	return t, ok, nil
+	if !ok {
+		return Tenant{}, false, nil
+	}
+	return v.(Tenant), true, nil
 }
 
 // TenantByKeyHash authenticates an API key by its SHA-256: ok is false when
 // no live (unrevoked) key has that hash.
 func (r *Registry) TenantByKeyHash(hash []byte) (tenantID, keyID string, ok bool, err error) {
-	var k apiKey
-	ok, err = r.load(keyHashKey(hash), &k)
+	v, ok, err := r.remembered("k\x00"+string(hash), func() (any, bool, error) {
+		var k apiKey
+		ok, err := r.load(keyHashKey(hash), &k)
+		return k, ok, err
+	})
 	if err != nil || !ok {
 		return "", "", false, err
 	}
+	k := v.(apiKey)
 	return k.TenantID, k.KeyID, true, nil
 }
 
@@ -144,6 +197,17 @@ func (r *Registry) Endpoint(id string) (e Endpoint, ok bool, err error) {
 // eventType, deleted and disabled ones excluded, paused ones included, by
 // id. Endpoints subscribed to [AllTypes] are included for every type.
 func (r *Registry) EndpointsForType(tenantID, eventType string) ([]EndpointRef, error) {
+	v, _, err := r.remembered("y\x00"+tenantID+"\x00"+eventType, func() (any, bool, error) {
+		refs, err := r.endpointsForType(tenantID, eventType)
+		return refs, true, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(v.([]EndpointRef)), nil
+}
+
+func (r *Registry) endpointsForType(tenantID, eventType string) ([]EndpointRef, error) {
 	refs, err := r.refs(tenantID, eventType)
 	if err != nil || eventType == AllTypes {
 		return refs, err
@@ -253,6 +317,7 @@ func (r *Registry) load(key []byte, v any) (bool, error) {
 
 // Apply implements [projections.Projection].
 func (r *Registry) Apply(b *projections.Batch, rec *events.Record, msg proto.Message) error {
+	b.OnCommit(func() { r.gen.Add(1) })
 	switch m := msg.(type) {
 	case *hooklinev1.TenantCreated:
 		return put(b, tenantKey(m.GetTenantId()), Tenant{

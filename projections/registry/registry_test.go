@@ -234,3 +234,31 @@ func check(t *testing.T, reg *registry.Registry) {
 		t.Errorf("ListEndpoints(bad cursor) = %v, want ErrBadCursor", err)
 	}
 }
+
+// TestAnswersFollowChanges: answers kept in memory are never served after
+// the registry changed: each query, asked before and after a change, sees
+// the change once the runner has applied it.
+func TestAnswersFollowChanges(t *testing.T) {
+	f := newFixture(t)
+	f.emit(events.TenantStream("acme"), &hooklinev1.TenantCreated{TenantId: "acme", Name: "Acme", Quota: &hooklinev1.Quota{Weight: 1}})
+	f.emit(events.EndpointStream("e1"), &hooklinev1.EndpointCreated{TenantId: "acme", EndpointId: "e1", ConfigVersion: 1,
+		Config: &hooklinev1.EndpointConfig{Url: "https://e1.example/", EventTypes: []string{"invoice.paid"}}})
+	reg, r := f.open(vfs.NewMem())
+	for range 2 { // the second time from memory
+		if tn, ok, err := reg.Tenant("acme"); err != nil || !ok || tn.Quota.Weight != 1 {
+			t.Fatalf("Tenant = %+v, %v, %v", tn, ok, err)
+		}
+		if refs, err := reg.EndpointsForType("acme", "invoice.paid"); err != nil || len(refs) != 1 {
+			t.Fatalf("EndpointsForType = %v, %v", refs, err)
+		}
+	}
+	f.emit(events.TenantStream("acme"), &hooklinev1.TenantQuotaChanged{TenantId: "acme", Quota: &hooklinev1.Quota{Weight: 7}})
+	f.emit(events.EndpointStream("e1"), &hooklinev1.EndpointDeleted{TenantId: "acme", EndpointId: "e1"})
+	f.sync(r)
+	if tn, _, _ := reg.Tenant("acme"); tn.Quota.Weight != 7 {
+		t.Errorf("Tenant after a quota change: weight %d, want 7", tn.Quota.Weight)
+	}
+	if refs, _ := reg.EndpointsForType("acme", "invoice.paid"); len(refs) != 0 {
+		t.Errorf("EndpointsForType after the endpoint was deleted: %v", refs)
+	}
+}
