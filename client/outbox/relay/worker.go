@@ -63,6 +63,9 @@ func (w *Worker) Stats() Stats {
 // after a backoff, with the rows left waiting in the outbox.
 func (w *Worker) Run(ctx context.Context) error {
 	if _, err := w.cfg.DB.Exec(ctx, `SELECT 1 FROM `+w.table+` LIMIT 0`); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting: nothing was taken
+		}
 		return fmt.Errorf("relay: read %s: %w (create it with `hookline outbox init`)", w.cfg.Table, err)
 	}
 	g, gctx := errgroup.WithContext(ctx)
