@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"cmp"
-	"hash/fnv"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
 	"slices"
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
@@ -30,16 +32,14 @@ type partitionTable struct {
 func newPartitionTable(members []*pcluster.Member, kind string) *partitionTable {
 	t := &partitionTable{}
 	type candidate struct {
-		addr string
-		seed uint64
-		load int
+		addr  string
+		load  int
+		score uint64 // for the partition being placed
 	}
 	var cs []*candidate
 	for _, m := range members {
 		if m.HasKind(kind) {
-			h := fnv.New64a()
-			h.Write([]byte(m.Address()))
-			cs = append(cs, &candidate{addr: m.Address(), seed: h.Sum64()})
+			cs = append(cs, &candidate{addr: m.Address()})
 		}
 	}
 	if len(cs) == 0 {
@@ -52,11 +52,14 @@ func newPartitionTable(members []*pcluster.Member, kind string) *partitionTable 
 	limit := (events.Partitions*11 + 10*len(cs) - 1) / (10 * len(cs))
 	ranked := make([]*candidate, len(cs))
 	for p := events.Partition(1); p <= events.Partitions; p++ {
+		for _, c := range cs {
+			sum := sha256.Sum256(fmt.Appendf(nil, "%d/%s", p, c.addr))
+			c.score = binary.BigEndian.Uint64(sum[:8])
+		}
 		copy(ranked, cs)
-		score := func(c *candidate) uint64 { return mix64(c.seed ^ (uint64(p) * 0x9e3779b97f4a7c15)) }
 		slices.SortFunc(ranked, func(a, b *candidate) int {
-			if sa, sb := score(a), score(b); sa != sb {
-				return cmp.Compare(sb, sa) // highest first
+			if a.score != b.score {
+				return cmp.Compare(b.score, a.score) // highest first
 			}
 			return cmp.Compare(a.addr, b.addr)
 		})
@@ -89,15 +92,4 @@ func (t *partitionTable) owned(addr string) events.PartitionSet {
 		}
 	}
 	return s
-}
-
-// mix64 is splitmix64's finalizer: it spreads the bits of the seed and the
-// partition over the whole score.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
 }
