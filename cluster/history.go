@@ -56,39 +56,21 @@ func (h *histories) Search(ctx context.Context, q history.Query) (history.Page, 
 		TenantId: q.TenantID, EndpointId: q.EndpointID, Status: int32(q.Status), EventType: q.EventType,
 		Since: stamp(q.Since), Until: stamp(q.Until), Limit: int32(q.Limit), After: after,
 	}
-	type answer struct {
-		part  history.Partial
-		parts events.PartitionSet
-		err   error
-	}
+	// This node's part is read here, while the others answer.
+	own := make(chan reply[*controlv1.HistoryScanned], 1)
+	go func() {
+		served := h.served()
+		p, err := h.local.Scan(q, after, &served)
+		own <- reply[*controlv1.HistoryScanned]{v: partialScanned(p, served), err: err}
+	}()
 	members := h.members()
-	answers := make([]answer, len(members))
-	var wg sync.WaitGroup
+	answers := askOthers[*controlv1.HistoryScanned](ctx, h, members, req)
+	mine := <-own
 	for i, addr := range members {
-		wg.Go(func() {
-			if addr == h.node.Address() {
-				parts := h.served()
-				p, err := h.local.Scan(q, after, &parts)
-				answers[i] = answer{part: p, parts: parts, err: err}
-				return
-			}
-			res, err := h.ask(ctx, addr, req)
-			if err != nil {
-				answers[i].err = err
-				return
-			}
-			r, ok := res.(*controlv1.HistoryScanned)
-			switch {
-			case !ok:
-				answers[i].err = fmt.Errorf("member %s answered %T", addr, res)
-			case r.GetError() != "":
-				answers[i].err = fmt.Errorf("member %s: %s", addr, r.GetError())
-			default:
-				answers[i] = answer{part: partialOf(r), parts: events.PartitionSetOfWords(r.GetPartitions())}
-			}
-		})
+		if addr == h.node.Address() {
+			answers[i] = mine
+		}
 	}
-	wg.Wait()
 	var parts []history.Partial
 	var covered events.PartitionSet
 	for i, a := range answers {
@@ -99,8 +81,8 @@ func (h *histories) Search(ctx context.Context, q history.Query) (history.Page, 
 			h.logger.Warn("history search: a member did not answer", slog.String("member", members[i]), slog.Any("error", a.err))
 			continue
 		}
-		parts = append(parts, a.part)
-		covered = covered.Union(a.parts)
+		parts = append(parts, partialOf(a.v))
+		covered = covered.Union(events.PartitionSetOfWords(a.v.GetPartitions()))
 	}
 	if missing := allPartitions().Minus(covered); !missing.IsEmpty() {
 		return history.Page{}, fmt.Errorf("%w: %d of %d partitions (%s) have no node serving them now; retry in a few seconds",
@@ -120,39 +102,12 @@ func (h *histories) Get(ctx context.Context, tenantID, deliveryID string, atLeas
 		return d, attempts, true, nil
 	}
 	members := h.members()
-	type answer struct {
-		got *controlv1.HistoryGot
-		err error
-	}
-	answers := make([]answer, len(members))
-	var wg sync.WaitGroup
-	for i, addr := range members {
-		if addr == h.node.Address() {
-			continue
-		}
-		wg.Go(func() {
-			res, err := h.ask(ctx, addr, req)
-			if err != nil {
-				answers[i].err = err
-				return
-			}
-			got, ok := res.(*controlv1.HistoryGot)
-			switch {
-			case !ok:
-				answers[i].err = fmt.Errorf("member %s answered %T", addr, res)
-			case got.GetError() != "":
-				answers[i].err = fmt.Errorf("member %s: %s", addr, got.GetError())
-			default:
-				answers[i].got = got
-			}
-		})
-	}
-	wg.Wait()
+	answers := askOthers[*controlv1.HistoryGot](ctx, h, members, req)
 	failed := 0
 	for i, a := range answers {
 		switch {
-		case a.got.GetFound():
-			d, attempts := gotOf(a.got)
+		case a.v.GetFound():
+			d, attempts := gotOf(a.v)
 			return d, attempts, true, nil
 		case a.err != nil:
 			failed++
@@ -210,6 +165,12 @@ func (h *histories) answerScan(m *controlv1.HistoryScan) *controlv1.HistoryScann
 	if err != nil {
 		return &controlv1.HistoryScanned{Error: err.Error()}
 	}
+	return partialScanned(p, parts)
+}
+
+// partialScanned is a scan's part as a member sends it, for the partitions
+// it served.
+func partialScanned(p history.Partial, parts events.PartitionSet) *controlv1.HistoryScanned {
 	out := &controlv1.HistoryScanned{Frontier: p.Frontier, Done: p.Done, Partitions: parts.Words()}
 	for _, e := range p.Entries {
 		out.Entries = append(out.Entries, &controlv1.HistoryScanned_Entry{Key: e.Key, Delivery: e.Delivery.Record()})
@@ -229,6 +190,46 @@ func (h *histories) members() []string {
 			}
 		}
 	}
+	return out
+}
+
+// reply is one member's answer, or why there is none.
+type reply[T any] struct {
+	v   T
+	err error
+}
+
+// askOthers sends req to the history actor of every member but this node,
+// at once, and returns their answers by member index (this node's slot
+// left empty).
+func askOthers[T interface {
+	*controlv1.HistoryScanned | *controlv1.HistoryGot
+	GetError() string
+}](ctx context.Context, h *histories, members []string, req any) []reply[T] {
+	out := make([]reply[T], len(members))
+	var wg sync.WaitGroup
+	for i, addr := range members {
+		if addr == h.node.Address() {
+			continue
+		}
+		wg.Go(func() {
+			res, err := h.ask(ctx, addr, req)
+			if err != nil {
+				out[i].err = err
+				return
+			}
+			v, ok := res.(T)
+			switch {
+			case !ok:
+				out[i].err = fmt.Errorf("member %s answered %T", addr, res)
+			case v.GetError() != "":
+				out[i].err = fmt.Errorf("member %s: %s", addr, v.GetError())
+			default:
+				out[i].v = v
+			}
+		})
+	}
+	wg.Wait()
 	return out
 }
 
