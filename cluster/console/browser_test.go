@@ -124,6 +124,32 @@ func (b *browser) listen(ev any) {
 	}
 }
 
+// sawError reports whether an error containing s was recorded.
+func (b *browser) sawError(s string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.errors {
+		if strings.Contains(e, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// forget drops the recorded errors containing s: a test that provokes
+// them on purpose.
+func (b *browser) forget(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	kept := b.errors[:0]
+	for _, e := range b.errors {
+		if !strings.Contains(e, s) {
+			kept = append(kept, e)
+		}
+	}
+	b.errors = kept
+}
+
 func (b *browser) fail(msg string) {
 	b.mu.Lock()
 	b.errors = append(b.errors, msg)

@@ -33,7 +33,7 @@ type node struct {
 	base string // http://127.0.0.1:port
 }
 
-func startNode(t *testing.T) *node {
+func startNode(t *testing.T, portalOrigins ...string) *node {
 	t.Helper()
 	level := slog.LevelWarn
 	if os.Getenv("HOOKLINE_TEST_DEBUG") != "" {
@@ -48,7 +48,7 @@ func startNode(t *testing.T) *node {
 		// Loopback receivers need private targets; metadata addresses stay
 		// refused even so, which is the refusal the tenant sees.
 		Policy:        &attempt.Policy{AllowPrivate: true},
-		PortalOrigins: []string{"https://app.example.com"},
+		PortalOrigins: portalOrigins,
 		Logger:        logger,
 	})
 	if err != nil {
@@ -134,7 +134,7 @@ func newReceiver(t *testing.T) *receiver {
 // each other.
 func TestConsole(t *testing.T) {
 	chromium(t) // skip before starting a node when there is no browser
-	n := startNode(t)
+	n := startNode(t, "https://app.example.com")
 	b := newBrowser(t)
 	rc := newReceiver(t)
 	fail := "evt_fail"
@@ -225,6 +225,10 @@ func TestConsole(t *testing.T) {
 		ro.run(t, "open the read-only portal", chromedp.Navigate(roLink), chromedp.WaitVisible(`table a`))
 		if got := ro.text(t, `String(document.querySelectorAll("#new-endpoint").length)`); got != "0" {
 			t.Errorf("read-only portal offers New endpoint (%s)", got)
+		}
+		ro.run(t, "the skip link, from the keyboard", chromedp.Focus(`.skip`), chromedp.KeyEvent("\r"))
+		if got := ro.text(t, `document.activeElement.id + " " + location.hash`); got != "main #/endpoints" {
+			t.Errorf("after the skip link: focus and route = %q, want main #/endpoints", got)
 		}
 		ro.run(t, "open the endpoint", chromedp.Click(`table a`), chromedp.WaitVisible(`#f-url`))
 		if got := ro.text(t, `[document.querySelectorAll("button").length, document.getElementById("f-url").readOnly, document.querySelectorAll("#rotate-h,#recover-h").length].join(",")`); got != "0,true,0" {
@@ -332,8 +336,7 @@ func TestConsole(t *testing.T) {
 		bb.run(t, "sign in with the API key",
 			chromedp.Navigate(n.base+"/console/"),
 			chromedp.WaitVisible(`#signin-token`),
-			chromedp.SendKeys(`#signin-token`, bulkKey),
-			chromedp.Click(`form button[type=submit]`),
+			chromedp.SendKeys(`#signin-token`, bulkKey+"\r"), // Enter submits
 			chromedp.WaitVisible(`table a`),
 			goTo("#/deliveries?page_size=100"),
 			waitFor(`document.querySelectorAll("#deliveries tbody tr").length === 100`))
@@ -350,8 +353,9 @@ func TestConsole(t *testing.T) {
 		}
 		var ms []string
 		for page := 2; page <= 6; page++ {
-			bb.run(t, "next page",
-				chromedp.Click(`#next-page`),
+			bb.run(t, "next page, from the keyboard",
+				chromedp.Focus(`#next-page`),
+				chromedp.KeyEvent("\r"),
 				waitFor(fmt.Sprintf(`document.querySelector("#deliveries caption")?.textContent.startsWith("Page %d:") && document.querySelectorAll("#deliveries tbody tr").length === 100`, page)))
 			ms = append(ms, bb.text(t, `document.getElementById("deliveries").dataset.loadMs`))
 			for _, r := range rows() {

@@ -96,7 +96,10 @@ function renderNav(path) {
 }
 
 async function route() {
+  // Routes start with "#/"; any other fragment is not a route.
+  if (location.hash && !location.hash.startsWith('#/')) return;
   stopTimers();
+  document.getElementById('status').textContent = '';
   let path = location.hash.replace(/^#/, '') || '/';
   let query = new URLSearchParams();
   const qi = path.indexOf('?');
@@ -134,5 +137,12 @@ async function dispatch(main, [a, b, c, d], q) {
   if (!a || a === 'endpoints') return tenant.endpoints(main);
   main.append(h('h1', {}, 'Not found'), h('p', {}, h('a', { href: app.link('/endpoints') }, 'Back to endpoints')));
 }
+
+// The skip link moves the focus to the content; it must not change the
+// fragment, which is the route.
+document.querySelector('.skip').addEventListener('click', (ev) => {
+  ev.preventDefault();
+  document.getElementById('main').focus();
+});
 
 start();
