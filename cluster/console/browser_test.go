@@ -189,13 +189,18 @@ func (b *browser) text(t *testing.T, expr string) string {
 	return s
 }
 
-// screenshot writes the page as docs/console/name.png when -update is set.
-func (b *browser) screenshot(t *testing.T, name string) {
+// screenshot writes the page as docs/console/name.png when -update is set:
+// the whole page, or with viewport only what the window shows.
+func (b *browser) screenshot(t *testing.T, name string, viewport ...bool) {
 	t.Helper()
 	if !*update {
 		return
 	}
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	shot := chromedp.FullScreenshot(100)
+	if len(viewport) > 0 && viewport[0] {
+		shot = chromedp.CaptureScreenshot()
+	}
+	png, err := chromedp.Run(b.ctx, shot)
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}

@@ -371,7 +371,7 @@ func TestConsole(t *testing.T) {
 		bb.run(t, "previous page", chromedp.Click(`#prev-page`),
 			waitFor(`document.querySelector("#deliveries caption")?.textContent.startsWith("Page 5:")`))
 		t.Logf("pages 2-6 of 10,000 deliveries, 100 rows each: API call + render %s ms", strings.Join(ms, ", "))
-		bb.screenshot(t, "tenant-deliveries-10k")
+		bb.screenshot(t, "tenant-deliveries-10k", true)
 	})
 }
 
