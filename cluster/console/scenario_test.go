@@ -217,6 +217,16 @@ func TestConsole(t *testing.T) {
 			chromedp.Click(`table a`),
 			waitFor(`(document.getElementById("health-summary")||{}).textContent?.includes("succeeded 3")`))
 		b.screenshot(t, "portal-endpoint")
+		b.run(t, "rotate the secret",
+			chromedp.SetValue(`#rotate-overlap`, "3600"),
+			chromedp.Click(`#rotate-h + p + form button`),
+			chromedp.WaitVisible(`#secret`))
+		if got := b.text(t, `document.getElementById("secret").closest(".notice").textContent`); !strings.Contains(got, "whsec_") || !strings.Contains(got, "previous secret (v1) keeps signing until") {
+			t.Errorf("rotation notice = %q", got)
+		}
+		b.run(t, "recover the last day",
+			chromedp.Click(`#recover-h + p + form button`),
+			waitFor(`document.querySelector("#recover-h").parentElement.textContent.includes("done")`))
 	})
 
 	t.Run("a read-only portal token cannot change anything", func(t *testing.T) {
@@ -272,7 +282,30 @@ func TestConsole(t *testing.T) {
 			chromedp.Click(`form button[type=submit]`),
 			chromedp.WaitVisible(`#tenants`))
 		op.screenshot(t, "operator-tenants")
+		op.run(t, "change a quota",
+			chromedp.Click(`button[aria-label="Change the quota of acme"]`),
+			chromedp.WaitVisible(`#qw`),
+			chromedp.SetValue(`#qw`, "3"),
+			chromedp.Click(`#quota-form button[type=submit]`),
+			waitFor(`[...document.querySelectorAll("#tenants tbody tr")].some(r => r.cells[0].textContent === "acme" && r.cells[4].textContent === "3")`))
+		op.run(t, "issue a portal link for acme",
+			goTo("#/t/acme/portal-links"),
+			chromedp.WaitVisible(`input[value=replay]`),
+			chromedp.Click(`input[value=replay]`),
+			chromedp.SendKeys(`#pl-label`, "from the console"),
+			chromedp.Click(`form button[type=submit]`),
+			chromedp.WaitVisible(`#portal-link`),
+			waitFor(`[...document.querySelectorAll("table tbody tr")].some(r => r.textContent.includes("from the console") && r.textContent.includes("read, replay"))`))
+		if l := op.text(t, `document.getElementById("portal-link").textContent`); !strings.HasPrefix(l, n.base+"/console/portal#token=hlp_") {
+			t.Errorf("portal link = %q", l)
+		}
+		rows := op.text(t, `String(document.querySelectorAll("table tbody tr").length)`)
+		op.run(t, "revoke it",
+			chromedp.Click(`table tbody tr button.danger`),
+			waitFor(`String(document.querySelectorAll("table tbody tr").length) !== `+js(rows)))
 		op.run(t, "tenant, deliveries, the replayed one",
+			goTo("#/tenants"),
+			chromedp.WaitVisible(`#tenants a`),
 			chromedp.Click(`#tenants a`),
 			chromedp.WaitVisible(`table a`),
 			goTo("#/t/acme/deliveries"),

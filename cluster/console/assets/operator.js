@@ -28,25 +28,27 @@ function quotaForm(main, t) {
   const old = document.getElementById('quota-form');
   if (old) old.remove();
   const q = t.quota || {};
+  const rate = h('input', { type: 'number', min: '0', step: 'any', value: q.attempts_per_second || 0 });
+  const inFlight = h('input', { type: 'number', min: '0', value: q.max_in_flight || 0 });
+  const weight = h('input', { type: 'number', min: '0', value: q.weight || 0 });
   const form = h('form', { class: 'grid', id: 'quota-form', 'aria-labelledby': 'quota-h' },
-    ...field('qa', 'Attempts per second', h('input', { type: 'number', min: '0', step: 'any', value: q.attempts_per_second || 0 })),
-    ...field('qi', 'Max in flight', h('input', { type: 'number', min: '0', value: q.max_in_flight || 0 })),
-    ...field('qw', 'Weight (fair share)', h('input', { type: 'number', min: '0', value: q.weight || 0 })),
+    ...field('qa', 'Attempts per second', rate),
+    ...field('qi', 'Max in flight', inFlight),
+    ...field('qw', 'Weight (fair share)', weight),
     h('span'), h('div', {}, h('button', { type: 'submit' }, 'Save quota')));
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     clearFieldErrors(form);
     try {
       await api('PUT', `/v1/tenants/${encodeURIComponent(t.tenant_id)}/quota`, {
-        body: { attempts_per_second: Number(form.qa.value), max_in_flight: Number(form.qi.value), weight: Number(form.qw.value) },
+        body: { attempts_per_second: Number(rate.value), max_in_flight: Number(inFlight.value), weight: Number(weight.value) },
       });
       announce(`Quota of ${t.tenant_id} saved`);
       clear(main); await tenants(main);
     } catch (e) { form.prepend(notice('error', e.message)); }
   });
-  form.qa = form.querySelector('#qa'); form.qi = form.querySelector('#qi'); form.qw = form.querySelector('#qw');
   main.append(h('h2', { id: 'quota-h' }, `Quota of ${t.tenant_id}`), form);
-  form.qa.focus();
+  rate.focus();
 }
 
 function createTenantForm() {
