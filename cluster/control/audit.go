@@ -22,12 +22,13 @@ import (
 
 // Audit paging: page sizes, and how many log records one category page
 // may scan (a category is a filter over the whole log: a rare one would
-// otherwise read it all in one call).
+// otherwise read it all in one call), read auditReadBatch at a time (a
+// batch holds payloads of up to 256 KiB each: 200 bound it to 50 MiB).
 const (
 	auditDefaultPage = 50
 	auditMaxPage     = 500
 	auditScanBudget  = 20000
-	auditReadBatch   = 500
+	auditReadBatch   = 200
 )
 
 // ReadStream reads one stream of the log a page at a time (admin only).
