@@ -76,20 +76,19 @@ func startNode(t *testing.T, portalOrigins ...string) *node {
 	return &node{srv: srv, cc: cc, base: "http://" + srv.HTTPAddr()}
 }
 
-func as(token string) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	_ = cancel // bounded by its timeout; the tests are short
-	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+// as authenticates a call with token, for the length of the test.
+func as(t *testing.T, token string) context.Context {
+	return metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+token)
 }
 
 // tenant creates a tenant and returns one API key of it.
 func (n *node) tenant(t *testing.T, id string) string {
 	t.Helper()
 	tenants := controlv1.NewTenantServiceClient(n.cc)
-	if _, err := tenants.CreateTenant(as(admin), &controlv1.CreateTenantRequest{TenantId: id, Name: strings.ToUpper(id[:1]) + id[1:] + " Inc"}); err != nil {
+	if _, err := tenants.CreateTenant(as(t, admin), &controlv1.CreateTenantRequest{TenantId: id, Name: strings.ToUpper(id[:1]) + id[1:] + " Inc"}); err != nil {
 		t.Fatal(err)
 	}
-	k, err := tenants.IssueApiKey(as(admin), &controlv1.IssueApiKeyRequest{TenantId: id, Name: "backend"})
+	k, err := tenants.IssueApiKey(as(t, admin), &controlv1.IssueApiKeyRequest{TenantId: id, Name: "backend"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +99,7 @@ func (n *node) tenant(t *testing.T, id string) string {
 // backend does, and returns the link and the token.
 func (n *node) portalLink(t *testing.T, key string, caps ...string) (link, token string) {
 	t.Helper()
-	r, err := controlv1.NewPortalServiceClient(n.cc).IssuePortalToken(as(key), &controlv1.IssuePortalTokenRequest{Capabilities: caps, Label: "browser test"})
+	r, err := controlv1.NewPortalServiceClient(n.cc).IssuePortalToken(as(t, key), &controlv1.IssuePortalTokenRequest{Capabilities: caps, Label: "browser test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +177,7 @@ func TestConsole(t *testing.T) {
 	t.Run("deliveries arrive and a failed one is replayed", func(t *testing.T) {
 		events := controlv1.NewEventServiceClient(n.cc)
 		for i, id := range []string{"evt_1001", fail, "evt_1003"} {
-			if _, err := events.Publish(as(key), &controlv1.PublishRequest{EventId: id, Type: "order.created",
+			if _, err := events.Publish(as(t, key), &controlv1.PublishRequest{EventId: id, Type: "order.created",
 				Payload: []byte(fmt.Sprintf(`{"order":"ord_%d","total":%d}`, i+1, (i+1)*1250))}); err != nil {
 				t.Fatal(err)
 			}
@@ -267,7 +266,7 @@ func TestConsole(t *testing.T) {
 		if codes != "403,403,403,403,403,403" {
 			t.Errorf("writes with a read-only portal token answered %s, want 403 each", codes)
 		}
-		ep, err := controlv1.NewEndpointServiceClient(n.cc).ListEndpoints(as(key), &controlv1.ListEndpointsRequest{})
+		ep, err := controlv1.NewEndpointServiceClient(n.cc).ListEndpoints(as(t, key), &controlv1.ListEndpointsRequest{})
 		if err != nil || len(ep.GetEndpoints()) != 1 || ep.GetEndpoints()[0].GetStatus() != controlv1.Endpoint_STATUS_ACTIVE {
 			t.Errorf("after the refused writes: %v, %v; want the one endpoint, still active", ep, err)
 		}
@@ -339,12 +338,12 @@ func TestConsole(t *testing.T) {
 	t.Run("10,000 deliveries paged through the API cursors", func(t *testing.T) {
 		bulkKey := n.tenant(t, "bulk")
 		eps := controlv1.NewEndpointServiceClient(n.cc)
-		if _, err := eps.CreateEndpoint(as(bulkKey), &controlv1.CreateEndpointRequest{EndpointId: "ep_bulk",
+		if _, err := eps.CreateEndpoint(as(t, bulkKey), &controlv1.CreateEndpointRequest{EndpointId: "ep_bulk",
 			Settings: &controlv1.EndpointSettings{Url: rc.srv.URL + "/bulk", EventTypes: []string{"bulk.item"}}}); err != nil {
 			t.Fatal(err)
 		}
 		// Paused: the 10,000 deliveries stay pending, no receiver involved.
-		if _, err := eps.PauseEndpoint(as(bulkKey), &controlv1.PauseEndpointRequest{EndpointId: "ep_bulk"}); err != nil {
+		if _, err := eps.PauseEndpoint(as(t, bulkKey), &controlv1.PauseEndpointRequest{EndpointId: "ep_bulk"}); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
@@ -354,7 +353,7 @@ func TestConsole(t *testing.T) {
 			for i := range 100 {
 				req.Events = append(req.Events, &controlv1.PublishRequest{EventId: "bulk_" + strconv.Itoa(batch*100+i), Type: "bulk.item", Payload: []byte(`{}`)})
 			}
-			r, err := events.PublishBatch(as(bulkKey), req)
+			r, err := events.PublishBatch(as(t, bulkKey), req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -411,7 +410,7 @@ func TestConsole(t *testing.T) {
 // endpointOf returns the id of the tenant's only endpoint.
 func endpointOf(t *testing.T, n *node, key string) string {
 	t.Helper()
-	r, err := controlv1.NewEndpointServiceClient(n.cc).ListEndpoints(as(key), &controlv1.ListEndpointsRequest{})
+	r, err := controlv1.NewEndpointServiceClient(n.cc).ListEndpoints(as(t, key), &controlv1.ListEndpointsRequest{})
 	if err != nil || len(r.GetEndpoints()) == 0 {
 		t.Fatalf("list endpoints: %v", err)
 	}
