@@ -52,6 +52,17 @@ func (s *Server) portalCaller(ctx context.Context, token string) (Caller, error)
 	if !ok || !tok.Active(s.cfg.Now()) {
 		return Caller{}, status.Error(codes.Unauthenticated, "invalid credentials: the portal token is unknown, expired or revoked; ask for a new portal link")
 	}
+	// A token lives no longer than the API key that issued it: revoking a
+	// leaked key also ends the portal tokens made with it.
+	if tok.IssuedBy.Kind == int32(hooklinev1.Actor_KIND_API_KEY) {
+		live, err := s.cfg.Registry.KeyLive(tok.TenantID, tok.IssuedBy.ID)
+		if err != nil {
+			return Caller{}, toStatus(fmt.Errorf("look up the issuer of a portal token: %w", err))
+		}
+		if !live {
+			return Caller{}, status.Error(codes.Unauthenticated, "invalid credentials: the API key that issued this portal token was revoked; ask for a new portal link")
+		}
+	}
 	return Caller{TenantID: tok.TenantID, Portal: &tok}, nil
 }
 

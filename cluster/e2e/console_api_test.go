@@ -159,6 +159,33 @@ func TestConsoleAPI(t *testing.T) {
 		})
 	})
 
+	t.Run("revoking the issuing API key ends its portal tokens", func(t *testing.T) {
+		tenants := controlv1.NewTenantServiceClient(n.cc)
+		k, err := tenants.IssueApiKey(admin, &controlv1.IssueApiKeyRequest{TenantId: "beta", Name: "leaks"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		byKey, err := portal.IssuePortalToken(bearer(t, k.GetApiKey()), &controlv1.IssuePortalTokenRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		byAdmin, err := portal.IssuePortalToken(admin, &controlv1.IssuePortalTokenRequest{TenantId: "beta"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := portal.GetSession(bearer(t, byKey.GetPortalToken()), &controlv1.GetSessionRequest{}); err != nil {
+			t.Fatalf("before the key's revocation: %v", err)
+		}
+		if _, err := tenants.RevokeApiKey(admin, &controlv1.RevokeApiKeyRequest{TenantId: "beta", KeyId: k.GetKeyId()}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = portal.GetSession(bearer(t, byKey.GetPortalToken()), &controlv1.GetSessionRequest{})
+		wantCode(t, "a token of a revoked key", err, codes.Unauthenticated)
+		if _, err := portal.GetSession(bearer(t, byAdmin.GetPortalToken()), &controlv1.GetSessionRequest{}); err != nil {
+			t.Errorf("a token the admin issued, after a key's revocation: %v", err)
+		}
+	})
+
 	t.Run("operator views", func(t *testing.T) {
 		op := controlv1.NewOperatorServiceClient(n.cc)
 		p1, err := op.ListTenants(admin, &controlv1.ListTenantsRequest{PageSize: 1})
@@ -223,7 +250,7 @@ func TestConsoleAPI(t *testing.T) {
 				break
 			}
 		}
-		if got := strings.Join(portalEvents, ","); got != "PortalTokenIssued,PortalTokenRevoked,PortalTokenIssued" {
+		if got := strings.Join(portalEvents, ","); got != "PortalTokenIssued,PortalTokenRevoked,PortalTokenIssued,PortalTokenIssued,PortalTokenIssued" {
 			t.Errorf("category portal, a page of one at a time = %s", got)
 		}
 		_, err = audit.ReadCategory(admin, &controlv1.ReadCategoryRequest{Category: "Bad-one"})

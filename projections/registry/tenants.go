@@ -48,3 +48,14 @@ func (r *Registry) ListTenants(cursor string, limit int) (ts []Tenant, next stri
 	}
 	return ts, next, nil
 }
+
+// KeyLive reports whether the tenant's API key keyID was issued and is not
+// revoked.
+func (r *Registry) KeyLive(tenantID, keyID string) (bool, error) {
+	var k apiKey
+	ok, err := r.load(keyIDKey(tenantID, keyID), &k)
+	if err != nil {
+		return false, fmt.Errorf("api key %s/%s: %w", tenantID, keyID, err)
+	}
+	return ok && !k.Revoked, nil
+}
