@@ -216,6 +216,15 @@ func TestConsole(t *testing.T) {
 			chromedp.Click(`table a`),
 			waitFor(`(document.getElementById("health-summary")||{}).textContent?.includes("succeeded 3")`))
 		b.screenshot(t, "portal-endpoint")
+		b.run(t, "pause and resume",
+			chromedp.Click(`//button[text()="Pause"]`),
+			waitFor(`document.querySelector("dl.facts .badge")?.textContent === "paused"`),
+			chromedp.Click(`//button[text()="Resume"]`),
+			waitFor(`document.querySelector("dl.facts .badge")?.textContent === "active"`))
+		b.run(t, "edit the description",
+			chromedp.SetValue(`#f-description`, "orders and returns"),
+			chromedp.Click(`//button[text()="Save changes"]`),
+			waitFor(`document.getElementById("f-description")?.value === "orders and returns" && [...document.querySelectorAll("dl.facts dd")].some(d => d.textContent === "2")`))
 		b.run(t, "rotate the secret",
 			chromedp.SetValue(`#rotate-overlap`, "3600"),
 			chromedp.Click(`#rotate-h + p + form button`),
