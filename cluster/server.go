@@ -29,7 +29,9 @@ import (
 	"github.com/hookline/hookline/actors/endpoint"
 	"github.com/hookline/hookline/actors/seal"
 	"github.com/hookline/hookline/actors/tenant"
+	"github.com/hookline/hookline/cluster/console"
 	"github.com/hookline/hookline/cluster/control"
+	"github.com/hookline/hookline/cluster/portal"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/embedded"
 	"github.com/hookline/hookline/events/esdb"
@@ -96,6 +98,9 @@ type ServerConfig struct {
 	// defaults (100 attempts/s, 100 in flight).
 	TenantAttemptsPerSecond float64
 	TenantMaxInFlight       int32
+	// PortalOrigins are the origins allowed to frame the tenant portal
+	// (/console/portal), e.g. https://app.example.com; empty allows none.
+	PortalOrigins []string
 	// PprofAddr, when set, serves net/http/pprof on its own listener, for
 	// profiling in development. Keep it on loopback: profiles expose the
 	// process's memory and take its CPU. Empty (the default) serves none.
@@ -113,6 +118,7 @@ type Server struct {
 	keyring  *seal.Keyring
 	runner   *projections.Runner
 	registry *registry.Registry
+	portal   *portal.Tokens
 	due      *due.Due
 	history  *history.History
 	hist     *histories // the cluster-wide history the control API reads
@@ -191,6 +197,9 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if s.registry, err = registry.New(s.runner); err != nil {
 		return nil, err
 	}
+	if s.portal, err = portal.New(s.runner); err != nil {
+		return nil, err
+	}
 	if _, err := s.runner.Register(s.metrics.view); err != nil {
 		return nil, err
 	}
@@ -224,10 +233,20 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if err := startHistoryActor(s.node, s.hist); err != nil {
 		return nil, err
 	}
+	if err := startStatusActor(s); err != nil {
+		return nil, err
+	}
+	var auditLink func(string) string
+	auditUI := ""
+	if storeKind(cfg.Store) == "eventstoredb" {
+		auditLink, auditUI = esdbLink(cfg.Store), "eventstoredb"
+	}
 
 	s.control, err = control.New(control.Config{
 		Log: s.log, Grains: s.node, Registry: s.registry, Projections: s.runner,
 		History: s.hist, AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: cfg.Logger,
+		Portal: s.portal, Cluster: &statuses{srv: s, store: storeKind(cfg.Store), timeout: s.node.cfg.RequestTimeout},
+		AuditLink: auditLink, AuditUI: auditUI,
 	})
 	if err != nil {
 		return nil, err
@@ -249,6 +268,11 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	ch, err := console.Handler(console.Config{PortalOrigins: cfg.PortalOrigins})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle(console.Path, ch)
 	mux.Handle("/", h)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	if cfg.PprofAddr != "" {

@@ -13,20 +13,26 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/hookline/hookline/cluster/portal"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
 
-// Caller is who made a request: the admin, or one API key of one tenant.
+// Caller is who made a request: the admin, one API key of one tenant, or
+// one portal token of one tenant (Portal set; see portal.go).
 type Caller struct {
 	Admin    bool
 	TenantID string
 	KeyID    string
+	Portal   *portal.Token
 }
 
 // Actor is the caller as recorded in events (issued_by).
 func (c Caller) Actor() *hooklinev1.Actor {
 	if c.Admin {
 		return &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_ADMIN, Id: "admin"}
+	}
+	if c.Portal != nil {
+		return &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_PORTAL_TOKEN, Id: c.Portal.ID}
 	}
 	return &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_API_KEY, Id: c.KeyID}
 }
@@ -56,6 +62,9 @@ func (s *Server) authenticate(ctx context.Context, req any, info *grpc.UnaryServ
 	if err != nil {
 		return nil, err
 	}
+	if err := allow(c, info.FullMethod); err != nil {
+		return nil, err
+	}
 	return handler(context.WithValue(ctx, callerKey{}, c), req)
 }
 
@@ -70,6 +79,9 @@ func (s *Server) caller(ctx context.Context) (Caller, error) {
 	}
 	if token == "" {
 		return Caller{}, status.Error(codes.Unauthenticated, "missing credentials: send the header 'Authorization: Bearer <admin token or API key>'")
+	}
+	if strings.HasPrefix(token, portal.TokenPrefix) {
+		return s.portalCaller(ctx, token)
 	}
 	if s.cfg.AdminToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AdminToken)) == 1 {
 		return Caller{Admin: true}, nil

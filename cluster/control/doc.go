@@ -8,9 +8,19 @@
 //	                                  └─▶ projections (queries: registry, history)
 //
 // Every request is authenticated first (authenticate): the admin token
-// (HOOKLINE_ADMIN_TOKEN) or a tenant API key, compared in constant time and
-// looked up by hash. A tenant key acts only on its own tenant: a resource of
-// another tenant answers NOT_FOUND, never revealing that it exists. Errors
+// (HOOKLINE_ADMIN_TOKEN), a tenant API key, or a portal token (hlp_…, the
+// tenant portal's short-lived access, portal.go), compared in constant time
+// or looked up by hash. A tenant key or portal token acts only on its own
+// tenant: a resource of another tenant answers NOT_FOUND, never revealing
+// that it exists. A portal token may call only the RPCs of one table
+// (capabilities.go), each with the capability it needs (read,
+// manage_endpoints, replay).
+//
+// Besides the control API proper (control.proto), the server answers the
+// API that the web console needed (console.proto): portal tokens and
+// sessions (portal.go), the operator's tenants and cluster views
+// (operator.go), the audit browser over the log (audit.go) and endpoint
+// health (health.go). Errors
 // become gRPC status codes in one function (status), with messages that name
 // the field and the fix; a rejected request writes nothing.
 package control

@@ -55,6 +55,15 @@ type Config struct {
 	History History
 	// AdminToken authenticates operators; empty disables the admin API.
 	AdminToken string
+	// Portal finds portal tokens; nil refuses them.
+	Portal PortalTokens
+	// Cluster reports every member's figures; nil makes GetClusterStatus
+	// UNAVAILABLE.
+	Cluster Cluster
+	// AuditLink, if set, returns the address of a stream in the log's own
+	// UI (EventStoreDB), and AuditUI names that UI ("eventstoredb").
+	AuditLink func(stream string) string
+	AuditUI   string
 	// MaxPayload caps an event's payload; default 256 KiB.
 	MaxPayload int
 	// MaxBatch caps the events of one PublishBatch; default 100.
@@ -110,6 +119,10 @@ type Server struct {
 	controlv1.UnimplementedEndpointServiceServer
 	controlv1.UnimplementedEventServiceServer
 	controlv1.UnimplementedDeliveryServiceServer
+	controlv1.UnimplementedPortalServiceServer
+	controlv1.UnimplementedOperatorServiceServer
+	controlv1.UnimplementedAuditServiceServer
+	controlv1.UnimplementedEndpointHealthServiceServer
 
 	cfg    Config
 	health *health.Server
@@ -133,6 +146,10 @@ func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	controlv1.RegisterEndpointServiceServer(g, s)
 	controlv1.RegisterEventServiceServer(g, s)
 	controlv1.RegisterDeliveryServiceServer(g, s)
+	controlv1.RegisterPortalServiceServer(g, s)
+	controlv1.RegisterOperatorServiceServer(g, s)
+	controlv1.RegisterAuditServiceServer(g, s)
+	controlv1.RegisterEndpointHealthServiceServer(g, s)
 	grpc_health_v1.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
 	s.health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)

@@ -106,6 +106,14 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("issue key: %w", err)
 	}
 	say("  tenant dev, API key  %s", key.GetApiKey())
+	link, err := controlv1.NewPortalServiceClient(cc).IssuePortalToken(call(key.GetApiKey()), &controlv1.IssuePortalTokenRequest{
+		Capabilities: []string{"manage_endpoints", "replay"}, TtlSeconds: 24 * 3600, Label: "hookline dev",
+	})
+	if err != nil {
+		return fmt.Errorf("issue portal link: %w", err)
+	}
+	say("  console      http://%s/console/  (sign in with the admin token or the API key)", srv.HTTPAddr())
+	say("  portal link  http://%s%s", srv.HTTPAddr(), link.GetPortalPath())
 	ep, err := controlv1.NewEndpointServiceClient(cc).CreateEndpoint(call(key.GetApiKey()), &controlv1.CreateEndpointRequest{
 		EndpointId: "ep_dev", Settings: &controlv1.EndpointSettings{
 			Url: "http://" + lis.Addr().String() + "/webhooks", EventTypes: []string{"invoice.paid", "order.shipped"},

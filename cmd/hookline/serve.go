@@ -35,6 +35,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	tenantRate := fs.Float64("tenant-default-rate", envFloat("HOOKLINE_TENANT_DEFAULT_RATE"), "attempts per second of a tenant whose quota leaves it 0; 0 means 100 (HOOKLINE_TENANT_DEFAULT_RATE)")
 	tenantInFlight := fs.Int("tenant-default-in-flight", int(envFloat("HOOKLINE_TENANT_DEFAULT_IN_FLIGHT")), "attempts in flight of a tenant whose quota leaves it 0; 0 means 100 (HOOKLINE_TENANT_DEFAULT_IN_FLIGHT)")
 	pprofAddr := fs.String("pprof-addr", os.Getenv("HOOKLINE_PPROF_ADDR"), "DEVELOPMENT ONLY: serve net/http/pprof on this loopback address, e.g. 127.0.0.1:6060; empty serves none (HOOKLINE_PPROF_ADDR)")
+	portalOrigins := fs.String("portal-origins", os.Getenv("HOOKLINE_PORTAL_ORIGINS"), "comma-separated origins allowed to frame the tenant portal (/console/portal), e.g. https://app.example.com; empty allows none (HOOKLINE_PORTAL_ORIGINS)")
 	logLevel := fs.String("log-level", envOr("HOOKLINE_LOG_LEVEL", "info"), "debug, info, warn or error (HOOKLINE_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -89,6 +90,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Policy:      policy,
 		Logger:      logger,
 		PprofAddr:   *pprofAddr,
+
+		PortalOrigins: splitList(*portalOrigins),
 
 		TenantAttemptsPerSecond: *tenantRate,
 		TenantMaxInFlight:       int32(*tenantInFlight),
@@ -155,4 +158,15 @@ func redactDSN(dsn string) string {
 		return u.Redacted()
 	}
 	return dsn
+}
+
+// splitList splits a comma-separated flag, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -112,6 +112,9 @@ const (
 	Actor_KIND_ADMIN Actor_Kind = 2
 	// API_KEY is a tenant's API key; id is the key id, never the key.
 	Actor_KIND_API_KEY Actor_Kind = 3
+	// PORTAL_TOKEN is a portal token (the tenant portal, embedded by the
+	// producer); id is the token id, never the token.
+	Actor_KIND_PORTAL_TOKEN Actor_Kind = 4
 )
 
 // Enum value maps for Actor_Kind.
@@ -121,12 +124,14 @@ var (
 		1: "KIND_SYSTEM",
 		2: "KIND_ADMIN",
 		3: "KIND_API_KEY",
+		4: "KIND_PORTAL_TOKEN",
 	}
 	Actor_Kind_value = map[string]int32{
-		"KIND_UNSPECIFIED": 0,
-		"KIND_SYSTEM":      1,
-		"KIND_ADMIN":       2,
-		"KIND_API_KEY":     3,
+		"KIND_UNSPECIFIED":  0,
+		"KIND_SYSTEM":       1,
+		"KIND_ADMIN":        2,
+		"KIND_API_KEY":      3,
+		"KIND_PORTAL_TOKEN": 4,
 	}
 )
 
@@ -2553,20 +2558,195 @@ func (x *ReplayRequested) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// PortalTokenIssued records a portal token: short-lived access to one
+// tenant's portal, with capabilities. The token itself is shown once to the
+// caller; only its SHA-256 is recorded.
+type PortalTokenIssued struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TenantId    string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	TokenId     string                 `protobuf:"bytes,2,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	TokenSha256 []byte                 `protobuf:"bytes,3,opt,name=token_sha256,json=tokenSha256,proto3" json:"token_sha256,omitempty"`
+	// capabilities: "read" always, "manage_endpoints", "replay".
+	Capabilities []string               `protobuf:"bytes,4,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	ExpiresAt    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// label is a note for people, e.g. "customer 42 in the billing page".
+	Label         string                 `protobuf:"bytes,6,opt,name=label,proto3" json:"label,omitempty"`
+	IssuedBy      *Actor                 `protobuf:"bytes,7,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PortalTokenIssued) Reset() {
+	*x = PortalTokenIssued{}
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortalTokenIssued) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortalTokenIssued) ProtoMessage() {}
+
+func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortalTokenIssued.ProtoReflect.Descriptor instead.
+func (*PortalTokenIssued) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *PortalTokenIssued) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *PortalTokenIssued) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+func (x *PortalTokenIssued) GetTokenSha256() []byte {
+	if x != nil {
+		return x.TokenSha256
+	}
+	return nil
+}
+
+func (x *PortalTokenIssued) GetCapabilities() []string {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
+}
+
+func (x *PortalTokenIssued) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *PortalTokenIssued) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *PortalTokenIssued) GetIssuedBy() *Actor {
+	if x != nil {
+		return x.IssuedBy
+	}
+	return nil
+}
+
+func (x *PortalTokenIssued) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+// PortalTokenRevoked ends a portal token before it expires.
+type PortalTokenRevoked struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	TokenId       string                 `protobuf:"bytes,2,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	IssuedBy      *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PortalTokenRevoked) Reset() {
+	*x = PortalTokenRevoked{}
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortalTokenRevoked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortalTokenRevoked) ProtoMessage() {}
+
+func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortalTokenRevoked.ProtoReflect.Descriptor instead.
+func (*PortalTokenRevoked) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *PortalTokenRevoked) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *PortalTokenRevoked) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+func (x *PortalTokenRevoked) GetIssuedBy() *Actor {
+	if x != nil {
+		return x.IssuedBy
+	}
+	return nil
+}
+
+func (x *PortalTokenRevoked) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 var File_hookline_v1_events_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x18hookline/v1/events.proto\x12\vhookline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x01\n" +
+	"\x18hookline/v1/events.proto\x12\vhookline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xac\x01\n" +
 	"\x05Actor\x12+\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x17.hookline.v1.Actor.KindR\x04kind\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"O\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"f\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vKIND_SYSTEM\x10\x01\x12\x0e\n" +
 	"\n" +
 	"KIND_ADMIN\x10\x02\x12\x10\n" +
-	"\fKIND_API_KEY\x10\x03\"s\n" +
+	"\fKIND_API_KEY\x10\x03\x12\x15\n" +
+	"\x11KIND_PORTAL_TOKEN\x10\x04\"s\n" +
 	"\x05Quota\x12.\n" +
 	"\x13attempts_per_second\x18\x01 \x01(\x01R\x11attemptsPerSecond\x12\"\n" +
 	"\rmax_in_flight\x18\x02 \x01(\x05R\vmaxInFlight\x12\x16\n" +
@@ -2805,7 +2985,22 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\vrecovery_id\x18\x05 \x01(\tR\n" +
 	"recoveryId\x12/\n" +
 	"\tissued_by\x18\x06 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at*\x8b\x02\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc0\x02\n" +
+	"\x11PortalTokenIssued\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
+	"\btoken_id\x18\x02 \x01(\tR\atokenId\x12!\n" +
+	"\ftoken_sha256\x18\x03 \x01(\fR\vtokenSha256\x12\"\n" +
+	"\fcapabilities\x18\x04 \x03(\tR\fcapabilities\x129\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x14\n" +
+	"\x05label\x18\x06 \x01(\tR\x05label\x12/\n" +
+	"\tissued_by\x18\a \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
+	"\x02at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xa9\x01\n" +
+	"\x12PortalTokenRevoked\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
+	"\btoken_id\x18\x02 \x01(\tR\atokenId\x12/\n" +
+	"\tissued_by\x18\x03 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at*\x8b\x02\n" +
 	"\n" +
 	"ErrorClass\x12\x1b\n" +
 	"\x17ERROR_CLASS_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -2832,7 +3027,7 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(ErrorClass)(0),               // 0: hookline.v1.ErrorClass
 	(Actor_Kind)(0),               // 1: hookline.v1.Actor.Kind
@@ -2865,73 +3060,80 @@ var file_hookline_v1_events_proto_goTypes = []any{
 	(*AttemptFailed)(nil),         // 28: hookline.v1.AttemptFailed
 	(*DeliveryExpired)(nil),       // 29: hookline.v1.DeliveryExpired
 	(*ReplayRequested)(nil),       // 30: hookline.v1.ReplayRequested
-	nil,                           // 31: hookline.v1.EndpointConfig.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*PortalTokenIssued)(nil),     // 31: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),    // 32: hookline.v1.PortalTokenRevoked
+	nil,                           // 33: hookline.v1.EndpointConfig.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	1,  // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
 	5,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
 	4,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	32, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	34, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
 	5,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
 	4,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	32, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	34, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
 	4,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	32, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	34, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
 	4,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	32, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
-	31, // 11: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	34, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	33, // 11: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
 	10, // 12: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
 	11, // 13: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
 	4,  // 14: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	32, // 15: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	34, // 15: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
 	10, // 16: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
 	4,  // 17: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	32, // 18: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	34, // 18: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
 	11, // 19: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
 	11, // 20: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	32, // 21: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	34, // 21: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
 	4,  // 22: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	32, // 23: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	34, // 23: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
 	2,  // 24: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
 	4,  // 25: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	32, // 26: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	34, // 26: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
 	3,  // 27: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
 	4,  // 28: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	32, // 29: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	34, // 29: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
 	4,  // 30: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	32, // 31: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	34, // 31: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
 	4,  // 32: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	32, // 33: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	34, // 33: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
 	4,  // 34: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	32, // 35: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	34, // 35: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
 	0,  // 36: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	32, // 37: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	32, // 38: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	32, // 39: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	32, // 40: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	32, // 41: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	34, // 37: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	34, // 38: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	34, // 39: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	34, // 40: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	34, // 41: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
 	4,  // 42: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	32, // 43: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	34, // 43: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
 	24, // 44: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	32, // 45: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	32, // 46: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	32, // 47: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	32, // 48: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	34, // 45: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	34, // 46: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	34, // 47: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	34, // 48: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 49: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
 	4,  // 50: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
 	26, // 51: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
 	26, // 52: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	32, // 53: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	32, // 54: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	32, // 55: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	34, // 53: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	34, // 54: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	34, // 55: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
 	4,  // 56: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	32, // 57: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	58, // [58:58] is the sub-list for method output_type
-	58, // [58:58] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	34, // 57: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	34, // 58: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	4,  // 59: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	34, // 60: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	4,  // 61: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	34, // 62: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	63, // [63:63] is the sub-list for method output_type
+	63, // [63:63] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -2945,7 +3147,7 @@ func file_hookline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
