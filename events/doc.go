@@ -22,6 +22,10 @@
 //	event-{tenant_id}.{event_id}    EventPublished + DeliveriesPlanned, in one
 //	                                append with expected revision NoStream
 //	                                writer: the publish handler
+//	portal-{token_id}               PortalTokenIssued, PortalTokenRevoked
+//	                                writer: the control API's portal
+//	                                handler (issue: expected NoStream;
+//	                                revoke: Exact 0); expires
 //	delivery-{delivery_id}          AttemptSucceeded, AttemptFailed,
 //	                                DeliveryExpired, ReplayRequested
 //	                                writer: the endpoint grain owning the

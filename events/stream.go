@@ -12,6 +12,8 @@ const (
 	EndpointCategory = "endpoint"
 	EventCategory    = "event"
 	DeliveryCategory = "delivery"
+	// PortalCategory holds one stream per portal token (cluster/portal).
+	PortalCategory = "portal"
 )
 
 // TenantStream names the stream of a tenant.
@@ -38,11 +40,12 @@ func Category(stream string) string {
 }
 
 // Expires reports whether retention may drop a stream once its last write is
-// older than the cut-off: event and delivery streams expire; tenant and
-// endpoint streams are kept for as long as the tenant exists.
+// older than the cut-off: event, delivery and portal token streams expire
+// (a token lives a day at most); tenant and endpoint streams are kept for as
+// long as the tenant exists.
 func Expires(stream string) bool {
 	switch Category(stream) {
-	case EventCategory, DeliveryCategory:
+	case EventCategory, DeliveryCategory, PortalCategory:
 		return true
 	}
 	return false

@@ -29,8 +29,9 @@ const (
 var Capabilities = []string{Read, ManageEndpoints, Replay}
 
 // Category is the stream category of portal tokens: one stream per token,
-// portal-{token_id}, written by the control API's portal handler.
-const Category = "portal"
+// portal-{token_id}, written by the control API's portal handler; it
+// expires with the log's retention (events.Expires).
+const Category = events.PortalCategory
 
 // TokenPrefix starts every portal token, so that authentication tells it
 // from an API key without a lookup.
