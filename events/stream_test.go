@@ -19,6 +19,7 @@ func TestStreamNames(t *testing.T) {
 		{"Endpoint", events.EndpointStream("ep_9"), "endpoint-ep_9", events.EndpointCategory, false},
 		{"Event", events.EventStream("t_1", "evt-42"), "event-t_1.evt-42", events.EventCategory, true},
 		{"Delivery", events.DeliveryStream("dlv_x"), "delivery-dlv_x", events.DeliveryCategory, true},
+		{"Portal", "portal-ptk_1", "portal-ptk_1", events.PortalCategory, true},
 		{"NoCategory", "plain", "plain", "", false},
 		{"Unknown", "other-1", "other-1", "other", false},
 	}
