@@ -19,6 +19,7 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -96,6 +97,14 @@ type ServerConfig struct {
 	// defaults (100 attempts/s, 100 in flight).
 	TenantAttemptsPerSecond float64
 	TenantMaxInFlight       int32
+	// MaxInFlight and MaxInFlightPerCaller bound the control API's calls
+	// in flight, in total and per tenant (or admin); zero means the
+	// control package's defaults (512 and 64).
+	MaxInFlight, MaxInFlightPerCaller int
+	// HTTPReadTimeout bounds the reading of a whole REST request, body
+	// included, so that a client trickling its body cannot hold a
+	// connection; default 30 s.
+	HTTPReadTimeout time.Duration
 	// PprofAddr, when set, serves net/http/pprof on its own listener, for
 	// profiling in development. Keep it on loopback: profiles expose the
 	// process's memory and take its CPU. Empty (the default) serves none.
@@ -149,6 +158,9 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.HTTPReadTimeout == 0 {
+		cfg.HTTPReadTimeout = defaultHTTPReadTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -219,6 +231,7 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	s.control, err = control.New(control.Config{
 		Log: s.log, Grains: s.node, Registry: s.registry, Projections: s.runner,
 		History: s.history, AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: cfg.Logger,
+		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerCaller: cfg.MaxInFlightPerCaller,
 	})
 	if err != nil {
 		return nil, err
@@ -226,9 +239,11 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
 		return nil, fmt.Errorf("grpc listen %s: %w", cfg.GRPCAddr, err)
 	}
+	s.grpcLis = netutil.LimitListener(s.grpcLis, maxConns)
 	if s.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
 	}
+	s.httpLis = netutil.LimitListener(s.httpLis, maxConns)
 	s.grpc = s.control.NewGRPCServer()
 	s.gwConn, err = grpc.NewClient(s.grpcLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -241,7 +256,14 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", h)
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       cfg.HTTPReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
 	if cfg.PprofAddr != "" {
 		if s.pprofLis, err = net.Listen("tcp", cfg.PprofAddr); err != nil {
 			return nil, fmt.Errorf("pprof listen %s: %w", cfg.PprofAddr, err)
@@ -477,6 +499,19 @@ func (s *Server) drainAttempts(ctx context.Context) {
 		_ = s.runner.WaitFor(ctx, head)
 	}
 }
+
+// Timeouts of the REST listener; see ServerConfig.HTTPReadTimeout.
+const (
+	defaultHTTPReadTimeout = 30 * time.Second
+	// httpWriteTimeout bounds a REST request from the end of its headers
+	// to the end of its answer.
+	httpWriteTimeout = 60 * time.Second
+	// httpIdleTimeout closes a kept-alive connection with no request.
+	httpIdleTimeout = 2 * time.Minute
+	// maxConns caps the open connections of each API listener; over it,
+	// new connections wait in the kernel's backlog.
+	maxConns = 4096
+)
 
 // drainTimeout bounds the wait for running attempts on a graceful stop:
 // one attempt's default timeout.

@@ -378,6 +378,7 @@ func createHooks(t *testing.T, a *api, n int, eventType string, settings *contro
 			s.RatePerSecond, s.Burst, s.MaxInFlight = settings.GetRatePerSecond(), settings.GetBurst(), settings.GetMaxInFlight()
 		}
 		created := must(a.endpoints().CreateEndpoint(a.ctx(), &controlv1.CreateEndpointRequest{EndpointId: h.id, Settings: s}))
+		h.id = created.GetEndpoint().GetEndpointId() // the name scoped to the tenant
 		wh, err := standardwebhooks.NewWebhook(created.GetSecret())
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hookline/hookline/actors/attempt"
 	"github.com/hookline/hookline/cluster"
@@ -35,6 +36,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	tenantRate := fs.Float64("tenant-default-rate", envFloat("HOOKLINE_TENANT_DEFAULT_RATE"), "attempts per second of a tenant whose quota leaves it 0; 0 means 100 (HOOKLINE_TENANT_DEFAULT_RATE)")
 	tenantInFlight := fs.Int("tenant-default-in-flight", int(envFloat("HOOKLINE_TENANT_DEFAULT_IN_FLIGHT")), "attempts in flight of a tenant whose quota leaves it 0; 0 means 100 (HOOKLINE_TENANT_DEFAULT_IN_FLIGHT)")
 	pprofAddr := fs.String("pprof-addr", os.Getenv("HOOKLINE_PPROF_ADDR"), "DEVELOPMENT ONLY: serve net/http/pprof on this loopback address, e.g. 127.0.0.1:6060; empty serves none (HOOKLINE_PPROF_ADDR)")
+	readTimeout := fs.Duration("http-read-timeout", envDuration("HOOKLINE_HTTP_READ_TIMEOUT"), "longest a REST request may take to arrive, body included; 0 means 30s (HOOKLINE_HTTP_READ_TIMEOUT)")
+	maxInFlight := fs.Int("max-in-flight", int(envFloat("HOOKLINE_MAX_IN_FLIGHT")), "API calls served at once, over gRPC and over REST each; 0 means 512 (HOOKLINE_MAX_IN_FLIGHT)")
+	maxPerCaller := fs.Int("max-in-flight-per-caller", int(envFloat("HOOKLINE_MAX_IN_FLIGHT_PER_CALLER")), "API calls of one tenant (or the admin) served at once; 0 means 64 (HOOKLINE_MAX_IN_FLIGHT_PER_CALLER)")
 	logLevel := fs.String("log-level", envOr("HOOKLINE_LOG_LEVEL", "info"), "debug, info, warn or error (HOOKLINE_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -44,6 +48,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *tenantRate < 0 || *tenantInFlight < 0 || *tenantInFlight > math.MaxInt32 {
 		return fmt.Errorf("--tenant-default-rate and --tenant-default-in-flight must be 0 (the default) or positive")
+	}
+	if *readTimeout < 0 || *maxInFlight < 0 || *maxPerCaller < 0 {
+		return fmt.Errorf("--http-read-timeout, --max-in-flight and --max-in-flight-per-caller must be 0 (the default) or positive")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -89,6 +96,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Policy:      policy,
 		Logger:      logger,
 		PprofAddr:   *pprofAddr,
+
+		HTTPReadTimeout:      *readTimeout,
+		MaxInFlight:          *maxInFlight,
+		MaxInFlightPerCaller: *maxPerCaller,
 
 		TenantAttemptsPerSecond: *tenantRate,
 		TenantMaxInFlight:       int32(*tenantInFlight),
@@ -141,6 +152,13 @@ func splitPort(flagName, addr string) (string, int, error) {
 // envFloat reads a number from the environment; unset or not a number is 0.
 func envFloat(key string) float64 {
 	v, _ := strconv.ParseFloat(os.Getenv(key), 64)
+	return v
+}
+
+// envDuration reads a duration from the environment; unset or not a
+// duration is 0.
+func envDuration(key string) time.Duration {
+	v, _ := time.ParseDuration(os.Getenv(key))
 	return v
 }
 
