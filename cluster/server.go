@@ -22,6 +22,7 @@ import (
 	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
@@ -68,6 +69,10 @@ type ServerConfig struct {
 	// defaults 127.0.0.1:7070 and 127.0.0.1:8080 (":0" picks a port).
 	GRPCAddr string
 	HTTPAddr string
+	// TLSCertFile and TLSKeyFile, both or neither, are the PEM certificate
+	// (chain) and key the control API serves gRPC and REST with; they are
+	// reloaded when the files change. Neither means plaintext.
+	TLSCertFile, TLSKeyFile string
 	// Node configures membership and the actor system.
 	Node Config
 	// AdminToken authenticates operators (HOOKLINE_ADMIN_TOKEN).
@@ -135,6 +140,7 @@ type Server struct {
 	grpcLis  net.Listener
 	gwConn   *grpc.ClientConn // the REST gateway's connection to grpc
 	httpLis  net.Listener
+	certs    *certFile    // nil unless the API serves TLS
 	pprof    *http.Server // nil unless PprofAddr is set
 	pprofLis net.Listener
 	logger   *slog.Logger
@@ -244,8 +250,19 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 		return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
 	}
 	s.httpLis = netutil.LimitListener(s.httpLis, maxConns)
-	s.grpc = s.control.NewGRPCServer()
-	s.gwConn, err = grpc.NewClient(s.grpcLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	grpcOpts, gwCreds := []grpc.ServerOption(nil), insecure.NewCredentials()
+	if cfg.TLSCertFile != "" || cfg.TLSKeyFile != "" {
+		if cfg.TLSCertFile == "" || cfg.TLSKeyFile == "" {
+			return nil, errors.New("tls: give both the certificate and the key file, or neither")
+		}
+		if s.certs, err = loadCertFile(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Logger, time.Now); err != nil {
+			return nil, err
+		}
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(s.certs.serverConfig())))
+		gwCreds = credentials.NewTLS(s.certs.selfConfig())
+	}
+	s.grpc = s.control.NewGRPCServer(grpcOpts...)
+	s.gwConn, err = grpc.NewClient(s.grpcLis.Addr().String(), grpc.WithTransportCredentials(gwCreds))
 	if err != nil {
 		return nil, fmt.Errorf("gateway connection: %w", err)
 	}
@@ -263,6 +280,9 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 		WriteTimeout:      httpWriteTimeout,
 		IdleTimeout:       httpIdleTimeout,
 		MaxHeaderBytes:    64 << 10,
+	}
+	if s.certs != nil {
+		s.http.TLSConfig = s.certs.serverConfig()
 	}
 	if cfg.PprofAddr != "" {
 		if s.pprofLis, err = net.Listen("tcp", cfg.PprofAddr); err != nil {
@@ -349,6 +369,9 @@ func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
 // HTTPAddr returns the bound address of the REST API.
 func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
 
+// TLS reports whether the control API serves TLS.
+func (s *Server) TLS() bool { return s.certs != nil }
+
 // Run serves until ctx ends, then stops gracefully: health turns to not
 // serving, the APIs drain, the node leaves the cluster, the projections and
 // the log close. It returns the first error of any part.
@@ -363,7 +386,12 @@ func (s *Server) Run(ctx context.Context) error {
 		g.Go(func() error { return ignoreCancel(l.Run(gctx)) })
 	}
 	g.Go(func() error { return ignoreClosed(s.grpc.Serve(s.grpcLis)) })
-	g.Go(func() error { return ignoreClosed(s.http.Serve(s.httpLis)) })
+	g.Go(func() error {
+		if s.certs != nil {
+			return ignoreClosed(s.http.ServeTLS(s.httpLis, "", ""))
+		}
+		return ignoreClosed(s.http.Serve(s.httpLis))
+	})
 	if s.pprof != nil {
 		g.Go(func() error { return ignoreClosed(s.pprof.Serve(s.pprofLis)) })
 	}

@@ -36,6 +36,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	tenantRate := fs.Float64("tenant-default-rate", envFloat("HOOKLINE_TENANT_DEFAULT_RATE"), "attempts per second of a tenant whose quota leaves it 0; 0 means 100 (HOOKLINE_TENANT_DEFAULT_RATE)")
 	tenantInFlight := fs.Int("tenant-default-in-flight", int(envFloat("HOOKLINE_TENANT_DEFAULT_IN_FLIGHT")), "attempts in flight of a tenant whose quota leaves it 0; 0 means 100 (HOOKLINE_TENANT_DEFAULT_IN_FLIGHT)")
 	pprofAddr := fs.String("pprof-addr", os.Getenv("HOOKLINE_PPROF_ADDR"), "DEVELOPMENT ONLY: serve net/http/pprof on this loopback address, e.g. 127.0.0.1:6060; empty serves none (HOOKLINE_PPROF_ADDR)")
+	tlsCert := fs.String("tls-cert", os.Getenv("HOOKLINE_TLS_CERT"), "PEM certificate (chain) the API serves gRPC and REST with; reloaded when the file changes (HOOKLINE_TLS_CERT)")
+	tlsKey := fs.String("tls-key", os.Getenv("HOOKLINE_TLS_KEY"), "PEM private key of --tls-cert; reloaded when the file changes (HOOKLINE_TLS_KEY)")
 	readTimeout := fs.Duration("http-read-timeout", envDuration("HOOKLINE_HTTP_READ_TIMEOUT"), "longest a REST request may take to arrive, body included; 0 means 30s (HOOKLINE_HTTP_READ_TIMEOUT)")
 	maxInFlight := fs.Int("max-in-flight", int(envFloat("HOOKLINE_MAX_IN_FLIGHT")), "API calls served at once, over gRPC and over REST each; 0 means 512 (HOOKLINE_MAX_IN_FLIGHT)")
 	maxPerCaller := fs.Int("max-in-flight-per-caller", int(envFloat("HOOKLINE_MAX_IN_FLIGHT_PER_CALLER")), "API calls of one tenant (or the admin) served at once; 0 means 64 (HOOKLINE_MAX_IN_FLIGHT_PER_CALLER)")
@@ -72,6 +74,17 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		policy.Resolver = attempt.NewDNSResolver(*resolver)
 	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return fmt.Errorf("--tls-cert and --tls-key go together: give both, or neither for plaintext on loopback")
+	}
+	if *tlsCert == "" {
+		for _, a := range []struct{ flag, addr string }{{"--grpc-addr", *grpcAddr}, {"--http-addr", *httpAddr}} {
+			if !loopback(a.addr) {
+				logger.Warn("!!! the control API is PLAINTEXT on an address other hosts can reach: bearer tokens and the whsec_ secrets it returns cross the network in clear. Give --tls-cert and --tls-key, or listen on loopback behind a TLS proxy !!!",
+					slog.String("flag", a.flag), slog.String("addr", a.addr))
+			}
+		}
+	}
 	if *allowPrivate {
 		logger.Warn("!!! --allow-private-targets is ON: endpoints may point at loopback and private networks and use plain http. DEVELOPMENT AND TESTS ONLY: never run a production node like this !!!")
 	}
@@ -90,6 +103,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		StoreSchema: *schema,
 		GRPCAddr:    *grpcAddr,
 		HTTPAddr:    *httpAddr,
+		TLSCertFile: *tlsCert,
+		TLSKeyFile:  *tlsKey,
 		Node:        nodeCfg,
 		AdminToken:  admin,
 		MasterKey:   os.Getenv("HOOKLINE_MASTER_KEY"),
@@ -107,7 +122,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("hookline serving", slog.String("grpc_addr", srv.GRPCAddr()), slog.String("http_addr", srv.HTTPAddr()),
+	logger.Info("hookline serving", slog.String("grpc_addr", srv.GRPCAddr()), slog.String("http_addr", srv.HTTPAddr()), slog.Bool("tls", srv.TLS()),
 		slog.String("store", redactDSN(*store)), slog.String("data", *data), slog.String("node_id", srv.Node().ID()))
 	err = srv.Run(ctx)
 	logger.Info("hookline stopped")
@@ -147,6 +162,21 @@ func splitPort(flagName, addr string) (string, int, error) {
 		port = cluster.AnyPort
 	}
 	return host, port, nil
+}
+
+// loopback reports whether a listen address (host:port) is reachable from
+// this host only. An empty host or an unspecified address listens on every
+// interface; a name other than localhost may resolve anywhere.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // envFloat reads a number from the environment; unset or not a number is 0.
