@@ -69,6 +69,23 @@
 //     and so on; Hookline's own files live under hookline/v1/, so the names
 //     never clash.
 //
+// # The cluster's own traffic
+//
+// The cluster port (protoactor's remote) carries grain commands, among them
+// IssueKey and Rotate, whose answers hold secrets, so members authenticate
+// each other and nothing travels in clear (credentials.go). From the
+// cluster's shared secrets (Config.Secrets, HOOKLINE_CLUSTER_SECRET) every
+// member derives a cluster CA (an ed25519 key by HKDF, and a self-signed
+// certificate) and at start issues itself a certificate for a fresh key,
+// signed by it; the remote runs TLS 1.3 with client certificates required
+// and checked against the CAs, both ways. A second derived key encrypts
+// and authenticates gossip (memberlist's keyring), which refuses packets in
+// clear. A process without the secret cannot join, cannot complete a
+// handshake on the cluster port, and so cannot send a grain a message.
+// protoactor's remote takes the TLS credentials as its gRPC server and dial
+// options (remote.WithServerOptions, remote.WithDialOptions). A node
+// without secrets may listen only on loopback, unless Config.Insecure.
+//
 // # Stopping
 //
 // [Node.Stop] runs protoactor's graceful Cluster.Shutdown: memberlist

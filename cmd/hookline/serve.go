@@ -30,6 +30,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	join := fs.String("join", os.Getenv("HOOKLINE_JOIN"), "comma-separated gossip addresses of nodes to join (HOOKLINE_JOIN)")
 	clusterAddr := fs.String("cluster-addr", envOr("HOOKLINE_CLUSTER_ADDR", "127.0.0.1:7980"), "actor remote address, reachable by the other nodes (HOOKLINE_CLUSTER_ADDR)")
 	gossipAddr := fs.String("gossip-addr", envOr("HOOKLINE_GOSSIP_ADDR", "127.0.0.1:7946"), "memberlist gossip address (HOOKLINE_GOSSIP_ADDR)")
+	secretFile := fs.String("cluster-secret-file", os.Getenv("HOOKLINE_CLUSTER_SECRET_FILE"), "file holding the cluster secret(s), as HOOKLINE_CLUSTER_SECRET would; read at start (HOOKLINE_CLUSTER_SECRET_FILE)")
+	insecureCluster := fs.Bool("insecure-cluster", envBool("HOOKLINE_INSECURE_CLUSTER"), "DEVELOPMENT ONLY: let a node without a cluster secret listen for the cluster on addresses other hosts can reach (HOOKLINE_INSECURE_CLUSTER)")
 	resolver := fs.String("resolver", os.Getenv("HOOKLINE_RESOLVER"), "HOST:PORT of the DNS server for endpoint lookups (HOOKLINE_RESOLVER)")
 	ports := fs.String("allowed-ports", envOr("HOOKLINE_ALLOWED_PORTS", "443"), "comma-separated ports endpoint URLs may use (HOOKLINE_ALLOWED_PORTS)")
 	allowPrivate := fs.Bool("allow-private-targets", envBool("HOOKLINE_ALLOW_PRIVATE_TARGETS"), "DEVELOPMENT ONLY: admit loopback/private targets and plain http (HOOKLINE_ALLOW_PRIVATE_TARGETS)")
@@ -93,6 +95,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	nodeCfg.Logger = logger
+	if nodeCfg.Secrets, err = clusterSecrets(os.Getenv("HOOKLINE_CLUSTER_SECRET"), *secretFile); err != nil {
+		return err
+	}
+	nodeCfg.Insecure = *insecureCluster
+	if *insecureCluster && len(nodeCfg.Secrets) == 0 {
+		logger.Warn("!!! --insecure-cluster is ON: the cluster and gossip ports accept anyone who reaches them. DEVELOPMENT ON A TRUSTED NETWORK ONLY !!!")
+	}
 	admin := os.Getenv("HOOKLINE_ADMIN_TOKEN")
 	if admin == "" {
 		logger.Warn("HOOKLINE_ADMIN_TOKEN is not set: the admin API (tenants, keys) is disabled")
@@ -162,6 +171,30 @@ func splitPort(flagName, addr string) (string, int, error) {
 		port = cluster.AnyPort
 	}
 	return host, port, nil
+}
+
+// clusterSecrets reads the cluster secrets from the environment's value or,
+// when that is empty, from file. Errors never show a secret.
+func clusterSecrets(env, file string) ([][]byte, error) {
+	spec := strings.TrimSpace(env)
+	if spec != "" && file != "" {
+		return nil, fmt.Errorf("HOOKLINE_CLUSTER_SECRET and --cluster-secret-file are both set: give the secret one way")
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--cluster-secret-file: %w", err)
+		}
+		spec = strings.Join(strings.Fields(string(b)), ",")
+	}
+	if spec == "" {
+		return nil, nil
+	}
+	secrets, err := cluster.ParseSecrets(spec)
+	if err != nil {
+		return nil, fmt.Errorf("cluster secret: %w", err)
+	}
+	return secrets, nil
 }
 
 // loopback reports whether a listen address (host:port) is reachable from
