@@ -42,6 +42,11 @@ import (
 	"github.com/hookline/hookline/projections/registry"
 )
 
+// ErrNoMasterKey refuses a node on a shared log without a configured
+// master key: a development key file is created per node, so secrets
+// sealed on one node would not open on another.
+var ErrNoMasterKey = errors.New("cluster: a node on a shared log needs a master key, the same on every node: set HOOKLINE_MASTER_KEY (base64 of 32 random bytes; generate one with: head -c 32 /dev/urandom | base64) or HOOKLINE_MASTER_KEY_FILE; without it each node would seal secrets under a development key of its own that the other nodes cannot open")
+
 // ErrEmbeddedJoin refuses a multi-node cluster on the embedded log, which
 // lives in one node's data directory.
 var ErrEmbeddedJoin = errors.New("cluster: the embedded log serves one node only; to join a cluster use a shared log (--store postgres://… or --store kurrentdb://…)")
@@ -77,9 +82,11 @@ type ServerConfig struct {
 	Node Config
 	// AdminToken authenticates operators (HOOKLINE_ADMIN_TOKEN).
 	AdminToken string
-	// MasterKey is HOOKLINE_MASTER_KEY; empty means the development key
-	// file in DataDir.
-	MasterKey string
+	// MasterKey is HOOKLINE_MASTER_KEY; MasterKeyFile, a file holding the
+	// same (HOOKLINE_MASTER_KEY_FILE). Neither means the development key
+	// file in DataDir, which a node on a shared log refuses
+	// ([ErrNoMasterKey]).
+	MasterKey, MasterKeyFile string
 	// Policy is the egress policy for endpoint URLs; nil means production
 	// rules.
 	Policy *attempt.Policy
@@ -194,12 +201,14 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	s.metrics = newMetrics()
 	s.rawLog = s.log
 	s.log = timedLog{Log: s.log, seconds: s.metrics.appendSeconds}
-	// LoadKeyring says loudly when it creates a development key file.
-	kr, _, err := seal.LoadKeyring(cfg.MasterKey, cfg.DataDir, cfg.Logger)
-	if err != nil {
+	if s.keyring, err = loadKeyring(cfg); err != nil {
 		return nil, err
 	}
-	s.keyring = kr
+	// Before anything is sealed: the secrets in the log must open with
+	// this node's keys, and its current key is registered.
+	if err := seal.CheckLog(ctx, s.log, s.keyring, cfg.Now()); err != nil {
+		return nil, fmt.Errorf("master key: %w", err)
+	}
 
 	s.runner, err = projections.Open(s.log, projections.Config{Dir: filepath.Join(cfg.DataDir, "projections"), FS: cfg.ProjectionsFS, Logger: cfg.Logger, Now: cfg.Now})
 	if err != nil {
@@ -236,7 +245,7 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 
 	s.control, err = control.New(control.Config{
 		Log: s.log, Grains: s.node, Registry: s.registry, Projections: s.runner,
-		History: s.history, AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: cfg.Logger,
+		History: s.history, AdminToken: cfg.AdminToken, Keyring: s.keyring, Now: cfg.Now, Logger: cfg.Logger,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerCaller: cfg.MaxInFlightPerCaller,
 	})
 	if err != nil {
@@ -303,6 +312,33 @@ func pprofMux() *http.ServeMux {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// loadKeyring loads the master keys: HOOKLINE_MASTER_KEY, its file, or,
+// for a node on a log of its own, the development key file in DataDir
+// (which seal.LoadKeyring creates, loudly).
+func loadKeyring(cfg ServerConfig) (*seal.Keyring, error) {
+	switch {
+	case cfg.MasterKey != "" && cfg.MasterKeyFile != "":
+		return nil, errors.New("master key: HOOKLINE_MASTER_KEY and HOOKLINE_MASTER_KEY_FILE are both set: give the key one way")
+	case cfg.MasterKeyFile != "":
+		kr, err := seal.LoadKeyFile(cfg.MasterKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("master key: %w", err)
+		}
+		return kr, nil
+	case strings.TrimSpace(cfg.MasterKey) == "" && sharedLog(cfg):
+		return nil, ErrNoMasterKey
+	}
+	kr, _, err := seal.LoadKeyring(cfg.MasterKey, cfg.DataDir, cfg.Logger)
+	return kr, err
+}
+
+// sharedLog reports whether the node's log is shared with other nodes: a
+// PostgreSQL or KurrentDB store, or a cluster to join.
+func sharedLog(cfg ServerConfig) bool {
+	st := cfg.Store
+	return len(cfg.Node.Seeds) > 0 || strings.HasPrefix(st, "postgres") || strings.HasPrefix(st, "kurrentdb") || strings.HasPrefix(st, "esdb")
 }
 
 func (s *Server) openLog(ctx context.Context) error {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hookline/hookline/actors/seal"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/projections/registry"
@@ -45,6 +46,9 @@ type Config struct {
 	History *history.History
 	// AdminToken authenticates operators; empty disables the admin API.
 	AdminToken string
+	// Keyring is the node's master keyring, which ResealSecrets reseals
+	// under; nil makes ResealSecrets FAILED_PRECONDITION.
+	Keyring *seal.Keyring
 	// MaxPayload caps an event's payload; default 256 KiB.
 	MaxPayload int
 	// MaxBatch caps the events of one PublishBatch; default 100.

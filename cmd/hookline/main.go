@@ -21,6 +21,7 @@ Usage:
   hookline serve [flags]                 run a node (hookline serve -h for flags)
   hookline tenants create|get            manage tenants (admin token)
   hookline keys issue|revoke             manage a tenant's API keys (admin token)
+  hookline keys reseal                   rotate the master key: reseal every secret (admin token)
   hookline endpoints create|get|list|update|pause|resume|rotate-secret|retire-secret|delete
   hookline events publish                publish an event
 
@@ -55,6 +56,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
+	case "keys":
+		if len(args) > 1 && args[1] == "reseal" {
+			return keysReseal(ctx, args[2:], stdout, stderr)
+		}
 	}
 	return client(ctx, args, stdout, stderr)
 }

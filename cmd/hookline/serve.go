@@ -32,6 +32,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	gossipAddr := fs.String("gossip-addr", envOr("HOOKLINE_GOSSIP_ADDR", "127.0.0.1:7946"), "memberlist gossip address (HOOKLINE_GOSSIP_ADDR)")
 	secretFile := fs.String("cluster-secret-file", os.Getenv("HOOKLINE_CLUSTER_SECRET_FILE"), "file holding the cluster secret(s), as HOOKLINE_CLUSTER_SECRET would; read at start (HOOKLINE_CLUSTER_SECRET_FILE)")
 	insecureCluster := fs.Bool("insecure-cluster", envBool("HOOKLINE_INSECURE_CLUSTER"), "DEVELOPMENT ONLY: let a node without a cluster secret listen for the cluster on addresses other hosts can reach (HOOKLINE_INSECURE_CLUSTER)")
+	masterKeyFile := fs.String("master-key-file", os.Getenv("HOOKLINE_MASTER_KEY_FILE"), "file holding the master key(s), as HOOKLINE_MASTER_KEY would; mode 0600 (HOOKLINE_MASTER_KEY_FILE)")
 	resolver := fs.String("resolver", os.Getenv("HOOKLINE_RESOLVER"), "HOST:PORT of the DNS server for endpoint lookups (HOOKLINE_RESOLVER)")
 	ports := fs.String("allowed-ports", envOr("HOOKLINE_ALLOWED_PORTS", "443"), "comma-separated ports endpoint URLs may use (HOOKLINE_ALLOWED_PORTS)")
 	allowPrivate := fs.Bool("allow-private-targets", envBool("HOOKLINE_ALLOW_PRIVATE_TARGETS"), "DEVELOPMENT ONLY: admit loopback/private targets and plain http (HOOKLINE_ALLOW_PRIVATE_TARGETS)")
@@ -107,19 +108,20 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		logger.Warn("HOOKLINE_ADMIN_TOKEN is not set: the admin API (tenants, keys) is disabled")
 	}
 	srv, err := cluster.NewServer(ctx, cluster.ServerConfig{
-		DataDir:     *data,
-		Store:       *store,
-		StoreSchema: *schema,
-		GRPCAddr:    *grpcAddr,
-		HTTPAddr:    *httpAddr,
-		TLSCertFile: *tlsCert,
-		TLSKeyFile:  *tlsKey,
-		Node:        nodeCfg,
-		AdminToken:  admin,
-		MasterKey:   os.Getenv("HOOKLINE_MASTER_KEY"),
-		Policy:      policy,
-		Logger:      logger,
-		PprofAddr:   *pprofAddr,
+		DataDir:       *data,
+		Store:         *store,
+		StoreSchema:   *schema,
+		GRPCAddr:      *grpcAddr,
+		HTTPAddr:      *httpAddr,
+		TLSCertFile:   *tlsCert,
+		TLSKeyFile:    *tlsKey,
+		Node:          nodeCfg,
+		AdminToken:    admin,
+		MasterKey:     os.Getenv("HOOKLINE_MASTER_KEY"),
+		MasterKeyFile: *masterKeyFile,
+		Policy:        policy,
+		Logger:        logger,
+		PprofAddr:     *pprofAddr,
 
 		HTTPReadTimeout:      *readTimeout,
 		MaxInFlight:          *maxInFlight,
