@@ -42,7 +42,7 @@ func newLimiter(total, perCaller int, bodyBytes int64) *limiter {
 	return &limiter{total: total, perCaller: perCaller, bodies: semaphore.NewWeighted(bodyBytes), byCaller: map[string]int{}}
 }
 
-// callerKey names the caller a per-caller bound counts: a tenant's keys
+// limitKey names the caller a per-caller bound counts: a tenant's keys
 // share one bound.
 func limitKey(c Caller) string {
 	if c.Admin {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,6 +111,27 @@ func TestAPIOverTLS(t *testing.T) {
 			return s, s == 2
 		})
 		t.Logf("serving certificate serial %d after the renewal", serial)
+	})
+	t.Run("a renewal that does not load keeps the certificate served", func(t *testing.T) {
+		if err := os.WriteFile(certPath, []byte("-----BEGIN CERTIFICATE-----\nnot a certificate\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The files are looked at once a second: two seconds of new
+		// handshakes all get serial 2, and the node logs the failure.
+		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			conn, err := tls.Dial("tcp", n.grpcAddr, &tls.Config{RootCAs: pool, NextProtos: []string{"h2"}})
+			if err != nil {
+				t.Fatalf("handshake after a broken renewal: %v", err)
+			}
+			s := conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
+			conn.Close()
+			if s != 2 {
+				t.Fatalf("serving serial %d, want 2", s)
+			}
+		}
+		if !strings.Contains(n.output(), "tls certificate files changed but do not load") {
+			t.Fatalf("the node did not say the renewal failed:\n%s", n.output())
+		}
 	})
 }
 
