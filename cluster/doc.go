@@ -51,6 +51,12 @@
 //     that loop also reads the remote's block list without the lock it is
 //     written under. The node leaves that loop idle (once a day, no
 //     heartbeat expiry): memberlist is the one source of liveness.
+//   - protoactor's endpoint reader checks the remote's block list without
+//     its lock on every inbound connection (BlockList.IsBlocked), while a
+//     member leaving writes it under the lock: a data race the race
+//     detector can report in a node that accepted connections from a
+//     member that then leaves. It is protoactor's; the in-process tests
+//     stop the in-process node before the child members it talked to.
 //   - protoactor's disthash lookup swaps its hash table without
 //     synchronisation while requests read it, waits a fixed five seconds
 //     for activations, and can crash its placement actor on an unknown

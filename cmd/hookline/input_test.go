@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/hookline/hookline/actors/seal"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/embedded"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -149,8 +150,9 @@ func TestBadInputRefused(t *testing.T) {
 	})
 
 	n.stop(t)
-	// The log holds the setup only: two tenants (created, key issued) and
-	// the two endpoints. No event stream, no other endpoint or tenant.
+	// The log holds the setup only: two tenants (created, key issued), the
+	// endpoints and the node's master key registration. No event stream,
+	// no other endpoint or tenant.
 	l, err := embedded.Open(embedded.Config{Dir: filepath.Join(data, "log")})
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +169,7 @@ func TestBadInputRefused(t *testing.T) {
 		}
 	}
 	slices.Sort(streams)
-	want := []string{events.TenantStream("acme"), events.TenantStream("globex")}
+	want := []string{events.TenantStream("acme"), events.TenantStream("globex"), seal.RegistryStream}
 	for _, id := range mine {
 		want = append(want, events.EndpointStream(id))
 	}
@@ -175,8 +177,8 @@ func TestBadInputRefused(t *testing.T) {
 	if !slices.Equal(streams, want) {
 		t.Fatalf("the log holds streams %v, want only %v", streams, want)
 	}
-	if len(recs) != 7 {
-		t.Fatalf("the log holds %d events, want 7 (2 × TenantCreated + ApiKeyIssued, 3 × EndpointCreated)", len(recs))
+	if len(recs) != 8 {
+		t.Fatalf("the log holds %d events, want 8 (2 × TenantCreated + ApiKeyIssued, 3 × EndpointCreated, MasterKeyRegistered)", len(recs))
 	}
 }
 
