@@ -31,6 +31,14 @@ func (c *Client) RevokeAPIKey(ctx context.Context, req *controlv1.RevokeApiKeyRe
 	return call(ctx, c, "revoke api key", idempotent, req, c.tenants.RevokeApiKey)
 }
 
+// ResealSecrets seals every live endpoint secret under the node's current
+// master key and retires the keys no secret is sealed under any more: the
+// last step of a master key rotation. Admin token only. Not retried: it
+// takes as long as there are endpoints; run it again if it did not finish.
+func (c *Client) ResealSecrets(ctx context.Context) (*controlv1.ResealSecretsResponse, error) {
+	return call(ctx, c, "reseal secrets", once, &controlv1.ResealSecretsRequest{}, c.tenants.ResealSecrets)
+}
+
 // SetQuota changes a tenant's quota. Admin token only. Retried.
 func (c *Client) SetQuota(ctx context.Context, req *controlv1.SetQuotaRequest) (*controlv1.Tenant, error) {
 	return call(ctx, c, "set quota", idempotent, req, c.tenants.SetQuota)

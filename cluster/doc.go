@@ -51,6 +51,12 @@
 //     that loop also reads the remote's block list without the lock it is
 //     written under. The node leaves that loop idle (once a day, no
 //     heartbeat expiry): memberlist is the one source of liveness.
+//   - protoactor's endpoint reader checks the remote's block list without
+//     its lock on every inbound connection (BlockList.IsBlocked), while a
+//     member leaving writes it under the lock: a data race the race
+//     detector can report in a node that accepted connections from a
+//     member that then leaves. It is protoactor's; the in-process tests
+//     stop the in-process node before the child members it talked to.
 //   - protoactor's disthash lookup swaps its hash table without
 //     synchronisation while requests read it, waits a fixed five seconds
 //     for activations, and can crash its placement actor on an unknown
@@ -68,6 +74,23 @@
 //   - protoactor registers protobuf files named actor.proto, cluster.proto
 //     and so on; Hookline's own files live under hookline/v1/, so the names
 //     never clash.
+//
+// # The cluster's own traffic
+//
+// The cluster port (protoactor's remote) carries grain commands, among them
+// IssueKey and Rotate, whose answers hold secrets, so members authenticate
+// each other and nothing travels in clear (credentials.go). From the
+// cluster's shared secrets (Config.Secrets, HOOKLINE_CLUSTER_SECRET) every
+// member derives a cluster CA (an ed25519 key by HKDF, and a self-signed
+// certificate) and at start issues itself a certificate for a fresh key,
+// signed by it; the remote runs TLS 1.3 with client certificates required
+// and checked against the CAs, both ways. A second derived key encrypts
+// and authenticates gossip (memberlist's keyring), which refuses packets in
+// clear. A process without the secret cannot join, cannot complete a
+// handshake on the cluster port, and so cannot send a grain a message.
+// protoactor's remote takes the TLS credentials as its gRPC server and dial
+// options (remote.WithServerOptions, remote.WithDialOptions). A node
+// without secrets may listen only on loopback, unless Config.Insecure.
 //
 // # Stopping
 //

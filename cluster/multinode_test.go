@@ -32,6 +32,10 @@ import (
 // When stdin closes (the parent went away) it stops and exits.
 const childEnv = "HOOKLINE_CLUSTER_TEST_CHILD" // value: seeds, comma separated
 
+// childSecretEnv, when set, is the child's cluster secret (the format of
+// cluster.ParseSecrets).
+const childSecretEnv = "HOOKLINE_CLUSTER_TEST_SECRET"
+
 func TestMain(m *testing.M) {
 	if seeds, ok := os.LookupEnv(childEnv); ok {
 		os.Exit(runChild(seeds))
@@ -40,8 +44,17 @@ func TestMain(m *testing.M) {
 }
 
 func runChild(seeds string) int {
+	cfg := testConfig(strings.Split(seeds, ","))
+	if spec := os.Getenv(childSecretEnv); spec != "" {
+		secrets, err := cluster.ParseSecrets(spec)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child node:", err)
+			return 1
+		}
+		cfg.Secrets = secrets
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	n, err := cluster.Start(ctx, testConfig(strings.Split(seeds, ",")))
+	n, err := cluster.Start(ctx, cfg)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child node:", err)
@@ -96,8 +109,15 @@ type child struct {
 
 func startChild(t *testing.T, seeds ...string) *child {
 	t.Helper()
+	return startChildWith(t, "", seeds...)
+}
+
+// startChildWith starts a child whose cluster secret is secret (none when
+// empty).
+func startChildWith(t *testing.T, secret string, seeds ...string) *child {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(seeds, ","),
+	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(seeds, ","), childSecretEnv+"="+secret,
 		// The race detector pauses a second at exit by default.
 		"GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
 	cmd.Stderr = os.Stderr

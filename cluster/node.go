@@ -15,6 +15,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	grpccreds "google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/cluster/memberlist"
@@ -95,7 +97,20 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("start node: %w", err)
 	}
-	provider, err := memberlist.New(cfg.gossipConfig())
+	gossip := cfg.gossipConfig()
+	var remoteOpts []remote.ConfigOption
+	var creds *memberCredentials
+	if len(cfg.Secrets) > 0 {
+		var err error
+		if creds, err = newCredentials(cfg.Secrets, time.Now()); err != nil {
+			return nil, fmt.Errorf("start node: %w", err)
+		}
+		gossip.Keys = creds.gossipKeys
+		remoteOpts = append(remoteOpts,
+			remote.WithServerOptions(grpc.Creds(grpccreds.NewTLS(creds.server))),
+			remote.WithDialOptions(grpc.WithTransportCredentials(grpccreds.NewTLS(creds.client))))
+	}
+	provider, err := memberlist.New(gossip)
 	if err != nil {
 		return nil, fmt.Errorf("start node: %w", err)
 	}
@@ -106,7 +121,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return slog.New(minLevel{Handler: cfg.Logger.Handler(), min: slog.LevelWarn}).
 			With(slog.String("component", "protoactor"), slog.String("member_id", s.ID))
 	}))
-	rc := remote.Configure(cfg.Host, cfg.remotePort())
+	rc := remote.Configure(cfg.Host, cfg.remotePort(), remoteOpts...)
 	rc.MaxRetryCount = remoteRetries
 	lk := &lookup{activationTimeout: cfg.RequestTimeout, partitioned: cfg.PartitionedKind}
 	if cfg.OnPartitions != nil {
@@ -142,7 +157,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.log.Info("cluster node started",
 		slog.String("address", n.Address()),
 		slog.String("gossip_address", n.GossipAddress()),
-		slog.Any("kinds", kindNames(cfg.Kinds)))
+		slog.Any("kinds", kindNames(cfg.Kinds)),
+		slog.Bool("secured", creds != nil))
+	switch {
+	case creds != nil:
+		n.log.Info("cluster traffic is authenticated and encrypted: mutual TLS on the remote, encrypted gossip",
+			slog.Any("trusted_ca_ids", creds.caIDs))
+	case !loopbackHost(cfg.Host) || !loopbackHost(cfg.GossipHost):
+		n.log.Warn("!!! cluster traffic is in CLEAR and UNAUTHENTICATED on an address other hosts can reach: anyone who reaches the cluster or gossip port can command this node's grains. Set HOOKLINE_CLUSTER_SECRET on every node !!!")
+	}
 	return n, nil
 }
 

@@ -80,6 +80,21 @@ type Config struct {
 	// memberlist's LAN defaults. Tests shorten them.
 	Gossip memberlist.Timing
 
+	// Secrets are the cluster's shared secrets (at least [MinSecretSize]
+	// random bytes each; [ParseSecrets] reads HOOKLINE_CLUSTER_SECRET), the
+	// first current. From them every member derives a cluster CA, with
+	// which the remote runs mutual TLS, and the key that encrypts gossip:
+	// a process without a secret cannot join, nor send a grain a message.
+	// Required when Host or GossipHost is reachable from other hosts,
+	// unless Insecure. See credentials.go.
+	Secrets [][]byte
+
+	// Insecure lets a node without Secrets listen for the cluster on
+	// addresses other hosts can reach: anyone who reaches them can command
+	// its grains (issue API keys, rotate secrets). Development on a trusted
+	// network only; the node says so loudly at start.
+	Insecure bool
+
 	// Logger receives the node's logs. protoactor's own logs go to it at
 	// warn level and above only; memberlist's at debug. Default
 	// slog.Default().
@@ -98,6 +113,18 @@ func (c Config) Validate() error {
 	}
 	if err := checkPort("GossipPort", c.GossipPort, DefaultGossipPort); err != nil {
 		return err
+	}
+	if len(c.Secrets) == 0 && !c.Insecure {
+		for _, h := range []struct{ field, host string }{{"Host", c.Host}, {"GossipHost", c.GossipHost}} {
+			if !loopbackHost(h.host) {
+				return fmt.Errorf("cluster: %s %q is reachable from other hosts and no cluster secret is set, so anyone who reaches it could command the grains: set Secrets (HOOKLINE_CLUSTER_SECRET, the same on every node), or Insecure for a trusted development network", h.field, h.host)
+			}
+		}
+	}
+	for i, sec := range c.Secrets {
+		if len(sec) < MinSecretSize {
+			return fmt.Errorf("cluster: Secrets[%d] is %d bytes: use at least %d random bytes", i, len(sec), MinSecretSize)
+		}
 	}
 	if c.RequestTimeout < 0 {
 		return fmt.Errorf("cluster: RequestTimeout %v is negative: use a positive duration, or zero for %v", c.RequestTimeout, DefaultRequestTimeout)
@@ -171,6 +198,16 @@ func (c Config) gossipConfig() memberlist.Config {
 		Timing:      c.Gossip,
 		Logger:      c.Logger.With(slog.String("component", "memberlist")),
 	}
+}
+
+// loopbackHost reports whether host (a name or an address) is reachable
+// from this host only.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // remotePort is the port given to protoactor's remote: zero there means a

@@ -19,8 +19,10 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
@@ -41,6 +43,11 @@ import (
 	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/projections/registry"
 )
+
+// ErrNoMasterKey refuses a node on a shared log without a configured
+// master key: a development key file is created per node, so secrets
+// sealed on one node would not open on another.
+var ErrNoMasterKey = errors.New("cluster: a node on a shared log needs a master key, the same on every node: set HOOKLINE_MASTER_KEY (base64 of 32 random bytes; generate one with: head -c 32 /dev/urandom | base64) or HOOKLINE_MASTER_KEY_FILE; without it each node would seal secrets under a development key of its own that the other nodes cannot open")
 
 // ErrEmbeddedJoin refuses a multi-node cluster on the embedded log, which
 // lives in one node's data directory.
@@ -69,13 +76,19 @@ type ServerConfig struct {
 	// defaults 127.0.0.1:7070 and 127.0.0.1:8080 (":0" picks a port).
 	GRPCAddr string
 	HTTPAddr string
+	// TLSCertFile and TLSKeyFile, both or neither, are the PEM certificate
+	// (chain) and key the control API serves gRPC and REST with; they are
+	// reloaded when the files change. Neither means plaintext.
+	TLSCertFile, TLSKeyFile string
 	// Node configures membership and the actor system.
 	Node Config
 	// AdminToken authenticates operators (HOOKLINE_ADMIN_TOKEN).
 	AdminToken string
-	// MasterKey is HOOKLINE_MASTER_KEY; empty means the development key
-	// file in DataDir.
-	MasterKey string
+	// MasterKey is HOOKLINE_MASTER_KEY; MasterKeyFile, a file holding the
+	// same (HOOKLINE_MASTER_KEY_FILE). Neither means the development key
+	// file in DataDir, which a node on a shared log refuses
+	// ([ErrNoMasterKey]).
+	MasterKey, MasterKeyFile string
 	// Policy is the egress policy for endpoint URLs; nil means production
 	// rules.
 	Policy *attempt.Policy
@@ -101,6 +114,14 @@ type ServerConfig struct {
 	// PortalOrigins are the origins allowed to frame the tenant portal
 	// (/console/portal), e.g. https://app.example.com; empty allows none.
 	PortalOrigins []string
+	// MaxInFlight and MaxInFlightPerCaller bound the control API's calls
+	// in flight, in total and per tenant (or admin); zero means the
+	// control package's defaults (512 and 64).
+	MaxInFlight, MaxInFlightPerCaller int
+	// HTTPReadTimeout bounds the reading of a whole REST request, body
+	// included, so that a client trickling its body cannot hold a
+	// connection; default 30 s.
+	HTTPReadTimeout time.Duration
 	// PprofAddr, when set, serves net/http/pprof on its own listener, for
 	// profiling in development. Keep it on loopback: profiles expose the
 	// process's memory and take its CPU. Empty (the default) serves none.
@@ -133,6 +154,7 @@ type Server struct {
 	grpcLis  net.Listener
 	gwConn   *grpc.ClientConn // the REST gateway's connection to grpc
 	httpLis  net.Listener
+	certs    *certFile    // nil unless the API serves TLS
 	pprof    *http.Server // nil unless PprofAddr is set
 	pprofLis net.Listener
 	logger   *slog.Logger
@@ -156,6 +178,9 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.HTTPReadTimeout == 0 {
+		cfg.HTTPReadTimeout = defaultHTTPReadTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -183,12 +208,14 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	s.metrics = newMetrics()
 	s.rawLog = s.log
 	s.log = timedLog{Log: s.log, seconds: s.metrics.appendSeconds}
-	// LoadKeyring says loudly when it creates a development key file.
-	kr, _, err := seal.LoadKeyring(cfg.MasterKey, cfg.DataDir, cfg.Logger)
-	if err != nil {
+	if s.keyring, err = loadKeyring(cfg); err != nil {
 		return nil, err
 	}
-	s.keyring = kr
+	// Before anything is sealed: the secrets in the log must open with
+	// this node's keys, and its current key is registered.
+	if err := seal.CheckLog(ctx, s.log, s.keyring, cfg.Now()); err != nil {
+		return nil, fmt.Errorf("master key: %w", err)
+	}
 
 	s.runner, err = projections.Open(s.log, projections.Config{Dir: filepath.Join(cfg.DataDir, "projections"), FS: cfg.ProjectionsFS, Logger: cfg.Logger, Now: cfg.Now})
 	if err != nil {
@@ -244,9 +271,10 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 
 	s.control, err = control.New(control.Config{
 		Log: s.log, Grains: s.node, Registry: s.registry, Projections: s.runner,
-		History: s.hist, AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: cfg.Logger,
+		History: s.hist, AdminToken: cfg.AdminToken, Keyring: s.keyring, Now: cfg.Now, Logger: cfg.Logger,
 		Portal: s.portal, Cluster: &statuses{srv: s, store: storeKind(cfg.Store), timeout: s.node.cfg.RequestTimeout},
 		AuditLink: auditLink, AuditUI: auditUI,
+		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerCaller: cfg.MaxInFlightPerCaller,
 	})
 	if err != nil {
 		return nil, err
@@ -254,11 +282,24 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
 		return nil, fmt.Errorf("grpc listen %s: %w", cfg.GRPCAddr, err)
 	}
+	s.grpcLis = netutil.LimitListener(s.grpcLis, maxConns)
 	if s.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
 	}
-	s.grpc = s.control.NewGRPCServer()
-	s.gwConn, err = grpc.NewClient(s.grpcLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	s.httpLis = netutil.LimitListener(s.httpLis, maxConns)
+	grpcOpts, gwCreds := []grpc.ServerOption(nil), insecure.NewCredentials()
+	if cfg.TLSCertFile != "" || cfg.TLSKeyFile != "" {
+		if cfg.TLSCertFile == "" || cfg.TLSKeyFile == "" {
+			return nil, errors.New("tls: give both the certificate and the key file, or neither")
+		}
+		if s.certs, err = loadCertFile(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Logger, time.Now); err != nil {
+			return nil, err
+		}
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(s.certs.serverConfig())))
+		gwCreds = credentials.NewTLS(s.certs.selfConfig())
+	}
+	s.grpc = s.control.NewGRPCServer(grpcOpts...)
+	s.gwConn, err = grpc.NewClient(s.grpcLis.Addr().String(), grpc.WithTransportCredentials(gwCreds))
 	if err != nil {
 		return nil, fmt.Errorf("gateway connection: %w", err)
 	}
@@ -274,7 +315,17 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	}
 	mux.Handle(console.Path, ch)
 	mux.Handle("/", h)
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       cfg.HTTPReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
+	if s.certs != nil {
+		s.http.TLSConfig = s.certs.serverConfig()
+	}
 	if cfg.PprofAddr != "" {
 		if s.pprofLis, err = net.Listen("tcp", cfg.PprofAddr); err != nil {
 			return nil, fmt.Errorf("pprof listen %s: %w", cfg.PprofAddr, err)
@@ -294,6 +345,33 @@ func pprofMux() *http.ServeMux {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// loadKeyring loads the master keys: HOOKLINE_MASTER_KEY, its file, or,
+// for a node on a log of its own, the development key file in DataDir
+// (which seal.LoadKeyring creates, loudly).
+func loadKeyring(cfg ServerConfig) (*seal.Keyring, error) {
+	switch {
+	case cfg.MasterKey != "" && cfg.MasterKeyFile != "":
+		return nil, errors.New("master key: HOOKLINE_MASTER_KEY and HOOKLINE_MASTER_KEY_FILE are both set: give the key one way")
+	case cfg.MasterKeyFile != "":
+		kr, err := seal.LoadKeyFile(cfg.MasterKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("master key: %w", err)
+		}
+		return kr, nil
+	case strings.TrimSpace(cfg.MasterKey) == "" && sharedLog(cfg):
+		return nil, ErrNoMasterKey
+	}
+	kr, _, err := seal.LoadKeyring(cfg.MasterKey, cfg.DataDir, cfg.Logger)
+	return kr, err
+}
+
+// sharedLog reports whether the node's log is shared with other nodes: a
+// PostgreSQL or KurrentDB store, or a cluster to join.
+func sharedLog(cfg ServerConfig) bool {
+	st := cfg.Store
+	return len(cfg.Node.Seeds) > 0 || strings.HasPrefix(st, "postgres") || strings.HasPrefix(st, "kurrentdb") || strings.HasPrefix(st, "esdb")
 }
 
 func (s *Server) openLog(ctx context.Context) error {
@@ -360,6 +438,9 @@ func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
 // HTTPAddr returns the bound address of the REST API.
 func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
 
+// TLS reports whether the control API serves TLS.
+func (s *Server) TLS() bool { return s.certs != nil }
+
 // Run serves until ctx ends, then stops gracefully: health turns to not
 // serving, the APIs drain, the node leaves the cluster, the projections and
 // the log close. It returns the first error of any part.
@@ -374,7 +455,12 @@ func (s *Server) Run(ctx context.Context) error {
 		g.Go(func() error { return ignoreCancel(l.Run(gctx)) })
 	}
 	g.Go(func() error { return ignoreClosed(s.grpc.Serve(s.grpcLis)) })
-	g.Go(func() error { return ignoreClosed(s.http.Serve(s.httpLis)) })
+	g.Go(func() error {
+		if s.certs != nil {
+			return ignoreClosed(s.http.ServeTLS(s.httpLis, "", ""))
+		}
+		return ignoreClosed(s.http.Serve(s.httpLis))
+	})
 	if s.pprof != nil {
 		g.Go(func() error { return ignoreClosed(s.pprof.Serve(s.pprofLis)) })
 	}
@@ -510,6 +596,19 @@ func (s *Server) drainAttempts(ctx context.Context) {
 		_ = s.runner.WaitFor(ctx, head)
 	}
 }
+
+// Timeouts of the REST listener; see ServerConfig.HTTPReadTimeout.
+const (
+	defaultHTTPReadTimeout = 30 * time.Second
+	// httpWriteTimeout bounds a REST request from the end of its headers
+	// to the end of its answer.
+	httpWriteTimeout = 60 * time.Second
+	// httpIdleTimeout closes a kept-alive connection with no request.
+	httpIdleTimeout = 2 * time.Minute
+	// maxConns caps the open connections of each API listener; over it,
+	// new connections wait in the kernel's backlog.
+	maxConns = 4096
+)
 
 // drainTimeout bounds the wait for running attempts on a graceful stop:
 // one attempt's default timeout.

@@ -120,16 +120,17 @@ func TestTwoNodesShareOneLog(t *testing.T) {
 	const n = 24
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("ep_%02d", i)
+		name := fmt.Sprintf("ep_%02d", i)
 		via := a
 		if i%2 == 1 {
 			via = b
 		}
 		// b's registry may not have applied the key yet: poll.
-		poll(t, 10*time.Second, "create "+ids[i], func() bool {
-			_, err := controlv1.NewEndpointServiceClient(via.cc).CreateEndpoint(kctx, &controlv1.CreateEndpointRequest{
-				EndpointId: ids[i], Settings: &controlv1.EndpointSettings{Url: "http://127.0.0.1:9/h", EventTypes: []string{"a.b"}},
+		poll(t, 10*time.Second, "create "+name, func() bool {
+			created, err := controlv1.NewEndpointServiceClient(via.cc).CreateEndpoint(kctx, &controlv1.CreateEndpointRequest{
+				EndpointId: name, Settings: &controlv1.EndpointSettings{Url: "http://127.0.0.1:9/h", EventTypes: []string{"a.b"}},
 			})
+			ids[i] = created.GetEndpoint().GetEndpointId()
 			return err == nil
 		})
 	}

@@ -113,7 +113,11 @@ func (v *Verifier) publicKeys() ([]ed25519.PublicKey, error) {
 // Verify checks the webhook headers against body, the raw request body.
 // It returns nil when the timestamp is within the tolerance and at least one
 // signature in webhook-signature matches one of the keys; comparisons are
-// constant-time. Unknown signature versions are skipped.
+// constant-time. As in the specification and its reference library, the
+// signatures are separated by single spaces (a tab or a newline does not
+// separate them), each "version,base64", and webhook-timestamp is the
+// decimal text that was signed. Unknown versions and malformed entries are
+// skipped.
 func (v *Verifier) Verify(headers http.Header, body []byte) error {
 	id := headers.Get(HeaderID)
 	tsText := headers.Get(HeaderTimestamp)
@@ -121,8 +125,8 @@ func (v *Verifier) Verify(headers http.Header, body []byte) error {
 	if id == "" || tsText == "" || sigs == "" {
 		return ErrMissingHeaders
 	}
-	ts, err := strconv.ParseInt(tsText, 10, 64)
-	if err != nil {
+	ts, ok := parseTimestamp(tsText)
+	if !ok {
 		return ErrInvalidTimestamp
 	}
 	now := time.Now
@@ -157,30 +161,34 @@ func (v *Verifier) Verify(headers http.Header, body []byte) error {
 	msg = append(msg, '.')
 	msg = append(msg, body...)
 
+	// v1 signatures are compared as base64 text, as the reference library
+	// does, so that only the canonical encoding of a MAC matches.
 	macs := make([][]byte, len(secrets))
 	for i, key := range secrets {
 		m := hmac.New(sha256.New, key)
 		m.Write(msg)
-		macs[i] = m.Sum(nil)
+		macs[i] = base64.StdEncoding.AppendEncode(nil, m.Sum(nil))
 	}
 
-	for _, entry := range strings.Fields(sigs) {
+	// The list is separated by single spaces (Standard Webhooks); any
+	// other whitespace is part of an entry, which then matches nothing.
+	for entry := range strings.SplitSeq(sigs, " ") {
 		version, encoded, ok := strings.Cut(entry, ",")
 		if !ok {
-			continue
-		}
-		sig, err := base64.StdEncoding.DecodeString(encoded)
-		if err != nil {
 			continue
 		}
 		switch version {
 		case "v1":
 			for _, mac := range macs {
-				if hmac.Equal(sig, mac) {
+				if hmac.Equal([]byte(encoded), mac) {
 					return nil
 				}
 			}
 		case "v1a":
+			sig, ok := decodeCanonical(encoded)
+			if !ok {
+				continue
+			}
 			for _, pub := range publics {
 				if ed25519.Verify(pub, msg, sig) {
 					return nil
@@ -189,4 +197,32 @@ func (v *Verifier) Verify(headers http.Header, body []byte) error {
 		}
 	}
 	return ErrNoMatchingSignature
+}
+
+// parseTimestamp reads webhook-timestamp: Unix seconds in canonical decimal
+// (digits only, no sign, no leading zero), the text that was signed. A
+// value such as "+1614265330" or "01614265330" would name the same second
+// with other bytes, and is refused.
+func parseTimestamp(s string) (int64, bool) {
+	if s == "" || len(s) > 19 || (s[0] == '0' && len(s) > 1) {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	ts, err := strconv.ParseInt(s, 10, 64)
+	return ts, err == nil
+}
+
+// decodeCanonical decodes standard base64 and accepts it only in its one
+// canonical form: Go's decoder skips CR and LF and, unless strict, ignores
+// the unused bits of the last character.
+func decodeCanonical(s string) ([]byte, bool) {
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil || base64.StdEncoding.EncodeToString(b) != s {
+		return nil, false
+	}
+	return b, true
 }

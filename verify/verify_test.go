@@ -113,6 +113,71 @@ func TestVerify(t *testing.T) {
 			body:     specBody,
 		},
 		{
+			name:     "tab-separated list",
+			verifier: verify.Verifier{Secrets: []string{specSecret}},
+			headers:  headers(specID, specTimestamp, otherSig+"\t"+refSig),
+			body:     specBody,
+			want:     verify.ErrNoMatchingSignature,
+		},
+		{
+			name:     "newline-separated list",
+			verifier: verify.Verifier{Secrets: []string{specSecret}},
+			headers:  headers(specID, specTimestamp, otherSig+"\n"+refSig),
+			body:     specBody,
+			want:     verify.ErrNoMatchingSignature,
+		},
+		{
+			name:     "double space between signatures",
+			verifier: verify.Verifier{Secrets: []string{specSecret}},
+			headers:  headers(specID, specTimestamp, otherSig+"  "+refSig),
+			body:     specBody,
+		},
+		{
+			name:     "newline inside the base64",
+			verifier: verify.Verifier{Secrets: []string{specSecret}},
+			headers:  headers(specID, specTimestamp, specSignature[:10]+"\n"+specSignature[10:]),
+			body:     specBody,
+			want:     verify.ErrNoMatchingSignature,
+		},
+		{
+			name:     "non-canonical base64 (unused bits set)",
+			verifier: verify.Verifier{Secrets: []string{specSecret}},
+			// The MAC's last base64 character before '=' carries two unused
+			// bits; 'E' -> 'F' sets one and decodes to the same bytes.
+			headers: headers(specID, specTimestamp, strings.Replace(specSignature, "1OE=", "1OF=", 1)),
+			body:    specBody,
+			want:    verify.ErrNoMatchingSignature,
+		},
+		{
+			name:     "trailing field after the signature",
+			verifier: verify.Verifier{Secrets: []string{specSecret}},
+			headers:  headers(specID, specTimestamp, specSignature+",x"),
+			body:     specBody,
+			want:     verify.ErrNoMatchingSignature,
+		},
+		{
+			name:     "timestamp with a plus sign",
+			verifier: verify.Verifier{Secrets: []string{specSecret}},
+			headers: func() http.Header {
+				h := headers(specID, specTimestamp, specSignature)
+				h.Set(verify.HeaderTimestamp, "+"+strconv.Itoa(specTimestamp))
+				return h
+			}(),
+			body: specBody,
+			want: verify.ErrInvalidTimestamp,
+		},
+		{
+			name:     "timestamp with a leading zero",
+			verifier: verify.Verifier{Secrets: []string{specSecret}},
+			headers: func() http.Header {
+				h := headers(specID, specTimestamp, specSignature)
+				h.Set(verify.HeaderTimestamp, "0"+strconv.Itoa(specTimestamp))
+				return h
+			}(),
+			body: specBody,
+			want: verify.ErrInvalidTimestamp,
+		},
+		{
 			name:     "ed25519",
 			verifier: verify.Verifier{PublicKeys: []string{publicKey(seed)}},
 			headers:  headers(specID, specTimestamp, ed25519Sign(seed, specID, specTimestamp, specBody)),

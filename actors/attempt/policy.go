@@ -147,10 +147,17 @@ func (p *Policy) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
 }
 
 // resolve looks host up and checks every answer. All must pass.
+//
+// Its errors go back to the tenant that registered the URL (at
+// registration, and in the delivery history at every attempt), so they
+// never name a resolved address, its range, or the resolver: a refused
+// answer says only that the host resolves to a non-public address, and a
+// failed lookup only why it failed. Otherwise registrations would map the
+// node's internal DNS view.
 func (p *Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	answers, err := p.resolver().LookupIPAddr(ctx, host)
 	if err != nil {
-		return nil, fmt.Errorf("%w %s: %w", ErrResolve, host, err)
+		return nil, fmt.Errorf("%w %s: %s", ErrResolve, host, lookupReason(err))
 	}
 	if len(answers) == 0 {
 		return nil, fmt.Errorf("%w %s: no addresses", ErrResolve, host)
@@ -162,14 +169,12 @@ func (p *Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error)
 		addr, ok := netip.AddrFromSlice(a.IP)
 		addr = addr.Unmap()
 		if !ok {
-			return nil, fmt.Errorf("%w %s: malformed answer %q", ErrResolve, host, a.IP)
+			return nil, fmt.Errorf("%w %s: malformed answer", ErrResolve, host)
 		}
 		if err := p.CheckAddr(addr); err != nil {
 			var pe *PolicyError
 			if errors.As(err, &pe) {
-				// "address X is …" becomes "host H resolves to X, which is …".
-				detail := strings.Replace(strings.TrimPrefix(pe.Detail, "address "), " is ", ", which is ", 1)
-				return nil, blocked(pe.Rule, "host %s resolves to %s", host, detail)
+				return nil, blocked(pe.Rule, "host %s resolves to an address that is not public; webhook endpoints must resolve only to public unicast addresses", host)
 			}
 			return nil, err
 		}
@@ -178,8 +183,29 @@ func (p *Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error)
 	return addrs, nil
 }
 
+// lookupReason says why a lookup failed without the resolver's own text,
+// which names the DNS server's address.
+func lookupReason(err error) string {
+	var de *net.DNSError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return "lookup cancelled or timed out"
+	case errors.As(err, &de) && de.IsNotFound:
+		return "no such host"
+	case errors.As(err, &de) && de.IsTimeout:
+		return "DNS timed out"
+	}
+	return "DNS lookup failed"
+}
+
+// MaxURLLength is the longest endpoint URL the policy admits, in bytes.
+const MaxURLLength = 2048
+
 // checkStatic applies every rule that needs no DNS.
 func (p *Policy) checkStatic(raw string) (target, error) {
+	if len(raw) > MaxURLLength {
+		return target{}, blocked(RuleURL, "the URL is %d characters long; use at most %d", len(raw), MaxURLLength)
+	}
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
 		// url.Error repeats the whole URL; say only why it failed.

@@ -3,7 +3,9 @@ package attempt_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/hookline/hookline/actors/attempt"
@@ -197,7 +199,12 @@ func TestCheckURLErrorMessages(t *testing.T) {
 		{
 			name: "resolved private",
 			raw:  "https://mixed.example.com/",
-			want: "url: host mixed.example.com resolves to 10.0.0.1, which is a private address (10.0.0.0/8); webhook endpoints must resolve only to public unicast addresses",
+			want: "url: host mixed.example.com resolves to an address that is not public; webhook endpoints must resolve only to public unicast addresses",
+		},
+		{
+			name: "too long",
+			raw:  "https://hooks.example.com/" + strings.Repeat("a", 100000),
+			want: "url: the URL is 100026 characters long; use at most 2048",
 		},
 		{
 			name: "single label",
@@ -247,6 +254,55 @@ func TestCheckURLResolveFailure(t *testing.T) {
 			}
 		})
 	}
+}
+
+// resolverFunc is a resolver made of a function, for failures the map
+// resolver cannot give.
+type resolverFunc func(ctx context.Context, host string) ([]net.IPAddr, error)
+
+func (f resolverFunc) LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error) {
+	return f(ctx, host)
+}
+
+// TestCheckURLRevealsNoAddress: a refusal goes back to the tenant that
+// registered the URL, so it must not name what the host resolved to (nor
+// its range), nor the node's DNS server: that would map the internal DNS
+// view one registration at a time.
+func TestCheckURLRevealsNoAddress(t *testing.T) {
+	answers := map[string][]string{
+		"mixed.example.com":    {"93.184.216.34", "10.0.0.1"},
+		"private.example.com":  {"192.168.1.10"},
+		"loopback.example.com": {"127.0.0.1"},
+		"meta.example.com":     {"169.254.169.254"},
+		"ula.example.com":      {"fd12:3456::7"},
+		"mapped.example.com":   {"::ffff:10.1.2.3"},
+	}
+	for host, addrs := range answers {
+		t.Run(host, func(t *testing.T) {
+			p := &attempt.Policy{Resolver: newFakeResolver(answers)}
+			_, err := p.CheckURL(context.Background(), "https://"+host+"/in")
+			if !errors.Is(err, attempt.ErrBlocked) {
+				t.Fatalf("CheckURL error = %v, want ErrBlocked", err)
+			}
+			for _, a := range append(addrs, "10.0.0.0", "192.168.", "127.0.0", "169.254", "fd00", "fc00", "/8", "/16", "/7") {
+				if a != "93.184.216.34" && strings.Contains(err.Error(), a) {
+					t.Errorf("error %q names %q", err, a)
+				}
+			}
+		})
+	}
+	t.Run("resolver failure", func(t *testing.T) {
+		p := &attempt.Policy{Resolver: resolverFunc(func(_ context.Context, host string) ([]net.IPAddr, error) {
+			return nil, &net.DNSError{Err: "server misbehaving", Name: host, Server: "10.53.0.2:53", IsTemporary: true}
+		})}
+		_, err := p.CheckURL(context.Background(), "https://internal.example.com/in")
+		if !errors.Is(err, attempt.ErrResolve) {
+			t.Fatalf("CheckURL error = %v, want ErrResolve", err)
+		}
+		if strings.Contains(err.Error(), "10.53.0.2") || strings.Contains(err.Error(), "misbehaving") {
+			t.Errorf("error %q repeats the resolver's own message", err)
+		}
+	})
 }
 
 func TestCheckURLAllowPrivate(t *testing.T) {

@@ -157,6 +157,8 @@ func (s *State) Decide(identity string, cmd *controlv1.EndpointCommand, env Env)
 		return Decision{Events: []proto.Message{&hooklinev1.EndpointDeleted{
 			TenantId: s.TenantID, EndpointId: identity, IssuedBy: by, At: at,
 		}}}, nil
+	case *controlv1.EndpointCommand_Reseal:
+		return s.decideReseal(c.Reseal, by, env)
 	case *controlv1.EndpointCommand_Replay, *controlv1.EndpointCommand_Recover, *controlv1.EndpointCommand_GetRecovery:
 		// TODO(delivery engine): replay and bulk recovery come with the
 		// delivery loop.
@@ -194,6 +196,8 @@ func innerRequest(cmd *controlv1.EndpointCommand) interface {
 		return c.GetRecovery
 	case *controlv1.EndpointCommand_Replay:
 		return replayIDs{c.Replay}
+	case *controlv1.EndpointCommand_Reseal:
+		return c.Reseal
 	}
 	return nil
 }

@@ -131,12 +131,13 @@ func TestGrainLifecycle(t *testing.T) {
 		t.Fatalf("other tenant: %v", rep)
 	}
 
-	// Update: a blocked URL is refused with the policy's message and
-	// nothing is written; a description raises config_version to 2.
+	// Update: a blocked URL is refused with the policy's message, which
+	// does not name the address the host resolved to, and nothing is
+	// written; a description raises config_version to 2.
 	rep = ask(t, sys, pid, cmd("acme", &controlv1.UpdateEndpointRequest{
 		Settings: &controlv1.EndpointSettings{Url: "https://evil.example.com/"}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"settings.url"}},
 	}))
-	if e := rep.GetError(); e.GetCode() != controlv1.GrainError_CODE_INVALID_ARGUMENT || e.GetField() != "settings.url" || !strings.Contains(e.GetMessage(), "10.1.2.3") {
+	if e := rep.GetError(); e.GetCode() != controlv1.GrainError_CODE_INVALID_ARGUMENT || e.GetField() != "settings.url" || !strings.Contains(e.GetMessage(), "not public") || strings.Contains(e.GetMessage(), "10.1.2.3") {
 		t.Fatalf("blocked update: %v", rep)
 	}
 	rep = mustOK(t, ask(t, sys, pid, cmd("acme", &controlv1.UpdateEndpointRequest{

@@ -84,6 +84,10 @@ func (s *State) Apply(msg proto.Message) {
 			s.Secrets[i].ExpiresAt = e.GetPreviousExpiresAt().AsTime()
 		}
 		s.addSecret(e.GetSecret(), e.GetAt().AsTime())
+	case *hooklinev1.SecretResealed:
+		if i := s.secretIndex(e.GetSecret().GetVersion()); i >= 0 {
+			s.Secrets[i].Sealed = proto.CloneOf(e.GetSecret())
+		}
 	case *hooklinev1.SecretRetired:
 		if i := s.secretIndex(e.GetVersion()); i >= 0 {
 			s.Secrets = slices.Delete(s.Secrets, i, i+1)

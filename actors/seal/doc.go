@@ -6,8 +6,10 @@
 // # Where it sits
 //
 // cmd loads a [Keyring] at start with [LoadKeyring] (from HOOKLINE_MASTER_KEY,
-// or, in development, from a key file created in the data directory) and hands
-// it to actors/endpoint through its Config. Nothing else imports this package.
+// or, in development, from a key file created in the data directory) or
+// [LoadKeyFile] (HOOKLINE_MASTER_KEY_FILE), checks it against the log with
+// [CheckLog], and hands it to actors/endpoint through its Config and to the
+// control API for the reseal.
 //
 // # Keys, ids and rotation
 //
@@ -15,6 +17,25 @@
 // keyring can hold older keys beside the current one: new values are sealed
 // under the current key, old ones still open under theirs. Dropping a key from
 // the keyring crypto-shreds every value sealed under it.
+//
+// # Which keys the log needs
+//
+// A node on a shared log must hold every key its secrets are sealed under,
+// or every attempt of their endpoints fails there. [RegistryStream]
+// records the keys: at start, [CheckLog] refuses a node that lacks a
+// registered key that is not retired (or holds another key under its id,
+// or whose current key is retired), then registers the node's current key
+// before anything is sealed under it.
+//
+// # Rotating the master key
+//
+// Without downtime, in three steps: every node gets the new key first and
+// the old one after it, one restart at a time (secrets sealed under either
+// open everywhere); `hookline keys reseal` has every endpoint grain seal its
+// live secrets anew under the new key (the same secrets: receivers see no
+// change) and then [RetireOthers] retires the old key; every node drops it.
+// A grain on a node whose current key differs refuses the reseal, and then
+// nothing is retired.
 //
 // # Binding
 //

@@ -79,6 +79,13 @@ func LoadKeyring(env, dataDir string, logger *slog.Logger) (kr *Keyring, created
 	return kr, true, nil
 }
 
+// LoadKeyFile reads the master keys from a file (HOOKLINE_MASTER_KEY_FILE,
+// for a key mounted as a file): keys in the format of [ParseKeys], one per
+// line or comma-separated, the current one first. Like the development key
+// file, it is refused, wrapping [ErrKeyFileMode], when group or others may
+// read or write it.
+func LoadKeyFile(path string) (*Keyring, error) { return readKeyFile(path) }
+
 func readKeyFile(path string) (*Keyring, error) {
 	f, err := os.Open(path)
 	if err != nil {

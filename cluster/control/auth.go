@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/hookline/hookline/cluster/portal"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
@@ -52,31 +53,98 @@ func HashKey(key string) []byte {
 	return h[:]
 }
 
-// authenticate is the unary interceptor that resolves the bearer token of
-// every call except health checks and reflection.
-func (s *Server) authenticate(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if strings.HasPrefix(info.FullMethod, "/"+grpc_health_v1.Health_ServiceDesc.ServiceName+"/") {
-		return handler(ctx, req)
+// Authentication happens before a request's body is read. Over gRPC,
+// the tap (authenticateStream's InTapHandle) resolves the bearer token from
+// the headers alone, when a call's stream opens: a call without valid
+// credentials is refused before its message is received, let alone
+// decoded, and so is a call over the caller's or the node's bound of calls
+// in flight. The unary and stream interceptors then find the caller in the
+// context. Over REST the same check runs in the handler before the body
+// (see gateway.go). Only health checks are open to anyone.
+
+// isOpen reports whether a gRPC method needs no credentials: health
+// checks, which load balancers make.
+func isOpen(fullMethod string) bool {
+	return strings.HasPrefix(fullMethod, "/"+grpc_health_v1.Health_ServiceDesc.ServiceName+"/")
+}
+
+// tap is the gRPC InTapHandle: it authenticates a call from its headers
+// and admits it under the limits, before any of its message is read. The
+// call's slot is freed when its context ends.
+func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if isOpen(info.FullMethodName) {
+		return ctx, nil
 	}
-	c, err := s.caller(ctx)
+	c, err := s.callerFromToken(ctx, bearer(info.Header.Get("authorization")...))
 	if err != nil {
 		return nil, err
 	}
+	if err := allow(c, info.FullMethodName); err != nil {
+		return nil, err
+	}
+	release, err := s.grpcLimits.acquire(c)
+	if err != nil {
+		return nil, err
+	}
+	releaseWith(ctx, release)
+	return context.WithValue(ctx, callerKey{}, c), nil
+}
+
+// authenticate is the unary interceptor: the tap has put the caller in the
+// context of every call but health checks. A server built without the tap
+// (NewGRPCServer always installs it) would still authenticate here.
+func (s *Server) authenticate(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if isOpen(info.FullMethod) {
+		return handler(ctx, req)
+	}
+	c, ok := CallerFrom(ctx)
+	if !ok {
+		md, _ := metadata.FromIncomingContext(ctx)
+		var err error
+		if c, err = s.callerFromToken(ctx, bearer(md.Get("authorization")...)); err != nil {
+			return nil, err
+		}
+		ctx = context.WithValue(ctx, callerKey{}, c)
+	}
+	// The tap checked it already; a portal token's capabilities are the
+	// one check no call may skip.
 	if err := allow(c, info.FullMethod); err != nil {
 		return nil, err
 	}
-	return handler(context.WithValue(ctx, callerKey{}, c), req)
+	return handler(ctx, req)
 }
 
-func (s *Server) caller(ctx context.Context) (Caller, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	var token string
-	for _, v := range md.Get("authorization") {
+// authenticateStream is the stream interceptor: server reflection, the one
+// streaming service besides health, needs credentials like any call.
+func (s *Server) authenticateStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if _, ok := CallerFrom(ss.Context()); ok || isOpen(info.FullMethod) {
+		return handler(srv, ss)
+	}
+	md, _ := metadata.FromIncomingContext(ss.Context())
+	c, err := s.callerFromToken(ss.Context(), bearer(md.Get("authorization")...))
+	if err != nil {
+		return err
+	}
+	if err := allow(c, info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+// bearer returns the token of the first "Bearer" authorization value.
+func bearer(values ...string) string {
+	for _, v := range values {
 		if t, ok := strings.CutPrefix(v, "Bearer "); ok {
-			token = strings.TrimSpace(t)
-			break
+			return strings.TrimSpace(t)
 		}
 	}
+	return ""
+}
+
+// callerFromToken resolves a bearer token: a portal token, the admin
+// token, compared in constant time, or a live API key, looked up by its
+// hash. Errors are gRPC statuses.
+func (s *Server) callerFromToken(ctx context.Context, token string) (Caller, error) {
 	if token == "" {
 		return Caller{}, status.Error(codes.Unauthenticated, "missing credentials: send the header 'Authorization: Bearer <admin token or API key>'")
 	}
@@ -109,6 +177,11 @@ func tenantFor(ctx context.Context, requested string) (string, Caller, error) {
 	if c.Admin {
 		if requested == "" {
 			return "", c, toStatus(invalid("tenant_id", "is required with the admin token: name the tenant to act for"))
+		}
+		// Stream names are built from it (event-{tenant}.{event}): "a.b"
+		// with event "c" and "a" with event "b.c" would name one stream.
+		if err := checkID("tenant_id", requested); err != nil {
+			return "", c, toStatus(err)
 		}
 		return requested, c, nil
 	}

@@ -7,20 +7,27 @@
 //	                                  ├─▶ events.Log (publish: one append)
 //	                                  └─▶ projections (queries: registry, history)
 //
-// Every request is authenticated first (authenticate): the admin token
+// Every request but health checks is authenticated first, from its
+// headers, before its body is read: over gRPC in the InTapHandle (tap),
+// before the message is received, streams (reflection) included; over REST
+// in guard, which answers 401 at once. The token is the admin token
 // (HOOKLINE_ADMIN_TOKEN), a tenant API key, or a portal token (hlp_…, the
 // tenant portal's short-lived access, portal.go), compared in constant time
-// or looked up by hash. A tenant key or portal token acts only on its own
-// tenant: a resource of another tenant answers NOT_FOUND, never revealing
-// that it exists. A portal token may call only the RPCs of one table
-// (capabilities.go), each with the capability it needs (read,
-// manage_endpoints, replay).
+// or looked up by hash. The same step admits the call under the bounds of
+// calls in flight, per caller (a tenant's keys together, or the admin) and
+// per node (limits.go), and REST caps each route's body at what it needs
+// (gateway.go). A tenant key or portal token acts only on its own tenant: a
+// resource of another tenant answers NOT_FOUND, never revealing that it
+// exists, and endpoint ids a client chooses are scoped to its tenant, so
+// that ALREADY_EXISTS reveals nothing either. A portal token may call only
+// the RPCs of one table (capabilities.go), each with the capability it
+// needs (read, manage_endpoints, replay).
 //
 // Besides the control API proper (control.proto), the server answers the
 // API that the web console needed (console.proto): portal tokens and
 // sessions (portal.go), the operator's tenants and cluster views
 // (operator.go), the audit browser over the log (audit.go) and endpoint
-// health (health.go). Errors
-// become gRPC status codes in one function (status), with messages that name
-// the field and the fix; a rejected request writes nothing.
+// health (health.go). Errors become gRPC status codes in one function
+// (toStatus), with messages that name the field and the fix, REST parse
+// errors included (decode.go); a rejected request writes nothing.
 package control

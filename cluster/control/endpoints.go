@@ -57,24 +57,30 @@ func (s *Server) endpointCommand(ctx context.Context, requestedTenant, endpointI
 }
 
 // CreateEndpoint registers an endpoint; its signing secret is returned once.
+// Without an endpoint_id the endpoint gets a new random id (ep_…); with
+// one, its id is that name scoped to the tenant (see scopedEndpointID), so
+// that no tenant can learn which names another uses.
 func (s *Server) CreateEndpoint(ctx context.Context, req *controlv1.CreateEndpointRequest) (*controlv1.CreateEndpointResponse, error) {
+	tenantID, c, err := tenantFor(ctx, req.GetTenantId())
+	if err != nil {
+		return nil, err
+	}
 	req = cloneOf(req)
 	if req.EndpointId == "" {
 		req.EndpointId = newID("ep_")
+	} else if err := checkEndpointName(req.EndpointId); err != nil {
+		return nil, toStatus(err)
+	} else {
+		req.EndpointId = scopedEndpointID(tenantID, req.EndpointId)
 	}
 	if req.GetSettings() == nil {
 		return nil, toStatus(invalid("settings", "is required: give at least url and event_types"))
 	}
-	for i, t := range req.GetSettings().GetEventTypes() {
-		if t == "*" {
-			continue
-		}
-		if err := checkEventType(fmt.Sprintf("settings.event_types[%d]", i), t); err != nil {
-			return nil, toStatus(err)
-		}
+	if err := checkSettings(req.GetSettings()); err != nil {
+		return nil, toStatus(err)
 	}
-	if c, _ := CallerFrom(ctx); c.Admin {
-		if _, ok, err := s.cfg.Registry.Tenant(req.GetTenantId()); err != nil {
+	if c.Admin {
+		if _, ok, err := s.cfg.Registry.Tenant(tenantID); err != nil {
 			return nil, toStatus(err)
 		} else if !ok {
 			return nil, toStatus(invalid("tenant_id", "names no tenant; create it first with POST /v1/tenants"))
@@ -87,6 +93,24 @@ func (s *Server) CreateEndpoint(ctx context.Context, req *controlv1.CreateEndpoi
 		return nil, err
 	}
 	return &controlv1.CreateEndpointResponse{Endpoint: reply.GetEndpoint(), Secret: reply.GetSecret()}, nil
+}
+
+// checkSettings applies the checks that need no grain to an endpoint's
+// settings (create, or the fields of an update); the grain validates the
+// rest.
+func checkSettings(st *controlv1.EndpointSettings) error {
+	if err := checkURLLength("settings.url", st.GetUrl()); err != nil {
+		return err
+	}
+	for i, t := range st.GetEventTypes() {
+		if t == "*" {
+			continue
+		}
+		if err := checkEventType(fmt.Sprintf("settings.event_types[%d]", i), t); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // GetEndpoint returns an endpoint.
@@ -105,13 +129,8 @@ func (s *Server) UpdateEndpoint(ctx context.Context, req *controlv1.UpdateEndpoi
 	if len(req.GetUpdateMask().GetPaths()) == 0 {
 		return nil, toStatus(invalid("update_mask", "is empty: name the fields to change (over REST, the fields present in the body)"))
 	}
-	for i, t := range req.GetSettings().GetEventTypes() {
-		if t == "*" {
-			continue
-		}
-		if err := checkEventType(fmt.Sprintf("settings.event_types[%d]", i), t); err != nil {
-			return nil, toStatus(err)
-		}
+	if err := checkSettings(req.GetSettings()); err != nil {
+		return nil, toStatus(err)
 	}
 	reply, err := s.endpointCommand(ctx, req.GetTenantId(), req.GetEndpointId(), true, func(c *controlv1.EndpointCommand) {
 		c.Command = &controlv1.EndpointCommand_Update{Update: req}

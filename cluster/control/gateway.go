@@ -3,33 +3,47 @@ package control
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/hookline/hookline/proto"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
-// maxRESTBody caps a REST request body: a batch of events at their cap and
-// their JSON envelope.
-const maxRESTBody = 64 << 20
+// maxOtherBody caps the body of every REST route but publishing: the
+// largest endpoint settings (100 event types, 50 metadata entries, a
+// 2 KiB URL) with JSON's escapes fit.
+const maxOtherBody = 256 << 10
 
 // Handler returns the REST API over conn, a client connection to this
 // node's gRPC server (so that REST calls pass the same authentication): the
 // paths of gateway.yaml, the OpenAPI document at /openapi.json, and health
 // at /healthz. JSON uses the proto field names.
+//
+// Every other request is authenticated from its Authorization header
+// before its body is read, and answered 401 at once without it. Then it
+// must fit the limits of calls in flight (429 for the caller's, 503 for the
+// node's) and its route's body cap, which a declared Content-Length over
+// it meets with 413 at once: one publish's payload in base64 and its
+// envelope for POST /v1/events, a batch's (Config.MaxMessage) for POST
+// /v1/events/batch, 256 KiB elsewhere. Parse errors name the field.
 func (s *Server) Handler(ctx context.Context, conn *grpc.ClientConn) (http.Handler, error) {
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{},
+		}),
+		runtime.WithErrorHandler(func(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+			runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, restError(err))
 		}),
 	)
 	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
@@ -54,21 +68,119 @@ func (s *Server) Handler(ctx context.Context, conn *grpc.ClientConn) (http.Handl
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	mux.Handle("POST /v1/events", rawData(gw, false))
-	mux.Handle("POST /v1/events/batch", rawData(gw, true))
-	mux.Handle("/", gw)
-	return http.MaxBytesHandler(mux, maxRESTBody), nil
+	mux.Handle("POST /v1/events", s.guard(s.publishBodyCap(false), rawData(gw, false)))
+	mux.Handle("POST /v1/events/batch", s.guard(s.publishBodyCap(true), rawData(gw, true)))
+	mux.Handle("/", s.guard(maxOtherBody, gw))
+	return mux, nil
+}
+
+// publishBodyCap is the body cap of a REST publish: its payload in base64
+// (4/3 of the bytes) and 64 KiB of envelope for one event; for a batch,
+// the largest gRPC message in base64 and 1 MiB of JSON framing.
+func (s *Server) publishBodyCap(batch bool) int64 {
+	if batch {
+		return int64(s.cfg.MaxMessage)/3*4 + 1<<20
+	}
+	return int64(s.cfg.MaxPayload)/3*4 + 64<<10
+}
+
+// guard authenticates a REST request from its headers, admits it under
+// the limits, and reads its body, at most limit bytes, before next sees
+// it. Refusals are answered at once, in the gateway's JSON error shape,
+// and close the connection when the client has a body left to send.
+func (s *Server) guard(limit int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.callerFromToken(r.Context(), bearer(r.Header.Values("Authorization")...))
+		if err != nil {
+			refuse(w, err)
+			return
+		}
+		release, err := s.restLimits.acquire(c)
+		if err != nil {
+			refuse(w, err)
+			return
+		}
+		defer release()
+		if r.ContentLength > limit {
+			refuse(w, tooLarge(r, limit))
+			return
+		}
+		reserve := r.ContentLength
+		if reserve < 0 {
+			reserve = limit // chunked: the most it may be
+		}
+		free, err := s.restLimits.reserveBody(reserve)
+		if err != nil {
+			refuse(w, err)
+			return
+		}
+		defer free()
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			refuse(w, tooLarge(r, limit))
+			return
+		case err != nil:
+			// The client went away or was too slow (the server's read
+			// timeout): there is no one to answer.
+			refuse(w, status.Errorf(codes.InvalidArgument, "body: cannot be read: %v", err))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func tooLarge(r *http.Request, limit int64) error {
+	return &httpError{status: http.StatusRequestEntityTooLarge, code: codes.InvalidArgument,
+		msg: fmt.Sprintf("body: is over the %d-byte limit of %s %s; send less (a batch: fewer events)", limit, r.Method, r.URL.Path)}
+}
+
+// httpError is a refusal with its own HTTP status, where the gateway's
+// mapping of the code would say otherwise (413 is INVALID_ARGUMENT's 400
+// there).
+type httpError struct {
+	status int
+	code   codes.Code
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+// refuse answers a request that is refused before the gateway sees it,
+// in the gateway's JSON error shape: {"code":…,"message":…,"details":[]}.
+func refuse(w http.ResponseWriter, err error) {
+	httpStatus, code, msg := http.StatusInternalServerError, codes.Internal, err.Error()
+	var he *httpError
+	if errors.As(err, &he) {
+		httpStatus, code, msg = he.status, he.code, he.msg
+	} else if st, ok := status.FromError(err); ok {
+		httpStatus, code, msg = runtime.HTTPStatusFromCode(st.Code()), st.Code(), st.Message()
+	}
+	switch code {
+	case codes.ResourceExhausted, codes.Unavailable:
+		w.Header().Set("Retry-After", "1")
+	}
+	// Whatever of the body the client still sends is not read: close the
+	// connection rather than let the server drain it.
+	w.Header().Set("Connection", "close")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(httpStatus)
+	b, _ := json.Marshal(map[string]any{"code": int(code), "message": msg, "details": []any{}})
+	_, _ = w.Write(b)
 }
 
 // rawData keeps the exact bytes of a REST publish's JSON "data" value: the
 // gateway would parse it into a google.protobuf.Value and lose number
 // precision and key order, so it is moved, compacted, into "payload" before
-// the gateway sees the request.
+// the gateway sees the request. guard has read and capped the body.
 func rawData(next http.Handler, batch bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
-			http.Error(w, `{"code":3,"message":"request body: `+jsonEscape(err.Error())+`"}`, http.StatusRequestEntityTooLarge)
+			refuse(w, status.Errorf(codes.InvalidArgument, "body: cannot be read: %v", err))
 			return
 		}
 		if out, err := moveData(body, batch); err == nil {
@@ -78,60 +190,4 @@ func rawData(next http.Handler, batch bool) http.Handler {
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
-}
-
-func moveData(body []byte, batch bool) ([]byte, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil {
-		return nil, err
-	}
-	if !batch {
-		if err := moveOne(obj); err != nil {
-			return nil, err
-		}
-		return json.Marshal(obj)
-	}
-	var evs []map[string]json.RawMessage
-	if raw, ok := obj["events"]; ok {
-		if err := json.Unmarshal(raw, &evs); err != nil {
-			return nil, err
-		}
-		for _, ev := range evs {
-			if err := moveOne(ev); err != nil {
-				return nil, err
-			}
-		}
-		raw, err := json.Marshal(evs)
-		if err != nil {
-			return nil, err
-		}
-		obj["events"] = raw
-	}
-	return json.Marshal(obj)
-}
-
-func moveOne(obj map[string]json.RawMessage) error {
-	data, ok := obj["data"]
-	if !ok {
-		return nil
-	}
-	if _, has := obj["payload"]; has {
-		return nil // let validation name the conflict
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, data); err != nil {
-		return err
-	}
-	enc, err := json.Marshal(base64.StdEncoding.EncodeToString(buf.Bytes()))
-	if err != nil {
-		return err
-	}
-	delete(obj, "data")
-	obj["payload"] = enc
-	return nil
-}
-
-func jsonEscape(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b[1 : len(b)-1])
 }

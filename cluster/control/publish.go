@@ -56,14 +56,18 @@ func (s *Server) PublishBatch(ctx context.Context, req *controlv1.PublishBatchRe
 	if n := len(evs); n == 0 || n > s.cfg.MaxBatch {
 		return nil, toStatus(invalid("events", "has %d events; send 1 to %d per batch", n, s.cfg.MaxBatch))
 	}
+	// An event that names another tenant is a caller's mistake that would
+	// otherwise be published for the batch's tenant: refuse the batch
+	// before anything is written.
+	for i, ev := range evs {
+		if t := ev.GetTenantId(); t != "" && t != tenantID {
+			return nil, toStatus(invalid(fmt.Sprintf("events[%d].tenant_id", i),
+				"is %q but the batch publishes for tenant %q; leave it empty or send the event in a batch of its own tenant", t, tenantID))
+		}
+	}
 	out := &controlv1.PublishBatchResponse{Results: make([]*controlv1.PublishResult, len(evs))}
 	one := func(i int) {
-		ev := evs[i]
-		if ev.GetTenantId() != "" && ev.GetTenantId() != tenantID {
-			ev = proto.CloneOf(ev)
-			ev.TenantId = ""
-		}
-		resp, err := s.publish(ctx, tenantID, caller, ev)
+		resp, err := s.publish(ctx, tenantID, caller, evs[i])
 		r := &controlv1.PublishResult{Response: resp}
 		if err != nil {
 			st, _ := status.FromError(toStatus(err))
@@ -147,11 +151,11 @@ func (s *Server) eventOf(tenantID string, caller Caller, req *controlv1.PublishR
 	if err := checkEventType("type", req.GetType()); err != nil {
 		return nil, err
 	}
-	if len(req.GetSchemaVersion()) > 32 {
-		return nil, invalid("schema_version", "is longer than 32 characters")
+	if err := checkSchemaVersion(req.GetSchemaVersion()); err != nil {
+		return nil, err
 	}
-	if len(req.GetObjectId()) > 256 {
-		return nil, invalid("object_id", "is longer than 256 characters")
+	if err := checkText("object_id", req.GetObjectId(), maxObjectIDLen); err != nil {
+		return nil, err
 	}
 	if req.GetObjectVersion() < 0 {
 		return nil, invalid("object_version", "is negative")

@@ -10,9 +10,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hookline/hookline/actors/seal"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/projections/registry"
@@ -64,12 +66,31 @@ type Config struct {
 	// UI (EventStoreDB), and AuditUI names that UI ("eventstoredb").
 	AuditLink func(stream string) string
 	AuditUI   string
+	// Keyring is the node's master keyring, which ResealSecrets reseals
+	// under; nil makes ResealSecrets FAILED_PRECONDITION.
+	Keyring *seal.Keyring
 	// MaxPayload caps an event's payload; default 256 KiB.
 	MaxPayload int
 	// MaxBatch caps the events of one PublishBatch; default 100.
 	MaxBatch int
 	// DeliveryDeadline ends automatic retries of a delivery; default 24 h.
 	DeliveryDeadline time.Duration
+	// MaxInFlight bounds the calls served at once, over gRPC and over REST
+	// each; a call over it is refused with UNAVAILABLE (503). Default
+	// [DefaultMaxInFlight].
+	MaxInFlight int
+	// MaxInFlightPerCaller bounds the calls of one tenant (all its keys)
+	// or of the admin served at once; a call over it is refused with
+	// RESOURCE_EXHAUSTED (429). Default [DefaultMaxInFlightPerCaller].
+	MaxInFlightPerCaller int
+	// MaxBodyBytesInFlight bounds the REST request bodies held at once, in
+	// bytes; a request that would pass it is refused with UNAVAILABLE
+	// (503). Default [DefaultMaxBodyBytesInFlight].
+	MaxBodyBytesInFlight int64
+	// MaxMessage is the largest gRPC request message, in bytes. Default
+	// [DefaultMaxMessage]; the REST bodies' caps follow from it and from
+	// MaxPayload.
+	MaxMessage int
 	// OnPublished, if set, is called after each new publish with its planned
 	// deliveries (the node sends wake hints from it). It must not block.
 	OnPublished func([]*hooklinev1.PlannedDelivery)
@@ -90,6 +111,8 @@ func (c *Config) Validate() error {
 		return errors.New("control: Config.Projections is nil: pass the projection runner")
 	case c.MaxPayload < 0, c.MaxBatch < 0, c.DeliveryDeadline < 0:
 		return errors.New("control: MaxPayload, MaxBatch and DeliveryDeadline must not be negative")
+	case c.MaxInFlight < 0, c.MaxInFlightPerCaller < 0, c.MaxBodyBytesInFlight < 0, c.MaxMessage < 0:
+		return errors.New("control: MaxInFlight, MaxInFlightPerCaller, MaxBodyBytesInFlight and MaxMessage must not be negative (zero means the default)")
 	}
 	return nil
 }
@@ -103,6 +126,18 @@ func (c *Config) defaults() {
 	}
 	if c.DeliveryDeadline == 0 {
 		c.DeliveryDeadline = 24 * time.Hour
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.MaxInFlightPerCaller == 0 {
+		c.MaxInFlightPerCaller = DefaultMaxInFlightPerCaller
+	}
+	if c.MaxBodyBytesInFlight == 0 {
+		c.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
+	if c.MaxMessage == 0 {
+		c.MaxMessage = DefaultMaxMessage
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -126,6 +161,9 @@ type Server struct {
 
 	cfg    Config
 	health *health.Server
+	// grpcLimits and restLimits bound the calls in flight on each side.
+	// A REST call reaches gRPC through the gateway and counts on both.
+	grpcLimits, restLimits *limiter
 }
 
 // New returns a Server.
@@ -134,13 +172,29 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.defaults()
-	return &Server{cfg: cfg, health: health.NewServer()}, nil
+	return &Server{
+		cfg: cfg, health: health.NewServer(),
+		grpcLimits: newLimiter(cfg.MaxInFlight, cfg.MaxInFlightPerCaller, 0),
+		restLimits: newLimiter(cfg.MaxInFlight, cfg.MaxInFlightPerCaller, cfg.MaxBodyBytesInFlight),
+	}, nil
 }
 
 // NewGRPCServer returns a gRPC server with the control services, health and
-// reflection registered, and authentication on every call.
+// reflection registered. Every call but health checks is authenticated
+// and admitted under the limits from its headers, before its message is
+// read (see tap); messages are capped at Config.MaxMessage, a connection
+// serves at most 128 calls at once, and its TLS handshake (opts may carry
+// credentials) must end within 10 s.
 func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
-	opts = append(opts, grpc.ChainUnaryInterceptor(s.authenticate), grpc.MaxRecvMsgSize(16<<20))
+	opts = append(opts,
+		grpc.InTapHandle(s.tap),
+		grpc.ChainUnaryInterceptor(s.authenticate),
+		grpc.ChainStreamInterceptor(s.authenticateStream),
+		grpc.MaxRecvMsgSize(s.cfg.MaxMessage),
+		grpc.MaxConcurrentStreams(128),
+		grpc.ConnectionTimeout(10*time.Second),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute}),
+	)
 	g := grpc.NewServer(opts...)
 	controlv1.RegisterTenantServiceServer(g, s)
 	controlv1.RegisterEndpointServiceServer(g, s)

@@ -141,8 +141,10 @@ type tenantClient struct {
 	endpoints  controlv1.EndpointServiceClient
 	deliveries controlv1.DeliveryServiceClient
 
-	mu      sync.Mutex        // guards planned
-	planned map[string]string // delivery id → endpoint id
+	mu      sync.Mutex        // guards planned, ids and names
+	planned map[string]string // delivery id → endpoint name
+	ids     map[string]string // endpoint name → endpoint id
+	names   map[string]string // endpoint id → endpoint name
 }
 
 // tenant creates a tenant with quota (nil: the defaults) and issues it an
@@ -162,6 +164,7 @@ func (n *e2eNode) tenant(t *testing.T, id string, quota *hooklinev1.Quota) *tena
 		t: t, id: id, key: key.GetApiKey(),
 		events: controlv1.NewEventServiceClient(n.cc), endpoints: controlv1.NewEndpointServiceClient(n.cc),
 		deliveries: controlv1.NewDeliveryServiceClient(n.cc), planned: map[string]string{},
+		ids: map[string]string{}, names: map[string]string{},
 	}
 }
 
@@ -172,7 +175,8 @@ func (c *tenantClient) ctx() context.Context {
 
 // endpoint creates endpoint id, subscribed to eventTypes, delivering to
 // its own path on rc ("/"+id), which answers with respond. tune, if set,
-// adjusts the settings.
+// adjusts the settings. The endpoint's id is id scoped to the tenant; the
+// client's other methods take and give the name id.
 func (c *tenantClient) endpoint(t *testing.T, rc *hookReceiver, id string, eventTypes []string, tune func(*controlv1.EndpointSettings), respond respondFunc) {
 	t.Helper()
 	s := &controlv1.EndpointSettings{Url: rc.url("/" + id), EventTypes: eventTypes}
@@ -186,6 +190,10 @@ func (c *tenantClient) endpoint(t *testing.T, rc *hookReceiver, id string, event
 	if err := rc.handle("/"+id, created.GetSecret(), respond); err != nil {
 		t.Fatal(err)
 	}
+	c.mu.Lock()
+	c.ids[id] = created.GetEndpoint().GetEndpointId()
+	c.names[created.GetEndpoint().GetEndpointId()] = id
+	c.mu.Unlock()
 }
 
 // publish publishes one event and returns the ids of the deliveries it
@@ -206,7 +214,7 @@ func (c *tenantClient) remember(res *controlv1.PublishResponse) []string {
 	defer c.mu.Unlock()
 	var ids []string
 	for _, d := range res.GetDeliveries() {
-		c.planned[d.GetDeliveryId()] = d.GetEndpointId()
+		c.planned[d.GetDeliveryId()] = c.names[d.GetEndpointId()]
 		ids = append(ids, d.GetDeliveryId())
 	}
 	return ids
@@ -246,9 +254,12 @@ func (c *tenantClient) waitDelivery(t *testing.T, id, what string, cond func(*co
 	}
 }
 
-// getEndpoint returns the endpoint as the API shows it.
-func (c *tenantClient) getEndpoint(t *testing.T, id string) *controlv1.Endpoint {
+// getEndpoint returns the endpoint named name as the API shows it.
+func (c *tenantClient) getEndpoint(t *testing.T, name string) *controlv1.Endpoint {
 	t.Helper()
+	c.mu.Lock()
+	id := c.ids[name]
+	c.mu.Unlock()
 	ep, err := c.endpoints.GetEndpoint(c.ctx(), &controlv1.GetEndpointRequest{EndpointId: id})
 	if err != nil {
 		t.Fatalf("get endpoint %s: %v", id, err)

@@ -68,7 +68,7 @@ func TestRotationOverlapThroughAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rot, err := eps.RotateSecret(call, &controlv1.RotateSecretRequest{TenantId: "acme", EndpointId: "ep_rot", OverlapSeconds: 3600})
+	rot, err := eps.RotateSecret(call, &controlv1.RotateSecretRequest{TenantId: "acme", EndpointId: created.GetEndpoint().GetEndpointId(), OverlapSeconds: 3600})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestRotationOverlapThroughAPI(t *testing.T) {
 		t.Fatalf("after rotation: %v", rot.GetEndpoint().GetSecrets())
 	}
 	get := func() *controlv1.Endpoint {
-		ep, err := eps.GetEndpoint(call, &controlv1.GetEndpointRequest{TenantId: "acme", EndpointId: "ep_rot"})
+		ep, err := eps.GetEndpoint(call, &controlv1.GetEndpointRequest{TenantId: "acme", EndpointId: created.GetEndpoint().GetEndpointId()})
 		if err != nil {
 			t.Fatal(err)
 		}

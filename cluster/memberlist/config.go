@@ -48,6 +48,14 @@ type Config struct {
 	// Timing.JoinRetryInterval until one does.
 	Seeds []string
 
+	// Keys encrypt and authenticate gossip (AES-GCM; each 16, 24 or 32
+	// bytes): the first encrypts, every one decrypts, so a new key can be
+	// rolled in before it becomes the first. With keys, a packet or stream
+	// that no key opens, or that comes unencrypted, is dropped: a node
+	// without the cluster's keys cannot join or read the membership. None
+	// means gossip in clear, for loopback and trusted networks only.
+	Keys [][]byte
+
 	// Timing tunes failure detection and gossip; see [Timing].
 	Timing Timing
 
@@ -94,6 +102,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("memberlist: Seeds[%d] %q is not host:port: %w", i, s, err)
 		}
 	}
+	for i, k := range c.Keys {
+		if n := len(k); n != 16 && n != 24 && n != 32 {
+			return fmt.Errorf("memberlist: Keys[%d] is %d bytes: use 16, 24 or 32 (AES-128, -192, -256)", i, n)
+		}
+	}
 	t := c.Timing
 	if t.ProbeInterval < 0 || t.ProbeTimeout < 0 || t.GossipInterval < 0 || t.PushPullInterval < 0 ||
 		t.LeaveTimeout < 0 || t.JoinRetryInterval < 0 || t.SuspicionMult < 0 {
@@ -125,8 +138,8 @@ func (c Config) withDefaults() Config {
 }
 
 // memberlistConfig builds memberlist's configuration for node name; c has
-// its defaults applied.
-func (c Config) memberlistConfig(name string) *hml.Config {
+// its defaults applied and is valid.
+func (c Config) memberlistConfig(name string) (*hml.Config, error) {
 	mc := hml.DefaultLANConfig()
 	mc.Name = name
 	mc.Label = c.ClusterName
@@ -155,7 +168,17 @@ func (c Config) memberlistConfig(name string) *hml.Config {
 		mc.SuspicionMult = t.SuspicionMult
 	}
 	mc.Logger = newStdLogger(c.Logger)
-	return mc
+	if len(c.Keys) > 0 {
+		kr, err := hml.NewKeyring(c.Keys, c.Keys[0])
+		if err != nil {
+			return nil, fmt.Errorf("memberlist: keys: %w", err)
+		}
+		mc.Keyring = kr
+		// Refuse what comes in clear, and never send in clear: a node
+		// without the keys is not half a member.
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
+	return mc, nil
 }
 
 func joinHostPort(host string, port int) string {

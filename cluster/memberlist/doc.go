@@ -39,5 +39,9 @@
 //   - Seeds that do not answer at start are retried in the background, so
 //     nodes that start together in any order still meet.
 //   - Nodes of another cluster are kept apart by memberlist's label (the
-//     cluster name) and by the cluster name in the metadata.
+//     cluster name) and by the cluster name in the metadata. Neither is a
+//     secret: with Config.Keys, gossip is encrypted and authenticated
+//     (memberlist's keyring, AES-GCM) and clear packets are refused
+//     (GossipVerifyIncoming and -Outgoing), so a node without the keys can
+//     neither join nor read the membership.
 package memberlist

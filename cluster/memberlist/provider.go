@@ -104,7 +104,10 @@ func (p *Provider) start(c *pcluster.Cluster, kinds []string, client bool) error
 		return fmt.Errorf("memberlist: %w", err)
 	}
 
-	mc := p.cfg.memberlistConfig(c.ActorSystem.ID)
+	mc, err := p.cfg.memberlistConfig(c.ActorSystem.ID)
+	if err != nil {
+		return err
+	}
 	mc.Delegate = delegate{meta: md}
 	// The channel delegate, not a synchronous one: memberlist calls the
 	// event delegate while holding its node lock, so reading Members() from

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -24,7 +25,6 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/hookline/hookline/actors/seal"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/postgres"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
@@ -50,14 +50,23 @@ func postgresURL(t *testing.T) string {
 
 // fleet is a set of `hookline serve` processes sharing one PostgreSQL log
 // in a schema of their own, dropped when the test ends. Every node gets its
-// own data directory (projections) and the same development master key, so
-// that any node can open the secrets another node sealed. It is used from
-// the test goroutine only.
+// own data directory (projections), the fleet's master key (a node on a
+// shared log refuses to start without one) and the fleet's cluster secret,
+// so that its members authenticate each other and encrypt their gossip, as
+// in production. It is used from the test goroutine only.
 type fleet struct {
-	t      *testing.T
-	dsn    string
-	schema string
-	key    []byte // the master key file of the first node, copied to the others
+	t         *testing.T
+	dsn       string
+	schema    string
+	masterKey string // HOOKLINE_MASTER_KEY of every node
+	secret    string // HOOKLINE_CLUSTER_SECRET of every node
+}
+
+// randomBase64 is the base64 of n random bytes: a key or a secret.
+func randomBase64(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return base64.StdEncoding.EncodeToString(b)
 }
 
 func newFleet(t *testing.T) *fleet {
@@ -65,7 +74,7 @@ func newFleet(t *testing.T) *fleet {
 	dsn := postgresURL(t)
 	b := make([]byte, 6)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	f := &fleet{t: t, dsn: dsn, schema: "t_" + hex.EncodeToString(b)}
+	f := &fleet{t: t, dsn: dsn, schema: "t_" + hex.EncodeToString(b), masterKey: randomBase64(32), secret: randomBase64(32)}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -86,29 +95,21 @@ func newFleet(t *testing.T) *fleet {
 // addresses given (none: a cluster of its own). It logs at debug level:
 // the endpoint grain's "attempt" lines tell which node attempted what.
 func (f *fleet) start(dataDir string, join ...string) *node {
+	f.t.Helper()
+	return f.startWith(dataDir, nil, join...)
+}
+
+// startWith is start with environment variables (KEY=value) that override
+// the fleet's: another master key, another cluster secret.
+func (f *fleet) startWith(dataDir string, env []string, join ...string) *node {
 	t := f.t
 	t.Helper()
-	if f.key != nil {
-		if err := os.MkdirAll(dataDir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dataDir, seal.KeyFileName), f.key, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
 	args := []string{"--store", f.dsn, "--store-schema", f.schema, "--log-level", "debug"}
 	if len(join) > 0 {
 		args = append(args, "--join", strings.Join(join, ","))
 	}
-	n := startNode(t, dataDir, args...)
-	if f.key == nil {
-		key, err := os.ReadFile(filepath.Join(dataDir, seal.KeyFileName))
-		if err != nil {
-			t.Fatalf("the first node's master key file: %v", err)
-		}
-		f.key = key
-	}
-	return n
+	env = append([]string{"HOOKLINE_MASTER_KEY=" + f.masterKey, "HOOKLINE_CLUSTER_SECRET=" + f.secret}, env...)
+	return startNodeEnv(t, dataDir, env, args...)
 }
 
 // stopAll stops the running nodes with SIGTERM, all at once (each takes a
@@ -378,6 +379,7 @@ func createHooks(t *testing.T, a *api, n int, eventType string, settings *contro
 			s.RatePerSecond, s.Burst, s.MaxInFlight = settings.GetRatePerSecond(), settings.GetBurst(), settings.GetMaxInFlight()
 		}
 		created := must(a.endpoints().CreateEndpoint(a.ctx(), &controlv1.CreateEndpointRequest{EndpointId: h.id, Settings: s}))
+		h.id = created.GetEndpoint().GetEndpointId() // the name scoped to the tenant
 		wh, err := standardwebhooks.NewWebhook(created.GetSecret())
 		if err != nil {
 			t.Fatal(err)

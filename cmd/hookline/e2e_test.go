@@ -75,12 +75,19 @@ var servingLine = regexp.MustCompile(`hookline serving" grpc_addr=(\S+) http_add
 // and waits until it says where it serves.
 func startNode(t *testing.T, dataDir string, extra ...string) *node {
 	t.Helper()
+	return startNodeEnv(t, dataDir, nil, extra...)
+}
+
+// startNodeEnv is startNode with more environment variables (KEY=value),
+// which override the defaults (admin token, no master key).
+func startNodeEnv(t *testing.T, dataDir string, env []string, extra ...string) *node {
+	t.Helper()
 	args := append([]string{"serve", "--data", dataDir,
 		"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
 		"--cluster-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0",
 		"--allow-private-targets"}, extra...)
 	cmd := exec.Command(binary(t), args...)
-	cmd.Env = append(os.Environ(), "HOOKLINE_ADMIN_TOKEN="+adminToken, "HOOKLINE_MASTER_KEY=")
+	cmd.Env = append(append(os.Environ(), "HOOKLINE_ADMIN_TOKEN="+adminToken, "HOOKLINE_MASTER_KEY="), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

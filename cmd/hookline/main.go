@@ -55,6 +55,7 @@ var commands = []command{
 	{name: "tenants get", group: groupClient, summary: "show a tenant and its keys", call: tenantsGet},
 	{name: "keys issue", group: groupClient, summary: "issue an API key for a tenant (admin); shown once", call: keysIssue},
 	{name: "keys revoke", group: groupClient, summary: "revoke an API key (admin)", call: keysRevoke},
+	{name: "keys reseal", group: groupClient, summary: "rotate the master key: reseal every endpoint's secrets under the current one (admin)", call: keysReseal},
 	{name: "endpoints create", group: groupClient, summary: "register an endpoint; its secret is shown once", call: endpointsCreate},
 	{name: "endpoints get", group: groupClient, summary: "show an endpoint", call: endpointsGet},
 	{name: "endpoints list", group: groupClient, summary: "list endpoints", call: endpointsList},

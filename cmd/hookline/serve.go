@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hookline/hookline/actors/attempt"
 	"github.com/hookline/hookline/cluster"
@@ -29,6 +30,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	join := fs.String("join", os.Getenv("HOOKLINE_JOIN"), "comma-separated gossip addresses of nodes to join (HOOKLINE_JOIN)")
 	clusterAddr := fs.String("cluster-addr", envOr("HOOKLINE_CLUSTER_ADDR", "127.0.0.1:7980"), "actor remote address, reachable by the other nodes (HOOKLINE_CLUSTER_ADDR)")
 	gossipAddr := fs.String("gossip-addr", envOr("HOOKLINE_GOSSIP_ADDR", "127.0.0.1:7946"), "memberlist gossip address (HOOKLINE_GOSSIP_ADDR)")
+	secretFile := fs.String("cluster-secret-file", os.Getenv("HOOKLINE_CLUSTER_SECRET_FILE"), "file holding the cluster secret(s), as HOOKLINE_CLUSTER_SECRET would; read at start (HOOKLINE_CLUSTER_SECRET_FILE)")
+	insecureCluster := fs.Bool("insecure-cluster", envBool("HOOKLINE_INSECURE_CLUSTER"), "DEVELOPMENT ONLY: let a node without a cluster secret listen for the cluster on addresses other hosts can reach (HOOKLINE_INSECURE_CLUSTER)")
+	masterKeyFile := fs.String("master-key-file", os.Getenv("HOOKLINE_MASTER_KEY_FILE"), "file holding the master key(s), as HOOKLINE_MASTER_KEY would; mode 0600 (HOOKLINE_MASTER_KEY_FILE)")
 	resolver := fs.String("resolver", os.Getenv("HOOKLINE_RESOLVER"), "HOST:PORT of the DNS server for endpoint lookups (HOOKLINE_RESOLVER)")
 	ports := fs.String("allowed-ports", envOr("HOOKLINE_ALLOWED_PORTS", "443"), "comma-separated ports endpoint URLs may use (HOOKLINE_ALLOWED_PORTS)")
 	allowPrivate := fs.Bool("allow-private-targets", envBool("HOOKLINE_ALLOW_PRIVATE_TARGETS"), "DEVELOPMENT ONLY: admit loopback/private targets and plain http (HOOKLINE_ALLOW_PRIVATE_TARGETS)")
@@ -36,6 +40,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	tenantInFlight := fs.Int("tenant-default-in-flight", int(envFloat("HOOKLINE_TENANT_DEFAULT_IN_FLIGHT")), "attempts in flight of a tenant whose quota leaves it 0; 0 means 100 (HOOKLINE_TENANT_DEFAULT_IN_FLIGHT)")
 	pprofAddr := fs.String("pprof-addr", os.Getenv("HOOKLINE_PPROF_ADDR"), "DEVELOPMENT ONLY: serve net/http/pprof on this loopback address, e.g. 127.0.0.1:6060; empty serves none (HOOKLINE_PPROF_ADDR)")
 	portalOrigins := fs.String("portal-origins", os.Getenv("HOOKLINE_PORTAL_ORIGINS"), "comma-separated origins allowed to frame the tenant portal (/console/portal), e.g. https://app.example.com; empty allows none (HOOKLINE_PORTAL_ORIGINS)")
+	tlsCert := fs.String("tls-cert", os.Getenv("HOOKLINE_TLS_CERT"), "PEM certificate (chain) the API serves gRPC and REST with; reloaded when the file changes (HOOKLINE_TLS_CERT)")
+	tlsKey := fs.String("tls-key", os.Getenv("HOOKLINE_TLS_KEY"), "PEM private key of --tls-cert; reloaded when the file changes (HOOKLINE_TLS_KEY)")
+	readTimeout := fs.Duration("http-read-timeout", envDuration("HOOKLINE_HTTP_READ_TIMEOUT"), "longest a REST request may take to arrive, body included; 0 means 30s (HOOKLINE_HTTP_READ_TIMEOUT)")
+	maxInFlight := fs.Int("max-in-flight", int(envFloat("HOOKLINE_MAX_IN_FLIGHT")), "API calls served at once, over gRPC and over REST each; 0 means 512 (HOOKLINE_MAX_IN_FLIGHT)")
+	maxPerCaller := fs.Int("max-in-flight-per-caller", int(envFloat("HOOKLINE_MAX_IN_FLIGHT_PER_CALLER")), "API calls of one tenant (or the admin) served at once; 0 means 64 (HOOKLINE_MAX_IN_FLIGHT_PER_CALLER)")
 	logLevel := fs.String("log-level", envOr("HOOKLINE_LOG_LEVEL", "info"), "debug, info, warn or error (HOOKLINE_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -45,6 +54,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *tenantRate < 0 || *tenantInFlight < 0 || *tenantInFlight > math.MaxInt32 {
 		return fmt.Errorf("--tenant-default-rate and --tenant-default-in-flight must be 0 (the default) or positive")
+	}
+	if *readTimeout < 0 || *maxInFlight < 0 || *maxPerCaller < 0 {
+		return fmt.Errorf("--http-read-timeout, --max-in-flight and --max-in-flight-per-caller must be 0 (the default) or positive")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -66,6 +78,17 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		policy.Resolver = attempt.NewDNSResolver(*resolver)
 	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return fmt.Errorf("--tls-cert and --tls-key go together: give both, or neither for plaintext on loopback")
+	}
+	if *tlsCert == "" {
+		for _, a := range []struct{ flag, addr string }{{"--grpc-addr", *grpcAddr}, {"--http-addr", *httpAddr}} {
+			if !loopback(a.addr) {
+				logger.Warn("!!! the control API is PLAINTEXT on an address other hosts can reach: bearer tokens and the whsec_ secrets it returns cross the network in clear. Give --tls-cert and --tls-key, or listen on loopback behind a TLS proxy !!!",
+					slog.String("flag", a.flag), slog.String("addr", a.addr))
+			}
+		}
+	}
 	if *allowPrivate {
 		logger.Warn("!!! --allow-private-targets is ON: endpoints may point at loopback and private networks and use plain http. DEVELOPMENT AND TESTS ONLY: never run a production node like this !!!")
 	}
@@ -74,22 +97,36 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	nodeCfg.Logger = logger
+	if nodeCfg.Secrets, err = clusterSecrets(os.Getenv("HOOKLINE_CLUSTER_SECRET"), *secretFile); err != nil {
+		return err
+	}
+	nodeCfg.Insecure = *insecureCluster
+	if *insecureCluster && len(nodeCfg.Secrets) == 0 {
+		logger.Warn("!!! --insecure-cluster is ON: the cluster and gossip ports accept anyone who reaches them. DEVELOPMENT ON A TRUSTED NETWORK ONLY !!!")
+	}
 	admin := os.Getenv("HOOKLINE_ADMIN_TOKEN")
 	if admin == "" {
 		logger.Warn("HOOKLINE_ADMIN_TOKEN is not set: the admin API (tenants, keys) is disabled")
 	}
 	srv, err := cluster.NewServer(ctx, cluster.ServerConfig{
-		DataDir:     *data,
-		Store:       *store,
-		StoreSchema: *schema,
-		GRPCAddr:    *grpcAddr,
-		HTTPAddr:    *httpAddr,
-		Node:        nodeCfg,
-		AdminToken:  admin,
-		MasterKey:   os.Getenv("HOOKLINE_MASTER_KEY"),
-		Policy:      policy,
-		Logger:      logger,
-		PprofAddr:   *pprofAddr,
+		DataDir:       *data,
+		Store:         *store,
+		StoreSchema:   *schema,
+		GRPCAddr:      *grpcAddr,
+		HTTPAddr:      *httpAddr,
+		TLSCertFile:   *tlsCert,
+		TLSKeyFile:    *tlsKey,
+		Node:          nodeCfg,
+		AdminToken:    admin,
+		MasterKey:     os.Getenv("HOOKLINE_MASTER_KEY"),
+		MasterKeyFile: *masterKeyFile,
+		Policy:        policy,
+		Logger:        logger,
+		PprofAddr:     *pprofAddr,
+
+		HTTPReadTimeout:      *readTimeout,
+		MaxInFlight:          *maxInFlight,
+		MaxInFlightPerCaller: *maxPerCaller,
 
 		PortalOrigins: splitList(*portalOrigins),
 
@@ -99,7 +136,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("hookline serving", slog.String("grpc_addr", srv.GRPCAddr()), slog.String("http_addr", srv.HTTPAddr()),
+	logger.Info("hookline serving", slog.String("grpc_addr", srv.GRPCAddr()), slog.String("http_addr", srv.HTTPAddr()), slog.Bool("tls", srv.TLS()),
 		slog.String("store", redactDSN(*store)), slog.String("data", *data), slog.String("node_id", srv.Node().ID()))
 	err = srv.Run(ctx)
 	logger.Info("hookline stopped")
@@ -141,9 +178,55 @@ func splitPort(flagName, addr string) (string, int, error) {
 	return host, port, nil
 }
 
+// clusterSecrets reads the cluster secrets from the environment's value or,
+// when that is empty, from file. Errors never show a secret.
+func clusterSecrets(env, file string) ([][]byte, error) {
+	spec := strings.TrimSpace(env)
+	if spec != "" && file != "" {
+		return nil, fmt.Errorf("HOOKLINE_CLUSTER_SECRET and --cluster-secret-file are both set: give the secret one way")
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--cluster-secret-file: %w", err)
+		}
+		spec = strings.Join(strings.Fields(string(b)), ",")
+	}
+	if spec == "" {
+		return nil, nil
+	}
+	secrets, err := cluster.ParseSecrets(spec)
+	if err != nil {
+		return nil, fmt.Errorf("cluster secret: %w", err)
+	}
+	return secrets, nil
+}
+
+// loopback reports whether a listen address (host:port) is reachable from
+// this host only. An empty host or an unspecified address listens on every
+// interface; a name other than localhost may resolve anywhere.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // envFloat reads a number from the environment; unset or not a number is 0.
 func envFloat(key string) float64 {
 	v, _ := strconv.ParseFloat(os.Getenv(key), 64)
+	return v
+}
+
+// envDuration reads a duration from the environment; unset or not a
+// duration is 0.
+func envDuration(key string) time.Duration {
+	v, _ := time.ParseDuration(os.Getenv(key))
 	return v
 }
 

@@ -2732,6 +2732,223 @@ func (x *PortalTokenRevoked) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// SecretResealed replaces the sealed form of a live secret (the same
+// version, the same secret) with one sealed under the current master key,
+// so that the key it was sealed under can be retired. Written by the
+// endpoint grain on a reseal (`hookline keys reseal`).
+type SecretResealed struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	// secret is the same secret, and ed25519 seed if any, sealed anew.
+	Secret        *SealedSecret          `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	IssuedBy      *Actor                 `protobuf:"bytes,4,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretResealed) Reset() {
+	*x = SecretResealed{}
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretResealed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretResealed) ProtoMessage() {}
+
+func (x *SecretResealed) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretResealed.ProtoReflect.Descriptor instead.
+func (*SecretResealed) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SecretResealed) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *SecretResealed) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *SecretResealed) GetSecret() *SealedSecret {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
+func (x *SecretResealed) GetIssuedBy() *Actor {
+	if x != nil {
+		return x.IssuedBy
+	}
+	return nil
+}
+
+func (x *SecretResealed) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+// MasterKeyRegistered records, in stream keyring-master, that secrets in
+// the log may be sealed under a master key: every node registers its
+// current key before it seals anything, and at start every node checks
+// that it holds each registered key that is not retired. check is a fixed
+// value sealed under the key, which only that key opens.
+type MasterKeyRegistered struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	KeyId         string                 `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	Nonce         []byte                 `protobuf:"bytes,2,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	Check         []byte                 `protobuf:"bytes,3,opt,name=check,proto3" json:"check,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MasterKeyRegistered) Reset() {
+	*x = MasterKeyRegistered{}
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MasterKeyRegistered) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MasterKeyRegistered) ProtoMessage() {}
+
+func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MasterKeyRegistered.ProtoReflect.Descriptor instead.
+func (*MasterKeyRegistered) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *MasterKeyRegistered) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *MasterKeyRegistered) GetNonce() []byte {
+	if x != nil {
+		return x.Nonce
+	}
+	return nil
+}
+
+func (x *MasterKeyRegistered) GetCheck() []byte {
+	if x != nil {
+		return x.Check
+	}
+	return nil
+}
+
+func (x *MasterKeyRegistered) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+// MasterKeyRetired records that no live secret is sealed under a master
+// key any more (after a reseal): nodes may drop it, and a node that still
+// seals with it refuses to start.
+type MasterKeyRetired struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	KeyId         string                 `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	IssuedBy      *Actor                 `protobuf:"bytes,2,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MasterKeyRetired) Reset() {
+	*x = MasterKeyRetired{}
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MasterKeyRetired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MasterKeyRetired) ProtoMessage() {}
+
+func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MasterKeyRetired.ProtoReflect.Descriptor instead.
+func (*MasterKeyRetired) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *MasterKeyRetired) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *MasterKeyRetired) GetIssuedBy() *Actor {
+	if x != nil {
+		return x.IssuedBy
+	}
+	return nil
+}
+
+func (x *MasterKeyRetired) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 var File_hookline_v1_events_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_events_proto_rawDesc = "" +
@@ -3000,7 +3217,23 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\btoken_id\x18\x02 \x01(\tR\atokenId\x12/\n" +
 	"\tissued_by\x18\x03 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at*\x8b\x02\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xde\x01\n" +
+	"\x0eSecretResealed\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x121\n" +
+	"\x06secret\x18\x03 \x01(\v2\x19.hookline.v1.SealedSecretR\x06secret\x12/\n" +
+	"\tissued_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x84\x01\n" +
+	"\x13MasterKeyRegistered\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x14\n" +
+	"\x05nonce\x18\x02 \x01(\fR\x05nonce\x12\x14\n" +
+	"\x05check\x18\x03 \x01(\fR\x05check\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x86\x01\n" +
+	"\x10MasterKeyRetired\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12/\n" +
+	"\tissued_by\x18\x02 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at*\x8b\x02\n" +
 	"\n" +
 	"ErrorClass\x12\x1b\n" +
 	"\x17ERROR_CLASS_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -3027,7 +3260,7 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(ErrorClass)(0),               // 0: hookline.v1.ErrorClass
 	(Actor_Kind)(0),               // 1: hookline.v1.Actor.Kind
@@ -3062,78 +3295,87 @@ var file_hookline_v1_events_proto_goTypes = []any{
 	(*ReplayRequested)(nil),       // 30: hookline.v1.ReplayRequested
 	(*PortalTokenIssued)(nil),     // 31: hookline.v1.PortalTokenIssued
 	(*PortalTokenRevoked)(nil),    // 32: hookline.v1.PortalTokenRevoked
-	nil,                           // 33: hookline.v1.EndpointConfig.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(*SecretResealed)(nil),        // 33: hookline.v1.SecretResealed
+	(*MasterKeyRegistered)(nil),   // 34: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),      // 35: hookline.v1.MasterKeyRetired
+	nil,                           // 36: hookline.v1.EndpointConfig.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	1,  // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
 	5,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
 	4,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	34, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	37, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
 	5,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
 	4,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	34, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	37, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
 	4,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	34, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	37, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
 	4,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	34, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
-	33, // 11: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	37, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	36, // 11: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
 	10, // 12: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
 	11, // 13: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
 	4,  // 14: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	34, // 15: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	37, // 15: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
 	10, // 16: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
 	4,  // 17: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	34, // 18: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	37, // 18: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
 	11, // 19: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
 	11, // 20: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	34, // 21: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	37, // 21: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
 	4,  // 22: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	34, // 23: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	37, // 23: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
 	2,  // 24: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
 	4,  // 25: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	34, // 26: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	37, // 26: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
 	3,  // 27: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
 	4,  // 28: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	34, // 29: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	37, // 29: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
 	4,  // 30: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	34, // 31: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	37, // 31: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
 	4,  // 32: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	34, // 33: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	37, // 33: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
 	4,  // 34: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	34, // 35: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	37, // 35: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
 	0,  // 36: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	34, // 37: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	34, // 38: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	34, // 39: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	34, // 40: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	34, // 41: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	37, // 37: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	37, // 38: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	37, // 39: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	37, // 40: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	37, // 41: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
 	4,  // 42: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	34, // 43: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	37, // 43: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
 	24, // 44: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	34, // 45: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	34, // 46: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	34, // 47: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	34, // 48: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	37, // 45: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	37, // 46: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	37, // 47: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	37, // 48: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 49: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
 	4,  // 50: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
 	26, // 51: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
 	26, // 52: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	34, // 53: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	34, // 54: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	34, // 55: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	37, // 53: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	37, // 54: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	37, // 55: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
 	4,  // 56: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	34, // 57: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	34, // 58: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	37, // 57: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	37, // 58: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
 	4,  // 59: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	34, // 60: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	37, // 60: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
 	4,  // 61: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	34, // 62: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	63, // [63:63] is the sub-list for method output_type
-	63, // [63:63] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	37, // 62: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	11, // 63: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	4,  // 64: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	37, // 65: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	37, // 66: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	4,  // 67: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	37, // 68: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	69, // [69:69] is the sub-list for method output_type
+	69, // [69:69] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -3147,7 +3389,7 @@ func file_hookline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   30,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -80,7 +80,7 @@ func (x Endpoint_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Endpoint_Status.Descriptor instead.
 func (Endpoint_Status) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{22, 0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{24, 0}
 }
 
 type Endpoint_Circuit int32
@@ -132,7 +132,116 @@ func (x Endpoint_Circuit) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Endpoint_Circuit.Descriptor instead.
 func (Endpoint_Circuit) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{22, 1}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{24, 1}
+}
+
+type ResealSecretsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResealSecretsRequest) Reset() {
+	*x = ResealSecretsRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResealSecretsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResealSecretsRequest) ProtoMessage() {}
+
+func (x *ResealSecretsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResealSecretsRequest.ProtoReflect.Descriptor instead.
+func (*ResealSecretsRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{0}
+}
+
+type ResealSecretsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// current_key_id is the master key every live secret is now sealed under.
+	CurrentKeyId string `protobuf:"bytes,1,opt,name=current_key_id,json=currentKeyId,proto3" json:"current_key_id,omitempty"`
+	// endpoints is how many live endpoints were asked to reseal.
+	Endpoints int64 `protobuf:"varint,2,opt,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// failed lists the endpoints that did not reseal (with why); when it is
+	// not empty no key was retired: run the reseal again.
+	Failed []string `protobuf:"bytes,3,rep,name=failed,proto3" json:"failed,omitempty"`
+	// retired_key_ids are the master keys retired by this reseal.
+	RetiredKeyIds []string `protobuf:"bytes,4,rep,name=retired_key_ids,json=retiredKeyIds,proto3" json:"retired_key_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResealSecretsResponse) Reset() {
+	*x = ResealSecretsResponse{}
+	mi := &file_hookline_v1_control_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResealSecretsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResealSecretsResponse) ProtoMessage() {}
+
+func (x *ResealSecretsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResealSecretsResponse.ProtoReflect.Descriptor instead.
+func (*ResealSecretsResponse) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ResealSecretsResponse) GetCurrentKeyId() string {
+	if x != nil {
+		return x.CurrentKeyId
+	}
+	return ""
+}
+
+func (x *ResealSecretsResponse) GetEndpoints() int64 {
+	if x != nil {
+		return x.Endpoints
+	}
+	return 0
+}
+
+func (x *ResealSecretsResponse) GetFailed() []string {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
+func (x *ResealSecretsResponse) GetRetiredKeyIds() []string {
+	if x != nil {
+		return x.RetiredKeyIds
+	}
+	return nil
 }
 
 type CreateTenantRequest struct {
@@ -148,7 +257,7 @@ type CreateTenantRequest struct {
 
 func (x *CreateTenantRequest) Reset() {
 	*x = CreateTenantRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[0]
+	mi := &file_hookline_v1_control_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -160,7 +269,7 @@ func (x *CreateTenantRequest) String() string {
 func (*CreateTenantRequest) ProtoMessage() {}
 
 func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[0]
+	mi := &file_hookline_v1_control_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -173,7 +282,7 @@ func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTenantRequest.ProtoReflect.Descriptor instead.
 func (*CreateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CreateTenantRequest) GetTenantId() string {
@@ -206,7 +315,7 @@ type GetTenantRequest struct {
 
 func (x *GetTenantRequest) Reset() {
 	*x = GetTenantRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[1]
+	mi := &file_hookline_v1_control_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -218,7 +327,7 @@ func (x *GetTenantRequest) String() string {
 func (*GetTenantRequest) ProtoMessage() {}
 
 func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[1]
+	mi := &file_hookline_v1_control_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -231,7 +340,7 @@ func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{1}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GetTenantRequest) GetTenantId() string {
@@ -252,7 +361,7 @@ type IssueApiKeyRequest struct {
 
 func (x *IssueApiKeyRequest) Reset() {
 	*x = IssueApiKeyRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[2]
+	mi := &file_hookline_v1_control_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -264,7 +373,7 @@ func (x *IssueApiKeyRequest) String() string {
 func (*IssueApiKeyRequest) ProtoMessage() {}
 
 func (x *IssueApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[2]
+	mi := &file_hookline_v1_control_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -277,7 +386,7 @@ func (x *IssueApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*IssueApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{2}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *IssueApiKeyRequest) GetTenantId() string {
@@ -306,7 +415,7 @@ type IssueApiKeyResponse struct {
 
 func (x *IssueApiKeyResponse) Reset() {
 	*x = IssueApiKeyResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[3]
+	mi := &file_hookline_v1_control_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +427,7 @@ func (x *IssueApiKeyResponse) String() string {
 func (*IssueApiKeyResponse) ProtoMessage() {}
 
 func (x *IssueApiKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[3]
+	mi := &file_hookline_v1_control_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +440,7 @@ func (x *IssueApiKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueApiKeyResponse.ProtoReflect.Descriptor instead.
 func (*IssueApiKeyResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{3}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *IssueApiKeyResponse) GetTenantId() string {
@@ -365,7 +474,7 @@ type RevokeApiKeyRequest struct {
 
 func (x *RevokeApiKeyRequest) Reset() {
 	*x = RevokeApiKeyRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[4]
+	mi := &file_hookline_v1_control_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +486,7 @@ func (x *RevokeApiKeyRequest) String() string {
 func (*RevokeApiKeyRequest) ProtoMessage() {}
 
 func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[4]
+	mi := &file_hookline_v1_control_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +499,7 @@ func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{4}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RevokeApiKeyRequest) GetTenantId() string {
@@ -417,7 +526,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[5]
+	mi := &file_hookline_v1_control_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +538,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[5]
+	mi := &file_hookline_v1_control_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +551,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{5}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SetQuotaRequest) GetTenantId() string {
@@ -471,7 +580,7 @@ type ApiKey struct {
 
 func (x *ApiKey) Reset() {
 	*x = ApiKey{}
-	mi := &file_hookline_v1_control_proto_msgTypes[6]
+	mi := &file_hookline_v1_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +592,7 @@ func (x *ApiKey) String() string {
 func (*ApiKey) ProtoMessage() {}
 
 func (x *ApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[6]
+	mi := &file_hookline_v1_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +605,7 @@ func (x *ApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
 func (*ApiKey) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{6}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ApiKey) GetKeyId() string {
@@ -540,7 +649,7 @@ type Tenant struct {
 
 func (x *Tenant) Reset() {
 	*x = Tenant{}
-	mi := &file_hookline_v1_control_proto_msgTypes[7]
+	mi := &file_hookline_v1_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +661,7 @@ func (x *Tenant) String() string {
 func (*Tenant) ProtoMessage() {}
 
 func (x *Tenant) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[7]
+	mi := &file_hookline_v1_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +674,7 @@ func (x *Tenant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tenant.ProtoReflect.Descriptor instead.
 func (*Tenant) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Tenant) GetTenantId() string {
@@ -624,7 +733,7 @@ type EndpointSettings struct {
 
 func (x *EndpointSettings) Reset() {
 	*x = EndpointSettings{}
-	mi := &file_hookline_v1_control_proto_msgTypes[8]
+	mi := &file_hookline_v1_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +745,7 @@ func (x *EndpointSettings) String() string {
 func (*EndpointSettings) ProtoMessage() {}
 
 func (x *EndpointSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[8]
+	mi := &file_hookline_v1_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +758,7 @@ func (x *EndpointSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSettings.ProtoReflect.Descriptor instead.
 func (*EndpointSettings) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EndpointSettings) GetUrl() string {
@@ -736,7 +845,7 @@ type CreateEndpointRequest struct {
 
 func (x *CreateEndpointRequest) Reset() {
 	*x = CreateEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[9]
+	mi := &file_hookline_v1_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +857,7 @@ func (x *CreateEndpointRequest) String() string {
 func (*CreateEndpointRequest) ProtoMessage() {}
 
 func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[9]
+	mi := &file_hookline_v1_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +870,7 @@ func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*CreateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateEndpointRequest) GetTenantId() string {
@@ -796,7 +905,7 @@ type CreateEndpointResponse struct {
 
 func (x *CreateEndpointResponse) Reset() {
 	*x = CreateEndpointResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[10]
+	mi := &file_hookline_v1_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +917,7 @@ func (x *CreateEndpointResponse) String() string {
 func (*CreateEndpointResponse) ProtoMessage() {}
 
 func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[10]
+	mi := &file_hookline_v1_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +930,7 @@ func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointResponse.ProtoReflect.Descriptor instead.
 func (*CreateEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateEndpointResponse) GetEndpoint() *Endpoint {
@@ -848,7 +957,7 @@ type GetEndpointRequest struct {
 
 func (x *GetEndpointRequest) Reset() {
 	*x = GetEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[11]
+	mi := &file_hookline_v1_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +969,7 @@ func (x *GetEndpointRequest) String() string {
 func (*GetEndpointRequest) ProtoMessage() {}
 
 func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[11]
+	mi := &file_hookline_v1_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +982,7 @@ func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointRequest.ProtoReflect.Descriptor instead.
 func (*GetEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetEndpointRequest) GetTenantId() string {
@@ -901,7 +1010,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[12]
+	mi := &file_hookline_v1_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1022,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[12]
+	mi := &file_hookline_v1_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1035,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListEndpointsRequest) GetTenantId() string {
@@ -960,7 +1069,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[13]
+	mi := &file_hookline_v1_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1081,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[13]
+	mi := &file_hookline_v1_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1094,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListEndpointsResponse) GetEndpoints() []*Endpoint {
@@ -1014,7 +1123,7 @@ type UpdateEndpointRequest struct {
 
 func (x *UpdateEndpointRequest) Reset() {
 	*x = UpdateEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[14]
+	mi := &file_hookline_v1_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1135,7 @@ func (x *UpdateEndpointRequest) String() string {
 func (*UpdateEndpointRequest) ProtoMessage() {}
 
 func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[14]
+	mi := &file_hookline_v1_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1148,7 @@ func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UpdateEndpointRequest) GetTenantId() string {
@@ -1082,7 +1191,7 @@ type RotateSecretRequest struct {
 
 func (x *RotateSecretRequest) Reset() {
 	*x = RotateSecretRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[15]
+	mi := &file_hookline_v1_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1203,7 @@ func (x *RotateSecretRequest) String() string {
 func (*RotateSecretRequest) ProtoMessage() {}
 
 func (x *RotateSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[15]
+	mi := &file_hookline_v1_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1216,7 @@ func (x *RotateSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSecretRequest.ProtoReflect.Descriptor instead.
 func (*RotateSecretRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RotateSecretRequest) GetTenantId() string {
@@ -1141,7 +1250,7 @@ type RotateSecretResponse struct {
 
 func (x *RotateSecretResponse) Reset() {
 	*x = RotateSecretResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[16]
+	mi := &file_hookline_v1_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1262,7 @@ func (x *RotateSecretResponse) String() string {
 func (*RotateSecretResponse) ProtoMessage() {}
 
 func (x *RotateSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[16]
+	mi := &file_hookline_v1_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1275,7 @@ func (x *RotateSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSecretResponse.ProtoReflect.Descriptor instead.
 func (*RotateSecretResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{16}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RotateSecretResponse) GetEndpoint() *Endpoint {
@@ -1194,7 +1303,7 @@ type RetireSecretRequest struct {
 
 func (x *RetireSecretRequest) Reset() {
 	*x = RetireSecretRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[17]
+	mi := &file_hookline_v1_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1315,7 @@ func (x *RetireSecretRequest) String() string {
 func (*RetireSecretRequest) ProtoMessage() {}
 
 func (x *RetireSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[17]
+	mi := &file_hookline_v1_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1328,7 @@ func (x *RetireSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireSecretRequest.ProtoReflect.Descriptor instead.
 func (*RetireSecretRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{17}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RetireSecretRequest) GetTenantId() string {
@@ -1253,7 +1362,7 @@ type PauseEndpointRequest struct {
 
 func (x *PauseEndpointRequest) Reset() {
 	*x = PauseEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[18]
+	mi := &file_hookline_v1_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1265,7 +1374,7 @@ func (x *PauseEndpointRequest) String() string {
 func (*PauseEndpointRequest) ProtoMessage() {}
 
 func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[18]
+	mi := &file_hookline_v1_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1278,7 +1387,7 @@ func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseEndpointRequest.ProtoReflect.Descriptor instead.
 func (*PauseEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{18}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PauseEndpointRequest) GetTenantId() string {
@@ -1305,7 +1414,7 @@ type ResumeEndpointRequest struct {
 
 func (x *ResumeEndpointRequest) Reset() {
 	*x = ResumeEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[19]
+	mi := &file_hookline_v1_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1426,7 @@ func (x *ResumeEndpointRequest) String() string {
 func (*ResumeEndpointRequest) ProtoMessage() {}
 
 func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[19]
+	mi := &file_hookline_v1_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1439,7 @@ func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeEndpointRequest.ProtoReflect.Descriptor instead.
 func (*ResumeEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ResumeEndpointRequest) GetTenantId() string {
@@ -1357,7 +1466,7 @@ type DeleteEndpointRequest struct {
 
 func (x *DeleteEndpointRequest) Reset() {
 	*x = DeleteEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[20]
+	mi := &file_hookline_v1_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1478,7 @@ func (x *DeleteEndpointRequest) String() string {
 func (*DeleteEndpointRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[20]
+	mi := &file_hookline_v1_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1491,7 @@ func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteEndpointRequest) GetTenantId() string {
@@ -1411,7 +1520,7 @@ type SecretInfo struct {
 
 func (x *SecretInfo) Reset() {
 	*x = SecretInfo{}
-	mi := &file_hookline_v1_control_proto_msgTypes[21]
+	mi := &file_hookline_v1_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1532,7 @@ func (x *SecretInfo) String() string {
 func (*SecretInfo) ProtoMessage() {}
 
 func (x *SecretInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[21]
+	mi := &file_hookline_v1_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1545,7 @@ func (x *SecretInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretInfo.ProtoReflect.Descriptor instead.
 func (*SecretInfo) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SecretInfo) GetVersion() int32 {
@@ -1480,7 +1589,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_hookline_v1_control_proto_msgTypes[22]
+	mi := &file_hookline_v1_control_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1601,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[22]
+	mi := &file_hookline_v1_control_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1614,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Endpoint) GetEndpointId() string {
@@ -1590,7 +1699,7 @@ type RecoverEndpointRequest struct {
 
 func (x *RecoverEndpointRequest) Reset() {
 	*x = RecoverEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[23]
+	mi := &file_hookline_v1_control_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1711,7 @@ func (x *RecoverEndpointRequest) String() string {
 func (*RecoverEndpointRequest) ProtoMessage() {}
 
 func (x *RecoverEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[23]
+	mi := &file_hookline_v1_control_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1724,7 @@ func (x *RecoverEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverEndpointRequest.ProtoReflect.Descriptor instead.
 func (*RecoverEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RecoverEndpointRequest) GetTenantId() string {
@@ -1657,7 +1766,7 @@ type GetRecoveryRequest struct {
 
 func (x *GetRecoveryRequest) Reset() {
 	*x = GetRecoveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[24]
+	mi := &file_hookline_v1_control_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1669,7 +1778,7 @@ func (x *GetRecoveryRequest) String() string {
 func (*GetRecoveryRequest) ProtoMessage() {}
 
 func (x *GetRecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[24]
+	mi := &file_hookline_v1_control_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1682,7 +1791,7 @@ func (x *GetRecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRecoveryRequest.ProtoReflect.Descriptor instead.
 func (*GetRecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetRecoveryRequest) GetTenantId() string {
@@ -1723,7 +1832,7 @@ type Recovery struct {
 
 func (x *Recovery) Reset() {
 	*x = Recovery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[25]
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1844,7 @@ func (x *Recovery) String() string {
 func (*Recovery) ProtoMessage() {}
 
 func (x *Recovery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[25]
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +1857,7 @@ func (x *Recovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recovery.ProtoReflect.Descriptor instead.
 func (*Recovery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Recovery) GetRecoveryId() string {
@@ -1839,7 +1948,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[26]
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1851,7 +1960,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[26]
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1864,7 +1973,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PublishRequest) GetTenantId() string {
@@ -1949,7 +2058,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2070,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2083,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PublishResponse) GetEventId() string {
@@ -2008,7 +2117,7 @@ type PublishBatchRequest struct {
 
 func (x *PublishBatchRequest) Reset() {
 	*x = PublishBatchRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2129,7 @@ func (x *PublishBatchRequest) String() string {
 func (*PublishBatchRequest) ProtoMessage() {}
 
 func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2142,7 @@ func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchRequest.ProtoReflect.Descriptor instead.
 func (*PublishBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PublishBatchRequest) GetTenantId() string {
@@ -2062,7 +2171,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2183,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2196,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PublishResult) GetResponse() *PublishResponse {
@@ -2120,7 +2229,7 @@ type PublishBatchResponse struct {
 
 func (x *PublishBatchResponse) Reset() {
 	*x = PublishBatchResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2132,7 +2241,7 @@ func (x *PublishBatchResponse) String() string {
 func (*PublishBatchResponse) ProtoMessage() {}
 
 func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2145,7 +2254,7 @@ func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchResponse.ProtoReflect.Descriptor instead.
 func (*PublishBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PublishBatchResponse) GetResults() []*PublishResult {
@@ -2166,7 +2275,7 @@ type LookupEventsRequest struct {
 
 func (x *LookupEventsRequest) Reset() {
 	*x = LookupEventsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2287,7 @@ func (x *LookupEventsRequest) String() string {
 func (*LookupEventsRequest) ProtoMessage() {}
 
 func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2300,7 @@ func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsRequest.ProtoReflect.Descriptor instead.
 func (*LookupEventsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *LookupEventsRequest) GetTenantId() string {
@@ -2222,7 +2331,7 @@ type AcceptedEvent struct {
 
 func (x *AcceptedEvent) Reset() {
 	*x = AcceptedEvent{}
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2343,7 @@ func (x *AcceptedEvent) String() string {
 func (*AcceptedEvent) ProtoMessage() {}
 
 func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2356,7 @@ func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptedEvent.ProtoReflect.Descriptor instead.
 func (*AcceptedEvent) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AcceptedEvent) GetEventId() string {
@@ -2290,7 +2399,7 @@ type LookupEventsResponse struct {
 
 func (x *LookupEventsResponse) Reset() {
 	*x = LookupEventsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2411,7 @@ func (x *LookupEventsResponse) String() string {
 func (*LookupEventsResponse) ProtoMessage() {}
 
 func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2424,7 @@ func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsResponse.ProtoReflect.Descriptor instead.
 func (*LookupEventsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LookupEventsResponse) GetFound() []*AcceptedEvent {
@@ -2349,7 +2458,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2470,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2483,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListDeliveriesRequest) GetTenantId() string {
@@ -2443,7 +2552,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +2564,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,7 +2577,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -2495,7 +2604,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2507,7 +2616,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2520,7 +2629,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetDeliveryRequest) GetTenantId() string {
@@ -2547,7 +2656,7 @@ type ReplayDeliveryRequest struct {
 
 func (x *ReplayDeliveryRequest) Reset() {
 	*x = ReplayDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2559,7 +2668,7 @@ func (x *ReplayDeliveryRequest) String() string {
 func (*ReplayDeliveryRequest) ProtoMessage() {}
 
 func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2572,7 +2681,7 @@ func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReplayDeliveryRequest) GetTenantId() string {
@@ -2611,7 +2720,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +2732,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +2745,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -2727,7 +2836,13 @@ var File_hookline_v1_control_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_control_proto_rawDesc = "" +
 	"\n" +
-	"\x19hookline/v1/control.proto\x12\vhookline.v1\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18hookline/v1/events.proto\"p\n" +
+	"\x19hookline/v1/control.proto\x12\vhookline.v1\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18hookline/v1/events.proto\"\x16\n" +
+	"\x14ResealSecretsRequest\"\x9b\x01\n" +
+	"\x15ResealSecretsResponse\x12$\n" +
+	"\x0ecurrent_key_id\x18\x01 \x01(\tR\fcurrentKeyId\x12\x1c\n" +
+	"\tendpoints\x18\x02 \x01(\x03R\tendpoints\x12\x16\n" +
+	"\x06failed\x18\x03 \x03(\tR\x06failed\x12&\n" +
+	"\x0fretired_key_ids\x18\x04 \x03(\tR\rretiredKeyIds\"p\n" +
 	"\x13CreateTenantRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
@@ -2973,13 +3088,14 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x120\n" +
 	"\battempts\x18\v \x03(\v2\x14.hookline.v1.AttemptR\battempts\x12(\n" +
-	"\x10last_http_status\x18\f \x01(\x05R\x0elastHttpStatus2\xef\x02\n" +
+	"\x10last_http_status\x18\f \x01(\x05R\x0elastHttpStatus2\xc7\x03\n" +
 	"\rTenantService\x12E\n" +
 	"\fCreateTenant\x12 .hookline.v1.CreateTenantRequest\x1a\x13.hookline.v1.Tenant\x12?\n" +
 	"\tGetTenant\x12\x1d.hookline.v1.GetTenantRequest\x1a\x13.hookline.v1.Tenant\x12P\n" +
 	"\vIssueApiKey\x12\x1f.hookline.v1.IssueApiKeyRequest\x1a .hookline.v1.IssueApiKeyResponse\x12E\n" +
 	"\fRevokeApiKey\x12 .hookline.v1.RevokeApiKeyRequest\x1a\x13.hookline.v1.Tenant\x12=\n" +
-	"\bSetQuota\x12\x1c.hookline.v1.SetQuotaRequest\x1a\x13.hookline.v1.Tenant2\xf1\x06\n" +
+	"\bSetQuota\x12\x1c.hookline.v1.SetQuotaRequest\x1a\x13.hookline.v1.Tenant\x12V\n" +
+	"\rResealSecrets\x12!.hookline.v1.ResealSecretsRequest\x1a\".hookline.v1.ResealSecretsResponse2\xf1\x06\n" +
 	"\x0fEndpointService\x12Y\n" +
 	"\x0eCreateEndpoint\x12\".hookline.v1.CreateEndpointRequest\x1a#.hookline.v1.CreateEndpointResponse\x12E\n" +
 	"\vGetEndpoint\x12\x1f.hookline.v1.GetEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12V\n" +
@@ -3014,146 +3130,150 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_hookline_v1_control_proto_goTypes = []any{
 	(Endpoint_Status)(0),           // 0: hookline.v1.Endpoint.Status
 	(Endpoint_Circuit)(0),          // 1: hookline.v1.Endpoint.Circuit
-	(*CreateTenantRequest)(nil),    // 2: hookline.v1.CreateTenantRequest
-	(*GetTenantRequest)(nil),       // 3: hookline.v1.GetTenantRequest
-	(*IssueApiKeyRequest)(nil),     // 4: hookline.v1.IssueApiKeyRequest
-	(*IssueApiKeyResponse)(nil),    // 5: hookline.v1.IssueApiKeyResponse
-	(*RevokeApiKeyRequest)(nil),    // 6: hookline.v1.RevokeApiKeyRequest
-	(*SetQuotaRequest)(nil),        // 7: hookline.v1.SetQuotaRequest
-	(*ApiKey)(nil),                 // 8: hookline.v1.ApiKey
-	(*Tenant)(nil),                 // 9: hookline.v1.Tenant
-	(*EndpointSettings)(nil),       // 10: hookline.v1.EndpointSettings
-	(*CreateEndpointRequest)(nil),  // 11: hookline.v1.CreateEndpointRequest
-	(*CreateEndpointResponse)(nil), // 12: hookline.v1.CreateEndpointResponse
-	(*GetEndpointRequest)(nil),     // 13: hookline.v1.GetEndpointRequest
-	(*ListEndpointsRequest)(nil),   // 14: hookline.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),  // 15: hookline.v1.ListEndpointsResponse
-	(*UpdateEndpointRequest)(nil),  // 16: hookline.v1.UpdateEndpointRequest
-	(*RotateSecretRequest)(nil),    // 17: hookline.v1.RotateSecretRequest
-	(*RotateSecretResponse)(nil),   // 18: hookline.v1.RotateSecretResponse
-	(*RetireSecretRequest)(nil),    // 19: hookline.v1.RetireSecretRequest
-	(*PauseEndpointRequest)(nil),   // 20: hookline.v1.PauseEndpointRequest
-	(*ResumeEndpointRequest)(nil),  // 21: hookline.v1.ResumeEndpointRequest
-	(*DeleteEndpointRequest)(nil),  // 22: hookline.v1.DeleteEndpointRequest
-	(*SecretInfo)(nil),             // 23: hookline.v1.SecretInfo
-	(*Endpoint)(nil),               // 24: hookline.v1.Endpoint
-	(*RecoverEndpointRequest)(nil), // 25: hookline.v1.RecoverEndpointRequest
-	(*GetRecoveryRequest)(nil),     // 26: hookline.v1.GetRecoveryRequest
-	(*Recovery)(nil),               // 27: hookline.v1.Recovery
-	(*PublishRequest)(nil),         // 28: hookline.v1.PublishRequest
-	(*PublishResponse)(nil),        // 29: hookline.v1.PublishResponse
-	(*PublishBatchRequest)(nil),    // 30: hookline.v1.PublishBatchRequest
-	(*PublishResult)(nil),          // 31: hookline.v1.PublishResult
-	(*PublishBatchResponse)(nil),   // 32: hookline.v1.PublishBatchResponse
-	(*LookupEventsRequest)(nil),    // 33: hookline.v1.LookupEventsRequest
-	(*AcceptedEvent)(nil),          // 34: hookline.v1.AcceptedEvent
-	(*LookupEventsResponse)(nil),   // 35: hookline.v1.LookupEventsResponse
-	(*ListDeliveriesRequest)(nil),  // 36: hookline.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil), // 37: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),     // 38: hookline.v1.GetDeliveryRequest
-	(*ReplayDeliveryRequest)(nil),  // 39: hookline.v1.ReplayDeliveryRequest
-	(*Delivery)(nil),               // 40: hookline.v1.Delivery
-	nil,                            // 41: hookline.v1.EndpointSettings.MetadataEntry
-	(*v1.Quota)(nil),               // 42: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),  // 43: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),  // 44: google.protobuf.FieldMask
-	(*structpb.Value)(nil),         // 45: google.protobuf.Value
-	(*v1.PlannedDelivery)(nil),     // 46: hookline.v1.PlannedDelivery
-	(*v1.Attempt)(nil),             // 47: hookline.v1.Attempt
+	(*ResealSecretsRequest)(nil),   // 2: hookline.v1.ResealSecretsRequest
+	(*ResealSecretsResponse)(nil),  // 3: hookline.v1.ResealSecretsResponse
+	(*CreateTenantRequest)(nil),    // 4: hookline.v1.CreateTenantRequest
+	(*GetTenantRequest)(nil),       // 5: hookline.v1.GetTenantRequest
+	(*IssueApiKeyRequest)(nil),     // 6: hookline.v1.IssueApiKeyRequest
+	(*IssueApiKeyResponse)(nil),    // 7: hookline.v1.IssueApiKeyResponse
+	(*RevokeApiKeyRequest)(nil),    // 8: hookline.v1.RevokeApiKeyRequest
+	(*SetQuotaRequest)(nil),        // 9: hookline.v1.SetQuotaRequest
+	(*ApiKey)(nil),                 // 10: hookline.v1.ApiKey
+	(*Tenant)(nil),                 // 11: hookline.v1.Tenant
+	(*EndpointSettings)(nil),       // 12: hookline.v1.EndpointSettings
+	(*CreateEndpointRequest)(nil),  // 13: hookline.v1.CreateEndpointRequest
+	(*CreateEndpointResponse)(nil), // 14: hookline.v1.CreateEndpointResponse
+	(*GetEndpointRequest)(nil),     // 15: hookline.v1.GetEndpointRequest
+	(*ListEndpointsRequest)(nil),   // 16: hookline.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),  // 17: hookline.v1.ListEndpointsResponse
+	(*UpdateEndpointRequest)(nil),  // 18: hookline.v1.UpdateEndpointRequest
+	(*RotateSecretRequest)(nil),    // 19: hookline.v1.RotateSecretRequest
+	(*RotateSecretResponse)(nil),   // 20: hookline.v1.RotateSecretResponse
+	(*RetireSecretRequest)(nil),    // 21: hookline.v1.RetireSecretRequest
+	(*PauseEndpointRequest)(nil),   // 22: hookline.v1.PauseEndpointRequest
+	(*ResumeEndpointRequest)(nil),  // 23: hookline.v1.ResumeEndpointRequest
+	(*DeleteEndpointRequest)(nil),  // 24: hookline.v1.DeleteEndpointRequest
+	(*SecretInfo)(nil),             // 25: hookline.v1.SecretInfo
+	(*Endpoint)(nil),               // 26: hookline.v1.Endpoint
+	(*RecoverEndpointRequest)(nil), // 27: hookline.v1.RecoverEndpointRequest
+	(*GetRecoveryRequest)(nil),     // 28: hookline.v1.GetRecoveryRequest
+	(*Recovery)(nil),               // 29: hookline.v1.Recovery
+	(*PublishRequest)(nil),         // 30: hookline.v1.PublishRequest
+	(*PublishResponse)(nil),        // 31: hookline.v1.PublishResponse
+	(*PublishBatchRequest)(nil),    // 32: hookline.v1.PublishBatchRequest
+	(*PublishResult)(nil),          // 33: hookline.v1.PublishResult
+	(*PublishBatchResponse)(nil),   // 34: hookline.v1.PublishBatchResponse
+	(*LookupEventsRequest)(nil),    // 35: hookline.v1.LookupEventsRequest
+	(*AcceptedEvent)(nil),          // 36: hookline.v1.AcceptedEvent
+	(*LookupEventsResponse)(nil),   // 37: hookline.v1.LookupEventsResponse
+	(*ListDeliveriesRequest)(nil),  // 38: hookline.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil), // 39: hookline.v1.ListDeliveriesResponse
+	(*GetDeliveryRequest)(nil),     // 40: hookline.v1.GetDeliveryRequest
+	(*ReplayDeliveryRequest)(nil),  // 41: hookline.v1.ReplayDeliveryRequest
+	(*Delivery)(nil),               // 42: hookline.v1.Delivery
+	nil,                            // 43: hookline.v1.EndpointSettings.MetadataEntry
+	(*v1.Quota)(nil),               // 44: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),  // 45: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),  // 46: google.protobuf.FieldMask
+	(*structpb.Value)(nil),         // 47: google.protobuf.Value
+	(*v1.PlannedDelivery)(nil),     // 48: hookline.v1.PlannedDelivery
+	(*v1.Attempt)(nil),             // 49: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	42, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	42, // 1: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	43, // 2: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	42, // 3: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
-	8,  // 4: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	43, // 5: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
-	41, // 6: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
-	10, // 7: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	24, // 8: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	24, // 9: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
-	10, // 10: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	44, // 11: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
-	24, // 12: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	43, // 13: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	43, // 14: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 15: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
+	44, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	44, // 1: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	45, // 2: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	44, // 3: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	10, // 4: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
+	45, // 5: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	43, // 6: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
+	12, // 7: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
+	26, // 8: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	26, // 9: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
+	12, // 10: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
+	46, // 11: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	26, // 12: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
+	45, // 13: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	45, // 14: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 15: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
 	0,  // 16: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
 	1,  // 17: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
-	23, // 18: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	43, // 19: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	43, // 20: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	43, // 21: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	43, // 22: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	43, // 23: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	43, // 24: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	43, // 25: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	43, // 26: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
-	43, // 27: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	45, // 28: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	46, // 29: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	28, // 30: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
-	29, // 31: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
-	31, // 32: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	43, // 33: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
-	34, // 34: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
-	43, // 35: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	43, // 36: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	40, // 37: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	43, // 38: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	43, // 39: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	43, // 40: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	47, // 41: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	2,  // 42: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	3,  // 43: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	4,  // 44: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	6,  // 45: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	7,  // 46: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	11, // 47: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	13, // 48: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	14, // 49: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	16, // 50: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	17, // 51: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	19, // 52: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	20, // 53: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	21, // 54: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	22, // 55: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	25, // 56: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	26, // 57: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	28, // 58: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	30, // 59: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	33, // 60: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
-	36, // 61: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	38, // 62: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	39, // 63: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	9,  // 64: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	9,  // 65: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	5,  // 66: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	9,  // 67: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	9,  // 68: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	12, // 69: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	24, // 70: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	15, // 71: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	24, // 72: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	18, // 73: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	24, // 74: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	24, // 75: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	24, // 76: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	24, // 77: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	27, // 78: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	27, // 79: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	29, // 80: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	32, // 81: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	35, // 82: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
-	37, // 83: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	40, // 84: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	40, // 85: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	64, // [64:86] is the sub-list for method output_type
-	42, // [42:64] is the sub-list for method input_type
+	25, // 18: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
+	45, // 19: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	45, // 20: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	45, // 21: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	45, // 22: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	45, // 23: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	45, // 24: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	45, // 25: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	45, // 26: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	45, // 27: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	47, // 28: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	48, // 29: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	30, // 30: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
+	31, // 31: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
+	33, // 32: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
+	45, // 33: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	36, // 34: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
+	45, // 35: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	45, // 36: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	42, // 37: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	45, // 38: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	45, // 39: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	45, // 40: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	49, // 41: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	4,  // 42: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	5,  // 43: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	6,  // 44: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	8,  // 45: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	9,  // 46: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	2,  // 47: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
+	13, // 48: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	15, // 49: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	16, // 50: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	18, // 51: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	19, // 52: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	21, // 53: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	22, // 54: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	23, // 55: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	24, // 56: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	27, // 57: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	28, // 58: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	30, // 59: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	32, // 60: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	35, // 61: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	38, // 62: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	40, // 63: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	41, // 64: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	11, // 65: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	11, // 66: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	7,  // 67: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	11, // 68: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	11, // 69: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	3,  // 70: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
+	14, // 71: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	26, // 72: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	17, // 73: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	26, // 74: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	20, // 75: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	26, // 76: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	26, // 77: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	26, // 78: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	26, // 79: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	29, // 80: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	29, // 81: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	31, // 82: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	34, // 83: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	37, // 84: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	39, // 85: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	42, // 86: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	42, // 87: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	65, // [65:88] is the sub-list for method output_type
+	42, // [42:65] is the sub-list for method input_type
 	42, // [42:42] is the sub-list for extension type_name
 	42, // [42:42] is the sub-list for extension extendee
 	0,  // [0:42] is the sub-list for field type_name
@@ -3170,7 +3290,7 @@ func file_hookline_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

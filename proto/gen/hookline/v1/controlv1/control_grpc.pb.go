@@ -22,11 +22,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TenantService_CreateTenant_FullMethodName = "/hookline.v1.TenantService/CreateTenant"
-	TenantService_GetTenant_FullMethodName    = "/hookline.v1.TenantService/GetTenant"
-	TenantService_IssueApiKey_FullMethodName  = "/hookline.v1.TenantService/IssueApiKey"
-	TenantService_RevokeApiKey_FullMethodName = "/hookline.v1.TenantService/RevokeApiKey"
-	TenantService_SetQuota_FullMethodName     = "/hookline.v1.TenantService/SetQuota"
+	TenantService_CreateTenant_FullMethodName  = "/hookline.v1.TenantService/CreateTenant"
+	TenantService_GetTenant_FullMethodName     = "/hookline.v1.TenantService/GetTenant"
+	TenantService_IssueApiKey_FullMethodName   = "/hookline.v1.TenantService/IssueApiKey"
+	TenantService_RevokeApiKey_FullMethodName  = "/hookline.v1.TenantService/RevokeApiKey"
+	TenantService_SetQuota_FullMethodName      = "/hookline.v1.TenantService/SetQuota"
+	TenantService_ResealSecrets_FullMethodName = "/hookline.v1.TenantService/ResealSecrets"
 )
 
 // TenantServiceClient is the client API for TenantService service.
@@ -44,6 +45,11 @@ type TenantServiceClient interface {
 	RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*Tenant, error)
 	// SetQuota changes a tenant's quota. Admin only.
 	SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*Tenant, error)
+	// ResealSecrets seals every live endpoint secret that is not sealed under
+	// this node's current master key anew, under it, then retires the other
+	// master keys, which every node may then drop. Run it once every node
+	// holds the new key first (HOOKLINE_MASTER_KEY="new,old"). Admin only.
+	ResealSecrets(ctx context.Context, in *ResealSecretsRequest, opts ...grpc.CallOption) (*ResealSecretsResponse, error)
 }
 
 type tenantServiceClient struct {
@@ -104,6 +110,16 @@ func (c *tenantServiceClient) SetQuota(ctx context.Context, in *SetQuotaRequest,
 	return out, nil
 }
 
+func (c *tenantServiceClient) ResealSecrets(ctx context.Context, in *ResealSecretsRequest, opts ...grpc.CallOption) (*ResealSecretsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResealSecretsResponse)
+	err := c.cc.Invoke(ctx, TenantService_ResealSecrets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TenantServiceServer is the server API for TenantService service.
 // All implementations must embed UnimplementedTenantServiceServer
 // for forward compatibility.
@@ -119,6 +135,11 @@ type TenantServiceServer interface {
 	RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*Tenant, error)
 	// SetQuota changes a tenant's quota. Admin only.
 	SetQuota(context.Context, *SetQuotaRequest) (*Tenant, error)
+	// ResealSecrets seals every live endpoint secret that is not sealed under
+	// this node's current master key anew, under it, then retires the other
+	// master keys, which every node may then drop. Run it once every node
+	// holds the new key first (HOOKLINE_MASTER_KEY="new,old"). Admin only.
+	ResealSecrets(context.Context, *ResealSecretsRequest) (*ResealSecretsResponse, error)
 	mustEmbedUnimplementedTenantServiceServer()
 }
 
@@ -143,6 +164,9 @@ func (UnimplementedTenantServiceServer) RevokeApiKey(context.Context, *RevokeApi
 }
 func (UnimplementedTenantServiceServer) SetQuota(context.Context, *SetQuotaRequest) (*Tenant, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetQuota not implemented")
+}
+func (UnimplementedTenantServiceServer) ResealSecrets(context.Context, *ResealSecretsRequest) (*ResealSecretsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResealSecrets not implemented")
 }
 func (UnimplementedTenantServiceServer) mustEmbedUnimplementedTenantServiceServer() {}
 func (UnimplementedTenantServiceServer) testEmbeddedByValue()                       {}
@@ -255,6 +279,24 @@ func _TenantService_SetQuota_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TenantService_ResealSecrets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResealSecretsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TenantServiceServer).ResealSecrets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TenantService_ResealSecrets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TenantServiceServer).ResealSecrets(ctx, req.(*ResealSecretsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TenantService_ServiceDesc is the grpc.ServiceDesc for TenantService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -281,6 +323,10 @@ var TenantService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetQuota",
 			Handler:    _TenantService_SetQuota_Handler,
+		},
+		{
+			MethodName: "ResealSecrets",
+			Handler:    _TenantService_ResealSecrets_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -525,6 +525,7 @@ type EndpointCommand struct {
 	//	*EndpointCommand_Recover
 	//	*EndpointCommand_GetRecovery
 	//	*EndpointCommand_Wake
+	//	*EndpointCommand_Reseal
 	Command       isEndpointCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -689,6 +690,15 @@ func (x *EndpointCommand) GetWake() *Wake {
 	return nil
 }
 
+func (x *EndpointCommand) GetReseal() *Reseal {
+	if x != nil {
+		if x, ok := x.Command.(*EndpointCommand_Reseal); ok {
+			return x.Reseal
+		}
+	}
+	return nil
+}
+
 type isEndpointCommand_Command interface {
 	isEndpointCommand_Command()
 }
@@ -741,6 +751,11 @@ type EndpointCommand_Wake struct {
 	Wake *Wake `protobuf:"bytes,14,opt,name=wake,proto3,oneof"`
 }
 
+type EndpointCommand_Reseal struct {
+	// Field numbers from 40 on: security additions (issue 11).
+	Reseal *Reseal `protobuf:"bytes,40,opt,name=reseal,proto3,oneof"`
+}
+
 func (*EndpointCommand_Create) isEndpointCommand_Command() {}
 
 func (*EndpointCommand_Get) isEndpointCommand_Command() {}
@@ -765,6 +780,74 @@ func (*EndpointCommand_GetRecovery) isEndpointCommand_Command() {}
 
 func (*EndpointCommand_Wake) isEndpointCommand_Command() {}
 
+func (*EndpointCommand_Reseal) isEndpointCommand_Command() {}
+
+// Reseal asks an endpoint grain to seal each of its live secrets that is
+// not sealed under the current master key anew, under the current key
+// (SecretResealed). Admin only, through ResealSecrets.
+type Reseal struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	// key_id is the master key to seal under: a grain on a node whose
+	// current key is another refuses (FAILED_PRECONDITION), so that a reseal
+	// never retires a key some node still seals with.
+	KeyId         string `protobuf:"bytes,3,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reseal) Reset() {
+	*x = Reseal{}
+	mi := &file_hookline_v1_grains_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reseal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reseal) ProtoMessage() {}
+
+func (x *Reseal) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_grains_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reseal.ProtoReflect.Descriptor instead.
+func (*Reseal) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_grains_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Reseal) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *Reseal) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *Reseal) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
 type EndpointReply struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Error    *GrainError            `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
@@ -779,7 +862,7 @@ type EndpointReply struct {
 
 func (x *EndpointReply) Reset() {
 	*x = EndpointReply{}
-	mi := &file_hookline_v1_grains_proto_msgTypes[6]
+	mi := &file_hookline_v1_grains_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +874,7 @@ func (x *EndpointReply) String() string {
 func (*EndpointReply) ProtoMessage() {}
 
 func (x *EndpointReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_grains_proto_msgTypes[6]
+	mi := &file_hookline_v1_grains_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +887,7 @@ func (x *EndpointReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointReply.ProtoReflect.Descriptor instead.
 func (*EndpointReply) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_grains_proto_rawDescGZIP(), []int{6}
+	return file_hookline_v1_grains_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EndpointReply) GetError() *GrainError {
@@ -852,7 +935,7 @@ type Wake struct {
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_hookline_v1_grains_proto_msgTypes[7]
+	mi := &file_hookline_v1_grains_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +947,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_grains_proto_msgTypes[7]
+	mi := &file_hookline_v1_grains_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +960,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_grains_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_grains_proto_rawDescGZIP(), []int{8}
 }
 
 var File_hookline_v1_grains_proto protoreflect.FileDescriptor
@@ -925,7 +1008,7 @@ const file_hookline_v1_grains_proto_rawDesc = "" +
 	"\battempts\x18\x01 \x01(\x05R\battempts\x12\x1b\n" +
 	"\tin_flight\x18\x02 \x01(\x05R\binFlight\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xb8\x06\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xe7\x06\n" +
 	"\x0fEndpointCommand\x12/\n" +
 	"\tissued_by\x18\x01 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12<\n" +
@@ -941,8 +1024,14 @@ const file_hookline_v1_grains_proto_rawDesc = "" +
 	"\x06replay\x18\v \x01(\v2\".hookline.v1.ReplayDeliveryRequestH\x00R\x06replay\x12?\n" +
 	"\arecover\x18\f \x01(\v2#.hookline.v1.RecoverEndpointRequestH\x00R\arecover\x12D\n" +
 	"\fget_recovery\x18\r \x01(\v2\x1f.hookline.v1.GetRecoveryRequestH\x00R\vgetRecovery\x12'\n" +
-	"\x04wake\x18\x0e \x01(\v2\x11.hookline.v1.WakeH\x00R\x04wakeB\t\n" +
-	"\acommand\"\xef\x01\n" +
+	"\x04wake\x18\x0e \x01(\v2\x11.hookline.v1.WakeH\x00R\x04wake\x12-\n" +
+	"\x06reseal\x18( \x01(\v2\x13.hookline.v1.ResealH\x00R\x06resealB\t\n" +
+	"\acommand\"]\n" +
+	"\x06Reseal\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12\x15\n" +
+	"\x06key_id\x18\x03 \x01(\tR\x05keyId\"\xef\x01\n" +
 	"\rEndpointReply\x12-\n" +
 	"\x05error\x18\x01 \x01(\v2\x17.hookline.v1.GrainErrorR\x05error\x121\n" +
 	"\bendpoint\x18\x02 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x12\x16\n" +
@@ -964,7 +1053,7 @@ func file_hookline_v1_grains_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_grains_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_hookline_v1_grains_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_hookline_v1_grains_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_hookline_v1_grains_proto_goTypes = []any{
 	(GrainError_Code)(0),           // 0: hookline.v1.GrainError.Code
 	(*GrainError)(nil),             // 1: hookline.v1.GrainError
@@ -973,68 +1062,70 @@ var file_hookline_v1_grains_proto_goTypes = []any{
 	(*QuotaLeaseRequest)(nil),      // 4: hookline.v1.QuotaLeaseRequest
 	(*QuotaLease)(nil),             // 5: hookline.v1.QuotaLease
 	(*EndpointCommand)(nil),        // 6: hookline.v1.EndpointCommand
-	(*EndpointReply)(nil),          // 7: hookline.v1.EndpointReply
-	(*Wake)(nil),                   // 8: hookline.v1.Wake
-	(*v1.Actor)(nil),               // 9: hookline.v1.Actor
-	(*CreateTenantRequest)(nil),    // 10: hookline.v1.CreateTenantRequest
-	(*GetTenantRequest)(nil),       // 11: hookline.v1.GetTenantRequest
-	(*IssueApiKeyRequest)(nil),     // 12: hookline.v1.IssueApiKeyRequest
-	(*RevokeApiKeyRequest)(nil),    // 13: hookline.v1.RevokeApiKeyRequest
-	(*SetQuotaRequest)(nil),        // 14: hookline.v1.SetQuotaRequest
-	(*Tenant)(nil),                 // 15: hookline.v1.Tenant
-	(*IssueApiKeyResponse)(nil),    // 16: hookline.v1.IssueApiKeyResponse
-	(*timestamppb.Timestamp)(nil),  // 17: google.protobuf.Timestamp
-	(*CreateEndpointRequest)(nil),  // 18: hookline.v1.CreateEndpointRequest
-	(*GetEndpointRequest)(nil),     // 19: hookline.v1.GetEndpointRequest
-	(*UpdateEndpointRequest)(nil),  // 20: hookline.v1.UpdateEndpointRequest
-	(*RotateSecretRequest)(nil),    // 21: hookline.v1.RotateSecretRequest
-	(*RetireSecretRequest)(nil),    // 22: hookline.v1.RetireSecretRequest
-	(*PauseEndpointRequest)(nil),   // 23: hookline.v1.PauseEndpointRequest
-	(*ResumeEndpointRequest)(nil),  // 24: hookline.v1.ResumeEndpointRequest
-	(*DeleteEndpointRequest)(nil),  // 25: hookline.v1.DeleteEndpointRequest
-	(*ReplayDeliveryRequest)(nil),  // 26: hookline.v1.ReplayDeliveryRequest
-	(*RecoverEndpointRequest)(nil), // 27: hookline.v1.RecoverEndpointRequest
-	(*GetRecoveryRequest)(nil),     // 28: hookline.v1.GetRecoveryRequest
-	(*Endpoint)(nil),               // 29: hookline.v1.Endpoint
-	(*Delivery)(nil),               // 30: hookline.v1.Delivery
-	(*Recovery)(nil),               // 31: hookline.v1.Recovery
+	(*Reseal)(nil),                 // 7: hookline.v1.Reseal
+	(*EndpointReply)(nil),          // 8: hookline.v1.EndpointReply
+	(*Wake)(nil),                   // 9: hookline.v1.Wake
+	(*v1.Actor)(nil),               // 10: hookline.v1.Actor
+	(*CreateTenantRequest)(nil),    // 11: hookline.v1.CreateTenantRequest
+	(*GetTenantRequest)(nil),       // 12: hookline.v1.GetTenantRequest
+	(*IssueApiKeyRequest)(nil),     // 13: hookline.v1.IssueApiKeyRequest
+	(*RevokeApiKeyRequest)(nil),    // 14: hookline.v1.RevokeApiKeyRequest
+	(*SetQuotaRequest)(nil),        // 15: hookline.v1.SetQuotaRequest
+	(*Tenant)(nil),                 // 16: hookline.v1.Tenant
+	(*IssueApiKeyResponse)(nil),    // 17: hookline.v1.IssueApiKeyResponse
+	(*timestamppb.Timestamp)(nil),  // 18: google.protobuf.Timestamp
+	(*CreateEndpointRequest)(nil),  // 19: hookline.v1.CreateEndpointRequest
+	(*GetEndpointRequest)(nil),     // 20: hookline.v1.GetEndpointRequest
+	(*UpdateEndpointRequest)(nil),  // 21: hookline.v1.UpdateEndpointRequest
+	(*RotateSecretRequest)(nil),    // 22: hookline.v1.RotateSecretRequest
+	(*RetireSecretRequest)(nil),    // 23: hookline.v1.RetireSecretRequest
+	(*PauseEndpointRequest)(nil),   // 24: hookline.v1.PauseEndpointRequest
+	(*ResumeEndpointRequest)(nil),  // 25: hookline.v1.ResumeEndpointRequest
+	(*DeleteEndpointRequest)(nil),  // 26: hookline.v1.DeleteEndpointRequest
+	(*ReplayDeliveryRequest)(nil),  // 27: hookline.v1.ReplayDeliveryRequest
+	(*RecoverEndpointRequest)(nil), // 28: hookline.v1.RecoverEndpointRequest
+	(*GetRecoveryRequest)(nil),     // 29: hookline.v1.GetRecoveryRequest
+	(*Endpoint)(nil),               // 30: hookline.v1.Endpoint
+	(*Delivery)(nil),               // 31: hookline.v1.Delivery
+	(*Recovery)(nil),               // 32: hookline.v1.Recovery
 }
 var file_hookline_v1_grains_proto_depIdxs = []int32{
 	0,  // 0: hookline.v1.GrainError.code:type_name -> hookline.v1.GrainError.Code
-	9,  // 1: hookline.v1.TenantCommand.issued_by:type_name -> hookline.v1.Actor
-	10, // 2: hookline.v1.TenantCommand.create:type_name -> hookline.v1.CreateTenantRequest
-	11, // 3: hookline.v1.TenantCommand.get:type_name -> hookline.v1.GetTenantRequest
-	12, // 4: hookline.v1.TenantCommand.issue_key:type_name -> hookline.v1.IssueApiKeyRequest
-	13, // 5: hookline.v1.TenantCommand.revoke_key:type_name -> hookline.v1.RevokeApiKeyRequest
-	14, // 6: hookline.v1.TenantCommand.set_quota:type_name -> hookline.v1.SetQuotaRequest
+	10, // 1: hookline.v1.TenantCommand.issued_by:type_name -> hookline.v1.Actor
+	11, // 2: hookline.v1.TenantCommand.create:type_name -> hookline.v1.CreateTenantRequest
+	12, // 3: hookline.v1.TenantCommand.get:type_name -> hookline.v1.GetTenantRequest
+	13, // 4: hookline.v1.TenantCommand.issue_key:type_name -> hookline.v1.IssueApiKeyRequest
+	14, // 5: hookline.v1.TenantCommand.revoke_key:type_name -> hookline.v1.RevokeApiKeyRequest
+	15, // 6: hookline.v1.TenantCommand.set_quota:type_name -> hookline.v1.SetQuotaRequest
 	4,  // 7: hookline.v1.TenantCommand.lease:type_name -> hookline.v1.QuotaLeaseRequest
 	1,  // 8: hookline.v1.TenantReply.error:type_name -> hookline.v1.GrainError
-	15, // 9: hookline.v1.TenantReply.tenant:type_name -> hookline.v1.Tenant
-	16, // 10: hookline.v1.TenantReply.key:type_name -> hookline.v1.IssueApiKeyResponse
+	16, // 9: hookline.v1.TenantReply.tenant:type_name -> hookline.v1.Tenant
+	17, // 10: hookline.v1.TenantReply.key:type_name -> hookline.v1.IssueApiKeyResponse
 	5,  // 11: hookline.v1.TenantReply.lease:type_name -> hookline.v1.QuotaLease
-	17, // 12: hookline.v1.QuotaLease.expires_at:type_name -> google.protobuf.Timestamp
-	9,  // 13: hookline.v1.EndpointCommand.issued_by:type_name -> hookline.v1.Actor
-	18, // 14: hookline.v1.EndpointCommand.create:type_name -> hookline.v1.CreateEndpointRequest
-	19, // 15: hookline.v1.EndpointCommand.get:type_name -> hookline.v1.GetEndpointRequest
-	20, // 16: hookline.v1.EndpointCommand.update:type_name -> hookline.v1.UpdateEndpointRequest
-	21, // 17: hookline.v1.EndpointCommand.rotate:type_name -> hookline.v1.RotateSecretRequest
-	22, // 18: hookline.v1.EndpointCommand.retire:type_name -> hookline.v1.RetireSecretRequest
-	23, // 19: hookline.v1.EndpointCommand.pause:type_name -> hookline.v1.PauseEndpointRequest
-	24, // 20: hookline.v1.EndpointCommand.resume:type_name -> hookline.v1.ResumeEndpointRequest
-	25, // 21: hookline.v1.EndpointCommand.delete:type_name -> hookline.v1.DeleteEndpointRequest
-	26, // 22: hookline.v1.EndpointCommand.replay:type_name -> hookline.v1.ReplayDeliveryRequest
-	27, // 23: hookline.v1.EndpointCommand.recover:type_name -> hookline.v1.RecoverEndpointRequest
-	28, // 24: hookline.v1.EndpointCommand.get_recovery:type_name -> hookline.v1.GetRecoveryRequest
-	8,  // 25: hookline.v1.EndpointCommand.wake:type_name -> hookline.v1.Wake
-	1,  // 26: hookline.v1.EndpointReply.error:type_name -> hookline.v1.GrainError
-	29, // 27: hookline.v1.EndpointReply.endpoint:type_name -> hookline.v1.Endpoint
-	30, // 28: hookline.v1.EndpointReply.delivery:type_name -> hookline.v1.Delivery
-	31, // 29: hookline.v1.EndpointReply.recovery:type_name -> hookline.v1.Recovery
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	18, // 12: hookline.v1.QuotaLease.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 13: hookline.v1.EndpointCommand.issued_by:type_name -> hookline.v1.Actor
+	19, // 14: hookline.v1.EndpointCommand.create:type_name -> hookline.v1.CreateEndpointRequest
+	20, // 15: hookline.v1.EndpointCommand.get:type_name -> hookline.v1.GetEndpointRequest
+	21, // 16: hookline.v1.EndpointCommand.update:type_name -> hookline.v1.UpdateEndpointRequest
+	22, // 17: hookline.v1.EndpointCommand.rotate:type_name -> hookline.v1.RotateSecretRequest
+	23, // 18: hookline.v1.EndpointCommand.retire:type_name -> hookline.v1.RetireSecretRequest
+	24, // 19: hookline.v1.EndpointCommand.pause:type_name -> hookline.v1.PauseEndpointRequest
+	25, // 20: hookline.v1.EndpointCommand.resume:type_name -> hookline.v1.ResumeEndpointRequest
+	26, // 21: hookline.v1.EndpointCommand.delete:type_name -> hookline.v1.DeleteEndpointRequest
+	27, // 22: hookline.v1.EndpointCommand.replay:type_name -> hookline.v1.ReplayDeliveryRequest
+	28, // 23: hookline.v1.EndpointCommand.recover:type_name -> hookline.v1.RecoverEndpointRequest
+	29, // 24: hookline.v1.EndpointCommand.get_recovery:type_name -> hookline.v1.GetRecoveryRequest
+	9,  // 25: hookline.v1.EndpointCommand.wake:type_name -> hookline.v1.Wake
+	7,  // 26: hookline.v1.EndpointCommand.reseal:type_name -> hookline.v1.Reseal
+	1,  // 27: hookline.v1.EndpointReply.error:type_name -> hookline.v1.GrainError
+	30, // 28: hookline.v1.EndpointReply.endpoint:type_name -> hookline.v1.Endpoint
+	31, // 29: hookline.v1.EndpointReply.delivery:type_name -> hookline.v1.Delivery
+	32, // 30: hookline.v1.EndpointReply.recovery:type_name -> hookline.v1.Recovery
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_grains_proto_init() }
@@ -1064,6 +1155,7 @@ func file_hookline_v1_grains_proto_init() {
 		(*EndpointCommand_Recover)(nil),
 		(*EndpointCommand_GetRecovery)(nil),
 		(*EndpointCommand_Wake)(nil),
+		(*EndpointCommand_Reseal)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1071,7 +1163,7 @@ func file_hookline_v1_grains_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_grains_proto_rawDesc), len(file_hookline_v1_grains_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,53 @@
+package endpoint
+
+import (
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/actors/seal"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// decideReseal seals each live secret that is not sealed under the
+// keyring's current master key anew, under it: the same secret and
+// ed25519 seed, the same version, so receivers and signatures see no
+// change. One SecretResealed per secret; none when all are current. A
+// reseal that names another current key than this node's is refused: the
+// nodes do not agree on the current key yet.
+func (s *State) decideReseal(r *controlv1.Reseal, by *hooklinev1.Actor, env Env) (Decision, error) {
+	current := env.Keyring.CurrentID()
+	if want := r.GetKeyId(); want != "" && want != current {
+		return Decision{}, failedPrecondition("key_id", "the reseal seals under %s but this endpoint's node seals under %s: give every node the same current master key first", want, current)
+	}
+	at := timestamppb.New(env.Now)
+	var evs []proto.Message
+	for _, e := range s.Secrets {
+		old := e.Sealed
+		if old.GetMasterKeyId() == current {
+			continue
+		}
+		internal := &Error{Code: controlv1.GrainError_CODE_INTERNAL, Message: "cannot reseal a secret: its master key is not held by this node"}
+		key, err := env.Keyring.Open(old.GetMasterKeyId(), old.GetNonce(), old.GetCiphertext(), seal.SecretAAD(s.EndpointID, e.Version))
+		if err != nil {
+			return Decision{}, internal
+		}
+		keyID, nonce, ct, err := env.Keyring.Seal(key, seal.SecretAAD(s.EndpointID, e.Version))
+		if err != nil {
+			return Decision{}, internal
+		}
+		fresh := &hooklinev1.SealedSecret{Version: e.Version, MasterKeyId: keyID, Nonce: nonce, Ciphertext: ct}
+		if len(old.GetEd25519SeedCiphertext()) > 0 {
+			seed, err := env.Keyring.Open(old.GetMasterKeyId(), old.GetEd25519Nonce(), old.GetEd25519SeedCiphertext(), seal.SeedAAD(s.EndpointID, e.Version))
+			if err != nil {
+				return Decision{}, internal
+			}
+			_, fresh.Ed25519Nonce, fresh.Ed25519SeedCiphertext, err = env.Keyring.Seal(seed, seal.SeedAAD(s.EndpointID, e.Version))
+			if err != nil {
+				return Decision{}, internal
+			}
+		}
+		evs = append(evs, &hooklinev1.SecretResealed{TenantId: s.TenantID, EndpointId: s.EndpointID, Secret: fresh, IssuedBy: by, At: at})
+	}
+	return Decision{Events: evs}, nil
+}
