@@ -347,12 +347,14 @@ func TestConsole(t *testing.T) {
 	t.Run("10,000 deliveries paged through the API cursors", func(t *testing.T) {
 		bulkKey := n.tenant(t, "bulk")
 		eps := controlv1.NewEndpointServiceClient(n.cc)
-		if _, err := eps.CreateEndpoint(as(t, bulkKey), &controlv1.CreateEndpointRequest{EndpointId: "ep_bulk",
-			Settings: &controlv1.EndpointSettings{Url: rc.srv.URL + "/bulk", EventTypes: []string{"bulk.item"}}}); err != nil {
+		created, err := eps.CreateEndpoint(as(t, bulkKey), &controlv1.CreateEndpointRequest{EndpointId: "ep_bulk",
+			Settings: &controlv1.EndpointSettings{Url: rc.srv.URL + "/bulk", EventTypes: []string{"bulk.item"}}})
+		if err != nil {
 			t.Fatal(err)
 		}
+		bulkID := created.GetEndpoint().GetEndpointId() // the chosen id with its tenant's tag
 		// Paused: the 10,000 deliveries stay pending, no receiver involved.
-		if _, err := eps.PauseEndpoint(as(t, bulkKey), &controlv1.PauseEndpointRequest{EndpointId: "ep_bulk"}); err != nil {
+		if _, err := eps.PauseEndpoint(as(t, bulkKey), &controlv1.PauseEndpointRequest{EndpointId: bulkID}); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()

@@ -86,7 +86,7 @@ func TestConsoleAPI(t *testing.T) {
 		}
 		_, err = deliveries.ReplayDelivery(as, &controlv1.ReplayDeliveryRequest{DeliveryId: dlv})
 		wantCode(t, "replay without the capability", err, codes.PermissionDenied)
-		_, err = eps.RecoverEndpoint(as, &controlv1.RecoverEndpointRequest{EndpointId: "ep_acme"})
+		_, err = eps.RecoverEndpoint(as, &controlv1.RecoverEndpointRequest{EndpointId: acme.ids["ep_acme"]})
 		wantCode(t, "recover without the capability", err, codes.PermissionDenied)
 		_, err = controlv1.NewEventServiceClient(n.cc).Publish(as, &controlv1.PublishRequest{EventId: "p1", Type: "x.y", Payload: []byte("{}")})
 		wantCode(t, "publish", err, codes.PermissionDenied)
@@ -96,16 +96,17 @@ func TestConsoleAPI(t *testing.T) {
 		wantCode(t, "the tenant (its API keys)", err, codes.PermissionDenied)
 		_, err = controlv1.NewOperatorServiceClient(n.cc).ListTenants(as, &controlv1.ListTenantsRequest{})
 		wantCode(t, "list tenants", err, codes.PermissionDenied)
-		_, err = eps.GetEndpoint(as, &controlv1.GetEndpointRequest{EndpointId: "ep_beta"})
+		_, err = eps.GetEndpoint(as, &controlv1.GetEndpointRequest{EndpointId: beta.ids["ep_beta"]})
 		wantCode(t, "another tenant's endpoint", err, codes.NotFound)
 		_, err = eps.ListEndpoints(as, &controlv1.ListEndpointsRequest{TenantId: "beta"})
 		wantCode(t, "naming another tenant", err, codes.PermissionDenied)
 
 		// The log records the portal token as the issuer, and never the
 		// token itself.
-		page, err := controlv1.NewAuditServiceClient(n.cc).ReadStream(admin, &controlv1.ReadStreamRequest{Stream: "endpoint-ep_portal"})
+		stream := "endpoint-" + created.GetEndpoint().GetEndpointId() // a chosen id gets its tenant's tag
+		page, err := controlv1.NewAuditServiceClient(n.cc).ReadStream(admin, &controlv1.ReadStreamRequest{Stream: stream})
 		if err != nil || len(page.GetEvents()) == 0 {
-			t.Fatalf("read endpoint-ep_portal: %v", err)
+			t.Fatalf("read %s: %v", stream, err)
 		}
 		by := page.GetEvents()[0].GetIssuedBy()
 		if by.GetKind() != hooklinev1.Actor_KIND_PORTAL_TOKEN || by.GetId() != issued.GetToken().GetTokenId() {
@@ -258,14 +259,14 @@ func TestConsoleAPI(t *testing.T) {
 	})
 
 	t.Run("endpoint health", func(t *testing.T) {
-		hl, err := controlv1.NewEndpointHealthServiceClient(n.cc).GetEndpointHealth(acme.ctx(), &controlv1.GetEndpointHealthRequest{EndpointId: "ep_acme"})
+		hl, err := controlv1.NewEndpointHealthServiceClient(n.cc).GetEndpointHealth(acme.ctx(), &controlv1.GetEndpointHealthRequest{EndpointId: acme.ids["ep_acme"]})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if hl.GetSucceeded() != 1 || hl.GetSuccessRate() != 1 || len(hl.GetBuckets()) < 24 || hl.GetCircuit() != controlv1.Endpoint_CIRCUIT_CLOSED {
 			t.Errorf("health = %v", hl)
 		}
-		_, err = controlv1.NewEndpointHealthServiceClient(n.cc).GetEndpointHealth(beta.ctx(), &controlv1.GetEndpointHealthRequest{EndpointId: "ep_acme"})
+		_, err = controlv1.NewEndpointHealthServiceClient(n.cc).GetEndpointHealth(beta.ctx(), &controlv1.GetEndpointHealthRequest{EndpointId: acme.ids["ep_acme"]})
 		wantCode(t, "another tenant's health", err, codes.NotFound)
 	})
 }

@@ -58,7 +58,7 @@ func (p *relayProcess) output() string {
 
 func startRelay(t *testing.T, args ...string) *relayProcess {
 	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"relay", "--log-level", "warn"}, args...)...)
+	cmd := exec.Command(binary(t), append([]string{"relay", "--log-level", "info"}, args...)...)
 	cmd.Env = append(os.Environ(), "HOOKLINE_TOKEN=", "HOOKLINE_OUTBOX_DB=")
 	p := &relayProcess{cmd: cmd, logs: &lockedWriter{w: &bytes.Buffer{}}, done: make(chan error, 1)}
 	cmd.Stderr = p.logs
@@ -72,6 +72,15 @@ func startRelay(t *testing.T, args ...string) *relayProcess {
 			<-p.done
 		}
 	})
+	// Until it says it started, a SIGTERM would find no handler yet and end
+	// it as a signal would, not as a graceful stop.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(p.output(), `msg="relay started"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay did not start within 30 s:\n%s", p.output())
+		}
+		time.Sleep(10 * time.Millisecond) // a poll interval, not a wait for an event
+	}
 	return p
 }
 
