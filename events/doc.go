@@ -21,11 +21,16 @@
 //	                                writer: the endpoint grain
 //	event-{tenant_id}.{event_id}    EventPublished + DeliveriesPlanned, in one
 //	                                append with expected revision NoStream
-//	                                writer: the publish handler
+//	                                writer: the publish handler; after it,
+//	                                only reconciliation's repair, which
+//	                                appends a DeliveriesPlanned (its repair
+//	                                set) with the revision it read
 //	delivery-{delivery_id}          AttemptSucceeded, AttemptFailed,
 //	                                DeliveryExpired, ReplayRequested
 //	                                writer: the endpoint grain owning the
 //	                                delivery's endpoint
+//	reconcile-{run_id}              ReconcileRepaired, one per repair
+//	                                writer: the node that runs that reconcile
 //
 // Stream names follow EventStoreDB's category convention (category-id), so
 // $ce-endpoint and $et-AttemptFailed work in its UI.

@@ -12,6 +12,8 @@ const (
 	EndpointCategory = "endpoint"
 	EventCategory    = "event"
 	DeliveryCategory = "delivery"
+	// ReconcileCategory holds the repairs of reconcile runs.
+	ReconcileCategory = "reconcile"
 )
 
 // TenantStream names the stream of a tenant.
@@ -27,6 +29,9 @@ func EventStream(tenantID, eventID string) string {
 
 // DeliveryStream names the stream of one delivery.
 func DeliveryStream(deliveryID string) string { return DeliveryCategory + "-" + deliveryID }
+
+// ReconcileStream names the stream of one reconcile run's repairs.
+func ReconcileStream(runID string) string { return ReconcileCategory + "-" + runID }
 
 // Category returns the category of a stream name ("" when it has none).
 func Category(stream string) string {
