@@ -22,6 +22,7 @@ import (
 type lane struct {
 	main   bool
 	parts  events.PartitionSet
+	epoch  uint64 // the runner's epoch when it started
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -32,7 +33,9 @@ type lane struct {
 
 // errStaleLane ends a main lane whose partitions are no longer the live
 // ones: it must not move the main position past records of a partition it
-// does not read. Run starts it again with the live partitions.
+// does not read. Run starts it again with the live partitions. It also
+// ends any lane started before a Rebuild, which must read the log again
+// from the rebuilt projection's checkpoints.
 var errStaleLane = errors.New("projections: lane partitions changed")
 
 // laneSet is what Run is running; only Run's goroutine touches it.
@@ -62,17 +65,17 @@ func (r *Runner) runLanes(ctx context.Context) error {
 	for {
 		r.promote()
 		r.mu.Lock()
-		mainParts, catching := r.live, r.owned.Minus(r.live)
+		mainParts, catching, epoch := r.live, r.owned.Minus(r.live), r.epoch
 		r.mu.Unlock()
 
-		if ls.main == nil || ls.main.parts != mainParts {
+		if ls.main == nil || ls.main.parts != mainParts || ls.main.epoch != epoch {
 			stopLane(ls.main)
 			r.mu.Lock()
 			from := r.mainPos
 			r.mu.Unlock()
 			ls.main = r.startLane(ctx, true, mainParts, from, ended)
 		}
-		if ls.catchUp != nil && ls.catchUp.parts != catching {
+		if ls.catchUp != nil && (ls.catchUp.parts != catching || ls.catchUp.epoch != epoch) {
 			stopLane(ls.catchUp)
 			ls.catchUp = nil
 		}
@@ -117,6 +120,7 @@ func (r *Runner) startLane(ctx context.Context, main bool, parts events.Partitio
 	l := &lane{main: main, parts: parts, done: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(ctx)
 	r.mu.Lock()
+	l.epoch = r.epoch
 	var filter events.Filter
 	if main {
 		filter = filterOf(r.projs, parts)
@@ -167,7 +171,7 @@ func (r *Runner) commit(l *lane, recs []events.Record, through events.Position) 
 	}
 	r.mu.Lock()
 	active := r.live
-	if l.main && l.parts != r.live {
+	if l.epoch != r.epoch || (l.main && l.parts != r.live) {
 		r.mu.Unlock()
 		return errStaleLane
 	}
