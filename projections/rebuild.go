@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -9,26 +8,23 @@ import (
 	"github.com/hookline/hookline/events"
 )
 
-// ErrRebuildRunning means a projection of no partition was asked to
-// rebuild while Run runs: the node reads it to decide what to do (publish
-// plans from the registry), and a rebuild would answer from a partial
-// state until it caught up. Rebuild it before Run (with the node stopped).
-var ErrRebuildRunning = errors.New("projections: a projection of no partition can only be rebuilt before Run")
-
 // Rebuild drops everything projection name holds, in every partition, and
-// applies the log to it again from the start. Reconciliation uses it to
-// repair a projection that differs from a replay of the log.
+// applies the log to it again from the start, while Run runs or before.
+// Reconciliation uses it to repair a projection that differs from a replay
+// of the log. It costs one read of the node's share of the log; the other
+// projections skip what they have already applied (their checkpoints
+// hold), so nothing is applied twice.
 //
-// A [Partitioned] projection may be rebuilt while Run runs: the node's
-// partitions leave the live set at once (due pulls answer not live,
-// searches unavailable, nothing is answered from the dropped state), catch
-// up from the start of the log in the catch-up lane and go live again once
-// they reach the main lane; the other projections skip what they have
-// already applied (their checkpoints hold), so nothing is applied twice.
-// It costs one read of the node's share of the log.
+// A [Partitioned] projection's partitions leave the live set at once (due
+// pulls answer not live, searches unavailable: nothing is answered from the
+// dropped state), catch up from the start of the log in the catch-up lane
+// and go live again once they reach the main lane.
 //
-// A projection of no partition can be rebuilt only before Run; while Run
-// runs it fails with [ErrRebuildRunning].
+// A projection of no partition is applied again by the main lane, from the
+// start: the main position goes back to it, so WaitFor waits until the
+// projection has caught up, but a reader that does not wait (publish reads
+// the registry) sees a partial state meanwhile. Rebuild one only on a node
+// that serves no traffic (reconcile does it on a stopped node's store).
 func (r *Runner) Rebuild(name string) error {
 	r.applyMu.Lock()
 	defer r.applyMu.Unlock()
@@ -42,13 +38,9 @@ func (r *Runner) Rebuild(name string) error {
 			p = q
 		}
 	}
-	switch {
-	case p == nil:
+	if p == nil {
 		r.mu.Unlock()
 		return fmt.Errorf("rebuild %s: no such projection", name)
-	case p.part == nil && r.started && !r.stopped:
-		r.mu.Unlock()
-		return fmt.Errorf("rebuild %s: %w", name, ErrRebuildRunning)
 	}
 	ckpt := p.ckpt
 	if p.part == nil {

@@ -37,6 +37,7 @@ func (s *Server) Handler(ctx context.Context, conn *grpc.ClientConn) (http.Handl
 		controlv1.RegisterEndpointServiceHandler,
 		controlv1.RegisterEventServiceHandler,
 		controlv1.RegisterDeliveryServiceHandler,
+		controlv1.RegisterReconcileServiceHandler,
 	} {
 		if err := register(ctx, gw, conn); err != nil {
 			return nil, fmt.Errorf("register gateway: %w", err)

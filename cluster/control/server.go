@@ -53,6 +53,8 @@ type Config struct {
 	Projections Projections
 	// History answers delivery searches; nil makes them UNAVAILABLE.
 	History History
+	// Reconciler runs reconcile for the admin; nil makes it UNIMPLEMENTED.
+	Reconciler Reconciler
 	// AdminToken authenticates operators; empty disables the admin API.
 	AdminToken string
 	// MaxPayload caps an event's payload; default 256 KiB.
@@ -110,6 +112,7 @@ type Server struct {
 	controlv1.UnimplementedEndpointServiceServer
 	controlv1.UnimplementedEventServiceServer
 	controlv1.UnimplementedDeliveryServiceServer
+	controlv1.UnimplementedReconcileServiceServer
 
 	cfg    Config
 	health *health.Server
@@ -133,6 +136,7 @@ func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	controlv1.RegisterEndpointServiceServer(g, s)
 	controlv1.RegisterEventServiceServer(g, s)
 	controlv1.RegisterDeliveryServiceServer(g, s)
+	controlv1.RegisterReconcileServiceServer(g, s)
 	grpc_health_v1.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
 	s.health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)

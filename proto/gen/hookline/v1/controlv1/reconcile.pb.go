@@ -16,6 +16,7 @@
 package controlv1
 
 import (
+	v1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -692,8 +693,10 @@ type ReconcilePart struct {
 	MaxListed        int32                  `protobuf:"varint,5,opt,name=max_listed,json=maxListed,proto3" json:"max_listed,omitempty"`
 	NotPulledAfterMs int64                  `protobuf:"varint,6,opt,name=not_pulled_after_ms,json=notPulledAfterMs,proto3" json:"not_pulled_after_ms,omitempty"`
 	SkipReplay       bool                   `protobuf:"varint,7,opt,name=skip_replay,json=skipReplay,proto3" json:"skip_replay,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// issued_by asked for the run; its repairs are recorded as theirs.
+	IssuedBy      *v1.Actor `protobuf:"bytes,8,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReconcilePart) Reset() {
@@ -773,6 +776,13 @@ func (x *ReconcilePart) GetSkipReplay() bool {
 		return x.SkipReplay
 	}
 	return false
+}
+
+func (x *ReconcilePart) GetIssuedBy() *v1.Actor {
+	if x != nil {
+		return x.IssuedBy
+	}
+	return nil
 }
 
 // ReconcilePartDone is a node's part of a run.
@@ -898,7 +908,7 @@ var File_hookline_v1_reconcile_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_reconcile_proto_rawDesc = "" +
 	"\n" +
-	"\x1bhookline/v1/reconcile.proto\x12\vhookline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x01\n" +
+	"\x1bhookline/v1/reconcile.proto\x12\vhookline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18hookline/v1/events.proto\"\x99\x01\n" +
 	"\x10ReconcileRequest\x12\x16\n" +
 	"\x06repair\x18\x01 \x01(\bR\x06repair\x12\x1d\n" +
 	"\n" +
@@ -967,7 +977,7 @@ const file_hookline_v1_reconcile_proto_rawDesc = "" +
 	"nodeDigest\x12#\n" +
 	"\rreplay_digest\x18\a \x01(\tR\freplayDigest\x12\x1c\n" +
 	"\tdiffering\x18\b \x01(\x03R\tdiffering\x12\x16\n" +
-	"\x06moving\x18\t \x01(\x03R\x06moving\"\xf1\x01\n" +
+	"\x06moving\x18\t \x01(\x03R\x06moving\"\xa2\x02\n" +
 	"\rReconcilePart\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1f\n" +
 	"\vhead_commit\x18\x02 \x01(\x04R\n" +
@@ -978,7 +988,8 @@ const file_hookline_v1_reconcile_proto_rawDesc = "" +
 	"max_listed\x18\x05 \x01(\x05R\tmaxListed\x12-\n" +
 	"\x13not_pulled_after_ms\x18\x06 \x01(\x03R\x10notPulledAfterMs\x12\x1f\n" +
 	"\vskip_replay\x18\a \x01(\bR\n" +
-	"skipReplay\"\xae\x03\n" +
+	"skipReplay\x12/\n" +
+	"\tissued_by\x18\b \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"\xae\x03\n" +
 	"\x11ReconcilePartDone\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1e\n" +
 	"\n" +
@@ -1019,6 +1030,7 @@ var file_hookline_v1_reconcile_proto_goTypes = []any{
 	(*ReconcilePart)(nil),         // 6: hookline.v1.ReconcilePart
 	(*ReconcilePartDone)(nil),     // 7: hookline.v1.ReconcilePartDone
 	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*v1.Actor)(nil),              // 9: hookline.v1.Actor
 }
 var file_hookline_v1_reconcile_proto_depIdxs = []int32{
 	8,  // 0: hookline.v1.ReconcileReport.started_at:type_name -> google.protobuf.Timestamp
@@ -1027,17 +1039,18 @@ var file_hookline_v1_reconcile_proto_depIdxs = []int32{
 	3,  // 3: hookline.v1.ReconcileReport.checks:type_name -> hookline.v1.ReconcileCheck
 	4,  // 4: hookline.v1.ReconcileReport.discrepancies:type_name -> hookline.v1.Discrepancy
 	5,  // 5: hookline.v1.ReconcileReport.projections:type_name -> hookline.v1.ProjectionDigest
-	2,  // 6: hookline.v1.ReconcilePartDone.tenants:type_name -> hookline.v1.ReconcileTenant
-	3,  // 7: hookline.v1.ReconcilePartDone.checks:type_name -> hookline.v1.ReconcileCheck
-	4,  // 8: hookline.v1.ReconcilePartDone.discrepancies:type_name -> hookline.v1.Discrepancy
-	5,  // 9: hookline.v1.ReconcilePartDone.projections:type_name -> hookline.v1.ProjectionDigest
-	0,  // 10: hookline.v1.ReconcileService.Reconcile:input_type -> hookline.v1.ReconcileRequest
-	1,  // 11: hookline.v1.ReconcileService.Reconcile:output_type -> hookline.v1.ReconcileReport
-	11, // [11:12] is the sub-list for method output_type
-	10, // [10:11] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	9,  // 6: hookline.v1.ReconcilePart.issued_by:type_name -> hookline.v1.Actor
+	2,  // 7: hookline.v1.ReconcilePartDone.tenants:type_name -> hookline.v1.ReconcileTenant
+	3,  // 8: hookline.v1.ReconcilePartDone.checks:type_name -> hookline.v1.ReconcileCheck
+	4,  // 9: hookline.v1.ReconcilePartDone.discrepancies:type_name -> hookline.v1.Discrepancy
+	5,  // 10: hookline.v1.ReconcilePartDone.projections:type_name -> hookline.v1.ProjectionDigest
+	0,  // 11: hookline.v1.ReconcileService.Reconcile:input_type -> hookline.v1.ReconcileRequest
+	1,  // 12: hookline.v1.ReconcileService.Reconcile:output_type -> hookline.v1.ReconcileReport
+	12, // [12:13] is the sub-list for method output_type
+	11, // [11:12] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_reconcile_proto_init() }
