@@ -238,7 +238,7 @@ func (p *pulls) LastPull(endpointID string) time.Time {
 func (s *Server) startReconcile() error {
 	r, err := reconcile.New(reconcile.Config{
 		Log: s.log, Node: s.node.Address(), Runner: s.runner, Registry: s.registry, Due: s.due, History: s.history,
-		Pulls: s.pulls, Wake: wake(s.node), Now: s.cfg.Now, Logger: s.logger,
+		Pulls: s.pulls, Wake: wake(s.node), NotPulledAfter: s.cfg.NotPulledAfter, Now: s.cfg.Now, Logger: s.logger,
 	})
 	if err != nil {
 		return err

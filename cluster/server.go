@@ -105,6 +105,10 @@ type ServerConfig struct {
 	// ReconcileEvery is how often the background reconciler runs its cheap
 	// checks; 0 means reconcile.DefaultEvery (30 s), negative turns it off.
 	ReconcileEvery time.Duration
+	// NotPulledAfter is how long due work may wait on an endpoint whose
+	// grain does not pull before reconcile reports it; 0 means
+	// reconcile.DefaultNotPulledAfter (1 min).
+	NotPulledAfter time.Duration
 	// PprofAddr, when set, serves net/http/pprof on its own listener, for
 	// profiling in development. Keep it on loopback: profiles expose the
 	// process's memory and take its CPU. Empty (the default) serves none.
