@@ -13,9 +13,9 @@ import (
 	"github.com/hookline/hookline/cluster"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/faults"
-	"github.com/hookline/hookline/reconcile"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/reconcile"
 )
 
 // reconcileRun asks the node for a reconcile (as the admin) and returns
