@@ -23,6 +23,7 @@ Usage:
   hookline keys issue|revoke             manage a tenant's API keys (admin token)
   hookline endpoints create|get|list|update|pause|resume|rotate-secret|retire-secret|delete
   hookline events publish                publish an event
+  hookline reconcile [--repair]          compare every durable boundary with the log (admin; --data DIR: a stopped node)
 
 Client flags (before or after the command; also from the environment):
   --addr HOST:PORT   the node's gRPC address (HOOKLINE_ADDR, default 127.0.0.1:7070)
@@ -52,6 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stderr)
 	case "dev":
 		return dev(ctx, args[1:], stdout, stderr)
+	case "reconcile":
+		return reconcileRun(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -12,9 +12,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hookline/hookline/actors/attempt"
 	"github.com/hookline/hookline/cluster"
+	"github.com/hookline/hookline/faults"
 )
 
 // serve runs a node until ctx ends (SIGINT, SIGTERM).
@@ -36,6 +38,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	tenantInFlight := fs.Int("tenant-default-in-flight", int(envFloat("HOOKLINE_TENANT_DEFAULT_IN_FLIGHT")), "attempts in flight of a tenant whose quota leaves it 0; 0 means 100 (HOOKLINE_TENANT_DEFAULT_IN_FLIGHT)")
 	pprofAddr := fs.String("pprof-addr", os.Getenv("HOOKLINE_PPROF_ADDR"), "DEVELOPMENT ONLY: serve net/http/pprof on this loopback address, e.g. 127.0.0.1:6060; empty serves none (HOOKLINE_PPROF_ADDR)")
 	logLevel := fs.String("log-level", envOr("HOOKLINE_LOG_LEVEL", "info"), "debug, info, warn or error (HOOKLINE_LOG_LEVEL)")
+	reconcileEvery := fs.Duration("reconcile-every", envDuration("HOOKLINE_RECONCILE_EVERY"), "how often the background reconciler runs its cheap checks; 0 means 30s, negative turns it off (HOOKLINE_RECONCILE_EVERY)")
+	notPulled := fs.Duration("not-pulled-after", envDuration("HOOKLINE_NOT_PULLED_AFTER"), "report due work that no grain pulled for this long; 0 means 1m (HOOKLINE_NOT_PULLED_AFTER)")
+	faultSpec := fs.String("faults", "", "TESTS AND ACCEPTANCE RUNS ONLY: make this node fail on purpose, e.g. slow-append=20ms,duplicate-due (see package faults); no environment variable turns it on")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -44,6 +49,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *tenantRate < 0 || *tenantInFlight < 0 || *tenantInFlight > math.MaxInt32 {
 		return fmt.Errorf("--tenant-default-rate and --tenant-default-in-flight must be 0 (the default) or positive")
+	}
+	fset, err := faults.Parse(*faultSpec)
+	if err != nil {
+		return fmt.Errorf("--faults: %w", err)
+	}
+	if !fset.Active() {
+		fset = nil
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -89,6 +101,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Policy:      policy,
 		Logger:      logger,
 		PprofAddr:   *pprofAddr,
+
+		Faults:         fset,
+		ReconcileEvery: *reconcileEvery,
+		NotPulledAfter: *notPulled,
 
 		TenantAttemptsPerSecond: *tenantRate,
 		TenantMaxInFlight:       int32(*tenantInFlight),
@@ -141,6 +157,13 @@ func splitPort(flagName, addr string) (string, int, error) {
 // envFloat reads a number from the environment; unset or not a number is 0.
 func envFloat(key string) float64 {
 	v, _ := strconv.ParseFloat(os.Getenv(key), 64)
+	return v
+}
+
+// envDuration reads a duration from the environment; unset or not a
+// duration is 0.
+func envDuration(key string) time.Duration {
+	v, _ := time.ParseDuration(os.Getenv(key))
 	return v
 }
 
