@@ -42,6 +42,9 @@ type Bench struct {
 
 	rr      atomic.Uint64 // spreads the batches of a cluster load over its nodes
 	retries atomic.Int64  // publish calls retried on another node (cluster loads)
+
+	republished     atomic.Int64 // events published again (Load.Twice)
+	republishDiffer atomic.Int64 // of them, not answered as the same duplicate
 }
 
 // planned is one delivery as the publish answer planned it.
