@@ -53,6 +53,7 @@ const persistEvery = time.Second
 func (r *Runner) runLanes(ctx context.Context) error {
 	ended := make(chan *lane, 2)
 	ls := &r.lanes
+	var lost logLoss
 	defer func() {
 		for _, l := range []*lane{ls.main, ls.catchUp} {
 			if l != nil {
@@ -98,7 +99,18 @@ func (r *Runner) runLanes(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if errors.Is(l.err, errStaleLane) {
+			stale := errors.Is(l.err, errStaleLane)
+			if !stale && transient(l.err) {
+				// The log failed (a PostgreSQL restart): subscribe again
+				// from the checkpoints, after a pause; nothing was applied
+				// past them.
+				wait := lost.next()
+				r.logger.Warn("projections lost the log; subscribing again", slog.Bool("main", l.main), slog.Duration("retry_in", wait), slog.Any("error", l.err))
+				if err := sleep(ctx, wait); err != nil {
+					return err
+				}
+			}
+			if stale || transient(l.err) {
 				if l == ls.main {
 					ls.main = nil
 				} else {
@@ -137,7 +149,10 @@ func (r *Runner) startLane(ctx context.Context, main bool, parts events.Partitio
 	go func() {
 		defer close(l.done)
 		l.err = r.log.Subscribe(l.ctx, from, filter, func(recs []events.Record, through events.Position) error {
-			return r.commit(l, recs, through)
+			if err := r.commit(l, recs, through); err != nil {
+				return applyError{err}
+			}
+			return nil
 		})
 		if l.err == nil {
 			l.err = errors.New("subscription ended")
@@ -320,3 +335,48 @@ func (r *Runner) promoteLocked() {
 // checkpoints; only the lane's own commits (under applyMu) use them.
 func (l *lane) persisted() time.Time      { return l.lastPersist }
 func (l *lane) markPersisted(t time.Time) { l.lastPersist = t }
+
+// applyError is an error of the runner's own (a projection's Apply, the
+// store), as opposed to one of the log: it stops Run.
+type applyError struct{ err error }
+
+func (e applyError) Error() string { return e.err.Error() }
+func (e applyError) Unwrap() error { return e.err }
+
+// transient reports whether a lane's error is the log's, not the runner's
+// nor a closed log's: the lane subscribes again rather than stop Run.
+func transient(err error) bool {
+	var ae applyError
+	return err != nil && !errors.As(err, &ae) && !errors.Is(err, events.ErrClosed) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// logLoss paces the resubscriptions after the log failed: 100 ms doubling
+// to 5 s, from 100 ms again once a minute has passed without failure.
+type logLoss struct {
+	last time.Time
+	wait time.Duration
+}
+
+func (l *logLoss) next() time.Duration {
+	now := time.Now()
+	if l.wait == 0 || now.Sub(l.last) > time.Minute {
+		l.wait = 100 * time.Millisecond
+	} else {
+		l.wait = min(2*l.wait, 5*time.Second)
+	}
+	l.last = now
+	return l.wait
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

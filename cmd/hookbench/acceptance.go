@@ -522,6 +522,9 @@ func (a *acceptance) reconcile(ctx context.Context, fr *faultRun, res *FaultResu
 		parts = append(parts, fmt.Sprintf("%s %d", k, byKind[k]))
 	}
 	res.Reconcile = fmt.Sprintf("%d discrepancies (%s) %s", rep.GetDiscrepanciesTotal(), strings.Join(parts, ", "), strings.Join(rep.GetNotes(), "; "))
+	for _, d := range rep.GetDiscrepancies()[:min(3, len(rep.GetDiscrepancies()))] {
+		fr.notes = append(fr.notes, fmt.Sprintf("%s: %s (ids %s)", d.GetKind(), d.GetDetail(), strings.Join(d.GetDeliveryIds(), " ")))
+	}
 	return nil
 }
 

@@ -35,7 +35,7 @@ func (a *acceptance) startCluster(ctx context.Context) (func(), error) {
 		args := n.Args()
 		a.base = append(a.base, args[:len(args)-len(a.nodeArgs(""))])
 	}
-	b.node, b.api, b.cfg.Token = c.Nodes[0], c.APIs[0], c.Token
+	b.node, b.api, b.apis, b.cfg.Token = c.Nodes[0], c.APIs[0], c.APIs, c.Token
 	fmt.Fprintf(b.stderr, "hookbench: acceptance: %d nodes, schema %s\n", len(c.Nodes), c.Schema)
 	return func() {
 		if err := c.Close(context.WithoutCancel(ctx)); err != nil {

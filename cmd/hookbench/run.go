@@ -27,6 +27,10 @@ type Bench struct {
 	recv   *Receiver
 	node   *Node // nil when the run targets a running node
 	api    *API
+	// apis, when set, are every node of a cluster: AddTenant waits until
+	// each one's registry lists the new endpoints (a publish on a node
+	// whose registry lags the log plans without them).
+	apis []*API
 	runID  string
 	stderr io.Writer
 
@@ -125,9 +129,17 @@ func (b *Bench) AddTenant(ctx context.Context, spec TenantSpec) (*Tenant, error)
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	apis := b.apis
+	if len(apis) == 0 {
+		apis = []*API{b.api}
+	}
 	if err := poll(ctx, 30*time.Second, func() (bool, error) {
-		n, err := b.api.CountEndpoints(ctx, t.ID)
-		return n == len(t.Endpoints), err
+		for _, api := range apis {
+			if n, err := api.CountEndpoints(ctx, t.ID); n != len(t.Endpoints) || err != nil {
+				return false, err
+			}
+		}
+		return true, nil
 	}); err != nil {
 		return nil, fmt.Errorf("tenant %s: the node's registry does not list its %d endpoints: %w", t.ID, len(t.Endpoints), err)
 	}
