@@ -23,14 +23,14 @@ var ErrNoDelivery = errors.New("hookbench: the node delivered nothing")
 // here or given), the tenants and endpoints made for the run, and the plan
 // of every delivery published. Its methods are safe for concurrent use.
 type Bench struct {
-	cfg    RunConfig
-	recv   *Receiver
-	node   *Node // nil when the run targets a running node
-	api    *API
+	cfg  RunConfig
+	recv *Receiver
+	node *Node // nil when the run targets a running node
+	api  *API
 	// apis, when set, are every node of a cluster: AddTenant waits until
 	// each one's registry lists the new endpoints (a publish on a node
 	// whose registry lags the log plans without them).
-	apis []*API
+	apis   []*API
 	runID  string
 	stderr io.Writer
 
