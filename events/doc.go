@@ -29,8 +29,10 @@
 //	                                DeliveryExpired, ReplayRequested
 //	                                writer: the endpoint grain owning the
 //	                                delivery's endpoint
-//	reconcile-{run_id}              ReconcileRepaired, one per repair
-//	                                writer: the node that runs that reconcile
+//	reconcile-{run_id}.{part}       ReconcileRepaired, one per repair
+//	                                writer: the node that reconciled that
+//	                                part of the run (part "plans": the node
+//	                                asked; else the node's own name)
 //
 // Stream names follow EventStoreDB's category convention (category-id), so
 // $ce-endpoint and $et-AttemptFailed work in its UI.

@@ -495,6 +495,12 @@ func (a *acceptance) reconcile(ctx context.Context, fr *faultRun, res *FaultResu
 	if err != nil {
 		return err
 	}
+	fr.figures["reconcile_s"] = round(rep.GetFinishedAt().AsTime().Sub(rep.GetStartedAt().AsTime()).Seconds(), 2)
+	for _, c := range rep.GetChecks() {
+		if c.GetName() == "deliveries" {
+			fr.figures["reconciled_deliveries"] = float64(c.GetExamined())
+		}
+	}
 	mine := map[string]bool{}
 	for _, t := range append(slices.Clone(fr.healthy), fr.extra...) {
 		mine[t.ID] = true

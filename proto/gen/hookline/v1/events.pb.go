@@ -2136,7 +2136,7 @@ func (x *DeliveriesPlanned) GetRepair() *PlanRepair {
 // from the registry of the day of the repair.
 type PlanRepair struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// run_id names the reconcile run (its reconcile-{run_id} stream).
+	// run_id names the reconcile run (its reconcile-{run_id}.* streams).
 	RunId  string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// published_commit and published_prepare are the log position of the

@@ -39,7 +39,7 @@ const (
 type ReconcileServiceClient interface {
 	// Reconcile reads the log up to its head and compares each boundary with
 	// it. With repair it also fixes what can be fixed: every repair is an
-	// event with its reason (in the stream reconcile-{run_id}). It takes as
+	// event with its reason (in the streams reconcile-{run_id}.*). It takes as
 	// long as reading the log once, and the replay of the node's share of it.
 	Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileReport, error)
 }
@@ -70,7 +70,7 @@ func (c *reconcileServiceClient) Reconcile(ctx context.Context, in *ReconcileReq
 type ReconcileServiceServer interface {
 	// Reconcile reads the log up to its head and compares each boundary with
 	// it. With repair it also fixes what can be fixed: every repair is an
-	// event with its reason (in the stream reconcile-{run_id}). It takes as
+	// event with its reason (in the streams reconcile-{run_id}.*). It takes as
 	// long as reading the log once, and the replay of the node's share of it.
 	Reconcile(context.Context, *ReconcileRequest) (*ReconcileReport, error)
 	mustEmbedUnimplementedReconcileServiceServer()
