@@ -16,7 +16,6 @@ import (
 	"github.com/hookline/hookline/cluster/control"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections"
-	"github.com/hookline/hookline/projections/due"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 	"github.com/hookline/hookline/reconcile"
@@ -201,36 +200,6 @@ func wake(n *Node) func(ctx context.Context, endpointID string) error {
 		_, err := n.Request(ctx, endpoint.Kind, endpointID, &controlv1.EndpointCommand{Command: &controlv1.EndpointCommand_Wake{Wake: &controlv1.Wake{}}})
 		return err
 	}
-}
-
-// pulls records when each endpoint's grain last pulled its due work, for
-// reconcile's check of due work that no grain pulls. It wraps the puller
-// the grains use; it is safe for concurrent use.
-type pulls struct {
-	p   endpoint.Due
-	now func() time.Time
-
-	mu   sync.Mutex // guards last
-	last map[string]time.Time
-}
-
-func newPulls(p endpoint.Due, now func() time.Time) *pulls {
-	return &pulls{p: p, now: now, last: map[string]time.Time{}}
-}
-
-// Pull implements endpoint.Due.
-func (p *pulls) Pull(endpointID string, now time.Time, limit int) ([]due.Item, error) {
-	p.mu.Lock()
-	p.last[endpointID] = p.now()
-	p.mu.Unlock()
-	return p.p.Pull(endpointID, now, limit)
-}
-
-// LastPull implements reconcile.Pulls.
-func (p *pulls) LastPull(endpointID string) time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.last[endpointID]
 }
 
 // startReconcile makes the node's reconciler, its actor and its background

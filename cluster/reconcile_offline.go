@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -30,6 +31,9 @@ import (
 func ReconcileOffline(ctx context.Context, dir string, req *controlv1.ReconcileRequest, logger *slog.Logger) (*controlv1.ReconcileReport, error) {
 	if logger == nil {
 		logger = slog.Default()
+	}
+	if _, err := os.Stat(filepath.Join(dir, "log")); err != nil {
+		return nil, fmt.Errorf("%s holds no embedded log (a node on a shared log is reconciled through any running node: hookline reconcile --addr): %w", dir, err)
 	}
 	l, err := embedded.Open(embedded.Config{Dir: filepath.Join(dir, "log"), Logger: logger})
 	if err != nil {
