@@ -78,9 +78,9 @@ func (b *Background) Counts() (counts map[string]int64, held int64, runs int64, 
 	return counts, b.held, b.runs, b.last
 }
 
-// Run runs the checks every b.every until ctx ends; it returns ctx.Err().
-// The plans are followed from the log's head at start.
-func (b *Background) Run(ctx context.Context) error {
+// Start makes the plans followed from the log's head now on: the checks
+// look at the publishes after it. Run calls it.
+func (b *Background) Start(ctx context.Context) error {
 	head, err := b.r.cfg.Log.Head(ctx)
 	if err != nil {
 		return fmt.Errorf("background reconcile: %w", err)
@@ -88,6 +88,15 @@ func (b *Background) Run(ctx context.Context) error {
 	b.scanMu.Lock()
 	b.tail = head
 	b.scanMu.Unlock()
+	return nil
+}
+
+// Run starts and runs the checks every b.every until ctx ends; it returns
+// ctx.Err().
+func (b *Background) Run(ctx context.Context) error {
+	if err := b.Start(ctx); err != nil {
+		return err
+	}
 	t := time.NewTicker(b.every)
 	defer t.Stop()
 	for {
