@@ -112,7 +112,7 @@ func reconcileNode(ctx context.Context, addr, token string, req *controlv1.Recon
 	}
 	rep, err := controlv1.NewReconcileServiceClient(cc).Reconcile(ctx, req)
 	if st, ok := status.FromError(err); ok && err != nil {
-		return nil, fmt.Errorf("reconcile: %s: %s", codeWords(st.Code().String()), st.Message())
+		return nil, fmt.Errorf("reconcile: %s: %s", st.Code(), st.Message())
 	}
 	return rep, err
 }
