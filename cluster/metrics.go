@@ -13,6 +13,7 @@ import (
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/reconcile"
 )
 
 // metrics are the node's Prometheus metrics, served at /metrics.
@@ -109,6 +110,49 @@ func (m *metrics) nodeGauges(s *Server) {
 	gauge("hookline_dispatch_oldest_new_wait_seconds", "How long the oldest new delivery has waited for a slot.", func() float64 {
 		return s.dispatch.Stats().OldestNew.Seconds()
 	})
+}
+
+// reconcileGauges registers the background reconciler's counts and the
+// last full run's: any discrepancy count that is not zero is an alert.
+func (m *metrics) reconcileGauges(s *Server) {
+	if b := s.backdrop; b != nil {
+		for _, kind := range reconcile.BackgroundKinds {
+			m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name:        "hookline_reconcile_discrepancies",
+				Help:        "Discrepancies the background reconciler found in its last run, by kind (an alert when not zero; hookline reconcile lists their ids).",
+				ConstLabels: prometheus.Labels{"kind": kind},
+			}, func() float64 { c, _, _, _ := b.Counts(); return float64(c[kind]) }))
+		}
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hookline_reconcile_held_endpoints",
+			Help: "Endpoints paused or disabled while holding due deliveries (they wait for a resume; not a discrepancy).",
+		}, func() float64 { _, held, _, _ := b.Counts(); return float64(held) }))
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "hookline_reconcile_background_runs_total",
+			Help: "Runs of the background reconciler's checks.",
+		}, func() float64 { _, _, runs, _ := b.Counts(); return float64(runs) }))
+	}
+	last := func(f func(l *lastRun) float64) func() float64 {
+		return func() float64 {
+			l := &s.recon.last
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return f(l)
+		}
+	}
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hookline_reconcile_last_discrepancies",
+		Help: "Discrepancies found by the last full reconcile run from this node (hookline reconcile).",
+	}, last(func(l *lastRun) float64 { return float64(l.discrepancies) })))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hookline_reconcile_last_run_timestamp_seconds",
+		Help: "When the last full reconcile run from this node ended (0: none since the node started).",
+	}, last(func(l *lastRun) float64 {
+		if l.at.IsZero() {
+			return 0
+		}
+		return float64(l.at.UnixNano()) / 1e9
+	})))
 }
 
 // metricsView is the projection that counts outcomes from the log. Its

@@ -38,10 +38,12 @@ import (
 	"github.com/hookline/hookline/events/embedded"
 	"github.com/hookline/hookline/events/esdb"
 	"github.com/hookline/hookline/events/postgres"
+	"github.com/hookline/hookline/faults"
 	"github.com/hookline/hookline/projections"
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/projections/registry"
+	"github.com/hookline/hookline/reconcile"
 )
 
 // ErrNoMasterKey refuses a node on a shared log without a configured
@@ -122,6 +124,17 @@ type ServerConfig struct {
 	// included, so that a client trickling its body cannot hold a
 	// connection; default 30 s.
 	HTTPReadTimeout time.Duration
+	// Faults injects failures at the node's seams (the log, the grains'
+	// attempter and due puller, wakes, the projections' view of the log),
+	// for tests and `hookline serve --faults` only; nil injects nothing.
+	Faults *faults.Set
+	// ReconcileEvery is how often the background reconciler runs its cheap
+	// checks; 0 means reconcile.DefaultEvery (30 s), negative turns it off.
+	ReconcileEvery time.Duration
+	// NotPulledAfter is how long due work may wait on an endpoint whose
+	// grain does not pull before reconcile reports it; 0 means
+	// reconcile.DefaultNotPulledAfter (1 min).
+	NotPulledAfter time.Duration
 	// PprofAddr, when set, serves net/http/pprof on its own listener, for
 	// profiling in development. Keep it on loopback: profiles expose the
 	// process's memory and take its CPU. Empty (the default) serves none.
@@ -160,8 +173,11 @@ type Server struct {
 	logger   *slog.Logger
 	metrics  *metrics
 	tasks    sync.WaitGroup // the endpoint grains' attempts and pulls
-	drain    endpoint.Drain // started on a graceful stop
-	rawLog   events.Log     // the log as opened, before timing
+	pulls    *pulls         // the grains' due puller, noting when each endpoint pulled
+	recon    *reconciles
+	backdrop *reconcile.Background // nil when off
+	drain    endpoint.Drain        // started on a graceful stop
+	rawLog   events.Log            // the log as opened, before timing
 }
 
 // NewServer opens the log and projections, starts the cluster node and
@@ -207,7 +223,10 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	}
 	s.metrics = newMetrics()
 	s.rawLog = s.log
-	s.log = timedLog{Log: s.log, seconds: s.metrics.appendSeconds}
+	if cfg.Faults.Active() {
+		cfg.Logger.Warn("!!! FAULT INJECTION IS ON: this node fails on purpose (tests and acceptance runs only) !!!", slog.String("faults", cfg.Faults.String()))
+	}
+	s.log = timedLog{Log: cfg.Faults.Log(s.log), seconds: s.metrics.appendSeconds}
 	if s.keyring, err = loadKeyring(cfg); err != nil {
 		return nil, err
 	}
@@ -217,7 +236,7 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 		return nil, fmt.Errorf("master key: %w", err)
 	}
 
-	s.runner, err = projections.Open(s.log, projections.Config{Dir: filepath.Join(cfg.DataDir, "projections"), FS: cfg.ProjectionsFS, Logger: cfg.Logger, Now: cfg.Now})
+	s.runner, err = projections.Open(cfg.Faults.ProjectionsLog(s.log), projections.Config{Dir: filepath.Join(cfg.DataDir, "projections"), FS: cfg.ProjectionsFS, Logger: cfg.Logger, Now: cfg.Now})
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +250,7 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 		return nil, err
 	}
 	s.waker = newWaker(cfg.Logger)
-	if s.due, err = due.New(s.runner, due.Config{Waker: s.waker, Now: cfg.Now, Logger: cfg.Logger, SweepInterval: cfg.SweepInterval, StaleAfter: cfg.StaleAfter}); err != nil {
+	if s.due, err = due.New(s.runner, due.Config{Waker: cfg.Faults.Waker(s.waker), Now: cfg.Now, Logger: cfg.Logger, SweepInterval: cfg.SweepInterval, StaleAfter: cfg.StaleAfter}); err != nil {
 		return nil, err
 	}
 	if s.history, err = history.New(s.runner, history.Config{Log: s.log, Now: cfg.Now, Logger: cfg.Logger}); err != nil {
@@ -243,6 +262,7 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 		policy = &attempt.Policy{}
 	}
 	s.attempts = attempt.NewClient(attempt.ClientConfig{Policy: policy})
+	s.pulls = newPulls(cfg.Faults.Puller(s.due), cfg.Now)
 	s.metrics.nodeGauges(s)
 
 	nodeCfg := cfg.Node
@@ -263,6 +283,9 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if err := startStatusActor(s); err != nil {
 		return nil, err
 	}
+	if err := s.startReconcile(); err != nil {
+		return nil, err
+	}
 	var auditLink func(string) string
 	auditUI := ""
 	if storeKind(cfg.Store) == "eventstoredb" {
@@ -271,7 +294,7 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 
 	s.control, err = control.New(control.Config{
 		Log: s.log, Grains: s.node, Registry: s.registry, Projections: s.runner,
-		History: s.hist, AdminToken: cfg.AdminToken, Keyring: s.keyring, Now: cfg.Now, Logger: cfg.Logger,
+		History: s.hist, Reconciler: s.recon, AdminToken: cfg.AdminToken, Keyring: s.keyring, Now: cfg.Now, Logger: cfg.Logger,
 		Portal: s.portal, Cluster: &statuses{srv: s, store: storeKind(cfg.Store), timeout: s.node.cfg.RequestTimeout},
 		AuditLink: auditLink, AuditUI: auditUI,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerCaller: cfg.MaxInFlightPerCaller,
@@ -416,7 +439,7 @@ func (s *Server) kinds() []*pcluster.Kind {
 		}),
 		endpoint.NewKind(endpoint.Config{
 			Log: s.log, Keyring: s.keyring, Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger,
-			Due: s.due, Projections: s.runner, History: s.history, Attempts: s.attempts,
+			Due: s.pulls, Projections: s.runner, History: s.history, Attempts: s.cfg.Faults.Attempter(s.attempts),
 			Dispatcher: s.dispatch, Grains: s.grainsOnceStarted(), Schedule: s.cfg.Schedule,
 			Tasks: &s.tasks, Breaker: s.cfg.Breaker, Quarantine: endpoint.NewQuarantine(0, 0), Drain: &s.drain,
 		}),
@@ -450,6 +473,9 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return ignoreCancel(s.due.Run(gctx)) })
 	g.Go(func() error { return ignoreCancel(s.history.Run(gctx)) })
 	g.Go(func() error { return ignoreCancel(s.waker.Run(gctx, wakeWorkers)) })
+	if s.backdrop != nil {
+		g.Go(func() error { return ignoreCancel(s.backdrop.Run(gctx)) })
+	}
 	// The log's own maintenance: retention, partitions.
 	if l, ok := s.rawLog.(interface{ Run(context.Context) error }); ok && s.ownsLog {
 		g.Go(func() error { return ignoreCancel(l.Run(gctx)) })

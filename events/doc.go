@@ -21,7 +21,10 @@
 //	                                writer: the endpoint grain
 //	event-{tenant_id}.{event_id}    EventPublished + DeliveriesPlanned, in one
 //	                                append with expected revision NoStream
-//	                                writer: the publish handler
+//	                                writer: the publish handler; after it,
+//	                                only reconciliation's repair, which
+//	                                appends a DeliveriesPlanned (its repair
+//	                                set) with the revision it read
 //	portal-{token_id}               PortalTokenIssued, PortalTokenRevoked
 //	                                writer: the control API's portal
 //	                                handler (issue: expected NoStream;
@@ -30,6 +33,10 @@
 //	                                DeliveryExpired, ReplayRequested
 //	                                writer: the endpoint grain owning the
 //	                                delivery's endpoint
+//	reconcile-{run_id}.{part}       ReconcileRepaired, one per repair
+//	                                writer: the node that reconciled that
+//	                                part of the run (part "plans": the node
+//	                                asked; else the node's own name)
 //
 // Stream names follow EventStoreDB's category convention (category-id), so
 // $ce-endpoint and $et-AttemptFailed work in its UI.

@@ -14,6 +14,8 @@ const (
 	DeliveryCategory = "delivery"
 	// PortalCategory holds one stream per portal token (cluster/portal).
 	PortalCategory = "portal"
+	// ReconcileCategory holds the repairs of reconcile runs.
+	ReconcileCategory = "reconcile"
 )
 
 // TenantStream names the stream of a tenant.
@@ -29,6 +31,9 @@ func EventStream(tenantID, eventID string) string {
 
 // DeliveryStream names the stream of one delivery.
 func DeliveryStream(deliveryID string) string { return DeliveryCategory + "-" + deliveryID }
+
+// ReconcileStream names the stream of one reconcile run's repairs.
+func ReconcileStream(runID string) string { return ReconcileCategory + "-" + runID }
 
 // Category returns the category of a stream name ("" when it has none).
 func Category(stream string) string {

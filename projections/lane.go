@@ -22,6 +22,7 @@ import (
 type lane struct {
 	main   bool
 	parts  events.PartitionSet
+	epoch  uint64 // the runner's epoch when it started
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -32,7 +33,9 @@ type lane struct {
 
 // errStaleLane ends a main lane whose partitions are no longer the live
 // ones: it must not move the main position past records of a partition it
-// does not read. Run starts it again with the live partitions.
+// does not read. Run starts it again with the live partitions. It also
+// ends any lane started before a Rebuild, which must read the log again
+// from the rebuilt projection's checkpoints.
 var errStaleLane = errors.New("projections: lane partitions changed")
 
 // laneSet is what Run is running; only Run's goroutine touches it.
@@ -50,6 +53,7 @@ const persistEvery = time.Second
 func (r *Runner) runLanes(ctx context.Context) error {
 	ended := make(chan *lane, 2)
 	ls := &r.lanes
+	var lost logLoss
 	defer func() {
 		for _, l := range []*lane{ls.main, ls.catchUp} {
 			if l != nil {
@@ -62,17 +66,17 @@ func (r *Runner) runLanes(ctx context.Context) error {
 	for {
 		r.promote()
 		r.mu.Lock()
-		mainParts, catching := r.live, r.owned.Minus(r.live)
+		mainParts, catching, epoch := r.live, r.owned.Minus(r.live), r.epoch
 		r.mu.Unlock()
 
-		if ls.main == nil || ls.main.parts != mainParts {
+		if ls.main == nil || ls.main.parts != mainParts || ls.main.epoch != epoch {
 			stopLane(ls.main)
 			r.mu.Lock()
 			from := r.mainPos
 			r.mu.Unlock()
 			ls.main = r.startLane(ctx, true, mainParts, from, ended)
 		}
-		if ls.catchUp != nil && ls.catchUp.parts != catching {
+		if ls.catchUp != nil && (ls.catchUp.parts != catching || ls.catchUp.epoch != epoch) {
 			stopLane(ls.catchUp)
 			ls.catchUp = nil
 		}
@@ -95,7 +99,18 @@ func (r *Runner) runLanes(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if errors.Is(l.err, errStaleLane) {
+			stale := errors.Is(l.err, errStaleLane)
+			if !stale && transient(l.err) {
+				// The log failed (a PostgreSQL restart): subscribe again
+				// from the checkpoints, after a pause; nothing was applied
+				// past them.
+				wait := lost.next()
+				r.logger.Warn("projections lost the log; subscribing again", slog.Bool("main", l.main), slog.Duration("retry_in", wait), slog.Any("error", l.err))
+				if err := sleep(ctx, wait); err != nil {
+					return err
+				}
+			}
+			if stale || transient(l.err) {
 				if l == ls.main {
 					ls.main = nil
 				} else {
@@ -117,6 +132,7 @@ func (r *Runner) startLane(ctx context.Context, main bool, parts events.Partitio
 	l := &lane{main: main, parts: parts, done: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(ctx)
 	r.mu.Lock()
+	l.epoch = r.epoch
 	var filter events.Filter
 	if main {
 		filter = filterOf(r.projs, parts)
@@ -133,7 +149,10 @@ func (r *Runner) startLane(ctx context.Context, main bool, parts events.Partitio
 	go func() {
 		defer close(l.done)
 		l.err = r.log.Subscribe(l.ctx, from, filter, func(recs []events.Record, through events.Position) error {
-			return r.commit(l, recs, through)
+			if err := r.commit(l, recs, through); err != nil {
+				return applyError{err}
+			}
+			return nil
 		})
 		if l.err == nil {
 			l.err = errors.New("subscription ended")
@@ -167,7 +186,7 @@ func (r *Runner) commit(l *lane, recs []events.Record, through events.Position) 
 	}
 	r.mu.Lock()
 	active := r.live
-	if l.main && l.parts != r.live {
+	if l.epoch != r.epoch || (l.main && l.parts != r.live) {
 		r.mu.Unlock()
 		return errStaleLane
 	}
@@ -316,3 +335,48 @@ func (r *Runner) promoteLocked() {
 // checkpoints; only the lane's own commits (under applyMu) use them.
 func (l *lane) persisted() time.Time      { return l.lastPersist }
 func (l *lane) markPersisted(t time.Time) { l.lastPersist = t }
+
+// applyError is an error of the runner's own (a projection's Apply, the
+// store), as opposed to one of the log: it stops Run.
+type applyError struct{ err error }
+
+func (e applyError) Error() string { return e.err.Error() }
+func (e applyError) Unwrap() error { return e.err }
+
+// transient reports whether a lane's error is the log's, not the runner's
+// nor a closed log's: the lane subscribes again rather than stop Run.
+func transient(err error) bool {
+	var ae applyError
+	return err != nil && !errors.As(err, &ae) && !errors.Is(err, events.ErrClosed) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// logLoss paces the resubscriptions after the log failed: 100 ms doubling
+// to 5 s, from 100 ms again once a minute has passed without failure.
+type logLoss struct {
+	last time.Time
+	wait time.Duration
+}
+
+func (l *logLoss) next() time.Duration {
+	now := time.Now()
+	if l.wait == 0 || now.Sub(l.last) > time.Minute {
+		l.wait = 100 * time.Millisecond
+	} else {
+		l.wait = min(2*l.wait, 5*time.Second)
+	}
+	l.last = now
+	return l.wait
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

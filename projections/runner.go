@@ -124,6 +124,7 @@ type Runner struct {
 	notify   chan struct{}       // closed and replaced after every batch
 	changed  chan struct{}       // tells Run that the owned or live set changed
 	lanes    laneSet             // the lanes running, for Run
+	epoch    uint64              // moved by Rebuild: the lanes of an older epoch are stale
 }
 
 type registered struct {

@@ -34,5 +34,5 @@ if [ -f hookline/v1/gateway.yaml ]; then
     --grpc-gateway_opt=grpc_api_configuration=hookline/v1/gateway.yaml \
     --openapiv2_out=gen --openapiv2_opt=grpc_api_configuration=hookline/v1/gateway.yaml \
     --openapiv2_opt=allow_merge=true,merge_file_name=hookline,json_names_for_fields=false \
-    hookline/v1/control.proto hookline/v1/console.proto
+    hookline/v1/control.proto hookline/v1/console.proto hookline/v1/reconcile.proto
 fi

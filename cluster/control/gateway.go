@@ -55,6 +55,7 @@ func (s *Server) Handler(ctx context.Context, conn *grpc.ClientConn) (http.Handl
 		controlv1.RegisterOperatorServiceHandler,
 		controlv1.RegisterAuditServiceHandler,
 		controlv1.RegisterEndpointHealthServiceHandler,
+		controlv1.RegisterReconcileServiceHandler,
 	} {
 		if err := register(ctx, gw, conn); err != nil {
 			return nil, fmt.Errorf("register gateway: %w", err)

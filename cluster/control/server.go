@@ -55,6 +55,8 @@ type Config struct {
 	Projections Projections
 	// History answers delivery searches; nil makes them UNAVAILABLE.
 	History History
+	// Reconciler runs reconcile for the admin; nil makes it UNIMPLEMENTED.
+	Reconciler Reconciler
 	// AdminToken authenticates operators; empty disables the admin API.
 	AdminToken string
 	// Portal finds portal tokens; nil refuses them.
@@ -158,6 +160,7 @@ type Server struct {
 	controlv1.UnimplementedOperatorServiceServer
 	controlv1.UnimplementedAuditServiceServer
 	controlv1.UnimplementedEndpointHealthServiceServer
+	controlv1.UnimplementedReconcileServiceServer
 
 	cfg    Config
 	health *health.Server
@@ -204,6 +207,7 @@ func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	controlv1.RegisterOperatorServiceServer(g, s)
 	controlv1.RegisterAuditServiceServer(g, s)
 	controlv1.RegisterEndpointHealthServiceServer(g, s)
+	controlv1.RegisterReconcileServiceServer(g, s)
 	grpc_health_v1.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
 	s.health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)

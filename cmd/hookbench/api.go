@@ -176,3 +176,32 @@ func (a *API) CountEndpoints(ctx context.Context, tenant string) (int, error) {
 	}
 	return n, nil
 }
+
+// GetDelivery returns a tenant's delivery with its attempts (read from the
+// log).
+func (a *API) GetDelivery(ctx context.Context, tenant, id string) (*controlv1.Delivery, error) {
+	cc, _, _ := a.conn()
+	ctx, cancel := a.ctx(ctx)
+	defer cancel()
+	d, err := controlv1.NewDeliveryServiceClient(cc).GetDelivery(ctx, &controlv1.GetDeliveryRequest{TenantId: tenant, DeliveryId: id})
+	if err != nil {
+		return nil, fmt.Errorf("get delivery %s of %s: %w", id, tenant, err)
+	}
+	return d, nil
+}
+
+// reconcileTimeout bounds one reconcile, which reads the whole log.
+const reconcileTimeout = 10 * time.Minute
+
+// Reconcile asks the node for a reconcile run with the admin token.
+func (a *API) Reconcile(ctx context.Context, req *controlv1.ReconcileRequest) (*controlv1.ReconcileReport, error) {
+	cc, _, _ := a.conn()
+	ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+a.token)
+	rep, err := controlv1.NewReconcileServiceClient(cc).Reconcile(ctx, req, grpc.MaxCallRecvMsgSize(64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	return rep, nil
+}

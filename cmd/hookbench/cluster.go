@@ -33,6 +33,8 @@ type ClusterConfig struct {
 	Log io.Writer
 	// KeepData keeps the schema and the data directories.
 	KeepData bool
+	// Args are added to every node's serve command line.
+	Args []string
 }
 
 // Cluster is a set of `hookline serve` processes on one PostgreSQL log, in
@@ -76,6 +78,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (_ *Cluster, err error
 		if i > 0 {
 			args = append(args, "--join", c.Nodes[0].GossipAddr())
 		}
+		args = append(args, cfg.Args...)
 		n, err := StartNode(ctx, NodeConfig{Binary: cfg.Binary, DataDir: filepath.Join(dir, "node"+strconv.Itoa(i)),
 			AdminToken: c.Token, Log: cfg.Log, Args: args, Env: env})
 		if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -50,6 +52,8 @@ type RunConfig struct {
 	HangEndpoints int           // fairness: tenant A's endpoints
 	HangRate      float64       // fairness: tenant A's events per second
 	HangTimeout   time.Duration // fairness: tenant A's attempt timeout
+
+	Only []string // acceptance: the faults to run (empty: all)
 }
 
 // withDefaults fills zero fields from d, then from the general defaults.
@@ -98,6 +102,8 @@ func (c RunConfig) Validate() error {
 		return errors.New("--rate, --endpoint-rate and --hang-rate must not be negative")
 	case c.Node != "" && c.Token == "":
 		return errors.New("--node needs --token (the node's HOOKLINE_ADMIN_TOKEN) to create tenants")
+	case c.Scenario == "acceptance" && c.Node != "":
+		return errors.New("acceptance starts (and kills) its own nodes: drop --node")
 	case c.Scenario == "crash" && c.Node != "":
 		return errors.New("crash kills the node, so hookbench must start it: drop --node")
 	case scenarios[c.Scenario].cluster && c.Node != "":
@@ -147,7 +153,7 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.DurationVar(&c.Progress, "progress", 0, "progress line interval on stderr (5s)")
 	fs.Float64Var(&c.EndpointRate, "endpoint-rate", 0, "endpoints' rate_per_second and burst (throughput, latency 1000; 0: the node's default)")
 	fs.IntVar(&c.EndpointInFlight, "endpoint-in-flight", 0, "endpoints' max_in_flight (throughput, latency 50; 0: the node's default)")
-	fs.StringVar(&c.PG, "pg", os.Getenv("HOOKLINE_POSTGRES_URL"), "cluster, cluster-scale: PostgreSQL URL of the shared log (HOOKLINE_POSTGRES_URL); a fresh schema per run, dropped at the end")
+	fs.StringVar(&c.PG, "pg", os.Getenv("HOOKLINE_POSTGRES_URL"), "cluster, cluster-scale: PostgreSQL URL of the shared log (HOOKLINE_POSTGRES_URL); a fresh schema per run, dropped at the end. acceptance: three nodes on PostgreSQL: \"private\" starts a server of its own (initdb, another port) that the pg-restart fault restarts; a URL uses that server (no pg-restart)")
 	fs.DurationVar(&c.KillAt, "kill-at", 0, "cluster: kill -9 one node after this much publishing (half of --duration)")
 	fs.IntVar(&c.Kills, "kills", 0, "crash: kill -9 this many times, at least 5 (6)")
 	fs.IntVar(&c.Rounds, "rounds", 0, "cluster-scale: rounds of 1, 2 and 3 nodes, in alternating order; figures are medians (1)")
@@ -156,6 +162,7 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.IntVar(&c.HangEndpoints, "hang-endpoints", 0, "fairness: tenant A's hanging endpoints (500)")
 	fs.Float64Var(&c.HangRate, "hang-rate", 0, "fairness: tenant A's events per second, each to every A endpoint (2)")
 	fs.DurationVar(&c.HangTimeout, "hang-timeout", 0, "fairness: tenant A's attempt timeout, 1s to 30s (5s)")
+	only := fs.String("only", "", "acceptance: run only these faults, comma-separated (the baseline always runs): "+strings.Join(faultNames(), ", "))
 
 	// The scenario may come first or after the flags.
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
@@ -164,10 +171,20 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	pgGiven := false
+	fs.Visit(func(f *flag.Flag) { pgGiven = pgGiven || f.Name == "pg" })
 	if c.Scenario == "" && fs.NArg() > 0 {
 		c.Scenario = fs.Arg(0)
 	} else if fs.NArg() > 0 {
 		return c, fmt.Errorf("run: unexpected argument %q", fs.Arg(0))
+	}
+	for _, f := range strings.Split(*only, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			if !slices.Contains(faultNames(), f) {
+				return c, fmt.Errorf("--only: unknown fault %q; use %s", f, strings.Join(faultNames(), ", "))
+			}
+			c.Only = append(c.Only, f)
+		}
 	}
 	if c.Scenario == "" {
 		fs.Usage()
@@ -176,6 +193,9 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	sc, ok := scenarios[c.Scenario]
 	if !ok {
 		return c, fmt.Errorf("run: unknown scenario %q; use one of %s", c.Scenario, scenarioNames())
+	}
+	if c.Scenario == "acceptance" && !pgGiven {
+		c.PG = "" // one node unless --pg is given: HOOKLINE_POSTGRES_URL alone does not make a cluster
 	}
 	skipRaw := c.RawDuration < 0
 	c = c.withDefaults(sc.defaults)

@@ -314,3 +314,32 @@ func (n *Node) Stop(timeout time.Duration) error {
 		return fmt.Errorf("node did not stop within %v of SIGTERM; killed it", timeout)
 	}
 }
+
+// RestartWith stops the current process (SIGTERM, SIGKILL after timeout)
+// unless it has ended already, and starts a new one on the same data
+// directory with args in place of the configured extra arguments (the
+// acceptance run switches --faults on and off this way).
+func (n *Node) RestartWith(ctx context.Context, timeout time.Duration, args []string) error {
+	if err := n.Stop(timeout); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.cfg.Args = args
+	n.mu.Unlock()
+	return n.start(ctx)
+}
+
+// Exited is closed when the current process has ended (and been waited
+// for).
+func (n *Node) Exited() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.done
+}
+
+// Args returns the extra arguments the node starts with.
+func (n *Node) Args() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.cfg.Args...)
+}

@@ -34,6 +34,11 @@ type Load struct {
 	// robin, and a failed batch is retried on the next node at once (with
 	// Retry). Empty means the Bench's own API.
 	APIs []*API
+	// Twice publishes every batch again once accepted, as a producer whose
+	// relay died after publishing would: every event of the second must be
+	// answered as a duplicate with the first's deliveries
+	// (Bench.republished, Bench.republishDiffer).
+	Twice bool
 }
 
 // Publish runs a load to its end and returns the events accepted.
@@ -100,6 +105,9 @@ func (b *Bench) publishBatch(ctx context.Context, t *Tenant, evs []*controlv1.Pu
 		resps, err := b.api.PublishBatch(ctx, t.ID, evs)
 		if err == nil {
 			b.record(t, resps, began, time.Now(), l.Phase)
+			if l.Twice {
+				return b.publishAgain(ctx, t, evs, resps, l)
+			}
 			return nil
 		}
 		if !l.Retry || try >= maxTries || ctx.Err() != nil {
@@ -149,6 +157,9 @@ func (b *Bench) publishRoundRobin(ctx context.Context, t *Tenant, evs []*control
 		resps, err := api.PublishBatch(ctx, t.ID, evs)
 		if err == nil {
 			b.record(t, resps, began, time.Now(), l.Phase)
+			if l.Twice {
+				return b.publishAgain(ctx, t, evs, resps, l)
+			}
 			return nil
 		}
 		if !l.Retry || ctx.Err() != nil {
@@ -162,4 +173,50 @@ func (b *Bench) publishRoundRobin(ctx context.Context, t *Tenant, evs []*control
 		}
 	}
 	return fmt.Errorf("publish %d events of %s: no node accepted them in %d rounds", len(evs), t.ID, maxRounds)
+}
+
+// publishAgain publishes an accepted batch again (Load.Twice) and checks
+// that every event is answered as a duplicate planning the same
+// deliveries as the first answer.
+func (b *Bench) publishAgain(ctx context.Context, t *Tenant, evs []*controlv1.PublishRequest, first []*controlv1.PublishResponse, l Load) error {
+	l.Twice = false
+	for try := 0; ; try++ {
+		api := b.api
+		if len(l.APIs) > 0 {
+			api = l.APIs[(int(b.rr.Add(1))+try)%len(l.APIs)]
+		}
+		again, err := api.PublishBatch(ctx, t.ID, evs)
+		if err != nil {
+			if !l.Retry || try >= 600 || ctx.Err() != nil {
+				return err
+			}
+			if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
+				return err
+			}
+			continue
+		}
+		for i, r := range again {
+			b.republished.Add(1)
+			if !r.GetDuplicate() || !sameDeliveries(r, first[i]) {
+				b.republishDiffer.Add(1)
+			}
+		}
+		return nil
+	}
+}
+
+func sameDeliveries(a, b *controlv1.PublishResponse) bool {
+	ids := map[string]bool{}
+	for _, d := range a.GetDeliveries() {
+		ids[d.GetDeliveryId()] = true
+	}
+	if len(ids) != len(b.GetDeliveries()) {
+		return false
+	}
+	for _, d := range b.GetDeliveries() {
+		if !ids[d.GetDeliveryId()] {
+			return false
+		}
+	}
+	return true
 }

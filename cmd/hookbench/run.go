@@ -23,10 +23,14 @@ var ErrNoDelivery = errors.New("hookbench: the node delivered nothing")
 // here or given), the tenants and endpoints made for the run, and the plan
 // of every delivery published. Its methods are safe for concurrent use.
 type Bench struct {
-	cfg    RunConfig
-	recv   *Receiver
-	node   *Node // nil when the run targets a running node
-	api    *API
+	cfg  RunConfig
+	recv *Receiver
+	node *Node // nil when the run targets a running node
+	api  *API
+	// apis, when set, are every node of a cluster: AddTenant waits until
+	// each one's registry lists the new endpoints (a publish on a node
+	// whose registry lags the log plans without them).
+	apis   []*API
 	runID  string
 	stderr io.Writer
 
@@ -42,6 +46,9 @@ type Bench struct {
 
 	rr      atomic.Uint64 // spreads the batches of a cluster load over its nodes
 	retries atomic.Int64  // publish calls retried on another node (cluster loads)
+
+	republished     atomic.Int64 // events published again (Load.Twice)
+	republishDiffer atomic.Int64 // of them, not answered as the same duplicate
 }
 
 // planned is one delivery as the publish answer planned it.
@@ -122,9 +129,17 @@ func (b *Bench) AddTenant(ctx context.Context, spec TenantSpec) (*Tenant, error)
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	apis := b.apis
+	if len(apis) == 0 {
+		apis = []*API{b.api}
+	}
 	if err := poll(ctx, 30*time.Second, func() (bool, error) {
-		n, err := b.api.CountEndpoints(ctx, t.ID)
-		return n == len(t.Endpoints), err
+		for _, api := range apis {
+			if n, err := api.CountEndpoints(ctx, t.ID); n != len(t.Endpoints) || err != nil {
+				return false, err
+			}
+		}
+		return true, nil
 	}); err != nil {
 		return nil, fmt.Errorf("tenant %s: the node's registry does not list its %d endpoints: %w", t.ID, len(t.Endpoints), err)
 	}

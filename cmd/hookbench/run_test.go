@@ -215,3 +215,44 @@ func TestDirSize(t *testing.T) {
 		t.Fatalf("procUsage(self) = %+v, %v", u, err)
 	}
 }
+
+// TestRunAcceptance is the acceptance run's short variant, on one node:
+// every fault, a few seconds each; each must pass its criteria (the
+// healthy tenants' p99 is reported, not judged, over so few samples).
+func TestRunAcceptance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds, runs, faults and kills the hookline binary")
+	}
+	bin := hooklineBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, []string{"run", "acceptance", "--hookline", bin, "--duration", "4s", "--rate", "20", "--storm", "3s",
+		"--hang-endpoints", "20", "--drain", "60s", "--progress", "5s"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	t.Logf("%s\n%s", stderr.String(), stdout.String())
+	lines := strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n")
+	var sum AcceptanceSummary
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil {
+		t.Fatalf("the last line is not the JSON summary: %v", err)
+	}
+	var names []string
+	for _, f := range sum.Faults {
+		names = append(names, f.Name)
+		if !f.Pass {
+			t.Errorf("fault %s failed: %v", f.Name, f.Why)
+		}
+		if f.Planned == 0 || f.Planned != f.Delivered+f.Failed+f.Pending {
+			t.Errorf("fault %s: durable counts do not add up: %+v", f.Name, f)
+		}
+	}
+	want := []string{"baseline", "producer-twice", "fanout-midway", "duplicate-due", "kill-after-2xx", "retry-storm", "hanging-tenant", "slow-fsync", "unknown-outcome"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("faults run (-want +got):\n%s", diff)
+	}
+	if !sum.Pass {
+		t.Error("the acceptance run did not pass")
+	}
+}

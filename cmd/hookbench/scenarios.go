@@ -29,24 +29,33 @@ type scenario struct {
 	// one, confirm the counts and fill the node figures themselves, and
 	// print their own progress.
 	cluster bool
+	// own, when set, replaces run: the scenario starts its own nodes and
+	// prints its own table and JSON line (acceptance).
+	own func(ctx context.Context, b *Bench, stdout io.Writer) error
 }
 
 var scenarios = map[string]scenario{
 	"throughput": {"10 tenants × 10 endpoints, 1.5 KB, each event to 4 endpoints, as fast as accepted; against the raw loop",
-		RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50}, throughput, false},
+		RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50}, throughput, false, nil},
 	"latency": {"a fixed rate at half the maximum (--rate events/s, or measured first): first-attempt latency",
-		RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50}, latency, false},
+		RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50}, latency, false, nil},
 	"fairness": {"tenant B at a steady rate alone, then beside tenant A whose 500 endpoints hang: B's first-attempt p99",
-		RunConfig{Duration: 20 * time.Second, Endpoints: 10, Fanout: 4, Rate: 50, HangEndpoints: 500, HangRate: 2, HangTimeout: 5 * time.Second, Drain: 60 * time.Second}, fairness, false},
+		RunConfig{Duration: 20 * time.Second, Endpoints: 10, Fanout: 4, Rate: 50, HangEndpoints: 500, HangRate: 2, HangTimeout: 5 * time.Second, Drain: 60 * time.Second}, fairness, false, nil},
 	"retry-storm": {"every endpoint answers 429 with Retry-After for 20 s, then 200: attempts per delivery, time to drain",
-		RunConfig{Duration: 10 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, Storm: 20 * time.Second, RetryAfter: 5 * time.Second}, retryStorm, false},
+		RunConfig{Duration: 10 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, Storm: 20 * time.Second, RetryAfter: 5 * time.Second}, retryStorm, false, nil},
 	"crash": {"kill -9 the node at least 5 times while publishing, restart on the same data: lost = 0, duplicates explained",
-		RunConfig{Duration: 60 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, Kills: 6}, crash, false},
+		RunConfig{Duration: 60 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, Kills: 6}, crash, false, nil},
 	"cluster": {"three nodes on one PostgreSQL log, publishing round robin; kill -9 one mid-run: lost = 0, failover_s, duplicates_per_kill",
-		RunConfig{Duration: 40 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 50, Drain: 60 * time.Second}, clusterFailover, true},
+		RunConfig{Duration: 40 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 50, Drain: 60 * time.Second}, clusterFailover, true, nil},
 	"cluster-scale": {"sustained deliveries/s with 1, 2 and 3 nodes on one PostgreSQL log (the throughput load, --duration each)",
 		RunConfig{Duration: 20 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, MaxBacklog: 4000, EndpointRate: 1000,
-			EndpointInFlight: 50, Drain: 30 * time.Second}, clusterScale, true},
+			EndpointInFlight: 50, Drain: 30 * time.Second}, clusterScale, true, nil},
+	"acceptance": {
+		summary: "every fault of the seed, one after another, on a fresh node (--pg: three nodes on PostgreSQL): durable counts, lost, duplicates explained, queue ages, healthy p99, reconcile's verdict, pass or fail",
+		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 2, Endpoints: 10, Fanout: 4, Rate: 50, Kills: 3, Storm: 10 * time.Second,
+			RetryAfter: 3 * time.Second, HangEndpoints: 50, HangRate: 2, HangTimeout: 2 * time.Second, Drain: 120 * time.Second},
+		own: acceptanceRun,
+	},
 }
 
 func scenarioNames() string { return strings.Join(sortedKeys(scenarios), ", ") }
@@ -86,6 +95,10 @@ func Run(ctx context.Context, cfg RunConfig, stdout, stderr io.Writer) (err erro
 	b := &Bench{cfg: cfg, recv: recv, stderr: stderr, plan: map[string]planned{}, publishLat: map[int][]time.Duration{},
 		runID: "hb" + strconv.FormatInt(time.Now().UnixMilli(), 36)}
 	addr := cfg.Node
+	if sc.own != nil {
+		fmt.Fprintf(stderr, "hookbench: %s: receiver %s, run %s\n", cfg.Scenario, recv.Addr(), b.runID)
+		return sc.own(ctx, b, stdout)
+	}
 	if sc.cluster {
 		fmt.Fprintf(stderr, "hookbench: %s: receiver %s, run %s\n", cfg.Scenario, recv.Addr(), b.runID)
 		s, err := sc.run(ctx, b)

@@ -45,6 +45,7 @@ const (
 var commands = []command{
 	{name: "dev", group: groupNode, summary: "a local playground: node, receiver, sample events", run: dev},
 	{name: "serve", group: groupNode, summary: "run a node", run: func(ctx context.Context, args []string, _, stderr io.Writer) error { return serve(ctx, args, stderr) }},
+	{name: "reconcile", group: groupNode, summary: "compare every durable boundary with the log (admin; --repair; --data DIR: a stopped node)", run: reconcileRun},
 
 	{name: "relay", group: groupProducer, summary: "move committed outbox rows into Hookline, until stopped", run: relayRun},
 	{name: "outbox schema", group: groupProducer, summary: "print the outbox table's SQL, for your migrations", run: outboxSchema},

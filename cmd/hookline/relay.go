@@ -212,7 +212,7 @@ func outboxReconcile(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	printReport(stdout, rep)
+	printOutboxReport(stdout, rep)
 	if *repair {
 		left := rep.Missing() - rep.Repaired + rep.Mismatched.Count
 		if left > 0 {
@@ -226,7 +226,7 @@ func outboxReconcile(ctx context.Context, args []string, stdout, stderr io.Write
 	return nil
 }
 
-func printReport(w io.Writer, r *relay.Report) {
+func printOutboxReport(w io.Writer, r *relay.Report) {
 	fmt.Fprintf(w, "outbox rows created %s .. %s: %d committed\n", r.Since.UTC().Format(time.RFC3339), r.Until.UTC().Format(time.RFC3339), r.Rows)
 	fmt.Fprintf(w, "  accepted    %d  (in Hookline, same payload)\n", r.Accepted)
 	kinds := []struct {

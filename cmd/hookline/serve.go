@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookline/hookline/actors/attempt"
 	"github.com/hookline/hookline/cluster"
+	"github.com/hookline/hookline/faults"
 )
 
 // serve runs a node until ctx ends (SIGINT, SIGTERM).
@@ -46,6 +47,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	maxInFlight := fs.Int("max-in-flight", int(envFloat("HOOKLINE_MAX_IN_FLIGHT")), "API calls served at once, over gRPC and over REST each; 0 means 512 (HOOKLINE_MAX_IN_FLIGHT)")
 	maxPerCaller := fs.Int("max-in-flight-per-caller", int(envFloat("HOOKLINE_MAX_IN_FLIGHT_PER_CALLER")), "API calls of one tenant (or the admin) served at once; 0 means 64 (HOOKLINE_MAX_IN_FLIGHT_PER_CALLER)")
 	logLevel := fs.String("log-level", envOr("HOOKLINE_LOG_LEVEL", "info"), "debug, info, warn or error (HOOKLINE_LOG_LEVEL)")
+	reconcileEvery := fs.Duration("reconcile-every", envDuration("HOOKLINE_RECONCILE_EVERY"), "how often the background reconciler runs its cheap checks; 0 means 30s, negative turns it off (HOOKLINE_RECONCILE_EVERY)")
+	notPulled := fs.Duration("not-pulled-after", envDuration("HOOKLINE_NOT_PULLED_AFTER"), "report due work that no grain pulled for this long; 0 means 1m (HOOKLINE_NOT_PULLED_AFTER)")
+	faultSpec := fs.String("faults", "", "TESTS AND ACCEPTANCE RUNS ONLY: make this node fail on purpose, e.g. slow-append=20ms,duplicate-due (see package faults); no environment variable turns it on")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,6 +61,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *readTimeout < 0 || *maxInFlight < 0 || *maxPerCaller < 0 {
 		return fmt.Errorf("--http-read-timeout, --max-in-flight and --max-in-flight-per-caller must be 0 (the default) or positive")
+	}
+	fset, err := faults.Parse(*faultSpec)
+	if err != nil {
+		return fmt.Errorf("--faults: %w", err)
+	}
+	if !fset.Active() {
+		fset = nil
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -129,6 +140,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxInFlightPerCaller: *maxPerCaller,
 
 		PortalOrigins: splitList(*portalOrigins),
+
+		Faults:         fset,
+		ReconcileEvery: *reconcileEvery,
+		NotPulledAfter: *notPulled,
 
 		TenantAttemptsPerSecond: *tenantRate,
 		TenantMaxInFlight:       int32(*tenantInFlight),

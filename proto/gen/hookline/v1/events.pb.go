@@ -261,6 +261,63 @@ func (EndpointPaused_Reason) EnumDescriptor() ([]byte, []int) {
 	return file_hookline_v1_events_proto_rawDescGZIP(), []int{12, 0}
 }
 
+type ReconcileRepaired_Kind int32
+
+const (
+	ReconcileRepaired_KIND_UNSPECIFIED ReconcileRepaired_Kind = 0
+	// REPLANNED: deliveries the publish's plan missed were planned (a
+	// DeliveriesPlanned with its repair set, in the event's stream).
+	ReconcileRepaired_KIND_REPLANNED ReconcileRepaired_Kind = 1
+	// WOKEN: due work that no grain pulled; its endpoint's grain was woken.
+	ReconcileRepaired_KIND_WOKEN ReconcileRepaired_Kind = 2
+	// REBUILT: a projection that differed from a replay of the log was
+	// dropped and applied again from the log.
+	ReconcileRepaired_KIND_REBUILT ReconcileRepaired_Kind = 3
+)
+
+// Enum value maps for ReconcileRepaired_Kind.
+var (
+	ReconcileRepaired_Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "KIND_REPLANNED",
+		2: "KIND_WOKEN",
+		3: "KIND_REBUILT",
+	}
+	ReconcileRepaired_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"KIND_REPLANNED":   1,
+		"KIND_WOKEN":       2,
+		"KIND_REBUILT":     3,
+	}
+)
+
+func (x ReconcileRepaired_Kind) Enum() *ReconcileRepaired_Kind {
+	p := new(ReconcileRepaired_Kind)
+	*p = x
+	return p
+}
+
+func (x ReconcileRepaired_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReconcileRepaired_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_events_proto_enumTypes[4].Descriptor()
+}
+
+func (ReconcileRepaired_Kind) Type() protoreflect.EnumType {
+	return &file_hookline_v1_events_proto_enumTypes[4]
+}
+
+func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
+func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33, 0}
+}
+
 // Actor names who issued the command that caused an event.
 type Actor struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1976,7 +2033,11 @@ type DeliveriesPlanned struct {
 	Chunks     int32                  `protobuf:"varint,6,opt,name=chunks,proto3" json:"chunks,omitempty"`
 	At         *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
 	// expires_at ends automatic retries (24 h after planning by default).
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// repair is set on a chunk that reconciliation appended after the
+	// publish, to plan deliveries that the publish's own plan missed: it is
+	// not one of the publish's chunks (chunk and chunks count those).
+	Repair        *PlanRepair `protobuf:"bytes,9,opt,name=repair,proto3" json:"repair,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2067,6 +2128,96 @@ func (x *DeliveriesPlanned) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *DeliveriesPlanned) GetRepair() *PlanRepair {
+	if x != nil {
+		return x.Repair
+	}
+	return nil
+}
+
+// PlanRepair says why a DeliveriesPlanned was appended by reconciliation.
+// Its deliveries come from the subscriptions recorded in the log as of the
+// publish (the endpoint streams up to the EventPublished's position), never
+// from the registry of the day of the repair.
+type PlanRepair struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// run_id names the reconcile run (its reconcile-{run_id}.* streams).
+	RunId  string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// published_commit and published_prepare are the log position of the
+	// EventPublished whose subscriptions the repair planned from.
+	PublishedCommit  uint64 `protobuf:"varint,3,opt,name=published_commit,json=publishedCommit,proto3" json:"published_commit,omitempty"`
+	PublishedPrepare uint64 `protobuf:"varint,4,opt,name=published_prepare,json=publishedPrepare,proto3" json:"published_prepare,omitempty"`
+	IssuedBy         *Actor `protobuf:"bytes,5,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PlanRepair) Reset() {
+	*x = PlanRepair{}
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanRepair) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanRepair) ProtoMessage() {}
+
+func (x *PlanRepair) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanRepair.ProtoReflect.Descriptor instead.
+func (*PlanRepair) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PlanRepair) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *PlanRepair) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PlanRepair) GetPublishedCommit() uint64 {
+	if x != nil {
+		return x.PublishedCommit
+	}
+	return 0
+}
+
+func (x *PlanRepair) GetPublishedPrepare() uint64 {
+	if x != nil {
+		return x.PublishedPrepare
+	}
+	return 0
+}
+
+func (x *PlanRepair) GetIssuedBy() *Actor {
+	if x != nil {
+		return x.IssuedBy
+	}
+	return nil
+}
+
 // Attempt is what one HTTP attempt did; shared by the outcome events.
 type Attempt struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -2099,7 +2250,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2111,7 +2262,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2124,7 +2275,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Attempt) GetTenantId() string {
@@ -2262,7 +2413,7 @@ type AttemptSucceeded struct {
 
 func (x *AttemptSucceeded) Reset() {
 	*x = AttemptSucceeded{}
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2274,7 +2425,7 @@ func (x *AttemptSucceeded) String() string {
 func (*AttemptSucceeded) ProtoMessage() {}
 
 func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2287,7 +2438,7 @@ func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptSucceeded.ProtoReflect.Descriptor instead.
 func (*AttemptSucceeded) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AttemptSucceeded) GetAttempt() *Attempt {
@@ -2313,7 +2464,7 @@ type AttemptFailed struct {
 
 func (x *AttemptFailed) Reset() {
 	*x = AttemptFailed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2476,7 @@ func (x *AttemptFailed) String() string {
 func (*AttemptFailed) ProtoMessage() {}
 
 func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2489,7 @@ func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptFailed.ProtoReflect.Descriptor instead.
 func (*AttemptFailed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AttemptFailed) GetAttempt() *Attempt {
@@ -2386,7 +2537,7 @@ type DeliveryExpired struct {
 
 func (x *DeliveryExpired) Reset() {
 	*x = DeliveryExpired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2398,7 +2549,7 @@ func (x *DeliveryExpired) String() string {
 func (*DeliveryExpired) ProtoMessage() {}
 
 func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2411,7 +2562,7 @@ func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryExpired.ProtoReflect.Descriptor instead.
 func (*DeliveryExpired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeliveryExpired) GetTenantId() string {
@@ -2481,7 +2632,7 @@ type ReplayRequested struct {
 
 func (x *ReplayRequested) Reset() {
 	*x = ReplayRequested{}
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2493,7 +2644,7 @@ func (x *ReplayRequested) String() string {
 func (*ReplayRequested) ProtoMessage() {}
 
 func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2506,7 +2657,7 @@ func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequested.ProtoReflect.Descriptor instead.
 func (*ReplayRequested) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReplayRequested) GetTenantId() string {
@@ -2579,7 +2730,7 @@ type PortalTokenIssued struct {
 
 func (x *PortalTokenIssued) Reset() {
 	*x = PortalTokenIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2742,7 @@ func (x *PortalTokenIssued) String() string {
 func (*PortalTokenIssued) ProtoMessage() {}
 
 func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2755,7 @@ func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenIssued.ProtoReflect.Descriptor instead.
 func (*PortalTokenIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PortalTokenIssued) GetTenantId() string {
@@ -2676,7 +2827,7 @@ type PortalTokenRevoked struct {
 
 func (x *PortalTokenRevoked) Reset() {
 	*x = PortalTokenRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2839,7 @@ func (x *PortalTokenRevoked) String() string {
 func (*PortalTokenRevoked) ProtoMessage() {}
 
 func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2852,7 @@ func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenRevoked.ProtoReflect.Descriptor instead.
 func (*PortalTokenRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PortalTokenRevoked) GetTenantId() string {
@@ -2750,7 +2901,7 @@ type SecretResealed struct {
 
 func (x *SecretResealed) Reset() {
 	*x = SecretResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2762,7 +2913,7 @@ func (x *SecretResealed) String() string {
 func (*SecretResealed) ProtoMessage() {}
 
 func (x *SecretResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2775,7 +2926,7 @@ func (x *SecretResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResealed.ProtoReflect.Descriptor instead.
 func (*SecretResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SecretResealed) GetTenantId() string {
@@ -2830,7 +2981,7 @@ type MasterKeyRegistered struct {
 
 func (x *MasterKeyRegistered) Reset() {
 	*x = MasterKeyRegistered{}
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2842,7 +2993,7 @@ func (x *MasterKeyRegistered) String() string {
 func (*MasterKeyRegistered) ProtoMessage() {}
 
 func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2855,7 +3006,7 @@ func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRegistered.ProtoReflect.Descriptor instead.
 func (*MasterKeyRegistered) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MasterKeyRegistered) GetKeyId() string {
@@ -2900,7 +3051,7 @@ type MasterKeyRetired struct {
 
 func (x *MasterKeyRetired) Reset() {
 	*x = MasterKeyRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +3063,7 @@ func (x *MasterKeyRetired) String() string {
 func (*MasterKeyRetired) ProtoMessage() {}
 
 func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3076,7 @@ func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRetired.ProtoReflect.Descriptor instead.
 func (*MasterKeyRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MasterKeyRetired) GetKeyId() string {
@@ -2943,6 +3094,134 @@ func (x *MasterKeyRetired) GetIssuedBy() *Actor {
 }
 
 func (x *MasterKeyRetired) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+// ReconcileRepaired records one repair of a reconcile run, with its reason:
+// every repair is in the log, beside what it changed.
+type ReconcileRepaired struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Kind  ReconcileRepaired_Kind `protobuf:"varint,2,opt,name=kind,proto3,enum=hookline.v1.ReconcileRepaired_Kind" json:"kind,omitempty"`
+	// reason is the discrepancy repaired, in words, with its ids.
+	Reason      string   `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	TenantId    string   `protobuf:"bytes,4,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EventId     string   `protobuf:"bytes,5,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	EndpointId  string   `protobuf:"bytes,6,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	DeliveryIds []string `protobuf:"bytes,7,rep,name=delivery_ids,json=deliveryIds,proto3" json:"delivery_ids,omitempty"`
+	// projection is the projection rebuilt (REBUILT), on node.
+	Projection    string                 `protobuf:"bytes,8,opt,name=projection,proto3" json:"projection,omitempty"`
+	Node          string                 `protobuf:"bytes,9,opt,name=node,proto3" json:"node,omitempty"`
+	IssuedBy      *Actor                 `protobuf:"bytes,10,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileRepaired) Reset() {
+	*x = ReconcileRepaired{}
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileRepaired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileRepaired) ProtoMessage() {}
+
+func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
+func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ReconcileRepaired) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ReconcileRepaired) GetKind() ReconcileRepaired_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return ReconcileRepaired_KIND_UNSPECIFIED
+}
+
+func (x *ReconcileRepaired) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ReconcileRepaired) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *ReconcileRepaired) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *ReconcileRepaired) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *ReconcileRepaired) GetDeliveryIds() []string {
+	if x != nil {
+		return x.DeliveryIds
+	}
+	return nil
+}
+
+func (x *ReconcileRepaired) GetProjection() string {
+	if x != nil {
+		return x.Projection
+	}
+	return ""
+}
+
+func (x *ReconcileRepaired) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ReconcileRepaired) GetIssuedBy() *Actor {
+	if x != nil {
+		return x.IssuedBy
+	}
+	return nil
+}
+
+func (x *ReconcileRepaired) GetAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.At
 	}
@@ -3132,7 +3411,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"deliveryId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12%\n" +
-	"\x0econfig_version\x18\x03 \x01(\x03R\rconfigVersion\"\xbd\x02\n" +
+	"\x0econfig_version\x18\x03 \x01(\x03R\rconfigVersion\"\xee\x02\n" +
 	"\x11DeliveriesPlanned\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1d\n" +
@@ -3145,7 +3424,15 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06chunks\x18\x06 \x01(\x05R\x06chunks\x12*\n" +
 	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x129\n" +
 	"\n" +
-	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xad\x05\n" +
+	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12/\n" +
+	"\x06repair\x18\t \x01(\v2\x17.hookline.v1.PlanRepairR\x06repair\"\xc4\x01\n" +
+	"\n" +
+	"PlanRepair\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12)\n" +
+	"\x10published_commit\x18\x03 \x01(\x04R\x0fpublishedCommit\x12+\n" +
+	"\x11published_prepare\x18\x04 \x01(\x04R\x10publishedPrepare\x12/\n" +
+	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"\xad\x05\n" +
 	"\aAttempt\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -3233,7 +3520,29 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x10MasterKeyRetired\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12/\n" +
 	"\tissued_by\x18\x02 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at*\x8b\x02\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xdc\x03\n" +
+	"\x11ReconcileRepaired\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x127\n" +
+	"\x04kind\x18\x02 \x01(\x0e2#.hookline.v1.ReconcileRepaired.KindR\x04kind\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1b\n" +
+	"\ttenant_id\x18\x04 \x01(\tR\btenantId\x12\x19\n" +
+	"\bevent_id\x18\x05 \x01(\tR\aeventId\x12\x1f\n" +
+	"\vendpoint_id\x18\x06 \x01(\tR\n" +
+	"endpointId\x12!\n" +
+	"\fdelivery_ids\x18\a \x03(\tR\vdeliveryIds\x12\x1e\n" +
+	"\n" +
+	"projection\x18\b \x01(\tR\n" +
+	"projection\x12\x12\n" +
+	"\x04node\x18\t \x01(\tR\x04node\x12/\n" +
+	"\tissued_by\x18\n" +
+	" \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
+	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"R\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eKIND_REPLANNED\x10\x01\x12\x0e\n" +
+	"\n" +
+	"KIND_WOKEN\x10\x02\x12\x10\n" +
+	"\fKIND_REBUILT\x10\x03*\x8b\x02\n" +
 	"\n" +
 	"ErrorClass\x12\x1b\n" +
 	"\x17ERROR_CLASS_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -3259,123 +3568,131 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_events_proto_rawDescData
 }
 
-var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(ErrorClass)(0),               // 0: hookline.v1.ErrorClass
 	(Actor_Kind)(0),               // 1: hookline.v1.Actor.Kind
 	(SecretRetired_Reason)(0),     // 2: hookline.v1.SecretRetired.Reason
 	(EndpointPaused_Reason)(0),    // 3: hookline.v1.EndpointPaused.Reason
-	(*Actor)(nil),                 // 4: hookline.v1.Actor
-	(*Quota)(nil),                 // 5: hookline.v1.Quota
-	(*TenantCreated)(nil),         // 6: hookline.v1.TenantCreated
-	(*TenantQuotaChanged)(nil),    // 7: hookline.v1.TenantQuotaChanged
-	(*ApiKeyIssued)(nil),          // 8: hookline.v1.ApiKeyIssued
-	(*ApiKeyRevoked)(nil),         // 9: hookline.v1.ApiKeyRevoked
-	(*EndpointConfig)(nil),        // 10: hookline.v1.EndpointConfig
-	(*SealedSecret)(nil),          // 11: hookline.v1.SealedSecret
-	(*EndpointCreated)(nil),       // 12: hookline.v1.EndpointCreated
-	(*EndpointUpdated)(nil),       // 13: hookline.v1.EndpointUpdated
-	(*SecretRotated)(nil),         // 14: hookline.v1.SecretRotated
-	(*SecretRetired)(nil),         // 15: hookline.v1.SecretRetired
-	(*EndpointPaused)(nil),        // 16: hookline.v1.EndpointPaused
-	(*EndpointResumed)(nil),       // 17: hookline.v1.EndpointResumed
-	(*EndpointDisabled)(nil),      // 18: hookline.v1.EndpointDisabled
-	(*EndpointDeleted)(nil),       // 19: hookline.v1.EndpointDeleted
-	(*CircuitOpened)(nil),         // 20: hookline.v1.CircuitOpened
-	(*CircuitHalfOpened)(nil),     // 21: hookline.v1.CircuitHalfOpened
-	(*CircuitClosed)(nil),         // 22: hookline.v1.CircuitClosed
-	(*EventPublished)(nil),        // 23: hookline.v1.EventPublished
-	(*PlannedDelivery)(nil),       // 24: hookline.v1.PlannedDelivery
-	(*DeliveriesPlanned)(nil),     // 25: hookline.v1.DeliveriesPlanned
-	(*Attempt)(nil),               // 26: hookline.v1.Attempt
-	(*AttemptSucceeded)(nil),      // 27: hookline.v1.AttemptSucceeded
-	(*AttemptFailed)(nil),         // 28: hookline.v1.AttemptFailed
-	(*DeliveryExpired)(nil),       // 29: hookline.v1.DeliveryExpired
-	(*ReplayRequested)(nil),       // 30: hookline.v1.ReplayRequested
-	(*PortalTokenIssued)(nil),     // 31: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),    // 32: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),        // 33: hookline.v1.SecretResealed
-	(*MasterKeyRegistered)(nil),   // 34: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),      // 35: hookline.v1.MasterKeyRetired
-	nil,                           // 36: hookline.v1.EndpointConfig.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
+	(ReconcileRepaired_Kind)(0),   // 4: hookline.v1.ReconcileRepaired.Kind
+	(*Actor)(nil),                 // 5: hookline.v1.Actor
+	(*Quota)(nil),                 // 6: hookline.v1.Quota
+	(*TenantCreated)(nil),         // 7: hookline.v1.TenantCreated
+	(*TenantQuotaChanged)(nil),    // 8: hookline.v1.TenantQuotaChanged
+	(*ApiKeyIssued)(nil),          // 9: hookline.v1.ApiKeyIssued
+	(*ApiKeyRevoked)(nil),         // 10: hookline.v1.ApiKeyRevoked
+	(*EndpointConfig)(nil),        // 11: hookline.v1.EndpointConfig
+	(*SealedSecret)(nil),          // 12: hookline.v1.SealedSecret
+	(*EndpointCreated)(nil),       // 13: hookline.v1.EndpointCreated
+	(*EndpointUpdated)(nil),       // 14: hookline.v1.EndpointUpdated
+	(*SecretRotated)(nil),         // 15: hookline.v1.SecretRotated
+	(*SecretRetired)(nil),         // 16: hookline.v1.SecretRetired
+	(*EndpointPaused)(nil),        // 17: hookline.v1.EndpointPaused
+	(*EndpointResumed)(nil),       // 18: hookline.v1.EndpointResumed
+	(*EndpointDisabled)(nil),      // 19: hookline.v1.EndpointDisabled
+	(*EndpointDeleted)(nil),       // 20: hookline.v1.EndpointDeleted
+	(*CircuitOpened)(nil),         // 21: hookline.v1.CircuitOpened
+	(*CircuitHalfOpened)(nil),     // 22: hookline.v1.CircuitHalfOpened
+	(*CircuitClosed)(nil),         // 23: hookline.v1.CircuitClosed
+	(*EventPublished)(nil),        // 24: hookline.v1.EventPublished
+	(*PlannedDelivery)(nil),       // 25: hookline.v1.PlannedDelivery
+	(*DeliveriesPlanned)(nil),     // 26: hookline.v1.DeliveriesPlanned
+	(*PlanRepair)(nil),            // 27: hookline.v1.PlanRepair
+	(*Attempt)(nil),               // 28: hookline.v1.Attempt
+	(*AttemptSucceeded)(nil),      // 29: hookline.v1.AttemptSucceeded
+	(*AttemptFailed)(nil),         // 30: hookline.v1.AttemptFailed
+	(*DeliveryExpired)(nil),       // 31: hookline.v1.DeliveryExpired
+	(*ReplayRequested)(nil),       // 32: hookline.v1.ReplayRequested
+	(*PortalTokenIssued)(nil),     // 33: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),    // 34: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),        // 35: hookline.v1.SecretResealed
+	(*MasterKeyRegistered)(nil),   // 36: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),      // 37: hookline.v1.MasterKeyRetired
+	(*ReconcileRepaired)(nil),     // 38: hookline.v1.ReconcileRepaired
+	nil,                           // 39: hookline.v1.EndpointConfig.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	1,  // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
-	5,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
-	4,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	37, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
-	5,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
-	4,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	37, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
-	4,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	37, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
-	4,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	37, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
-	36, // 11: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
-	10, // 12: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
-	11, // 13: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
-	4,  // 14: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	37, // 15: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
-	10, // 16: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
-	4,  // 17: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	37, // 18: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
-	11, // 19: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
-	11, // 20: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	37, // 21: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
-	4,  // 22: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	37, // 23: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	6,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
+	5,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
+	40, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	6,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
+	5,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
+	40, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	5,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
+	40, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	5,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
+	40, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	39, // 11: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	11, // 12: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
+	12, // 13: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
+	5,  // 14: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
+	40, // 15: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	11, // 16: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
+	5,  // 17: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
+	40, // 18: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	12, // 19: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
+	12, // 20: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
+	40, // 21: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 22: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
+	40, // 23: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
 	2,  // 24: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
-	4,  // 25: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	37, // 26: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	5,  // 25: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
+	40, // 26: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
 	3,  // 27: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
-	4,  // 28: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	37, // 29: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
-	4,  // 30: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	37, // 31: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
-	4,  // 32: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	37, // 33: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
-	4,  // 34: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	37, // 35: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	5,  // 28: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
+	40, // 29: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	5,  // 30: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
+	40, // 31: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	5,  // 32: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
+	40, // 33: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	5,  // 34: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
+	40, // 35: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
 	0,  // 36: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	37, // 37: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	37, // 38: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	37, // 39: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	37, // 40: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	37, // 41: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
-	4,  // 42: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	37, // 43: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	24, // 44: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	37, // 45: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	37, // 46: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	37, // 47: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	37, // 48: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 49: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	4,  // 50: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	26, // 51: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	26, // 52: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	37, // 53: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	37, // 54: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	37, // 55: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	4,  // 56: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	37, // 57: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	37, // 58: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	4,  // 59: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	37, // 60: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	4,  // 61: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	37, // 62: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	11, // 63: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	4,  // 64: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	37, // 65: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	37, // 66: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	4,  // 67: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	37, // 68: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	69, // [69:69] is the sub-list for method output_type
-	69, // [69:69] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	40, // 37: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	40, // 38: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	40, // 39: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	40, // 40: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	40, // 41: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	5,  // 42: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
+	40, // 43: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	25, // 44: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	40, // 45: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	40, // 46: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	27, // 47: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	5,  // 48: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	40, // 49: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	40, // 50: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 51: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	5,  // 52: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	28, // 53: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	28, // 54: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	40, // 55: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	40, // 56: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	40, // 57: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	5,  // 58: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	40, // 59: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	40, // 60: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 61: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	40, // 62: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	5,  // 63: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	40, // 64: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	12, // 65: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	5,  // 66: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	40, // 67: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	40, // 68: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	5,  // 69: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	40, // 70: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	4,  // 71: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	5,  // 72: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	40, // 73: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	74, // [74:74] is the sub-list for method output_type
+	74, // [74:74] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -3388,8 +3705,8 @@ func file_hookline_v1_events_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   33,
+			NumEnums:      5,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/hookline/hookline/cluster"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// errNotClean is reconcile's failure when it found discrepancies (that a
+// repair did not fix): scripts and monitors act on the exit status.
+var errNotClean = errors.New("reconcile: not clean")
+
+// reconcileRun is `hookline reconcile`: against a running node (--addr,
+// the admin token), or against a stopped node's data directory on the
+// embedded log (--data). It prints the report and fails unless clean.
+func reconcileRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("hookline reconcile", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: hookline reconcile [--repair] [flags]
+
+Compares every durable boundary with the log (the plans with the publishes
+and the subscriptions of their time, the due index with the delivery
+streams and the grains, the history with the attempts, each projection with
+a replay) and prints the counts per tenant and every discrepancy with its
+ids. --repair fixes what can be fixed without a second logical delivery;
+each repair is an event with its reason. Exits 1 unless clean.
+
+Against a running node give --addr and the admin token; against a stopped
+node's data directory (embedded log) give --data.
+
+`)
+		fs.PrintDefaults()
+	}
+	addr := fs.String("addr", envOr("HOOKLINE_ADDR", "127.0.0.1:7070"), "the node's gRPC address (HOOKLINE_ADDR)")
+	token := fs.String("token", os.Getenv("HOOKLINE_TOKEN"), "the admin token (HOOKLINE_TOKEN)")
+	data := fs.String("data", "", "a STOPPED node's data directory (embedded log): reconcile it offline instead of asking a node")
+	repair := fs.Bool("repair", false, "repair what can be repaired: re-plan from the publish's snapshot, wake stranded work, rebuild divergent projections")
+	maxListed := fs.Int("max", 0, "list at most this many discrepancies (0: 1000; the counts cover all)")
+	notPulled := fs.Duration("not-pulled-after", 0, "report due work an endpoint's grain has not pulled for this long (0: the node's default, 1m)")
+	skipReplay := fs.Bool("skip-replay", false, "skip the comparison of projections with a replay of the log (the costliest check)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long (a run reads the whole log)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("reconcile: unexpected argument %q (flags go as --name value)", fs.Arg(0))
+	}
+	if *maxListed < 0 || *notPulled < 0 {
+		return errors.New("reconcile: --max and --not-pulled-after must not be negative")
+	}
+	req := &controlv1.ReconcileRequest{Repair: *repair, MaxListed: int32(*maxListed), NotPulledAfterMs: notPulled.Milliseconds(), SkipReplay: *skipReplay}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	var rep *controlv1.ReconcileReport
+	var err error
+	if *data != "" {
+		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		rep, err = cluster.ReconcileOffline(ctx, *data, req, logger)
+	} else {
+		rep, err = reconcileNode(ctx, *addr, *token, req)
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true}.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		printReconcileReport(stdout, rep)
+	}
+	if !rep.GetClean() && rep.GetRepaired() < rep.GetDiscrepanciesTotal() {
+		return fmt.Errorf("%w: %d discrepancies, %d repaired", errNotClean, rep.GetDiscrepanciesTotal(), rep.GetRepaired())
+	}
+	if !rep.GetClean() && rep.GetDiscrepanciesTotal() == 0 {
+		return fmt.Errorf("%w: %s", errNotClean, strings.Join(rep.GetNotes(), "; "))
+	}
+	return nil
+}
+
+// reconcileNode asks a running node.
+func reconcileNode(ctx context.Context, addr, token string, req *controlv1.ReconcileRequest) (*controlv1.ReconcileReport, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", addr, err)
+	}
+	defer cc.Close()
+	if token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	}
+	rep, err := controlv1.NewReconcileServiceClient(cc).Reconcile(ctx, req)
+	if st, ok := status.FromError(err); ok && err != nil {
+		return nil, fmt.Errorf("reconcile: %s: %s", st.Code(), st.Message())
+	}
+	return rep, err
+}
+
+// printReconcileReport writes a report for people: the verdict, the counts per
+// tenant and per check, the projections' digests, every discrepancy
+// listed, the notes.
+func printReconcileReport(w io.Writer, rep *controlv1.ReconcileReport) {
+	verdict := "CLEAN"
+	if !rep.GetClean() {
+		verdict = fmt.Sprintf("NOT CLEAN: %d discrepancies, %d repaired", rep.GetDiscrepanciesTotal(), rep.GetRepaired())
+	}
+	took := rep.GetFinishedAt().AsTime().Sub(rep.GetStartedAt().AsTime()).Round(time.Millisecond)
+	fmt.Fprintf(w, "reconcile %s  log head %d  %s  (%s)\n\n", rep.GetRunId(), rep.GetHeadCommit(), verdict, took)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "tenant\tevents\tplanned\tsucceeded\tfailed\tpending\tdue\theld\tdiscrepancies")
+	for _, t := range rep.GetTenants() {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", t.GetTenantId(), t.GetEvents(), t.GetPlanned(), t.GetSucceeded(),
+			t.GetFailed(), t.GetPending(), t.GetDue(), t.GetHeld(), t.GetDiscrepancies())
+	}
+	fmt.Fprintln(tw, "\ncheck\texamined\tdiscrepancies\trepaired")
+	for _, c := range rep.GetChecks() {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", c.GetName(), c.GetExamined(), c.GetDiscrepancies(), c.GetRepaired())
+	}
+	if len(rep.GetProjections()) > 0 {
+		fmt.Fprintln(tw, "\nprojection\tnode\tentries (node / replay)\tdigest (node / replay)\tdiffering\tmoving")
+		for _, p := range rep.GetProjections() {
+			fmt.Fprintf(tw, "%s\t%s\t%d / %d\t%s / %s\t%d\t%d\n", p.GetName(), p.GetNode(), p.GetNodeEntries(), p.GetReplayEntries(),
+				p.GetNodeDigest(), p.GetReplayDigest(), p.GetDiffering(), p.GetMoving())
+		}
+	}
+	tw.Flush()
+	if len(rep.GetDiscrepancies()) > 0 {
+		fmt.Fprintf(w, "\ndiscrepancies (%d listed of %d):\n", len(rep.GetDiscrepancies()), rep.GetDiscrepanciesTotal())
+		for _, d := range rep.GetDiscrepancies() {
+			fmt.Fprintf(w, "- %s [%s]", d.GetKind(), d.GetCheck())
+			for _, kv := range [][2]string{{"tenant", d.GetTenantId()}, {"event", d.GetEventId()}, {"endpoint", d.GetEndpointId()}, {"node", d.GetNode()}} {
+				if kv[1] != "" {
+					fmt.Fprintf(w, " %s=%s", kv[0], kv[1])
+				}
+			}
+			fmt.Fprintf(w, "\n    %s\n", d.GetDetail())
+			if ids := d.GetDeliveryIds(); len(ids) > 0 {
+				fmt.Fprintf(w, "    ids: %s\n", strings.Join(ids, " "))
+			}
+			state := "repair: " + d.GetRepair()
+			if d.GetRepaired() {
+				state = "REPAIRED: " + d.GetRepair()
+			}
+			fmt.Fprintf(w, "    %s\n", state)
+		}
+	}
+	for _, n := range rep.GetNotes() {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}

@@ -1,0 +1,103 @@
+package faults
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/projections/due"
+)
+
+// Attempter runs one HTTP attempt: the endpoint grain's attempter
+// (*attempt.Client satisfies it).
+type Attempter interface {
+	Do(ctx context.Context, req attempt.Request) attempt.Outcome
+}
+
+// Attempter wraps a with kill-after-2xx: the process dies once the Nth
+// attempt answered 2xx, before the grain records it. It returns a itself
+// without that fault.
+func (s *Set) Attempter(a Attempter) Attempter {
+	if s == nil || s.KillAfter2xx == 0 {
+		return a
+	}
+	return &killingAttempter{a: a, s: s}
+}
+
+type killingAttempter struct {
+	a Attempter
+	s *Set
+}
+
+func (k *killingAttempter) Do(ctx context.Context, req attempt.Request) attempt.Outcome {
+	o := k.a.Do(ctx, req)
+	if o.Status/100 == 2 && k.s.count(&k.s.successes) == k.s.KillAfter2xx {
+		k.s.kill()
+	}
+	return o
+}
+
+// Puller hands out an endpoint's due work: the endpoint grain's due index
+// (*due.Due satisfies it).
+type Puller interface {
+	Pull(endpointID string, now time.Time, limit int) ([]due.Item, error)
+}
+
+// Puller wraps p with duplicate-due: each pull also hands out again what
+// the endpoint's previous pull handed out. It returns p itself without
+// that fault.
+func (s *Set) Puller(p Puller) Puller {
+	if s == nil || !s.DuplicateDue {
+		return p
+	}
+	return &duplicatingPuller{p: p, last: map[string][]due.Item{}}
+}
+
+type duplicatingPuller struct {
+	p    Puller
+	mu   sync.Mutex // guards last
+	last map[string][]due.Item
+}
+
+func (d *duplicatingPuller) Pull(endpointID string, now time.Time, limit int) ([]due.Item, error) {
+	items, err := d.p.Pull(endpointID, now, limit)
+	if err != nil {
+		return items, err
+	}
+	d.mu.Lock()
+	prev := d.last[endpointID]
+	d.last[endpointID] = append([]due.Item(nil), items...)
+	d.mu.Unlock()
+	return append(items, prev...), nil
+}
+
+// Waker is told that an endpoint has work due (the due index's waker).
+type Waker interface {
+	Wake(endpointID string)
+}
+
+// Waker wraps w with duplicate-wakes and drop-wakes. It returns w itself
+// without them.
+func (s *Set) Waker(w Waker) Waker {
+	if s == nil || (!s.DuplicateWakes && s.DropWakes == "") {
+		return w
+	}
+	return &faultyWaker{w: w, s: s}
+}
+
+type faultyWaker struct {
+	w Waker
+	s *Set
+}
+
+func (f *faultyWaker) Wake(endpointID string) {
+	if f.s.DropWakes != "" && strings.Contains(endpointID, f.s.DropWakes) {
+		return
+	}
+	f.w.Wake(endpointID)
+	if f.s.DuplicateWakes {
+		f.w.Wake(endpointID)
+	}
+}

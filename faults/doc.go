@@ -1,0 +1,37 @@
+// Package faults injects the failures that reconciliation and the
+// acceptance run must survive, at the seams a node already has: the event
+// log (an events.Log wrapper), the endpoint grain's attempter and due
+// puller (wrappers of their interfaces), the wake hints and the
+// projections' view of the log. It never edits the actors.
+//
+//	cmd/hookline serve --faults SPEC ─▶ cluster.ServerConfig.Faults ─▶ wrappers around the node's seams
+//
+// # Never by accident
+//
+// A node injects faults only when it is given a [Set]: by a test, which
+// builds one, or by `hookline serve --faults SPEC`, an explicit flag with
+// no environment variable behind it, which the node announces loudly at
+// start. The zero Set, and a nil *Set, inject nothing; no wrapper is even
+// installed then.
+//
+// # The faults
+//
+//	slow-append=DUR        every durable append takes DUR longer (a slow fsync)
+//	unknown-every=N        every Nth append lands, then fails as if its
+//	                       acknowledgement was lost (ErrUnknownOutcome)
+//	kill-in-plan=N         the process is killed (SIGKILL) while the Nth append of
+//	                       a multi-chunk plan (EventPublished and two or more
+//	                       DeliveriesPlanned) is under way: before, during or
+//	                       right after it lands
+//	kill-after-2xx=N       the process is killed right after the Nth attempt
+//	                       answered 2xx, before its outcome is recorded
+//	duplicate-due          each pull also hands out again what the endpoint's
+//	                       previous pull handed out (the same delivery twice)
+//	duplicate-wakes        every wake hint is sent twice
+//	drop-wakes=SUBSTR      wake hints of endpoints whose id contains SUBSTR are
+//	                       dropped (their due work waits for nobody)
+//	hide=TYPE:N            the Nth record of type TYPE is hidden, once, from the
+//	                       node's projections (they diverge from the log)
+//
+// Separate them with commas: "slow-append=20ms,duplicate-due".
+package faults

@@ -1,0 +1,96 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hookline/hookline/events"
+)
+
+// Log wraps l with the log's faults of s (slow-append, unknown-every,
+// kill-in-plan); it returns l itself when s injects none of them.
+func (s *Set) Log(l events.Log) events.Log {
+	if s == nil || (s.SlowAppend == 0 && s.UnknownEvery == 0 && s.KillInPlan == 0) {
+		return l
+	}
+	return &faultyLog{Log: l, s: s}
+}
+
+type faultyLog struct {
+	events.Log
+	s *Set
+}
+
+func (f *faultyLog) Append(ctx context.Context, stream string, expected events.ExpectedRevision, evs ...events.Event) (events.AppendResult, error) {
+	s := f.s
+	if s.SlowAppend > 0 {
+		t := time.NewTimer(s.SlowAppend)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return events.AppendResult{}, ctx.Err()
+		}
+	}
+	if s.KillInPlan > 0 && multiChunk(evs) && s.count(&s.plans) == s.KillInPlan {
+		// Die somewhere around the append: before it starts, while its
+		// batch is written, or just after it landed.
+		go func() {
+			time.Sleep(time.Duration(rand.Int64N(int64(2 * time.Millisecond))))
+			s.kill()
+		}()
+	}
+	res, err := f.Log.Append(ctx, stream, expected, evs...)
+	if err == nil && s.UnknownEvery > 0 && s.count(&s.appends)%s.UnknownEvery == 0 {
+		return events.AppendResult{}, fmt.Errorf("append %s: %w: %w", stream, ErrUnknownOutcome, context.DeadlineExceeded)
+	}
+	return res, err
+}
+
+// multiChunk reports whether evs are a plan of two chunks or more.
+func multiChunk(evs []events.Event) bool {
+	n := 0
+	for _, e := range evs {
+		if e.Type == "DeliveriesPlanned" {
+			n++
+		}
+	}
+	return n > 1
+}
+
+// ProjectionsLog wraps the log the node's projections read with hide: the
+// Nth record of HideType they are handed is dropped, once, so they diverge
+// from the log. It returns l itself without hide.
+func (s *Set) ProjectionsLog(l events.Log) events.Log {
+	if s == nil || s.HideNth == 0 {
+		return l
+	}
+	return &hidingLog{Log: l, s: s}
+}
+
+type hidingLog struct {
+	events.Log
+	s *Set
+}
+
+func (h *hidingLog) Subscribe(ctx context.Context, from events.Position, filter events.Filter, fn events.SubscribeFunc) error {
+	s := h.s
+	return h.Log.Subscribe(ctx, from, filter, func(recs []events.Record, through events.Position) error {
+		for i := range recs {
+			if recs[i].Type != s.HideType {
+				continue
+			}
+			s.mu.Lock()
+			s.hidden++
+			hide := s.hidden == s.HideNth
+			s.mu.Unlock()
+			if hide {
+				out := append(append([]events.Record{}, recs[:i]...), recs[i+1:]...)
+				return fn(out, through)
+			}
+		}
+		return fn(recs, through)
+	})
+}

@@ -1,0 +1,57 @@
+package due
+
+import (
+	"time"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections"
+)
+
+// Each calls fn with every item of partition p in the store, in key order
+// (endpoint, class, due time, delivery), whether p is live here or not; fn
+// returning an error stops it with that error. It reads a consistent
+// snapshot of nothing: items the runner changes meanwhile may or may not
+// be seen. Reconciliation compares the index with the log through it.
+func (d *Due) Each(p events.Partition, fn func(Item) error) error {
+	pp := partitionPrefix(p)
+	it, err := d.store.NewIter(pp, projections.PrefixEnd(pp))
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.Value()
+		if err != nil {
+			return err
+		}
+		item, err := decodeItem(v)
+		if err != nil {
+			return err
+		}
+		if err := fn(item); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Head summarises one endpoint's due work: its oldest new delivery and its
+// earliest retry (zero when none).
+type Head struct {
+	EndpointID string
+	OldestNew  time.Time
+	FirstRetry time.Time
+}
+
+// Heads returns the summary of every endpoint with due work in a live
+// partition, from memory (no store read), in no particular order. It is
+// safe for concurrent use with the runner.
+func (d *Due) Heads() []Head {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]Head, 0, len(d.heads))
+	for ep, h := range d.heads {
+		out = append(out, Head{EndpointID: ep, OldestNew: h.oldestNew, FirstRetry: h.firstRetry})
+	}
+	return out
+}

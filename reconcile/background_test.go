@@ -1,0 +1,87 @@
+package reconcile_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/reconcile"
+)
+
+// TestBackgroundPlans: the background checks count the publishes since
+// their start whose plan is missing or incomplete (once a whole run has
+// passed over them), and not the complete ones nor those before.
+func TestBackgroundPlans(t *testing.T) {
+	tl := newTestLog(t)
+	tl.endpoint("t1", "ep_1", "a")
+	tl.publish("t1", "before", "a", 0) // before the start: not followed
+	r, err := reconcile.New(reconcile.Config{Log: tl.l, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := r.Background(time.Hour)
+	ctx := context.Background()
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check := func() map[string]int64 {
+		t.Helper()
+		if err := b.Check(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c, _, _, _ := b.Counts()
+		return c
+	}
+	tl.publish("t1", "ok", "a", 2, []string{"ep_1"}, []string{"ep_1"})
+	tl.publish("t1", "none", "a", 0)
+	tl.publish("t1", "half", "a", 2, []string{"ep_1"})
+	if c := check(); c[reconcile.KindPlanMissing] != 0 || c[reconcile.KindPlanIncomplete] != 0 {
+		t.Errorf("counted after one run: %v, want nothing yet", c)
+	}
+	if c := check(); c[reconcile.KindPlanMissing] != 1 || c[reconcile.KindPlanIncomplete] != 1 {
+		t.Errorf("counts %v, want one missing and one incomplete plan", c)
+	}
+}
+
+// TestMerge: parts are summed per tenant and per check; a partition no
+// part covered, or a part's error, makes the report unclean.
+func TestMerge(t *testing.T) {
+	all := events.AllPartitions()
+	all.Remove(events.NoPartition)
+	half := events.PartitionSet{}
+	for p := events.Partition(1); p <= events.Partitions/2; p++ {
+		half.Add(p)
+	}
+	rest := all.Minus(half)
+	part := func(ps events.PartitionSet, planned int64) *controlv1.ReconcilePartDone {
+		return &controlv1.ReconcilePartDone{Partitions: ps.Words(),
+			Tenants: []*controlv1.ReconcileTenant{{TenantId: "t1", Planned: planned, Succeeded: planned}},
+			Checks:  []*controlv1.ReconcileCheck{{Name: reconcile.CheckDeliveries, Examined: planned}}}
+	}
+	plans := &controlv1.ReconcilePartDone{Tenants: []*controlv1.ReconcileTenant{{TenantId: "t1", Events: 7}}}
+	for _, tc := range []struct {
+		name  string
+		parts []*controlv1.ReconcilePartDone
+		clean bool
+	}{
+		{"covered", []*controlv1.ReconcilePartDone{plans, part(half, 3), part(rest, 4)}, true},
+		{"a partition missing", []*controlv1.ReconcilePartDone{plans, part(half, 3)}, false},
+		{"a node failed", []*controlv1.ReconcilePartDone{plans, part(half, 3), part(rest, 4), {Node: "n3", Error: "boom"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := &controlv1.ReconcileReport{}
+			reconcile.Merge(rep, 0, tc.parts...)
+			if rep.GetClean() != tc.clean {
+				t.Errorf("clean = %v, want %v (notes %v)", rep.GetClean(), tc.clean, rep.GetNotes())
+			}
+			if !tc.clean && len(rep.GetNotes()) == 0 {
+				t.Error("unclean without a note saying why")
+			}
+			if tt := rep.GetTenants(); len(tt) != 1 || tt[0].GetEvents() != 7 {
+				t.Errorf("tenants %v", tt)
+			}
+		})
+	}
+}

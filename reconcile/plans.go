@@ -1,0 +1,279 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/events"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// plannedPerChunk bounds the deliveries of one repair chunk, as publish
+// does.
+const plannedPerChunk = 2000
+
+// publication is one event stream as the log has it up to the head.
+type publication struct {
+	stream    string
+	tenant    string
+	event     string
+	eventType string
+	published bool
+	position  events.Position // of EventPublished
+	// expected is the snapshot: endpoint → config version subscribed at
+	// the EventPublished's position.
+	expected map[string]int64
+	// planned are the deliveries planned, by endpoint (repairs included).
+	planned map[string]*hooklinev1.PlannedDelivery
+	// chunks is the publish's chunk count, seen its chunks present.
+	chunks int32
+	seen   []int32
+	// repairs counts the chunks appended by reconciliation.
+	repairs int
+}
+
+// Plans is check 1: every published event against its plan and against
+// the subscriptions of its time. With run.Repair it plans what is missing.
+// Its part carries the events published per tenant (the deliveries are
+// counted by the partitions' parts).
+func (r *Reconciler) Plans(ctx context.Context, run Run) (*controlv1.ReconcilePartDone, error) {
+	p := newTally(r.cfg.Node, run.MaxListed)
+	subs := newSubscriptions()
+	pubs := map[string]*publication{}
+	var order []*publication
+	get := func(stream string) *publication {
+		pb, ok := pubs[stream]
+		if !ok {
+			pb = &publication{stream: stream, planned: map[string]*hooklinev1.PlannedDelivery{}}
+			pubs[stream] = pb
+			order = append(order, pb)
+		}
+		return pb
+	}
+	filter := events.Filter{
+		StreamPrefixes: []string{events.EventCategory + "-", events.EndpointCategory + "-"},
+		Types:          append([]string{"EventPublished", "DeliveriesPlanned"}, endpointTypes...),
+	}
+	err := scan(ctx, r.cfg.Log, run.Head, filter, func(rec *events.Record) error {
+		msg, err := events.Decode(rec)
+		if err != nil {
+			return err
+		}
+		switch m := msg.(type) {
+		case *hooklinev1.EventPublished:
+			pb := get(rec.Stream)
+			pb.tenant, pb.event, pb.eventType = m.GetTenantId(), m.GetEventId(), m.GetEventType()
+			pb.published, pb.position = true, rec.Position
+			pb.expected = subs.snapshot(pb.tenant, pb.eventType)
+		case *hooklinev1.DeliveriesPlanned:
+			pb := get(rec.Stream)
+			if !pb.published {
+				pb.tenant, pb.event, pb.eventType = m.GetTenantId(), m.GetEventId(), m.GetEventType()
+			}
+			if m.GetRepair() != nil {
+				pb.repairs++
+			} else {
+				pb.chunks = max(pb.chunks, m.GetChunks())
+				pb.seen = append(pb.seen, m.GetChunk())
+			}
+			for _, d := range m.GetDeliveries() {
+				if _, dup := pb.planned[d.GetEndpointId()]; !dup {
+					pb.planned[d.GetEndpointId()] = d
+				}
+			}
+		default:
+			subs.apply(rec, msg)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	var audit *auditor
+	if run.Repair {
+		audit = r.auditor(run, "plans")
+	}
+	p.examined(CheckPlans, len(order))
+	for _, pb := range order {
+		if pb.published {
+			p.tenant(pb.tenant).Events++
+		}
+		missing, d := r.checkPlan(p, pb)
+		if d == nil || !d.GetRepairable() || audit == nil {
+			continue
+		}
+		if err := r.replan(ctx, run, audit, pb, missing, d); err != nil {
+			p.notef("re-plan of %s failed: %v", pb.stream, err)
+			continue
+		}
+		p.repaired(d)
+	}
+	return p.done(events.PartitionSet{}), nil
+}
+
+// checkPlan compares one publication with its snapshot and records what
+// differs; it returns the deliveries missing (endpoint → config version)
+// and the discrepancy that a re-plan repairs, if any.
+func (r *Reconciler) checkPlan(p *tally, pb *publication) (map[string]int64, *controlv1.Discrepancy) {
+	base := func(kind, detail string) *controlv1.Discrepancy {
+		return &controlv1.Discrepancy{Kind: kind, Check: CheckPlans, TenantId: pb.tenant, EventId: pb.event, Detail: detail}
+	}
+	if !pb.published {
+		d := base(KindPlanOrphan, fmt.Sprintf("%s holds %d planned deliveries and no EventPublished", pb.stream, len(pb.planned)))
+		d.Repair = "none: a plan without its event cannot be delivered; look at who wrote the stream"
+		p.add(d)
+		return nil, nil
+	}
+	missing := map[string]int64{}
+	for ep, cv := range pb.expected {
+		if _, ok := pb.planned[ep]; !ok {
+			missing[ep] = cv
+		}
+	}
+	var fix *controlv1.Discrepancy
+	slices.Sort(pb.seen)
+	switch {
+	case len(missing) == 0 && pb.repairs > 0:
+		// Repaired by an earlier run: whatever its own chunks, every
+		// endpoint subscribed at publish time is planned.
+	case len(pb.seen) == 0 && pb.repairs == 0:
+		fix = base(KindPlanMissing, fmt.Sprintf("%s has its EventPublished (at %s) and no DeliveriesPlanned", pb.stream, pb.position))
+	case len(pb.seen) > 0 && !complete(pb.seen, pb.chunks):
+		fix = base(KindPlanIncomplete, fmt.Sprintf("%s holds chunks %v of the %d its publish wrote", pb.stream, pb.seen, pb.chunks))
+	case len(missing) > 0:
+		fix = base(KindPlanShort, fmt.Sprintf("%s planned %d deliveries; %d more endpoints were subscribed to %s when it was published (at %s)",
+			pb.stream, len(pb.planned), len(missing), pb.eventType, pb.position))
+	}
+	if fix != nil {
+		eps := slices.Sorted(maps.Keys(missing))
+		for _, ep := range eps {
+			fix.DeliveryIds = append(fix.DeliveryIds, events.DeliveryID(pb.tenant, pb.event, ep))
+		}
+		if len(eps) == 1 {
+			fix.EndpointId = eps[0]
+		}
+		if len(missing) > 0 {
+			fix.Detail += fmt.Sprintf("; missing: endpoints %s", strings.Join(eps, ", "))
+			fix.Repair = "re-plan the missing deliveries from the subscriptions recorded at publish time"
+			fix.Repairable = true
+		} else {
+			fix.Repair = "none needed: every endpoint subscribed at publish time is planned"
+		}
+		p.add(fix)
+	}
+	for _, ep := range slices.Sorted(maps.Keys(pb.planned)) {
+		d := pb.planned[ep]
+		cv, subscribed := pb.expected[ep]
+		switch {
+		case d.GetDeliveryId() != events.DeliveryID(pb.tenant, pb.event, ep):
+			x := base(KindPlanBadID, fmt.Sprintf("delivery %s to %s is not the delivery id of (%s, %s, %s)", d.GetDeliveryId(), ep, pb.tenant, pb.event, ep))
+			x.EndpointId, x.DeliveryIds, x.Repair = ep, []string{d.GetDeliveryId()}, "none: the log is the truth; receivers dedupe on this id"
+			p.add(x)
+		case !subscribed:
+			x := base(KindPlanUnsubscribed, fmt.Sprintf("%s was planned to %s, which was not subscribed to %s at its publish (at %s): the registry lagged the log", pb.stream, ep, pb.eventType, pb.position))
+			x.EndpointId, x.DeliveryIds, x.Repair = ep, []string{d.GetDeliveryId()}, "none: a planned delivery is never withdrawn"
+			p.add(x)
+		case cv != d.GetConfigVersion():
+			x := base(KindPlanConfigVersion, fmt.Sprintf("%s was planned to %s at config version %d; version %d was current at its publish (at %s)", pb.stream, ep, d.GetConfigVersion(), cv, pb.position))
+			x.EndpointId, x.DeliveryIds, x.Repair = ep, []string{d.GetDeliveryId()}, "none: attempts use the endpoint's current configuration anyway"
+			p.add(x)
+		}
+	}
+	return missing, fix
+}
+
+// complete reports whether sorted seen is exactly 0..chunks-1.
+func complete(seen []int32, chunks int32) bool {
+	if int32(len(seen)) != chunks {
+		return false
+	}
+	for i, c := range seen {
+		if c != int32(i) {
+			return false
+		}
+	}
+	return true
+}
+
+// replan appends the missing deliveries of pb to its event stream, from
+// the snapshot (never from today's registry), skipping any delivery whose
+// stream exists (it was attempted: planning it again would make a second
+// logical delivery), and records the repair.
+func (r *Reconciler) replan(ctx context.Context, run Run, audit *auditor, pb *publication, missing map[string]int64, d *controlv1.Discrepancy) error {
+	log := r.cfg.Log
+	var planned []*hooklinev1.PlannedDelivery
+	for _, ep := range slices.Sorted(maps.Keys(missing)) {
+		id := events.DeliveryID(pb.tenant, pb.event, ep)
+		last, err := lastPosition(ctx, log, events.DeliveryStream(id))
+		if err != nil {
+			return err
+		}
+		if !last.IsStart() {
+			continue
+		}
+		planned = append(planned, &hooklinev1.PlannedDelivery{DeliveryId: id, EndpointId: ep, ConfigVersion: missing[ep]})
+	}
+	if len(planned) == 0 {
+		return errors.New("every missing delivery already has a delivery stream: not planned again")
+	}
+	recs, err := log.ReadStream(ctx, pb.stream, events.Backwards, events.End, 1)
+	if err != nil || len(recs) == 0 {
+		return fmt.Errorf("read %s: %v", pb.stream, err)
+	}
+	byPart := map[events.Partition][]*hooklinev1.PlannedDelivery{}
+	for _, d := range planned {
+		p := events.PartitionOf(d.GetEndpointId())
+		byPart[p] = append(byPart[p], d)
+	}
+	type chunk struct {
+		part events.Partition
+		ds   []*hooklinev1.PlannedDelivery
+	}
+	var chunks []chunk
+	for _, part := range slices.Sorted(maps.Keys(byPart)) {
+		ds := byPart[part]
+		for lo := 0; lo < len(ds); lo += plannedPerChunk {
+			chunks = append(chunks, chunk{part: part, ds: ds[lo:min(lo+plannedPerChunk, len(ds))]})
+		}
+	}
+	now := r.cfg.Now()
+	issuedBy := run.IssuedBy
+	if issuedBy == nil {
+		issuedBy = system
+	}
+	repair := &hooklinev1.PlanRepair{RunId: run.ID, Reason: d.GetKind() + ": " + d.GetDetail(),
+		PublishedCommit: pb.position.Commit, PublishedPrepare: pb.position.Prepare, IssuedBy: issuedBy}
+	evs := make([]events.Event, 0, len(chunks))
+	for i, c := range chunks {
+		dp := &hooklinev1.DeliveriesPlanned{
+			TenantId: pb.tenant, EventId: pb.event, EventType: pb.eventType, Deliveries: c.ds,
+			Chunk: int32(i), Chunks: int32(len(chunks)), At: timestamppb.New(now),
+			ExpiresAt: timestamppb.New(now.Add(r.cfg.Deadline)), Repair: repair,
+		}
+		ev, err := events.EncodeIn(dp, fmt.Sprintf("replan/%s/%d", run.ID, i), pb.stream, c.part)
+		if err != nil {
+			return err
+		}
+		evs = append(evs, ev)
+	}
+	if _, err := log.Append(ctx, pb.stream, events.Exact(recs[0].Revision), evs...); err != nil {
+		return fmt.Errorf("append to %s: %w", pb.stream, err)
+	}
+	ids := make([]string, len(planned))
+	for i, d := range planned {
+		ids[i] = d.GetDeliveryId()
+	}
+	r.cfg.Logger.Info("reconcile re-planned deliveries", "run_id", run.ID, "stream", pb.stream, "deliveries", len(ids))
+	return audit.record(ctx, &hooklinev1.ReconcileRepaired{
+		Kind: hooklinev1.ReconcileRepaired_KIND_REPLANNED, Reason: repair.GetReason(),
+		TenantId: pb.tenant, EventId: pb.event, EndpointId: d.GetEndpointId(), DeliveryIds: ids,
+	})
+}

@@ -1,0 +1,255 @@
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections"
+	"github.com/hookline/hookline/projections/due"
+	"github.com/hookline/hookline/projections/history"
+	"github.com/hookline/hookline/projections/registry"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// replay is a fresh copy of the node's projections, applied from the log
+// in memory by the very same code: what the node should hold.
+type replay struct {
+	runner *projections.Runner
+	reg    *registry.Registry
+	due    *due.Due
+	hist   *history.History
+	stop   context.CancelFunc
+	done   chan error
+}
+
+// startReplay applies the log to fresh projections of parts, in memory,
+// and returns once they have reached head. It keeps following the log
+// until closed.
+func startReplay(ctx context.Context, log events.Log, head events.Position, parts events.PartitionSet) (_ *replay, err error) {
+	quiet := slog.New(slog.DiscardHandler)
+	runner, err := projections.Open(log, projections.Config{Dir: "replay", FS: vfs.NewMem(), Logger: quiet})
+	if err != nil {
+		return nil, err
+	}
+	rp := &replay{runner: runner, done: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			rp.close()
+		}
+	}()
+	if rp.reg, err = registry.New(runner); err != nil {
+		return nil, err
+	}
+	if rp.due, err = due.New(runner, due.Config{Logger: quiet}); err != nil {
+		return nil, err
+	}
+	if rp.hist, err = history.New(runner, history.Config{Log: log, Logger: quiet}); err != nil {
+		return nil, err
+	}
+	runner.Own(parts)
+	rctx, cancel := context.WithCancel(context.Background())
+	rp.stop = cancel
+	go func() { rp.done <- runner.Run(rctx) }()
+	withNone := parts
+	withNone.Add(events.NoPartition)
+	if err := runner.WaitForPartitions(ctx, withNone, head); err != nil {
+		return nil, err
+	}
+	return rp, nil
+}
+
+func (rp *replay) close() {
+	if rp.stop != nil {
+		rp.stop()
+		<-rp.done
+	}
+	_ = rp.runner.Close()
+}
+
+// compare is check 5: the node's registry, due index and history against
+// the replay's, entry by entry.
+func (r *Reconciler) compare(ctx context.Context, p *tally, l *local, rp *replay) error {
+	// The due index.
+	items := map[string]due.Item{}
+	var err error
+	l.parts.Each(func(part events.Partition) {
+		if err == nil {
+			err = rp.due.Each(part, func(it due.Item) error {
+				items[it.DeliveryID] = it
+				return nil
+			})
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("read the replay's due index: %w", err)
+	}
+	deliveryMoved := func(id string, tenant, event string) (bool, error) {
+		return r.moved(ctx, l, &delivery{tenant: tenant, event: event}, id)
+	}
+	if err := compareOne(r, p, l, due.Name, l.items, items, encodeItem, func(id string) (bool, error) {
+		it, ok := l.items[id]
+		if !ok {
+			it = items[id]
+		}
+		return deliveryMoved(id, it.TenantID, it.EventID)
+	}); err != nil {
+		return err
+	}
+
+	// The history, within its retention.
+	records := map[string]history.Delivery{}
+	if err := rp.hist.Each(func(d history.Delivery) error {
+		if l.parts.Has(events.PartitionOf(d.EndpointID)) && !d.PlannedAt.Before(l.cutoff) {
+			records[d.ID] = d
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("read the replay's history: %w", err)
+	}
+	node := map[string]history.Delivery{}
+	for id, d := range l.records {
+		if !d.PlannedAt.Before(l.cutoff) {
+			node[id] = d
+		}
+	}
+	if err := compareOne(r, p, l, history.Name, node, records, encodeRecord, func(id string) (bool, error) {
+		d, ok := node[id]
+		if !ok {
+			d = records[id]
+		}
+		return deliveryMoved(id, d.TenantID, d.EventID)
+	}); err != nil {
+		return err
+	}
+
+	// The registry: every tenant and endpoint the log knows.
+	nodeReg, replayReg := map[string]string{}, map[string]string{}
+	streams := map[string]string{}
+	for id := range l.subs.endpoints {
+		key := "endpoint " + id
+		streams[key] = events.EndpointStream(id)
+		for _, side := range []struct {
+			reg *registry.Registry
+			out map[string]string
+		}{{r.cfg.Registry, nodeReg}, {rp.reg, replayReg}} {
+			e, ok, err := side.reg.Endpoint(id)
+			if err != nil {
+				return err
+			}
+			if ok {
+				side.out[key] = encodeEndpoint(e)
+			}
+		}
+	}
+	for id := range l.tenants {
+		key := "tenant " + id
+		streams[key] = events.TenantStream(id)
+		for _, side := range []struct {
+			reg *registry.Registry
+			out map[string]string
+		}{{r.cfg.Registry, nodeReg}, {rp.reg, replayReg}} {
+			t, ok, err := side.reg.Tenant(id)
+			if err != nil {
+				return err
+			}
+			if ok {
+				side.out[key] = fmt.Sprintf("%s|%s|%g|%d|%d|%d", t.ID, t.Name, t.Quota.AttemptsPerSecond, t.Quota.MaxInFlight, t.Quota.Weight, t.CreatedAt.UnixNano())
+			}
+		}
+	}
+	return compareOne(r, p, l, registry.Name, nodeReg, replayReg, func(s string) []byte { return []byte(s) }, func(key string) (bool, error) {
+		return movedPast(ctx, r.cfg.Log, l.run.Head, streams[key])
+	})
+}
+
+// compareOne compares one projection's entries, by key, with the
+// replay's: entries that differ and did not move make one
+// projection_diverged discrepancy; the digests cover the entries that did
+// not move.
+func compareOne[V any](r *Reconciler, p *tally, l *local, name string, node, replayed map[string]V, enc func(V) []byte, moved func(key string) (bool, error)) error {
+	keys := map[string]bool{}
+	for k := range node {
+		keys[k] = true
+	}
+	for k := range replayed {
+		keys[k] = true
+	}
+	p.examined(CheckProjections, len(keys))
+	var differing []string
+	skip := map[string]bool{}
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		a, inNode := node[k]
+		b, inReplay := replayed[k]
+		if inNode == inReplay && bytes.Equal(enc(a), enc(b)) {
+			continue
+		}
+		m, err := moved(k)
+		if err != nil {
+			return err
+		}
+		if m {
+			skip[k] = true
+			continue
+		}
+		differing = append(differing, k)
+	}
+	dg := &controlv1.ProjectionDigest{
+		Name: name, Node: r.cfg.Node, Partitions: l.parts.String(),
+		NodeEntries: int64(len(node)), ReplayEntries: int64(len(replayed)),
+		NodeDigest: digest(node, skip, enc), ReplayDigest: digest(replayed, skip, enc),
+		Differing: int64(len(differing)), Moving: int64(len(skip)),
+	}
+	p.digests = append(p.digests, dg)
+	if len(differing) == 0 {
+		return nil
+	}
+	d := &controlv1.Discrepancy{Kind: KindProjectionDiverged, Check: CheckProjections,
+		Detail: fmt.Sprintf("%d entries of the %s projection differ from a replay of the log (digests %s here, %s replayed), first %s",
+			len(differing), name, dg.NodeDigest, dg.ReplayDigest, differing[0])}
+	for _, k := range differing[:min(len(differing), 20)] {
+		d.DeliveryIds = append(d.DeliveryIds, k)
+	}
+	r.addRebuild(p, l, name, d)
+	return nil
+}
+
+// digest hashes the entries not skipped, in key order.
+func digest[V any](m map[string]V, skip map[string]bool, enc func(V) []byte) string {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if skip[k] {
+			continue
+		}
+		fmt.Fprintf(h, "%d:%s", len(k), k)
+		v := enc(m[k])
+		fmt.Fprintf(h, "%d:", len(v))
+		h.Write(v)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+func encodeItem(it due.Item) []byte {
+	return fmt.Appendf(nil, "%s|%s|%s|%s|%s|%d|%d|%t|%d|%d|%d|%d", it.DeliveryID, it.TenantID, it.EventID, it.EventType, it.EndpointID,
+		it.ConfigVersion, it.Class, it.Manual, it.DueAt.UnixNano(), it.PlannedAt.UnixNano(), it.ExpiresAt.UnixNano(), it.Attempts)
+}
+
+func encodeRecord(d history.Delivery) []byte {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(d.Record())
+	return b
+}
+
+func encodeEndpoint(e registry.Endpoint) string {
+	cfg, _ := proto.MarshalOptions{Deterministic: true}.Marshal(e.Config)
+	return fmt.Sprintf("%s|%s|%d|%x|%v|%t|%d|%t|%s|%t|%d|%d", e.ID, e.TenantID, e.ConfigVersion, cfg, e.SecretVersions,
+		e.Paused, e.PauseReason, e.Disabled, e.DisabledReason, e.Deleted, e.CreatedAt.UnixNano(), e.UpdatedAt.UnixNano())
+}

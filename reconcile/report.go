@@ -1,0 +1,217 @@
+package reconcile
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// Checks, as named in reports.
+const (
+	CheckPlans       = "plans"
+	CheckDeliveries  = "deliveries"
+	CheckGrains      = "grains"
+	CheckAttempts    = "attempts"
+	CheckProjections = "projections"
+)
+
+// checkOrder is the order of the checks in a report.
+var checkOrder = []string{CheckPlans, CheckDeliveries, CheckGrains, CheckAttempts, CheckProjections}
+
+// Kinds of discrepancy. See the package documentation for each check.
+const (
+	KindPlanMissing        = "plan_missing"
+	KindPlanIncomplete     = "plan_incomplete"
+	KindPlanShort          = "plan_short"
+	KindPlanUnsubscribed   = "plan_unsubscribed"
+	KindPlanConfigVersion  = "plan_config_version"
+	KindPlanOrphan         = "plan_without_event"
+	KindPlanBadID          = "plan_bad_delivery_id"
+	KindStranded           = "delivery_stranded"
+	KindDueAfterEnd        = "due_after_end"
+	KindDueUnplanned       = "due_unplanned"
+	KindNotPulled          = "due_not_pulled"
+	KindDeletedHolding     = "due_deleted_endpoint"
+	KindAttemptNumbering   = "attempt_numbering"
+	KindExpiredCount       = "expired_attempt_count"
+	KindSucceededTwice     = "succeeded_twice"
+	KindOutcomeUnplanned   = "outcome_without_plan"
+	KindHistoryMissing     = "history_missing"
+	KindHistoryStatus      = "history_status"
+	KindSuccessNoAttempt   = "success_without_attempt"
+	KindAttemptCount       = "attempt_count"
+	KindProjectionDiverged = "projection_diverged"
+)
+
+// DefaultMaxListed bounds the discrepancies a report lists.
+const DefaultMaxListed = 1000
+
+// tally collects one part of a run: counts per tenant and per check, and
+// the discrepancies, all kept (repairs need them) and at most max listed.
+// It is used by one goroutine.
+type tally struct {
+	node    string
+	max     int
+	tenants map[string]*controlv1.ReconcileTenant
+	checks  map[string]*controlv1.ReconcileCheck
+	found   []*controlv1.Discrepancy
+	digests []*controlv1.ProjectionDigest
+	notes   []string
+}
+
+func newTally(node string, max int) *tally {
+	if max <= 0 {
+		max = DefaultMaxListed
+	}
+	return &tally{node: node, max: max, tenants: map[string]*controlv1.ReconcileTenant{}, checks: map[string]*controlv1.ReconcileCheck{}}
+}
+
+func (p *tally) tenant(id string) *controlv1.ReconcileTenant {
+	t, ok := p.tenants[id]
+	if !ok {
+		t = &controlv1.ReconcileTenant{TenantId: id}
+		p.tenants[id] = t
+	}
+	return t
+}
+
+func (p *tally) check(name string) *controlv1.ReconcileCheck {
+	c, ok := p.checks[name]
+	if !ok {
+		c = &controlv1.ReconcileCheck{Name: name}
+		p.checks[name] = c
+	}
+	return c
+}
+
+// examined counts n things examined by a check.
+func (p *tally) examined(check string, n int) { p.check(check).Examined += int64(n) }
+
+// add records a discrepancy.
+func (p *tally) add(d *controlv1.Discrepancy) {
+	d.Node = p.node
+	p.check(d.GetCheck()).Discrepancies++
+	if d.GetTenantId() != "" {
+		p.tenant(d.GetTenantId()).Discrepancies++
+	}
+	p.found = append(p.found, d)
+}
+
+// repaired marks d repaired.
+func (p *tally) repaired(d *controlv1.Discrepancy) {
+	if !d.GetRepaired() {
+		d.Repaired = true
+		p.check(d.GetCheck()).Repaired++
+	}
+}
+
+func (p *tally) notef(format string, args ...any) {
+	p.notes = append(p.notes, fmt.Sprintf(format, args...))
+}
+
+// done returns the part as a message, for partitions parts.
+func (p *tally) done(parts events.PartitionSet) *controlv1.ReconcilePartDone {
+	out := &controlv1.ReconcilePartDone{Node: p.node, Partitions: parts.Words(), Projections: p.digests, Notes: p.notes}
+	for _, t := range p.tenants {
+		out.Tenants = append(out.Tenants, t)
+	}
+	slices.SortFunc(out.Tenants, func(a, b *controlv1.ReconcileTenant) int { return strings.Compare(a.GetTenantId(), b.GetTenantId()) })
+	for _, name := range checkOrder {
+		if c, ok := p.checks[name]; ok {
+			out.Checks = append(out.Checks, c)
+		}
+	}
+	out.DiscrepanciesTotal = int64(len(p.found))
+	for _, d := range p.found {
+		if d.GetRepaired() {
+			out.Repaired++
+		}
+	}
+	out.Discrepancies = p.found[:min(len(p.found), p.max)]
+	return out
+}
+
+// Merge puts the parts of one run together into its report: counts summed
+// per tenant and per check, discrepancies listed up to max (0:
+// DefaultMaxListed). clean is set when no part found a discrepancy and the
+// parts covered every partition; a part's error is a note and makes the
+// report unclean.
+func Merge(report *controlv1.ReconcileReport, max int, parts ...*controlv1.ReconcilePartDone) {
+	if max <= 0 {
+		max = DefaultMaxListed
+	}
+	tenants := map[string]*controlv1.ReconcileTenant{}
+	for _, t := range report.GetTenants() {
+		tenants[t.GetTenantId()] = t
+	}
+	checks := map[string]*controlv1.ReconcileCheck{}
+	for _, c := range report.GetChecks() {
+		checks[c.GetName()] = c
+	}
+	var covered events.PartitionSet
+	failed := false
+	for _, p := range parts {
+		if p.GetError() != "" {
+			failed = true
+			report.Notes = append(report.Notes, fmt.Sprintf("node %s could not reconcile: %s", p.GetNode(), p.GetError()))
+			continue
+		}
+		covered = covered.Union(events.PartitionSetOfWords(p.GetPartitions()))
+		for _, t := range p.GetTenants() {
+			m, ok := tenants[t.GetTenantId()]
+			if !ok {
+				m = &controlv1.ReconcileTenant{TenantId: t.GetTenantId()}
+				tenants[t.GetTenantId()] = m
+			}
+			m.Events += t.GetEvents()
+			m.Planned += t.GetPlanned()
+			m.Succeeded += t.GetSucceeded()
+			m.Failed += t.GetFailed()
+			m.Pending += t.GetPending()
+			m.Due += t.GetDue()
+			m.Held += t.GetHeld()
+			m.Discrepancies += t.GetDiscrepancies()
+		}
+		for _, c := range p.GetChecks() {
+			m, ok := checks[c.GetName()]
+			if !ok {
+				m = &controlv1.ReconcileCheck{Name: c.GetName()}
+				checks[c.GetName()] = m
+			}
+			m.Examined += c.GetExamined()
+			m.Discrepancies += c.GetDiscrepancies()
+			m.Repaired += c.GetRepaired()
+		}
+		for _, d := range p.GetDiscrepancies() {
+			if len(report.Discrepancies) < max {
+				report.Discrepancies = append(report.Discrepancies, d)
+			}
+		}
+		report.DiscrepanciesTotal += p.GetDiscrepanciesTotal()
+		report.Repaired += p.GetRepaired()
+		report.Projections = append(report.Projections, p.GetProjections()...)
+		report.Notes = append(report.Notes, p.GetNotes()...)
+	}
+	report.Tenants = report.Tenants[:0]
+	for _, t := range tenants {
+		report.Tenants = append(report.Tenants, t)
+	}
+	slices.SortFunc(report.Tenants, func(a, b *controlv1.ReconcileTenant) int { return strings.Compare(a.GetTenantId(), b.GetTenantId()) })
+	report.Checks = report.Checks[:0]
+	for _, name := range checkOrder {
+		if c, ok := checks[name]; ok {
+			report.Checks = append(report.Checks, c)
+		}
+	}
+	all := events.AllPartitions()
+	all.Remove(events.NoPartition)
+	covered.Remove(events.NoPartition)
+	missing := all.Minus(covered)
+	if !missing.IsEmpty() {
+		report.Notes = append(report.Notes, fmt.Sprintf("%d of %d partitions (%s) were reconciled by no node (a node down, or partitions catching up): run again", missing.Len(), events.Partitions, missing))
+	}
+	report.Clean = !failed && missing.IsEmpty() && report.GetDiscrepanciesTotal() == 0
+}
