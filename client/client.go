@@ -111,10 +111,27 @@ func call[Req, Resp any](ctx context.Context, c *Client, op string, r retry, req
 func attemptOf[Req, Resp any](ctx context.Context, c *Client, req Req, rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout)
 	defer cancel()
+	return sent(ctx, c, req, rpc)
+}
+
+// sent sends req once with the token, under ctx alone.
+func sent[Req, Resp any](ctx context.Context, c *Client, req Req, rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
 	if c.cfg.Token != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.cfg.Token)
 	}
 	return rpc(ctx, req)
+}
+
+// longCall runs an RPC that takes as long as the data it walks (a reseal,
+// a reconciliation): sent once, bounded by the caller's context alone, not
+// by Config.AttemptTimeout.
+func longCall[Req, Resp any](ctx context.Context, c *Client, op string, req Req, rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
+	resp, err := sent(ctx, c, req, rpc)
+	if err != nil {
+		var zero Resp
+		return zero, errorOf(op, err)
+	}
+	return resp, nil
 }
 
 // retryable reports whether an attempt's failure leaves the call's outcome

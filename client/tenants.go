@@ -33,10 +33,12 @@ func (c *Client) RevokeAPIKey(ctx context.Context, req *controlv1.RevokeApiKeyRe
 
 // ResealSecrets seals every live endpoint secret under the node's current
 // master key and retires the keys no secret is sealed under any more: the
-// last step of a master key rotation. Admin token only. Not retried: it
-// takes as long as there are endpoints; run it again if it did not finish.
+// last step of a master key rotation. Admin token only. It takes as long as
+// there are endpoints: it is bounded by ctx alone (not
+// Config.AttemptTimeout), and not retried; run it again if it did not
+// finish.
 func (c *Client) ResealSecrets(ctx context.Context) (*controlv1.ResealSecretsResponse, error) {
-	return call(ctx, c, "reseal secrets", once, &controlv1.ResealSecretsRequest{}, c.tenants.ResealSecrets)
+	return longCall(ctx, c, "reseal secrets", &controlv1.ResealSecretsRequest{}, c.tenants.ResealSecrets)
 }
 
 // SetQuota changes a tenant's quota. Admin token only. Retried.

@@ -7,17 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/hookline/hookline/client"
 	"github.com/hookline/hookline/cluster"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -48,15 +44,13 @@ node's data directory (embedded log) give --data.
 `)
 		fs.PrintDefaults()
 	}
-	addr := fs.String("addr", envOr("HOOKLINE_ADDR", "127.0.0.1:7070"), "the node's gRPC address (HOOKLINE_ADDR)")
-	token := fs.String("token", os.Getenv("HOOKLINE_TOKEN"), "the admin token (HOOKLINE_TOKEN)")
+	opts := clientFlags(fs)
 	data := fs.String("data", "", "a STOPPED node's data directory (embedded log): reconcile it offline instead of asking a node")
 	repair := fs.Bool("repair", false, "repair what can be repaired: re-plan from the publish's snapshot, wake stranded work, rebuild divergent projections")
 	maxListed := fs.Int("max", 0, "list at most this many discrepancies (0: 1000; the counts cover all)")
 	notPulled := fs.Duration("not-pulled-after", 0, "report due work an endpoint's grain has not pulled for this long (0: the node's default, 1m)")
 	skipReplay := fs.Bool("skip-replay", false, "skip the comparison of projections with a replay of the log (the costliest check)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long (a run reads the whole log)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -67,7 +61,13 @@ node's data directory (embedded log) give --data.
 		return errors.New("reconcile: --max and --not-pulled-after must not be negative")
 	}
 	req := &controlv1.ReconcileRequest{Repair: *repair, MaxListed: int32(*maxListed), NotPulledAfterMs: notPulled.Milliseconds(), SkipReplay: *skipReplay}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	// A run reads the whole log: --timeout (30 s by default for the other
+	// commands) is raised to half an hour unless it was given.
+	timeout := opts.timeout
+	if !flagGiven(fs, "timeout") {
+		timeout = 30 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	var rep *controlv1.ReconcileReport
@@ -76,7 +76,7 @@ node's data directory (embedded log) give --data.
 		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		rep, err = cluster.ReconcileOffline(ctx, *data, req, logger)
 	} else {
-		rep, err = reconcileNode(ctx, *addr, *token, req)
+		rep, err = reconcileNode(ctx, opts.config(), req)
 	}
 	if err != nil {
 		return err
@@ -100,21 +100,20 @@ node's data directory (embedded log) give --data.
 }
 
 // reconcileNode asks a running node.
-func reconcileNode(ctx context.Context, addr, token string, req *controlv1.ReconcileRequest) (*controlv1.ReconcileReport, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+func reconcileNode(ctx context.Context, cfg client.Config, req *controlv1.ReconcileRequest) (*controlv1.ReconcileReport, error) {
+	c, err := client.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", addr, err)
+		return nil, err
 	}
-	defer cc.Close()
-	if token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
-	}
-	rep, err := controlv1.NewReconcileServiceClient(cc).Reconcile(ctx, req)
-	if st, ok := status.FromError(err); ok && err != nil {
-		return nil, fmt.Errorf("reconcile: %s: %s", st.Code(), st.Message())
-	}
-	return rep, err
+	defer c.Close()
+	return c.Reconcile(ctx, req)
+}
+
+// flagGiven reports whether the command line set the flag name.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // printReconcileReport writes a report for people: the verdict, the counts per

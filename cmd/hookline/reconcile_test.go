@@ -64,7 +64,7 @@ func TestReconcileCommand(t *testing.T) {
 	rcv.wh = wh
 	rcv.mu.Unlock()
 	must(api.events().Publish(api.ctx(), &controlv1.PublishRequest{EventId: "e1", Type: "a", Payload: []byte(`{}`)}))
-	id := events.DeliveryID("acme", "e1", "ep_1")
+	id := events.DeliveryID("acme", "e1", created.GetEndpoint().GetEndpointId()) // a chosen id gets its tenant's tag
 	waitFor(t, func() (int, bool) { u, _, _ := rcv.counts(); return u, u == 1 })
 	// Another delivery, so that the projections' checkpoints are written
 	// past the hidden success (else a restart reads it again, and heals).
