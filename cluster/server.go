@@ -283,6 +283,10 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if err := startStatusActor(s); err != nil {
 		return nil, err
 	}
+	settle := &settlement{node: s.node, runner: s.runner, timeout: s.node.cfg.RequestTimeout, logger: cfg.Logger}
+	if err := startSettleActor(s.node, settle); err != nil {
+		return nil, err
+	}
 	if err := s.startReconcile(); err != nil {
 		return nil, err
 	}
@@ -293,7 +297,7 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	}
 
 	s.control, err = control.New(control.Config{
-		Log: s.log, Grains: s.node, Registry: s.registry, Projections: s.runner,
+		Log: s.log, Grains: s.node, Registry: s.registry, Projections: settle,
 		History: s.hist, Reconciler: s.recon, AdminToken: cfg.AdminToken, Keyring: s.keyring, Now: cfg.Now, Logger: cfg.Logger,
 		Portal: s.portal, Cluster: &statuses{srv: s, store: storeKind(cfg.Store), timeout: s.node.cfg.RequestTimeout},
 		AuditLink: auditLink, AuditUI: auditUI,

@@ -289,3 +289,29 @@ func nodeMetric(t *testing.T, n *node, name string) (float64, bool) {
 	}
 	return 0, false
 }
+
+// TestPublishOnAnotherNodeSeesNewEndpoint: each node applies the registry
+// from the log, so an endpoint created through one node must be in the
+// plan of a publish made through another right after the create answered.
+func TestPublishOnAnotherNodeSeesNewEndpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	f := newFleet(t)
+	nodes, _ := f.startThree(t)
+	defer dumpLogs(t, nodes...)
+	key := newTenant(t, nodes[0])
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(srv.Close)
+	for i := range 20 {
+		a, b := nodes[i%3].as(t, key), nodes[(i+1)%3].as(t, key)
+		created := must(a.endpoints().CreateEndpoint(a.ctx(), &controlv1.CreateEndpointRequest{
+			Settings: &controlv1.EndpointSettings{Url: srv.URL + "/" + strconv.Itoa(i), EventTypes: []string{"t" + strconv.Itoa(i)}},
+		}))
+		resp := must(b.events().Publish(b.ctx(), &controlv1.PublishRequest{EventId: "x" + strconv.Itoa(i), Type: "t" + strconv.Itoa(i), Payload: []byte(`{}`)}))
+		if len(resp.GetDeliveries()) != 1 || resp.GetDeliveries()[0].GetEndpointId() != created.GetEndpoint().GetEndpointId() {
+			t.Errorf("publish %d through node %d, right after the endpoint was created through node %d: planned %v, want endpoint %s",
+				i, (i+1)%3, i%3, resp.GetDeliveries(), created.GetEndpoint().GetEndpointId())
+		}
+	}
+}

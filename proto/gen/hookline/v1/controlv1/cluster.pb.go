@@ -421,6 +421,106 @@ func (x *HistoryGot) GetError() string {
 	return ""
 }
 
+// WaitApplied asks a node to answer once its projections have applied the
+// log up to a position: a command that changed the registry waits for
+// every node, so that a publish on any node sees it.
+type WaitApplied struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Commit        uint64                 `protobuf:"varint,1,opt,name=commit,proto3" json:"commit,omitempty"`
+	Prepare       uint64                 `protobuf:"varint,2,opt,name=prepare,proto3" json:"prepare,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitApplied) Reset() {
+	*x = WaitApplied{}
+	mi := &file_hookline_v1_cluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitApplied) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitApplied) ProtoMessage() {}
+
+func (x *WaitApplied) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_cluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitApplied.ProtoReflect.Descriptor instead.
+func (*WaitApplied) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *WaitApplied) GetCommit() uint64 {
+	if x != nil {
+		return x.Commit
+	}
+	return 0
+}
+
+func (x *WaitApplied) GetPrepare() uint64 {
+	if x != nil {
+		return x.Prepare
+	}
+	return 0
+}
+
+type Applied struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// error is set when the node could not get there in time.
+	Error         string `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Applied) Reset() {
+	*x = Applied{}
+	mi := &file_hookline_v1_cluster_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Applied) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Applied) ProtoMessage() {}
+
+func (x *Applied) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_cluster_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Applied.ProtoReflect.Descriptor instead.
+func (*Applied) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_cluster_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Applied) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type HistoryScanned_Entry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -431,7 +531,7 @@ type HistoryScanned_Entry struct {
 
 func (x *HistoryScanned_Entry) Reset() {
 	*x = HistoryScanned_Entry{}
-	mi := &file_hookline_v1_cluster_proto_msgTypes[5]
+	mi := &file_hookline_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +543,7 @@ func (x *HistoryScanned_Entry) String() string {
 func (*HistoryScanned_Entry) ProtoMessage() {}
 
 func (x *HistoryScanned_Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_cluster_proto_msgTypes[5]
+	mi := &file_hookline_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +617,12 @@ const file_hookline_v1_cluster_proto_rawDesc = "" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x127\n" +
 	"\bdelivery\x18\x02 \x01(\v2\x1b.hookline.v1.DeliveryRecordR\bdelivery\x127\n" +
 	"\battempts\x18\x03 \x03(\v2\x1b.hookline.v1.HistoryAttemptR\battempts\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05errorBHZFgithub.com/hookline/hookline/proto/gen/hookline/v1/controlv1;controlv1b\x06proto3"
+	"\x05error\x18\x04 \x01(\tR\x05error\"?\n" +
+	"\vWaitApplied\x12\x16\n" +
+	"\x06commit\x18\x01 \x01(\x04R\x06commit\x12\x18\n" +
+	"\aprepare\x18\x02 \x01(\x04R\aprepare\"\x1f\n" +
+	"\aApplied\x12\x14\n" +
+	"\x05error\x18\x01 \x01(\tR\x05errorBHZFgithub.com/hookline/hookline/proto/gen/hookline/v1/controlv1;controlv1b\x06proto3"
 
 var (
 	file_hookline_v1_cluster_proto_rawDescOnce sync.Once
@@ -531,32 +636,34 @@ func file_hookline_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_cluster_proto_rawDescData
 }
 
-var file_hookline_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_hookline_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_hookline_v1_cluster_proto_goTypes = []any{
 	(*HistoryScan)(nil),           // 0: hookline.v1.HistoryScan
 	(*HistoryScanned)(nil),        // 1: hookline.v1.HistoryScanned
 	(*HistoryGet)(nil),            // 2: hookline.v1.HistoryGet
 	(*HistoryAttempt)(nil),        // 3: hookline.v1.HistoryAttempt
 	(*HistoryGot)(nil),            // 4: hookline.v1.HistoryGot
-	(*HistoryScanned_Entry)(nil),  // 5: hookline.v1.HistoryScanned.Entry
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
-	(*v1.Attempt)(nil),            // 7: hookline.v1.Attempt
-	(*v1.DeliveryRecord)(nil),     // 8: hookline.v1.DeliveryRecord
+	(*WaitApplied)(nil),           // 5: hookline.v1.WaitApplied
+	(*Applied)(nil),               // 6: hookline.v1.Applied
+	(*HistoryScanned_Entry)(nil),  // 7: hookline.v1.HistoryScanned.Entry
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*v1.Attempt)(nil),            // 9: hookline.v1.Attempt
+	(*v1.DeliveryRecord)(nil),     // 10: hookline.v1.DeliveryRecord
 }
 var file_hookline_v1_cluster_proto_depIdxs = []int32{
-	6, // 0: hookline.v1.HistoryScan.since:type_name -> google.protobuf.Timestamp
-	6, // 1: hookline.v1.HistoryScan.until:type_name -> google.protobuf.Timestamp
-	5, // 2: hookline.v1.HistoryScanned.entries:type_name -> hookline.v1.HistoryScanned.Entry
-	7, // 3: hookline.v1.HistoryAttempt.attempt:type_name -> hookline.v1.Attempt
-	6, // 4: hookline.v1.HistoryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
-	8, // 5: hookline.v1.HistoryGot.delivery:type_name -> hookline.v1.DeliveryRecord
-	3, // 6: hookline.v1.HistoryGot.attempts:type_name -> hookline.v1.HistoryAttempt
-	8, // 7: hookline.v1.HistoryScanned.Entry.delivery:type_name -> hookline.v1.DeliveryRecord
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	8,  // 0: hookline.v1.HistoryScan.since:type_name -> google.protobuf.Timestamp
+	8,  // 1: hookline.v1.HistoryScan.until:type_name -> google.protobuf.Timestamp
+	7,  // 2: hookline.v1.HistoryScanned.entries:type_name -> hookline.v1.HistoryScanned.Entry
+	9,  // 3: hookline.v1.HistoryAttempt.attempt:type_name -> hookline.v1.Attempt
+	8,  // 4: hookline.v1.HistoryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
+	10, // 5: hookline.v1.HistoryGot.delivery:type_name -> hookline.v1.DeliveryRecord
+	3,  // 6: hookline.v1.HistoryGot.attempts:type_name -> hookline.v1.HistoryAttempt
+	10, // 7: hookline.v1.HistoryScanned.Entry.delivery:type_name -> hookline.v1.DeliveryRecord
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_cluster_proto_init() }
@@ -570,7 +677,7 @@ func file_hookline_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_cluster_proto_rawDesc), len(file_hookline_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
