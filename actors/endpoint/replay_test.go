@@ -88,11 +88,11 @@ func TestRecover(t *testing.T) {
 	}}}))
 	rid := rep.GetRecovery().GetRecoveryId()
 	var rec *controlv1.Recovery
-	waitUntil(t, "the recovery done", func() bool {
+	waitUntil(t, "the recovery done and its attempts recorded", func() bool {
 		rec = mustOK(t, ask(t, b.sys, pid, &controlv1.EndpointCommand{TenantId: "acme", Command: &controlv1.EndpointCommand_GetRecovery{GetRecovery: &controlv1.GetRecoveryRequest{RecoveryId: rid}}})).GetRecovery()
-		return rec.GetDone()
+		return rec.GetDone() && rec.GetReplayed() == 5
 	})
-	if rec.GetFound() != 5 || rec.GetReplayed() != 5 || rec.GetFinishedAt() == nil {
+	if rec.GetFound() != 5 || rec.GetRequested() != 5 || rec.GetFinishedAt() == nil || rec.GetState() != "done" {
 		t.Fatalf("recovery: %v", rec)
 	}
 	b.waitStatus("acme", history.Succeeded, ids...)

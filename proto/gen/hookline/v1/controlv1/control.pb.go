@@ -1706,24 +1706,129 @@ func (x *GetRecoveryRequest) GetRecoveryId() string {
 	return ""
 }
 
-type Recovery struct {
+type ListRecoveriesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	RecoveryId    string                 `protobuf:"bytes,1,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
-	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
-	Until         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
-	Found         int64                  `protobuf:"varint,5,opt,name=found,proto3" json:"found,omitempty"`
-	Replayed      int64                  `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
-	Done          bool                   `protobuf:"varint,7,opt,name=done,proto3" json:"done,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRecoveriesRequest) Reset() {
+	*x = ListRecoveriesRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRecoveriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRecoveriesRequest) ProtoMessage() {}
+
+func (x *ListRecoveriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRecoveriesRequest.ProtoReflect.Descriptor instead.
+func (*ListRecoveriesRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListRecoveriesRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *ListRecoveriesRequest) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+type ListRecoveriesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Recoveries    []*Recovery            `protobuf:"bytes,1,rep,name=recoveries,proto3" json:"recoveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRecoveriesResponse) Reset() {
+	*x = ListRecoveriesResponse{}
+	mi := &file_hookline_v1_control_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRecoveriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRecoveriesResponse) ProtoMessage() {}
+
+func (x *ListRecoveriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRecoveriesResponse.ProtoReflect.Descriptor instead.
+func (*ListRecoveriesResponse) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListRecoveriesResponse) GetRecoveries() []*Recovery {
+	if x != nil {
+		return x.Recoveries
+	}
+	return nil
+}
+
+type Recovery struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RecoveryId string                 `protobuf:"bytes,1,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	Since      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	Until      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
+	// found counts the failed deliveries listed so far.
+	Found int64 `protobuf:"varint,5,opt,name=found,proto3" json:"found,omitempty"`
+	// replayed counts the manual attempts of the recovery recorded by the
+	// grain's current activation (a restart of the grain starts it again
+	// from the durable count of requested replays).
+	Replayed   int64                  `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Done       bool                   `protobuf:"varint,7,opt,name=done,proto3" json:"done,omitempty"`
+	StartedAt  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// requested counts the deliveries whose replay is durably requested.
+	Requested int64 `protobuf:"varint,10,opt,name=requested,proto3" json:"requested,omitempty"`
+	// state is running, done, or endpoint_not_active when the endpoint was
+	// paused, disabled or deleted while it ran.
+	State         string `protobuf:"bytes,11,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Recovery) Reset() {
 	*x = Recovery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[25]
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1840,7 @@ func (x *Recovery) String() string {
 func (*Recovery) ProtoMessage() {}
 
 func (x *Recovery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[25]
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +1853,7 @@ func (x *Recovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recovery.ProtoReflect.Descriptor instead.
 func (*Recovery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Recovery) GetRecoveryId() string {
@@ -1814,6 +1919,20 @@ func (x *Recovery) GetFinishedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Recovery) GetRequested() int64 {
+	if x != nil {
+		return x.Requested
+	}
+	return 0
+}
+
+func (x *Recovery) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 type PublishRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -1839,7 +1958,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[26]
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1851,7 +1970,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[26]
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1864,7 +1983,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PublishRequest) GetTenantId() string {
@@ -1949,7 +2068,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2080,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2093,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PublishResponse) GetEventId() string {
@@ -2008,7 +2127,7 @@ type PublishBatchRequest struct {
 
 func (x *PublishBatchRequest) Reset() {
 	*x = PublishBatchRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2139,7 @@ func (x *PublishBatchRequest) String() string {
 func (*PublishBatchRequest) ProtoMessage() {}
 
 func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2152,7 @@ func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchRequest.ProtoReflect.Descriptor instead.
 func (*PublishBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PublishBatchRequest) GetTenantId() string {
@@ -2062,7 +2181,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2193,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2206,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PublishResult) GetResponse() *PublishResponse {
@@ -2120,7 +2239,7 @@ type PublishBatchResponse struct {
 
 func (x *PublishBatchResponse) Reset() {
 	*x = PublishBatchResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2132,7 +2251,7 @@ func (x *PublishBatchResponse) String() string {
 func (*PublishBatchResponse) ProtoMessage() {}
 
 func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2145,7 +2264,7 @@ func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchResponse.ProtoReflect.Descriptor instead.
 func (*PublishBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PublishBatchResponse) GetResults() []*PublishResult {
@@ -2172,7 +2291,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2184,7 +2303,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2197,7 +2316,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListDeliveriesRequest) GetTenantId() string {
@@ -2266,7 +2385,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2397,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2410,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -2318,7 +2437,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2449,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2462,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetDeliveryRequest) GetTenantId() string {
@@ -2370,7 +2489,7 @@ type ReplayDeliveryRequest struct {
 
 func (x *ReplayDeliveryRequest) Reset() {
 	*x = ReplayDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2382,7 +2501,7 @@ func (x *ReplayDeliveryRequest) String() string {
 func (*ReplayDeliveryRequest) ProtoMessage() {}
 
 func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2395,7 +2514,7 @@ func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReplayDeliveryRequest) GetTenantId() string {
@@ -2434,7 +2553,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +2565,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +2578,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -2697,7 +2816,15 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12\x1f\n" +
 	"\vrecovery_id\x18\x03 \x01(\tR\n" +
-	"recoveryId\"\xee\x02\n" +
+	"recoveryId\"U\n" +
+	"\x15ListRecoveriesRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\"O\n" +
+	"\x16ListRecoveriesResponse\x125\n" +
+	"\n" +
+	"recoveries\x18\x01 \x03(\v2\x15.hookline.v1.RecoveryR\n" +
+	"recoveries\"\xa2\x03\n" +
 	"\bRecovery\x12\x1f\n" +
 	"\vrecovery_id\x18\x01 \x01(\tR\n" +
 	"recoveryId\x12\x1f\n" +
@@ -2711,7 +2838,10 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\n" +
 	"started_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
 	"\vfinished_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"finishedAt\"\xed\x02\n" +
+	"finishedAt\x12\x1c\n" +
+	"\trequested\x18\n" +
+	" \x01(\x03R\trequested\x12\x14\n" +
+	"\x05state\x18\v \x01(\tR\x05state\"\xed\x02\n" +
 	"\x0ePublishRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x12\n" +
@@ -2790,7 +2920,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\tGetTenant\x12\x1d.hookline.v1.GetTenantRequest\x1a\x13.hookline.v1.Tenant\x12P\n" +
 	"\vIssueApiKey\x12\x1f.hookline.v1.IssueApiKeyRequest\x1a .hookline.v1.IssueApiKeyResponse\x12E\n" +
 	"\fRevokeApiKey\x12 .hookline.v1.RevokeApiKeyRequest\x1a\x13.hookline.v1.Tenant\x12=\n" +
-	"\bSetQuota\x12\x1c.hookline.v1.SetQuotaRequest\x1a\x13.hookline.v1.Tenant2\xf1\x06\n" +
+	"\bSetQuota\x12\x1c.hookline.v1.SetQuotaRequest\x1a\x13.hookline.v1.Tenant2\xcc\a\n" +
 	"\x0fEndpointService\x12Y\n" +
 	"\x0eCreateEndpoint\x12\".hookline.v1.CreateEndpointRequest\x1a#.hookline.v1.CreateEndpointResponse\x12E\n" +
 	"\vGetEndpoint\x12\x1f.hookline.v1.GetEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12V\n" +
@@ -2802,7 +2932,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x0eResumeEndpoint\x12\".hookline.v1.ResumeEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12K\n" +
 	"\x0eDeleteEndpoint\x12\".hookline.v1.DeleteEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12M\n" +
 	"\x0fRecoverEndpoint\x12#.hookline.v1.RecoverEndpointRequest\x1a\x15.hookline.v1.Recovery\x12E\n" +
-	"\vGetRecovery\x12\x1f.hookline.v1.GetRecoveryRequest\x1a\x15.hookline.v1.Recovery2\xa9\x01\n" +
+	"\vGetRecovery\x12\x1f.hookline.v1.GetRecoveryRequest\x1a\x15.hookline.v1.Recovery\x12Y\n" +
+	"\x0eListRecoveries\x12\".hookline.v1.ListRecoveriesRequest\x1a#.hookline.v1.ListRecoveriesResponse2\xa9\x01\n" +
 	"\fEventService\x12D\n" +
 	"\aPublish\x12\x1b.hookline.v1.PublishRequest\x1a\x1c.hookline.v1.PublishResponse\x12S\n" +
 	"\fPublishBatch\x12 .hookline.v1.PublishBatchRequest\x1a!.hookline.v1.PublishBatchResponse2\x80\x02\n" +
@@ -2824,7 +2955,7 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_hookline_v1_control_proto_goTypes = []any{
 	(Endpoint_Status)(0),           // 0: hookline.v1.Endpoint.Status
 	(Endpoint_Circuit)(0),          // 1: hookline.v1.Endpoint.Circuit
@@ -2853,113 +2984,118 @@ var file_hookline_v1_control_proto_goTypes = []any{
 	(*Endpoint)(nil),               // 24: hookline.v1.Endpoint
 	(*RecoverEndpointRequest)(nil), // 25: hookline.v1.RecoverEndpointRequest
 	(*GetRecoveryRequest)(nil),     // 26: hookline.v1.GetRecoveryRequest
-	(*Recovery)(nil),               // 27: hookline.v1.Recovery
-	(*PublishRequest)(nil),         // 28: hookline.v1.PublishRequest
-	(*PublishResponse)(nil),        // 29: hookline.v1.PublishResponse
-	(*PublishBatchRequest)(nil),    // 30: hookline.v1.PublishBatchRequest
-	(*PublishResult)(nil),          // 31: hookline.v1.PublishResult
-	(*PublishBatchResponse)(nil),   // 32: hookline.v1.PublishBatchResponse
-	(*ListDeliveriesRequest)(nil),  // 33: hookline.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil), // 34: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),     // 35: hookline.v1.GetDeliveryRequest
-	(*ReplayDeliveryRequest)(nil),  // 36: hookline.v1.ReplayDeliveryRequest
-	(*Delivery)(nil),               // 37: hookline.v1.Delivery
-	nil,                            // 38: hookline.v1.EndpointSettings.MetadataEntry
-	(*v1.Quota)(nil),               // 39: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),  // 40: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),  // 41: google.protobuf.FieldMask
-	(*structpb.Value)(nil),         // 42: google.protobuf.Value
-	(*v1.PlannedDelivery)(nil),     // 43: hookline.v1.PlannedDelivery
-	(*v1.Attempt)(nil),             // 44: hookline.v1.Attempt
+	(*ListRecoveriesRequest)(nil),  // 27: hookline.v1.ListRecoveriesRequest
+	(*ListRecoveriesResponse)(nil), // 28: hookline.v1.ListRecoveriesResponse
+	(*Recovery)(nil),               // 29: hookline.v1.Recovery
+	(*PublishRequest)(nil),         // 30: hookline.v1.PublishRequest
+	(*PublishResponse)(nil),        // 31: hookline.v1.PublishResponse
+	(*PublishBatchRequest)(nil),    // 32: hookline.v1.PublishBatchRequest
+	(*PublishResult)(nil),          // 33: hookline.v1.PublishResult
+	(*PublishBatchResponse)(nil),   // 34: hookline.v1.PublishBatchResponse
+	(*ListDeliveriesRequest)(nil),  // 35: hookline.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil), // 36: hookline.v1.ListDeliveriesResponse
+	(*GetDeliveryRequest)(nil),     // 37: hookline.v1.GetDeliveryRequest
+	(*ReplayDeliveryRequest)(nil),  // 38: hookline.v1.ReplayDeliveryRequest
+	(*Delivery)(nil),               // 39: hookline.v1.Delivery
+	nil,                            // 40: hookline.v1.EndpointSettings.MetadataEntry
+	(*v1.Quota)(nil),               // 41: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),  // 42: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),  // 43: google.protobuf.FieldMask
+	(*structpb.Value)(nil),         // 44: google.protobuf.Value
+	(*v1.PlannedDelivery)(nil),     // 45: hookline.v1.PlannedDelivery
+	(*v1.Attempt)(nil),             // 46: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	39, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	39, // 1: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	40, // 2: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	39, // 3: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	41, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	41, // 1: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	42, // 2: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	41, // 3: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
 	8,  // 4: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	40, // 5: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
-	38, // 6: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
+	42, // 5: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	40, // 6: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
 	10, // 7: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
 	24, // 8: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
 	24, // 9: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
 	10, // 10: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	41, // 11: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	43, // 11: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
 	24, // 12: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	40, // 13: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	40, // 14: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	42, // 13: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	42, // 14: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
 	10, // 15: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
 	0,  // 16: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
 	1,  // 17: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
 	23, // 18: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	40, // 19: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	40, // 20: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	40, // 21: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	40, // 22: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	40, // 23: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	40, // 24: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	40, // 25: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	40, // 26: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
-	40, // 27: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	42, // 28: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	43, // 29: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	28, // 30: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
-	29, // 31: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
-	31, // 32: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	40, // 33: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	40, // 34: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	37, // 35: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	40, // 36: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	40, // 37: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	40, // 38: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	44, // 39: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	2,  // 40: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	3,  // 41: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	4,  // 42: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	6,  // 43: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	7,  // 44: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	11, // 45: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	13, // 46: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	14, // 47: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	16, // 48: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	17, // 49: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	19, // 50: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	20, // 51: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	21, // 52: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	22, // 53: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	25, // 54: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	26, // 55: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	28, // 56: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	30, // 57: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	33, // 58: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	35, // 59: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	36, // 60: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	9,  // 61: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	9,  // 62: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	5,  // 63: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	9,  // 64: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	9,  // 65: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	12, // 66: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	24, // 67: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	15, // 68: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	24, // 69: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	18, // 70: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	24, // 71: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	24, // 72: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	24, // 73: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	24, // 74: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	27, // 75: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	27, // 76: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	29, // 77: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	32, // 78: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	34, // 79: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	37, // 80: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	37, // 81: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	61, // [61:82] is the sub-list for method output_type
-	40, // [40:61] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	42, // 19: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	42, // 20: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	42, // 21: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	42, // 22: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	29, // 23: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
+	42, // 24: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	42, // 25: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	42, // 26: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	42, // 27: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	42, // 28: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	44, // 29: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	45, // 30: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	30, // 31: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
+	31, // 32: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
+	33, // 33: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
+	42, // 34: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	42, // 35: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	39, // 36: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	42, // 37: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	42, // 38: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	42, // 39: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	46, // 40: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	2,  // 41: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	3,  // 42: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	4,  // 43: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	6,  // 44: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	7,  // 45: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	11, // 46: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	13, // 47: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	14, // 48: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	16, // 49: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	17, // 50: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	19, // 51: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	20, // 52: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	21, // 53: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	22, // 54: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	25, // 55: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	26, // 56: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	27, // 57: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
+	30, // 58: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	32, // 59: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	35, // 60: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	37, // 61: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	38, // 62: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	9,  // 63: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	9,  // 64: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	5,  // 65: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	9,  // 66: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	9,  // 67: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	12, // 68: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	24, // 69: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	15, // 70: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	24, // 71: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	18, // 72: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	24, // 73: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	24, // 74: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	24, // 75: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	24, // 76: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	29, // 77: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	29, // 78: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	28, // 79: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
+	31, // 80: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	34, // 81: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	36, // 82: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	39, // 83: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	39, // 84: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	63, // [63:85] is the sub-list for method output_type
+	41, // [41:63] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
@@ -2973,7 +3109,7 @@ func file_hookline_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

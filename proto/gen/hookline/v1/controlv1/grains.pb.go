@@ -170,7 +170,10 @@ type TenantCommand struct {
 	//	*TenantCommand_RevokeKey
 	//	*TenantCommand_SetQuota
 	//	*TenantCommand_Lease
-	Command       isTenantCommand_Command `protobuf_oneof:"command"`
+	Command isTenantCommand_Command `protobuf_oneof:"command"`
+	// request_id names this command (the control API sets it): a retry of it
+	// with the same id gets the original answer and changes nothing again.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -271,6 +274,13 @@ func (x *TenantCommand) GetLease() *QuotaLeaseRequest {
 		}
 	}
 	return nil
+}
+
+func (x *TenantCommand) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type isTenantCommand_Command interface {
@@ -525,7 +535,11 @@ type EndpointCommand struct {
 	//	*EndpointCommand_Recover
 	//	*EndpointCommand_GetRecovery
 	//	*EndpointCommand_Wake
-	Command       isEndpointCommand_Command `protobuf_oneof:"command"`
+	//	*EndpointCommand_ListRecoveries
+	Command isEndpointCommand_Command `protobuf_oneof:"command"`
+	// request_id names this command (the control API sets it): a retry of it
+	// with the same id gets the original answer and changes nothing again.
+	RequestId     string `protobuf:"bytes,15,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -689,6 +703,22 @@ func (x *EndpointCommand) GetWake() *Wake {
 	return nil
 }
 
+func (x *EndpointCommand) GetListRecoveries() *ListRecoveriesRequest {
+	if x != nil {
+		if x, ok := x.Command.(*EndpointCommand_ListRecoveries); ok {
+			return x.ListRecoveries
+		}
+	}
+	return nil
+}
+
+func (x *EndpointCommand) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type isEndpointCommand_Command interface {
 	isEndpointCommand_Command()
 }
@@ -741,6 +771,10 @@ type EndpointCommand_Wake struct {
 	Wake *Wake `protobuf:"bytes,14,opt,name=wake,proto3,oneof"`
 }
 
+type EndpointCommand_ListRecoveries struct {
+	ListRecoveries *ListRecoveriesRequest `protobuf:"bytes,16,opt,name=list_recoveries,json=listRecoveries,proto3,oneof"`
+}
+
 func (*EndpointCommand_Create) isEndpointCommand_Command() {}
 
 func (*EndpointCommand_Get) isEndpointCommand_Command() {}
@@ -765,14 +799,17 @@ func (*EndpointCommand_GetRecovery) isEndpointCommand_Command() {}
 
 func (*EndpointCommand_Wake) isEndpointCommand_Command() {}
 
+func (*EndpointCommand_ListRecoveries) isEndpointCommand_Command() {}
+
 type EndpointReply struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Error    *GrainError            `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
 	Endpoint *Endpoint              `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	// secret is set once, by create and rotate.
-	Secret        string    `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
-	Delivery      *Delivery `protobuf:"bytes,4,opt,name=delivery,proto3" json:"delivery,omitempty"`
-	Recovery      *Recovery `protobuf:"bytes,5,opt,name=recovery,proto3" json:"recovery,omitempty"`
+	Secret        string      `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	Delivery      *Delivery   `protobuf:"bytes,4,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	Recovery      *Recovery   `protobuf:"bytes,5,opt,name=recovery,proto3" json:"recovery,omitempty"`
+	Recoveries    []*Recovery `protobuf:"bytes,6,rep,name=recoveries,proto3" json:"recoveries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -842,6 +879,13 @@ func (x *EndpointReply) GetRecovery() *Recovery {
 	return nil
 }
 
+func (x *EndpointReply) GetRecoveries() []*Recovery {
+	if x != nil {
+		return x.Recoveries
+	}
+	return nil
+}
+
 // Wake tells an endpoint grain that deliveries may be due. Hints may be lost;
 // the due projection's sweeper covers that.
 type Wake struct {
@@ -899,7 +943,7 @@ const file_hookline_v1_grains_proto_rawDesc = "" +
 	"\x16CODE_PERMISSION_DENIED\x10\x05\x12\x10\n" +
 	"\fCODE_ABORTED\x10\x06\x12\x11\n" +
 	"\rCODE_INTERNAL\x10\a\x12\x14\n" +
-	"\x10CODE_UNAVAILABLE\x10\b\"\xb2\x03\n" +
+	"\x10CODE_UNAVAILABLE\x10\b\"\xd1\x03\n" +
 	"\rTenantCommand\x12/\n" +
 	"\tissued_by\x18\x01 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12:\n" +
 	"\x06create\x18\x02 \x01(\v2 .hookline.v1.CreateTenantRequestH\x00R\x06create\x121\n" +
@@ -908,7 +952,9 @@ const file_hookline_v1_grains_proto_rawDesc = "" +
 	"\n" +
 	"revoke_key\x18\x05 \x01(\v2 .hookline.v1.RevokeApiKeyRequestH\x00R\trevokeKey\x12;\n" +
 	"\tset_quota\x18\x06 \x01(\v2\x1c.hookline.v1.SetQuotaRequestH\x00R\bsetQuota\x126\n" +
-	"\x05lease\x18\a \x01(\v2\x1e.hookline.v1.QuotaLeaseRequestH\x00R\x05leaseB\t\n" +
+	"\x05lease\x18\a \x01(\v2\x1e.hookline.v1.QuotaLeaseRequestH\x00R\x05lease\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestIdB\t\n" +
 	"\acommand\"\xcc\x01\n" +
 	"\vTenantReply\x12-\n" +
 	"\x05error\x18\x01 \x01(\v2\x17.hookline.v1.GrainErrorR\x05error\x12+\n" +
@@ -925,7 +971,7 @@ const file_hookline_v1_grains_proto_rawDesc = "" +
 	"\battempts\x18\x01 \x01(\x05R\battempts\x12\x1b\n" +
 	"\tin_flight\x18\x02 \x01(\x05R\binFlight\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xb8\x06\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xa6\a\n" +
 	"\x0fEndpointCommand\x12/\n" +
 	"\tissued_by\x18\x01 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12<\n" +
@@ -941,14 +987,20 @@ const file_hookline_v1_grains_proto_rawDesc = "" +
 	"\x06replay\x18\v \x01(\v2\".hookline.v1.ReplayDeliveryRequestH\x00R\x06replay\x12?\n" +
 	"\arecover\x18\f \x01(\v2#.hookline.v1.RecoverEndpointRequestH\x00R\arecover\x12D\n" +
 	"\fget_recovery\x18\r \x01(\v2\x1f.hookline.v1.GetRecoveryRequestH\x00R\vgetRecovery\x12'\n" +
-	"\x04wake\x18\x0e \x01(\v2\x11.hookline.v1.WakeH\x00R\x04wakeB\t\n" +
-	"\acommand\"\xef\x01\n" +
+	"\x04wake\x18\x0e \x01(\v2\x11.hookline.v1.WakeH\x00R\x04wake\x12M\n" +
+	"\x0flist_recoveries\x18\x10 \x01(\v2\".hookline.v1.ListRecoveriesRequestH\x00R\x0elistRecoveries\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x0f \x01(\tR\trequestIdB\t\n" +
+	"\acommand\"\xa6\x02\n" +
 	"\rEndpointReply\x12-\n" +
 	"\x05error\x18\x01 \x01(\v2\x17.hookline.v1.GrainErrorR\x05error\x121\n" +
 	"\bendpoint\x18\x02 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x12\x16\n" +
 	"\x06secret\x18\x03 \x01(\tR\x06secret\x121\n" +
 	"\bdelivery\x18\x04 \x01(\v2\x15.hookline.v1.DeliveryR\bdelivery\x121\n" +
-	"\brecovery\x18\x05 \x01(\v2\x15.hookline.v1.RecoveryR\brecovery\"\x06\n" +
+	"\brecovery\x18\x05 \x01(\v2\x15.hookline.v1.RecoveryR\brecovery\x125\n" +
+	"\n" +
+	"recoveries\x18\x06 \x03(\v2\x15.hookline.v1.RecoveryR\n" +
+	"recoveries\"\x06\n" +
 	"\x04WakeBHZFgithub.com/hookline/hookline/proto/gen/hookline/v1/controlv1;controlv1b\x06proto3"
 
 var (
@@ -995,9 +1047,10 @@ var file_hookline_v1_grains_proto_goTypes = []any{
 	(*ReplayDeliveryRequest)(nil),  // 26: hookline.v1.ReplayDeliveryRequest
 	(*RecoverEndpointRequest)(nil), // 27: hookline.v1.RecoverEndpointRequest
 	(*GetRecoveryRequest)(nil),     // 28: hookline.v1.GetRecoveryRequest
-	(*Endpoint)(nil),               // 29: hookline.v1.Endpoint
-	(*Delivery)(nil),               // 30: hookline.v1.Delivery
-	(*Recovery)(nil),               // 31: hookline.v1.Recovery
+	(*ListRecoveriesRequest)(nil),  // 29: hookline.v1.ListRecoveriesRequest
+	(*Endpoint)(nil),               // 30: hookline.v1.Endpoint
+	(*Delivery)(nil),               // 31: hookline.v1.Delivery
+	(*Recovery)(nil),               // 32: hookline.v1.Recovery
 }
 var file_hookline_v1_grains_proto_depIdxs = []int32{
 	0,  // 0: hookline.v1.GrainError.code:type_name -> hookline.v1.GrainError.Code
@@ -1026,15 +1079,17 @@ var file_hookline_v1_grains_proto_depIdxs = []int32{
 	27, // 23: hookline.v1.EndpointCommand.recover:type_name -> hookline.v1.RecoverEndpointRequest
 	28, // 24: hookline.v1.EndpointCommand.get_recovery:type_name -> hookline.v1.GetRecoveryRequest
 	8,  // 25: hookline.v1.EndpointCommand.wake:type_name -> hookline.v1.Wake
-	1,  // 26: hookline.v1.EndpointReply.error:type_name -> hookline.v1.GrainError
-	29, // 27: hookline.v1.EndpointReply.endpoint:type_name -> hookline.v1.Endpoint
-	30, // 28: hookline.v1.EndpointReply.delivery:type_name -> hookline.v1.Delivery
-	31, // 29: hookline.v1.EndpointReply.recovery:type_name -> hookline.v1.Recovery
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	29, // 26: hookline.v1.EndpointCommand.list_recoveries:type_name -> hookline.v1.ListRecoveriesRequest
+	1,  // 27: hookline.v1.EndpointReply.error:type_name -> hookline.v1.GrainError
+	30, // 28: hookline.v1.EndpointReply.endpoint:type_name -> hookline.v1.Endpoint
+	31, // 29: hookline.v1.EndpointReply.delivery:type_name -> hookline.v1.Delivery
+	32, // 30: hookline.v1.EndpointReply.recovery:type_name -> hookline.v1.Recovery
+	32, // 31: hookline.v1.EndpointReply.recoveries:type_name -> hookline.v1.Recovery
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_grains_proto_init() }
@@ -1064,6 +1119,7 @@ func file_hookline_v1_grains_proto_init() {
 		(*EndpointCommand_Recover)(nil),
 		(*EndpointCommand_GetRecovery)(nil),
 		(*EndpointCommand_Wake)(nil),
+		(*EndpointCommand_ListRecoveries)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
