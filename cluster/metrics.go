@@ -62,7 +62,7 @@ func newMetrics() *metrics {
 			Name: "hookline_replays_total", Help: "Manual replays: requested, and the results of their attempts.",
 		}, []string{"outcome"}),
 		circuits: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "hookline_circuits", Help: "Endpoints whose circuit breaker is in each state (closed endpoints with no transition are not counted).",
+			Name: "hookline_circuits", Help: "Endpoints whose circuit breaker is open or half-open (closed ones are not counted).",
 		}, []string{"state"}),
 	}
 	v := m.view
@@ -109,7 +109,7 @@ func (m *metrics) nodeGauges(s *Server) {
 type metricsView struct {
 	mu      sync.Mutex           // guards planned, circuit, attempted, all
 	planned map[string]time.Time // delivery id → planned time, until its first attempt
-	circuit map[string]string    // endpoint id → state
+	circuit map[string]string    // endpoint id → state, open or half-open only
 	// attempted counts deliveries with a first attempt; all counts attempts.
 	attempted, all float64
 
@@ -190,10 +190,17 @@ func (v *metricsView) attempt(a *hooklinev1.Attempt, result string) {
 	delete(v.planned, a.GetDeliveryId())
 }
 
-// setCircuit moves an endpoint's breaker state. v.mu must be held.
+// setCircuit moves an endpoint's breaker state. Closed circuits are not
+// kept: the map holds only the endpoints whose circuit is open or
+// half-open now, however many endpoints ever had a transition. v.mu must
+// be held.
 func (v *metricsView) setCircuit(endpointID, state string) {
 	if old, ok := v.circuit[endpointID]; ok {
 		v.circuits.WithLabelValues(old).Dec()
+	}
+	if state == "closed" {
+		delete(v.circuit, endpointID)
+		return
 	}
 	v.circuit[endpointID] = state
 	v.circuits.WithLabelValues(state).Inc()

@@ -12,14 +12,19 @@ import (
 // waker sends Wake hints to endpoint grains for the due projection. Wake
 // never blocks: endpoints are collected in a set (a burst of wakes for one
 // endpoint costs one message) and a few workers deliver them. A lost hint
-// costs at most the due projection's sweep bound, never a delivery.
+// costs at most the due projection's sweep bound, never a delivery. An
+// endpoint that heldBack reports (paused or disabled) is not woken: its
+// grain holds and attempts nothing until it resumes, and would only be
+// activated (or kept from passivating) for nothing; the resume itself
+// makes it pull.
 type waker struct {
-	mu      sync.Mutex // guards pending, order and node
-	pending map[string]struct{}
-	order   []string
-	node    *Node
-	signal  chan struct{}
-	logger  *slog.Logger
+	mu       sync.Mutex // guards pending, order and node
+	pending  map[string]struct{}
+	order    []string
+	node     *Node
+	signal   chan struct{}
+	logger   *slog.Logger
+	heldBack func(endpointID string) bool // nil: none
 }
 
 // wakeTimeout bounds the delivery of one hint.
@@ -28,8 +33,16 @@ const wakeTimeout = 500 * time.Millisecond
 // wakeWorkers is how many hints are delivered at once.
 const wakeWorkers = 16
 
-func newWaker(logger *slog.Logger) *waker {
-	return &waker{pending: map[string]struct{}{}, signal: make(chan struct{}, 1), logger: logger}
+func newWaker(logger *slog.Logger, heldBack func(endpointID string) bool) *waker {
+	return &waker{pending: map[string]struct{}{}, signal: make(chan struct{}, 1), logger: logger, heldBack: heldBack}
+}
+
+// heldBack reports whether waking endpointID would be wasted: the registry
+// has it paused or disabled. A deleted endpoint is woken: its grain ends
+// its due deliveries. When the registry cannot tell, the wake goes.
+func (s *Server) heldBack(endpointID string) bool {
+	e, ok, err := s.registry.Endpoint(endpointID)
+	return err == nil && ok && !e.Deleted && (e.Paused || e.Disabled)
 }
 
 // Wake asks for a Wake to be sent to endpointID's grain.
@@ -89,6 +102,9 @@ func (w *waker) Run(ctx context.Context, workers int) error {
 				select {
 				case w.signal <- struct{}{}:
 				default:
+				}
+				if w.heldBack != nil && w.heldBack(id) {
+					continue
 				}
 				// A wake is a hint: a short timeout keeps a dead member's
 				// grains from holding up the wakes of healthy endpoints

@@ -401,3 +401,41 @@ func TestGrainWithoutLoop(t *testing.T) {
 		}
 	}
 }
+
+// TestGrainRetriedCommands: a command repeated with its request id (its
+// first answer was lost) is answered as the first run answered, and
+// changes nothing again: a create answers the endpoint and its secret (not
+// ALREADY_EXISTS), a rotation the secret it made (not a second rotation),
+// a deletion the deleted endpoint (not NOT_FOUND). A new activation
+// recognises the request ids from the stream.
+func TestGrainRetriedCommands(t *testing.T) {
+	log := openLog(t)
+	sys := newSystem(t)
+	cfg := endpoint.Config{Log: log, Keyring: keyring(t), Policy: policy, Now: (&clock{now: t0}).Now, Logger: quiet}
+	pid := sys.Root.Spawn(endpoint.Props(cfg, "ep_1"))
+	with := func(c *controlv1.EndpointCommand, id string) *controlv1.EndpointCommand { c.RequestId = id; return c }
+
+	create := with(cmd("acme", &controlv1.CreateEndpointRequest{Settings: settings()}), "req_create")
+	first := mustOK(t, ask(t, sys, pid, create))
+	again := mustOK(t, ask(t, sys, pid, create))
+	if first.GetSecret() == "" || again.GetSecret() != first.GetSecret() || again.GetEndpoint().GetConfigVersion() != 1 {
+		t.Fatalf("retried create answered %v, want the first answer %v", again, first)
+	}
+	rotate := with(cmd("acme", &controlv1.RotateSecretRequest{}), "req_rotate")
+	rotated := mustOK(t, ask(t, sys, pid, rotate))
+	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	pid = sys.Root.Spawn(endpoint.Props(cfg, "ep_1")) // a new activation
+	if rep := mustOK(t, ask(t, sys, pid, rotate)); rep.GetSecret() != rotated.GetSecret() || len(rep.GetEndpoint().GetSecrets()) != 2 {
+		t.Fatalf("retried rotation answered %v, want the first one's secret and two live secrets", rep)
+	}
+	del := with(cmd("acme", &controlv1.DeleteEndpointRequest{}), "req_delete")
+	mustOK(t, ask(t, sys, pid, del))
+	if rep := mustOK(t, ask(t, sys, pid, del)); rep.GetEndpoint().GetStatus() != controlv1.Endpoint_STATUS_DELETED {
+		t.Fatalf("retried delete answered %v", rep)
+	}
+	if got := types(readStream(t, log, "ep_1")); got != "EndpointCreated,SecretRotated,EndpointDeleted" {
+		t.Fatalf("events %s", got)
+	}
+}

@@ -40,7 +40,7 @@ func TestReplay(t *testing.T) {
 	rc.setRespond(status(http.StatusOK))
 	by := &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_API_KEY, Id: "key_1"}
 	c := cmd("acme", &controlv1.ReplayDeliveryRequest{DeliveryId: id})
-	c.IssuedBy = by
+	c.IssuedBy, c.RequestId = by, "req_replay"
 	rep := mustOK(t, ask(t, b.sys, pid, c))
 	if d := rep.GetDelivery(); d.GetDeliveryId() != id || d.GetStatus() != "pending" || d.GetAttemptCount() != 1 {
 		t.Fatalf("replay answer: %v", rep)
@@ -63,6 +63,15 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("the receiver saw webhook-id %s %d times, want 2 (original and replay)", id, same)
 	}
 	b.waitStatus("acme", history.Succeeded, id)
+
+	// The same command again (its answer was lost, the node repeats it):
+	// answered, and no second replay.
+	if rep := mustOK(t, ask(t, b.sys, pid, c)); rep.GetDelivery().GetDeliveryId() != id {
+		t.Fatalf("repeated replay answered %v", rep)
+	}
+	if evs := b.delivery(id); len(evs) != 3 || rc.count(id) != 2 {
+		t.Fatalf("after the repeated replay: %s, %d requests", typeNames(evs), rc.count(id))
+	}
 
 	// A paused endpoint refuses replays.
 	mustOK(t, ask(t, b.sys, pid, cmd("acme", &controlv1.PauseEndpointRequest{})))
