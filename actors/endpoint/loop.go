@@ -314,13 +314,15 @@ func (g *grain) pump(ctx actor.Context) {
 }
 
 // lowOnWork reports whether the grain should pull: it holds fewer
-// deliveries waiting to start (being read, or ready) than its in-flight
-// limit, and has room for more. An endpoint that cannot start what it holds
-// (a hanging receiver, an open circuit, no slot) does not scan the due
-// index on every wake: it pulls again once its deliveries move.
+// deliveries waiting to start (being read, or ready and not yet covered by
+// a slot request) than its in-flight limit, and has room for more. An
+// endpoint that cannot start what it holds (a hanging receiver, an open
+// circuit) does not scan the due index on every wake: it pulls again once
+// its deliveries move. Deliveries waiting for a slot do not count: new
+// work must be pulled past retries the dispatcher holds back.
 func (g *grain) lowOnWork() bool {
 	l := g.loop
-	return len(l.flights) < g.capacity() && l.reading+len(l.ready) < g.maxInFlight()
+	return len(l.flights) < g.capacity() && l.reading+len(l.ready)-l.asks < g.maxInFlight()
 }
 
 // endReady ends the ready flights of a deleted endpoint.

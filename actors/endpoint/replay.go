@@ -35,10 +35,10 @@ import (
 // were pending keeps their schedule (see nextAttempt). A delivery the grain
 // holds (in flight) is replayed once its current outcome is durable.
 //
-// Replays take room among the grain's flights like pulled deliveries: when
-// it holds as many as it may, they wait in a queue of at most PullLimit
-// orders, and a replay command that finds that queue full is answered
-// UNAVAILABLE (retry).
+// Replays take room among the grain's flights like pulled deliveries: a
+// replay command that finds the grain holding as many as it may is
+// answered UNAVAILABLE (retry later); a recovery's replays wait for room
+// (a page of them at most).
 
 // replayOrder is one replay to carry out: from a command (sender set) or
 // from a bulk recovery (recoveryID set).
@@ -109,11 +109,11 @@ func (g *grain) replay(ctx actor.Context, o *replayOrder) {
 	f := l.flights[d.ID]
 	if f == nil {
 		if len(l.flights) >= g.capacity() {
-			if len(l.replays) >= g.cfg.PullLimit && o.sender != nil {
+			if o.sender != nil {
 				g.abandon(ctx, o, controlv1.GrainError_CODE_UNAVAILABLE, "the endpoint holds as many deliveries as it may; retry the replay later")
 				return
 			}
-			l.replays = append(l.replays, o)
+			l.replays = append(l.replays, o) // a recovery's: at most a page
 			return
 		}
 		f = &flight{item: due.Item{
