@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hookline/hookline/actors/endpoint"
+	"github.com/hookline/hookline/actors/tenant"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
@@ -93,6 +95,15 @@ func (m *metrics) nodeGauges(s *Server) {
 			return -1
 		}
 		return lag.Age.Seconds()
+	})
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "hookline_wakes_sent_total", Help: "Wake hints sent to endpoint grains.",
+	}, func() float64 { return float64(s.waker.sent.Load()) }))
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "hookline_wakes_held_back_total", Help: "Wake hints not sent: the endpoint is paused or disabled.",
+	}, func() float64 { return float64(s.waker.skipped.Load()) }))
+	gauge("hookline_grains_active", "Tenant and endpoint grains active on this node (idle ones passivate).", func() float64 {
+		return float64(s.activeGrains())
 	})
 	gauge("hookline_dispatch_slots_used", "Attempt slots in use on this node.", func() float64 { return float64(s.dispatch.Stats().Used) })
 	gauge("hookline_dispatch_waiting_new", "New deliveries waiting for an attempt slot (tenant throttling).", func() float64 {
@@ -238,4 +249,19 @@ func (l timedLog) Append(ctx context.Context, stream string, expected events.Exp
 	res, err := l.Log.Append(ctx, stream, expected, evs...)
 	l.seconds.WithLabelValues(events.Category(stream)).Observe(time.Since(start).Seconds())
 	return res, err
+}
+
+// activeGrains counts the tenant and endpoint grains active on this node.
+func (s *Server) activeGrains() int {
+	n := s.started.Load()
+	if n == nil {
+		return 0
+	}
+	total := 0
+	for _, k := range []string{tenant.Kind, endpoint.Kind} {
+		if ak, ok := n.cluster.TryGetClusterKind(k); ok {
+			total += int(ak.Count())
+		}
+	}
+	return total
 }

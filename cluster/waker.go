@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -25,6 +26,9 @@ type waker struct {
 	signal   chan struct{}
 	logger   *slog.Logger
 	heldBack func(endpointID string) bool // nil: none
+	// sent and skipped count the wakes delivered (or tried) and those held
+	// back, for metrics.
+	sent, skipped atomic.Int64
 }
 
 // wakeTimeout bounds the delivery of one hint.
@@ -104,8 +108,10 @@ func (w *waker) Run(ctx context.Context, workers int) error {
 				default:
 				}
 				if w.heldBack != nil && w.heldBack(id) {
+					w.skipped.Add(1)
 					continue
 				}
+				w.sent.Add(1)
 				// A wake is a hint: a short timeout keeps a dead member's
 				// grains from holding up the wakes of healthy endpoints
 				// (the sweeper repeats what is lost).

@@ -445,18 +445,32 @@ func (w *logWatch) Enabled(context.Context, slog.Level) bool { return true }
 func (w *logWatch) WithAttrs([]slog.Attr) slog.Handler       { return w }
 func (w *logWatch) WithGroup(string) slog.Handler            { return w }
 func (w *logWatch) Handle(_ context.Context, r slog.Record) error {
+	line := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		line += " " + a.String()
+		return true
+	})
 	w.mu.Lock()
-	w.seen = append(w.seen, r.Message)
+	w.seen = append(w.seen, line)
 	w.mu.Unlock()
 	return nil
 }
 
-// saw reports whether a message containing s was logged.
-func (w *logWatch) saw(s string) bool {
+// saw reports whether a record whose message and attributes contain s was
+// logged.
+func (w *logWatch) saw(s string) bool { return w.sawWith(s) }
+
+// sawWith reports whether a record containing every one of parts was
+// logged.
+func (w *logWatch) sawWith(parts ...string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, m := range w.seen {
-		if strings.Contains(m, s) {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(m, p)
+		}
+		if all {
 			return true
 		}
 	}

@@ -82,6 +82,7 @@ func (g *grain) onRecorded(ctx actor.Context, m *recorded) {
 		return
 	}
 	f.d.rev, f.d.exists, f.fresh, f.outcome = m.res.Revision, true, false, nil
+	g.log.Debug("delivery event recorded", "delivery_id", m.id, "revision", uint64(m.res.Revision))
 	if l.written.Less(m.res.Position) {
 		l.written = m.res.Position
 	}
