@@ -289,13 +289,19 @@ func (n *Node) attempt(ctx context.Context, kind, identity string, msg proto.Mes
 		if pid == nil {
 			// The owner's placement actor activates the grain; nil when no
 			// member hosts the kind or the owner did not answer in time.
-			if pid = n.cluster.Get(identity, kind); pid == nil {
+			got := n.cluster.Get(identity, kind)
+			if got == nil {
 				done <- answer{err: fmt.Errorf("no owner of %s/%s answered: %w", kind, identity, errNotDelivered)}
 				return
 			}
+			pid = actor.NewPID(got.Address, got.Id)
 			n.cluster.PidCache.Set(identity, kind, pid)
 		}
-		resp, err := n.system.Root.RequestFuture(pid, msg, timeout).Result()
+		// Send through a copy: a PID remembers the process it last reached,
+		// so a cached PID that reached a grain of this node would keep the
+		// whole grain in memory after it passivated (until the cache entry
+		// is used again or dropped).
+		resp, err := n.system.Root.RequestFuture(actor.NewPID(pid.Address, pid.Id), msg, timeout).Result()
 		if errors.Is(err, actor.ErrDeadLetter) || errors.Is(err, remote.ErrDeadLetter) {
 			n.cluster.PidCache.Remove(identity, kind)
 			err = fmt.Errorf("%w: %w", errNotDelivered, err)

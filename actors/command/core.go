@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/events"
@@ -69,6 +70,12 @@ type Core[C proto.Message] struct {
 	current *Request[C] // the command whose I/O is in flight
 	queue   []Request[C]
 	stopped *controlv1.GrainError // set once stopping: every command gets it
+
+	// The idle timer (WatchIdle): seen counts the messages received,
+	// seenAtTick their count at the previous tick.
+	idleAfter        time.Duration
+	idleTimer        scheduler.CancelFunc
+	seen, seenAtTick uint64
 }
 
 // NewCore returns the core of a grain.
@@ -265,6 +272,7 @@ func (c *Core[C]) Stop(ctx actor.Context, code controlv1.GrainError_Code, msg st
 		return
 	}
 	c.stopped = &controlv1.GrainError{Code: code, Message: msg}
+	c.cancelIdle()
 	c.answerAll(ctx)
 	if c.cfg.Stopping != nil {
 		c.cfg.Stopping(ctx, c.stopped)
@@ -272,22 +280,71 @@ func (c *Core[C]) Stop(ctx actor.Context, code controlv1.GrainError_Code, msg st
 	ctx.Poison(ctx.Self())
 }
 
+// IdleTick is the message of a grain's idle timer (see [Core.WatchIdle]):
+// the grain passes it to [Core.Tick].
+type IdleTick struct{}
+
+// WatchIdle starts the idle timer: a grain that receives no message for a
+// whole period of after (real time; between after and twice after from its
+// last message) and holds nothing passivates. The grain calls [Core.Seen]
+// for every message but the timer's own. (protoactor's receive timeout is
+// not used: its timer goroutine writes the actor's context unguarded, a
+// data race with the mailbox, and it disarms itself once fired.)
+func (c *Core[C]) WatchIdle(ctx actor.Context, after time.Duration) {
+	c.idleAfter = after
+	c.armIdle(ctx)
+}
+
+func (c *Core[C]) armIdle(ctx actor.Context) {
+	c.seenAtTick = c.seen
+	c.idleTimer = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(c.idleAfter, ctx.Self(), IdleTick{})
+}
+
+// Seen counts a message for the idle timer.
+func (c *Core[C]) Seen() { c.seen++ }
+
+// Tick handles the idle timer's message: after a period without any
+// message, a grain that holds nothing (the Core holds no command and runs
+// no I/O, and idle, the grain's own check, agrees) passivates; otherwise
+// the timer runs another period.
+func (c *Core[C]) Tick(ctx actor.Context, idle func() bool) {
+	c.idleTimer = nil
+	if c.stopped != nil {
+		return
+	}
+	if c.seen == c.seenAtTick && c.Passivate(ctx, idle) {
+		c.cfg.Logger.Debug(c.cfg.Kind + " grain passivating")
+		return
+	}
+	c.armIdle(ctx)
+}
+
 // Passivate stops an idle grain the same way as Stop: commands already in
 // its mailbox are answered UNAVAILABLE (retry: the next one activates the
 // grain again, rebuilt from its stream). It reports false, and does
-// nothing, unless the grain is [Core.Idle].
-func (c *Core[C]) Passivate(ctx actor.Context) bool {
-	if c.stopped != nil || !c.Idle() {
+// nothing, unless the grain is [Core.Idle] and idle (the grain's own
+// check; nil: none) reports true.
+func (c *Core[C]) Passivate(ctx actor.Context, idle func() bool) bool {
+	if c.stopped != nil || !c.Idle() || (idle != nil && !idle()) {
 		return false
 	}
 	c.stopped = &controlv1.GrainError{Code: controlv1.GrainError_CODE_UNAVAILABLE, Message: "the " + c.cfg.Kind + " grain is passivating; retry"}
+	c.cancelIdle()
 	ctx.Poison(ctx.Self())
 	return true
+}
+
+func (c *Core[C]) cancelIdle() {
+	if c.idleTimer != nil {
+		c.idleTimer()
+		c.idleTimer = nil
+	}
 }
 
 // Stopped answers what the grain still holds when the actor stops without
 // [Core.Stop] (its node shuts down): UNAVAILABLE, retry.
 func (c *Core[C]) Stopped(ctx actor.Context) {
+	c.cancelIdle()
 	if c.stopped != nil {
 		c.answerAll(ctx) // nothing, unless commands came after the stop
 		return

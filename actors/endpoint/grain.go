@@ -67,6 +67,9 @@ type grain struct {
 // a URL and appending run off the mailbox (see command.Core), and commands
 // are processed one at a time, in arrival order.
 func (g *grain) Receive(ctx actor.Context) {
+	if _, tick := ctx.Message().(command.IdleTick); !tick && g.core != nil {
+		g.core.Seen()
+	}
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		if g.id != "" {
@@ -93,14 +96,12 @@ func (g *grain) Receive(ctx actor.Context) {
 	case retireTick:
 		g.timer = nil
 		g.next(ctx)
-	case *actor.ReceiveTimeout:
+	case command.IdleTick:
 		// No message for IdleAfter: if the grain holds nothing, it leaves
 		// memory. The next wake or command activates it again, rebuilt
 		// from its stream; its due deliveries wait in the due index, whose
 		// timers and sweeper wake it when they are due.
-		if g.core != nil && g.idle() && g.core.Passivate(ctx) {
-			g.log.Debug("endpoint grain passivating")
-		}
+		g.core.Tick(ctx, g.idle)
 	case *actor.Stopping:
 		if g.timer != nil {
 			g.timer()
@@ -131,13 +132,14 @@ func (g *grain) activate(ctx actor.Context) {
 		Stopping: func(ctx actor.Context, e *controlv1.GrainError) { g.abandonAll(ctx, e) },
 	})
 	g.core.Load(ctx, g.cfg.ReadPage, g.state.Apply, func() { g.startLoop(ctx) })
-	ctx.SetReceiveTimeout(g.cfg.IdleAfter)
+	g.core.WatchIdle(ctx, g.cfg.IdleAfter)
 }
 
-// idle reports whether the grain holds nothing that passivating would lose:
-// no command, no I/O, no delivery, no recovery under way.
+// idle reports whether the delivery loop holds nothing that passivating
+// would lose: no delivery, no recovery under way (the Core checks its
+// commands and I/O).
 func (g *grain) idle() bool {
-	return g.core.Idle() && (g.loop == nil || g.loop.idle())
+	return g.loop == nil || g.loop.idle()
 }
 
 // next does the grain's work in order until some of it starts I/O: first

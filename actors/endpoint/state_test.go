@@ -27,7 +27,7 @@ var (
 
 const hookURL = "https://hooks.example.com/in"
 
-func keyring(t *testing.T) *seal.Keyring {
+func keyring(t testing.TB) *seal.Keyring {
 	t.Helper()
 	k := make([]byte, seal.KeySize)
 	rand.Read(k)

@@ -53,6 +53,9 @@ type grain struct {
 // appending run off the mailbox (see command.Core), and commands are
 // processed one at a time, in arrival order.
 func (g *grain) Receive(ctx actor.Context) {
+	if _, tick := ctx.Message().(command.IdleTick); !tick && g.core != nil {
+		g.core.Seen()
+	}
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		if g.id != "" {
@@ -72,13 +75,11 @@ func (g *grain) Receive(ctx actor.Context) {
 		if g.core.Push(ctx, ctx.Sender(), msg) {
 			g.next(ctx)
 		}
-	case *actor.ReceiveTimeout:
+	case command.IdleTick:
 		// Quiet for IdleAfter: leave memory; the next command activates
 		// the grain again, rebuilt from its stream. Leases are memory only
 		// and are asked for again within a second.
-		if g.core != nil {
-			g.core.Passivate(ctx)
-		}
+		g.core.Tick(ctx, nil)
 	case *actor.Stopping:
 		if g.core != nil {
 			g.core.Stopped(ctx)
@@ -97,9 +98,7 @@ func (g *grain) activate(ctx actor.Context) {
 		ErrReply: errReply, Next: g.next,
 	})
 	g.core.Load(ctx, g.cfg.ReadPage, g.state.Apply, func() {})
-	if g.cfg.IdleAfter > 0 {
-		ctx.SetReceiveTimeout(g.cfg.IdleAfter)
-	}
+	g.core.WatchIdle(ctx, g.cfg.IdleAfter)
 }
 
 // next processes queued commands until one starts I/O.
