@@ -224,6 +224,22 @@ func (n *Node) Request(ctx context.Context, kind, identity string, msg proto.Mes
 	return nil, fmt.Errorf("request %s/%s: %w after %d attempts: %w", kind, identity, ErrUnavailable, requestAttempts, last)
 }
 
+// Tell sends msg to the grain kind/identity without waiting for its
+// answer when the grain is active on this node: a hint (a wake) then costs
+// one message, not a round trip. A grain not active here is reached by
+// Request, which activates it on its owner. Like any hint, msg may be lost
+// (the grain may stop as it is sent); an error says it was not delivered.
+func (n *Node) Tell(ctx context.Context, kind, identity string, msg proto.Message) error {
+	if pid, ok := n.cluster.PidCache.Get(identity, kind); ok && pid.Address == n.system.Address() {
+		if _, alive := n.system.ProcessRegistry.GetLocal(pid.Id); alive {
+			n.system.Root.Send(actor.NewPID(pid.Address, pid.Id), msg)
+			return nil
+		}
+	}
+	_, err := n.Request(ctx, kind, identity, msg)
+	return err
+}
+
 // errNotDelivered marks an attempt that cannot have reached the grain.
 var errNotDelivered = errors.New("not delivered")
 
@@ -286,6 +302,14 @@ func (n *Node) attempt(ctx context.Context, kind, identity string, msg proto.Mes
 	go func() {
 		defer n.attempts.Done()
 		pid, _ := n.cluster.PidCache.Get(identity, kind)
+		if pid != nil && pid.Address == n.system.Address() {
+			if _, alive := n.system.ProcessRegistry.GetLocal(pid.Id); !alive {
+				// A grain of this node that stopped (passivated): ask the
+				// lookup at once rather than meet its dead letter.
+				n.cluster.PidCache.Remove(identity, kind)
+				pid = nil
+			}
+		}
 		if pid == nil {
 			// The owner's placement actor activates the grain; nil when no
 			// member hosts the kind or the owner did not answer in time.

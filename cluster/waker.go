@@ -116,7 +116,7 @@ func (w *waker) Run(ctx context.Context, workers int) error {
 				// grains from holding up the wakes of healthy endpoints
 				// (the sweeper repeats what is lost).
 				rctx, cancel := context.WithTimeout(ctx, wakeTimeout)
-				_, err := node.Request(rctx, "endpoint", id, &controlv1.EndpointCommand{Command: &controlv1.EndpointCommand_Wake{Wake: &controlv1.Wake{}}})
+				err := node.Tell(rctx, "endpoint", id, &controlv1.EndpointCommand{Command: &controlv1.EndpointCommand_Wake{Wake: &controlv1.Wake{}}})
 				cancel()
 				if err != nil && ctx.Err() == nil {
 					w.logger.Debug("wake not delivered; the sweeper will retry", slog.String("endpoint_id", id), slog.Any("error", err))

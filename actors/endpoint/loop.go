@@ -104,6 +104,7 @@ type (
 	loopTick  struct{}
 	pulledDue struct {
 		items  []due.Item
+		limit  int             // asked for: fewer answered means none left
 		waited events.Position // the grain's appends the pull waited for
 		err    error
 	}
@@ -314,15 +315,22 @@ func (g *grain) pump(ctx actor.Context) {
 }
 
 // lowOnWork reports whether the grain should pull: it holds fewer
-// deliveries waiting to start (being read, or ready and not yet covered by
-// a slot request) than its in-flight limit, and has room for more. An
-// endpoint that cannot start what it holds (a hanging receiver, an open
-// circuit) does not scan the due index on every wake: it pulls again once
-// its deliveries move. Deliveries waiting for a slot do not count: new
-// work must be pulled past retries the dispatcher holds back.
+// deliveries waiting to start (being read, or ready) than its in-flight
+// limit, and has room for more. An endpoint that cannot start what it holds
+// (a hanging receiver, an open circuit, no slot) does not scan the due
+// index on every wake: it pulls again once its deliveries move. Retries
+// waiting for a slot do not count: the dispatcher may hold them back while
+// new work on the node is late, and this endpoint's new work must be
+// pulled past them.
 func (g *grain) lowOnWork() bool {
 	l := g.loop
-	return len(l.flights) < g.capacity() && l.reading+len(l.ready)-l.asks < g.maxInFlight()
+	waiting := l.reading + len(l.ready)
+	for _, f := range l.ready[:min(l.asks, len(l.ready))] {
+		if f.class() == dispatch.ClassRetry {
+			waiting--
+		}
+	}
+	return len(l.flights) < g.capacity() && waiting < g.maxInFlight()
 }
 
 // endReady ends the ready flights of a deleted endpoint.
@@ -446,10 +454,16 @@ func (g *grain) pull(ctx actor.Context) {
 			return &pulledDue{err: err}
 		}
 		items, err := idx.Due(id, now(), limit)
-		return &pulledDue{items: items, waited: written, err: err}
+		return &pulledDue{items: items, limit: limit, waited: written, err: err}
 	})
 }
 
+// onPulled holds the pulled deliveries while the limits need more work.
+// The grain pulls again when it is woken (the due index wakes it when it
+// adds work for it, and when a retry falls due), or when this pull may have
+// left work behind (it got all it asked for, or stopped for lack of room),
+// not after every outcome: an endpoint with nothing due must not scan the
+// index each time an attempt ends.
 func (g *grain) onPulled(ctx actor.Context, m *pulledDue) {
 	l := g.loop
 	l.pulling = false
@@ -459,6 +473,9 @@ func (g *grain) onPulled(ctx actor.Context, m *pulledDue) {
 		}
 		g.arm(ctx, g.cfg.Now().Add(time.Second))
 		return
+	}
+	if len(m.items) >= m.limit {
+		l.wantPull = true // the index may hold more
 	}
 	for _, it := range m.items {
 		if _, held := l.flights[it.DeliveryID]; held || it.EndpointID != g.id {

@@ -389,7 +389,8 @@ func TestLoopStalePull(t *testing.T) {
 	}
 	fl.holdSubscription(&head) // the projections stop here
 	close(releaseY)
-	b.waitEvents(y, 1) // y's outcome is durable; the next pull waits for it
+	waitUntil(t, "y's outcome recorded", func() bool { return watch.sawWith("delivery event recorded", y) })
+	b.wakes.Wake("ep_1") // a wake: the pull waits for the projections to have y's outcome
 	close(releaseX)
 	waitUntil(t, "x's outcome recorded, while that pull waits", func() bool { return watch.sawWith("delivery event recorded", x) })
 	recs, err := b.log.ReadStream(t.Context(), events.DeliveryStream(y), events.Forwards, 0, 1)

@@ -104,8 +104,7 @@ func (g *grain) onRecorded(ctx actor.Context, m *recorded) {
 	}
 	delete(l.flights, m.id)
 	l.settled[m.id] = m.res.Position
-	l.wantPull = true
-	g.pump(ctx)
+	g.pump(ctx) // room for the work a pull left behind (wantPull)
 }
 
 // recordAgain settles the outcome of a fresh flight whose stream existed
