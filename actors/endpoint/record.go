@@ -104,6 +104,12 @@ func (g *grain) onRecorded(ctx actor.Context, m *recorded) {
 	}
 	delete(l.flights, m.id)
 	l.settled[m.id] = m.res.Position
+	if !f.d.ended && !f.d.lastNext.After(g.cfg.Now()) {
+		// Due again already (a retry kept on schedule after a replay, or
+		// a clock that moved while the outcome was appended): a wake that
+		// came meanwhile found the delivery held, so pull for it now.
+		l.wantPull = true
+	}
 	g.pump(ctx) // room for the work a pull left behind (wantPull)
 }
 
