@@ -121,7 +121,7 @@ func (g *grain) onRecorded(ctx actor.Context, m *recorded) {
 // is recorded after what the stream holds, numbered and marked as it says.
 func (g *grain) recordAgain(ctx actor.Context, f *flight) {
 	if f.d.attempts > 0 && !f.d.lastAt.Before(f.item.PlannedAt) {
-		g.log.Warn("a new delivery was attempted by another activation; stopping", "delivery_id", f.item.DeliveryID)
+		g.log.Warn("endpoint grain lost ownership of a delivery stream; stopping (another activation attempted this new delivery)", "delivery_id", f.item.DeliveryID, "revision", uint64(f.d.rev))
 		g.lostOwnership()
 		g.stop(ctx, controlv1.GrainError_CODE_ABORTED, "another activation of the endpoint grain owns its deliveries now; retry")
 		return
