@@ -107,7 +107,7 @@ func (g *grain) onLease(ctx actor.Context, m *leaseReply) {
 	l.asking = false
 	now := g.cfg.Now()
 	if m.err != nil {
-		g.log.Warn("endpoint grain cannot get a quota lease; going on under a fallback lease", "err", m.err)
+		g.log.Warn("endpoint grain cannot get a quota lease; going on under a fallback lease", "error", m.err)
 		n := int32(g.maxInFlight())
 		l.attempts, l.inFlight, l.expires = n*int32(fallbackLease/time.Second), n, now.Add(fallbackLease)
 	} else {
