@@ -162,6 +162,57 @@ func (Actor_Kind) EnumDescriptor() ([]byte, []int) {
 	return file_hookline_v1_events_proto_rawDescGZIP(), []int{0, 0}
 }
 
+type ApiKeyRevoked_Reason int32
+
+const (
+	ApiKeyRevoked_REASON_UNSPECIFIED ApiKeyRevoked_Reason = 0
+	ApiKeyRevoked_REASON_REQUESTED   ApiKeyRevoked_Reason = 1
+	// UNSHOWN: the key was issued for a request whose answer was lost (the
+	// caller retried it), so nobody was shown it; the retry gets a new key.
+	ApiKeyRevoked_REASON_UNSHOWN ApiKeyRevoked_Reason = 2
+)
+
+// Enum value maps for ApiKeyRevoked_Reason.
+var (
+	ApiKeyRevoked_Reason_name = map[int32]string{
+		0: "REASON_UNSPECIFIED",
+		1: "REASON_REQUESTED",
+		2: "REASON_UNSHOWN",
+	}
+	ApiKeyRevoked_Reason_value = map[string]int32{
+		"REASON_UNSPECIFIED": 0,
+		"REASON_REQUESTED":   1,
+		"REASON_UNSHOWN":     2,
+	}
+)
+
+func (x ApiKeyRevoked_Reason) Enum() *ApiKeyRevoked_Reason {
+	p := new(ApiKeyRevoked_Reason)
+	*p = x
+	return p
+}
+
+func (x ApiKeyRevoked_Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ApiKeyRevoked_Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_events_proto_enumTypes[2].Descriptor()
+}
+
+func (ApiKeyRevoked_Reason) Type() protoreflect.EnumType {
+	return &file_hookline_v1_events_proto_enumTypes[2]
+}
+
+func (x ApiKeyRevoked_Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ApiKeyRevoked_Reason.Descriptor instead.
+func (ApiKeyRevoked_Reason) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{5, 0}
+}
+
 type SecretRetired_Reason int32
 
 const (
@@ -195,11 +246,11 @@ func (x SecretRetired_Reason) String() string {
 }
 
 func (SecretRetired_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[2].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[3].Descriptor()
 }
 
 func (SecretRetired_Reason) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[2]
+	return &file_hookline_v1_events_proto_enumTypes[3]
 }
 
 func (x SecretRetired_Reason) Number() protoreflect.EnumNumber {
@@ -245,11 +296,11 @@ func (x EndpointPaused_Reason) String() string {
 }
 
 func (EndpointPaused_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[3].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[4].Descriptor()
 }
 
 func (EndpointPaused_Reason) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[3]
+	return &file_hookline_v1_events_proto_enumTypes[4]
 }
 
 func (x EndpointPaused_Reason) Number() protoreflect.EnumNumber {
@@ -259,6 +310,58 @@ func (x EndpointPaused_Reason) Number() protoreflect.EnumNumber {
 // Deprecated: Use EndpointPaused_Reason.Descriptor instead.
 func (EndpointPaused_Reason) EnumDescriptor() ([]byte, []int) {
 	return file_hookline_v1_events_proto_rawDescGZIP(), []int{12, 0}
+}
+
+type RecoveryFinished_Reason int32
+
+const (
+	RecoveryFinished_REASON_UNSPECIFIED RecoveryFinished_Reason = 0
+	// DONE: every listed delivery has its ReplayRequested.
+	RecoveryFinished_REASON_DONE RecoveryFinished_Reason = 1
+	// ENDPOINT_NOT_ACTIVE: the endpoint was paused, disabled or deleted
+	// while the recovery ran.
+	RecoveryFinished_REASON_ENDPOINT_NOT_ACTIVE RecoveryFinished_Reason = 2
+)
+
+// Enum value maps for RecoveryFinished_Reason.
+var (
+	RecoveryFinished_Reason_name = map[int32]string{
+		0: "REASON_UNSPECIFIED",
+		1: "REASON_DONE",
+		2: "REASON_ENDPOINT_NOT_ACTIVE",
+	}
+	RecoveryFinished_Reason_value = map[string]int32{
+		"REASON_UNSPECIFIED":         0,
+		"REASON_DONE":                1,
+		"REASON_ENDPOINT_NOT_ACTIVE": 2,
+	}
+)
+
+func (x RecoveryFinished_Reason) Enum() *RecoveryFinished_Reason {
+	p := new(RecoveryFinished_Reason)
+	*p = x
+	return p
+}
+
+func (x RecoveryFinished_Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RecoveryFinished_Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_events_proto_enumTypes[5].Descriptor()
+}
+
+func (RecoveryFinished_Reason) Type() protoreflect.EnumType {
+	return &file_hookline_v1_events_proto_enumTypes[5]
+}
+
+func (x RecoveryFinished_Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RecoveryFinished_Reason.Descriptor instead.
+func (RecoveryFinished_Reason) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21, 0}
 }
 
 type ReconcileRepaired_Kind int32
@@ -302,11 +405,11 @@ func (x ReconcileRepaired_Kind) String() string {
 }
 
 func (ReconcileRepaired_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[4].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[6].Descriptor()
 }
 
 func (ReconcileRepaired_Kind) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[4]
+	return &file_hookline_v1_events_proto_enumTypes[6]
 }
 
 func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
@@ -315,7 +418,7 @@ func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
 func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36, 0}
 }
 
 // Actor names who issued the command that caused an event.
@@ -436,12 +539,15 @@ func (x *Quota) GetWeight() int32 {
 }
 
 type TenantCreated struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Quota         *Quota                 `protobuf:"bytes,3,opt,name=quota,proto3" json:"quota,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,4,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Name     string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Quota    *Quota                 `protobuf:"bytes,3,opt,name=quota,proto3" json:"quota,omitempty"`
+	IssuedBy *Actor                 `protobuf:"bytes,4,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -511,12 +617,22 @@ func (x *TenantCreated) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *TenantCreated) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type TenantQuotaChanged struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	Quota         *Quota                 `protobuf:"bytes,2,opt,name=quota,proto3" json:"quota,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Quota    *Quota                 `protobuf:"bytes,2,opt,name=quota,proto3" json:"quota,omitempty"`
+	IssuedBy *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -579,16 +695,26 @@ func (x *TenantQuotaChanged) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *TenantQuotaChanged) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // ApiKeyIssued records a new API key. The key itself is shown once to the
 // caller; only its SHA-256 is recorded.
 type ApiKeyIssued struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	KeyId         string                 `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
-	KeySha256     []byte                 `protobuf:"bytes,3,opt,name=key_sha256,json=keySha256,proto3" json:"key_sha256,omitempty"`
-	Name          string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,5,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TenantId  string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	KeyId     string                 `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	KeySha256 []byte                 `protobuf:"bytes,3,opt,name=key_sha256,json=keySha256,proto3" json:"key_sha256,omitempty"`
+	Name      string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	IssuedBy  *Actor                 `protobuf:"bytes,5,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At        *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -665,12 +791,23 @@ func (x *ApiKeyIssued) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ApiKeyIssued) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type ApiKeyRevoked struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	KeyId         string                 `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	KeyId    string                 `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	IssuedBy *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string               `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Reason        ApiKeyRevoked_Reason `protobuf:"varint,6,opt,name=reason,proto3,enum=hookline.v1.ApiKeyRevoked_Reason" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -731,6 +868,20 @@ func (x *ApiKeyRevoked) GetAt() *timestamppb.Timestamp {
 		return x.At
 	}
 	return nil
+}
+
+func (x *ApiKeyRevoked) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ApiKeyRevoked) GetReason() ApiKeyRevoked_Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return ApiKeyRevoked_REASON_UNSPECIFIED
 }
 
 // EndpointConfig is the part of an endpoint that a tenant configures. Every
@@ -956,6 +1107,9 @@ type EndpointCreated struct {
 	Secret        *SealedSecret          `protobuf:"bytes,5,opt,name=secret,proto3" json:"secret,omitempty"`
 	IssuedBy      *Actor                 `protobuf:"bytes,6,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
 	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1039,6 +1193,13 @@ func (x *EndpointCreated) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *EndpointCreated) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type EndpointUpdated struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -1049,7 +1210,10 @@ type EndpointUpdated struct {
 	IssuedBy *Actor                 `protobuf:"bytes,5,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
 	At       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
 	// new_secret is set when enabling ed25519 signing required new key material.
-	NewSecret     *SealedSecret `protobuf:"bytes,7,opt,name=new_secret,json=newSecret,proto3" json:"new_secret,omitempty"`
+	NewSecret *SealedSecret `protobuf:"bytes,7,opt,name=new_secret,json=newSecret,proto3" json:"new_secret,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1133,6 +1297,13 @@ func (x *EndpointUpdated) GetNewSecret() *SealedSecret {
 	return nil
 }
 
+func (x *EndpointUpdated) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // SecretRotated adds a new secret. The previous one stays live, and every
 // attempt carries a signature for each live secret, until
 // previous_expires_at, when a SecretRetired follows.
@@ -1145,8 +1316,11 @@ type SecretRotated struct {
 	PreviousExpiresAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=previous_expires_at,json=previousExpiresAt,proto3" json:"previous_expires_at,omitempty"`
 	IssuedBy          *Actor                 `protobuf:"bytes,6,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
 	At                *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SecretRotated) Reset() {
@@ -1228,14 +1402,24 @@ func (x *SecretRotated) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *SecretRotated) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type SecretRetired struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
-	Version       int32                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
-	Reason        SecretRetired_Reason   `protobuf:"varint,4,opt,name=reason,proto3,enum=hookline.v1.SecretRetired_Reason" json:"reason,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,5,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	Version    int32                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Reason     SecretRetired_Reason   `protobuf:"varint,4,opt,name=reason,proto3,enum=hookline.v1.SecretRetired_Reason" json:"reason,omitempty"`
+	IssuedBy   *Actor                 `protobuf:"bytes,5,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1312,6 +1496,13 @@ func (x *SecretRetired) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *SecretRetired) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type EndpointPaused struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -1320,7 +1511,10 @@ type EndpointPaused struct {
 	IssuedBy   *Actor                 `protobuf:"bytes,4,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
 	At         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
 	// delivery_id is the delivery whose answer paused the endpoint, if any.
-	DeliveryId    string `protobuf:"bytes,6,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	DeliveryId string `protobuf:"bytes,6,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1397,12 +1591,22 @@ func (x *EndpointPaused) GetDeliveryId() string {
 	return ""
 }
 
+func (x *EndpointPaused) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type EndpointResumed struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	IssuedBy   *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1463,6 +1667,13 @@ func (x *EndpointResumed) GetAt() *timestamppb.Timestamp {
 		return x.At
 	}
 	return nil
+}
+
+func (x *EndpointResumed) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 // EndpointDisabled stops deliveries until an operator or the tenant acts
@@ -1545,11 +1756,14 @@ func (x *EndpointDisabled) GetAt() *timestamppb.Timestamp {
 }
 
 type EndpointDeleted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	IssuedBy   *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1610,6 +1824,13 @@ func (x *EndpointDeleted) GetAt() *timestamppb.Timestamp {
 		return x.At
 	}
 	return nil
+}
+
+func (x *EndpointDeleted) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type CircuitOpened struct {
@@ -1825,6 +2046,301 @@ func (x *CircuitClosed) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// RecoveryStarted starts a bulk recovery of an endpoint: its failed
+// deliveries planned in [since, until) are replayed, a page at a time. An
+// endpoint runs one recovery at a time.
+type RecoveryStarted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	RecoveryId    string                 `protobuf:"bytes,3,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	Until         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=until,proto3" json:"until,omitempty"`
+	IssuedBy      *Actor                 `protobuf:"bytes,6,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	RequestId     string                 `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryStarted) Reset() {
+	*x = RecoveryStarted{}
+	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryStarted) ProtoMessage() {}
+
+func (x *RecoveryStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryStarted.ProtoReflect.Descriptor instead.
+func (*RecoveryStarted) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RecoveryStarted) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *RecoveryStarted) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *RecoveryStarted) GetRecoveryId() string {
+	if x != nil {
+		return x.RecoveryId
+	}
+	return ""
+}
+
+func (x *RecoveryStarted) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *RecoveryStarted) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *RecoveryStarted) GetIssuedBy() *Actor {
+	if x != nil {
+		return x.IssuedBy
+	}
+	return nil
+}
+
+func (x *RecoveryStarted) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *RecoveryStarted) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// RecoveryProgressed records that every failed delivery listed before
+// cursor has its ReplayRequested: a new activation of the grain resumes the
+// recovery from cursor.
+type RecoveryProgressed struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	RecoveryId string                 `protobuf:"bytes,3,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	// cursor is the history projection's cursor of the next page; empty
+	// when the listing is exhausted.
+	Cursor string `protobuf:"bytes,4,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// found counts the failed deliveries listed so far; requested, those
+	// whose ReplayRequested is durable.
+	Found         int64                  `protobuf:"varint,5,opt,name=found,proto3" json:"found,omitempty"`
+	Requested     int64                  `protobuf:"varint,6,opt,name=requested,proto3" json:"requested,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryProgressed) Reset() {
+	*x = RecoveryProgressed{}
+	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryProgressed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryProgressed) ProtoMessage() {}
+
+func (x *RecoveryProgressed) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryProgressed.ProtoReflect.Descriptor instead.
+func (*RecoveryProgressed) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RecoveryProgressed) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *RecoveryProgressed) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *RecoveryProgressed) GetRecoveryId() string {
+	if x != nil {
+		return x.RecoveryId
+	}
+	return ""
+}
+
+func (x *RecoveryProgressed) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *RecoveryProgressed) GetFound() int64 {
+	if x != nil {
+		return x.Found
+	}
+	return 0
+}
+
+func (x *RecoveryProgressed) GetRequested() int64 {
+	if x != nil {
+		return x.Requested
+	}
+	return 0
+}
+
+func (x *RecoveryProgressed) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+// RecoveryFinished ends a recovery.
+type RecoveryFinished struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	TenantId      string                  `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId    string                  `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	RecoveryId    string                  `protobuf:"bytes,3,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	Reason        RecoveryFinished_Reason `protobuf:"varint,4,opt,name=reason,proto3,enum=hookline.v1.RecoveryFinished_Reason" json:"reason,omitempty"`
+	Found         int64                   `protobuf:"varint,5,opt,name=found,proto3" json:"found,omitempty"`
+	Requested     int64                   `protobuf:"varint,6,opt,name=requested,proto3" json:"requested,omitempty"`
+	At            *timestamppb.Timestamp  `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryFinished) Reset() {
+	*x = RecoveryFinished{}
+	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryFinished) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryFinished) ProtoMessage() {}
+
+func (x *RecoveryFinished) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryFinished.ProtoReflect.Descriptor instead.
+func (*RecoveryFinished) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RecoveryFinished) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *RecoveryFinished) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *RecoveryFinished) GetRecoveryId() string {
+	if x != nil {
+		return x.RecoveryId
+	}
+	return ""
+}
+
+func (x *RecoveryFinished) GetReason() RecoveryFinished_Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return RecoveryFinished_REASON_UNSPECIFIED
+}
+
+func (x *RecoveryFinished) GetFound() int64 {
+	if x != nil {
+		return x.Found
+	}
+	return 0
+}
+
+func (x *RecoveryFinished) GetRequested() int64 {
+	if x != nil {
+		return x.Requested
+	}
+	return 0
+}
+
+func (x *RecoveryFinished) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 // EventPublished is one committed business fact. Its payload bytes are the
 // bytes sent and signed on every attempt; nothing rebuilds them.
 type EventPublished struct {
@@ -1848,7 +2364,7 @@ type EventPublished struct {
 
 func (x *EventPublished) Reset() {
 	*x = EventPublished{}
-	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2376,7 @@ func (x *EventPublished) String() string {
 func (*EventPublished) ProtoMessage() {}
 
 func (x *EventPublished) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2389,7 @@ func (x *EventPublished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventPublished.ProtoReflect.Descriptor instead.
 func (*EventPublished) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *EventPublished) GetTenantId() string {
@@ -1971,7 +2487,7 @@ type PlannedDelivery struct {
 
 func (x *PlannedDelivery) Reset() {
 	*x = PlannedDelivery{}
-	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1983,7 +2499,7 @@ func (x *PlannedDelivery) String() string {
 func (*PlannedDelivery) ProtoMessage() {}
 
 func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1996,7 +2512,7 @@ func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedDelivery.ProtoReflect.Descriptor instead.
 func (*PlannedDelivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PlannedDelivery) GetDeliveryId() string {
@@ -2044,7 +2560,7 @@ type DeliveriesPlanned struct {
 
 func (x *DeliveriesPlanned) Reset() {
 	*x = DeliveriesPlanned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2572,7 @@ func (x *DeliveriesPlanned) String() string {
 func (*DeliveriesPlanned) ProtoMessage() {}
 
 func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2585,7 @@ func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveriesPlanned.ProtoReflect.Descriptor instead.
 func (*DeliveriesPlanned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeliveriesPlanned) GetTenantId() string {
@@ -2155,7 +2671,7 @@ type PlanRepair struct {
 
 func (x *PlanRepair) Reset() {
 	*x = PlanRepair{}
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2683,7 @@ func (x *PlanRepair) String() string {
 func (*PlanRepair) ProtoMessage() {}
 
 func (x *PlanRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2696,7 @@ func (x *PlanRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRepair.ProtoReflect.Descriptor instead.
 func (*PlanRepair) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PlanRepair) GetRunId() string {
@@ -2250,7 +2766,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2778,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2791,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Attempt) GetTenantId() string {
@@ -2413,7 +2929,7 @@ type AttemptSucceeded struct {
 
 func (x *AttemptSucceeded) Reset() {
 	*x = AttemptSucceeded{}
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2941,7 @@ func (x *AttemptSucceeded) String() string {
 func (*AttemptSucceeded) ProtoMessage() {}
 
 func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2954,7 @@ func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptSucceeded.ProtoReflect.Descriptor instead.
 func (*AttemptSucceeded) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AttemptSucceeded) GetAttempt() *Attempt {
@@ -2464,7 +2980,7 @@ type AttemptFailed struct {
 
 func (x *AttemptFailed) Reset() {
 	*x = AttemptFailed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2992,7 @@ func (x *AttemptFailed) String() string {
 func (*AttemptFailed) ProtoMessage() {}
 
 func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +3005,7 @@ func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptFailed.ProtoReflect.Descriptor instead.
 func (*AttemptFailed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AttemptFailed) GetAttempt() *Attempt {
@@ -2537,7 +3053,7 @@ type DeliveryExpired struct {
 
 func (x *DeliveryExpired) Reset() {
 	*x = DeliveryExpired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2549,7 +3065,7 @@ func (x *DeliveryExpired) String() string {
 func (*DeliveryExpired) ProtoMessage() {}
 
 func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2562,7 +3078,7 @@ func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryExpired.ProtoReflect.Descriptor instead.
 func (*DeliveryExpired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeliveryExpired) GetTenantId() string {
@@ -2623,16 +3139,19 @@ type ReplayRequested struct {
 	DeliveryId string                 `protobuf:"bytes,3,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
 	EventId    string                 `protobuf:"bytes,4,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	// recovery_id is set when the replay is part of a bulk recovery.
-	RecoveryId    string                 `protobuf:"bytes,5,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,6,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	RecoveryId string                 `protobuf:"bytes,5,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	IssuedBy   *Actor                 `protobuf:"bytes,6,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At         *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplayRequested) Reset() {
 	*x = ReplayRequested{}
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2644,7 +3163,7 @@ func (x *ReplayRequested) String() string {
 func (*ReplayRequested) ProtoMessage() {}
 
 func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2657,7 +3176,7 @@ func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequested.ProtoReflect.Descriptor instead.
 func (*ReplayRequested) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReplayRequested) GetTenantId() string {
@@ -2709,6 +3228,13 @@ func (x *ReplayRequested) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ReplayRequested) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // PortalTokenIssued records a portal token: short-lived access to one
 // tenant's portal, with capabilities. The token itself is shown once to the
 // caller; only its SHA-256 is recorded.
@@ -2730,7 +3256,7 @@ type PortalTokenIssued struct {
 
 func (x *PortalTokenIssued) Reset() {
 	*x = PortalTokenIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2742,7 +3268,7 @@ func (x *PortalTokenIssued) String() string {
 func (*PortalTokenIssued) ProtoMessage() {}
 
 func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2755,7 +3281,7 @@ func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenIssued.ProtoReflect.Descriptor instead.
 func (*PortalTokenIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PortalTokenIssued) GetTenantId() string {
@@ -2827,7 +3353,7 @@ type PortalTokenRevoked struct {
 
 func (x *PortalTokenRevoked) Reset() {
 	*x = PortalTokenRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2839,7 +3365,7 @@ func (x *PortalTokenRevoked) String() string {
 func (*PortalTokenRevoked) ProtoMessage() {}
 
 func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2852,7 +3378,7 @@ func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenRevoked.ProtoReflect.Descriptor instead.
 func (*PortalTokenRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PortalTokenRevoked) GetTenantId() string {
@@ -2901,7 +3427,7 @@ type SecretResealed struct {
 
 func (x *SecretResealed) Reset() {
 	*x = SecretResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +3439,7 @@ func (x *SecretResealed) String() string {
 func (*SecretResealed) ProtoMessage() {}
 
 func (x *SecretResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3452,7 @@ func (x *SecretResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResealed.ProtoReflect.Descriptor instead.
 func (*SecretResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SecretResealed) GetTenantId() string {
@@ -2981,7 +3507,7 @@ type MasterKeyRegistered struct {
 
 func (x *MasterKeyRegistered) Reset() {
 	*x = MasterKeyRegistered{}
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2993,7 +3519,7 @@ func (x *MasterKeyRegistered) String() string {
 func (*MasterKeyRegistered) ProtoMessage() {}
 
 func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3006,7 +3532,7 @@ func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRegistered.ProtoReflect.Descriptor instead.
 func (*MasterKeyRegistered) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MasterKeyRegistered) GetKeyId() string {
@@ -3051,7 +3577,7 @@ type MasterKeyRetired struct {
 
 func (x *MasterKeyRetired) Reset() {
 	*x = MasterKeyRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3063,7 +3589,7 @@ func (x *MasterKeyRetired) String() string {
 func (*MasterKeyRetired) ProtoMessage() {}
 
 func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3076,7 +3602,7 @@ func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRetired.ProtoReflect.Descriptor instead.
 func (*MasterKeyRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MasterKeyRetired) GetKeyId() string {
@@ -3123,7 +3649,7 @@ type ReconcileRepaired struct {
 
 func (x *ReconcileRepaired) Reset() {
 	*x = ReconcileRepaired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3135,7 +3661,7 @@ func (x *ReconcileRepaired) String() string {
 func (*ReconcileRepaired) ProtoMessage() {}
 
 func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3148,7 +3674,7 @@ func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
 func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReconcileRepaired) GetRunId() string {
@@ -3246,18 +3772,22 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x05Quota\x12.\n" +
 	"\x13attempts_per_second\x18\x01 \x01(\x01R\x11attemptsPerSecond\x12\"\n" +
 	"\rmax_in_flight\x18\x02 \x01(\x05R\vmaxInFlight\x12\x16\n" +
-	"\x06weight\x18\x03 \x01(\x05R\x06weight\"\xc7\x01\n" +
+	"\x06weight\x18\x03 \x01(\x05R\x06weight\"\xe6\x01\n" +
 	"\rTenantCreated\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
 	"\x05quota\x18\x03 \x01(\v2\x12.hookline.v1.QuotaR\x05quota\x12/\n" +
 	"\tissued_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xb8\x01\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"\xd7\x01\n" +
 	"\x12TenantQuotaChanged\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12(\n" +
 	"\x05quota\x18\x02 \x01(\v2\x12.hookline.v1.QuotaR\x05quota\x12/\n" +
 	"\tissued_by\x18\x03 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd2\x01\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\xf1\x01\n" +
 	"\fApiKeyIssued\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x15\n" +
 	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12\x1d\n" +
@@ -3265,12 +3795,21 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"key_sha256\x18\x03 \x01(\fR\tkeySha256\x12\x12\n" +
 	"\x04name\x18\x04 \x01(\tR\x04name\x12/\n" +
 	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xa0\x01\n" +
+	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"\xc6\x02\n" +
 	"\rApiKeyRevoked\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x15\n" +
 	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12/\n" +
 	"\tissued_by\x18\x03 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xb0\x03\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x129\n" +
+	"\x06reason\x18\x06 \x01(\x0e2!.hookline.v1.ApiKeyRevoked.ReasonR\x06reason\"J\n" +
+	"\x06Reason\x12\x16\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10REASON_REQUESTED\x10\x01\x12\x12\n" +
+	"\x0eREASON_UNSHOWN\x10\x02\"\xb0\x03\n" +
 	"\x0eEndpointConfig\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -3296,7 +3835,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"ciphertext\x18\x04 \x01(\fR\n" +
 	"ciphertext\x12#\n" +
 	"\red25519_nonce\x18\x05 \x01(\fR\fed25519Nonce\x126\n" +
-	"\x17ed25519_seed_ciphertext\x18\x06 \x01(\fR\x15ed25519SeedCiphertext\"\xbb\x02\n" +
+	"\x17ed25519_seed_ciphertext\x18\x06 \x01(\fR\x15ed25519SeedCiphertext\"\xda\x02\n" +
 	"\x0fEndpointCreated\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -3305,7 +3844,9 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06config\x18\x04 \x01(\v2\x1b.hookline.v1.EndpointConfigR\x06config\x121\n" +
 	"\x06secret\x18\x05 \x01(\v2\x19.hookline.v1.SealedSecretR\x06secret\x12/\n" +
 	"\tissued_by\x18\x06 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc2\x02\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"\xe1\x02\n" +
 	"\x0fEndpointUpdated\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -3315,7 +3856,9 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
 	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x128\n" +
 	"\n" +
-	"new_secret\x18\a \x01(\v2\x19.hookline.v1.SealedSecretR\tnewSecret\"\xd4\x02\n" +
+	"new_secret\x18\a \x01(\v2\x19.hookline.v1.SealedSecretR\tnewSecret\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"\xf3\x02\n" +
 	"\rSecretRotated\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -3324,7 +3867,9 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x10previous_version\x18\x04 \x01(\x05R\x0fpreviousVersion\x12J\n" +
 	"\x13previous_expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x11previousExpiresAt\x12/\n" +
 	"\tissued_by\x18\x06 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd1\x02\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"\xf0\x02\n" +
 	"\rSecretRetired\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -3332,11 +3877,13 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\x05R\aversion\x129\n" +
 	"\x06reason\x18\x04 \x01(\x0e2!.hookline.v1.SecretRetired.ReasonR\x06reason\x12/\n" +
 	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"P\n" +
+	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"P\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14REASON_OVERLAP_ENDED\x10\x01\x12\x14\n" +
-	"\x10REASON_REQUESTED\x10\x02\"\xd1\x02\n" +
+	"\x10REASON_REQUESTED\x10\x02\"\xf0\x02\n" +
 	"\x0eEndpointPaused\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -3345,30 +3892,36 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\tissued_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
 	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1f\n" +
 	"\vdelivery_id\x18\x06 \x01(\tR\n" +
-	"deliveryId\"G\n" +
+	"deliveryId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"G\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10REASON_REQUESTED\x10\x01\x12\x0f\n" +
-	"\vREASON_GONE\x10\x02\"\xac\x01\n" +
+	"\vREASON_GONE\x10\x02\"\xcb\x01\n" +
 	"\x0fEndpointResumed\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12/\n" +
 	"\tissued_by\x18\x03 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc5\x01\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\xc5\x01\n" +
 	"\x10EndpointDisabled\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12/\n" +
 	"\tissued_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xac\x01\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xcb\x01\n" +
 	"\x0fEndpointDeleted\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12/\n" +
 	"\tissued_by\x18\x03 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xb8\x02\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\xb8\x02\n" +
 	"\rCircuitOpened\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -3389,7 +3942,43 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12*\n" +
-	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd0\x03\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd0\x02\n" +
+	"\x0fRecoveryStarted\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12\x1f\n" +
+	"\vrecovery_id\x18\x03 \x01(\tR\n" +
+	"recoveryId\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\x05until\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12/\n" +
+	"\tissued_by\x18\x06 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"\xeb\x01\n" +
+	"\x12RecoveryProgressed\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12\x1f\n" +
+	"\vrecovery_id\x18\x03 \x01(\tR\n" +
+	"recoveryId\x12\x16\n" +
+	"\x06cursor\x18\x04 \x01(\tR\x06cursor\x12\x14\n" +
+	"\x05found\x18\x05 \x01(\x03R\x05found\x12\x1c\n" +
+	"\trequested\x18\x06 \x01(\x03R\trequested\x12*\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe2\x02\n" +
+	"\x10RecoveryFinished\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12\x1f\n" +
+	"\vrecovery_id\x18\x03 \x01(\tR\n" +
+	"recoveryId\x12<\n" +
+	"\x06reason\x18\x04 \x01(\x0e2$.hookline.v1.RecoveryFinished.ReasonR\x06reason\x12\x14\n" +
+	"\x05found\x18\x05 \x01(\x03R\x05found\x12\x1c\n" +
+	"\trequested\x18\x06 \x01(\x03R\trequested\x12*\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"Q\n" +
+	"\x06Reason\x12\x16\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12\x0f\n" +
+	"\vREASON_DONE\x10\x01\x12\x1e\n" +
+	"\x1aREASON_ENDPOINT_NOT_ACTIVE\x10\x02\"\xd0\x03\n" +
 	"\x0eEventPublished\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1d\n" +
@@ -3478,7 +4067,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\battempts\x18\x05 \x01(\x05R\battempts\x129\n" +
 	"\n" +
 	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x89\x02\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xa8\x02\n" +
 	"\x0fReplayRequested\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -3489,7 +4078,9 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\vrecovery_id\x18\x05 \x01(\tR\n" +
 	"recoveryId\x12/\n" +
 	"\tissued_by\x18\x06 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc0\x02\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"\xc0\x02\n" +
 	"\x11PortalTokenIssued\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\btoken_id\x18\x02 \x01(\tR\atokenId\x12!\n" +
@@ -3568,131 +4159,144 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_events_proto_rawDescData
 }
 
-var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(ErrorClass)(0),               // 0: hookline.v1.ErrorClass
 	(Actor_Kind)(0),               // 1: hookline.v1.Actor.Kind
-	(SecretRetired_Reason)(0),     // 2: hookline.v1.SecretRetired.Reason
-	(EndpointPaused_Reason)(0),    // 3: hookline.v1.EndpointPaused.Reason
-	(ReconcileRepaired_Kind)(0),   // 4: hookline.v1.ReconcileRepaired.Kind
-	(*Actor)(nil),                 // 5: hookline.v1.Actor
-	(*Quota)(nil),                 // 6: hookline.v1.Quota
-	(*TenantCreated)(nil),         // 7: hookline.v1.TenantCreated
-	(*TenantQuotaChanged)(nil),    // 8: hookline.v1.TenantQuotaChanged
-	(*ApiKeyIssued)(nil),          // 9: hookline.v1.ApiKeyIssued
-	(*ApiKeyRevoked)(nil),         // 10: hookline.v1.ApiKeyRevoked
-	(*EndpointConfig)(nil),        // 11: hookline.v1.EndpointConfig
-	(*SealedSecret)(nil),          // 12: hookline.v1.SealedSecret
-	(*EndpointCreated)(nil),       // 13: hookline.v1.EndpointCreated
-	(*EndpointUpdated)(nil),       // 14: hookline.v1.EndpointUpdated
-	(*SecretRotated)(nil),         // 15: hookline.v1.SecretRotated
-	(*SecretRetired)(nil),         // 16: hookline.v1.SecretRetired
-	(*EndpointPaused)(nil),        // 17: hookline.v1.EndpointPaused
-	(*EndpointResumed)(nil),       // 18: hookline.v1.EndpointResumed
-	(*EndpointDisabled)(nil),      // 19: hookline.v1.EndpointDisabled
-	(*EndpointDeleted)(nil),       // 20: hookline.v1.EndpointDeleted
-	(*CircuitOpened)(nil),         // 21: hookline.v1.CircuitOpened
-	(*CircuitHalfOpened)(nil),     // 22: hookline.v1.CircuitHalfOpened
-	(*CircuitClosed)(nil),         // 23: hookline.v1.CircuitClosed
-	(*EventPublished)(nil),        // 24: hookline.v1.EventPublished
-	(*PlannedDelivery)(nil),       // 25: hookline.v1.PlannedDelivery
-	(*DeliveriesPlanned)(nil),     // 26: hookline.v1.DeliveriesPlanned
-	(*PlanRepair)(nil),            // 27: hookline.v1.PlanRepair
-	(*Attempt)(nil),               // 28: hookline.v1.Attempt
-	(*AttemptSucceeded)(nil),      // 29: hookline.v1.AttemptSucceeded
-	(*AttemptFailed)(nil),         // 30: hookline.v1.AttemptFailed
-	(*DeliveryExpired)(nil),       // 31: hookline.v1.DeliveryExpired
-	(*ReplayRequested)(nil),       // 32: hookline.v1.ReplayRequested
-	(*PortalTokenIssued)(nil),     // 33: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),    // 34: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),        // 35: hookline.v1.SecretResealed
-	(*MasterKeyRegistered)(nil),   // 36: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),      // 37: hookline.v1.MasterKeyRetired
-	(*ReconcileRepaired)(nil),     // 38: hookline.v1.ReconcileRepaired
-	nil,                           // 39: hookline.v1.EndpointConfig.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
+	(ApiKeyRevoked_Reason)(0),     // 2: hookline.v1.ApiKeyRevoked.Reason
+	(SecretRetired_Reason)(0),     // 3: hookline.v1.SecretRetired.Reason
+	(EndpointPaused_Reason)(0),    // 4: hookline.v1.EndpointPaused.Reason
+	(RecoveryFinished_Reason)(0),  // 5: hookline.v1.RecoveryFinished.Reason
+	(ReconcileRepaired_Kind)(0),   // 6: hookline.v1.ReconcileRepaired.Kind
+	(*Actor)(nil),                 // 7: hookline.v1.Actor
+	(*Quota)(nil),                 // 8: hookline.v1.Quota
+	(*TenantCreated)(nil),         // 9: hookline.v1.TenantCreated
+	(*TenantQuotaChanged)(nil),    // 10: hookline.v1.TenantQuotaChanged
+	(*ApiKeyIssued)(nil),          // 11: hookline.v1.ApiKeyIssued
+	(*ApiKeyRevoked)(nil),         // 12: hookline.v1.ApiKeyRevoked
+	(*EndpointConfig)(nil),        // 13: hookline.v1.EndpointConfig
+	(*SealedSecret)(nil),          // 14: hookline.v1.SealedSecret
+	(*EndpointCreated)(nil),       // 15: hookline.v1.EndpointCreated
+	(*EndpointUpdated)(nil),       // 16: hookline.v1.EndpointUpdated
+	(*SecretRotated)(nil),         // 17: hookline.v1.SecretRotated
+	(*SecretRetired)(nil),         // 18: hookline.v1.SecretRetired
+	(*EndpointPaused)(nil),        // 19: hookline.v1.EndpointPaused
+	(*EndpointResumed)(nil),       // 20: hookline.v1.EndpointResumed
+	(*EndpointDisabled)(nil),      // 21: hookline.v1.EndpointDisabled
+	(*EndpointDeleted)(nil),       // 22: hookline.v1.EndpointDeleted
+	(*CircuitOpened)(nil),         // 23: hookline.v1.CircuitOpened
+	(*CircuitHalfOpened)(nil),     // 24: hookline.v1.CircuitHalfOpened
+	(*CircuitClosed)(nil),         // 25: hookline.v1.CircuitClosed
+	(*RecoveryStarted)(nil),       // 26: hookline.v1.RecoveryStarted
+	(*RecoveryProgressed)(nil),    // 27: hookline.v1.RecoveryProgressed
+	(*RecoveryFinished)(nil),      // 28: hookline.v1.RecoveryFinished
+	(*EventPublished)(nil),        // 29: hookline.v1.EventPublished
+	(*PlannedDelivery)(nil),       // 30: hookline.v1.PlannedDelivery
+	(*DeliveriesPlanned)(nil),     // 31: hookline.v1.DeliveriesPlanned
+	(*PlanRepair)(nil),            // 32: hookline.v1.PlanRepair
+	(*Attempt)(nil),               // 33: hookline.v1.Attempt
+	(*AttemptSucceeded)(nil),      // 34: hookline.v1.AttemptSucceeded
+	(*AttemptFailed)(nil),         // 35: hookline.v1.AttemptFailed
+	(*DeliveryExpired)(nil),       // 36: hookline.v1.DeliveryExpired
+	(*ReplayRequested)(nil),       // 37: hookline.v1.ReplayRequested
+	(*PortalTokenIssued)(nil),     // 38: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),    // 39: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),        // 40: hookline.v1.SecretResealed
+	(*MasterKeyRegistered)(nil),   // 41: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),      // 42: hookline.v1.MasterKeyRetired
+	(*ReconcileRepaired)(nil),     // 43: hookline.v1.ReconcileRepaired
+	nil,                           // 44: hookline.v1.EndpointConfig.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	1,  // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
-	6,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
-	5,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	40, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
-	6,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
-	5,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	40, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
-	5,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	40, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
-	5,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	40, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
-	39, // 11: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
-	11, // 12: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
-	12, // 13: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
-	5,  // 14: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	40, // 15: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
-	11, // 16: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
-	5,  // 17: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	40, // 18: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
-	12, // 19: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
-	12, // 20: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	40, // 21: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
-	5,  // 22: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	40, // 23: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
-	2,  // 24: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
-	5,  // 25: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	40, // 26: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
-	3,  // 27: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
-	5,  // 28: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	40, // 29: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
-	5,  // 30: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	40, // 31: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
-	5,  // 32: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	40, // 33: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
-	5,  // 34: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	40, // 35: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
-	0,  // 36: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	40, // 37: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	40, // 38: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	40, // 39: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	40, // 40: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	40, // 41: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
-	5,  // 42: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	40, // 43: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	25, // 44: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	40, // 45: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	40, // 46: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	27, // 47: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	5,  // 48: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	40, // 49: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	40, // 50: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 51: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	5,  // 52: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	28, // 53: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	28, // 54: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	40, // 55: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	40, // 56: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	40, // 57: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	5,  // 58: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	40, // 59: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	40, // 60: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	5,  // 61: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	40, // 62: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	5,  // 63: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	40, // 64: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	12, // 65: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	5,  // 66: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	40, // 67: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	40, // 68: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	5,  // 69: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	40, // 70: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	4,  // 71: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	5,  // 72: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	40, // 73: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	74, // [74:74] is the sub-list for method output_type
-	74, // [74:74] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	8,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
+	7,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
+	45, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	8,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
+	7,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
+	45, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	7,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
+	45, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	7,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
+	45, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	2,  // 11: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
+	44, // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	13, // 13: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
+	14, // 14: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
+	7,  // 15: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
+	45, // 16: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	13, // 17: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
+	7,  // 18: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
+	45, // 19: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	14, // 20: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
+	14, // 21: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
+	45, // 22: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 23: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
+	45, // 24: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	3,  // 25: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
+	7,  // 26: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
+	45, // 27: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	4,  // 28: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
+	7,  // 29: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
+	45, // 30: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	7,  // 31: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
+	45, // 32: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	7,  // 33: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
+	45, // 34: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	7,  // 35: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
+	45, // 36: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	0,  // 37: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
+	45, // 38: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	45, // 39: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	45, // 40: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	45, // 41: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	45, // 42: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	45, // 43: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	7,  // 44: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
+	45, // 45: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	45, // 46: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	5,  // 47: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
+	45, // 48: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	45, // 49: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	7,  // 50: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
+	45, // 51: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	30, // 52: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	45, // 53: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	45, // 54: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	32, // 55: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	7,  // 56: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	45, // 57: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	45, // 58: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 59: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	7,  // 60: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	33, // 61: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	33, // 62: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	45, // 63: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	45, // 64: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	45, // 65: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	7,  // 66: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	45, // 67: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	45, // 68: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 69: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	45, // 70: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	7,  // 71: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	45, // 72: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	14, // 73: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	7,  // 74: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	45, // 75: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	45, // 76: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	7,  // 77: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	45, // 78: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	6,  // 79: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	7,  // 80: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	45, // 81: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	82, // [82:82] is the sub-list for method output_type
+	82, // [82:82] is the sub-list for method input_type
+	82, // [82:82] is the sub-list for extension type_name
+	82, // [82:82] is the sub-list for extension extendee
+	0,  // [0:82] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -3705,8 +4309,8 @@ func file_hookline_v1_events_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   35,
+			NumEnums:      7,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1815,24 +1815,129 @@ func (x *GetRecoveryRequest) GetRecoveryId() string {
 	return ""
 }
 
-type Recovery struct {
+type ListRecoveriesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	RecoveryId    string                 `protobuf:"bytes,1,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
-	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
-	Until         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
-	Found         int64                  `protobuf:"varint,5,opt,name=found,proto3" json:"found,omitempty"`
-	Replayed      int64                  `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
-	Done          bool                   `protobuf:"varint,7,opt,name=done,proto3" json:"done,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRecoveriesRequest) Reset() {
+	*x = ListRecoveriesRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRecoveriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRecoveriesRequest) ProtoMessage() {}
+
+func (x *ListRecoveriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRecoveriesRequest.ProtoReflect.Descriptor instead.
+func (*ListRecoveriesRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListRecoveriesRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *ListRecoveriesRequest) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+type ListRecoveriesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Recoveries    []*Recovery            `protobuf:"bytes,1,rep,name=recoveries,proto3" json:"recoveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRecoveriesResponse) Reset() {
+	*x = ListRecoveriesResponse{}
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRecoveriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRecoveriesResponse) ProtoMessage() {}
+
+func (x *ListRecoveriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRecoveriesResponse.ProtoReflect.Descriptor instead.
+func (*ListRecoveriesResponse) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListRecoveriesResponse) GetRecoveries() []*Recovery {
+	if x != nil {
+		return x.Recoveries
+	}
+	return nil
+}
+
+type Recovery struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RecoveryId string                 `protobuf:"bytes,1,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	Since      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	Until      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
+	// found counts the failed deliveries listed so far.
+	Found int64 `protobuf:"varint,5,opt,name=found,proto3" json:"found,omitempty"`
+	// replayed counts the manual attempts of the recovery recorded by the
+	// grain's current activation (a restart of the grain starts it again
+	// from the durable count of requested replays).
+	Replayed   int64                  `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Done       bool                   `protobuf:"varint,7,opt,name=done,proto3" json:"done,omitempty"`
+	StartedAt  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// requested counts the deliveries whose replay is durably requested.
+	Requested int64 `protobuf:"varint,10,opt,name=requested,proto3" json:"requested,omitempty"`
+	// state is running, done, or endpoint_not_active when the endpoint was
+	// paused, disabled or deleted while it ran.
+	State         string `protobuf:"bytes,11,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Recovery) Reset() {
 	*x = Recovery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +1949,7 @@ func (x *Recovery) String() string {
 func (*Recovery) ProtoMessage() {}
 
 func (x *Recovery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +1962,7 @@ func (x *Recovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recovery.ProtoReflect.Descriptor instead.
 func (*Recovery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Recovery) GetRecoveryId() string {
@@ -1923,6 +2028,20 @@ func (x *Recovery) GetFinishedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Recovery) GetRequested() int64 {
+	if x != nil {
+		return x.Requested
+	}
+	return 0
+}
+
+func (x *Recovery) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 type PublishRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -1948,7 +2067,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1960,7 +2079,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1973,7 +2092,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PublishRequest) GetTenantId() string {
@@ -2058,7 +2177,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2189,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2202,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PublishResponse) GetEventId() string {
@@ -2117,7 +2236,7 @@ type PublishBatchRequest struct {
 
 func (x *PublishBatchRequest) Reset() {
 	*x = PublishBatchRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2248,7 @@ func (x *PublishBatchRequest) String() string {
 func (*PublishBatchRequest) ProtoMessage() {}
 
 func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2261,7 @@ func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchRequest.ProtoReflect.Descriptor instead.
 func (*PublishBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PublishBatchRequest) GetTenantId() string {
@@ -2171,7 +2290,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2302,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2315,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PublishResult) GetResponse() *PublishResponse {
@@ -2229,7 +2348,7 @@ type PublishBatchResponse struct {
 
 func (x *PublishBatchResponse) Reset() {
 	*x = PublishBatchResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2241,7 +2360,7 @@ func (x *PublishBatchResponse) String() string {
 func (*PublishBatchResponse) ProtoMessage() {}
 
 func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2254,7 +2373,7 @@ func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchResponse.ProtoReflect.Descriptor instead.
 func (*PublishBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PublishBatchResponse) GetResults() []*PublishResult {
@@ -2275,7 +2394,7 @@ type LookupEventsRequest struct {
 
 func (x *LookupEventsRequest) Reset() {
 	*x = LookupEventsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2287,7 +2406,7 @@ func (x *LookupEventsRequest) String() string {
 func (*LookupEventsRequest) ProtoMessage() {}
 
 func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2300,7 +2419,7 @@ func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsRequest.ProtoReflect.Descriptor instead.
 func (*LookupEventsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LookupEventsRequest) GetTenantId() string {
@@ -2331,7 +2450,7 @@ type AcceptedEvent struct {
 
 func (x *AcceptedEvent) Reset() {
 	*x = AcceptedEvent{}
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2462,7 @@ func (x *AcceptedEvent) String() string {
 func (*AcceptedEvent) ProtoMessage() {}
 
 func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,7 +2475,7 @@ func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptedEvent.ProtoReflect.Descriptor instead.
 func (*AcceptedEvent) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AcceptedEvent) GetEventId() string {
@@ -2399,7 +2518,7 @@ type LookupEventsResponse struct {
 
 func (x *LookupEventsResponse) Reset() {
 	*x = LookupEventsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +2530,7 @@ func (x *LookupEventsResponse) String() string {
 func (*LookupEventsResponse) ProtoMessage() {}
 
 func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +2543,7 @@ func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsResponse.ProtoReflect.Descriptor instead.
 func (*LookupEventsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LookupEventsResponse) GetFound() []*AcceptedEvent {
@@ -2458,7 +2577,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2470,7 +2589,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2483,7 +2602,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListDeliveriesRequest) GetTenantId() string {
@@ -2552,7 +2671,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +2683,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +2696,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -2604,7 +2723,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +2735,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +2748,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetDeliveryRequest) GetTenantId() string {
@@ -2656,7 +2775,7 @@ type ReplayDeliveryRequest struct {
 
 func (x *ReplayDeliveryRequest) Reset() {
 	*x = ReplayDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2668,7 +2787,7 @@ func (x *ReplayDeliveryRequest) String() string {
 func (*ReplayDeliveryRequest) ProtoMessage() {}
 
 func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2681,7 +2800,7 @@ func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReplayDeliveryRequest) GetTenantId() string {
@@ -2720,7 +2839,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +2851,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +2864,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -2989,7 +3108,15 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12\x1f\n" +
 	"\vrecovery_id\x18\x03 \x01(\tR\n" +
-	"recoveryId\"\xee\x02\n" +
+	"recoveryId\"U\n" +
+	"\x15ListRecoveriesRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\"O\n" +
+	"\x16ListRecoveriesResponse\x125\n" +
+	"\n" +
+	"recoveries\x18\x01 \x03(\v2\x15.hookline.v1.RecoveryR\n" +
+	"recoveries\"\xa2\x03\n" +
 	"\bRecovery\x12\x1f\n" +
 	"\vrecovery_id\x18\x01 \x01(\tR\n" +
 	"recoveryId\x12\x1f\n" +
@@ -3003,7 +3130,10 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\n" +
 	"started_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
 	"\vfinished_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"finishedAt\"\xed\x02\n" +
+	"finishedAt\x12\x1c\n" +
+	"\trequested\x18\n" +
+	" \x01(\x03R\trequested\x12\x14\n" +
+	"\x05state\x18\v \x01(\tR\x05state\"\xed\x02\n" +
 	"\x0ePublishRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x12\n" +
@@ -3095,7 +3225,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\vIssueApiKey\x12\x1f.hookline.v1.IssueApiKeyRequest\x1a .hookline.v1.IssueApiKeyResponse\x12E\n" +
 	"\fRevokeApiKey\x12 .hookline.v1.RevokeApiKeyRequest\x1a\x13.hookline.v1.Tenant\x12=\n" +
 	"\bSetQuota\x12\x1c.hookline.v1.SetQuotaRequest\x1a\x13.hookline.v1.Tenant\x12V\n" +
-	"\rResealSecrets\x12!.hookline.v1.ResealSecretsRequest\x1a\".hookline.v1.ResealSecretsResponse2\xf1\x06\n" +
+	"\rResealSecrets\x12!.hookline.v1.ResealSecretsRequest\x1a\".hookline.v1.ResealSecretsResponse2\xcc\a\n" +
 	"\x0fEndpointService\x12Y\n" +
 	"\x0eCreateEndpoint\x12\".hookline.v1.CreateEndpointRequest\x1a#.hookline.v1.CreateEndpointResponse\x12E\n" +
 	"\vGetEndpoint\x12\x1f.hookline.v1.GetEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12V\n" +
@@ -3107,7 +3237,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x0eResumeEndpoint\x12\".hookline.v1.ResumeEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12K\n" +
 	"\x0eDeleteEndpoint\x12\".hookline.v1.DeleteEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12M\n" +
 	"\x0fRecoverEndpoint\x12#.hookline.v1.RecoverEndpointRequest\x1a\x15.hookline.v1.Recovery\x12E\n" +
-	"\vGetRecovery\x12\x1f.hookline.v1.GetRecoveryRequest\x1a\x15.hookline.v1.Recovery2\xfe\x01\n" +
+	"\vGetRecovery\x12\x1f.hookline.v1.GetRecoveryRequest\x1a\x15.hookline.v1.Recovery\x12Y\n" +
+	"\x0eListRecoveries\x12\".hookline.v1.ListRecoveriesRequest\x1a#.hookline.v1.ListRecoveriesResponse2\xfe\x01\n" +
 	"\fEventService\x12D\n" +
 	"\aPublish\x12\x1b.hookline.v1.PublishRequest\x1a\x1c.hookline.v1.PublishResponse\x12S\n" +
 	"\fPublishBatch\x12 .hookline.v1.PublishBatchRequest\x1a!.hookline.v1.PublishBatchResponse\x12S\n" +
@@ -3130,7 +3261,7 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_hookline_v1_control_proto_goTypes = []any{
 	(Endpoint_Status)(0),           // 0: hookline.v1.Endpoint.Status
 	(Endpoint_Circuit)(0),          // 1: hookline.v1.Endpoint.Circuit
@@ -3161,122 +3292,127 @@ var file_hookline_v1_control_proto_goTypes = []any{
 	(*Endpoint)(nil),               // 26: hookline.v1.Endpoint
 	(*RecoverEndpointRequest)(nil), // 27: hookline.v1.RecoverEndpointRequest
 	(*GetRecoveryRequest)(nil),     // 28: hookline.v1.GetRecoveryRequest
-	(*Recovery)(nil),               // 29: hookline.v1.Recovery
-	(*PublishRequest)(nil),         // 30: hookline.v1.PublishRequest
-	(*PublishResponse)(nil),        // 31: hookline.v1.PublishResponse
-	(*PublishBatchRequest)(nil),    // 32: hookline.v1.PublishBatchRequest
-	(*PublishResult)(nil),          // 33: hookline.v1.PublishResult
-	(*PublishBatchResponse)(nil),   // 34: hookline.v1.PublishBatchResponse
-	(*LookupEventsRequest)(nil),    // 35: hookline.v1.LookupEventsRequest
-	(*AcceptedEvent)(nil),          // 36: hookline.v1.AcceptedEvent
-	(*LookupEventsResponse)(nil),   // 37: hookline.v1.LookupEventsResponse
-	(*ListDeliveriesRequest)(nil),  // 38: hookline.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil), // 39: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),     // 40: hookline.v1.GetDeliveryRequest
-	(*ReplayDeliveryRequest)(nil),  // 41: hookline.v1.ReplayDeliveryRequest
-	(*Delivery)(nil),               // 42: hookline.v1.Delivery
-	nil,                            // 43: hookline.v1.EndpointSettings.MetadataEntry
-	(*v1.Quota)(nil),               // 44: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),  // 45: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),  // 46: google.protobuf.FieldMask
-	(*structpb.Value)(nil),         // 47: google.protobuf.Value
-	(*v1.PlannedDelivery)(nil),     // 48: hookline.v1.PlannedDelivery
-	(*v1.Attempt)(nil),             // 49: hookline.v1.Attempt
+	(*ListRecoveriesRequest)(nil),  // 29: hookline.v1.ListRecoveriesRequest
+	(*ListRecoveriesResponse)(nil), // 30: hookline.v1.ListRecoveriesResponse
+	(*Recovery)(nil),               // 31: hookline.v1.Recovery
+	(*PublishRequest)(nil),         // 32: hookline.v1.PublishRequest
+	(*PublishResponse)(nil),        // 33: hookline.v1.PublishResponse
+	(*PublishBatchRequest)(nil),    // 34: hookline.v1.PublishBatchRequest
+	(*PublishResult)(nil),          // 35: hookline.v1.PublishResult
+	(*PublishBatchResponse)(nil),   // 36: hookline.v1.PublishBatchResponse
+	(*LookupEventsRequest)(nil),    // 37: hookline.v1.LookupEventsRequest
+	(*AcceptedEvent)(nil),          // 38: hookline.v1.AcceptedEvent
+	(*LookupEventsResponse)(nil),   // 39: hookline.v1.LookupEventsResponse
+	(*ListDeliveriesRequest)(nil),  // 40: hookline.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil), // 41: hookline.v1.ListDeliveriesResponse
+	(*GetDeliveryRequest)(nil),     // 42: hookline.v1.GetDeliveryRequest
+	(*ReplayDeliveryRequest)(nil),  // 43: hookline.v1.ReplayDeliveryRequest
+	(*Delivery)(nil),               // 44: hookline.v1.Delivery
+	nil,                            // 45: hookline.v1.EndpointSettings.MetadataEntry
+	(*v1.Quota)(nil),               // 46: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),  // 47: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),  // 48: google.protobuf.FieldMask
+	(*structpb.Value)(nil),         // 49: google.protobuf.Value
+	(*v1.PlannedDelivery)(nil),     // 50: hookline.v1.PlannedDelivery
+	(*v1.Attempt)(nil),             // 51: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	44, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	44, // 1: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	45, // 2: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	44, // 3: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	46, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	46, // 1: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	47, // 2: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	46, // 3: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
 	10, // 4: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	45, // 5: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
-	43, // 6: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
+	47, // 5: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	45, // 6: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
 	12, // 7: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
 	26, // 8: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
 	26, // 9: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
 	12, // 10: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	46, // 11: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	48, // 11: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
 	26, // 12: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	45, // 13: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	45, // 14: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	47, // 13: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	47, // 14: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
 	12, // 15: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
 	0,  // 16: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
 	1,  // 17: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
 	25, // 18: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	45, // 19: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	45, // 20: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	45, // 21: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	45, // 22: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	45, // 23: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	45, // 24: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	45, // 25: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	45, // 26: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
-	45, // 27: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	47, // 28: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	48, // 29: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	30, // 30: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
-	31, // 31: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
-	33, // 32: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	45, // 33: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
-	36, // 34: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
-	45, // 35: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	45, // 36: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	42, // 37: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	45, // 38: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	45, // 39: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	45, // 40: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	49, // 41: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	4,  // 42: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	5,  // 43: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	6,  // 44: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	8,  // 45: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	9,  // 46: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	2,  // 47: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
-	13, // 48: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	15, // 49: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	16, // 50: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	18, // 51: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	19, // 52: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	21, // 53: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	22, // 54: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	23, // 55: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	24, // 56: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	27, // 57: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	28, // 58: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	30, // 59: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	32, // 60: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	35, // 61: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
-	38, // 62: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	40, // 63: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	41, // 64: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	11, // 65: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	11, // 66: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	7,  // 67: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	11, // 68: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	11, // 69: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	3,  // 70: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
-	14, // 71: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	26, // 72: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	17, // 73: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	26, // 74: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	20, // 75: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	26, // 76: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	26, // 77: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	26, // 78: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	26, // 79: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	29, // 80: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	29, // 81: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	31, // 82: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	34, // 83: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	37, // 84: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
-	39, // 85: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	42, // 86: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	42, // 87: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	65, // [65:88] is the sub-list for method output_type
-	42, // [42:65] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	47, // 19: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	47, // 20: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	47, // 21: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	47, // 22: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	31, // 23: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
+	47, // 24: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	47, // 25: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	47, // 26: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	47, // 27: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	47, // 28: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	49, // 29: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	50, // 30: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	32, // 31: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
+	33, // 32: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
+	35, // 33: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
+	47, // 34: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	38, // 35: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
+	47, // 36: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	47, // 37: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	44, // 38: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	47, // 39: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	47, // 40: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	47, // 41: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	51, // 42: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	4,  // 43: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	5,  // 44: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	6,  // 45: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	8,  // 46: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	9,  // 47: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	2,  // 48: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
+	13, // 49: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	15, // 50: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	16, // 51: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	18, // 52: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	19, // 53: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	21, // 54: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	22, // 55: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	23, // 56: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	24, // 57: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	27, // 58: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	28, // 59: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	29, // 60: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
+	32, // 61: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	34, // 62: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	37, // 63: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	40, // 64: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	42, // 65: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	43, // 66: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	11, // 67: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	11, // 68: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	7,  // 69: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	11, // 70: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	11, // 71: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	3,  // 72: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
+	14, // 73: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	26, // 74: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	17, // 75: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	26, // 76: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	20, // 77: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	26, // 78: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	26, // 79: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	26, // 80: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	26, // 81: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	31, // 82: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	31, // 83: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	30, // 84: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
+	33, // 85: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	36, // 86: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	39, // 87: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	41, // 88: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	44, // 89: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	44, // 90: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	67, // [67:91] is the sub-list for method output_type
+	43, // [43:67] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
@@ -3290,7 +3426,7 @@ func file_hookline_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   42,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
