@@ -315,7 +315,7 @@ func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
 func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34, 0}
 }
 
 // Actor names who issued the command that caused an event.
@@ -751,8 +751,12 @@ type EndpointConfig struct {
 	// max_attempts bounds automatic attempts; 0 means the default.
 	MaxAttempts int32 `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
 	// sign_ed25519 adds a v1a (ed25519) signature to every attempt.
-	SignEd25519   bool              `protobuf:"varint,9,opt,name=sign_ed25519,json=signEd25519,proto3" json:"sign_ed25519,omitempty"`
-	Metadata      map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	SignEd25519 bool              `protobuf:"varint,9,opt,name=sign_ed25519,json=signEd25519,proto3" json:"sign_ed25519,omitempty"`
+	Metadata    map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// filter is a CEL expression over the event (see the filter package):
+	// only the events of event_types for which it is true are planned for
+	// the endpoint. Empty: every event of event_types.
+	Filter        string `protobuf:"bytes,11,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -855,6 +859,13 @@ func (x *EndpointConfig) GetMetadata() map[string]string {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *EndpointConfig) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
 }
 
 // SealedSecret is a signing secret sealed with AES-256-GCM under a master key.
@@ -1839,9 +1850,12 @@ type EventPublished struct {
 	Payload       []byte                 `protobuf:"bytes,8,opt,name=payload,proto3" json:"payload,omitempty"`
 	PayloadSha256 []byte                 `protobuf:"bytes,9,opt,name=payload_sha256,json=payloadSha256,proto3" json:"payload_sha256,omitempty"`
 	// content_type of the payload, application/json by default.
-	ContentType   string                 `protobuf:"bytes,10,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,11,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=at,proto3" json:"at,omitempty"`
+	ContentType string                 `protobuf:"bytes,10,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	IssuedBy    *Actor                 `protobuf:"bytes,11,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At          *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=at,proto3" json:"at,omitempty"`
+	// headers are the producer's headers of the event (names in lower
+	// case), for endpoint filters; they are not sent to receivers.
+	Headers       map[string]string `protobuf:"bytes,13,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1960,11 +1974,21 @@ func (x *EventPublished) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *EventPublished) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
 type PlannedDelivery struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	DeliveryId    string                 `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
 	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
 	ConfigVersion int64                  `protobuf:"varint,3,opt,name=config_version,json=configVersion,proto3" json:"config_version,omitempty"`
+	// filter_passed is set when the endpoint had a filter (at
+	// config_version) and the event passed it.
+	FilterPassed  bool `protobuf:"varint,4,opt,name=filter_passed,json=filterPassed,proto3" json:"filter_passed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2020,6 +2044,78 @@ func (x *PlannedDelivery) GetConfigVersion() int64 {
 	return 0
 }
 
+func (x *PlannedDelivery) GetFilterPassed() bool {
+	if x != nil {
+		return x.FilterPassed
+	}
+	return false
+}
+
+// FilteredEndpoint is an endpoint subscribed to the event's type whose
+// filter (at config_version) did not pass the event: no delivery was
+// planned for it.
+type FilteredEndpoint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EndpointId    string                 `protobuf:"bytes,1,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	ConfigVersion int64                  `protobuf:"varint,2,opt,name=config_version,json=configVersion,proto3" json:"config_version,omitempty"`
+	// error is set when the filter did not give true or false (a field the
+	// event lacks, a type mismatch, the cost limit): it counts as not passed.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FilteredEndpoint) Reset() {
+	*x = FilteredEndpoint{}
+	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FilteredEndpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FilteredEndpoint) ProtoMessage() {}
+
+func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FilteredEndpoint.ProtoReflect.Descriptor instead.
+func (*FilteredEndpoint) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *FilteredEndpoint) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *FilteredEndpoint) GetConfigVersion() int64 {
+	if x != nil {
+		return x.ConfigVersion
+	}
+	return 0
+}
+
+func (x *FilteredEndpoint) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // DeliveriesPlanned lists the endpoints chosen for an event at publish time.
 // It is appended in the same atomic append as EventPublished; a large fan-out
 // is split into several DeliveriesPlanned (chunk i of chunks) in that append.
@@ -2044,7 +2140,7 @@ type DeliveriesPlanned struct {
 
 func (x *DeliveriesPlanned) Reset() {
 	*x = DeliveriesPlanned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2152,7 @@ func (x *DeliveriesPlanned) String() string {
 func (*DeliveriesPlanned) ProtoMessage() {}
 
 func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2165,7 @@ func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveriesPlanned.ProtoReflect.Descriptor instead.
 func (*DeliveriesPlanned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeliveriesPlanned) GetTenantId() string {
@@ -2155,7 +2251,7 @@ type PlanRepair struct {
 
 func (x *PlanRepair) Reset() {
 	*x = PlanRepair{}
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2263,7 @@ func (x *PlanRepair) String() string {
 func (*PlanRepair) ProtoMessage() {}
 
 func (x *PlanRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2276,7 @@ func (x *PlanRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRepair.ProtoReflect.Descriptor instead.
 func (*PlanRepair) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PlanRepair) GetRunId() string {
@@ -2250,7 +2346,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2358,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2371,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Attempt) GetTenantId() string {
@@ -2413,7 +2509,7 @@ type AttemptSucceeded struct {
 
 func (x *AttemptSucceeded) Reset() {
 	*x = AttemptSucceeded{}
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2521,7 @@ func (x *AttemptSucceeded) String() string {
 func (*AttemptSucceeded) ProtoMessage() {}
 
 func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2534,7 @@ func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptSucceeded.ProtoReflect.Descriptor instead.
 func (*AttemptSucceeded) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AttemptSucceeded) GetAttempt() *Attempt {
@@ -2464,7 +2560,7 @@ type AttemptFailed struct {
 
 func (x *AttemptFailed) Reset() {
 	*x = AttemptFailed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2572,7 @@ func (x *AttemptFailed) String() string {
 func (*AttemptFailed) ProtoMessage() {}
 
 func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2585,7 @@ func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptFailed.ProtoReflect.Descriptor instead.
 func (*AttemptFailed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AttemptFailed) GetAttempt() *Attempt {
@@ -2537,7 +2633,7 @@ type DeliveryExpired struct {
 
 func (x *DeliveryExpired) Reset() {
 	*x = DeliveryExpired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2549,7 +2645,7 @@ func (x *DeliveryExpired) String() string {
 func (*DeliveryExpired) ProtoMessage() {}
 
 func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2562,7 +2658,7 @@ func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryExpired.ProtoReflect.Descriptor instead.
 func (*DeliveryExpired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeliveryExpired) GetTenantId() string {
@@ -2632,7 +2728,7 @@ type ReplayRequested struct {
 
 func (x *ReplayRequested) Reset() {
 	*x = ReplayRequested{}
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2644,7 +2740,7 @@ func (x *ReplayRequested) String() string {
 func (*ReplayRequested) ProtoMessage() {}
 
 func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2657,7 +2753,7 @@ func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequested.ProtoReflect.Descriptor instead.
 func (*ReplayRequested) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReplayRequested) GetTenantId() string {
@@ -2730,7 +2826,7 @@ type PortalTokenIssued struct {
 
 func (x *PortalTokenIssued) Reset() {
 	*x = PortalTokenIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2742,7 +2838,7 @@ func (x *PortalTokenIssued) String() string {
 func (*PortalTokenIssued) ProtoMessage() {}
 
 func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2755,7 +2851,7 @@ func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenIssued.ProtoReflect.Descriptor instead.
 func (*PortalTokenIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PortalTokenIssued) GetTenantId() string {
@@ -2827,7 +2923,7 @@ type PortalTokenRevoked struct {
 
 func (x *PortalTokenRevoked) Reset() {
 	*x = PortalTokenRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2839,7 +2935,7 @@ func (x *PortalTokenRevoked) String() string {
 func (*PortalTokenRevoked) ProtoMessage() {}
 
 func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2852,7 +2948,7 @@ func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenRevoked.ProtoReflect.Descriptor instead.
 func (*PortalTokenRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PortalTokenRevoked) GetTenantId() string {
@@ -2901,7 +2997,7 @@ type SecretResealed struct {
 
 func (x *SecretResealed) Reset() {
 	*x = SecretResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +3009,7 @@ func (x *SecretResealed) String() string {
 func (*SecretResealed) ProtoMessage() {}
 
 func (x *SecretResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3022,7 @@ func (x *SecretResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResealed.ProtoReflect.Descriptor instead.
 func (*SecretResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SecretResealed) GetTenantId() string {
@@ -2981,7 +3077,7 @@ type MasterKeyRegistered struct {
 
 func (x *MasterKeyRegistered) Reset() {
 	*x = MasterKeyRegistered{}
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2993,7 +3089,7 @@ func (x *MasterKeyRegistered) String() string {
 func (*MasterKeyRegistered) ProtoMessage() {}
 
 func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3006,7 +3102,7 @@ func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRegistered.ProtoReflect.Descriptor instead.
 func (*MasterKeyRegistered) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MasterKeyRegistered) GetKeyId() string {
@@ -3051,7 +3147,7 @@ type MasterKeyRetired struct {
 
 func (x *MasterKeyRetired) Reset() {
 	*x = MasterKeyRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3063,7 +3159,7 @@ func (x *MasterKeyRetired) String() string {
 func (*MasterKeyRetired) ProtoMessage() {}
 
 func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3076,7 +3172,7 @@ func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRetired.ProtoReflect.Descriptor instead.
 func (*MasterKeyRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MasterKeyRetired) GetKeyId() string {
@@ -3123,7 +3219,7 @@ type ReconcileRepaired struct {
 
 func (x *ReconcileRepaired) Reset() {
 	*x = ReconcileRepaired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3135,7 +3231,7 @@ func (x *ReconcileRepaired) String() string {
 func (*ReconcileRepaired) ProtoMessage() {}
 
 func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3148,7 +3244,7 @@ func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
 func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReconcileRepaired) GetRunId() string {
@@ -3270,7 +3366,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x15\n" +
 	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12/\n" +
 	"\tissued_by\x18\x03 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xb0\x03\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc8\x03\n" +
 	"\x0eEndpointConfig\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -3284,7 +3380,8 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\fmax_attempts\x18\b \x01(\x05R\vmaxAttempts\x12!\n" +
 	"\fsign_ed25519\x18\t \x01(\bR\vsignEd25519\x12E\n" +
 	"\bmetadata\x18\n" +
-	" \x03(\v2).hookline.v1.EndpointConfig.MetadataEntryR\bmetadata\x1a;\n" +
+	" \x03(\v2).hookline.v1.EndpointConfig.MetadataEntryR\bmetadata\x12\x16\n" +
+	"\x06filter\x18\v \x01(\tR\x06filter\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x01\n" +
@@ -3389,7 +3486,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12*\n" +
-	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd0\x03\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd0\x04\n" +
 	"\x0eEventPublished\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1d\n" +
@@ -3405,13 +3502,23 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\fcontent_type\x18\n" +
 	" \x01(\tR\vcontentType\x12/\n" +
 	"\tissued_by\x18\v \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"z\n" +
+	"\x02at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12B\n" +
+	"\aheaders\x18\r \x03(\v2(.hookline.v1.EventPublished.HeadersEntryR\aheaders\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x01\n" +
 	"\x0fPlannedDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12%\n" +
-	"\x0econfig_version\x18\x03 \x01(\x03R\rconfigVersion\"\xee\x02\n" +
+	"\x0econfig_version\x18\x03 \x01(\x03R\rconfigVersion\x12#\n" +
+	"\rfilter_passed\x18\x04 \x01(\bR\ffilterPassed\"p\n" +
+	"\x10FilteredEndpoint\x12\x1f\n" +
+	"\vendpoint_id\x18\x01 \x01(\tR\n" +
+	"endpointId\x12%\n" +
+	"\x0econfig_version\x18\x02 \x01(\x03R\rconfigVersion\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xee\x02\n" +
 	"\x11DeliveriesPlanned\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1d\n" +
@@ -3569,7 +3676,7 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(ErrorClass)(0),               // 0: hookline.v1.ErrorClass
 	(Actor_Kind)(0),               // 1: hookline.v1.Actor.Kind
@@ -3597,102 +3704,105 @@ var file_hookline_v1_events_proto_goTypes = []any{
 	(*CircuitClosed)(nil),         // 23: hookline.v1.CircuitClosed
 	(*EventPublished)(nil),        // 24: hookline.v1.EventPublished
 	(*PlannedDelivery)(nil),       // 25: hookline.v1.PlannedDelivery
-	(*DeliveriesPlanned)(nil),     // 26: hookline.v1.DeliveriesPlanned
-	(*PlanRepair)(nil),            // 27: hookline.v1.PlanRepair
-	(*Attempt)(nil),               // 28: hookline.v1.Attempt
-	(*AttemptSucceeded)(nil),      // 29: hookline.v1.AttemptSucceeded
-	(*AttemptFailed)(nil),         // 30: hookline.v1.AttemptFailed
-	(*DeliveryExpired)(nil),       // 31: hookline.v1.DeliveryExpired
-	(*ReplayRequested)(nil),       // 32: hookline.v1.ReplayRequested
-	(*PortalTokenIssued)(nil),     // 33: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),    // 34: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),        // 35: hookline.v1.SecretResealed
-	(*MasterKeyRegistered)(nil),   // 36: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),      // 37: hookline.v1.MasterKeyRetired
-	(*ReconcileRepaired)(nil),     // 38: hookline.v1.ReconcileRepaired
-	nil,                           // 39: hookline.v1.EndpointConfig.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
+	(*FilteredEndpoint)(nil),      // 26: hookline.v1.FilteredEndpoint
+	(*DeliveriesPlanned)(nil),     // 27: hookline.v1.DeliveriesPlanned
+	(*PlanRepair)(nil),            // 28: hookline.v1.PlanRepair
+	(*Attempt)(nil),               // 29: hookline.v1.Attempt
+	(*AttemptSucceeded)(nil),      // 30: hookline.v1.AttemptSucceeded
+	(*AttemptFailed)(nil),         // 31: hookline.v1.AttemptFailed
+	(*DeliveryExpired)(nil),       // 32: hookline.v1.DeliveryExpired
+	(*ReplayRequested)(nil),       // 33: hookline.v1.ReplayRequested
+	(*PortalTokenIssued)(nil),     // 34: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),    // 35: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),        // 36: hookline.v1.SecretResealed
+	(*MasterKeyRegistered)(nil),   // 37: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),      // 38: hookline.v1.MasterKeyRetired
+	(*ReconcileRepaired)(nil),     // 39: hookline.v1.ReconcileRepaired
+	nil,                           // 40: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                           // 41: hookline.v1.EventPublished.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 42: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	1,  // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
 	6,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
 	5,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	40, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	42, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
 	6,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
 	5,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	40, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	42, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
 	5,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	40, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	42, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
 	5,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	40, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
-	39, // 11: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	42, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	40, // 11: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
 	11, // 12: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
 	12, // 13: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
 	5,  // 14: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	40, // 15: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	42, // 15: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
 	11, // 16: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
 	5,  // 17: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	40, // 18: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	42, // 18: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
 	12, // 19: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
 	12, // 20: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	40, // 21: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	42, // 21: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
 	5,  // 22: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	40, // 23: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	42, // 23: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
 	2,  // 24: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
 	5,  // 25: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	40, // 26: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	42, // 26: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
 	3,  // 27: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
 	5,  // 28: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	40, // 29: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	42, // 29: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
 	5,  // 30: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	40, // 31: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	42, // 31: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
 	5,  // 32: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	40, // 33: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	42, // 33: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
 	5,  // 34: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	40, // 35: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	42, // 35: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
 	0,  // 36: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	40, // 37: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	40, // 38: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	40, // 39: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	40, // 40: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	40, // 41: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	42, // 37: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	42, // 38: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	42, // 39: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	42, // 40: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	42, // 41: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
 	5,  // 42: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	40, // 43: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	25, // 44: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	40, // 45: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	40, // 46: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	27, // 47: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	5,  // 48: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	40, // 49: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	40, // 50: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 51: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	5,  // 52: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	28, // 53: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	28, // 54: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	40, // 55: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	40, // 56: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	40, // 57: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	5,  // 58: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	40, // 59: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	40, // 60: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	5,  // 61: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	40, // 62: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	5,  // 63: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	40, // 64: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	12, // 65: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	5,  // 66: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	40, // 67: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	40, // 68: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	5,  // 69: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	40, // 70: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	4,  // 71: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	5,  // 72: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	40, // 73: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	74, // [74:74] is the sub-list for method output_type
-	74, // [74:74] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	42, // 43: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	41, // 44: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	25, // 45: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	42, // 46: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	42, // 47: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	28, // 48: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	5,  // 49: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	42, // 50: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	42, // 51: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 52: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	5,  // 53: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	29, // 54: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	29, // 55: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	42, // 56: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	42, // 57: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	42, // 58: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	5,  // 59: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	42, // 60: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	42, // 61: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 62: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	42, // 63: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	5,  // 64: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	42, // 65: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	12, // 66: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	5,  // 67: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	42, // 68: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	42, // 69: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	5,  // 70: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	42, // 71: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	4,  // 72: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	5,  // 73: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	42, // 74: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	75, // [75:75] is the sub-list for method output_type
+	75, // [75:75] is the sub-list for method input_type
+	75, // [75:75] is the sub-list for extension type_name
+	75, // [75:75] is the sub-list for extension extendee
+	0,  // [0:75] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -3706,7 +3816,7 @@ func file_hookline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
