@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/interpreter"
+
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
 
 // Event is what a filter sees of one published event.
@@ -19,6 +21,15 @@ type Event struct {
 	ObjectID      string
 	ContentType   string
 	OccurredAt    time.Time
+}
+
+// EventOf returns what a filter sees of a published event.
+func EventOf(p *hooklinev1.EventPublished) Event {
+	return Event{
+		Type: p.GetEventType(), ID: p.GetEventId(), Payload: p.GetPayload(), Headers: p.GetHeaders(),
+		SchemaVersion: p.GetSchemaVersion(), ObjectID: p.GetObjectId(), ContentType: p.GetContentType(),
+		OccurredAt: p.GetOccurredAt().AsTime(),
+	}
 }
 
 // Input is one event made ready for every filter that looks at it: made

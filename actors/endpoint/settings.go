@@ -46,6 +46,7 @@ func configOf(s *controlv1.EndpointSettings) *hooklinev1.EndpointConfig {
 		MaxAttempts:   s.GetMaxAttempts(),
 		SignEd25519:   s.GetSignEd25519(),
 		Metadata:      maps.Clone(s.GetMetadata()),
+		Filter:        s.GetFilter(),
 	}
 }
 
@@ -64,6 +65,7 @@ func settingsOf(c *hooklinev1.EndpointConfig) *controlv1.EndpointSettings {
 		MaxAttempts:   c.GetMaxAttempts(),
 		SignEd25519:   c.GetSignEd25519(),
 		Metadata:      maps.Clone(c.GetMetadata()),
+		Filter:        c.GetFilter(),
 	}
 }
 

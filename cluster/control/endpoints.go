@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/hookline/hookline/filter"
 	"github.com/hookline/hookline/projections/registry"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -108,6 +109,11 @@ func checkSettings(st *controlv1.EndpointSettings) error {
 		}
 		if err := checkEventType(fmt.Sprintf("settings.event_types[%d]", i), t); err != nil {
 			return err
+		}
+	}
+	if src := st.GetFilter(); src != "" {
+		if _, err := filter.Compile(src); err != nil {
+			return invalid("settings.filter", "%v", err)
 		}
 	}
 	return nil
@@ -229,6 +235,7 @@ func endpointView(e registry.Endpoint) *controlv1.Endpoint {
 			MaxAttempts:   c.GetMaxAttempts(),
 			SignEd25519:   c.GetSignEd25519(),
 			Metadata:      c.GetMetadata(),
+			Filter:        c.GetFilter(),
 		},
 		CreatedAt: timestamppb.New(e.CreatedAt),
 		UpdatedAt: timestamppb.New(e.UpdatedAt),

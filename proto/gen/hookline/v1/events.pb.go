@@ -2133,7 +2133,12 @@ type DeliveriesPlanned struct {
 	// repair is set on a chunk that reconciliation appended after the
 	// publish, to plan deliveries that the publish's own plan missed: it is
 	// not one of the publish's chunks (chunk and chunks count those).
-	Repair        *PlanRepair `protobuf:"bytes,9,opt,name=repair,proto3" json:"repair,omitempty"`
+	Repair *PlanRepair `protobuf:"bytes,9,opt,name=repair,proto3" json:"repair,omitempty"`
+	// filtered are the subscribed endpoints of this chunk's partition whose
+	// filter did not pass the event, so that history and reconciliation
+	// tell "filtered out" from "missing". Counted with deliveries in a
+	// chunk's bound.
+	Filtered      []*FilteredEndpoint `protobuf:"bytes,10,rep,name=filtered,proto3" json:"filtered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2227,6 +2232,13 @@ func (x *DeliveriesPlanned) GetExpiresAt() *timestamppb.Timestamp {
 func (x *DeliveriesPlanned) GetRepair() *PlanRepair {
 	if x != nil {
 		return x.Repair
+	}
+	return nil
+}
+
+func (x *DeliveriesPlanned) GetFiltered() []*FilteredEndpoint {
+	if x != nil {
+		return x.Filtered
 	}
 	return nil
 }
@@ -3518,7 +3530,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\vendpoint_id\x18\x01 \x01(\tR\n" +
 	"endpointId\x12%\n" +
 	"\x0econfig_version\x18\x02 \x01(\x03R\rconfigVersion\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\xee\x02\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xa9\x03\n" +
 	"\x11DeliveriesPlanned\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1d\n" +
@@ -3532,7 +3544,9 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x129\n" +
 	"\n" +
 	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12/\n" +
-	"\x06repair\x18\t \x01(\v2\x17.hookline.v1.PlanRepairR\x06repair\"\xc4\x01\n" +
+	"\x06repair\x18\t \x01(\v2\x17.hookline.v1.PlanRepairR\x06repair\x129\n" +
+	"\bfiltered\x18\n" +
+	" \x03(\v2\x1d.hookline.v1.FilteredEndpointR\bfiltered\"\xc4\x01\n" +
 	"\n" +
 	"PlanRepair\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
@@ -3772,37 +3786,38 @@ var file_hookline_v1_events_proto_depIdxs = []int32{
 	42, // 46: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
 	42, // 47: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
 	28, // 48: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	5,  // 49: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	42, // 50: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	42, // 51: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 52: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	5,  // 53: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	29, // 54: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	29, // 55: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	42, // 56: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	42, // 57: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	42, // 58: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	5,  // 59: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	42, // 60: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	42, // 61: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	5,  // 62: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	42, // 63: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	5,  // 64: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	42, // 65: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	12, // 66: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	5,  // 67: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	42, // 68: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	42, // 69: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	5,  // 70: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	42, // 71: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	4,  // 72: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	5,  // 73: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	42, // 74: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	75, // [75:75] is the sub-list for method output_type
-	75, // [75:75] is the sub-list for method input_type
-	75, // [75:75] is the sub-list for extension type_name
-	75, // [75:75] is the sub-list for extension extendee
-	0,  // [0:75] is the sub-list for field type_name
+	26, // 49: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
+	5,  // 50: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	42, // 51: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	42, // 52: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 53: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	5,  // 54: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	29, // 55: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	29, // 56: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	42, // 57: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	42, // 58: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	42, // 59: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	5,  // 60: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	42, // 61: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	42, // 62: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 63: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	42, // 64: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	5,  // 65: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	42, // 66: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	12, // 67: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	5,  // 68: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	42, // 69: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	42, // 70: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	5,  // 71: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	42, // 72: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	4,  // 73: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	5,  // 74: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	42, // 75: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	76, // [76:76] is the sub-list for method output_type
+	76, // [76:76] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }

@@ -2584,7 +2584,10 @@ type PublishResponse struct {
 	EventId    string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	Deliveries []*v1.PlannedDelivery  `protobuf:"bytes,2,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
 	// duplicate is true when the event had already been accepted.
-	Duplicate     bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	Duplicate bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// filtered are the subscribed endpoints whose filter did not pass the
+	// event: nothing was planned for them.
+	Filtered      []*v1.FilteredEndpoint `protobuf:"bytes,4,rep,name=filtered,proto3" json:"filtered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2638,6 +2641,13 @@ func (x *PublishResponse) GetDuplicate() bool {
 		return x.Duplicate
 	}
 	return false
+}
+
+func (x *PublishResponse) GetFiltered() []*v1.FilteredEndpoint {
+	if x != nil {
+		return x.Filtered
+	}
+	return nil
 }
 
 type PublishBatchRequest struct {
@@ -3607,13 +3617,14 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\aheaders\x18\v \x03(\v2(.hookline.v1.PublishRequest.HeadersEntryR\aheaders\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x88\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc3\x01\n" +
 	"\x0fPublishResponse\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12<\n" +
 	"\n" +
 	"deliveries\x18\x02 \x03(\v2\x1c.hookline.v1.PlannedDeliveryR\n" +
 	"deliveries\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"g\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x129\n" +
+	"\bfiltered\x18\x04 \x03(\v2\x1d.hookline.v1.FilteredEndpointR\bfiltered\"g\n" +
 	"\x13PublishBatchRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x123\n" +
 	"\x06events\x18\x02 \x03(\v2\x1b.hookline.v1.PublishRequestR\x06events\"\x8d\x01\n" +
@@ -3781,7 +3792,8 @@ var file_hookline_v1_control_proto_goTypes = []any{
 	(*fieldmaskpb.FieldMask)(nil),  // 54: google.protobuf.FieldMask
 	(*structpb.Value)(nil),         // 55: google.protobuf.Value
 	(*v1.PlannedDelivery)(nil),     // 56: hookline.v1.PlannedDelivery
-	(*v1.Attempt)(nil),             // 57: hookline.v1.Attempt
+	(*v1.FilteredEndpoint)(nil),    // 57: hookline.v1.FilteredEndpoint
+	(*v1.Attempt)(nil),             // 58: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
 	52, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
@@ -3824,71 +3836,72 @@ var file_hookline_v1_control_proto_depIdxs = []int32{
 	55, // 37: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
 	51, // 38: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
 	56, // 39: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	36, // 40: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
-	37, // 41: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
-	39, // 42: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	53, // 43: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
-	42, // 44: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
-	53, // 45: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	53, // 46: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	48, // 47: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	53, // 48: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	53, // 49: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	53, // 50: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	57, // 51: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	5,  // 52: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	6,  // 53: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	8,  // 54: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	10, // 55: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	11, // 56: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	3,  // 57: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
-	15, // 58: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	17, // 59: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	18, // 60: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	20, // 61: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	21, // 62: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	23, // 63: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	24, // 64: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	25, // 65: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	26, // 66: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	29, // 67: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	30, // 68: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	36, // 69: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	38, // 70: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	41, // 71: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
-	32, // 72: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
-	44, // 73: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	46, // 74: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	47, // 75: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	13, // 76: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	13, // 77: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	9,  // 78: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	13, // 79: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	13, // 80: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	4,  // 81: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
-	16, // 82: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	28, // 83: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	19, // 84: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	28, // 85: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	22, // 86: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	28, // 87: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	28, // 88: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	28, // 89: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	28, // 90: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	31, // 91: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	31, // 92: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	37, // 93: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	40, // 94: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	43, // 95: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
-	33, // 96: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
-	45, // 97: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	48, // 98: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	48, // 99: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	76, // [76:100] is the sub-list for method output_type
-	52, // [52:76] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	57, // 40: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
+	36, // 41: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
+	37, // 42: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
+	39, // 43: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
+	53, // 44: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	42, // 45: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
+	53, // 46: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	53, // 47: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	48, // 48: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	53, // 49: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	53, // 50: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	53, // 51: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	58, // 52: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	5,  // 53: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	6,  // 54: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	8,  // 55: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	10, // 56: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	11, // 57: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	3,  // 58: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
+	15, // 59: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	17, // 60: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	18, // 61: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	20, // 62: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	21, // 63: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	23, // 64: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	24, // 65: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	25, // 66: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	26, // 67: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	29, // 68: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	30, // 69: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	36, // 70: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	38, // 71: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	41, // 72: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	32, // 73: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
+	44, // 74: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	46, // 75: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	47, // 76: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	13, // 77: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	13, // 78: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	9,  // 79: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	13, // 80: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	13, // 81: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	4,  // 82: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
+	16, // 83: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	28, // 84: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	19, // 85: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	28, // 86: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	22, // 87: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	28, // 88: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	28, // 89: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	28, // 90: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	28, // 91: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	31, // 92: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	31, // 93: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	37, // 94: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	40, // 95: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	43, // 96: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	33, // 97: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
+	45, // 98: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	48, // 99: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	48, // 100: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	77, // [77:101] is the sub-list for method output_type
+	53, // [53:77] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
