@@ -119,8 +119,17 @@ func checkSettings(st *controlv1.EndpointSettings) error {
 	return nil
 }
 
-// GetEndpoint returns an endpoint.
+// GetEndpoint returns an endpoint: from its grain, or with as_of as it
+// was then, from the log (see endpointAsOf).
 func (s *Server) GetEndpoint(ctx context.Context, req *controlv1.GetEndpointRequest) (*controlv1.Endpoint, error) {
+	if req.GetAsOf() != "" {
+		tenantID, _, err := tenantFor(ctx, req.GetTenantId())
+		if err != nil {
+			return nil, err
+		}
+		v, err := s.endpointAsOf(ctx, tenantID, req.GetEndpointId(), req.GetAsOf())
+		return v, toStatus(err)
+	}
 	reply, err := s.endpointCommand(ctx, req.GetTenantId(), req.GetEndpointId(), false, func(c *controlv1.EndpointCommand) {
 		c.Command = &controlv1.EndpointCommand_Get{Get: req}
 	})
