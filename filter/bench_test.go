@@ -47,3 +47,33 @@ func BenchmarkInput(b *testing.B) {
 		filter.NewInput(filter.Event{Type: "invoice.paid", Payload: payload}).Data()
 	}
 }
+
+// BenchmarkPublishRoute measures what one publish pays for filters on
+// every one of its four endpoints: the payload parsed once and four
+// filters (those of BenchmarkPublishFilters in cluster/e2e).
+func BenchmarkPublishRoute(b *testing.B) {
+	payload := []byte(`{"invoice":"inv_1001","amount":4200,"currency":"EUR","customer":{"id":"cus_9","vip":true,"country":"DE"},` +
+		`"items":[` + strings.TrimSuffix(strings.Repeat(`{"sku":"SKU-1","qty":1,"price":100},`, 20), ",") + `],"note":"` + strings.Repeat("x", 600) + `"}`)
+	var fs []*filter.Filter
+	for _, src := range []string{
+		`data.amount >= 1000 && data.currency == "EUR"`,
+		`headers["x-region"] == "eu" && data.customer.country in ["DE", "FR"]`,
+		`data.items.exists(i, i.sku.startsWith("SKU-"))`,
+		`type == "invoice.paid" && has(data.customer.vip)`,
+	} {
+		f, err := filter.Compile(src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fs = append(fs, f)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		in := filter.NewInput(filter.Event{Type: "invoice.paid", Payload: payload, Headers: map[string]string{"x-region": "eu"}})
+		for _, f := range fs {
+			if ok, err := f.Match(in); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	}
+}

@@ -110,7 +110,7 @@ func Compile(src string) (*Filter, error) {
 	if est.Max > CostLimit {
 		return nil, &Error{Msg: fmt.Sprintf("may cost up to %d units on an event with %d-entry lists, over the limit of %d: avoid loops inside loops over the event's lists", est.Max, SizeHint, CostLimit)}
 	}
-	prg, err := env.Program(ast, cel.CostLimit(CostLimit))
+	prg, err := env.Program(ast, cel.CostLimit(CostLimit), cel.EvalOptions(cel.OptOptimize))
 	if err != nil {
 		return nil, &Error{Msg: fmt.Sprintf("cannot be planned: %v", err)}
 	}

@@ -1,7 +1,6 @@
 package filter
 
 import (
-	"encoding/json"
 	"sync"
 	"time"
 
@@ -85,8 +84,7 @@ func (*Input) Parent() interpreter.Activation { return nil }
 func (in *Input) Data() any {
 	in.once.Do(func() {
 		in.data = types.NullValue
-		var v any
-		if err := json.Unmarshal(in.ev.Payload, &v); err == nil && v != nil {
+		if v, err := parseJSON(in.ev.Payload); err == nil && v != nil {
 			in.data = v
 		}
 	})
