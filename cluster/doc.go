@@ -30,18 +30,23 @@
 //
 // # Pitfalls, and how they are handled
 //
-//   - RequestFuture applies its call options to a package-global default
-//     configuration shared by all callers. Requests go through
-//     Cluster.Request, which builds fresh options per call.
+//   - The cluster's RequestFuture applies its call options to a
+//     package-global default configuration shared by all callers, and its
+//     Request retries on timeouts (running a command twice) and reports a
+//     dead letter and a timeout alike. [Node.Request] finds the PID itself
+//     (the PID cache, or the identity lookup) and requests through the
+//     actor system's root context, one attempt at a time.
 //   - protoactor's request takes no context. Each attempt runs in its own
 //     goroutine bounded by a timeout; Request returns when the caller's
 //     context ends, and Stop waits for the attempts still running.
 //   - The first request after a member died can go to the dead member (its
 //     PIDs are cached, or failure detection has not removed it yet) and
 //     time out. Request makes at most three attempts, each bounded by
-//     Config.RequestTimeout, forgetting the cached PID between them. A
-//     graceful leave is seen by the others within milliseconds; a crash,
-//     within memberlist's suspicion time.
+//     Config.RequestTimeout, forgetting the cached PID between them; an
+//     attempt that may have reached the grain is repeated only when that is
+//     safe (a request id, or a command that changes nothing), so a command
+//     never runs twice. A graceful leave is seen by the others within
+//     milliseconds; a crash, within memberlist's suspicion time.
 //   - protoactor's remote redials a lost member five times, two seconds
 //     apart, which holds its endpoint writer for ten seconds and slows
 //     shutdown. The node sets it to one try: membership decides who is

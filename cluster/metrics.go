@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hookline/hookline/actors/endpoint"
+	"github.com/hookline/hookline/actors/tenant"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
@@ -64,7 +66,7 @@ func newMetrics() *metrics {
 			Name: "hookline_replays_total", Help: "Manual replays: requested, and the results of their attempts.",
 		}, []string{"outcome"}),
 		circuits: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "hookline_circuits", Help: "Endpoints whose circuit breaker is in each state (closed endpoints with no transition are not counted).",
+			Name: "hookline_circuits", Help: "Endpoints whose circuit breaker is open or half-open (closed ones are not counted).",
 		}, []string{"state"}),
 	}
 	v := m.view
@@ -102,6 +104,15 @@ func (m *metrics) nodeGauges(s *Server) {
 	}, func() float64 { return float64(s.runner.Stats().Records) }))
 	gauge("hookline_partitions_owned", "Delivery partitions this node owns.", func() float64 { return float64(s.runner.Stats().Owned) })
 	gauge("hookline_partitions_live", "Owned delivery partitions that are caught up and served.", func() float64 { return float64(s.runner.Stats().Live) })
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "hookline_wakes_sent_total", Help: "Wake hints sent to endpoint grains.",
+	}, func() float64 { return float64(s.waker.sent.Load()) }))
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "hookline_wakes_held_back_total", Help: "Wake hints not sent: the endpoint is paused or disabled.",
+	}, func() float64 { return float64(s.waker.skipped.Load()) }))
+	gauge("hookline_grains_active", "Tenant and endpoint grains active on this node (idle ones passivate).", func() float64 {
+		return float64(s.activeGrains())
+	})
 	gauge("hookline_dispatch_slots_used", "Attempt slots in use on this node.", func() float64 { return float64(s.dispatch.Stats().Used) })
 	gauge("hookline_dispatch_waiting_new", "New deliveries waiting for an attempt slot (tenant throttling).", func() float64 {
 		return float64(s.dispatch.Stats().Waiting[0])
@@ -160,7 +171,7 @@ func (m *metrics) reconcileGauges(s *Server) {
 type metricsView struct {
 	mu      sync.Mutex           // guards planned, circuit, attempted, all
 	planned map[string]time.Time // delivery id → planned time, until its first attempt
-	circuit map[string]string    // endpoint id → state
+	circuit map[string]string    // endpoint id → state, open or half-open only
 	// attempted counts deliveries with a first attempt; all counts attempts.
 	attempted, all float64
 
@@ -246,10 +257,17 @@ func (v *metricsView) attempt(a *hooklinev1.Attempt, result string) {
 	delete(v.planned, a.GetDeliveryId())
 }
 
-// setCircuit moves an endpoint's breaker state. v.mu must be held.
+// setCircuit moves an endpoint's breaker state. Closed circuits are not
+// kept: the map holds only the endpoints whose circuit is open or
+// half-open now, however many endpoints ever had a transition. v.mu must
+// be held.
 func (v *metricsView) setCircuit(endpointID, state string) {
 	if old, ok := v.circuit[endpointID]; ok {
 		v.circuits.WithLabelValues(old).Dec()
+	}
+	if state == "closed" {
+		delete(v.circuit, endpointID)
+		return
 	}
 	v.circuit[endpointID] = state
 	v.circuits.WithLabelValues(state).Inc()
@@ -287,4 +305,19 @@ func (l timedLog) Append(ctx context.Context, stream string, expected events.Exp
 	res, err := l.Log.Append(ctx, stream, expected, evs...)
 	l.seconds.WithLabelValues(events.Category(stream)).Observe(time.Since(start).Seconds())
 	return res, err
+}
+
+// activeGrains counts the tenant and endpoint grains active on this node.
+func (s *Server) activeGrains() int {
+	n := s.started.Load()
+	if n == nil {
+		return 0
+	}
+	total := 0
+	for _, k := range []string{tenant.Kind, endpoint.Kind} {
+		if ak, ok := n.cluster.TryGetClusterKind(k); ok {
+			total += int(ak.Count())
+		}
+	}
+	return total
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/cluster/memberlist"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
 // Sentinel errors of [Node.Request] and [Node.Stop].
@@ -37,6 +38,7 @@ const (
 	// died can go to the dead member (its grains' PIDs are still cached,
 	// or failure detection has not removed it yet) and time out; the
 	// retry asks the identity lookup again and reaches the new owner.
+	// Only what is safe to repeat is repeated (see Request).
 	requestAttempts = 3
 	// retryPause is the pause before the second attempt, doubled before
 	// the third: enough for a topology change in flight to land.
@@ -197,10 +199,21 @@ func abandon(c *pcluster.Cluster, p *memberlist.Provider) {
 // Request sends msg to the grain kind/identity, activating it on its owner
 // if needed, and returns the grain's answer. It makes at most three
 // attempts, each bounded by Config.RequestTimeout and by ctx: the first
-// attempt after a member died may time out on the dead member, and the next
-// one reaches the grain's new owner. Errors wrap [ErrUnavailable] after the
-// last attempt, [ErrStopped] once Stop has begun, or ctx's error.
+// attempt after a member died may go to the dead member, and the next one
+// reaches the grain's new owner.
+//
+// A command must run once, so an attempt that may have reached the grain
+// is repeated only when repeating it is safe (see retrySafe): msg carries a
+// request id (the grain answers a repeat from the events of the first run),
+// or it changes nothing. An attempt that cannot have reached the grain (no
+// owner answered the lookup, or the message went to dead letters: the
+// grain had stopped) is always repeated; so is an answer in which the grain
+// says it did not act (it was stopping: ABORTED or UNAVAILABLE) when
+// repeating is safe. Errors wrap [ErrUnavailable] when no attempt is left
+// or repeating is not safe, [ErrStopped] once Stop has begun, or ctx's
+// error.
 func (n *Node) Request(ctx context.Context, kind, identity string, msg proto.Message) (proto.Message, error) {
+	safe := retrySafe(msg)
 	var last error
 	for attempt := 1; attempt <= requestAttempts; attempt++ {
 		if attempt > 1 {
@@ -218,11 +231,18 @@ func (n *Node) Request(ctx context.Context, kind, identity string, msg proto.Mes
 			if !ok {
 				return nil, fmt.Errorf("request %s/%s: answer %T is not a protobuf message", kind, identity, resp)
 			}
+			if safe && attempt < requestAttempts && stoppedAnswer(m) {
+				last = fmt.Errorf("the grain was stopping: %v", m)
+				continue
+			}
 			return m, nil
 		case errors.Is(err, ErrStopped):
 			return nil, fmt.Errorf("request %s/%s: %w", kind, identity, err)
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("request %s/%s: %w", kind, identity, ctx.Err())
+		case !errors.Is(err, errNotDelivered) && !safe:
+			// It may have run: running it again could do it twice.
+			return nil, fmt.Errorf("request %s/%s: %w (not repeated: it may have run, and it carries no request id): %w", kind, identity, ErrUnavailable, err)
 		}
 		last = err
 		n.log.Debug("cluster request attempt failed", slog.String("kind", kind), slog.String("identity", identity),
@@ -231,11 +251,60 @@ func (n *Node) Request(ctx context.Context, kind, identity string, msg proto.Mes
 	return nil, fmt.Errorf("request %s/%s: %w after %d attempts: %w", kind, identity, ErrUnavailable, requestAttempts, last)
 }
 
-// attempt makes one request through protoactor's cluster context. It calls
-// Cluster.Request, which builds fresh call options per call, with its own
-// timeout and a single try (the retries are Request's); RequestFuture is
-// avoided because it applies options to a package-global configuration
-// shared by every caller.
+// Tell sends msg to the grain kind/identity without waiting for its
+// answer when the grain is active on this node: a hint (a wake) then costs
+// one message, not a round trip. A grain not active here is reached by
+// Request, which activates it on its owner. Like any hint, msg may be lost
+// (the grain may stop as it is sent); an error says it was not delivered.
+func (n *Node) Tell(ctx context.Context, kind, identity string, msg proto.Message) error {
+	if pid, ok := n.cluster.PidCache.Get(identity, kind); ok && pid.Address == n.system.Address() {
+		if _, alive := n.system.ProcessRegistry.GetLocal(pid.Id); alive {
+			n.system.Root.Send(actor.NewPID(pid.Address, pid.Id), msg)
+			return nil
+		}
+	}
+	_, err := n.Request(ctx, kind, identity, msg)
+	return err
+}
+
+// errNotDelivered marks an attempt that cannot have reached the grain.
+var errNotDelivered = errors.New("not delivered")
+
+// retrySafe reports whether msg may be sent again after an attempt that
+// may have reached the grain: it carries a request id, or it is a grain
+// command that changes nothing (a wake, a read, a quota lease).
+func retrySafe(msg proto.Message) bool {
+	if r, ok := msg.(interface{ GetRequestId() string }); ok && r.GetRequestId() != "" {
+		return true
+	}
+	switch m := msg.(type) {
+	case *controlv1.EndpointCommand:
+		return m.GetWake() != nil || m.GetGet() != nil || m.GetGetRecovery() != nil || m.GetListRecoveries() != nil
+	case *controlv1.TenantCommand:
+		return m.GetGet() != nil || m.GetLease() != nil
+	}
+	return false
+}
+
+// stoppedAnswer reports whether a grain's answer says it did not act
+// because it was stopping (or had lost its stream to another activation).
+func stoppedAnswer(m proto.Message) bool {
+	e, ok := m.(interface{ GetError() *controlv1.GrainError })
+	if !ok || e.GetError() == nil {
+		return false
+	}
+	switch e.GetError().GetCode() {
+	case controlv1.GrainError_CODE_ABORTED, controlv1.GrainError_CODE_UNAVAILABLE:
+		return true
+	}
+	return false
+}
+
+// attempt makes one request: it finds the grain's PID (the cache, or the
+// identity lookup, which activates the grain on its owner) and requests
+// through the actor system's root context, with its own timeout. An
+// attempt whose message cannot have reached the grain fails with
+// errNotDelivered; one that timed out may have reached it.
 func (n *Node) attempt(ctx context.Context, kind, identity string, msg proto.Message) (any, error) {
 	timeout := n.cfg.RequestTimeout
 	if deadline, ok := ctx.Deadline(); ok {
@@ -259,8 +328,35 @@ func (n *Node) attempt(ctx context.Context, kind, identity string, msg proto.Mes
 	done := make(chan answer, 1)
 	go func() {
 		defer n.attempts.Done()
-		resp, err := n.cluster.Request(identity, kind, msg,
-			pcluster.WithTimeout(timeout), pcluster.WithRetryCount(1))
+		pid, _ := n.cluster.PidCache.Get(identity, kind)
+		if pid != nil && pid.Address == n.system.Address() {
+			if _, alive := n.system.ProcessRegistry.GetLocal(pid.Id); !alive {
+				// A grain of this node that stopped (passivated): ask the
+				// lookup at once rather than meet its dead letter.
+				n.cluster.PidCache.Remove(identity, kind)
+				pid = nil
+			}
+		}
+		if pid == nil {
+			// The owner's placement actor activates the grain; nil when no
+			// member hosts the kind or the owner did not answer in time.
+			got := n.cluster.Get(identity, kind)
+			if got == nil {
+				done <- answer{err: fmt.Errorf("no owner of %s/%s answered: %w", kind, identity, errNotDelivered)}
+				return
+			}
+			pid = actor.NewPID(got.Address, got.Id)
+			n.cluster.PidCache.Set(identity, kind, pid)
+		}
+		// Send through a copy: a PID remembers the process it last reached,
+		// so a cached PID that reached a grain of this node would keep the
+		// whole grain in memory after it passivated (until the cache entry
+		// is used again or dropped).
+		resp, err := n.system.Root.RequestFuture(actor.NewPID(pid.Address, pid.Id), msg, timeout).Result()
+		if errors.Is(err, actor.ErrDeadLetter) || errors.Is(err, remote.ErrDeadLetter) {
+			n.cluster.PidCache.Remove(identity, kind)
+			err = fmt.Errorf("%w: %w", errNotDelivered, err)
+		}
 		done <- answer{resp, err}
 	}()
 	actx, cancel := context.WithTimeout(ctx, timeout)
@@ -269,9 +365,9 @@ func (n *Node) attempt(ctx context.Context, kind, identity string, msg proto.Mes
 	case a := <-done:
 		return a.resp, a.err
 	case <-actx.Done():
-		// protoactor's request is still running (its identity lookup may
-		// wait up to five seconds on an unreachable owner); it ends on its
-		// own and Stop waits for it.
+		// The activation may still be under way (the lookup waits up to
+		// RequestTimeout on an unreachable owner); it ends on its own and
+		// Stop waits for it.
 		return nil, fmt.Errorf("attempt: %w", actx.Err())
 	}
 }

@@ -135,6 +135,10 @@ type ServerConfig struct {
 	// grain does not pull before reconcile reports it; 0 means
 	// reconcile.DefaultNotPulledAfter (1 min).
 	NotPulledAfter time.Duration
+	// IdleAfter is the quiet period after which an idle tenant or endpoint
+	// grain passivates (leaves memory until its next message); zero means
+	// the grains' default (2 min).
+	IdleAfter time.Duration
 	// PprofAddr, when set, serves net/http/pprof on its own listener, for
 	// profiling in development. Keep it on loopback: profiles expose the
 	// process's memory and take its CPU. Empty (the default) serves none.
@@ -249,7 +253,7 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if _, err := s.runner.Register(s.metrics.view); err != nil {
 		return nil, err
 	}
-	s.waker = newWaker(cfg.Logger)
+	s.waker = newWaker(cfg.Logger, s.heldBack)
 	if s.due, err = due.New(s.runner, due.Config{Waker: cfg.Faults.Waker(s.waker), Now: cfg.Now, Logger: cfg.Logger, SweepInterval: cfg.SweepInterval, StaleAfter: cfg.StaleAfter}); err != nil {
 		return nil, err
 	}
@@ -440,12 +444,14 @@ func (s *Server) kinds() []*pcluster.Kind {
 		tenant.NewKind(tenant.Config{
 			Log: s.log, Now: s.cfg.Now, Logger: s.logger,
 			DefaultAttemptsPerSecond: s.cfg.TenantAttemptsPerSecond, DefaultMaxInFlight: s.cfg.TenantMaxInFlight,
+			IdleAfter: s.cfg.IdleAfter,
 		}),
 		endpoint.NewKind(endpoint.Config{
 			Log: s.log, Keyring: s.keyring, Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger,
 			Due: s.pulls, Projections: s.runner, History: s.history, Attempts: s.cfg.Faults.Attempter(s.attempts),
 			Dispatcher: s.dispatch, Grains: s.grainsOnceStarted(), Schedule: s.cfg.Schedule,
 			Tasks: &s.tasks, Breaker: s.cfg.Breaker, Quarantine: endpoint.NewQuarantine(0, 0), Drain: &s.drain,
+			IdleAfter: s.cfg.IdleAfter,
 		}),
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -12,14 +13,22 @@ import (
 // waker sends Wake hints to endpoint grains for the due projection. Wake
 // never blocks: endpoints are collected in a set (a burst of wakes for one
 // endpoint costs one message) and a few workers deliver them. A lost hint
-// costs at most the due projection's sweep bound, never a delivery.
+// costs at most the due projection's sweep bound, never a delivery. An
+// endpoint that heldBack reports (paused or disabled) is not woken: its
+// grain holds and attempts nothing until it resumes, and would only be
+// activated (or kept from passivating) for nothing; the resume itself
+// makes it pull.
 type waker struct {
-	mu      sync.Mutex // guards pending, order and node
-	pending map[string]struct{}
-	order   []string
-	node    *Node
-	signal  chan struct{}
-	logger  *slog.Logger
+	mu       sync.Mutex // guards pending, order and node
+	pending  map[string]struct{}
+	order    []string
+	node     *Node
+	signal   chan struct{}
+	logger   *slog.Logger
+	heldBack func(endpointID string) bool // nil: none
+	// sent and skipped count the wakes delivered (or tried) and those held
+	// back, for metrics.
+	sent, skipped atomic.Int64
 }
 
 // wakeTimeout bounds the delivery of one hint.
@@ -28,8 +37,16 @@ const wakeTimeout = 500 * time.Millisecond
 // wakeWorkers is how many hints are delivered at once.
 const wakeWorkers = 16
 
-func newWaker(logger *slog.Logger) *waker {
-	return &waker{pending: map[string]struct{}{}, signal: make(chan struct{}, 1), logger: logger}
+func newWaker(logger *slog.Logger, heldBack func(endpointID string) bool) *waker {
+	return &waker{pending: map[string]struct{}{}, signal: make(chan struct{}, 1), logger: logger, heldBack: heldBack}
+}
+
+// heldBack reports whether waking endpointID would be wasted: the registry
+// has it paused or disabled. A deleted endpoint is woken: its grain ends
+// its due deliveries. When the registry cannot tell, the wake goes.
+func (s *Server) heldBack(endpointID string) bool {
+	e, ok, err := s.registry.Endpoint(endpointID)
+	return err == nil && ok && !e.Deleted && (e.Paused || e.Disabled)
 }
 
 // Wake asks for a Wake to be sent to endpointID's grain.
@@ -90,11 +107,16 @@ func (w *waker) Run(ctx context.Context, workers int) error {
 				case w.signal <- struct{}{}:
 				default:
 				}
+				if w.heldBack != nil && w.heldBack(id) {
+					w.skipped.Add(1)
+					continue
+				}
+				w.sent.Add(1)
 				// A wake is a hint: a short timeout keeps a dead member's
 				// grains from holding up the wakes of healthy endpoints
 				// (the sweeper repeats what is lost).
 				rctx, cancel := context.WithTimeout(ctx, wakeTimeout)
-				_, err := node.Request(rctx, "endpoint", id, &controlv1.EndpointCommand{Command: &controlv1.EndpointCommand_Wake{Wake: &controlv1.Wake{}}})
+				err := node.Tell(rctx, "endpoint", id, &controlv1.EndpointCommand{Command: &controlv1.EndpointCommand_Wake{Wake: &controlv1.Wake{}}})
 				cancel()
 				if err != nil && ctx.Err() == nil {
 					w.logger.Debug("wake not delivered; the sweeper will retry", slog.String("endpoint_id", id), slog.Any("error", err))

@@ -161,6 +161,33 @@ func (d *Dispatcher) Acquire(tenantID, endpointID string, c Class, grant func())
 	}
 }
 
+// Promote turns up to n of the requests for retries that endpointID of
+// tenantID is waiting for (the oldest first) into requests for new work:
+// they keep their grants and wait as new work from now on. A grain whose
+// new deliveries are ready while its requests wait as retries calls it, so
+// that waiting retries (held back while new work on the node is late)
+// never stand in the way of its new work. Promote does nothing when the
+// endpoint waits for no retry.
+func (d *Dispatcher) Promote(tenantID, endpointID string, n int) {
+	d.mu.Lock()
+	var granted []func()
+	if t := d.tenants[tenantID]; t != nil {
+		if e := t.endpoints[endpointID]; e != nil && n > 0 && len(e.waiting[ClassRetry]) > 0 {
+			n = min(n, len(e.waiting[ClassRetry]))
+			now := d.cfg.Now()
+			for _, w := range e.waiting[ClassRetry][:n] {
+				e.waiting[ClassNew] = append(e.waiting[ClassNew], waiter{at: now, grant: w.grant})
+			}
+			e.waiting[ClassRetry] = append(e.waiting[ClassRetry][:0], e.waiting[ClassRetry][n:]...)
+			granted = d.dispatch()
+		}
+	}
+	d.mu.Unlock()
+	for _, g := range granted {
+		g()
+	}
+}
+
 // Release gives back one slot held by endpointID of tenantID.
 func (d *Dispatcher) Release(tenantID, endpointID string) {
 	d.mu.Lock()

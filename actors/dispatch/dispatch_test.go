@@ -261,3 +261,27 @@ func TestDispatchConcurrent(t *testing.T) {
 		t.Fatalf("after all: %+v", s)
 	}
 }
+
+// TestDispatchPromote: while new work waits past the objective, retries get
+// no slot, even a free one; a promoted retry request is served as new work,
+// with its grant, at once.
+func TestDispatchPromote(t *testing.T) {
+	clk := &clock{now: t0}
+	d := dispatch.New(dispatch.Config{Slots: 2, TenantCap: 1, Now: clk.Now})
+	g := &grants{}
+	d.Acquire("slow", "s1", dispatch.ClassNew, func() { g.add("slow") })
+	d.Acquire("slow", "s1", dispatch.ClassNew, func() { g.add("slow") }) // waits: the tenant's cap
+	clk.Add(2 * time.Second)                                             // and is late now
+	d.Acquire("acme", "a1", dispatch.ClassRetry, func() { g.add("acme retry") })
+	d.Promote("acme", "nobody", 1) // another endpoint: nothing
+	if got := g.take(); !cmp.Equal(got, []string{"slow"}) {
+		t.Fatalf("grants %v, want slow's first only (a retry waits while new work is late)", got)
+	}
+	d.Promote("acme", "a1", 5)
+	if got := g.take(); !cmp.Equal(got, []string{"acme retry"}) {
+		t.Fatalf("grants %v after the promotion, want acme's request", got)
+	}
+	if s := d.Stats(); s.Used != 2 || s.Waiting != [2]int{1, 0} {
+		t.Fatalf("stats %+v, want both slots used and slow's new work waiting", s)
+	}
+}

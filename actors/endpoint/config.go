@@ -34,6 +34,12 @@ const (
 	DefaultMaxInFlight = 10
 	// DefaultPullLimit is how many due deliveries one pull asks for.
 	DefaultPullLimit = 100
+	// DefaultIdleAfter is the quiet period after which an idle grain
+	// passivates.
+	DefaultIdleAfter = 2 * time.Minute
+	// DefaultEventRetention is how long the log keeps event streams (30
+	// days, DESIGN §8).
+	DefaultEventRetention = 30 * 24 * time.Hour
 	// maxTimer bounds one wait of the retirement timer, so that a clock jump
 	// is noticed within it.
 	maxTimer = time.Hour
@@ -66,8 +72,19 @@ type Config struct {
 	// DefaultOverlap is how long a previous secret stays live after a
 	// rotation that does not say; 0 means DefaultOverlap (24 h).
 	DefaultOverlap time.Duration
+	// IdleAfter is the quiet period (no message at all, real time) after
+	// which a grain that holds nothing (no command, no delivery, no
+	// recovery under way) leaves memory: it passivates. The next wake or
+	// command activates it again, rebuilt from its stream. 0 means
+	// DefaultIdleAfter (2 min).
+	IdleAfter time.Duration
+	// EventRetention is how long the log keeps event streams: a delivery
+	// whose event stream is not found ends failed only once its plan is
+	// that old (before, the read met a lagging backend and is tried
+	// again). 0 means DefaultEventRetention (30 days).
+	EventRetention time.Duration
 
-	// The delivery engine (see loop.go). Without Due it is off and the grain
+	// The delivery loop (see loop.go). Without Due it is off and the grain
 	// only answers commands; with Due, Projections, History and Attempts are
 	// required.
 
@@ -138,7 +155,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("endpoint: config: keyring is required (seal.LoadKeyring)"))
 	}
 	if c.Due != nil && (c.Projections == nil || c.History == nil || c.Attempts == nil) {
-		errs = append(errs, errors.New("endpoint: config: the delivery engine (due) needs projections, history and attempts"))
+		errs = append(errs, errors.New("endpoint: config: the delivery loop (due) needs projections, history and attempts"))
 	}
 	if c.RatePerSecond < 0 || c.Burst < 0 || c.MaxInFlight < 0 || c.PullLimit < 0 {
 		errs = append(errs, errors.New("endpoint: config: rate, burst, max in flight and pull limit must not be negative"))
@@ -146,7 +163,7 @@ func (c Config) Validate() error {
 	if err := c.Schedule.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.IOTimeout < 0 || c.ReadPage < 0 || c.DefaultOverlap < 0 || c.DefaultOverlap > MaxOverlap {
+	if c.IOTimeout < 0 || c.ReadPage < 0 || c.DefaultOverlap < 0 || c.DefaultOverlap > MaxOverlap || c.IdleAfter < 0 || c.EventRetention < 0 {
 		errs = append(errs, errors.New("endpoint: config: durations and sizes must not be negative; default overlap at most 30 days"))
 	}
 	return errors.Join(errs...)
@@ -185,6 +202,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PullLimit == 0 {
 		c.PullLimit = DefaultPullLimit
+	}
+	if c.IdleAfter == 0 {
+		c.IdleAfter = DefaultIdleAfter
+	}
+	if c.EventRetention == 0 {
+		c.EventRetention = DefaultEventRetention
 	}
 	if c.Jitter == nil {
 		c.Jitter = mrand.Float64

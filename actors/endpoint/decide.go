@@ -3,7 +3,6 @@ package endpoint
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/actors/seal"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -77,39 +77,40 @@ func (s *State) URLToCheck(cmd *controlv1.EndpointCommand) string {
 }
 
 // Decide validates cmd against s and returns the events it produces, without
-// changing s. identity is the grain's endpoint id. A refused command gives an
-// *[Error] and no events.
+// changing s. identity is the grain's endpoint id. A refused command gives a
+// *[command.Error] and no events.
 //
 // Isolation: a command whose tenant differs from the endpoint's answers
 // NOT_FOUND, as for an endpoint that does not exist. Deletion: a deleted
 // endpoint answers NOT_FOUND to every command but create, which answers
 // ALREADY_EXISTS (endpoint ids are never reused).
 func (s *State) Decide(identity string, cmd *controlv1.EndpointCommand, env Env) (Decision, error) {
-	if !validID(identity) {
-		return Decision{}, invalid("endpoint_id", "%q is not an endpoint id: use 1 to 64 characters of [A-Za-z0-9_]", identity)
+	if !command.ValidID(identity) {
+		return Decision{}, command.Invalid("endpoint_id", "%q is not an endpoint id: use 1 to 64 characters of [A-Za-z0-9_]", identity)
 	}
 	tenantID := cmd.GetTenantId()
 	if tenantID == "" {
-		return Decision{}, invalid("tenant_id", "is required: the command must name the caller's tenant")
+		return Decision{}, command.Invalid("tenant_id", "is required: the command must name the caller's tenant")
 	}
 	if _, wake := cmd.GetCommand().(*controlv1.EndpointCommand_Wake); wake {
 		return Decision{}, nil
 	}
 	req := innerRequest(cmd)
 	if req == nil {
-		return Decision{}, invalid("command", "is missing or unknown: set one of create, get, update, rotate, retire, pause, resume, delete")
+		return Decision{}, command.Invalid("command", "is missing or unknown: set one of create, get, update, rotate, retire, pause, resume, delete")
 	}
 	if t := req.GetTenantId(); t != "" && t != tenantID {
-		return Decision{}, notFound("endpoint_id", "endpoint %q not found", identity)
+		return Decision{}, command.NotFound("endpoint_id", "endpoint %q not found", identity)
 	}
 	if id := req.GetEndpointId(); id != "" && id != identity {
-		return Decision{}, invalid("endpoint_id", "%q does not match the endpoint %q the command was sent to", id, identity)
+		return Decision{}, command.Invalid("endpoint_id", "%q does not match the endpoint %q the command was sent to", id, identity)
 	}
+	rid := cmd.GetRequestId()
 	if create := cmd.GetCreate(); create != nil {
-		return s.decideCreate(identity, tenantID, cmd.GetIssuedBy(), create, env)
+		return s.decideCreate(identity, tenantID, cmd.GetIssuedBy(), rid, create, env)
 	}
 	if !s.Live() || s.TenantID != tenantID {
-		return Decision{}, notFound("endpoint_id", "endpoint %q not found", identity)
+		return Decision{}, command.NotFound("endpoint_id", "endpoint %q not found", identity)
 	}
 	at := timestamppb.New(env.Now)
 	by := cmd.GetIssuedBy()
@@ -117,54 +118,55 @@ func (s *State) Decide(identity string, cmd *controlv1.EndpointCommand, env Env)
 	case *controlv1.EndpointCommand_Get:
 		return Decision{}, nil
 	case *controlv1.EndpointCommand_Update:
-		return s.decideUpdate(c.Update, by, env)
+		return s.decideUpdate(c.Update, by, rid, env)
 	case *controlv1.EndpointCommand_Rotate:
-		return s.decideRotate(c.Rotate, by, env)
+		return s.decideRotate(c.Rotate, by, rid, env)
 	case *controlv1.EndpointCommand_Retire:
 		v := c.Retire.GetVersion()
 		if v == 0 {
-			return Decision{}, invalid("version", "is required: give the version of the secret to retire")
+			return Decision{}, command.Invalid("version", "is required: give the version of the secret to retire")
 		}
 		i := s.secretIndex(v)
 		if i < 0 {
-			return Decision{}, notFound("version", "endpoint %s has no live secret of version %d", identity, v)
+			return Decision{}, command.NotFound("version", "endpoint %s has no live secret of version %d", identity, v)
 		}
 		if i == len(s.Secrets)-1 {
-			return Decision{}, failedPrecondition("version", "secret %d is the current secret; rotate first, then retire the previous one", v)
+			return Decision{}, command.FailedPrecondition("version", "secret %d is the current secret; rotate first, then retire the previous one", v)
 		}
 		return Decision{Events: []proto.Message{&hooklinev1.SecretRetired{
 			TenantId: s.TenantID, EndpointId: identity, Version: v,
-			Reason: hooklinev1.SecretRetired_REASON_REQUESTED, IssuedBy: by, At: at,
+			Reason: hooklinev1.SecretRetired_REASON_REQUESTED, IssuedBy: by, At: at, RequestId: rid,
 		}}}, nil
 	case *controlv1.EndpointCommand_Pause:
 		switch s.Status {
 		case controlv1.Endpoint_STATUS_PAUSED:
 			return Decision{}, nil
 		case controlv1.Endpoint_STATUS_DISABLED:
-			return Decision{}, failedPrecondition("", "endpoint %s is disabled; resume it to enable it again", identity)
+			return Decision{}, command.FailedPrecondition("", "endpoint %s is disabled; resume it to enable it again", identity)
 		}
 		return Decision{Events: []proto.Message{&hooklinev1.EndpointPaused{
-			TenantId: s.TenantID, EndpointId: identity, Reason: hooklinev1.EndpointPaused_REASON_REQUESTED, IssuedBy: by, At: at,
+			TenantId: s.TenantID, EndpointId: identity, Reason: hooklinev1.EndpointPaused_REASON_REQUESTED, IssuedBy: by, At: at, RequestId: rid,
 		}}}, nil
 	case *controlv1.EndpointCommand_Resume:
 		if s.Status == controlv1.Endpoint_STATUS_ACTIVE {
 			return Decision{}, nil
 		}
 		return Decision{Events: []proto.Message{&hooklinev1.EndpointResumed{
-			TenantId: s.TenantID, EndpointId: identity, IssuedBy: by, At: at,
+			TenantId: s.TenantID, EndpointId: identity, IssuedBy: by, At: at, RequestId: rid,
 		}}}, nil
 	case *controlv1.EndpointCommand_Delete:
 		return Decision{Events: []proto.Message{&hooklinev1.EndpointDeleted{
-			TenantId: s.TenantID, EndpointId: identity, IssuedBy: by, At: at,
+			TenantId: s.TenantID, EndpointId: identity, IssuedBy: by, At: at, RequestId: rid,
 		}}}, nil
 	case *controlv1.EndpointCommand_Reseal:
 		return s.decideReseal(c.Reseal, by, env)
-	case *controlv1.EndpointCommand_Replay, *controlv1.EndpointCommand_Recover, *controlv1.EndpointCommand_GetRecovery:
-		// TODO(delivery engine): replay and bulk recovery come with the
-		// delivery loop.
-		return Decision{}, failedPrecondition("", "not yet: replay and recovery are not implemented in this version")
+	case *controlv1.EndpointCommand_Replay, *controlv1.EndpointCommand_Recover, *controlv1.EndpointCommand_GetRecovery,
+		*controlv1.EndpointCommand_ListRecoveries:
+		// The delivery loop carries these out; without it (Config.Due
+		// unset) the grain only keeps the endpoint's configuration.
+		return Decision{}, command.FailedPrecondition("", "not served here: replay and recovery need the delivery loop, which this node does not run")
 	}
-	return Decision{}, invalid("command", "is missing or unknown")
+	return Decision{}, command.Invalid("command", "is missing or unknown")
 }
 
 // innerRequest returns the request inside cmd's oneof (for its tenant and
@@ -194,6 +196,8 @@ func innerRequest(cmd *controlv1.EndpointCommand) interface {
 		return c.Recover
 	case *controlv1.EndpointCommand_GetRecovery:
 		return c.GetRecovery
+	case *controlv1.EndpointCommand_ListRecoveries:
+		return c.ListRecoveries
 	case *controlv1.EndpointCommand_Replay:
 		return replayIDs{c.Replay}
 	case *controlv1.EndpointCommand_Reseal:
@@ -211,10 +215,9 @@ type replayIDs struct {
 func (r replayIDs) GetTenantId() string   { return r.r.GetTenantId() }
 func (r replayIDs) GetEndpointId() string { return "" }
 
-func (s *State) decideCreate(identity, tenantID string, by *hooklinev1.Actor, r *controlv1.CreateEndpointRequest, env Env) (Decision, error) {
+func (s *State) decideCreate(identity, tenantID string, by *hooklinev1.Actor, rid string, r *controlv1.CreateEndpointRequest, env Env) (Decision, error) {
 	if s.Created {
-		return Decision{}, &Error{Code: controlv1.GrainError_CODE_ALREADY_EXISTS, Field: "endpoint_id",
-			Message: fmt.Sprintf("endpoint id %q is taken; choose another or leave endpoint_id empty to get a new one", identity)}
+		return Decision{}, command.AlreadyExists("endpoint_id", "endpoint id %q is taken; choose another or leave endpoint_id empty to get a new one", identity)
 	}
 	settings := r.GetSettings()
 	if err := validateSettings(settings); err != nil {
@@ -233,13 +236,13 @@ func (s *State) decideCreate(identity, tenantID string, by *hooklinev1.Actor, r 
 	return Decision{
 		Events: []proto.Message{&hooklinev1.EndpointCreated{
 			TenantId: tenantID, EndpointId: identity, ConfigVersion: 1, Config: cfg,
-			Secret: sealed, IssuedBy: by, At: timestamppb.New(env.Now),
+			Secret: sealed, IssuedBy: by, At: timestamppb.New(env.Now), RequestId: rid,
 		}},
 		Secret: secret,
 	}, nil
 }
 
-func (s *State) decideUpdate(r *controlv1.UpdateEndpointRequest, by *hooklinev1.Actor, env Env) (Decision, error) {
+func (s *State) decideUpdate(r *controlv1.UpdateEndpointRequest, by *hooklinev1.Actor, rid string, env Env) (Decision, error) {
 	next, err := ApplyMask(s.Settings(), r.GetSettings(), r.GetUpdateMask().GetPaths())
 	if err != nil {
 		return Decision{}, err
@@ -260,14 +263,14 @@ func (s *State) decideUpdate(r *controlv1.UpdateEndpointRequest, by *hooklinev1.
 	}
 	ev := &hooklinev1.EndpointUpdated{
 		TenantId: s.TenantID, EndpointId: s.EndpointID, ConfigVersion: s.ConfigVersion + 1,
-		Config: cfg, IssuedBy: by, At: timestamppb.New(env.Now),
+		Config: cfg, IssuedBy: by, At: timestamppb.New(env.Now), RequestId: rid,
 	}
 	if cur := s.current(); cfg.GetSignEd25519() && cur != nil && len(cur.Sealed.GetEd25519SeedCiphertext()) == 0 {
 		// Turning ed25519 on: the current secret gets a seed, resealed with
 		// its HMAC key under the current master key, same version.
 		key, err := env.Keyring.Open(cur.Sealed.GetMasterKeyId(), cur.Sealed.GetNonce(), cur.Sealed.GetCiphertext(), seal.SecretAAD(s.EndpointID, cur.Version))
 		if err != nil {
-			return Decision{}, &Error{Code: controlv1.GrainError_CODE_INTERNAL, Message: "cannot open the current secret to add an ed25519 key"}
+			return Decision{}, command.Internal("cannot open the current secret to add an ed25519 key")
 		}
 		ev.NewSecret, err = sealSecret(s.EndpointID, cur.Version, key, true, env)
 		if err != nil {
@@ -277,18 +280,18 @@ func (s *State) decideUpdate(r *controlv1.UpdateEndpointRequest, by *hooklinev1.
 	return Decision{Events: []proto.Message{ev}}, nil
 }
 
-func (s *State) decideRotate(r *controlv1.RotateSecretRequest, by *hooklinev1.Actor, env Env) (Decision, error) {
+func (s *State) decideRotate(r *controlv1.RotateSecretRequest, by *hooklinev1.Actor, rid string, env Env) (Decision, error) {
 	overlap := time.Duration(r.GetOverlapSeconds()) * time.Second
 	switch {
 	case r.GetOverlapSeconds() < 0 || overlap > MaxOverlap:
-		return Decision{}, invalid("overlap_seconds", "must be between 0 and %d (0 means %v)", int64(MaxOverlap/time.Second), DefaultOverlap)
+		return Decision{}, command.Invalid("overlap_seconds", "must be between 0 and %d (0 means %v)", int64(MaxOverlap/time.Second), DefaultOverlap)
 	case overlap == 0 && env.DefaultOverlap > 0:
 		overlap = env.DefaultOverlap
 	case overlap == 0:
 		overlap = DefaultOverlap
 	}
 	if len(s.Secrets) >= MaxLiveSecrets {
-		return Decision{}, failedPrecondition("", "endpoint %s has %d live secrets; retire an old one first", s.EndpointID, len(s.Secrets))
+		return Decision{}, command.FailedPrecondition("", "endpoint %s has %d live secrets; retire an old one first", s.EndpointID, len(s.Secrets))
 	}
 	version := s.LastVersion + 1
 	secret, sealed, err := newSealedSecret(s.EndpointID, version, s.Config.GetSignEd25519(), env)
@@ -297,7 +300,7 @@ func (s *State) decideRotate(r *controlv1.RotateSecretRequest, by *hooklinev1.Ac
 	}
 	ev := &hooklinev1.SecretRotated{
 		TenantId: s.TenantID, EndpointId: s.EndpointID, Secret: sealed,
-		IssuedBy: by, At: timestamppb.New(env.Now),
+		IssuedBy: by, At: timestamppb.New(env.Now), RequestId: rid,
 	}
 	if cur := s.current(); cur != nil {
 		ev.PreviousVersion = cur.Version
@@ -309,20 +312,20 @@ func (s *State) decideRotate(r *controlv1.RotateSecretRequest, by *hooklinev1.Ac
 // checkedURL returns the normalised URL for raw from the policy's verdict.
 func checkedURL(raw string, v URLVerdict) (string, error) {
 	if v.Raw != raw {
-		return "", &Error{Code: controlv1.GrainError_CODE_INTERNAL, Message: "the url was not checked against the egress policy"}
+		return "", command.Internal("the url was not checked against the egress policy")
 	}
 	var pe *attempt.PolicyError
 	switch {
 	case v.Err == nil:
 		return v.Normalised, nil
 	case errors.As(v.Err, &pe):
-		return "", invalid("settings.url", "%s", pe.Detail)
+		return "", command.Invalid("settings.url", "%s", pe.Detail)
 	case errors.Is(v.Err, attempt.ErrResolve):
-		return "", invalid("settings.url", "the host does not resolve: check the host name (%v)", v.Err)
+		return "", command.Invalid("settings.url", "the host does not resolve: check the host name (%v)", v.Err)
 	case errors.Is(v.Err, context.DeadlineExceeded), errors.Is(v.Err, context.Canceled):
-		return "", &Error{Code: controlv1.GrainError_CODE_UNAVAILABLE, Field: "settings.url", Message: "checking the url timed out; retry"}
+		return "", command.Unavailable("settings.url", "checking the url timed out; retry")
 	}
-	return "", invalid("settings.url", "%v", v.Err)
+	return "", command.Invalid("settings.url", "%v", v.Err)
 }
 
 // newSealedSecret generates a signing secret (and an ed25519 seed when
@@ -330,11 +333,11 @@ func checkedURL(raw string, v URLVerdict) (string, error) {
 func newSealedSecret(endpointID string, version int32, withSeed bool, env Env) (string, *hooklinev1.SealedSecret, error) {
 	secret, err := attempt.NewSecret(env.Rand)
 	if err != nil {
-		return "", nil, &Error{Code: controlv1.GrainError_CODE_INTERNAL, Message: "cannot generate a secret"}
+		return "", nil, command.Internal("cannot generate a secret")
 	}
 	key, err := attempt.ParseSecret(secret)
 	if err != nil {
-		return "", nil, &Error{Code: controlv1.GrainError_CODE_INTERNAL, Message: "cannot generate a secret"}
+		return "", nil, command.Internal("cannot generate a secret")
 	}
 	sealed, err := sealSecret(endpointID, version, key, withSeed, env)
 	if err != nil {
@@ -344,7 +347,7 @@ func newSealedSecret(endpointID string, version int32, withSeed bool, env Env) (
 }
 
 func sealSecret(endpointID string, version int32, key []byte, withSeed bool, env Env) (*hooklinev1.SealedSecret, error) {
-	internal := &Error{Code: controlv1.GrainError_CODE_INTERNAL, Message: "cannot seal a secret"}
+	internal := command.Internal("cannot seal a secret")
 	keyID, nonce, ct, err := env.Keyring.Seal(key, seal.SecretAAD(endpointID, version))
 	if err != nil {
 		return nil, internal
@@ -362,19 +365,4 @@ func sealSecret(endpointID string, version int32, key []byte, withSeed bool, env
 		out.Ed25519Nonce, out.Ed25519SeedCiphertext = seedNonce, seedCT
 	}
 	return out, nil
-}
-
-// validID reports whether id is 1 to 64 characters of [A-Za-z0-9_].
-func validID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for _, c := range id {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_':
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -5,52 +5,17 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/actors/attempt"
-	"github.com/hookline/hookline/actors/dispatch"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/due"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
-
-// stage is where a held delivery stands.
-type stage uint8
-
-const (
-	stageReading   stage = iota // its streams are being read
-	stageReady                  // waiting for the limits
-	stageAsking                 // a slot was asked of the dispatcher
-	stageRunning                // the HTTP attempt is out
-	stageRecording              // its outcome is being appended
-)
-
-// flight is a delivery the grain holds, from the pull (or the replay
-// command) until its outcome is durable. While held, later pulls skip it,
-// and every append to its stream goes through it, one at a time.
-type flight struct {
-	item  due.Item
-	stage stage
-	// d is what its streams say, kept up to date with the grain's appends.
-	d deliveryRead
-
-	probe bool // the breaker's half-open probe
-	// replays are replays that came while the delivery was held; they are
-	// carried out once its current outcome is durable. asking is the one
-	// whose ReplayRequested is being appended.
-	replays []*replayOrder
-	asking  *replayOrder
-}
-
-func (f *flight) class() dispatch.Class {
-	if f.item.Class == due.ClassNew && f.d.replay == nil {
-		return dispatch.ClassNew
-	}
-	return dispatch.ClassRetry
-}
 
 // deliveryRead is what a delivery's streams say.
 type deliveryRead struct {
@@ -69,19 +34,26 @@ type deliveryRead struct {
 	replay      *hooklinev1.ReplayRequested
 	autoPending bool
 	lastNext    time.Time
+	// lastAt is when its last outcome was recorded (zero: none yet).
+	lastAt time.Time
+	// requested are the request ids and recovery ids of the replays its
+	// stream holds: a retried replay command, or a recovery resumed after a
+	// restart, does not replay it twice.
+	requested []string
 	// event is the published event: its payload is sent on every attempt.
 	event *hooklinev1.EventPublished
 }
 
 // readDelivery reads a delivery stream (tens of events at most: attempts
-// are bounded) and, when the event is not known yet (neither given nor in
-// the node's cache), the EventPublished that opens the event stream. The stream, not the due index, is the truth:
-// the index may lag behind the grain's own appends, so a delivery it still
-// shows as due may have ended.
-func readDelivery(ctx context.Context, log events.Log, cache *eventCache, it due.Item, page int, event *hooklinev1.EventPublished) (deliveryRead, error) {
+// are bounded), unless withStream is false, and, when the event is not
+// known yet (neither given nor in the node's cache), the EventPublished that
+// opens the event stream. The stream, not the due index, is the truth: the
+// index may lag behind the grain's own appends, so a delivery it still
+// shows as due may have ended, or be due later.
+func readDelivery(ctx context.Context, log events.Log, cache *eventCache, it due.Item, page int, event *hooklinev1.EventPublished, withStream bool) (deliveryRead, error) {
 	r := deliveryRead{autoPending: true, event: event}
 	stream := events.DeliveryStream(it.DeliveryID)
-	for from := events.Revision(0); ; {
+	for from := events.Revision(0); withStream; {
 		recs, err := log.ReadStream(ctx, stream, events.Forwards, from, page)
 		if errors.Is(err, events.ErrStreamNotFound) {
 			break
@@ -103,7 +75,7 @@ func readDelivery(ctx context.Context, log events.Log, cache *eventCache, it due
 		from = r.rev + 1
 	}
 	if r.event == nil {
-		es := events.EventStream(it.TenantID, it.EventID)
+		es := eventStream(it)
 		if r.event = cache.get(es); r.event != nil {
 			return r, nil
 		}
@@ -125,24 +97,35 @@ func readDelivery(ctx context.Context, log events.Log, cache *eventCache, it due
 	return r, nil
 }
 
+// eventStream is the stream of a delivery's event.
+func eventStream(it due.Item) string { return events.EventStream(it.TenantID, it.EventID) }
+
 // apply folds one event of a delivery stream.
 func (r *deliveryRead) apply(msg proto.Message) {
 	switch m := msg.(type) {
 	case *hooklinev1.AttemptSucceeded:
 		r.attempts = max(r.attempts+1, m.GetAttempt().GetNumber())
 		r.ended, r.replay, r.autoPending, r.lastNext = true, nil, false, time.Time{}
+		r.lastAt = asTime(m.GetAttempt().GetFinishedAt())
 	case *hooklinev1.AttemptFailed:
 		r.attempts = max(r.attempts+1, m.GetAttempt().GetNumber())
 		r.replay = nil
 		r.lastNext = asTime(m.GetNextAttemptAt())
 		r.ended, r.autoPending = r.lastNext.IsZero(), !r.lastNext.IsZero()
+		r.lastAt = asTime(m.GetAttempt().GetFinishedAt())
 	case *hooklinev1.DeliveryExpired:
 		r.ended, r.replay, r.autoPending, r.lastNext = true, nil, false, time.Time{}
+		r.lastAt = asTime(m.GetAt())
 	case *hooklinev1.ReplayRequested:
 		if r.replay == nil {
 			r.autoPending = !r.ended
 		}
 		r.replay, r.ended = m, false
+		for _, id := range []string{m.GetRequestId(), m.GetRecoveryId()} {
+			if id != "" && !slices.Contains(r.requested, id) {
+				r.requested = append(r.requested, id)
+			}
+		}
 	}
 }
 
@@ -207,10 +190,15 @@ func (g *grain) nextAttempt(f *flight, n int32, o attempt.Outcome, now time.Time
 // expired reports whether a delivery is past its deadline at now. The
 // schedule puts the last retry exactly at the deadline; that one still
 // runs (it is due at, not before, expires_at), so a retry due at the
-// deadline is not expired when found a little late.
+// deadline is not expired when found a little late. The due time is the
+// stream's next_attempt_at when the stream was read (the index's may be
+// stale), else the index's.
 func (g *grain) expired(f *flight, now time.Time) bool {
-	exp := f.item.ExpiresAt
-	return !exp.IsZero() && !now.Before(exp) && f.item.DueAt.Before(exp)
+	exp, dueAt := f.item.ExpiresAt, f.item.DueAt
+	if !f.d.lastNext.IsZero() {
+		dueAt = f.d.lastNext
+	}
+	return !exp.IsZero() && !now.Before(exp) && dueAt.Before(exp)
 }
 
 // encodeDelivery gives a delivery event of partition p a deterministic id whose cause is

@@ -13,7 +13,7 @@ import (
 	"github.com/hookline/hookline/projections/history"
 )
 
-// The delivery engine's collaborators, defined here where they are used.
+// The delivery loop's collaborators, defined here where they are used.
 // The node passes the concrete types named on each Config field.
 
 // Due lists an endpoint's deliveries that need an attempt now, new ones
@@ -41,9 +41,11 @@ type Attempter interface {
 }
 
 // Dispatcher grants the node's attempt slots; *dispatch.Dispatcher
-// satisfies it. grant must not block.
+// satisfies it. grant must not block. Promote turns up to n of an
+// endpoint's waiting requests for retries into requests for new work.
 type Dispatcher interface {
 	Acquire(tenantID, endpointID string, c dispatch.Class, grant func())
+	Promote(tenantID, endpointID string, n int)
 	Release(tenantID, endpointID string)
 	Leave(tenantID, endpointID string)
 }

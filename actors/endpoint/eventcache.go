@@ -6,26 +6,33 @@ import (
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
 
-// eventCacheBytes bounds the payload bytes the node's event cache holds.
-const eventCacheBytes = 32 << 20
+// Bounds of the node's event cache.
+const (
+	eventCacheBytes   = 32 << 20 // payload bytes
+	eventCacheEntries = 16_384   // events, whatever their size
+)
 
 // eventCache keeps the EventPublished of recent events for all the endpoint
 // grains of a node: an event fanned out to n endpoints is read from the log
-// once instead of n times. An event stream's EventPublished never changes
-// (the stream is created with it, with expected revision NoStream), so a
-// cached one is always right. The oldest entries go first once the
-// payloads exceed the byte budget. Safe for concurrent use; the cached
-// messages are shared and must not be modified.
+// once instead of n times, and a new delivery whose event is cached is
+// attempted without any read. An event stream's EventPublished never
+// changes (the stream is created with it, with expected revision NoStream),
+// so a cached one is always right. The oldest entries go first once the
+// payloads exceed the byte budget or the entries their bound (many small
+// events cost their keys and messages, not payload bytes). Safe for
+// concurrent use; the cached messages are shared and must not be modified.
 type eventCache struct {
 	mu    sync.Mutex // guards the fields below
 	byKey map[string]*hooklinev1.EventPublished
-	order []string // keys, oldest first
-	bytes int      // payload bytes held
+	order []string // keys, oldest first, from head
+	head  int
+	bytes int // payload bytes held
 	max   int
+	most  int // entries
 }
 
-func newEventCache(maxBytes int) *eventCache {
-	return &eventCache{byKey: map[string]*hooklinev1.EventPublished{}, max: maxBytes}
+func newEventCache(maxBytes, maxEntries int) *eventCache {
+	return &eventCache{byKey: map[string]*hooklinev1.EventPublished{}, max: maxBytes, most: maxEntries}
 }
 
 // get returns the cached event of an event stream, nil if none.
@@ -49,12 +56,16 @@ func (c *eventCache) put(stream string, ev *hooklinev1.EventPublished) {
 	if _, ok := c.byKey[stream]; ok {
 		return
 	}
-	for c.bytes+n > c.max && len(c.order) > 0 {
-		old := c.order[0]
-		c.order[0] = ""
-		c.order = c.order[1:]
+	for (c.bytes+n > c.max || len(c.byKey) >= c.most) && c.head < len(c.order) {
+		old := c.order[c.head]
+		c.order[c.head] = ""
+		c.head++
 		c.bytes -= len(c.byKey[old].GetPayload())
 		delete(c.byKey, old)
+	}
+	if c.head > len(c.order)/2 { // reuse the front of the slice
+		c.order = append(c.order[:0], c.order[c.head:]...)
+		c.head = 0
 	}
 	c.byKey[stream] = ev
 	c.order = append(c.order, stream)

@@ -8,7 +8,7 @@ import (
 )
 
 func TestEventCacheEvictsOldestOverBudget(t *testing.T) {
-	c := newEventCache(30)
+	c := newEventCache(30, 100)
 	ev := func(n int) *hooklinev1.EventPublished { return &hooklinev1.EventPublished{Payload: make([]byte, n)} }
 	for i := range 3 {
 		c.put(fmt.Sprint(i), ev(10))
@@ -31,6 +31,14 @@ func TestEventCacheEvictsOldestOverBudget(t *testing.T) {
 	}
 	if c.bytes != 25 {
 		t.Errorf("bytes = %d, want 25", c.bytes)
+	}
+	// The entry bound holds whatever the payloads weigh.
+	few := newEventCache(1<<20, 2)
+	for i := range 5 {
+		few.put(fmt.Sprint(i), ev(0))
+	}
+	if len(few.byKey) != 2 || few.get("3") == nil || few.get("4") == nil {
+		t.Errorf("entries %d, want the newest 2", len(few.byKey))
 	}
 	var nilCache *eventCache
 	nilCache.put("x", ev(1))

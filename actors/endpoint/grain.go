@@ -2,8 +2,7 @@ package endpoint
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"encoding/base64"
 	"log/slog"
 	"time"
 
@@ -12,8 +11,11 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"google.golang.org/protobuf/proto"
 
-	grainkit "github.com/hookline/hookline/actors/grain"
+	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/actors/command"
+	"github.com/hookline/hookline/actors/seal"
 	"github.com/hookline/hookline/events"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
@@ -36,50 +38,38 @@ func Props(cfg Config, identity string) *actor.Props {
 		panic(err)
 	}
 	cfg = cfg.withDefaults()
-	cfg.events = newEventCache(eventCacheBytes) // shared by the grains of these props
+	cfg.events = newEventCache(eventCacheBytes, eventCacheEntries) // shared by the grains of these props
 	return actor.PropsFromProducer(func() actor.Actor { return &grain{cfg: cfg, id: identity} })
 }
 
-// request is a command waiting for its turn, with whom to answer. A request
-// without a command is the grain's own work (retiring secrets).
-type request struct {
-	sender *actor.PID
-	cmd    *controlv1.EndpointCommand
-}
+type request = command.Request[*controlv1.EndpointCommand]
 
 // retireTick is the timer's message: a rotation overlap may have ended.
 type retireTick struct{}
 
 // grain is the endpoint actor. All its fields are owned by the actor: they
-// are touched only in Receive and in ReenterAfter continuations, which run
-// on the actor too.
+// are touched only in Receive and in the continuations of its I/O, which
+// run on the actor too.
 type grain struct {
-	cfg    Config
-	id     string
-	stream string
-	log    *slog.Logger
+	cfg   Config
+	id    string
+	log   *slog.Logger
+	core  *command.Core[*controlv1.EndpointCommand]
+	state *State
+	timer scheduler.CancelFunc // the pending retireTick, if any
 
-	state  *State
-	last   events.Revision // revision of the last event seen; valid when exists
-	exists bool
-
-	loaded   bool
-	busy     bool     // an I/O is in flight; commands wait in queue
-	stopping bool     // lost ownership or shutting down: answer, never act
-	current  *request // the command whose I/O is in flight
-	queue    []request
-	timer    scheduler.CancelFunc // the pending retireTick, if any
-
-	// eng is the delivery loop (loop.go); nil while the engine is off or
-	// the stream is not loaded yet.
-	eng          *engine
-	retryCatchUp bool // waiting for the projections failed; try again
+	// loop is the delivery loop (loop.go); nil while it is off or the
+	// stream is not loaded yet.
+	loop *loop
 }
 
 // Receive handles one message. It never blocks: reading the stream, checking
-// a URL and appending run off the mailbox (see io), and commands are
-// processed one at a time, in arrival order.
+// a URL and appending run off the mailbox (see command.Core), and commands
+// are processed one at a time, in arrival order.
 func (g *grain) Receive(ctx actor.Context) {
+	if _, tick := ctx.Message().(command.IdleTick); !tick && g.core != nil {
+		g.core.Seen()
+	}
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		if g.id != "" {
@@ -91,26 +81,40 @@ func (g *grain) Receive(ctx actor.Context) {
 			g.activate(ctx)
 		}
 	case *controlv1.EndpointCommand:
-		if g.stopping {
-			g.reply(ctx, ctx.Sender(), errReply(controlv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain is stopping; retry"))
-			return
+		switch {
+		case g.core == nil:
+			// A plain actor without an identity.
+			g.reply(ctx, ctx.Sender(), errReplyOf(controlv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain has no identity; retry"))
+		case msg.GetWake() != nil && !g.core.Stopping():
+			// A hint, answered at once: it never waits behind a command's
+			// I/O, so the node's wakes flow whatever its grains are doing.
+			g.reply(ctx, ctx.Sender(), &controlv1.EndpointReply{})
+			g.wakeLoop(ctx)
+		case g.core.Push(ctx, ctx.Sender(), msg):
+			g.next(ctx)
 		}
-		g.queue = append(g.queue, request{sender: ctx.Sender(), cmd: msg})
-		g.drain(ctx)
 	case retireTick:
 		g.timer = nil
-		g.drain(ctx)
+		g.next(ctx)
+	case command.IdleTick:
+		// No message for IdleAfter: if the grain holds nothing, it leaves
+		// memory. The next wake or command activates it again, rebuilt
+		// from its stream; its due deliveries wait in the due index, whose
+		// timers and sweeper wake it when they are due.
+		g.core.Tick(ctx, g.idle)
 	case *actor.Stopping:
 		if g.timer != nil {
 			g.timer()
 			g.timer = nil
 		}
-		g.shutdown(ctx, controlv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain stopped; retry")
-		g.stopEngine()
+		if g.core != nil {
+			g.core.Stopped(ctx)
+		}
+		g.stopLoop()
 	default:
 		// The delivery loop's messages: outcomes, reads, grants, leases and
 		// its own ticks, each handled without blocking.
-		if !g.stopping {
+		if g.core != nil && !g.core.Stopping() {
 			g.receiveLoop(ctx, msg)
 		}
 	}
@@ -119,85 +123,52 @@ func (g *grain) Receive(ctx actor.Context) {
 // activate reads the stream off the mailbox and rebuilds the state; commands
 // wait in the queue until it is done.
 func (g *grain) activate(ctx actor.Context) {
-	g.stream = events.EndpointStream(g.id)
-	g.log = g.cfg.Logger.With("endpoint_id", g.id, "stream", g.stream)
-	log, stream, page := g.cfg.Log, g.stream, g.cfg.ReadPage
-	g.io(ctx, func(c context.Context) (any, error) {
-		return load(c, log, stream, page)
-	}, func(res any, err error) {
-		if err != nil {
-			g.log.Error("endpoint grain cannot load its stream; stopping", "err", err)
-			g.stop(ctx, controlv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain cannot read its stream; retry")
-			return
-		}
-		l := res.(loaded)
-		g.state, g.last, g.exists, g.loaded = l.state, l.last, l.exists, true
-		g.log.Debug("endpoint grain activated", "revision", uint64(l.last), "exists", l.exists)
-		g.startEngine(ctx)
+	stream := events.EndpointStream(g.id)
+	g.log = g.cfg.Logger.With("endpoint_id", g.id, "stream", stream)
+	g.state = &State{}
+	g.core = command.NewCore[*controlv1.EndpointCommand](command.Config{
+		Kind: Kind, Stream: stream, Log: g.cfg.Log, IOTimeout: g.cfg.IOTimeout, Logger: g.log,
+		ErrReply: errReply, Next: g.next, Lost: g.lostOwnership,
+		Stopping: func(ctx actor.Context, e *controlv1.GrainError) { g.abandonAll(ctx, e) },
 	})
+	g.core.Load(ctx, g.cfg.ReadPage, g.state.Apply, func() { g.startLoop(ctx) })
+	g.core.WatchIdle(ctx, g.cfg.IdleAfter)
 }
 
-type loaded struct {
-	state  *State
-	last   events.Revision
-	exists bool
+// idle reports whether the delivery loop holds nothing that passivating
+// would lose: no delivery, no recovery under way (the Core checks its
+// commands and I/O).
+func (g *grain) idle() bool {
+	return g.loop == nil || g.loop.idle()
 }
 
-// load reads an endpoint stream forwards, in pages, and folds it into a
-// State.
-func load(ctx context.Context, log events.Log, stream string, page int) (loaded, error) {
-	l := loaded{state: &State{}}
-	for from := events.Revision(0); ; {
-		recs, err := log.ReadStream(ctx, stream, events.Forwards, from, page)
-		if errors.Is(err, events.ErrStreamNotFound) {
-			return l, nil
-		}
-		if err != nil {
-			return l, fmt.Errorf("read %s: %w", stream, err)
-		}
-		for i := range recs {
-			msg, err := events.Decode(&recs[i])
-			if err != nil {
-				return l, err
-			}
-			l.state.Apply(msg)
-			l.last, l.exists = recs[i].Revision, true
-		}
-		if len(recs) < page {
-			return l, nil
-		}
-		from = l.last + 1
-	}
-}
-
-// drain does the grain's work in order until some of it starts I/O: first
+// next does the grain's work in order until some of it starts I/O: first
 // it retires secrets whose overlap has ended (so that every command sees
-// them gone), then it handles the queued commands one by one.
-func (g *grain) drain(ctx actor.Context) {
-	for g.loaded && !g.busy && !g.stopping {
+// them gone), then it records the delivery loop's own events (circuit
+// transitions, a pause on 410, a recovery's progress), then it handles the
+// queued commands one by one.
+func (g *grain) next(ctx actor.Context) {
+	for g.core.Ready() {
 		if due := g.state.RetireExpired(g.cfg.Now()); len(due) > 0 {
-			g.append(ctx, &request{}, "retire_overlap", due, func() {})
-			return // the append's continuation drains again
+			g.core.Append(ctx, nil, "retire_overlap", due, g.state.Apply, func() {})
+			return // the append's continuation comes back here
 		}
-		if g.eng != nil && len(g.eng.own) > 0 {
-			// The delivery loop's own events: circuit transitions, pause
-			// on 410.
-			own := g.eng.own
-			g.eng.own = nil
-			g.append(ctx, &request{}, "delivery", own, func() {
+		if g.loop != nil && len(g.loop.own) > 0 {
+			own := g.loop.own
+			g.loop.own = nil
+			g.core.Append(ctx, nil, "delivery", own, g.state.Apply, func() {
 				if g.state.Status != controlv1.Endpoint_STATUS_ACTIVE {
-					g.eng.gone = false // the pause is durable; a resume clears it
+					g.loop.gone = false // the pause is durable; a resume clears it
 				}
 				g.pump(ctx)
 			})
 			return
 		}
 		g.schedule(ctx)
-		if len(g.queue) == 0 {
+		r, ok := g.core.Pop()
+		if !ok {
 			return
 		}
-		r := g.queue[0]
-		g.queue = g.queue[1:]
 		g.handle(ctx, &r)
 	}
 }
@@ -217,13 +188,11 @@ func (g *grain) schedule(ctx actor.Context) {
 }
 
 func (g *grain) handle(ctx actor.Context, r *request) {
-	if r.cmd.GetWake() != nil {
-		g.reply(ctx, r.sender, &controlv1.EndpointReply{})
-		g.wakeLoop(ctx)
+	if g.core.Recall(ctx, r, r.Cmd.GetRequestId(), func(msgs []proto.Message) { g.retried(ctx, r, msgs) }) {
 		return
 	}
-	if g.eng != nil {
-		switch r.cmd.GetCommand().(type) {
+	if g.loop != nil {
+		switch r.Cmd.GetCommand().(type) {
 		case *controlv1.EndpointCommand_Replay:
 			g.handleReplay(ctx, r)
 			return
@@ -233,16 +202,18 @@ func (g *grain) handle(ctx actor.Context, r *request) {
 		case *controlv1.EndpointCommand_GetRecovery:
 			g.handleGetRecovery(ctx, r)
 			return
+		case *controlv1.EndpointCommand_ListRecoveries:
+			g.handleListRecoveries(ctx, r)
+			return
 		}
 	}
-	raw := g.state.URLToCheck(r.cmd)
+	raw := g.state.URLToCheck(r.Cmd)
 	if raw == "" {
 		g.decide(ctx, r, URLVerdict{})
 		return
 	}
 	policy := g.cfg.Policy
-	g.current = r
-	g.io(ctx, func(c context.Context) (any, error) {
+	g.core.IO(ctx, r, func(c context.Context) (any, error) {
 		u, err := policy.CheckURL(c, raw)
 		v := URLVerdict{Raw: raw, Err: err}
 		if err == nil {
@@ -250,9 +221,8 @@ func (g *grain) handle(ctx actor.Context, r *request) {
 		}
 		return v, nil
 	}, func(res any, err error) {
-		g.current = nil
 		if err != nil {
-			g.reply(ctx, r.sender, errReply(controlv1.GrainError_CODE_UNAVAILABLE, "checking the url failed; retry"))
+			g.reply(ctx, r.Sender, errReplyOf(controlv1.GrainError_CODE_UNAVAILABLE, "checking the url failed; retry"))
 			return
 		}
 		g.decide(ctx, r, res.(URLVerdict))
@@ -260,21 +230,68 @@ func (g *grain) handle(ctx actor.Context, r *request) {
 }
 
 func (g *grain) decide(ctx actor.Context, r *request, v URLVerdict) {
-	dec, err := g.state.Decide(g.id, r.cmd, Env{
+	dec, err := g.state.Decide(g.id, r.Cmd, Env{
 		Now: g.cfg.Now(), Rand: g.cfg.Rand, Keyring: g.cfg.Keyring, URL: v, DefaultOverlap: g.cfg.DefaultOverlap,
 	})
 	if err != nil {
-		g.reply(ctx, r.sender, &controlv1.EndpointReply{Error: asGrainError(err)})
+		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.AsGrainError(err)})
 		return
 	}
 	if len(dec.Events) == 0 {
-		g.reply(ctx, r.sender, &controlv1.EndpointReply{Endpoint: g.view()})
+		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Endpoint: g.view()})
 		return
 	}
-	g.append(ctx, r, commandKind(r.cmd), dec.Events, func() {
-		g.reply(ctx, r.sender, &controlv1.EndpointReply{Endpoint: g.view(), Secret: dec.Secret})
-		g.wakeLoop(ctx) // a resume, a new configuration: work may start
+	g.core.Append(ctx, r, commandKind(r.Cmd), dec.Events, g.state.Apply, func() {
+		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Endpoint: g.view(), Secret: dec.Secret})
+		g.wakeLoop(ctx) // a resume, a new configuration, a deletion: work may start or end
 	})
+}
+
+// retried answers a command whose request id this grain carried out
+// before: the first answer was lost and the caller retried. It is answered
+// from what the first run wrote, without running it again: the endpoint as
+// it stands, with the secret that a create or a rotation made (opened
+// again from its sealed copy), or the recovery it started.
+func (g *grain) retried(ctx actor.Context, r *request, msgs []proto.Message) {
+	rep := &controlv1.EndpointReply{}
+	if g.state.Created {
+		rep.Endpoint = g.view()
+	}
+	for _, m := range msgs {
+		var sealed *hooklinev1.SealedSecret
+		switch e := m.(type) {
+		case *hooklinev1.EndpointCreated:
+			sealed = e.GetSecret()
+		case *hooklinev1.SecretRotated:
+			sealed = e.GetSecret()
+		case *hooklinev1.RecoveryStarted:
+			if rec, ok := g.state.Recovery(e.GetRecoveryId()); ok {
+				rep.Recovery = g.recoveryView(rec)
+			}
+		}
+		if sealed == nil {
+			continue
+		}
+		secret, err := openSecret(g.cfg.Keyring, g.id, sealed)
+		if err != nil {
+			g.log.Error("endpoint grain cannot open a secret to answer a retried command", "error", err)
+			g.reply(ctx, r.Sender, errReplyOf(controlv1.GrainError_CODE_INTERNAL, "cannot open the secret of the original request"))
+			return
+		}
+		rep.Secret = secret
+	}
+	g.log.Info("command retried; answered from the original request", "request_id", r.Cmd.GetRequestId())
+	g.reply(ctx, r.Sender, rep)
+}
+
+// openSecret returns a sealed signing secret in its "whsec_" form. The
+// result is secret: never log it.
+func openSecret(kr *seal.Keyring, endpointID string, s *hooklinev1.SealedSecret) (string, error) {
+	key, err := kr.Open(s.GetMasterKeyId(), s.GetNonce(), s.GetCiphertext(), seal.SecretAAD(endpointID, s.GetVersion()))
+	if err != nil {
+		return "", err
+	}
+	return attempt.SecretPrefix + base64.StdEncoding.EncodeToString(key), nil
 }
 
 // view is the state's view with the public key, which needs the keyring.
@@ -282,7 +299,7 @@ func (g *grain) view() *controlv1.Endpoint {
 	v := g.state.View()
 	pk, err := g.state.PublicKey(g.cfg.Keyring)
 	if err != nil {
-		g.log.Error("endpoint grain cannot open its ed25519 seed", "err", err)
+		g.log.Error("endpoint grain cannot open its ed25519 seed", "error", err)
 	}
 	v.PublicKey = pk
 	return v
@@ -297,81 +314,10 @@ func commandKind(cmd *controlv1.EndpointCommand) string {
 	return "unknown"
 }
 
-// append writes msgs with the expected revision the grain holds, then applies
-// them and calls done. A wrong revision stops the grain (fencing).
-func (g *grain) append(ctx actor.Context, r *request, kind string, msgs []proto.Message, done func()) {
-	evs, err := grainkit.Encode(g.stream, "endpoint", kind, g.last, g.exists, msgs)
-	if err != nil {
-		g.log.Error("endpoint grain cannot encode an event", "err", err)
-		g.reply(ctx, r.sender, errReply(controlv1.GrainError_CODE_INTERNAL, "cannot encode the event"))
-		return
-	}
-	log, stream, expected := g.cfg.Log, g.stream, events.ExpectAfter(g.last, g.exists)
-	g.current = r
-	g.io(ctx, func(c context.Context) (any, error) {
-		return log.Append(c, stream, expected, evs...)
-	}, func(res any, err error) {
-		g.current = nil
-		if err != nil {
-			f := grainkit.AppendFailure("endpoint", err)
-			switch {
-			case f.Lost:
-				g.log.Warn("endpoint grain lost ownership of its stream; stopping", "revision", uint64(g.last), "err", err)
-				g.lostOwnership()
-			case f.Stop:
-				g.log.Error("endpoint grain append failed; stopping", "err", err)
-			default:
-				g.log.Error("endpoint grain append refused", "err", err)
-			}
-			g.reply(ctx, r.sender, errReply(f.Code, f.Message))
-			if f.Stop {
-				msg := f.Message
-				if !f.Lost {
-					msg = "the endpoint grain stopped; retry"
-				}
-				g.stop(ctx, f.Code, msg)
-			}
-			return
-		}
-		g.last, g.exists = res.(events.AppendResult).Revision, true
-		for _, m := range msgs {
-			g.state.Apply(m)
-		}
-		done()
-	})
-}
-
-// io runs fn off the mailbox under the I/O deadline and continues with cont
-// on the actor; meanwhile commands wait in the queue.
-func (g *grain) io(ctx actor.Context, fn func(context.Context) (any, error), cont func(any, error)) {
-	g.busy = true
-	grainkit.IO(ctx, g.cfg.IOTimeout, fn, func(res any, err error) {
-		g.busy = false
-		if g.stopping {
-			return
-		}
-		cont(res, err)
-		g.drain(ctx)
-	})
-}
-
-// stop answers every waiting command with code and stops the actor.
+// stop answers every waiting command with code and msg and stops the actor
+// once the messages already in its mailbox are answered too.
 func (g *grain) stop(ctx actor.Context, code controlv1.GrainError_Code, msg string) {
-	g.shutdown(ctx, code, msg)
-	ctx.Stop(ctx.Self())
-}
-
-func (g *grain) shutdown(ctx actor.Context, code controlv1.GrainError_Code, msg string) {
-	g.stopping = true
-	if g.current != nil {
-		g.reply(ctx, g.current.sender, errReply(code, msg))
-		g.current = nil
-	}
-	for _, r := range g.queue {
-		g.reply(ctx, r.sender, errReply(code, msg))
-	}
-	g.queue = nil
-	g.abandonAll(ctx, code, msg)
+	g.core.Stop(ctx, code, msg)
 }
 
 func (g *grain) reply(ctx actor.Context, to *actor.PID, rep *controlv1.EndpointReply) {
@@ -380,14 +326,10 @@ func (g *grain) reply(ctx actor.Context, to *actor.PID, rep *controlv1.EndpointR
 	}
 }
 
-func errReply(code controlv1.GrainError_Code, msg string) *controlv1.EndpointReply {
-	return &controlv1.EndpointReply{Error: &controlv1.GrainError{Code: code, Message: msg}}
+func errReply(e *controlv1.GrainError) proto.Message {
+	return &controlv1.EndpointReply{Error: e}
 }
 
-func asGrainError(err error) *controlv1.GrainError {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Proto()
-	}
-	return &controlv1.GrainError{Code: controlv1.GrainError_CODE_INTERNAL, Message: "internal error"}
+func errReplyOf(code controlv1.GrainError_Code, msg string) *controlv1.EndpointReply {
+	return &controlv1.EndpointReply{Error: &controlv1.GrainError{Code: code, Message: msg}}
 }

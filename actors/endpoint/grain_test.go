@@ -155,12 +155,10 @@ func TestGrainLifecycle(t *testing.T) {
 		t.Fatalf("rotate: %v", rep)
 	}
 
-	// Past the overlap, any command (here a Wake) retires the old secret
+	// Past the overlap, any command (here a Get) retires the old secret
 	// first.
 	clk.Add(time.Hour + time.Second)
-	if rep := ask(t, sys, pid, cmd("", &controlv1.Wake{})); rep.GetError() != nil {
-		t.Fatalf("wake: %v", rep)
-	}
+	mustOK(t, ask(t, sys, pid, cmd("acme", &controlv1.GetEndpointRequest{})))
 	recs := readStream(t, log, "ep_1")
 	last, err := events.Decode(&recs[len(recs)-1])
 	if err != nil {
@@ -262,25 +260,33 @@ func TestGrainRefusesBlockedURLWithoutWriting(t *testing.T) {
 	}
 }
 
+// TestGrainFencing: a stale activation's append fails with a wrong
+// revision; it answers ABORTED to that command and to every command
+// already waiting for it, in its queue or still in its mailbox, and stops.
+// The second command is sent while the first one's failure is being
+// handled (the grain's logger holds it there): it sits in the mailbox when
+// the grain decides to stop, and must be answered, not dropped.
 func TestGrainFencing(t *testing.T) {
 	log := openLog(t)
 	sys := newSystem(t)
+	lost := &holdLog{match: "lost ownership", reached: make(chan struct{}), release: make(chan struct{})}
 	cfg := endpoint.Config{Log: log, Keyring: keyring(t), Policy: policy, Now: (&clock{now: t0}).Now, Logger: quiet}
 
 	a := sys.Root.Spawn(endpoint.Props(cfg, "ep_1"))
 	mustOK(t, ask(t, sys, a, cmd("acme", &controlv1.CreateEndpointRequest{Settings: settings()})))
+	cfg.Logger = slog.New(lost)
 	b := sys.Root.Spawn(endpoint.Props(cfg, "ep_1"))
 	mustOK(t, ask(t, sys, b, cmd("acme", &controlv1.GetEndpointRequest{}))) // b has loaded revision 0
 	mustOK(t, ask(t, sys, a, cmd("acme", &controlv1.PauseEndpointRequest{})))
 
-	// b's commands: the first appends with a stale revision; the second
-	// waits behind it. Both are answered ABORTED and b stops.
 	f1 := sys.Root.RequestFuture(b, cmd("acme", &controlv1.RotateSecretRequest{}), 10*time.Second)
+	<-lost.reached // b's append failed; b is handling it
 	f2 := sys.Root.RequestFuture(b, cmd("acme", &controlv1.DeleteEndpointRequest{}), 10*time.Second)
+	close(lost.release)
 	for i, f := range []*actor.Future{f1, f2} {
 		res, err := f.Result()
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("stale command %d: %v", i+1, err)
 		}
 		if rep := res.(*controlv1.EndpointReply); rep.GetError().GetCode() != controlv1.GrainError_CODE_ABORTED || rep.GetSecret() != "" {
 			t.Fatalf("stale command %d answered %v, want ABORTED", i+1, rep)
@@ -294,6 +300,28 @@ func TestGrainFencing(t *testing.T) {
 	if rep := mustOK(t, ask(t, sys, a, cmd("acme", &controlv1.ResumeEndpointRequest{}))); rep.GetEndpoint().GetStatus() != controlv1.Endpoint_STATUS_ACTIVE {
 		t.Fatalf("owner: %v", rep)
 	}
+}
+
+// holdLog is a log handler that, on the first record whose message
+// contains match, signals reached and waits for release: it holds the
+// goroutine that logs (a grain's) at that point of its work.
+type holdLog struct {
+	match            string
+	reached, release chan struct{}
+	once             sync.Once
+}
+
+func (h *holdLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *holdLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *holdLog) WithGroup(string) slog.Handler            { return h }
+func (h *holdLog) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
+		h.once.Do(func() {
+			close(h.reached)
+			<-h.release
+		})
+	}
+	return nil
 }
 
 // waitStopped polls until pid no longer answers (requests go to dead
@@ -355,7 +383,9 @@ func TestGrainRetiresOnActivation(t *testing.T) {
 	}
 }
 
-func TestGrainNotYet(t *testing.T) {
+// TestGrainWithoutLoop: a grain without the delivery loop (no Due) refuses
+// replays and recoveries, which the loop carries out.
+func TestGrainWithoutLoop(t *testing.T) {
 	log := openLog(t)
 	sys := newSystem(t)
 	cfg := endpoint.Config{Log: log, Keyring: keyring(t), Policy: policy, Logger: quiet}
@@ -367,8 +397,46 @@ func TestGrainNotYet(t *testing.T) {
 		{TenantId: "acme", Command: &controlv1.EndpointCommand_GetRecovery{GetRecovery: &controlv1.GetRecoveryRequest{}}},
 	} {
 		rep := ask(t, sys, pid, c)
-		if e := rep.GetError(); e.GetCode() != controlv1.GrainError_CODE_FAILED_PRECONDITION || !strings.Contains(e.GetMessage(), "not yet") {
+		if e := rep.GetError(); e.GetCode() != controlv1.GrainError_CODE_FAILED_PRECONDITION || !strings.Contains(e.GetMessage(), "delivery loop") {
 			t.Fatalf("%s: %v", fmt.Sprint(c), rep)
 		}
+	}
+}
+
+// TestGrainRetriedCommands: a command repeated with its request id (its
+// first answer was lost) is answered as the first run answered, and
+// changes nothing again: a create answers the endpoint and its secret (not
+// ALREADY_EXISTS), a rotation the secret it made (not a second rotation),
+// a deletion the deleted endpoint (not NOT_FOUND). A new activation
+// recognises the request ids from the stream.
+func TestGrainRetriedCommands(t *testing.T) {
+	log := openLog(t)
+	sys := newSystem(t)
+	cfg := endpoint.Config{Log: log, Keyring: keyring(t), Policy: policy, Now: (&clock{now: t0}).Now, Logger: quiet}
+	pid := sys.Root.Spawn(endpoint.Props(cfg, "ep_1"))
+	with := func(c *controlv1.EndpointCommand, id string) *controlv1.EndpointCommand { c.RequestId = id; return c }
+
+	create := with(cmd("acme", &controlv1.CreateEndpointRequest{Settings: settings()}), "req_create")
+	first := mustOK(t, ask(t, sys, pid, create))
+	again := mustOK(t, ask(t, sys, pid, create))
+	if first.GetSecret() == "" || again.GetSecret() != first.GetSecret() || again.GetEndpoint().GetConfigVersion() != 1 {
+		t.Fatalf("retried create answered %v, want the first answer %v", again, first)
+	}
+	rotate := with(cmd("acme", &controlv1.RotateSecretRequest{}), "req_rotate")
+	rotated := mustOK(t, ask(t, sys, pid, rotate))
+	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	pid = sys.Root.Spawn(endpoint.Props(cfg, "ep_1")) // a new activation
+	if rep := mustOK(t, ask(t, sys, pid, rotate)); rep.GetSecret() != rotated.GetSecret() || len(rep.GetEndpoint().GetSecrets()) != 2 {
+		t.Fatalf("retried rotation answered %v, want the first one's secret and two live secrets", rep)
+	}
+	del := with(cmd("acme", &controlv1.DeleteEndpointRequest{}), "req_delete")
+	mustOK(t, ask(t, sys, pid, del))
+	if rep := mustOK(t, ask(t, sys, pid, del)); rep.GetEndpoint().GetStatus() != controlv1.Endpoint_STATUS_DELETED {
+		t.Fatalf("retried delete answered %v", rep)
+	}
+	if got := types(readStream(t, log, "ep_1")); got != "EndpointCreated,SecretRotated,EndpointDeleted" {
+		t.Fatalf("events %s", got)
 	}
 }

@@ -55,9 +55,9 @@ func (g *grain) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) 
 	if g.cfg.Grains == nil {
 		return true, time.Time{}
 	}
-	l := &g.eng.lease
+	l := &g.loop.lease
 	valid := now.Before(l.expires)
-	if valid && l.attempts > 0 && int32(g.eng.running) < l.inFlight {
+	if valid && l.attempts > 0 && int32(g.loop.asks+g.loop.running) < l.inFlight {
 		return true, time.Time{}
 	}
 	if l.asking {
@@ -75,16 +75,16 @@ func (g *grain) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) 
 
 func (g *grain) useLease() {
 	if g.cfg.Grains != nil {
-		g.eng.lease.attempts--
+		g.loop.lease.attempts--
 	}
 }
 
 // askLease asks the tenant grain for a lease, off the mailbox.
 func (g *grain) askLease(ctx actor.Context) {
-	g.eng.lease.asking = true
+	g.loop.lease.asking = true
 	grains, tenantID := g.cfg.Grains, g.state.TenantID
 	want := &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Lease{Lease: &controlv1.QuotaLeaseRequest{
-		EndpointId: g.id, WantAttempts: int32(len(g.eng.ready) + g.maxInFlight()), WantInFlight: int32(g.maxInFlight()),
+		EndpointId: g.id, WantAttempts: int32(len(g.loop.ready) + g.maxInFlight()), WantInFlight: int32(g.maxInFlight()),
 	}}}
 	g.async(ctx, leaseTimeout, func(c context.Context) any {
 		res, err := grains.Request(c, tenant.Kind, tenantID, want)
@@ -103,11 +103,11 @@ func (g *grain) askLease(ctx actor.Context) {
 }
 
 func (g *grain) onLease(ctx actor.Context, m *leaseReply) {
-	l := &g.eng.lease
+	l := &g.loop.lease
 	l.asking = false
 	now := g.cfg.Now()
 	if m.err != nil {
-		g.log.Warn("endpoint grain cannot get a quota lease; going on under a fallback lease", "err", m.err)
+		g.log.Warn("endpoint grain cannot get a quota lease; going on under a fallback lease", "error", m.err)
 		n := int32(g.maxInFlight())
 		l.attempts, l.inFlight, l.expires = n*int32(fallbackLease/time.Second), n, now.Add(fallbackLease)
 	} else {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,5 +138,56 @@ func TestTenantLease(t *testing.T) {
 	rc.mu.Unlock()
 	if peak != 2 {
 		t.Fatalf("peak concurrency %d, want the tenant's in-flight quota 2", peak)
+	}
+}
+
+// TestRetriesDoNotBlockNewWork: while another tenant's new work has waited
+// past the dispatcher's objective, retries get no slot. An endpoint whose
+// retry waits for a slot must still start its new deliveries: the retry's
+// request is promoted to new work when a new delivery is ready. Before, the
+// waiting retry took the endpoint's in-flight limit and its new delivery
+// never asked for a slot.
+func TestRetriesDoNotBlockNewWork(t *testing.T) {
+	b := newBench(t)
+	d := dispatch.New(dispatch.Config{Slots: 2, Now: b.clk.Now}) // a tenant holds 1 slot at most
+
+	b.cfg.Dispatcher = d
+	release := make(chan struct{})
+	var flaky atomic.Int32
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		switch {
+		case r.URL.Path == "/hang":
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		case r.URL.Path == "/flaky" && flaky.Add(1) == 1: // the first request only
+			w.WriteHeader(http.StatusInternalServerError)
+		default:
+			w.WriteHeader(http.StatusOK)
+		}
+	})
+	t.Cleanup(func() { close(release) }) // before the receiver closes
+	// Tenant "slow": one attempt hangs in its one slot, its next delivery
+	// waits for a slot as new work.
+	b.endpoint("slow", "ep_hang", rc.URL+"/hang", func(s *controlv1.EndpointSettings) { s.MaxInFlight, s.TimeoutMs = 2, 30_000 })
+	b.publish("slow", "evt_1", "ep_hang")
+	b.publish("slow", "evt_2", "ep_hang")
+	waitUntil(t, "the slow tenant at its cap, new work waiting", func() bool {
+		s := d.Stats()
+		return s.Used == 1 && s.Waiting[dispatch.ClassNew] == 1
+	})
+	// Tenant "acme": a delivery fails once; its retry is due 2.5 s later,
+	// when the slow tenant's waiting new work is late (objective 1 s).
+	b.endpoint("acme", "ep_1", rc.URL+"/flaky", func(s *controlv1.EndpointSettings) { s.MaxInFlight = 1 })
+	first := b.publish("acme", "evt_a", "ep_1")[0]
+	b.waitEvents(first, 1)
+	b.advance(2500 * time.Millisecond)
+	waitUntil(t, "acme's retry waiting for a slot", func() bool { return d.Stats().Waiting[dispatch.ClassRetry] == 1 })
+
+	id := b.publish("acme", "evt_b", "ep_1")[0]
+	b.waitStatus("acme", history.Succeeded, id)
+	if rc.count(first) != 1 {
+		t.Fatalf("the retry ran while new work was late (%d requests)", rc.count(first))
 	}
 }

@@ -12,8 +12,10 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hookline/hookline/actors/dispatch"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/due"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
@@ -23,28 +25,37 @@ import (
 // and waits (off the mailbox) until the node's projections of its delivery
 // partition have applied it (the partition live on this node: the cluster
 // places the grain on the partition's owner): the due index then reflects
-// every outcome a previous activation wrote. From then on, whenever it is woken (a Wake command, its timer for
-// the next known due time, the breaker's or the token bucket's next
-// opening, and after each outcome) it pulls due deliveries and holds them
-// as flights: it reads each one's delivery stream (its revision and
-// attempt count, the truth when the index lags) and the published event
-// (the payload, cached while held), then attempts it within the limits, in
-// this order: endpoint status, in-flight limit, tenant lease, circuit
-// breaker, token bucket, and a slot from the node's dispatcher. Attempts
-// run off the mailbox and come back as messages; each outcome is appended
-// to the delivery stream with the revision the flight holds, and the next
-// pull first waits until the projections have applied the grain's own
-// appends, so the index never shows it a delivery it has just settled.
+// every outcome a previous activation wrote. From then on, whenever it is
+// woken (a Wake, its timer for the next known due time, the breaker's or
+// the token bucket's next opening, and after each outcome) it pulls due
+// deliveries and holds them as flights, as many as keep its limits busy:
+// it reads each one's delivery stream (its revision, attempt count and
+// next attempt time: the truth when the index lags) and the published
+// event (the payload, cached for the node), then attempts it within the
+// limits, in this order: endpoint status, in-flight limit, tenant lease,
+// circuit breaker, token bucket, and a slot from the node's dispatcher.
+// Attempts run off the mailbox and come back as messages; each outcome is
+// appended to the delivery stream with the revision the flight holds.
 //
-// Status: a paused or disabled endpoint attempts nothing and does not pull;
-// its deliveries stay due (those past their deadline expire on resume). A
-// deleted endpoint ends every due delivery at once as failed with a
-// terminal AttemptFailed of ERROR_CLASS_ENDPOINT_GONE and no HTTP attempt,
-// so that its deliveries do not stay due forever and the counts add up.
+// A delivery is never attempted before the time its stream says. The next
+// pull waits until the projections have applied the grain's last append,
+// and a pull issued while an outcome was being appended (it may show the
+// delivery as it was before that outcome) skips every delivery settled
+// since it was issued. A first attempt of a new delivery skips the read of
+// its stream (there is nothing in it yet): its outcome is appended with
+// expected revision "no stream", and if the stream exists after all it is
+// read then and the outcome settled against it (see record.go).
+//
+// Status: a paused or disabled endpoint attempts nothing, holds nothing
+// and does not pull; its deliveries stay due (those past their deadline
+// expire on resume, and no attempt starts past its deadline). A deleted
+// endpoint ends every due delivery, held or not, as failed with a terminal
+// AttemptFailed of ERROR_CLASS_ENDPOINT_GONE and no HTTP attempt, so that
+// its deliveries do not stay due forever and the counts add up.
 
-// engine is the delivery loop's state. It is owned by the actor, like the
+// loop is the delivery loop's state. It is owned by the actor, like the
 // rest of the grain.
-type engine struct {
+type loop struct {
 	// ctx ends when the grain stops; every goroutine the loop starts
 	// derives from it.
 	ctx    context.Context
@@ -52,27 +63,40 @@ type engine struct {
 	// incarnation names this activation in the ids of its delivery events.
 	incarnation string
 
-	caughtUp bool
-	flights  map[string]*flight // held deliveries, by id
-	ready    []*flight          // flights waiting for the limits, new first
-	running  int                // flights asking for a slot or attempting
-	pulling  bool
-	wantPull bool
-	written  events.Position // the position of the grain's last append
+	caughtUp     bool
+	retryCatchUp bool               // waiting for the projections failed; try again
+	flights      map[string]*flight // held deliveries, by id
+	ready        []*flight          // flights waiting for the limits and a slot, new first
+	reading      int                // flights whose streams are being read
+	asks         int                // slots asked of the dispatcher, not granted yet
+	probeAsked   bool               // one of the asks is the breaker's half-open probe
+	running      int                // attempts out
+	pulling      bool
+	wantPull     bool
+	written      events.Position // the position of the grain's last append
+	// settled are the deliveries whose outcome this activation appended,
+	// with its position, until a pull that waited for that position: a
+	// pull issued before may still show them due.
+	settled map[string]events.Position
 
 	breaker *Breaker
 	limiter *rate.Limiter
 	lease   leaseState
 	// own are the endpoint-stream events the loop decided (circuit
-	// transitions, pause on 410), appended in order by drain.
+	// transitions, pause on 410, a recovery's progress), appended in order
+	// by next.
 	own  []proto.Message
 	gone bool // a 410 paused the endpoint; its event may not be durable yet
 
-	nextDue time.Time // earliest retry the grain scheduled
+	nextDue time.Time // earliest known time a held-back delivery is due
 	timer   scheduler.CancelFunc
 	timerAt time.Time
 
-	recoveries map[string]*recovery
+	// replays are replay orders waiting for room among the flights.
+	replays []*replayOrder
+	// recovery is the recovery this activation is carrying out, if any;
+	// finished, the last one it finished (for its count of attempts).
+	recovery, finished *recoveryRun
 }
 
 // The loop's messages to its own actor.
@@ -80,22 +104,24 @@ type (
 	caughtUp  struct{ err error }
 	loopTick  struct{}
 	pulledDue struct {
-		items []due.Item
-		err   error
+		items  []due.Item
+		limit  int             // asked for: fewer answered means none left
+		waited events.Position // the grain's appends the pull waited for
+		err    error
 	}
 )
 
-func (g *grain) engineOn() bool { return g.cfg.Due != nil }
+func (g *grain) loopOn() bool { return g.cfg.Due != nil }
 
-// startEngine begins the delivery loop once the stream is loaded: it waits,
+// startLoop begins the delivery loop once the stream is loaded: it waits,
 // off the mailbox, for the projections to reach the log's head.
-func (g *grain) startEngine(ctx actor.Context) {
-	if !g.engineOn() {
+func (g *grain) startLoop(ctx actor.Context) {
+	if !g.loopOn() {
 		return
 	}
-	if g.eng == nil {
+	if g.loop == nil {
 		c, cancel := context.WithCancel(context.Background())
-		g.eng = &engine{ctx: c, cancel: cancel, incarnation: uuid.NewString(), flights: map[string]*flight{}, recoveries: map[string]*recovery{}}
+		g.loop = &loop{ctx: c, cancel: cancel, incarnation: uuid.NewString(), flights: map[string]*flight{}, settled: map[string]events.Position{}}
 	}
 	log, proj, part := g.cfg.Log, g.cfg.Projections, g.partition()
 	g.async(ctx, 0, func(c context.Context) any {
@@ -107,27 +133,35 @@ func (g *grain) startEngine(ctx actor.Context) {
 	})
 }
 
-// stopEngine ends the loop's goroutines and gives back its slots.
-func (g *grain) stopEngine() {
-	e := g.eng
-	if e == nil {
+// stopLoop ends the loop's goroutines and gives back its slots.
+func (g *grain) stopLoop() {
+	l := g.loop
+	if l == nil {
 		return
 	}
-	e.cancel()
-	if e.timer != nil {
-		e.timer()
-		e.timer = nil
+	l.cancel()
+	if l.timer != nil {
+		l.timer()
+		l.timer = nil
 	}
 	if g.cfg.Dispatcher != nil && g.state != nil {
 		g.cfg.Dispatcher.Leave(g.state.TenantID, g.id)
 	}
 }
 
+// idle reports whether the loop holds nothing: no delivery, no I/O of its
+// own, no recovery under way. A retry due later is not held: the due
+// index's timers wake the grain for it.
+func (l *loop) idle() bool {
+	return l.caughtUp && len(l.flights) == 0 && !l.pulling && l.asks == 0 && l.running == 0 &&
+		len(l.own) == 0 && len(l.replays) == 0 && l.recovery == nil && !l.lease.asking
+}
+
 // async runs fn off the mailbox and sends its result to the actor. The
 // goroutine ends when fn returns: at the latest at timeout (0: none) or
 // when the grain stops.
 func (g *grain) async(ctx actor.Context, timeout time.Duration, fn func(context.Context) any) {
-	root, self, parent := ctx.ActorSystem().Root, ctx.Self(), g.eng.ctx
+	root, self, parent := ctx.ActorSystem().Root, ctx.Self(), g.loop.ctx
 	if g.cfg.Tasks != nil {
 		g.cfg.Tasks.Add(1)
 	}
@@ -149,25 +183,25 @@ func (g *grain) async(ctx actor.Context, timeout time.Duration, fn func(context.
 
 // receiveLoop handles the loop's messages; it reports whether msg was one.
 func (g *grain) receiveLoop(ctx actor.Context, msg any) bool {
-	if g.eng == nil {
+	if g.loop == nil {
 		return false
 	}
 	switch m := msg.(type) {
 	case *caughtUp:
 		g.onCaughtUp(ctx, m)
 	case loopTick:
-		g.eng.timer, g.eng.timerAt = nil, time.Time{}
-		if !g.eng.nextDue.After(g.cfg.Now()) {
-			g.eng.nextDue = time.Time{}
+		g.loop.timer, g.loop.timerAt = nil, time.Time{}
+		if !g.loop.nextDue.After(g.cfg.Now()) {
+			g.loop.nextDue = time.Time{}
 		}
-		g.eng.wantPull = true
+		g.loop.wantPull = true
 		g.pump(ctx)
 	case *pulledDue:
 		g.onPulled(ctx, m)
 	case *readDone:
 		g.onRead(ctx, m)
 	case *slotGranted:
-		g.onSlot(ctx, m)
+		g.onSlot(ctx)
 	case *attemptDone:
 		g.onAttempt(ctx, m)
 	case *recorded:
@@ -184,30 +218,37 @@ func (g *grain) receiveLoop(ctx actor.Context, msg any) bool {
 
 func (g *grain) onCaughtUp(ctx actor.Context, m *caughtUp) {
 	if m.err != nil {
-		g.log.Error("endpoint grain cannot wait for the projections; retrying", "err", m.err)
+		g.log.Error("endpoint grain cannot wait for the projections; retrying", "error", m.err)
 		g.arm(ctx, g.cfg.Now().Add(time.Second))
-		g.eng.caughtUp = false
-		g.retryCatchUp = true
+		g.loop.caughtUp = false
+		g.loop.retryCatchUp = true
 		return
 	}
-	g.eng.caughtUp = true
-	g.eng.wantPull = true
+	g.loop.caughtUp = true
+	g.loop.wantPull = true
+	g.resumeRecovery(ctx)
 	g.pump(ctx)
 }
 
 // wakeLoop asks for a pull: a Wake, a resume, a command that changed the
 // endpoint.
 func (g *grain) wakeLoop(ctx actor.Context) {
-	if g.eng == nil {
+	if g.loop == nil {
 		return
 	}
-	g.eng.wantPull = true
+	g.loop.wantPull = true
 	g.pump(ctx)
 }
 
 // attempting reports whether the endpoint may attempt now.
 func (g *grain) attempting() bool {
-	return g.state.Live() && g.state.Status == controlv1.Endpoint_STATUS_ACTIVE && !g.eng.gone && !g.cfg.Drain.Draining()
+	return g.state.Live() && g.state.Status == controlv1.Endpoint_STATUS_ACTIVE && !g.loop.gone && !g.cfg.Drain.Draining()
+}
+
+// paused reports whether the endpoint exists and is paused or disabled: it
+// holds nothing and pulls nothing until it resumes.
+func (g *grain) paused() bool {
+	return g.state.Live() && (g.state.Status != controlv1.Endpoint_STATUS_ACTIVE || g.loop.gone)
 }
 
 func (g *grain) maxInFlight() int {
@@ -217,17 +258,22 @@ func (g *grain) maxInFlight() int {
 	return g.cfg.MaxInFlight
 }
 
-// pump starts what the limits allow, pulls when asked to and there is room,
-// and arms the timer for the next moment something may change.
+// capacity is how many flights the grain holds at most: a pull's worth
+// beyond its in-flight limit.
+func (g *grain) capacity() int { return g.cfg.PullLimit + g.maxInFlight() }
+
+// pump settles what the endpoint's status decides, starts what the limits
+// allow, pulls when asked to and the flights run low, and arms the timer
+// for the next moment something may change.
 func (g *grain) pump(ctx actor.Context) {
-	e := g.eng
-	if e == nil || g.stopping || !g.loaded {
+	l := g.loop
+	if l == nil || g.core.Stopping() || !g.core.Loaded() {
 		return
 	}
-	if !e.caughtUp {
-		if g.retryCatchUp {
-			g.retryCatchUp = false
-			g.startEngine(ctx)
+	if !l.caughtUp {
+		if l.retryCatchUp {
+			l.retryCatchUp = false
+			g.startLoop(ctx)
 		}
 		return
 	}
@@ -235,6 +281,16 @@ func (g *grain) pump(ctx actor.Context) {
 		return
 	}
 	now := g.cfg.Now()
+	switch {
+	case g.state.Deleted:
+		g.endReady(ctx) // every held delivery ends: endpoint gone
+	case g.paused():
+		g.releaseReady() // held back until the endpoint resumes
+	}
+	if l.recovery != nil && (!g.state.Live() || g.state.Status != controlv1.Endpoint_STATUS_ACTIVE) {
+		g.finishRecovery(hooklinev1.RecoveryFinished_REASON_ENDPOINT_NOT_ACTIVE)
+	}
+	g.startReplays(ctx)
 	if q := g.cfg.Quarantine; q != nil {
 		if until := q.Until(g.id, now); !until.IsZero() {
 			g.arm(ctx, until)
@@ -245,64 +301,124 @@ func (g *grain) pump(ctx actor.Context) {
 	if g.attempting() {
 		wake = g.startReady(ctx, now)
 	}
-	paused := g.state.Live() && g.state.Status != controlv1.Endpoint_STATUS_ACTIVE
-	if e.wantPull && !e.pulling && !paused && len(e.flights) < g.cfg.PullLimit+g.maxInFlight() {
+	if l.wantPull && !l.pulling && !g.paused() && g.lowOnWork() {
 		g.pull(ctx)
 	}
-	if !e.nextDue.IsZero() && (wake.IsZero() || e.nextDue.Before(wake)) {
-		wake = e.nextDue
+	if !l.nextDue.IsZero() && (wake.IsZero() || l.nextDue.Before(wake)) {
+		wake = l.nextDue
 	}
 	if !wake.IsZero() {
 		g.arm(ctx, wake)
 	}
-	if len(e.own) > 0 {
-		g.drain(ctx)
+	if len(l.own) > 0 {
+		g.next(ctx)
 	}
 }
 
-// startReady asks for slots for the ready flights, in order, while the
-// limits allow; it returns when a limit that opens with time will open
-// (zero if none).
+// lowOnWork reports whether the grain should pull: it holds fewer
+// deliveries waiting to start (being read, or ready) than its in-flight
+// limit, and has room for more. An endpoint that cannot start what it holds
+// (a hanging receiver, an open circuit, no slot) does not scan the due
+// index on every wake: it pulls again once its deliveries move. Retries
+// waiting for a slot do not count: the dispatcher may hold them back while
+// new work on the node is late, and this endpoint's new work must be
+// pulled past them.
+func (g *grain) lowOnWork() bool {
+	l := g.loop
+	waiting := l.reading + len(l.ready)
+	for _, f := range l.ready[:min(l.asks, len(l.ready))] {
+		if f.class() == dispatch.ClassRetry {
+			waiting--
+		}
+	}
+	return len(l.flights) < g.capacity() && waiting < g.maxInFlight()
+}
+
+// endReady ends the ready flights of a deleted endpoint.
+func (g *grain) endReady(ctx actor.Context) {
+	ready := g.loop.ready
+	g.loop.ready = nil
+	for _, f := range ready {
+		g.settle(ctx, f)
+	}
+}
+
+// releaseReady lets go of the ready flights of a paused endpoint: they stay
+// due in the index, and are pulled (and checked against their deadline)
+// again on resume.
+func (g *grain) releaseReady() {
+	ready := g.loop.ready
+	g.loop.ready = nil
+	for _, f := range ready {
+		g.drop(nil, f)
+	}
+}
+
+// startReady asks for slots for the ready flights while the limits allow;
+// it returns when a limit that opens with time will open (zero if none).
+// Slots are not bound to flights: a granted slot goes to the first ready
+// flight then (new deliveries first), so a retry waiting for a slot never
+// holds back a new delivery.
 func (g *grain) startReady(ctx actor.Context, now time.Time) time.Time {
-	e := g.eng
-	if e.breaker == nil {
-		e.breaker = NewBreaker(g.cfg.Breaker, g.state)
+	l := g.loop
+	if l.breaker == nil {
+		l.breaker = NewBreaker(g.cfg.Breaker, g.state)
 	}
 	g.tuneLimiter(now)
-	for len(e.ready) > 0 {
-		if e.running >= g.maxInFlight() {
+	g.promote()
+	for l.asks < len(l.ready) {
+		if l.asks+l.running >= g.maxInFlight() {
 			return time.Time{} // an outcome pumps again
 		}
 		if ok, retry := g.leaseAllows(ctx, now); !ok {
 			return retry
 		}
-		ok, ev := e.breaker.Allow(now)
+		ok, ev := l.breaker.Allow(now)
 		if ev != nil {
 			g.queueOwn(ev)
 		}
 		if !ok {
-			return e.breaker.Until()
+			return l.breaker.Until()
 		}
-		probe := e.breaker.Probing()
-		r := e.limiter.ReserveN(now, 1)
+		probe := l.breaker.Probing()
+		r := l.limiter.ReserveN(now, 1)
 		if d := r.DelayFrom(now); !r.OK() || d > 0 {
 			r.CancelAt(now)
 			if probe {
-				e.breaker.Cancel()
+				l.breaker.Cancel()
 			}
 			return now.Add(max(d, 10*time.Millisecond))
 		}
-		f := e.ready[0]
-		e.ready = e.ready[1:]
-		f.stage, f.probe = stageAsking, probe
-		e.running++
+		c := l.ready[l.asks].class()
+		l.asks++
+		l.probeAsked = l.probeAsked || probe
 		g.useLease()
-		g.acquire(ctx, f)
+		g.acquire(ctx, c)
 		if probe {
 			return time.Time{} // one probe; its outcome pumps again
 		}
 	}
 	return time.Time{}
+}
+
+// promote turns the grain's slot requests for retries into requests for
+// new work when new deliveries are ready: the dispatcher serves new work
+// first, and holds retries back while new work anywhere on the node is
+// late, so a retry's request must not stand in for a new delivery's.
+func (g *grain) promote() {
+	l := g.loop
+	if g.cfg.Dispatcher == nil || l.asks == 0 {
+		return
+	}
+	news := 0
+	for _, f := range l.ready[:min(l.asks, len(l.ready))] {
+		if f.class() == dispatch.ClassNew {
+			news++
+		}
+	}
+	if news > 0 {
+		g.cfg.Dispatcher.Promote(g.state.TenantID, g.id, news)
+	}
 }
 
 // tuneLimiter builds the token bucket, or follows a change of the
@@ -315,62 +431,80 @@ func (g *grain) tuneLimiter(now time.Time) {
 	if b <= 0 {
 		b = g.cfg.Burst
 	}
-	if g.eng.limiter == nil {
-		g.eng.limiter = rate.NewLimiter(rate.Limit(r), b)
+	if g.loop.limiter == nil {
+		g.loop.limiter = rate.NewLimiter(rate.Limit(r), b)
 		return
 	}
-	if g.eng.limiter.Limit() != rate.Limit(r) {
-		g.eng.limiter.SetLimitAt(now, rate.Limit(r))
+	if g.loop.limiter.Limit() != rate.Limit(r) {
+		g.loop.limiter.SetLimitAt(now, rate.Limit(r))
 	}
-	if g.eng.limiter.Burst() != b {
-		g.eng.limiter.SetBurstAt(now, b)
+	if g.loop.limiter.Burst() != b {
+		g.loop.limiter.SetBurstAt(now, b)
 	}
 }
 
 // pull asks the due index for the endpoint's due deliveries, off the
 // mailbox, after the projections have applied the grain's own appends.
 func (g *grain) pull(ctx actor.Context) {
-	e := g.eng
-	e.pulling, e.wantPull = true, false
+	l := g.loop
+	l.pulling, l.wantPull = true, false
 	idx, proj, now, part := g.cfg.Due, g.cfg.Projections, g.cfg.Now, g.partition()
-	id, written, limit := g.id, e.written, g.cfg.PullLimit+len(e.flights)
+	id, written, limit := g.id, l.written, g.cfg.PullLimit+len(l.flights)
 	g.async(ctx, g.cfg.IOTimeout, func(c context.Context) any {
 		if err := proj.WaitForPartition(c, part, written); err != nil {
 			return &pulledDue{err: err}
 		}
 		items, err := idx.Pull(id, now(), limit)
-		return &pulledDue{items: items, err: err}
+		return &pulledDue{items: items, limit: limit, waited: written, err: err}
 	})
 }
 
+// onPulled holds the pulled deliveries while the limits need more work.
+// The grain pulls again when it is woken (the due index wakes it when it
+// adds work for it, and when a retry falls due), or when this pull may have
+// left work behind (it got all it asked for, or stopped for lack of room),
+// not after every outcome: an endpoint with nothing due must not scan the
+// index each time an attempt ends.
 func (g *grain) onPulled(ctx actor.Context, m *pulledDue) {
-	e := g.eng
-	e.pulling = false
+	l := g.loop
+	l.pulling = false
 	if m.err != nil {
 		switch {
 		case errors.Is(m.err, due.ErrNotLive):
 			// The partition moved away: the placement stops this grain
 			// and the new owner's activation takes over.
-			g.log.Info("endpoint grain's partition is not served here; waiting", "err", m.err)
+			g.log.Info("endpoint grain's partition is not served here; waiting", "error", m.err)
 		case !errors.Is(m.err, context.Canceled):
-			g.log.Warn("endpoint grain cannot pull due deliveries; retrying", "err", m.err)
+			g.log.Warn("endpoint grain cannot pull due deliveries; retrying", "error", m.err)
 		}
 		g.arm(ctx, g.cfg.Now().Add(time.Second))
 		return
 	}
-	room := g.cfg.PullLimit + g.maxInFlight() - len(e.flights)
+	if len(m.items) >= m.limit {
+		l.wantPull = true // the index may hold more
+	}
 	for _, it := range m.items {
-		if _, held := e.flights[it.DeliveryID]; held || it.EndpointID != g.id {
+		if _, held := l.flights[it.DeliveryID]; held || it.EndpointID != g.id {
 			continue
 		}
-		if room <= 0 {
-			e.wantPull = true // more after some progress
+		if at, ok := l.settled[it.DeliveryID]; ok && m.waited.Less(at) {
+			// The pull was issued before this delivery's outcome was
+			// appended: the index showed it as it was before.
+			g.log.Debug("a pull returned a delivery settled since; skipped", "delivery_id", it.DeliveryID)
+			continue
+		}
+		if !g.lowOnWork() {
+			l.wantPull = true // more after some progress
 			break
 		}
-		room--
 		f := &flight{item: it}
-		e.flights[it.DeliveryID] = f
+		l.flights[it.DeliveryID] = f
 		g.read(ctx, f)
+	}
+	for id, at := range l.settled {
+		if !m.waited.Less(at) {
+			delete(l.settled, id) // the index has it: later pulls see it
+		}
 	}
 	g.pump(ctx)
 }
@@ -379,34 +513,44 @@ func (g *grain) onPulled(ctx actor.Context, m *pulledDue) {
 // by due time.
 func (g *grain) enqueue(f *flight) {
 	f.stage = stageReady
-	e := g.eng
-	e.ready = append(e.ready, f)
-	slices.SortStableFunc(e.ready, func(a, b *flight) int {
+	l := g.loop
+	i, _ := slices.BinarySearchFunc(l.ready, f, func(a, b *flight) int {
 		if ca, cb := a.class(), b.class(); ca != cb {
 			return int(ca) - int(cb)
 		}
-		return a.item.DueAt.Compare(b.item.DueAt)
+		if c := a.item.DueAt.Compare(b.item.DueAt); c != 0 {
+			return c
+		}
+		return -1 // after the equal ones: stable
 	})
+	l.ready = slices.Insert(l.ready, i, f)
+}
+
+// noteDue remembers that a held-back delivery is due at at, for the timer.
+func (g *grain) noteDue(at time.Time) {
+	if l := g.loop; l.nextDue.IsZero() || at.Before(l.nextDue) {
+		l.nextDue = at
+	}
 }
 
 // arm sets the loop's timer for at, unless it is set for earlier. The
 // delay is measured on the injected clock and capped, so that a clock that
 // moves differently is noticed within maxTimer.
 func (g *grain) arm(ctx actor.Context, at time.Time) {
-	e := g.eng
-	if e.timer != nil && !e.timerAt.After(at) {
+	l := g.loop
+	if l.timer != nil && !l.timerAt.After(at) {
 		return
 	}
-	if e.timer != nil {
-		e.timer()
+	if l.timer != nil {
+		l.timer()
 	}
 	delay := min(max(at.Sub(g.cfg.Now()), time.Millisecond), maxTimer)
-	e.timerAt = at
-	e.timer = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(delay, ctx.Self(), loopTick{})
+	l.timerAt = at
+	l.timer = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(delay, ctx.Self(), loopTick{})
 }
 
-// queueOwn adds an event for the endpoint stream; drain appends it, in
+// queueOwn adds an event for the endpoint stream; next appends it, in
 // order with the commands' events, when pump ends.
 func (g *grain) queueOwn(ev proto.Message) {
-	g.eng.own = append(g.eng.own, ev)
+	g.loop.own = append(g.loop.own, ev)
 }

@@ -2,13 +2,17 @@ package endpoint_test
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/hookline/hookline/actors/dispatch"
+	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/history"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -243,5 +247,222 @@ func TestLoopDeleted(t *testing.T) {
 	}
 	if rc.count("") != 0 {
 		t.Fatalf("%d requests to a deleted endpoint", rc.count(""))
+	}
+}
+
+// gate is a receiver's handler for tests that hold attempts: the first
+// request of each delivery waits until release is closed, then answers
+// code; later ones answer later.
+func gate(release <-chan struct{}, code, later int) func(w http.ResponseWriter, r *http.Request, n int) {
+	return func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+			w.WriteHeader(code)
+			return
+		}
+		w.WriteHeader(later)
+	}
+}
+
+// waitActive waits until the receiver has n requests in progress.
+func (rc *receiver) waitActive(t *testing.T, n int) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("%d requests in progress", n), func() bool {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		return rc.active == n
+	})
+}
+
+// TestLoopDeletedWhileHeld: a delivery the grain holds, waiting for a slot,
+// when the endpoint is deleted ends failed (ENDPOINT_GONE) without an
+// attempt; the one attempting when the delete came is recorded as it
+// answered. Before, the held one stayed pending for as long as the grain
+// lived.
+func TestLoopDeletedWhileHeld(t *testing.T) {
+	b := newBench(t)
+	d := dispatch.New(dispatch.Config{Slots: 1})
+	b.cfg.Dispatcher = d
+	release := make(chan struct{})
+	rc := newReceiver(t, gate(release, http.StatusOK, http.StatusOK))
+	pid := b.endpoint("acme", "ep_1", rc.URL+"/in", func(s *controlv1.EndpointSettings) { s.MaxInFlight = 2 })
+	first := b.publish("acme", "evt_1", "ep_1")[0]
+	rc.waitActive(t, 1) // in the node's only slot
+	held := b.publish("acme", "evt_2", "ep_1")[0]
+	waitUntil(t, "the second delivery waiting for a slot", func() bool { return d.Stats().Waiting[dispatch.ClassNew] == 1 })
+	mustOK(t, ask(t, b.sys, pid, cmd("acme", &controlv1.DeleteEndpointRequest{})))
+	close(release)
+	b.waitStatus("acme", history.Succeeded, first)
+	b.waitStatus("acme", history.Failed, held)
+	f := b.delivery(held)[0].(*hooklinev1.AttemptFailed)
+	if f.GetAttempt().GetErrorClass() != hooklinev1.ErrorClass_ERROR_CLASS_ENDPOINT_GONE || rc.count(held) != 0 {
+		t.Fatalf("%s: %v, %d requests", held, f, rc.count(held))
+	}
+	// Later deliveries of the deleted endpoint end the same way.
+	later := b.publish("acme", "evt_3", "ep_1")[0]
+	b.waitStatus("acme", history.Failed, later)
+	if d.Stats().Used != 0 {
+		t.Fatalf("slots still held: %+v", d.Stats())
+	}
+}
+
+// TestLoopNoAttemptPastDeadline: a delivery held while the endpoint is
+// paused, resumed after its deadline, ends DeliveryExpired without an HTTP
+// attempt. Before, the held flight was attempted on resume.
+func TestLoopNoAttemptPastDeadline(t *testing.T) {
+	b := newBench(t)
+	release := make(chan struct{})
+	rc := newReceiver(t, gate(release, http.StatusOK, http.StatusOK))
+	pid := b.endpoint("acme", "ep_1", rc.URL+"/in", func(s *controlv1.EndpointSettings) { s.MaxInFlight = 1 })
+	ids := append(b.publish("acme", "evt_1", "ep_1"), b.publish("acme", "evt_2", "ep_1")...)
+	rc.waitActive(t, 1)
+	mustOK(t, ask(t, b.sys, pid, cmd("acme", &controlv1.PauseEndpointRequest{})))
+	close(release)
+	var done, late string
+	waitUntil(t, "the attempt under way recorded", func() bool {
+		for i, id := range ids {
+			if len(b.delivery(id)) == 1 {
+				done, late = id, ids[1-i]
+				return true
+			}
+		}
+		return false
+	})
+	b.clk.Add(25 * time.Hour)
+	mustOK(t, ask(t, b.sys, pid, cmd("acme", &controlv1.ResumeEndpointRequest{})))
+	evs := b.waitEvents(late, 1)
+	if e, ok := evs[0].(*hooklinev1.DeliveryExpired); !ok || e.GetAttempts() != 0 {
+		t.Fatalf("the held delivery: %s %v, want DeliveryExpired", typeNames(evs), evs)
+	}
+	if rc.count(late) != 0 || rc.count(done) != 1 {
+		t.Fatalf("requests: %d for the expired delivery, %d for the other", rc.count(late), rc.count(done))
+	}
+}
+
+// TestLoopStalePull: a pull issued while an outcome was being appended
+// (the projections lag: they hold at the grain's previous append) shows
+// the delivery as it was before that outcome, after the grain let go of
+// it. The grain must not attempt it again before its next_attempt_at.
+// Before, it attempted it at once, ignoring the backoff: the cause of the
+// intermittent TestLoopDeadline failure.
+func TestLoopStalePull(t *testing.T) {
+	var fl *faultLog
+	b := newBenchWith(t, func(l events.Log) events.Log { fl = newFaultLog(l); return fl })
+	watch := &logWatch{}
+	b.cfg.Logger = slog.New(watch)
+	releaseX, releaseY := make(chan struct{}), make(chan struct{})
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		release, code := releaseY, http.StatusOK
+		if strings.Contains(r.Header.Get("webhook-id"), "x") {
+			release, code = releaseX, http.StatusServiceUnavailable
+		}
+		if n > 1 {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		w.WriteHeader(code)
+	})
+	b.endpoint("acme", "ep_1", rc.URL+"/in", func(s *controlv1.EndpointSettings) { s.MaxInFlight = 2 })
+	var x, y string
+	for i := 0; x == "" || y == ""; i++ { // delivery ids with and without an "x", to tell them apart
+		id := events.DeliveryID("acme", fmt.Sprint("evt_", i), "ep_1")
+		switch {
+		case x == "" && strings.Contains(id, "x"):
+			x = b.publish("acme", fmt.Sprint("evt_", i), "ep_1")[0]
+		case y == "" && !strings.Contains(id, "x"):
+			y = b.publish("acme", fmt.Sprint("evt_", i), "ep_1")[0]
+		}
+	}
+	rc.waitActive(t, 2)
+	head, err := b.log.Head(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl.holdSubscription(&head) // the projections stop here
+	close(releaseY)
+	waitUntil(t, "y's outcome recorded", func() bool { return watch.sawWith("delivery event recorded", y) })
+	b.wakes.Wake("ep_1") // a wake: the pull waits for the projections to have y's outcome
+	close(releaseX)
+	waitUntil(t, "x's outcome recorded, while that pull waits", func() bool { return watch.sawWith("delivery event recorded", x) })
+	recs, err := b.log.ReadStream(t.Context(), events.DeliveryStream(y), events.Forwards, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl.holdSubscription(&recs[0].Position) // up to y's outcome only: the pull runs, x looks new
+	waitUntil(t, "the grain skipping x in the stale pull", func() bool { return watch.saw("settled since") || rc.count(x) > 1 })
+	if n := rc.count(x); n != 1 {
+		t.Fatalf("x was attempted %d times at once, before its next attempt time", n)
+	}
+	fl.holdSubscription(nil)
+	evs := b.waitEvents(x, 1)
+	next := evs[0].(*hooklinev1.AttemptFailed).GetNextAttemptAt().AsTime()
+	b.advance(next.Sub(b.clk.Now()))
+	evs = b.waitEvents(x, 2)
+	if s, ok := evs[1].(*hooklinev1.AttemptSucceeded); !ok || !s.GetAttempt().GetStartedAt().AsTime().Equal(next) {
+		t.Fatalf("x's second attempt: %v, want a success at %v", evs[1], next)
+	}
+}
+
+// TestLoopEventNotYetVisible: a new delivery whose event stream a lagging
+// backend does not show yet stays due and is delivered once it shows it.
+// Before, it ended failed at once, as if the log's retention had removed
+// the event.
+func TestLoopEventNotYetVisible(t *testing.T) {
+	var fl *faultLog
+	b := newBenchWith(t, func(l events.Log) events.Log { fl = newFaultLog(l); return fl })
+	rc := newReceiver(t, status(http.StatusOK))
+	b.endpoint("acme", "ep_1", rc.URL+"/in", nil)
+	fl.missReads(events.EventStream("acme", "evt_1"), 1)
+	id := b.publish("acme", "evt_1", "ep_1")[0]
+	waitUntil(t, "the event read, and missed", func() bool {
+		fl.mu.Lock()
+		defer fl.mu.Unlock()
+		return fl.missing[events.EventStream("acme", "evt_1")] == 0
+	})
+	b.advance(10 * time.Second) // past the grain's short wait before reading again
+	b.waitStatus("acme", history.Succeeded, id)
+	if evs := b.delivery(id); len(evs) != 1 || rc.count(id) != 1 {
+		t.Fatalf("%s, %d requests", typeNames(evs), rc.count(id))
+	}
+}
+
+// TestLoopReplanned: an event id published again after its event stream
+// expired (its delivery stream survived, ended) plans the same delivery id
+// again: it is attempted, its outcome recorded after the old ones. Before,
+// the grain read the ended stream and dropped it on every pull, and it
+// stayed pending forever.
+func TestLoopReplanned(t *testing.T) {
+	b := newBench(t)
+	rc := newReceiver(t, status(http.StatusOK))
+	b.endpoint("acme", "ep_1", rc.URL+"/in", nil)
+	id := b.publish("acme", "evt_1", "ep_1")[0]
+	b.waitStatus("acme", history.Succeeded, id)
+	// The event stream expired; the same event id is published again. Its
+	// new event stream is written here under another name (the embedded
+	// log keeps the old one), with the same delivery planned.
+	b.clk.Add(31 * 24 * time.Hour)
+	at := timestamppb.New(b.clk.Now())
+	plan := &hooklinev1.DeliveriesPlanned{TenantId: "acme", EventId: "evt_1", EventType: "invoice.paid", Chunks: 1, At: at,
+		ExpiresAt:  timestamppb.New(b.clk.Now().Add(24 * time.Hour)),
+		Deliveries: []*hooklinev1.PlannedDelivery{{DeliveryId: id, EndpointId: "ep_1", ConfigVersion: 1}}}
+	ev, err := events.Encode(plan, "replan/evt_1", "event-acme.evt_1_again")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.log.Append(t.Context(), "event-acme.evt_1_again", events.NoStream{}, ev); err != nil {
+		t.Fatal(err)
+	}
+	evs := b.waitEvents(id, 2)
+	if s, ok := evs[1].(*hooklinev1.AttemptSucceeded); !ok || s.GetAttempt().GetNumber() != 2 || rc.count(id) != 2 {
+		t.Fatalf("after the new plan: %s, %d requests", typeNames(evs), rc.count(id))
 	}
 }

@@ -57,6 +57,7 @@ func NewQuarantine(base, most time.Duration) *Quarantine {
 func (q *Quarantine) Lost(endpointID string, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.prune(now)
 	e := q.lost[endpointID]
 	if now.Sub(e.until) > q.max {
 		e.n = 0 // quiet for long enough: start over
@@ -87,6 +88,25 @@ func (q *Quarantine) Until(endpointID string, now time.Time) time.Time {
 		return e.until
 	}
 	return time.Time{}
+}
+
+// prune forgets the endpoints quiet for longer than the maximum: they are
+// not quarantined any more, and their backoff would start over. It runs on
+// every loss, so the map holds only endpoints that lost ownership within
+// the last two maxima. q.mu must be held.
+func (q *Quarantine) prune(now time.Time) {
+	for id, e := range q.lost {
+		if now.Sub(e.until) > q.max {
+			delete(q.lost, id)
+		}
+	}
+}
+
+// Len returns how many endpoints the quarantine remembers.
+func (q *Quarantine) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.lost)
 }
 
 // lostOwnership quarantines this endpoint on this node, if the node keeps

@@ -1,6 +1,7 @@
 package endpoint_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -40,5 +41,20 @@ func TestQuarantineBackoff(t *testing.T) {
 	q.Lost("ep", later)
 	if got := q.Until("ep", later); !got.Equal(later.Add(2 * time.Second)) {
 		t.Fatalf("after a quiet spell: until %v, want base backoff", got)
+	}
+}
+
+// TestQuarantinePrunes: endpoints that lost ownership long ago are
+// forgotten even if nobody asks about them again: the quarantine holds
+// only recent losses. Before, an endpoint was forgotten only when Until
+// was asked for it.
+func TestQuarantinePrunes(t *testing.T) {
+	q := endpoint.NewQuarantine(time.Second, 2*time.Second)
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 1000 {
+		q.Lost(fmt.Sprint("ep_", i), t0.Add(time.Duration(i)*time.Second))
+	}
+	if n := q.Len(); n > 5 {
+		t.Fatalf("the quarantine holds %d endpoints after 1000 losses spread over 1000 s, want those of the last few seconds", n)
 	}
 }

@@ -3,6 +3,7 @@ package endpoint
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
@@ -25,7 +26,8 @@ type recorded struct {
 }
 
 // record appends msgs to the flight's delivery stream, off the mailbox,
-// with the revision the flight holds as the expected one.
+// with the revision the flight holds as the expected one ("no stream" for
+// a fresh flight).
 func (g *grain) record(ctx actor.Context, f *flight, msgs ...proto.Message) {
 	f.stage = stageRecording
 	stream := events.DeliveryStream(f.item.DeliveryID)
@@ -35,9 +37,9 @@ func (g *grain) record(ctx actor.Context, f *flight, msgs ...proto.Message) {
 		if f.d.exists {
 			rev = f.d.rev + 1 + events.Revision(i)
 		}
-		ev, err := encodeDelivery(g.eng.incarnation, stream, g.partition(), rev, m)
+		ev, err := encodeDelivery(g.loop.incarnation, stream, g.partition(), rev, m)
 		if err != nil {
-			g.log.Error("endpoint grain cannot encode a delivery event", "delivery_id", f.item.DeliveryID, "err", err)
+			g.log.Error("endpoint grain cannot encode a delivery event", "delivery_id", f.item.DeliveryID, "error", err)
 			g.drop(ctx, f)
 			return
 		}
@@ -51,28 +53,42 @@ func (g *grain) record(ctx actor.Context, f *flight, msgs ...proto.Message) {
 }
 
 func (g *grain) onRecorded(ctx actor.Context, m *recorded) {
-	e := g.eng
-	f := e.flights[m.id]
+	l := g.loop
+	f := l.flights[m.id]
 	if f == nil {
 		return
 	}
 	switch {
 	case m.err == nil:
+	case errors.Is(m.err, events.ErrWrongRevision) && f.fresh && f.outcome != nil:
+		// A first attempt whose stream was not read, and exists: read it,
+		// and settle the outcome against it (recordAgain).
+		f.fresh = false
+		g.log.Debug("a new delivery's stream exists; reading it", "delivery_id", m.id)
+		f.stage = stageReading
+		g.loop.reading++
+		log, cache, it, page, ev := g.cfg.Log, g.cfg.events, f.item, g.cfg.ReadPage, f.d.event
+		g.async(ctx, g.cfg.IOTimeout, func(c context.Context) any {
+			r, err := readDelivery(c, log, cache, it, page, ev, true)
+			return &readDone{id: it.DeliveryID, r: r, err: err}
+		})
+		return
 	case errors.Is(m.err, events.ErrWrongRevision):
-		g.log.Warn("endpoint grain lost ownership of a delivery stream; stopping", "delivery_id", m.id, "revision", uint64(f.d.rev), "err", m.err)
+		g.log.Warn("endpoint grain lost ownership of a delivery stream; stopping", "delivery_id", m.id, "revision", uint64(f.d.rev), "error", m.err)
 		g.lostOwnership()
 		g.stop(ctx, controlv1.GrainError_CODE_ABORTED, "another activation of the endpoint grain owns its deliveries now; retry")
 		return
 	default:
 		// It may or may not have landed: stop, and let the next activation
 		// read the truth.
-		g.log.Error("endpoint grain cannot record a delivery event; stopping", "delivery_id", m.id, "err", m.err)
+		g.log.Error("endpoint grain cannot record a delivery event; stopping", "delivery_id", m.id, "error", m.err)
 		g.stop(ctx, controlv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain stopped; retry")
 		return
 	}
-	f.d.rev, f.d.exists = m.res.Revision, true
-	if e.written.Less(m.res.Position) {
-		e.written = m.res.Position
+	f.d.rev, f.d.exists, f.fresh, f.outcome = m.res.Revision, true, false, nil
+	g.log.Debug("delivery event recorded", "delivery_id", m.id, "revision", uint64(m.res.Revision))
+	if l.written.Less(m.res.Position) {
+		l.written = m.res.Position
 	}
 	replayOf := f.d.replay
 	for _, msg := range m.msgs {
@@ -84,22 +100,49 @@ func (g *grain) onRecorded(ctx actor.Context, m *recorded) {
 	}
 	// An outcome: the flight is settled.
 	if replayOf != nil {
-		g.recoveryProgress(ctx, replayOf.GetRecoveryId(), true)
+		g.recoveryProgress(replayOf.GetRecoveryId())
 	}
 	if len(f.replays) > 0 {
 		g.appendReplay(ctx, f)
 		return
 	}
-	delete(e.flights, m.id)
-	e.wantPull = true
-	g.pump(ctx)
+	delete(l.flights, m.id)
+	l.settled[m.id] = m.res.Position
+	if !f.d.ended && !f.d.lastNext.After(g.cfg.Now()) {
+		// Due again already (a retry kept on schedule after a replay, or
+		// a clock that moved while the outcome was appended): a wake that
+		// came meanwhile found the delivery held, so pull for it now.
+		l.wantPull = true
+	}
+	g.pump(ctx) // room for the work a pull left behind (wantPull)
+}
+
+// recordAgain settles the outcome of a fresh flight whose stream existed
+// after all. If the stream holds an outcome this activation did not write
+// since the delivery was planned, another activation attempted it: this
+// one stops (fencing). Otherwise (a replay was requested before its first
+// attempt, or the delivery was planned again after it ended) the outcome
+// is recorded after what the stream holds, numbered and marked as it says.
+func (g *grain) recordAgain(ctx actor.Context, f *flight) {
+	if f.d.attempts > 0 && !f.d.lastAt.Before(f.item.PlannedAt) {
+		g.log.Warn("endpoint grain lost ownership of a delivery stream; stopping (another activation attempted this new delivery)", "delivery_id", f.item.DeliveryID, "revision", uint64(f.d.rev))
+		g.lostOwnership()
+		g.stop(ctx, controlv1.GrainError_CODE_ABORTED, "another activation of the endpoint grain owns its deliveries now; retry")
+		return
+	}
+	if f.d.ended { // planned again after it ended
+		f.d.ended, f.d.autoPending, f.d.lastNext = false, true, time.Time{}
+	}
+	o := *f.outcome
+	g.record(ctx, f, g.outcomeEvent(f, o, g.cfg.Now()))
 }
 
 // drop lets go of a flight without an outcome: it stays due, or it had
 // ended. Replays waiting on it are answered, as for a replay that could
-// not start.
+// not start. ctx may be nil when no replay waits (a paused endpoint lets
+// go of its ready flights).
 func (g *grain) drop(ctx actor.Context, f *flight) {
-	delete(g.eng.flights, f.item.DeliveryID)
+	delete(g.loop.flights, f.item.DeliveryID)
 	for _, o := range f.replays {
 		g.abandon(ctx, o, controlv1.GrainError_CODE_UNAVAILABLE, "the delivery could not be read; retry")
 	}

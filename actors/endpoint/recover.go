@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/hex"
 	"io"
+	"slices"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/projections/history"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -16,31 +19,113 @@ import (
 
 // Bulk recovery.
 //
-// RecoverEndpointRequest (since, until) starts a background job in the
-// grain and answers at once with its Recovery (recovery_id "rcv_…"). The
-// job lists the endpoint's failed deliveries planned in [since, until) from
-// the history projection, a page at a time, and replays each one exactly
-// as a replay command would (ReplayRequested carrying the recovery_id, then
-// a manual attempt through the same limits). It keeps at most the
-// endpoint's in-flight limit of its replays outstanding, and reads the next
-// page when they drain. GetRecoveryRequest reports found (deliveries
-// listed), replayed (manual attempts recorded) and done.
+// RecoverEndpointRequest (since, until) starts a background job and answers
+// at once with its Recovery (recovery_id "rcv_…"): RecoveryStarted on the
+// endpoint stream. An endpoint runs one recovery at a time: another request
+// while one runs is refused (FAILED_PRECONDITION, naming it). The job lists
+// the endpoint's failed deliveries planned in [since, until) from the
+// history projection, a page at a time, and replays each one exactly as a
+// replay command would (ReplayRequested carrying the recovery_id, then a
+// manual attempt through the same limits). Once every delivery of a page
+// has its ReplayRequested, RecoveryProgressed records the next page's
+// cursor and the counts; after the last page, RecoveryFinished.
 //
-// Jobs live in the grain's memory: a restart (deactivation, failover) loses
-// the job's progress and the rest of its listing; the replays already
-// requested are durable and still get their attempts. Run the recovery
-// again to finish: deliveries that succeeded meanwhile are no longer failed
-// and are not listed again.
+// The job is durable: a new activation of the grain (after a restart, a
+// failover, a passivation) resumes it from its last cursor. A delivery of
+// the page being replayed when the grain stopped is not replayed twice:
+// its stream holds a ReplayRequested of this recovery. The endpoint keeps
+// its last MaxRecoveries recoveries, listed newest first by
+// ListRecoveriesRequest; GetRecoveryRequest reports one. A recovery of an
+// endpoint that is paused, disabled or deleted while it runs ends there
+// (REASON_ENDPOINT_NOT_ACTIVE).
 
-// recovery is one bulk recovery job.
-type recovery struct {
-	view        *controlv1.Recovery
-	tenantID    string
-	by          *hooklinev1.Actor
-	cursor      string
-	listing     bool
-	exhausted   bool
-	outstanding int
+// MaxRecoveries is how many recoveries an endpoint remembers (the one
+// running, if any, and the last ones finished).
+const MaxRecoveries = 20
+
+// listRetryDelay is how long a recovery waits before listing a page again
+// when the history cannot be read.
+const listRetryDelay = 5 * time.Second
+
+// Recovery is a bulk recovery as the endpoint stream describes it.
+type Recovery struct {
+	ID           string
+	Since, Until time.Time
+	IssuedBy     *hooklinev1.Actor
+	StartedAt    time.Time
+	// Cursor is where the listing resumes; Found and Requested count the
+	// deliveries listed and replayed before it.
+	Cursor           string
+	Found, Requested int64
+	// Ended is set by RecoveryFinished, with its reason and time.
+	Ended      hooklinev1.RecoveryFinished_Reason
+	FinishedAt time.Time
+}
+
+// Running reports whether the recovery has not ended.
+func (r Recovery) Running() bool { return r.Ended == hooklinev1.RecoveryFinished_REASON_UNSPECIFIED }
+
+// applyRecovery folds a recovery event into s.
+func (s *State) applyRecovery(msg proto.Message) {
+	switch e := msg.(type) {
+	case *hooklinev1.RecoveryStarted:
+		s.Recoveries = append(s.Recoveries, Recovery{
+			ID: e.GetRecoveryId(), Since: asTime(e.GetSince()), Until: asTime(e.GetUntil()),
+			IssuedBy: e.GetIssuedBy(), StartedAt: asTime(e.GetAt()),
+		})
+		if n := len(s.Recoveries) - MaxRecoveries; n > 0 {
+			s.Recoveries = slices.Delete(s.Recoveries, 0, n)
+		}
+	case *hooklinev1.RecoveryProgressed:
+		if r := s.recovery(e.GetRecoveryId()); r != nil {
+			r.Cursor, r.Found, r.Requested = e.GetCursor(), e.GetFound(), e.GetRequested()
+		}
+	case *hooklinev1.RecoveryFinished:
+		if r := s.recovery(e.GetRecoveryId()); r != nil {
+			r.Ended, r.FinishedAt, r.Found, r.Requested = e.GetReason(), asTime(e.GetAt()), e.GetFound(), e.GetRequested()
+		}
+	}
+}
+
+func (s *State) recovery(id string) *Recovery {
+	for i := range s.Recoveries {
+		if s.Recoveries[i].ID == id {
+			return &s.Recoveries[i]
+		}
+	}
+	return nil
+}
+
+// Recovery returns the recovery id, if the endpoint remembers it.
+func (s *State) Recovery(id string) (Recovery, bool) {
+	if r := s.recovery(id); r != nil {
+		return *r, true
+	}
+	return Recovery{}, false
+}
+
+// RunningRecovery returns the recovery that has not ended, if any.
+func (s *State) RunningRecovery() (Recovery, bool) {
+	for _, r := range s.Recoveries {
+		if r.Running() {
+			return r, true
+		}
+	}
+	return Recovery{}, false
+}
+
+// recoveryRun is the running recovery as this activation carries it out.
+type recoveryRun struct {
+	id               string
+	tenantID         string
+	by               *hooklinev1.Actor
+	since, until     time.Time
+	cursor           string // of the page being replayed
+	next             string // the cursor after it
+	listing          bool
+	outstanding      int   // replays of the page whose ReplayRequested is not durable yet
+	found, requested int64 // so far, this page's included
+	replayed         int64 // manual attempts recorded by this activation
 }
 
 type recoverPage struct {
@@ -51,130 +136,234 @@ type recoverPage struct {
 
 // handleRecover checks a RecoverEndpointRequest and starts the job.
 func (g *grain) handleRecover(ctx actor.Context, r *request) {
-	rq := r.cmd.GetRecover()
-	if e := g.checkOwn(r.cmd.GetTenantId(), rq.GetTenantId(), rq.GetEndpointId()); e != nil {
-		g.reply(ctx, r.sender, &controlv1.EndpointReply{Error: e.Proto()})
+	rq := r.Cmd.GetRecover()
+	if e := g.checkOwn(r.Cmd.GetTenantId(), rq.GetTenantId(), rq.GetEndpointId()); e != nil {
+		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: e.Proto()})
 		return
 	}
 	since, until := rq.GetSince().AsTime(), rq.GetUntil().AsTime()
+	running, busy := g.state.RunningRecovery()
 	switch {
 	case rq.GetSince() == nil || rq.GetUntil() == nil:
-		g.reply(ctx, r.sender, &controlv1.EndpointReply{Error: invalid("since", "since and until are required: give the range of planned times to recover").Proto()})
+		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.Invalid("since", "since and until are required: give the range of planned times to recover").Proto()})
 		return
 	case !since.Before(until):
-		g.reply(ctx, r.sender, &controlv1.EndpointReply{Error: invalid("until", "must be after since").Proto()})
+		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.Invalid("until", "must be after since").Proto()})
 		return
 	case g.state.Status != controlv1.Endpoint_STATUS_ACTIVE:
-		g.reply(ctx, r.sender, &controlv1.EndpointReply{Error: failedPrecondition("", "endpoint %s is %s: resume it before recovering its deliveries", g.id, statusWord(g.state.Status)).Proto()})
+		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.FailedPrecondition("", "endpoint %s is %s: resume it before recovering its deliveries", g.id, statusWord(g.state.Status)).Proto()})
+		return
+	case busy:
+		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.FailedPrecondition("", "recovery %s of endpoint %s is running; wait for it to finish (GET its progress) before starting another", running.ID, g.id).Proto()})
 		return
 	}
 	var b [8]byte
 	if _, err := io.ReadFull(g.cfg.Rand, b[:]); err != nil {
-		g.reply(ctx, r.sender, errReply(controlv1.GrainError_CODE_INTERNAL, "cannot draw a recovery id"))
+		g.reply(ctx, r.Sender, errReplyOf(controlv1.GrainError_CODE_INTERNAL, "cannot draw a recovery id"))
 		return
 	}
-	now := g.cfg.Now()
-	rec := &recovery{
-		view: &controlv1.Recovery{
-			RecoveryId: "rcv_" + hex.EncodeToString(b[:]), EndpointId: g.id,
-			Since: rq.GetSince(), Until: rq.GetUntil(), StartedAt: timestamppb.New(now),
-		},
-		tenantID: g.state.TenantID, by: r.cmd.GetIssuedBy(),
+	id := "rcv_" + hex.EncodeToString(b[:])
+	started := &hooklinev1.RecoveryStarted{
+		TenantId: g.state.TenantID, EndpointId: g.id, RecoveryId: id, Since: rq.GetSince(), Until: rq.GetUntil(),
+		IssuedBy: r.Cmd.GetIssuedBy(), At: timestamppb.New(g.cfg.Now()), RequestId: r.Cmd.GetRequestId(),
 	}
-	g.eng.recoveries[rec.view.GetRecoveryId()] = rec
-	g.log.Info("recovery started", "recovery_id", rec.view.GetRecoveryId(), "since", since, "until", until)
-	g.reply(ctx, r.sender, &controlv1.EndpointReply{Recovery: proto.CloneOf(rec.view)})
-	g.recoverNext(ctx, rec)
+	g.core.Append(ctx, r, "recover", []proto.Message{started}, g.state.Apply, func() {
+		rec, _ := g.state.Recovery(id)
+		g.log.Info("recovery started", "recovery_id", id, "since", since, "until", until)
+		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Recovery: g.recoveryView(rec)})
+		g.resumeRecovery(ctx)
+	})
 }
 
 // handleGetRecovery answers a recovery's progress.
 func (g *grain) handleGetRecovery(ctx actor.Context, r *request) {
-	rq := r.cmd.GetGetRecovery()
-	if e := g.checkOwn(r.cmd.GetTenantId(), rq.GetTenantId(), rq.GetEndpointId()); e != nil {
-		g.reply(ctx, r.sender, &controlv1.EndpointReply{Error: e.Proto()})
+	rq := r.Cmd.GetGetRecovery()
+	if e := g.checkOwn(r.Cmd.GetTenantId(), rq.GetTenantId(), rq.GetEndpointId()); e != nil {
+		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: e.Proto()})
 		return
 	}
-	rec := g.eng.recoveries[rq.GetRecoveryId()]
-	if rec == nil {
-		g.reply(ctx, r.sender, &controlv1.EndpointReply{Error: notFound("recovery_id", "recovery %q not found (recoveries are kept in memory: a restart of the endpoint grain forgets them)", rq.GetRecoveryId()).Proto()})
+	rec, ok := g.state.Recovery(rq.GetRecoveryId())
+	if !ok {
+		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.NotFound("recovery_id", "recovery %q not found (an endpoint keeps its last %d recoveries)", rq.GetRecoveryId(), MaxRecoveries).Proto()})
 		return
 	}
-	g.reply(ctx, r.sender, &controlv1.EndpointReply{Recovery: proto.CloneOf(rec.view)})
+	g.reply(ctx, r.Sender, &controlv1.EndpointReply{Recovery: g.recoveryView(rec)})
 }
 
-// checkOwn answers NOT_FOUND unless the endpoint is live and the caller's.
-func (g *grain) checkOwn(tenantID, reqTenant, reqEndpoint string) *Error {
-	switch {
-	case tenantID == "":
-		return invalid("tenant_id", "is required: the command must name the caller's tenant")
-	case (reqTenant != "" && reqTenant != tenantID) || !g.state.Live() || g.state.TenantID != tenantID:
-		return notFound("endpoint_id", "endpoint %q not found", g.id)
-	case reqEndpoint != "" && reqEndpoint != g.id:
-		return invalid("endpoint_id", "%q does not match the endpoint %q the command was sent to", reqEndpoint, g.id)
+// handleListRecoveries answers the recoveries the endpoint remembers,
+// newest first.
+func (g *grain) handleListRecoveries(ctx actor.Context, r *request) {
+	rq := r.Cmd.GetListRecoveries()
+	if e := g.checkOwn(r.Cmd.GetTenantId(), rq.GetTenantId(), rq.GetEndpointId()); e != nil {
+		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: e.Proto()})
+		return
+	}
+	rep := &controlv1.EndpointReply{}
+	for i := len(g.state.Recoveries) - 1; i >= 0; i-- {
+		rep.Recoveries = append(rep.Recoveries, g.recoveryView(g.state.Recoveries[i]))
+	}
+	g.reply(ctx, r.Sender, rep)
+}
+
+// recoveryView is a recovery as the control API shows it: as recorded, with
+// the live counts of the page under way when this activation runs it.
+func (g *grain) recoveryView(rec Recovery) *controlv1.Recovery {
+	v := &controlv1.Recovery{
+		RecoveryId: rec.ID, EndpointId: g.id, Since: timestamppb.New(rec.Since), Until: timestamppb.New(rec.Until),
+		StartedAt: timestamppb.New(rec.StartedAt), Found: rec.Found, Requested: rec.Requested, State: "running",
+	}
+	if run := g.runOf(rec.ID); run != nil {
+		v.Found, v.Requested, v.Replayed = run.found, run.requested, run.replayed
+	}
+	if !rec.Running() {
+		v.Done, v.FinishedAt = true, timestamppb.New(rec.FinishedAt)
+		v.State = "done"
+		if rec.Ended == hooklinev1.RecoveryFinished_REASON_ENDPOINT_NOT_ACTIVE {
+			v.State = "endpoint_not_active"
+		}
+		if run := g.loop.finished; run != nil && run.id == rec.ID {
+			v.Replayed = run.replayed
+		}
+	}
+	return v
+}
+
+func (g *grain) runOf(id string) *recoveryRun {
+	if g.loop != nil && g.loop.recovery != nil && g.loop.recovery.id == id {
+		return g.loop.recovery
 	}
 	return nil
 }
 
-// recoverNext reads the next page when the job's replays have drained.
-func (g *grain) recoverNext(ctx actor.Context, rec *recovery) {
-	if rec.listing || rec.view.GetDone() {
+// checkOwn answers NOT_FOUND unless the endpoint is live and the caller's.
+func (g *grain) checkOwn(tenantID, reqTenant, reqEndpoint string) *command.Error {
+	switch {
+	case tenantID == "":
+		return command.Invalid("tenant_id", "is required: the command must name the caller's tenant")
+	case (reqTenant != "" && reqTenant != tenantID) || !g.state.Live() || g.state.TenantID != tenantID:
+		return command.NotFound("endpoint_id", "endpoint %q not found", g.id)
+	case reqEndpoint != "" && reqEndpoint != g.id:
+		return command.Invalid("endpoint_id", "%q does not match the endpoint %q the command was sent to", reqEndpoint, g.id)
+	}
+	return nil
+}
+
+// resumeRecovery carries out the running recovery the state records, if
+// this activation is not doing so yet: after RecoveryStarted, and on
+// activation (a restart resumes it from its cursor).
+func (g *grain) resumeRecovery(ctx actor.Context) {
+	l := g.loop
+	rec, ok := g.state.RunningRecovery()
+	if !ok || l.recovery != nil || !l.caughtUp {
 		return
 	}
-	if rec.exhausted {
-		if rec.outstanding == 0 {
-			rec.view.Done, rec.view.FinishedAt = true, timestamppb.New(g.cfg.Now())
-			g.log.Info("recovery done", "recovery_id", rec.view.GetRecoveryId(), "found", rec.view.GetFound(), "replayed", rec.view.GetReplayed())
-		}
-		return
+	l.recovery = &recoveryRun{
+		id: rec.ID, tenantID: g.state.TenantID, by: rec.IssuedBy, since: rec.Since, until: rec.Until,
+		cursor: rec.Cursor, found: rec.Found, requested: rec.Requested,
 	}
-	limit := g.maxInFlight()
-	if rec.outstanding > limit/2 {
-		return
-	}
-	rec.listing = true
-	hist, id := g.cfg.History, rec.view.GetRecoveryId()
+	g.listPage(ctx, 0)
+}
+
+// listPage reads the next page of the running recovery's failed
+// deliveries, off the mailbox, after delay.
+func (g *grain) listPage(ctx actor.Context, delay time.Duration) {
+	run := g.loop.recovery
+	run.listing = true
+	hist := g.cfg.History
 	q := history.Query{
-		TenantID: rec.tenantID, EndpointID: g.id, Status: history.Failed,
-		Since: rec.view.GetSince().AsTime(), Until: rec.view.GetUntil().AsTime(), Limit: limit, Cursor: rec.cursor,
+		TenantID: run.tenantID, EndpointID: g.id, Status: history.Failed,
+		Since: run.since, Until: run.until, Limit: g.cfg.PullLimit, Cursor: run.cursor,
 	}
-	g.async(ctx, g.cfg.IOTimeout, func(context.Context) any {
+	id := run.id
+	g.async(ctx, 0, func(c context.Context) any {
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-c.Done():
+				return &recoverPage{id: id, err: c.Err()}
+			}
+		}
 		p, err := hist.Search(q)
 		return &recoverPage{id: id, page: p, err: err}
 	})
 }
 
 func (g *grain) onRecoverPage(ctx actor.Context, m *recoverPage) {
-	rec := g.eng.recoveries[m.id]
-	if rec == nil {
+	run := g.loop.recovery
+	if run == nil || run.id != m.id {
 		return
 	}
-	rec.listing = false
+	run.listing = false
 	if m.err != nil {
-		g.log.Error("recovery cannot list failed deliveries; it ends here", "recovery_id", m.id, "err", m.err)
-		rec.exhausted = true
-		g.recoverNext(ctx, rec)
+		g.log.Warn("recovery cannot list failed deliveries; trying again", "recovery_id", m.id, "error", m.err)
+		g.listPage(ctx, listRetryDelay)
 		return
 	}
+	run.next = m.page.Next
+	run.found += int64(len(m.page.Deliveries))
+	run.outstanding = len(m.page.Deliveries)
 	for _, d := range m.page.Deliveries {
-		rec.view.Found++
-		rec.outstanding++
-		g.replay(ctx, &replayOrder{by: rec.by, recoveryID: m.id, view: d})
+		g.replay(ctx, &replayOrder{by: run.by, recoveryID: run.id, view: d})
 	}
-	rec.cursor = m.page.Next
-	rec.exhausted = m.page.Next == ""
-	g.recoverNext(ctx, rec)
+	g.pageDone(ctx)
+	g.pump(ctx)
 }
 
-// recoveryProgress counts one replay of a recovery as finished: its manual
-// attempt recorded (replayed) or abandoned.
-func (g *grain) recoveryProgress(ctx actor.Context, id string, replayed bool) {
-	rec := g.eng.recoveries[id]
-	if rec == nil {
+// replayRequested counts one replay of the running recovery as requested
+// (its ReplayRequested is durable, now or before a restart) or abandoned.
+func (g *grain) replayRequested(ctx actor.Context, recoveryID string, requested bool) {
+	run := g.runOf(recoveryID)
+	if run == nil {
 		return
 	}
-	rec.outstanding--
-	if replayed {
-		rec.view.Replayed++
+	run.outstanding--
+	if requested {
+		run.requested++
 	}
-	g.recoverNext(ctx, rec)
+	g.pageDone(ctx)
+}
+
+// pageDone records the recovery's progress once every delivery of the page
+// has its ReplayRequested, and lists the next page or finishes.
+func (g *grain) pageDone(ctx actor.Context) {
+	run := g.loop.recovery
+	if run == nil || run.listing || run.outstanding > 0 {
+		return
+	}
+	now := timestamppb.New(g.cfg.Now())
+	g.queueOwn(&hooklinev1.RecoveryProgressed{
+		TenantId: run.tenantID, EndpointId: g.id, RecoveryId: run.id, Cursor: run.next,
+		Found: run.found, Requested: run.requested, At: now,
+	})
+	if run.next == "" {
+		g.finishRecovery(hooklinev1.RecoveryFinished_REASON_DONE)
+		return
+	}
+	run.cursor = run.next
+	g.listPage(ctx, 0)
+}
+
+// finishRecovery ends the running recovery. Its replays already requested
+// still get their attempts.
+func (g *grain) finishRecovery(reason hooklinev1.RecoveryFinished_Reason) {
+	l := g.loop
+	run := l.recovery
+	g.queueOwn(&hooklinev1.RecoveryFinished{
+		TenantId: run.tenantID, EndpointId: g.id, RecoveryId: run.id, Reason: reason,
+		Found: run.found, Requested: run.requested, At: timestamppb.New(g.cfg.Now()),
+	})
+	g.log.Info("recovery finished", "recovery_id", run.id, "reason", reason.String(), "found", run.found, "requested", run.requested)
+	l.recovery, l.finished = nil, run
+	l.replays = slices.DeleteFunc(l.replays, func(o *replayOrder) bool { return o.recoveryID == run.id && o.sender == nil })
+}
+
+// recoveryProgress counts one manual attempt of a recovery as recorded.
+func (g *grain) recoveryProgress(recoveryID string) {
+	if run := g.runOf(recoveryID); run != nil {
+		run.replayed++
+	} else if run := g.loop.finished; run != nil && run.id == recoveryID {
+		run.replayed++
+	}
 }

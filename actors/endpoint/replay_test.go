@@ -1,6 +1,7 @@
 package endpoint_test
 
 import (
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/actors/endpoint"
+	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/history"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -40,7 +42,7 @@ func TestReplay(t *testing.T) {
 	rc.setRespond(status(http.StatusOK))
 	by := &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_API_KEY, Id: "key_1"}
 	c := cmd("acme", &controlv1.ReplayDeliveryRequest{DeliveryId: id})
-	c.IssuedBy = by
+	c.IssuedBy, c.RequestId = by, "req_replay"
 	rep := mustOK(t, ask(t, b.sys, pid, c))
 	if d := rep.GetDelivery(); d.GetDeliveryId() != id || d.GetStatus() != "pending" || d.GetAttemptCount() != 1 {
 		t.Fatalf("replay answer: %v", rep)
@@ -63,6 +65,15 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("the receiver saw webhook-id %s %d times, want 2 (original and replay)", id, same)
 	}
 	b.waitStatus("acme", history.Succeeded, id)
+
+	// The same command again (its answer was lost, the node repeats it):
+	// answered, and no second replay.
+	if rep := mustOK(t, ask(t, b.sys, pid, c)); rep.GetDelivery().GetDeliveryId() != id {
+		t.Fatalf("repeated replay answered %v", rep)
+	}
+	if evs := b.delivery(id); len(evs) != 3 || rc.count(id) != 2 {
+		t.Fatalf("after the repeated replay: %s, %d requests", typeNames(evs), rc.count(id))
+	}
 
 	// A paused endpoint refuses replays.
 	mustOK(t, ask(t, b.sys, pid, cmd("acme", &controlv1.PauseEndpointRequest{})))
@@ -88,11 +99,11 @@ func TestRecover(t *testing.T) {
 	}}}))
 	rid := rep.GetRecovery().GetRecoveryId()
 	var rec *controlv1.Recovery
-	waitUntil(t, "the recovery done", func() bool {
+	waitUntil(t, "the recovery done and its attempts recorded", func() bool {
 		rec = mustOK(t, ask(t, b.sys, pid, &controlv1.EndpointCommand{TenantId: "acme", Command: &controlv1.EndpointCommand_GetRecovery{GetRecovery: &controlv1.GetRecoveryRequest{RecoveryId: rid}}})).GetRecovery()
-		return rec.GetDone()
+		return rec.GetDone() && rec.GetReplayed() == 5
 	})
-	if rec.GetFound() != 5 || rec.GetReplayed() != 5 || rec.GetFinishedAt() == nil {
+	if rec.GetFound() != 5 || rec.GetRequested() != 5 || rec.GetFinishedAt() == nil || rec.GetState() != "done" {
 		t.Fatalf("recovery: %v", rec)
 	}
 	b.waitStatus("acme", history.Succeeded, ids...)
@@ -212,4 +223,95 @@ func watch(t *testing.T, sys *actor.ActorSystem, pids ...*actor.PID) <-chan stru
 	}))
 	<-ready
 	return ch
+}
+
+// TestRecoverResumes: a recovery is durable: when the grain stops in the
+// middle of it (its replays not recorded yet), the next activation finds
+// it and finishes it, replaying each failed delivery once; while it runs,
+// another recovery of the endpoint is refused. Before, recoveries lived in
+// the grain's memory: the next activation answered NOT_FOUND, and two
+// recoveries could replay the same deliveries.
+func TestRecoverResumes(t *testing.T) {
+	var fl *faultLog
+	b := newBenchWith(t, func(l events.Log) events.Log { fl = newFaultLog(l); return fl })
+	b.cfg.PullLimit = 2 // pages of 2
+	rc := newReceiver(t, status(http.StatusNotFound))
+	pid := b.endpoint("acme", "ep_1", rc.URL+"/in", nil)
+	var ids []string
+	for _, e := range []string{"evt_1", "evt_2", "evt_3", "evt_4", "evt_5"} {
+		ids = append(ids, b.publish("acme", e, "ep_1")...)
+	}
+	b.waitStatus("acme", history.Failed, ids...)
+	rc.setRespond(status(http.StatusOK))
+
+	fl.holdAppends("delivery-") // the first page's replays cannot be recorded
+	recover := &controlv1.EndpointCommand{TenantId: "acme", Command: &controlv1.EndpointCommand_Recover{Recover: &controlv1.RecoverEndpointRequest{
+		Since: timestamppb.New(t0.Add(-time.Hour)), Until: timestamppb.New(t0.Add(time.Hour)),
+	}}}
+	rid := mustOK(t, ask(t, b.sys, pid, recover)).GetRecovery().GetRecoveryId()
+	if rep := ask(t, b.sys, pid, recover); rep.GetError().GetCode() != controlv1.GrainError_CODE_FAILED_PRECONDITION {
+		t.Fatalf("a second recovery while %s runs: %v", rid, rep)
+	}
+	if err := b.sys.Root.StopFuture(pid).Wait(); err != nil { // a restart, a failover
+		t.Fatal(err)
+	}
+	fl.releaseAppends()
+	pid = b.spawn("ep_1")
+	get := &controlv1.EndpointCommand{TenantId: "acme", Command: &controlv1.EndpointCommand_GetRecovery{GetRecovery: &controlv1.GetRecoveryRequest{RecoveryId: rid}}}
+	var rec *controlv1.Recovery
+	waitUntil(t, "the recovery done by the next activation", func() bool {
+		rec = mustOK(t, ask(t, b.sys, pid, get)).GetRecovery()
+		return rec.GetDone()
+	})
+	if rec.GetFound() != 5 || rec.GetRequested() != 5 || rec.GetState() != "done" {
+		t.Fatalf("recovery: %v", rec)
+	}
+	b.waitStatus("acme", history.Succeeded, ids...)
+	for _, id := range ids {
+		replays := 0
+		for _, e := range b.delivery(id) {
+			if rr, ok := e.(*hooklinev1.ReplayRequested); ok && rr.GetRecoveryId() == rid {
+				replays++
+			}
+		}
+		if replays != 1 || rc.count(id) != 2 {
+			t.Fatalf("%s: %d replays, %d requests", id, replays, rc.count(id))
+		}
+	}
+	list := mustOK(t, ask(t, b.sys, pid, &controlv1.EndpointCommand{TenantId: "acme", Command: &controlv1.EndpointCommand_ListRecoveries{ListRecoveries: &controlv1.ListRecoveriesRequest{}}}))
+	if rs := list.GetRecoveries(); len(rs) != 1 || rs[0].GetRecoveryId() != rid || !rs[0].GetDone() {
+		t.Fatalf("list: %v", rs)
+	}
+}
+
+// TestReplayBounded: replays take room among the grain's flights; a replay
+// command that finds the grain holding as many deliveries as it may is
+// answered UNAVAILABLE. Before, every replay added a flight, unbounded.
+func TestReplayBounded(t *testing.T) {
+	b := newBench(t)
+	b.cfg.PullLimit = 2 // with an in-flight limit of 1: 3 flights at most
+	release := make(chan struct{})
+	rc := newReceiver(t, status(http.StatusBadRequest))
+	t.Cleanup(func() { close(release) }) // before the receiver closes
+	pid := b.endpoint("acme", "ep_1", rc.URL+"/in", func(s *controlv1.EndpointSettings) { s.MaxInFlight = 1 })
+	var ids []string
+	for i := range 4 {
+		ids = append(ids, b.publish("acme", fmt.Sprint("evt_", i), "ep_1")...)
+	}
+	b.waitStatus("acme", history.Failed, ids...)
+	rc.setRespond(func(w http.ResponseWriter, r *http.Request, _ int) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	for i, id := range ids {
+		rep := ask(t, b.sys, pid, cmd("acme", &controlv1.ReplayDeliveryRequest{DeliveryId: id}))
+		switch {
+		case i < 3 && rep.GetError() != nil:
+			t.Fatalf("replay %d: %v", i+1, rep)
+		case i == 3 && rep.GetError().GetCode() != controlv1.GrainError_CODE_UNAVAILABLE:
+			t.Fatalf("replay %d with the grain full: %v, want UNAVAILABLE", i+1, rep)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/actors/seal"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -18,7 +19,7 @@ import (
 func (s *State) decideReseal(r *controlv1.Reseal, by *hooklinev1.Actor, env Env) (Decision, error) {
 	current := env.Keyring.CurrentID()
 	if want := r.GetKeyId(); want != "" && want != current {
-		return Decision{}, failedPrecondition("key_id", "the reseal seals under %s but this endpoint's node seals under %s: give every node the same current master key first", want, current)
+		return Decision{}, command.FailedPrecondition("key_id", "the reseal seals under %s but this endpoint's node seals under %s: give every node the same current master key first", want, current)
 	}
 	at := timestamppb.New(env.Now)
 	var evs []proto.Message
@@ -27,7 +28,7 @@ func (s *State) decideReseal(r *controlv1.Reseal, by *hooklinev1.Actor, env Env)
 		if old.GetMasterKeyId() == current {
 			continue
 		}
-		internal := &Error{Code: controlv1.GrainError_CODE_INTERNAL, Message: "cannot reseal a secret: its master key is not held by this node"}
+		internal := &command.Error{Code: controlv1.GrainError_CODE_INTERNAL, Message: "cannot reseal a secret: its master key is not held by this node"}
 		key, err := env.Keyring.Open(old.GetMasterKeyId(), old.GetNonce(), old.GetCiphertext(), seal.SecretAAD(s.EndpointID, e.Version))
 		if err != nil {
 			return Decision{}, internal

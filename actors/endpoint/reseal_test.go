@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
-	"github.com/hookline/hookline/actors/endpoint"
+	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/actors/seal"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -40,7 +40,7 @@ func TestReseal(t *testing.T) {
 
 	lagging := cmd("acme", nil)
 	lagging.Command = &controlv1.EndpointCommand_Reseal{Reseal: &controlv1.Reseal{KeyId: krNew.CurrentID()}}
-	var ge *endpoint.Error
+	var ge *command.Error
 	if _, err := s.Decide("ep_1", lagging, env(krOld, t0, "")); !errors.As(err, &ge) || ge.Code != controlv1.GrainError_CODE_FAILED_PRECONDITION {
 		t.Fatalf("a reseal under a key this node does not seal with: %v, want FAILED_PRECONDITION", err)
 	}

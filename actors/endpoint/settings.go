@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/hookline/hookline/actors/command"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -93,7 +94,7 @@ func ApplyMask(current, update *controlv1.EndpointSettings, paths []string) (*co
 			return true
 		})
 		if n == 0 {
-			return nil, invalid("update_mask", "names no field and settings set none: name the fields to change, e.g. \"settings.url\"")
+			return nil, command.Invalid("update_mask", "names no field and settings set none: name the fields to change, e.g. \"settings.url\"")
 		}
 		return proto.CloneOf(out), nil
 	}
@@ -108,7 +109,7 @@ func ApplyMask(current, update *controlv1.EndpointSettings, paths []string) (*co
 			for i := 0; i < fields.Len(); i++ {
 				known = append(known, string(fields.Get(i).Name()))
 			}
-			return nil, invalid("update_mask", "unknown path %q: use one of %s (optionally prefixed by \"settings.\"), or \"settings\" for all", p, strings.Join(known, ", "))
+			return nil, command.Invalid("update_mask", "unknown path %q: use one of %s (optionally prefixed by \"settings.\"), or \"settings\" for all", p, strings.Join(known, ", "))
 		}
 		if src.Has(fd) {
 			dst.Set(fd, src.Get(fd))
@@ -139,55 +140,55 @@ func maskTouchesURL(update *controlv1.EndpointSettings, paths []string) bool {
 // "settings.…".
 func validateSettings(s *controlv1.EndpointSettings) error {
 	if s.GetUrl() == "" {
-		return invalid("settings.url", "is required: give the https URL that receives the webhooks")
+		return command.Invalid("settings.url", "is required: give the https URL that receives the webhooks")
 	}
 	types := s.GetEventTypes()
 	if len(types) == 0 {
-		return invalid("settings.event_types", "is empty: list the event types to receive, or \"*\" for all")
+		return command.Invalid("settings.event_types", "is empty: list the event types to receive, or \"*\" for all")
 	}
 	if len(types) > MaxEventTypes {
-		return invalid("settings.event_types", "has %d entries; use at most %d (or \"*\")", len(types), MaxEventTypes)
+		return command.Invalid("settings.event_types", "has %d entries; use at most %d (or \"*\")", len(types), MaxEventTypes)
 	}
 	seen := map[string]bool{}
 	for _, t := range types {
 		switch {
 		case t == "" || len(t) > MaxEventTypeLen:
-			return invalid("settings.event_types", "entry %q must be 1 to %d characters", t, MaxEventTypeLen)
+			return command.Invalid("settings.event_types", "entry %q must be 1 to %d characters", t, MaxEventTypeLen)
 		case strings.IndexFunc(t, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0:
-			return invalid("settings.event_types", "entry %q has spaces or control characters; use names like \"invoice.paid\"", t)
+			return command.Invalid("settings.event_types", "entry %q has spaces or control characters; use names like \"invoice.paid\"", t)
 		case seen[t]:
-			return invalid("settings.event_types", "lists %q twice", t)
+			return command.Invalid("settings.event_types", "lists %q twice", t)
 		}
 		seen[t] = true
 	}
 	if d := s.GetDescription(); !utf8.ValidString(d) || len(d) > MaxDescriptionLen {
-		return invalid("settings.description", "must be valid UTF-8 of at most %d bytes", MaxDescriptionLen)
+		return command.Invalid("settings.description", "must be valid UTF-8 of at most %d bytes", MaxDescriptionLen)
 	}
 	if r := s.GetRatePerSecond(); math.IsNaN(r) || r < 0 || r > MaxRatePerSecond {
-		return invalid("settings.rate_per_second", "must be between 0 and %d (0 means the default)", MaxRatePerSecond)
+		return command.Invalid("settings.rate_per_second", "must be between 0 and %d (0 means the default)", MaxRatePerSecond)
 	}
 	if b := s.GetBurst(); b < 0 || b > MaxBurst {
-		return invalid("settings.burst", "must be between 0 and %d (0 means the default)", MaxBurst)
+		return command.Invalid("settings.burst", "must be between 0 and %d (0 means the default)", MaxBurst)
 	}
 	if n := s.GetMaxInFlight(); n < 0 || n > MaxInFlight {
-		return invalid("settings.max_in_flight", "must be between 0 and %d (0 means the default)", MaxInFlight)
+		return command.Invalid("settings.max_in_flight", "must be between 0 and %d (0 means the default)", MaxInFlight)
 	}
 	if ms := s.GetTimeoutMs(); ms != 0 && (ms < MinTimeoutMs || ms > MaxTimeoutMs) {
-		return invalid("settings.timeout_ms", "must be 0 (the default, 15 s) or between %d and %d", MinTimeoutMs, MaxTimeoutMs)
+		return command.Invalid("settings.timeout_ms", "must be 0 (the default, 15 s) or between %d and %d", MinTimeoutMs, MaxTimeoutMs)
 	}
 	if n := s.GetMaxAttempts(); n < 0 || n > MaxAttempts {
-		return invalid("settings.max_attempts", "must be between 0 and %d (0 means the default)", MaxAttempts)
+		return command.Invalid("settings.max_attempts", "must be between 0 and %d (0 means the default)", MaxAttempts)
 	}
 	md := s.GetMetadata()
 	if len(md) > MaxMetadata {
-		return invalid("settings.metadata", "has %d entries; use at most %d", len(md), MaxMetadata)
+		return command.Invalid("settings.metadata", "has %d entries; use at most %d", len(md), MaxMetadata)
 	}
 	for _, k := range slices.Sorted(maps.Keys(md)) {
 		if k == "" || len(k) > MaxMetadataKeyLen || !utf8.ValidString(k) {
-			return invalid("settings.metadata", "key %q must be 1 to %d bytes of UTF-8", k, MaxMetadataKeyLen)
+			return command.Invalid("settings.metadata", "key %q must be 1 to %d bytes of UTF-8", k, MaxMetadataKeyLen)
 		}
 		if v := md[k]; len(v) > MaxMetadataValLen || !utf8.ValidString(v) {
-			return invalid("settings.metadata", "value of %q must be at most %d bytes of UTF-8", k, MaxMetadataValLen)
+			return command.Invalid("settings.metadata", "value of %q must be at most %d bytes of UTF-8", k, MaxMetadataValLen)
 		}
 	}
 	return nil

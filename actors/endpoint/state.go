@@ -42,6 +42,8 @@ type State struct {
 	LastVersion int32
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	// Recoveries are the last MaxRecoveries bulk recoveries, oldest first.
+	Recoveries []Recovery
 }
 
 // SecretEntry is one live secret of an endpoint, as sealed in the log.
@@ -109,6 +111,9 @@ func (s *State) Apply(msg proto.Message) {
 		s.Circuit = controlv1.Endpoint_CIRCUIT_HALF_OPEN
 	case *hooklinev1.CircuitClosed:
 		s.Circuit = controlv1.Endpoint_CIRCUIT_CLOSED
+	case *hooklinev1.RecoveryStarted, *hooklinev1.RecoveryProgressed, *hooklinev1.RecoveryFinished:
+		s.applyRecovery(msg)
+		return // not a change of the endpoint's configuration
 	default:
 		return
 	}

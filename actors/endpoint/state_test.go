@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/actors/endpoint"
 	"github.com/hookline/hookline/actors/seal"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
@@ -26,7 +27,7 @@ var (
 
 const hookURL = "https://hooks.example.com/in"
 
-func keyring(t *testing.T) *seal.Keyring {
+func keyring(t testing.TB) *seal.Keyring {
 	t.Helper()
 	k := make([]byte, seal.KeySize)
 	rand.Read(k)
@@ -140,7 +141,7 @@ func TestDecideRefusals(t *testing.T) {
 		{"retire current", live, cmd("acme", &controlv1.RetireSecretRequest{Version: 1}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_FAILED_PRECONDITION, "version", "rotate first"},
 		{"retire unknown", live, cmd("acme", &controlv1.RetireSecretRequest{Version: 7}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_NOT_FOUND, "version", "no live secret of version 7"},
 		{"retire no version", live, cmd("acme", &controlv1.RetireSecretRequest{}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_INVALID_ARGUMENT, "version", "is required"},
-		{"replay not yet", live, cmd("acme", &controlv1.ReplayDeliveryRequest{DeliveryId: "dlv_1"}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_FAILED_PRECONDITION, "", "not yet"},
+		{"replay without the loop", live, cmd("acme", &controlv1.ReplayDeliveryRequest{DeliveryId: "dlv_1"}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_FAILED_PRECONDITION, "", "delivery loop"},
 		{"no command", live, &controlv1.EndpointCommand{TenantId: "acme"}, endpoint.URLVerdict{}, controlv1.GrainError_CODE_INVALID_ARGUMENT, "command", "is missing"},
 	}
 	for _, tt := range tests {
@@ -149,9 +150,9 @@ func TestDecideRefusals(t *testing.T) {
 			e := env(kr, t0, "")
 			e.URL = tt.url
 			dec, err := s.Decide("ep_1", tt.cmd, e)
-			var ge *endpoint.Error
+			var ge *command.Error
 			if !errors.As(err, &ge) {
-				t.Fatalf("err = %v, want *endpoint.Error", err)
+				t.Fatalf("err = %v, want *command.Error", err)
 			}
 			if ge.Code != tt.code || ge.Field != tt.field || !strings.Contains(ge.Message, tt.message) {
 				t.Fatalf("got %v %q %q, want %v %q containing %q", ge.Code, ge.Field, ge.Message, tt.code, tt.field, tt.message)

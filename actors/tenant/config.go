@@ -17,6 +17,7 @@ const (
 	DefaultAttemptsPerSecond = 100
 	DefaultMaxInFlight       = 100
 	DefaultReadPage          = 256
+	DefaultIdleAfter         = 2 * time.Minute
 )
 
 // Config configures the tenant grain. Its zero value is invalid only for
@@ -44,6 +45,10 @@ type Config struct {
 	// quota leaves them 0; 0 here means the package defaults (100 and 100).
 	DefaultAttemptsPerSecond float64
 	DefaultMaxInFlight       int32
+	// IdleAfter is the quiet period after which the grain leaves memory
+	// (passivates): no message for that long. The next command activates
+	// it again, rebuilt from its stream. 0 means DefaultIdleAfter (2 min).
+	IdleAfter time.Duration
 }
 
 // Validate reports whether c is usable.
@@ -52,7 +57,7 @@ func (c Config) Validate() error {
 	if c.Log == nil {
 		errs = append(errs, errors.New("tenant: config: log is required"))
 	}
-	if c.IOTimeout < 0 || c.LeaseDuration < 0 || c.ReadPage < 0 || c.DefaultAttemptsPerSecond < 0 || c.DefaultMaxInFlight < 0 {
+	if c.IOTimeout < 0 || c.LeaseDuration < 0 || c.ReadPage < 0 || c.DefaultAttemptsPerSecond < 0 || c.DefaultMaxInFlight < 0 || c.IdleAfter < 0 {
 		errs = append(errs, errors.New("tenant: config: durations, sizes and quota defaults must not be negative"))
 	}
 	return errors.Join(errs...)
@@ -82,6 +87,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DefaultMaxInFlight == 0 {
 		c.DefaultMaxInFlight = DefaultMaxInFlight
+	}
+	if c.IdleAfter == 0 {
+		c.IdleAfter = DefaultIdleAfter
 	}
 	return c
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/hookline/hookline/actors/command"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -31,15 +32,15 @@ type Decision struct {
 
 // Decide validates cmd against s and returns the events it produces, without
 // changing s. identity is the grain's tenant id; now stamps the events; rand
-// supplies key material. A refused command gives an *[Error] and no events.
+// supplies key material. A refused command gives a *[command.Error] and no events.
 // Reads (get) and leases decide nothing: Decide returns an empty Decision for
 // them once the tenant exists.
 func (s *State) Decide(identity string, cmd *controlv1.TenantCommand, now time.Time, rand io.Reader) (Decision, error) {
-	if !validID(identity) {
-		return Decision{}, invalid("tenant_id", "%q is not a tenant id: use 1 to 64 characters of [A-Za-z0-9_]", identity)
+	if !command.ValidID(identity) {
+		return Decision{}, command.Invalid("tenant_id", "%q is not a tenant id: use 1 to 64 characters of [A-Za-z0-9_]", identity)
 	}
 	at := timestamppb.New(now)
-	by := cmd.GetIssuedBy()
+	by, rid := cmd.GetIssuedBy(), cmd.GetRequestId()
 	switch c := cmd.GetCommand().(type) {
 	case *controlv1.TenantCommand_Create:
 		r := c.Create
@@ -47,8 +48,7 @@ func (s *State) Decide(identity string, cmd *controlv1.TenantCommand, now time.T
 			return Decision{}, err
 		}
 		if s.Created {
-			return Decision{}, &Error{Code: controlv1.GrainError_CODE_ALREADY_EXISTS, Field: "tenant_id",
-				Message: "tenant " + identity + " already exists; choose another tenant_id or leave it empty to get a new one"}
+			return Decision{}, command.AlreadyExists("tenant_id", "tenant %s already exists; choose another tenant_id or leave it empty to get a new one", identity)
 		}
 		if err := checkName("name", r.GetName(), true); err != nil {
 			return Decision{}, err
@@ -57,7 +57,7 @@ func (s *State) Decide(identity string, cmd *controlv1.TenantCommand, now time.T
 			return Decision{}, err
 		}
 		return Decision{Events: []proto.Message{&hooklinev1.TenantCreated{
-			TenantId: identity, Name: r.GetName(), Quota: quotaOrZero(r.GetQuota()), IssuedBy: by, At: at,
+			TenantId: identity, Name: r.GetName(), Quota: quotaOrZero(r.GetQuota()), IssuedBy: by, At: at, RequestId: rid,
 		}}}, nil
 
 	case *controlv1.TenantCommand_Get:
@@ -68,7 +68,7 @@ func (s *State) Decide(identity string, cmd *controlv1.TenantCommand, now time.T
 			return Decision{}, err
 		}
 		if c.Lease.GetEndpointId() == "" {
-			return Decision{}, invalid("endpoint_id", "is required: name the endpoint the lease is for")
+			return Decision{}, command.Invalid("endpoint_id", "is required: name the endpoint the lease is for")
 		}
 		return Decision{}, nil
 
@@ -82,11 +82,11 @@ func (s *State) Decide(identity string, cmd *controlv1.TenantCommand, now time.T
 		}
 		key, keyID, err := NewKey(rand)
 		if err != nil {
-			return Decision{}, &Error{Code: controlv1.GrainError_CODE_INTERNAL, Message: "cannot generate an api key"}
+			return Decision{}, command.Internal("cannot generate an api key")
 		}
 		return Decision{
 			Events: []proto.Message{&hooklinev1.ApiKeyIssued{
-				TenantId: identity, KeyId: keyID, KeySha256: HashKey(key), Name: r.GetName(), IssuedBy: by, At: at,
+				TenantId: identity, KeyId: keyID, KeySha256: HashKey(key), Name: r.GetName(), IssuedBy: by, At: at, RequestId: rid,
 			}},
 			Key: &controlv1.IssueApiKeyResponse{TenantId: identity, KeyId: keyID, ApiKey: key},
 		}, nil
@@ -97,17 +97,17 @@ func (s *State) Decide(identity string, cmd *controlv1.TenantCommand, now time.T
 			return Decision{}, err
 		}
 		if r.GetKeyId() == "" {
-			return Decision{}, invalid("key_id", "is required: give the id (key_…) of the key to revoke")
+			return Decision{}, command.Invalid("key_id", "is required: give the id (key_…) of the key to revoke")
 		}
 		k := s.key(r.GetKeyId())
 		if k == nil {
-			return Decision{}, notFound("key_id", "tenant %s has no api key %q", identity, r.GetKeyId())
+			return Decision{}, command.NotFound("key_id", "tenant %s has no api key %q", identity, r.GetKeyId())
 		}
 		if k.Revoked {
 			return Decision{}, nil // already revoked: nothing to write
 		}
 		return Decision{Events: []proto.Message{&hooklinev1.ApiKeyRevoked{
-			TenantId: identity, KeyId: k.ID, IssuedBy: by, At: at,
+			TenantId: identity, KeyId: k.ID, IssuedBy: by, At: at, RequestId: rid, Reason: hooklinev1.ApiKeyRevoked_REASON_REQUESTED,
 		}}}, nil
 
 	case *controlv1.TenantCommand_SetQuota:
@@ -116,7 +116,7 @@ func (s *State) Decide(identity string, cmd *controlv1.TenantCommand, now time.T
 			return Decision{}, err
 		}
 		if r.GetQuota() == nil {
-			return Decision{}, invalid("quota", "is required: give the whole new quota (0 in a field means its default)")
+			return Decision{}, command.Invalid("quota", "is required: give the whole new quota (0 in a field means its default)")
 		}
 		if err := checkQuota(r.GetQuota()); err != nil {
 			return Decision{}, err
@@ -125,27 +125,53 @@ func (s *State) Decide(identity string, cmd *controlv1.TenantCommand, now time.T
 			return Decision{}, nil
 		}
 		return Decision{Events: []proto.Message{&hooklinev1.TenantQuotaChanged{
-			TenantId: identity, Quota: proto.CloneOf(r.GetQuota()), IssuedBy: by, At: at,
+			TenantId: identity, Quota: proto.CloneOf(r.GetQuota()), IssuedBy: by, At: at, RequestId: rid,
 		}}}, nil
 	}
-	return Decision{}, invalid("command", "is missing or unknown: set one of create, get, issue_key, revoke_key, set_quota, lease")
+	return Decision{}, command.Invalid("command", "is missing or unknown: set one of create, get, issue_key, revoke_key, set_quota, lease")
+}
+
+// Reissue decides the answer to a retried IssueApiKeyRequest whose first
+// run issued issued (its ApiKeyIssued, found by the request id) but whose
+// answer was lost: nobody was shown that key, and the log holds only its
+// hash, so it is revoked (REASON_UNSHOWN) and a new key is issued in its
+// place, under the same request id, to be shown to the retry. A key
+// revoked since is not revoked again.
+func (s *State) Reissue(identity string, issued *hooklinev1.ApiKeyIssued, now time.Time, rand io.Reader) (Decision, error) {
+	key, keyID, err := NewKey(rand)
+	if err != nil {
+		return Decision{}, command.Internal("cannot generate an api key")
+	}
+	at := timestamppb.New(now)
+	var evs []proto.Message
+	if k := s.key(issued.GetKeyId()); k != nil && !k.Revoked {
+		evs = append(evs, &hooklinev1.ApiKeyRevoked{
+			TenantId: identity, KeyId: k.ID, IssuedBy: issued.GetIssuedBy(), At: at, RequestId: issued.GetRequestId(),
+			Reason: hooklinev1.ApiKeyRevoked_REASON_UNSHOWN,
+		})
+	}
+	evs = append(evs, &hooklinev1.ApiKeyIssued{
+		TenantId: identity, KeyId: keyID, KeySha256: HashKey(key), Name: issued.GetName(), IssuedBy: issued.GetIssuedBy(), At: at,
+		RequestId: issued.GetRequestId(),
+	})
+	return Decision{Events: evs, Key: &controlv1.IssueApiKeyResponse{TenantId: identity, KeyId: keyID, ApiKey: key}}, nil
 }
 
 // exists refuses a command on a tenant that does not exist, or one whose
 // tenant_id names another tenant (never saying whether that one exists).
 func (s *State) exists(identity, requested string) error {
 	if requested != "" && requested != identity {
-		return notFound("tenant_id", "tenant %q not found", requested)
+		return command.NotFound("tenant_id", "tenant %q not found", requested)
 	}
 	if !s.Created {
-		return notFound("tenant_id", "tenant %q not found", identity)
+		return command.NotFound("tenant_id", "tenant %q not found", identity)
 	}
 	return nil
 }
 
 func matchTenant(requested, identity string) error {
 	if requested != "" && requested != identity {
-		return invalid("tenant_id", "%q does not match the tenant %q the command was sent to", requested, identity)
+		return command.Invalid("tenant_id", "%q does not match the tenant %q the command was sent to", requested, identity)
 	}
 	return nil
 }
@@ -153,11 +179,11 @@ func matchTenant(requested, identity string) error {
 func checkName(field, name string, required bool) error {
 	switch {
 	case required && name == "":
-		return invalid(field, "is required: give a name people recognise")
+		return command.Invalid(field, "is required: give a name people recognise")
 	case !utf8.ValidString(name):
-		return invalid(field, "is not valid UTF-8")
+		return command.Invalid(field, "is not valid UTF-8")
 	case len(name) > MaxNameLen:
-		return invalid(field, "is %d bytes long; use at most %d", len(name), MaxNameLen)
+		return command.Invalid(field, "is %d bytes long; use at most %d", len(name), MaxNameLen)
 	}
 	return nil
 }
@@ -167,28 +193,13 @@ func checkQuota(q *hooklinev1.Quota) error {
 		return nil
 	}
 	if a := q.GetAttemptsPerSecond(); math.IsNaN(a) || a < 0 || a > MaxAttemptsPerSecond {
-		return invalid("quota.attempts_per_second", "must be between 0 and %g (0 means the default)", float64(MaxAttemptsPerSecond))
+		return command.Invalid("quota.attempts_per_second", "must be between 0 and %g (0 means the default)", float64(MaxAttemptsPerSecond))
 	}
 	if n := q.GetMaxInFlight(); n < 0 || n > MaxInFlight {
-		return invalid("quota.max_in_flight", "must be between 0 and %d (0 means the default)", MaxInFlight)
+		return command.Invalid("quota.max_in_flight", "must be between 0 and %d (0 means the default)", MaxInFlight)
 	}
 	if w := q.GetWeight(); w < 0 || w > MaxWeight {
-		return invalid("quota.weight", "must be between 0 and %d (0 means 1)", MaxWeight)
+		return command.Invalid("quota.weight", "must be between 0 and %d (0 means 1)", MaxWeight)
 	}
 	return nil
-}
-
-// validID reports whether id is 1 to 64 characters of [A-Za-z0-9_].
-func validID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for _, c := range id {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_':
-		default:
-			return false
-		}
-	}
-	return true
 }

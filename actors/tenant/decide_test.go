@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/actors/tenant"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -77,9 +78,9 @@ func TestDecideValidation(t *testing.T) {
 				id = "acme"
 			}
 			dec, err := s.Decide(id, tt.cmd, t0, bytes.NewReader(make([]byte, 64)))
-			var ge *tenant.Error
+			var ge *command.Error
 			if !errors.As(err, &ge) {
-				t.Fatalf("err = %v, want *tenant.Error", err)
+				t.Fatalf("err = %v, want *command.Error", err)
 			}
 			if ge.Code != tt.code || ge.Field != tt.field || !strings.Contains(ge.Message, tt.message) {
 				t.Fatalf("got %v %q %q, want %v %q containing %q", ge.Code, ge.Field, ge.Message, tt.code, tt.field, tt.message)

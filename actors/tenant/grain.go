@@ -1,18 +1,14 @@
 package tenant
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	grainkit "github.com/hookline/hookline/actors/grain"
+	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/events"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
@@ -40,37 +36,26 @@ func Props(cfg Config, identity string) *actor.Props {
 	})
 }
 
-// request is a command waiting for its turn, with whom to answer.
-type request struct {
-	sender *actor.PID
-	cmd    *controlv1.TenantCommand
-}
+type request = command.Request[*controlv1.TenantCommand]
 
 // grain is the tenant actor. All its fields are owned by the actor: they are
-// touched only in Receive and in ReenterAfter continuations, which run on the
-// actor too.
+// touched only in Receive and in the continuations of its I/O, which run on
+// the actor too.
 type grain struct {
 	cfg    Config
 	id     string
-	stream string
-	log    *slog.Logger
-
+	core   *command.Core[*controlv1.TenantCommand]
 	state  *State
-	last   events.Revision // revision of the last event seen; valid when exists
-	exists bool
 	leases *Leases
-
-	loaded   bool
-	busy     bool     // an I/O is in flight; commands wait in queue
-	stopping bool     // lost ownership or shutting down: answer, never act
-	current  *request // the command whose I/O is in flight
-	queue    []request
 }
 
 // Receive handles one message. It never blocks: reading the stream and
-// appending run off the mailbox (see io), and commands are processed one at a
-// time, in arrival order.
+// appending run off the mailbox (see command.Core), and commands are
+// processed one at a time, in arrival order.
 func (g *grain) Receive(ctx actor.Context) {
+	if _, tick := ctx.Message().(command.IdleTick); !tick && g.core != nil {
+		g.core.Seen()
+	}
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		if g.id != "" {
@@ -82,86 +67,62 @@ func (g *grain) Receive(ctx actor.Context) {
 			g.activate(ctx)
 		}
 	case *controlv1.TenantCommand:
-		if g.stopping {
-			g.reply(ctx, ctx.Sender(), errReply(controlv1.GrainError_CODE_UNAVAILABLE, "the tenant grain is stopping; retry"))
+		if g.core == nil {
+			// Not activated: a plain actor without an identity.
+			ctx.Send(ctx.Sender(), errReply(&controlv1.GrainError{Code: controlv1.GrainError_CODE_UNAVAILABLE, Message: "the tenant grain has no identity; retry"}))
 			return
 		}
-		g.queue = append(g.queue, request{sender: ctx.Sender(), cmd: msg})
-		g.drain(ctx)
+		if g.core.Push(ctx, ctx.Sender(), msg) {
+			g.next(ctx)
+		}
+	case command.IdleTick:
+		// Quiet for IdleAfter: leave memory; the next command activates
+		// the grain again, rebuilt from its stream. Leases are memory only
+		// and are asked for again within a second.
+		g.core.Tick(ctx, nil)
 	case *actor.Stopping:
-		g.shutdown(ctx, controlv1.GrainError_CODE_UNAVAILABLE, "the tenant grain stopped; retry")
+		if g.core != nil {
+			g.core.Stopped(ctx)
+		}
 	}
 }
 
 // activate reads the stream off the mailbox and rebuilds the state; commands
 // wait in the queue until it is done.
 func (g *grain) activate(ctx actor.Context) {
-	g.stream = events.TenantStream(g.id)
-	g.log = g.cfg.Logger.With("tenant_id", g.id, "stream", g.stream)
-	log, stream, page := g.cfg.Log, g.stream, g.cfg.ReadPage
-	g.io(ctx, func(c context.Context) (any, error) {
-		return load(c, log, stream, page)
-	}, func(res any, err error) {
-		if err != nil {
-			g.log.Error("tenant grain cannot load its stream; stopping", "err", err)
-			g.stop(ctx, controlv1.GrainError_CODE_UNAVAILABLE, "the tenant grain cannot read its stream; retry")
+	stream := events.TenantStream(g.id)
+	g.state = &State{}
+	g.core = command.NewCore[*controlv1.TenantCommand](command.Config{
+		Kind: Kind, Stream: stream, Log: g.cfg.Log, IOTimeout: g.cfg.IOTimeout,
+		Logger:   g.cfg.Logger.With("tenant_id", g.id, "stream", stream),
+		ErrReply: errReply, Next: g.next,
+	})
+	g.core.Load(ctx, g.cfg.ReadPage, g.state.Apply, func() {})
+	g.core.WatchIdle(ctx, g.cfg.IdleAfter)
+}
+
+// next processes queued commands until one starts I/O.
+func (g *grain) next(ctx actor.Context) {
+	for {
+		r, ok := g.core.Pop()
+		if !ok {
 			return
 		}
-		l := res.(loaded)
-		g.state, g.last, g.exists, g.loaded = l.state, l.last, l.exists, true
-		g.log.Debug("tenant grain activated", "revision", uint64(l.last), "exists", l.exists)
-	})
-}
-
-type loaded struct {
-	state  *State
-	last   events.Revision
-	exists bool
-}
-
-// load reads a tenant stream forwards, in pages, and folds it into a State.
-func load(ctx context.Context, log events.Log, stream string, page int) (loaded, error) {
-	l := loaded{state: &State{}}
-	for from := events.Revision(0); ; {
-		recs, err := log.ReadStream(ctx, stream, events.Forwards, from, page)
-		if errors.Is(err, events.ErrStreamNotFound) {
-			return l, nil
-		}
-		if err != nil {
-			return l, fmt.Errorf("read %s: %w", stream, err)
-		}
-		for i := range recs {
-			msg, err := events.Decode(&recs[i])
-			if err != nil {
-				return l, err
-			}
-			l.state.Apply(msg)
-			l.last, l.exists = recs[i].Revision, true
-		}
-		if len(recs) < page {
-			return l, nil
-		}
-		from = l.last + 1
-	}
-}
-
-// drain processes queued commands until one starts I/O.
-func (g *grain) drain(ctx actor.Context) {
-	for g.loaded && !g.busy && !g.stopping && len(g.queue) > 0 {
-		r := g.queue[0]
-		g.queue = g.queue[1:]
 		g.handle(ctx, &r)
 	}
 }
 
 func (g *grain) handle(ctx actor.Context, r *request) {
-	now := g.cfg.Now()
-	dec, err := g.state.Decide(g.id, r.cmd, now, g.cfg.Rand)
-	if err != nil {
-		g.reply(ctx, r.sender, &controlv1.TenantReply{Error: asGrainError(err)})
+	if g.core.Recall(ctx, r, r.Cmd.GetRequestId(), func(msgs []proto.Message) { g.retried(ctx, r, msgs) }) {
 		return
 	}
-	if lr := r.cmd.GetLease(); lr != nil {
+	now := g.cfg.Now()
+	dec, err := g.state.Decide(g.id, r.Cmd, now, g.cfg.Rand)
+	if err != nil {
+		g.core.Reply(ctx, r.Sender, &controlv1.TenantReply{Error: command.AsGrainError(err)})
+		return
+	}
+	if lr := r.Cmd.GetLease(); lr != nil {
 		rate, inFlight := g.cfg.DefaultAttemptsPerSecond, g.cfg.DefaultMaxInFlight
 		if q := g.state.Quota; q.GetAttemptsPerSecond() > 0 {
 			rate = q.GetAttemptsPerSecond()
@@ -170,115 +131,60 @@ func (g *grain) handle(ctx actor.Context, r *request) {
 			inFlight = q.GetMaxInFlight()
 		}
 		gr := g.leases.Grant(now, lr.GetEndpointId(), lr.GetWantAttempts(), lr.GetWantInFlight(), rate, inFlight)
-		g.reply(ctx, r.sender, &controlv1.TenantReply{Lease: &controlv1.QuotaLease{
+		g.core.Reply(ctx, r.Sender, &controlv1.TenantReply{Lease: &controlv1.QuotaLease{
 			Attempts: gr.Attempts, InFlight: gr.InFlight, ExpiresAt: timestamppb.New(gr.Expires),
 		}})
 		return
 	}
+	g.write(ctx, r, dec)
+}
+
+// write appends a decision's events and answers with the tenant as it
+// stands (and the key, once, for an issue).
+func (g *grain) write(ctx actor.Context, r *request, dec Decision) {
 	if len(dec.Events) == 0 {
-		g.reply(ctx, r.sender, &controlv1.TenantReply{Tenant: g.state.View()})
+		g.core.Reply(ctx, r.Sender, &controlv1.TenantReply{Tenant: g.state.View()})
 		return
 	}
-	g.append(ctx, r, dec.Events, func() {
-		g.reply(ctx, r.sender, &controlv1.TenantReply{Tenant: g.state.View(), Key: dec.Key})
+	g.core.Append(ctx, r, commandKind(r.Cmd), dec.Events, g.state.Apply, func() {
+		g.core.Reply(ctx, r.Sender, &controlv1.TenantReply{Tenant: g.state.View(), Key: dec.Key})
 	})
 }
 
-// append writes msgs with the expected revision the grain holds, then applies
-// them and calls done. A wrong revision stops the grain (fencing).
-func (g *grain) append(ctx actor.Context, r *request, msgs []proto.Message, done func()) {
-	kind := "unknown"
-	if od := r.cmd.ProtoReflect().Descriptor().Oneofs().ByName("command"); od != nil {
-		if fd := r.cmd.ProtoReflect().WhichOneof(od); fd != nil {
-			kind = string(fd.Name())
+// retried answers a command whose request id this grain carried out
+// before (its answer was lost, and the caller retried): from the events
+// the first run wrote, without running it again. An issued key is the
+// exception: the log holds only its hash, so it cannot be shown again; it
+// is replaced (see [State.Reissue]).
+func (g *grain) retried(ctx actor.Context, r *request, msgs []proto.Message) {
+	var issued *hooklinev1.ApiKeyIssued
+	for _, m := range msgs {
+		if k, ok := m.(*hooklinev1.ApiKeyIssued); ok {
+			issued = k // the last one: the one still live
 		}
 	}
-	evs, err := grainkit.Encode(g.stream, "tenant", kind, g.last, g.exists, msgs)
+	if issued == nil || r.Cmd.GetIssueKey() == nil {
+		g.core.Reply(ctx, r.Sender, &controlv1.TenantReply{Tenant: g.state.View()})
+		return
+	}
+	dec, err := g.state.Reissue(g.id, issued, g.cfg.Now(), g.cfg.Rand)
 	if err != nil {
-		g.log.Error("tenant grain cannot encode an event", "err", err)
-		g.reply(ctx, r.sender, errReply(controlv1.GrainError_CODE_INTERNAL, "cannot encode the event"))
+		g.core.Reply(ctx, r.Sender, &controlv1.TenantReply{Error: command.AsGrainError(err)})
 		return
 	}
-	log, stream, expected := g.cfg.Log, g.stream, events.ExpectAfter(g.last, g.exists)
-	g.current = r
-	g.io(ctx, func(c context.Context) (any, error) {
-		return log.Append(c, stream, expected, evs...)
-	}, func(res any, err error) {
-		g.current = nil
-		if err != nil {
-			f := grainkit.AppendFailure("tenant", err)
-			switch {
-			case f.Lost:
-				g.log.Warn("tenant grain lost ownership of its stream; stopping", "revision", uint64(g.last), "err", err)
-			case f.Stop:
-				g.log.Error("tenant grain append failed; stopping", "err", err)
-			default:
-				g.log.Error("tenant grain append refused", "err", err)
-			}
-			g.reply(ctx, r.sender, errReply(f.Code, f.Message))
-			if f.Stop {
-				msg := f.Message
-				if !f.Lost {
-					msg = "the tenant grain stopped; retry"
-				}
-				g.stop(ctx, f.Code, msg)
-			}
-			return
+	g.cfg.Logger.Warn("api key issued for a request whose answer was lost; replacing it", "tenant_id", g.id, "key_id", issued.GetKeyId())
+	g.write(ctx, r, dec)
+}
+
+func commandKind(cmd *controlv1.TenantCommand) string {
+	if od := cmd.ProtoReflect().Descriptor().Oneofs().ByName("command"); od != nil {
+		if fd := cmd.ProtoReflect().WhichOneof(od); fd != nil {
+			return string(fd.Name())
 		}
-		g.last, g.exists = res.(events.AppendResult).Revision, true
-		for _, m := range msgs {
-			g.state.Apply(m)
-		}
-		done()
-	})
-}
-
-// io runs fn off the mailbox under the I/O deadline and continues with cont
-// on the actor; meanwhile commands wait in the queue.
-func (g *grain) io(ctx actor.Context, fn func(context.Context) (any, error), cont func(any, error)) {
-	g.busy = true
-	grainkit.IO(ctx, g.cfg.IOTimeout, fn, func(res any, err error) {
-		g.busy = false
-		if g.stopping {
-			return
-		}
-		cont(res, err)
-		g.drain(ctx)
-	})
-}
-
-// stop answers every waiting command with code and stops the actor.
-func (g *grain) stop(ctx actor.Context, code controlv1.GrainError_Code, msg string) {
-	g.shutdown(ctx, code, msg)
-	ctx.Stop(ctx.Self())
-}
-
-func (g *grain) shutdown(ctx actor.Context, code controlv1.GrainError_Code, msg string) {
-	g.stopping = true
-	if g.current != nil {
-		g.reply(ctx, g.current.sender, errReply(code, msg))
-		g.current = nil
 	}
-	for _, r := range g.queue {
-		g.reply(ctx, r.sender, errReply(code, msg))
-	}
-	g.queue = nil
+	return "unknown"
 }
 
-func (g *grain) reply(ctx actor.Context, to *actor.PID, rep *controlv1.TenantReply) {
-	if to != nil {
-		ctx.Send(to, rep)
-	}
-}
-
-func errReply(code controlv1.GrainError_Code, msg string) *controlv1.TenantReply {
-	return &controlv1.TenantReply{Error: &controlv1.GrainError{Code: code, Message: msg}}
-}
-
-func asGrainError(err error) *controlv1.GrainError {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Proto()
-	}
-	return &controlv1.GrainError{Code: controlv1.GrainError_CODE_INTERNAL, Message: "internal error"}
+func errReply(e *controlv1.GrainError) proto.Message {
+	return &controlv1.TenantReply{Error: e}
 }

@@ -174,3 +174,63 @@ func TestGrainFencing(t *testing.T) {
 		t.Fatalf("stream has %d events (%v), want 2", len(recs), err)
 	}
 }
+
+// TestGrainRetriedCommands: a command repeated with its request id (its
+// first answer was lost) changes nothing again. A retried create answers
+// the tenant, not ALREADY_EXISTS. A retried key issue cannot show the first
+// key again (the log holds its hash only): that key, which nobody saw, is
+// revoked and the retry gets a new one, so no live key is left unseen. A
+// new activation recognises the request ids from the stream.
+func TestGrainRetriedCommands(t *testing.T) {
+	log := openLog(t)
+	sys := newSystem(t)
+	cfg := tenant.Config{Log: log, Now: (&clock{now: t0}).Now, Logger: quiet}
+	pid := sys.Root.Spawn(tenant.Props(cfg, "acme"))
+
+	c := create("Acme", nil)
+	c.RequestId = "req_create"
+	for i := range 2 {
+		if rep := ask(t, sys, pid, c); rep.GetError() != nil || rep.GetTenant().GetName() != "Acme" {
+			t.Fatalf("create %d: %v", i+1, rep)
+		}
+	}
+	issue := &controlv1.TenantCommand{IssuedBy: admin, RequestId: "req_issue", Command: &controlv1.TenantCommand_IssueKey{IssueKey: &controlv1.IssueApiKeyRequest{Name: "billing"}}}
+	first := ask(t, sys, pid, issue).GetKey()
+	second := ask(t, sys, pid, issue).GetKey()
+	if first.GetApiKey() == "" || second.GetApiKey() == "" || first.GetKeyId() == second.GetKeyId() {
+		t.Fatalf("issued %v then %v, want two different keys", first, second)
+	}
+	// Another activation (the first one's node died after the append).
+	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	pid = sys.Root.Spawn(tenant.Props(cfg, "acme"))
+	third := ask(t, sys, pid, issue).GetKey()
+	if third.GetApiKey() == "" || third.GetKeyId() == second.GetKeyId() {
+		t.Fatalf("a new activation answered the retry with %v", third)
+	}
+	recs, err := log.ReadStream(t.Context(), events.TenantStream("acme"), events.Forwards, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for i := range recs {
+		types = append(types, recs[i].Type)
+	}
+	if got, want := strings.Join(types, ","), "TenantCreated,ApiKeyIssued,ApiKeyRevoked,ApiKeyIssued,ApiKeyRevoked,ApiKeyIssued"; got != want {
+		t.Fatalf("events %s, want %s", got, want)
+	}
+	keys := ask(t, sys, pid, &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{}}}).GetTenant().GetApiKeys()
+	live := 0
+	for _, k := range keys {
+		if !k.GetRevoked() {
+			live++
+			if k.GetKeyId() != third.GetKeyId() {
+				t.Fatalf("live key %s is not the one the last answer showed", k.GetKeyId())
+			}
+		}
+	}
+	if live != 1 {
+		t.Fatalf("%d live keys, want the one shown", live)
+	}
+}

@@ -22,6 +22,11 @@ func (s *Server) askEndpoint(ctx context.Context, tenantID, endpointID string, c
 		return nil, err
 	}
 	cmd.TenantId = tenantID
+	if cmd.RequestId == "" {
+		// Names this command: the node may repeat it after a timeout, and
+		// the grain answers a repeat from the first run's events.
+		cmd.RequestId = newID("req_")
+	}
 	msg, err := s.cfg.Grains.Request(ctx, EndpointKind, endpointID, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %s: %w", endpointID, err)

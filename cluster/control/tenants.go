@@ -14,6 +14,11 @@ const (
 )
 
 func (s *Server) askTenant(ctx context.Context, tenantID string, cmd *controlv1.TenantCommand) (*controlv1.TenantReply, error) {
+	if cmd.RequestId == "" {
+		// Names this command: the node may repeat it after a timeout, and
+		// the grain answers a repeat from the first run's events.
+		cmd.RequestId = newID("req_")
+	}
 	msg, err := s.cfg.Grains.Request(ctx, TenantKind, tenantID, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("tenant %s: %w", tenantID, err)

@@ -59,7 +59,9 @@ func startE2E(t *testing.T, cfg cluster.ServerConfig) *e2eNode {
 	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Node = cluster.Config{Port: cluster.AnyPort, GossipPort: cluster.AnyPort, Logger: testLogger()}
 	cfg.AdminToken, cfg.MasterKey = e2eAdmin, e2eMasterKey
-	cfg.Policy = &attempt.Policy{AllowPrivate: true}
+	if cfg.Policy == nil {
+		cfg.Policy = &attempt.Policy{AllowPrivate: true}
+	}
 	cfg.Logger = testLogger()
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := cluster.NewServer(ctx, cfg)

@@ -74,7 +74,7 @@ func TestReconcileWakesStrandedWork(t *testing.T) {
 	c.endpoint(t, rc, "ep_ok", []string{"a"}, nil, answer(http.StatusOK))
 	c.endpoint(t, rc, "ep_stuck", []string{"a"}, nil, answer(http.StatusOK))
 	planned := c.publish(t, "e1", "a")
-	stuck := events.DeliveryID("acme", "e1", "ep_stuck")
+	stuck := events.DeliveryID("acme", "e1", c.ids["ep_stuck"])
 	if !slices.Contains(planned, stuck) {
 		t.Fatalf("planned %v, want %s among them", planned, stuck)
 	}
@@ -88,7 +88,7 @@ func TestReconcileWakesStrandedWork(t *testing.T) {
 		t.Fatalf("report: %v", rep)
 	}
 	d := rep.GetDiscrepancies()[0]
-	if d.GetEndpointId() != "ep_stuck" || !slices.Equal(d.GetDeliveryIds(), []string{stuck}) || !d.GetRepairable() || d.GetRepaired() {
+	if d.GetEndpointId() != c.ids["ep_stuck"] || !slices.Equal(d.GetDeliveryIds(), []string{stuck}) || !d.GetRepairable() || d.GetRepaired() {
 		t.Errorf("discrepancy: %v", d)
 	}
 	if rc.onPath("/ep_stuck") != 0 {
@@ -102,7 +102,7 @@ func TestReconcileWakesStrandedWork(t *testing.T) {
 	eventually(t, 10*time.Second, "ep_stuck delivered after the wake", func() bool { return rc.onPath("/ep_stuck") == 1 })
 	c.waitDelivery(t, stuck, "succeeded", hasStatus("succeeded"))
 	recorded := repairsIn(t, n, rep.GetRunId())
-	if len(recorded) != 1 || recorded[0].GetKind() != hooklinev1.ReconcileRepaired_KIND_WOKEN || recorded[0].GetEndpointId() != "ep_stuck" ||
+	if len(recorded) != 1 || recorded[0].GetKind() != hooklinev1.ReconcileRepaired_KIND_WOKEN || recorded[0].GetEndpointId() != c.ids["ep_stuck"] ||
 		recorded[0].GetIssuedBy().GetKind() != hooklinev1.Actor_KIND_ADMIN || !strings.Contains(recorded[0].GetReason(), reconcile.KindNotPulled) {
 		t.Errorf("repairs recorded: %v", recorded)
 	}
@@ -131,7 +131,7 @@ func TestReconcileRebuildsDivergentProjections(t *testing.T) {
 	c := n.tenant(t, "acme", nil)
 	c.endpoint(t, rc, "ep_1", []string{"a"}, nil, answer(http.StatusOK))
 	c.publish(t, "e1", "a")
-	id := events.DeliveryID("acme", "e1", "ep_1")
+	id := events.DeliveryID("acme", "e1", c.ids["ep_1"])
 	eventually(t, 10*time.Second, "delivered", func() bool { return rc.onPath("/ep_1") == 1 })
 	if d := c.waitDelivery(t, id, "attempted", func(*controlv1.Delivery) bool { return true }); d.GetStatus() != "pending" {
 		t.Fatalf("the history, having missed the success, says %s", d.GetStatus())

@@ -276,23 +276,17 @@ func (h *History) loadRecord(r reader, key []byte) (Delivery, bool, error) {
 func (h *History) Apply(b *projections.Batch, rec *events.Record, msg proto.Message) error {
 	switch m := msg.(type) {
 	case *hooklinev1.DeliveriesPlanned:
-		// A delivery is planned once (its event stream is appended with
-		// expected revision NoStream), unless its event stream expired and
-		// the event was published again: then the new plan replaces the
-		// old delivery, so that each status key is set once between
-		// deletes (see update).
+		// A delivery is planned once: its event stream is appended with
+		// expected revision NoStream. Planned again after its event stream
+		// expired and the event was published again, it is a new record
+		// under its new planned time (every key but the id's has the
+		// planned time in it, so none is set twice: see update), and the
+		// old one goes with its day.
 		for _, p := range m.GetDeliveries() {
 			d := Delivery{
 				ID: p.GetDeliveryId(), TenantID: m.GetTenantId(), EndpointID: p.GetEndpointId(),
 				EventID: m.GetEventId(), EventType: m.GetEventType(), ConfigVersion: p.GetConfigVersion(),
 				Status: Pending, PlannedAt: asTime(m.GetAt()), ExpiresAt: asTime(m.GetExpiresAt()),
-			}
-			if old, ok, err := h.loadForApply(b, d.ID); err != nil {
-				return err
-			} else if ok {
-				if err := deleteDelivery(b, &old); err != nil {
-					return err
-				}
 			}
 			if err := b.Set(idKey(d.ID), projections.AppendTimeDesc(nil, d.PlannedAt)); err != nil {
 				return err

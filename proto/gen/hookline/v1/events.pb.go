@@ -162,6 +162,57 @@ func (Actor_Kind) EnumDescriptor() ([]byte, []int) {
 	return file_hookline_v1_events_proto_rawDescGZIP(), []int{0, 0}
 }
 
+type ApiKeyRevoked_Reason int32
+
+const (
+	ApiKeyRevoked_REASON_UNSPECIFIED ApiKeyRevoked_Reason = 0
+	ApiKeyRevoked_REASON_REQUESTED   ApiKeyRevoked_Reason = 1
+	// UNSHOWN: the key was issued for a request whose answer was lost (the
+	// caller retried it), so nobody was shown it; the retry gets a new key.
+	ApiKeyRevoked_REASON_UNSHOWN ApiKeyRevoked_Reason = 2
+)
+
+// Enum value maps for ApiKeyRevoked_Reason.
+var (
+	ApiKeyRevoked_Reason_name = map[int32]string{
+		0: "REASON_UNSPECIFIED",
+		1: "REASON_REQUESTED",
+		2: "REASON_UNSHOWN",
+	}
+	ApiKeyRevoked_Reason_value = map[string]int32{
+		"REASON_UNSPECIFIED": 0,
+		"REASON_REQUESTED":   1,
+		"REASON_UNSHOWN":     2,
+	}
+)
+
+func (x ApiKeyRevoked_Reason) Enum() *ApiKeyRevoked_Reason {
+	p := new(ApiKeyRevoked_Reason)
+	*p = x
+	return p
+}
+
+func (x ApiKeyRevoked_Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ApiKeyRevoked_Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_events_proto_enumTypes[2].Descriptor()
+}
+
+func (ApiKeyRevoked_Reason) Type() protoreflect.EnumType {
+	return &file_hookline_v1_events_proto_enumTypes[2]
+}
+
+func (x ApiKeyRevoked_Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ApiKeyRevoked_Reason.Descriptor instead.
+func (ApiKeyRevoked_Reason) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{5, 0}
+}
+
 type SecretRetired_Reason int32
 
 const (
@@ -195,11 +246,11 @@ func (x SecretRetired_Reason) String() string {
 }
 
 func (SecretRetired_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[2].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[3].Descriptor()
 }
 
 func (SecretRetired_Reason) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[2]
+	return &file_hookline_v1_events_proto_enumTypes[3]
 }
 
 func (x SecretRetired_Reason) Number() protoreflect.EnumNumber {
@@ -245,11 +296,11 @@ func (x EndpointPaused_Reason) String() string {
 }
 
 func (EndpointPaused_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[3].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[4].Descriptor()
 }
 
 func (EndpointPaused_Reason) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[3]
+	return &file_hookline_v1_events_proto_enumTypes[4]
 }
 
 func (x EndpointPaused_Reason) Number() protoreflect.EnumNumber {
@@ -259,6 +310,58 @@ func (x EndpointPaused_Reason) Number() protoreflect.EnumNumber {
 // Deprecated: Use EndpointPaused_Reason.Descriptor instead.
 func (EndpointPaused_Reason) EnumDescriptor() ([]byte, []int) {
 	return file_hookline_v1_events_proto_rawDescGZIP(), []int{12, 0}
+}
+
+type RecoveryFinished_Reason int32
+
+const (
+	RecoveryFinished_REASON_UNSPECIFIED RecoveryFinished_Reason = 0
+	// DONE: every listed delivery has its ReplayRequested.
+	RecoveryFinished_REASON_DONE RecoveryFinished_Reason = 1
+	// ENDPOINT_NOT_ACTIVE: the endpoint was paused, disabled or deleted
+	// while the recovery ran.
+	RecoveryFinished_REASON_ENDPOINT_NOT_ACTIVE RecoveryFinished_Reason = 2
+)
+
+// Enum value maps for RecoveryFinished_Reason.
+var (
+	RecoveryFinished_Reason_name = map[int32]string{
+		0: "REASON_UNSPECIFIED",
+		1: "REASON_DONE",
+		2: "REASON_ENDPOINT_NOT_ACTIVE",
+	}
+	RecoveryFinished_Reason_value = map[string]int32{
+		"REASON_UNSPECIFIED":         0,
+		"REASON_DONE":                1,
+		"REASON_ENDPOINT_NOT_ACTIVE": 2,
+	}
+)
+
+func (x RecoveryFinished_Reason) Enum() *RecoveryFinished_Reason {
+	p := new(RecoveryFinished_Reason)
+	*p = x
+	return p
+}
+
+func (x RecoveryFinished_Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RecoveryFinished_Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_events_proto_enumTypes[5].Descriptor()
+}
+
+func (RecoveryFinished_Reason) Type() protoreflect.EnumType {
+	return &file_hookline_v1_events_proto_enumTypes[5]
+}
+
+func (x RecoveryFinished_Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RecoveryFinished_Reason.Descriptor instead.
+func (RecoveryFinished_Reason) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21, 0}
 }
 
 type ReconcileRepaired_Kind int32
@@ -302,11 +405,11 @@ func (x ReconcileRepaired_Kind) String() string {
 }
 
 func (ReconcileRepaired_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[4].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[6].Descriptor()
 }
 
 func (ReconcileRepaired_Kind) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[4]
+	return &file_hookline_v1_events_proto_enumTypes[6]
 }
 
 func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
@@ -315,7 +418,7 @@ func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
 func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37, 0}
 }
 
 // Actor names who issued the command that caused an event.
@@ -436,12 +539,15 @@ func (x *Quota) GetWeight() int32 {
 }
 
 type TenantCreated struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Quota         *Quota                 `protobuf:"bytes,3,opt,name=quota,proto3" json:"quota,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,4,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Name     string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Quota    *Quota                 `protobuf:"bytes,3,opt,name=quota,proto3" json:"quota,omitempty"`
+	IssuedBy *Actor                 `protobuf:"bytes,4,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -511,12 +617,22 @@ func (x *TenantCreated) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *TenantCreated) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type TenantQuotaChanged struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	Quota         *Quota                 `protobuf:"bytes,2,opt,name=quota,proto3" json:"quota,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Quota    *Quota                 `protobuf:"bytes,2,opt,name=quota,proto3" json:"quota,omitempty"`
+	IssuedBy *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -579,16 +695,26 @@ func (x *TenantQuotaChanged) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *TenantQuotaChanged) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // ApiKeyIssued records a new API key. The key itself is shown once to the
 // caller; only its SHA-256 is recorded.
 type ApiKeyIssued struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	KeyId         string                 `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
-	KeySha256     []byte                 `protobuf:"bytes,3,opt,name=key_sha256,json=keySha256,proto3" json:"key_sha256,omitempty"`
-	Name          string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,5,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TenantId  string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	KeyId     string                 `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	KeySha256 []byte                 `protobuf:"bytes,3,opt,name=key_sha256,json=keySha256,proto3" json:"key_sha256,omitempty"`
+	Name      string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	IssuedBy  *Actor                 `protobuf:"bytes,5,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At        *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -665,12 +791,23 @@ func (x *ApiKeyIssued) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ApiKeyIssued) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type ApiKeyRevoked struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	KeyId         string                 `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	KeyId    string                 `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	IssuedBy *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string               `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Reason        ApiKeyRevoked_Reason `protobuf:"varint,6,opt,name=reason,proto3,enum=hookline.v1.ApiKeyRevoked_Reason" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -731,6 +868,20 @@ func (x *ApiKeyRevoked) GetAt() *timestamppb.Timestamp {
 		return x.At
 	}
 	return nil
+}
+
+func (x *ApiKeyRevoked) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ApiKeyRevoked) GetReason() ApiKeyRevoked_Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return ApiKeyRevoked_REASON_UNSPECIFIED
 }
 
 // EndpointConfig is the part of an endpoint that a tenant configures. Every
@@ -967,6 +1118,9 @@ type EndpointCreated struct {
 	Secret        *SealedSecret          `protobuf:"bytes,5,opt,name=secret,proto3" json:"secret,omitempty"`
 	IssuedBy      *Actor                 `protobuf:"bytes,6,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
 	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1050,6 +1204,13 @@ func (x *EndpointCreated) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *EndpointCreated) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type EndpointUpdated struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -1060,7 +1221,10 @@ type EndpointUpdated struct {
 	IssuedBy *Actor                 `protobuf:"bytes,5,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
 	At       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
 	// new_secret is set when enabling ed25519 signing required new key material.
-	NewSecret     *SealedSecret `protobuf:"bytes,7,opt,name=new_secret,json=newSecret,proto3" json:"new_secret,omitempty"`
+	NewSecret *SealedSecret `protobuf:"bytes,7,opt,name=new_secret,json=newSecret,proto3" json:"new_secret,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1144,6 +1308,13 @@ func (x *EndpointUpdated) GetNewSecret() *SealedSecret {
 	return nil
 }
 
+func (x *EndpointUpdated) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // SecretRotated adds a new secret. The previous one stays live, and every
 // attempt carries a signature for each live secret, until
 // previous_expires_at, when a SecretRetired follows.
@@ -1156,8 +1327,11 @@ type SecretRotated struct {
 	PreviousExpiresAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=previous_expires_at,json=previousExpiresAt,proto3" json:"previous_expires_at,omitempty"`
 	IssuedBy          *Actor                 `protobuf:"bytes,6,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
 	At                *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SecretRotated) Reset() {
@@ -1239,14 +1413,24 @@ func (x *SecretRotated) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *SecretRotated) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type SecretRetired struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
-	Version       int32                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
-	Reason        SecretRetired_Reason   `protobuf:"varint,4,opt,name=reason,proto3,enum=hookline.v1.SecretRetired_Reason" json:"reason,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,5,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	Version    int32                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Reason     SecretRetired_Reason   `protobuf:"varint,4,opt,name=reason,proto3,enum=hookline.v1.SecretRetired_Reason" json:"reason,omitempty"`
+	IssuedBy   *Actor                 `protobuf:"bytes,5,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1323,6 +1507,13 @@ func (x *SecretRetired) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *SecretRetired) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type EndpointPaused struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -1331,7 +1522,10 @@ type EndpointPaused struct {
 	IssuedBy   *Actor                 `protobuf:"bytes,4,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
 	At         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
 	// delivery_id is the delivery whose answer paused the endpoint, if any.
-	DeliveryId    string `protobuf:"bytes,6,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	DeliveryId string `protobuf:"bytes,6,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1408,12 +1602,22 @@ func (x *EndpointPaused) GetDeliveryId() string {
 	return ""
 }
 
+func (x *EndpointPaused) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type EndpointResumed struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	IssuedBy   *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1474,6 +1678,13 @@ func (x *EndpointResumed) GetAt() *timestamppb.Timestamp {
 		return x.At
 	}
 	return nil
+}
+
+func (x *EndpointResumed) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 // EndpointDisabled stops deliveries until an operator or the tenant acts
@@ -1556,11 +1767,14 @@ func (x *EndpointDisabled) GetAt() *timestamppb.Timestamp {
 }
 
 type EndpointDeleted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	IssuedBy   *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1621,6 +1835,13 @@ func (x *EndpointDeleted) GetAt() *timestamppb.Timestamp {
 		return x.At
 	}
 	return nil
+}
+
+func (x *EndpointDeleted) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type CircuitOpened struct {
@@ -1836,6 +2057,301 @@ func (x *CircuitClosed) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// RecoveryStarted starts a bulk recovery of an endpoint: its failed
+// deliveries planned in [since, until) are replayed, a page at a time. An
+// endpoint runs one recovery at a time.
+type RecoveryStarted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	RecoveryId    string                 `protobuf:"bytes,3,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	Until         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=until,proto3" json:"until,omitempty"`
+	IssuedBy      *Actor                 `protobuf:"bytes,6,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	RequestId     string                 `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryStarted) Reset() {
+	*x = RecoveryStarted{}
+	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryStarted) ProtoMessage() {}
+
+func (x *RecoveryStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryStarted.ProtoReflect.Descriptor instead.
+func (*RecoveryStarted) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RecoveryStarted) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *RecoveryStarted) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *RecoveryStarted) GetRecoveryId() string {
+	if x != nil {
+		return x.RecoveryId
+	}
+	return ""
+}
+
+func (x *RecoveryStarted) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *RecoveryStarted) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *RecoveryStarted) GetIssuedBy() *Actor {
+	if x != nil {
+		return x.IssuedBy
+	}
+	return nil
+}
+
+func (x *RecoveryStarted) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *RecoveryStarted) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// RecoveryProgressed records that every failed delivery listed before
+// cursor has its ReplayRequested: a new activation of the grain resumes the
+// recovery from cursor.
+type RecoveryProgressed struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	RecoveryId string                 `protobuf:"bytes,3,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	// cursor is the history projection's cursor of the next page; empty
+	// when the listing is exhausted.
+	Cursor string `protobuf:"bytes,4,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// found counts the failed deliveries listed so far; requested, those
+	// whose ReplayRequested is durable.
+	Found         int64                  `protobuf:"varint,5,opt,name=found,proto3" json:"found,omitempty"`
+	Requested     int64                  `protobuf:"varint,6,opt,name=requested,proto3" json:"requested,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryProgressed) Reset() {
+	*x = RecoveryProgressed{}
+	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryProgressed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryProgressed) ProtoMessage() {}
+
+func (x *RecoveryProgressed) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryProgressed.ProtoReflect.Descriptor instead.
+func (*RecoveryProgressed) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RecoveryProgressed) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *RecoveryProgressed) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *RecoveryProgressed) GetRecoveryId() string {
+	if x != nil {
+		return x.RecoveryId
+	}
+	return ""
+}
+
+func (x *RecoveryProgressed) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *RecoveryProgressed) GetFound() int64 {
+	if x != nil {
+		return x.Found
+	}
+	return 0
+}
+
+func (x *RecoveryProgressed) GetRequested() int64 {
+	if x != nil {
+		return x.Requested
+	}
+	return 0
+}
+
+func (x *RecoveryProgressed) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+// RecoveryFinished ends a recovery.
+type RecoveryFinished struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	TenantId      string                  `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId    string                  `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	RecoveryId    string                  `protobuf:"bytes,3,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	Reason        RecoveryFinished_Reason `protobuf:"varint,4,opt,name=reason,proto3,enum=hookline.v1.RecoveryFinished_Reason" json:"reason,omitempty"`
+	Found         int64                   `protobuf:"varint,5,opt,name=found,proto3" json:"found,omitempty"`
+	Requested     int64                   `protobuf:"varint,6,opt,name=requested,proto3" json:"requested,omitempty"`
+	At            *timestamppb.Timestamp  `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryFinished) Reset() {
+	*x = RecoveryFinished{}
+	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryFinished) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryFinished) ProtoMessage() {}
+
+func (x *RecoveryFinished) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryFinished.ProtoReflect.Descriptor instead.
+func (*RecoveryFinished) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RecoveryFinished) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *RecoveryFinished) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *RecoveryFinished) GetRecoveryId() string {
+	if x != nil {
+		return x.RecoveryId
+	}
+	return ""
+}
+
+func (x *RecoveryFinished) GetReason() RecoveryFinished_Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return RecoveryFinished_REASON_UNSPECIFIED
+}
+
+func (x *RecoveryFinished) GetFound() int64 {
+	if x != nil {
+		return x.Found
+	}
+	return 0
+}
+
+func (x *RecoveryFinished) GetRequested() int64 {
+	if x != nil {
+		return x.Requested
+	}
+	return 0
+}
+
+func (x *RecoveryFinished) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 // EventPublished is one committed business fact. Its payload bytes are the
 // bytes sent and signed on every attempt; nothing rebuilds them.
 type EventPublished struct {
@@ -1862,7 +2378,7 @@ type EventPublished struct {
 
 func (x *EventPublished) Reset() {
 	*x = EventPublished{}
-	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1874,7 +2390,7 @@ func (x *EventPublished) String() string {
 func (*EventPublished) ProtoMessage() {}
 
 func (x *EventPublished) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1887,7 +2403,7 @@ func (x *EventPublished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventPublished.ProtoReflect.Descriptor instead.
 func (*EventPublished) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *EventPublished) GetTenantId() string {
@@ -1995,7 +2511,7 @@ type PlannedDelivery struct {
 
 func (x *PlannedDelivery) Reset() {
 	*x = PlannedDelivery{}
-	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +2523,7 @@ func (x *PlannedDelivery) String() string {
 func (*PlannedDelivery) ProtoMessage() {}
 
 func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2020,7 +2536,7 @@ func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedDelivery.ProtoReflect.Descriptor instead.
 func (*PlannedDelivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PlannedDelivery) GetDeliveryId() string {
@@ -2067,7 +2583,7 @@ type FilteredEndpoint struct {
 
 func (x *FilteredEndpoint) Reset() {
 	*x = FilteredEndpoint{}
-	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2595,7 @@ func (x *FilteredEndpoint) String() string {
 func (*FilteredEndpoint) ProtoMessage() {}
 
 func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2608,7 @@ func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilteredEndpoint.ProtoReflect.Descriptor instead.
 func (*FilteredEndpoint) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FilteredEndpoint) GetEndpointId() string {
@@ -2145,7 +2661,7 @@ type DeliveriesPlanned struct {
 
 func (x *DeliveriesPlanned) Reset() {
 	*x = DeliveriesPlanned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2157,7 +2673,7 @@ func (x *DeliveriesPlanned) String() string {
 func (*DeliveriesPlanned) ProtoMessage() {}
 
 func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2170,7 +2686,7 @@ func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveriesPlanned.ProtoReflect.Descriptor instead.
 func (*DeliveriesPlanned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeliveriesPlanned) GetTenantId() string {
@@ -2263,7 +2779,7 @@ type PlanRepair struct {
 
 func (x *PlanRepair) Reset() {
 	*x = PlanRepair{}
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +2791,7 @@ func (x *PlanRepair) String() string {
 func (*PlanRepair) ProtoMessage() {}
 
 func (x *PlanRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2288,7 +2804,7 @@ func (x *PlanRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRepair.ProtoReflect.Descriptor instead.
 func (*PlanRepair) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PlanRepair) GetRunId() string {
@@ -2358,7 +2874,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2886,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2899,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Attempt) GetTenantId() string {
@@ -2521,7 +3037,7 @@ type AttemptSucceeded struct {
 
 func (x *AttemptSucceeded) Reset() {
 	*x = AttemptSucceeded{}
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2533,7 +3049,7 @@ func (x *AttemptSucceeded) String() string {
 func (*AttemptSucceeded) ProtoMessage() {}
 
 func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2546,7 +3062,7 @@ func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptSucceeded.ProtoReflect.Descriptor instead.
 func (*AttemptSucceeded) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AttemptSucceeded) GetAttempt() *Attempt {
@@ -2572,7 +3088,7 @@ type AttemptFailed struct {
 
 func (x *AttemptFailed) Reset() {
 	*x = AttemptFailed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2584,7 +3100,7 @@ func (x *AttemptFailed) String() string {
 func (*AttemptFailed) ProtoMessage() {}
 
 func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2597,7 +3113,7 @@ func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptFailed.ProtoReflect.Descriptor instead.
 func (*AttemptFailed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AttemptFailed) GetAttempt() *Attempt {
@@ -2645,7 +3161,7 @@ type DeliveryExpired struct {
 
 func (x *DeliveryExpired) Reset() {
 	*x = DeliveryExpired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2657,7 +3173,7 @@ func (x *DeliveryExpired) String() string {
 func (*DeliveryExpired) ProtoMessage() {}
 
 func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2670,7 +3186,7 @@ func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryExpired.ProtoReflect.Descriptor instead.
 func (*DeliveryExpired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeliveryExpired) GetTenantId() string {
@@ -2731,16 +3247,19 @@ type ReplayRequested struct {
 	DeliveryId string                 `protobuf:"bytes,3,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
 	EventId    string                 `protobuf:"bytes,4,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	// recovery_id is set when the replay is part of a bulk recovery.
-	RecoveryId    string                 `protobuf:"bytes,5,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,6,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	RecoveryId string                 `protobuf:"bytes,5,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	IssuedBy   *Actor                 `protobuf:"bytes,6,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At         *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	// request_id names the command that wrote it: a retried command with the
+	// same id is answered from this event instead of running twice.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplayRequested) Reset() {
 	*x = ReplayRequested{}
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2752,7 +3271,7 @@ func (x *ReplayRequested) String() string {
 func (*ReplayRequested) ProtoMessage() {}
 
 func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2765,7 +3284,7 @@ func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequested.ProtoReflect.Descriptor instead.
 func (*ReplayRequested) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReplayRequested) GetTenantId() string {
@@ -2817,6 +3336,13 @@ func (x *ReplayRequested) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ReplayRequested) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // PortalTokenIssued records a portal token: short-lived access to one
 // tenant's portal, with capabilities. The token itself is shown once to the
 // caller; only its SHA-256 is recorded.
@@ -2838,7 +3364,7 @@ type PortalTokenIssued struct {
 
 func (x *PortalTokenIssued) Reset() {
 	*x = PortalTokenIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2850,7 +3376,7 @@ func (x *PortalTokenIssued) String() string {
 func (*PortalTokenIssued) ProtoMessage() {}
 
 func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2863,7 +3389,7 @@ func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenIssued.ProtoReflect.Descriptor instead.
 func (*PortalTokenIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PortalTokenIssued) GetTenantId() string {
@@ -2935,7 +3461,7 @@ type PortalTokenRevoked struct {
 
 func (x *PortalTokenRevoked) Reset() {
 	*x = PortalTokenRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2947,7 +3473,7 @@ func (x *PortalTokenRevoked) String() string {
 func (*PortalTokenRevoked) ProtoMessage() {}
 
 func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2960,7 +3486,7 @@ func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenRevoked.ProtoReflect.Descriptor instead.
 func (*PortalTokenRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PortalTokenRevoked) GetTenantId() string {
@@ -3009,7 +3535,7 @@ type SecretResealed struct {
 
 func (x *SecretResealed) Reset() {
 	*x = SecretResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3021,7 +3547,7 @@ func (x *SecretResealed) String() string {
 func (*SecretResealed) ProtoMessage() {}
 
 func (x *SecretResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3034,7 +3560,7 @@ func (x *SecretResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResealed.ProtoReflect.Descriptor instead.
 func (*SecretResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SecretResealed) GetTenantId() string {
@@ -3089,7 +3615,7 @@ type MasterKeyRegistered struct {
 
 func (x *MasterKeyRegistered) Reset() {
 	*x = MasterKeyRegistered{}
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +3627,7 @@ func (x *MasterKeyRegistered) String() string {
 func (*MasterKeyRegistered) ProtoMessage() {}
 
 func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +3640,7 @@ func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRegistered.ProtoReflect.Descriptor instead.
 func (*MasterKeyRegistered) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MasterKeyRegistered) GetKeyId() string {
@@ -3159,7 +3685,7 @@ type MasterKeyRetired struct {
 
 func (x *MasterKeyRetired) Reset() {
 	*x = MasterKeyRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3171,7 +3697,7 @@ func (x *MasterKeyRetired) String() string {
 func (*MasterKeyRetired) ProtoMessage() {}
 
 func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3184,7 +3710,7 @@ func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRetired.ProtoReflect.Descriptor instead.
 func (*MasterKeyRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MasterKeyRetired) GetKeyId() string {
@@ -3231,7 +3757,7 @@ type ReconcileRepaired struct {
 
 func (x *ReconcileRepaired) Reset() {
 	*x = ReconcileRepaired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3243,7 +3769,7 @@ func (x *ReconcileRepaired) String() string {
 func (*ReconcileRepaired) ProtoMessage() {}
 
 func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3256,7 +3782,7 @@ func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
 func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReconcileRepaired) GetRunId() string {
@@ -3354,18 +3880,22 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x05Quota\x12.\n" +
 	"\x13attempts_per_second\x18\x01 \x01(\x01R\x11attemptsPerSecond\x12\"\n" +
 	"\rmax_in_flight\x18\x02 \x01(\x05R\vmaxInFlight\x12\x16\n" +
-	"\x06weight\x18\x03 \x01(\x05R\x06weight\"\xc7\x01\n" +
+	"\x06weight\x18\x03 \x01(\x05R\x06weight\"\xe6\x01\n" +
 	"\rTenantCreated\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
 	"\x05quota\x18\x03 \x01(\v2\x12.hookline.v1.QuotaR\x05quota\x12/\n" +
 	"\tissued_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xb8\x01\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"\xd7\x01\n" +
 	"\x12TenantQuotaChanged\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12(\n" +
 	"\x05quota\x18\x02 \x01(\v2\x12.hookline.v1.QuotaR\x05quota\x12/\n" +
 	"\tissued_by\x18\x03 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd2\x01\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\xf1\x01\n" +
 	"\fApiKeyIssued\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x15\n" +
 	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12\x1d\n" +
@@ -3373,12 +3903,21 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"key_sha256\x18\x03 \x01(\fR\tkeySha256\x12\x12\n" +
 	"\x04name\x18\x04 \x01(\tR\x04name\x12/\n" +
 	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xa0\x01\n" +
+	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"\xc6\x02\n" +
 	"\rApiKeyRevoked\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x15\n" +
 	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12/\n" +
 	"\tissued_by\x18\x03 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc8\x03\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x129\n" +
+	"\x06reason\x18\x06 \x01(\x0e2!.hookline.v1.ApiKeyRevoked.ReasonR\x06reason\"J\n" +
+	"\x06Reason\x12\x16\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10REASON_REQUESTED\x10\x01\x12\x12\n" +
+	"\x0eREASON_UNSHOWN\x10\x02\"\xc8\x03\n" +
 	"\x0eEndpointConfig\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -3405,7 +3944,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"ciphertext\x18\x04 \x01(\fR\n" +
 	"ciphertext\x12#\n" +
 	"\red25519_nonce\x18\x05 \x01(\fR\fed25519Nonce\x126\n" +
-	"\x17ed25519_seed_ciphertext\x18\x06 \x01(\fR\x15ed25519SeedCiphertext\"\xbb\x02\n" +
+	"\x17ed25519_seed_ciphertext\x18\x06 \x01(\fR\x15ed25519SeedCiphertext\"\xda\x02\n" +
 	"\x0fEndpointCreated\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -3414,7 +3953,9 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06config\x18\x04 \x01(\v2\x1b.hookline.v1.EndpointConfigR\x06config\x121\n" +
 	"\x06secret\x18\x05 \x01(\v2\x19.hookline.v1.SealedSecretR\x06secret\x12/\n" +
 	"\tissued_by\x18\x06 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc2\x02\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"\xe1\x02\n" +
 	"\x0fEndpointUpdated\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -3424,7 +3965,9 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
 	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x128\n" +
 	"\n" +
-	"new_secret\x18\a \x01(\v2\x19.hookline.v1.SealedSecretR\tnewSecret\"\xd4\x02\n" +
+	"new_secret\x18\a \x01(\v2\x19.hookline.v1.SealedSecretR\tnewSecret\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"\xf3\x02\n" +
 	"\rSecretRotated\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -3433,7 +3976,9 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x10previous_version\x18\x04 \x01(\x05R\x0fpreviousVersion\x12J\n" +
 	"\x13previous_expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x11previousExpiresAt\x12/\n" +
 	"\tissued_by\x18\x06 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd1\x02\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"\xf0\x02\n" +
 	"\rSecretRetired\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -3441,11 +3986,13 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\x05R\aversion\x129\n" +
 	"\x06reason\x18\x04 \x01(\x0e2!.hookline.v1.SecretRetired.ReasonR\x06reason\x12/\n" +
 	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"P\n" +
+	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"P\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14REASON_OVERLAP_ENDED\x10\x01\x12\x14\n" +
-	"\x10REASON_REQUESTED\x10\x02\"\xd1\x02\n" +
+	"\x10REASON_REQUESTED\x10\x02\"\xf0\x02\n" +
 	"\x0eEndpointPaused\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -3454,30 +4001,36 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\tissued_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
 	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1f\n" +
 	"\vdelivery_id\x18\x06 \x01(\tR\n" +
-	"deliveryId\"G\n" +
+	"deliveryId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"G\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10REASON_REQUESTED\x10\x01\x12\x0f\n" +
-	"\vREASON_GONE\x10\x02\"\xac\x01\n" +
+	"\vREASON_GONE\x10\x02\"\xcb\x01\n" +
 	"\x0fEndpointResumed\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12/\n" +
 	"\tissued_by\x18\x03 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc5\x01\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\xc5\x01\n" +
 	"\x10EndpointDisabled\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12/\n" +
 	"\tissued_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xac\x01\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xcb\x01\n" +
 	"\x0fEndpointDeleted\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12/\n" +
 	"\tissued_by\x18\x03 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xb8\x02\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\xb8\x02\n" +
 	"\rCircuitOpened\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -3498,7 +4051,43 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12*\n" +
-	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd0\x04\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd0\x02\n" +
+	"\x0fRecoveryStarted\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12\x1f\n" +
+	"\vrecovery_id\x18\x03 \x01(\tR\n" +
+	"recoveryId\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\x05until\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12/\n" +
+	"\tissued_by\x18\x06 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"\xeb\x01\n" +
+	"\x12RecoveryProgressed\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12\x1f\n" +
+	"\vrecovery_id\x18\x03 \x01(\tR\n" +
+	"recoveryId\x12\x16\n" +
+	"\x06cursor\x18\x04 \x01(\tR\x06cursor\x12\x14\n" +
+	"\x05found\x18\x05 \x01(\x03R\x05found\x12\x1c\n" +
+	"\trequested\x18\x06 \x01(\x03R\trequested\x12*\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe2\x02\n" +
+	"\x10RecoveryFinished\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12\x1f\n" +
+	"\vrecovery_id\x18\x03 \x01(\tR\n" +
+	"recoveryId\x12<\n" +
+	"\x06reason\x18\x04 \x01(\x0e2$.hookline.v1.RecoveryFinished.ReasonR\x06reason\x12\x14\n" +
+	"\x05found\x18\x05 \x01(\x03R\x05found\x12\x1c\n" +
+	"\trequested\x18\x06 \x01(\x03R\trequested\x12*\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"Q\n" +
+	"\x06Reason\x12\x16\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12\x0f\n" +
+	"\vREASON_DONE\x10\x01\x12\x1e\n" +
+	"\x1aREASON_ENDPOINT_NOT_ACTIVE\x10\x02\"\xd0\x04\n" +
 	"\x0eEventPublished\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1d\n" +
@@ -3599,7 +4188,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\battempts\x18\x05 \x01(\x05R\battempts\x129\n" +
 	"\n" +
 	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x89\x02\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xa8\x02\n" +
 	"\x0fReplayRequested\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -3610,7 +4199,9 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\vrecovery_id\x18\x05 \x01(\tR\n" +
 	"recoveryId\x12/\n" +
 	"\tissued_by\x18\x06 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc0\x02\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"\xc0\x02\n" +
 	"\x11PortalTokenIssued\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\btoken_id\x18\x02 \x01(\tR\atokenId\x12!\n" +
@@ -3689,135 +4280,148 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_events_proto_rawDescData
 }
 
-var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(ErrorClass)(0),               // 0: hookline.v1.ErrorClass
 	(Actor_Kind)(0),               // 1: hookline.v1.Actor.Kind
-	(SecretRetired_Reason)(0),     // 2: hookline.v1.SecretRetired.Reason
-	(EndpointPaused_Reason)(0),    // 3: hookline.v1.EndpointPaused.Reason
-	(ReconcileRepaired_Kind)(0),   // 4: hookline.v1.ReconcileRepaired.Kind
-	(*Actor)(nil),                 // 5: hookline.v1.Actor
-	(*Quota)(nil),                 // 6: hookline.v1.Quota
-	(*TenantCreated)(nil),         // 7: hookline.v1.TenantCreated
-	(*TenantQuotaChanged)(nil),    // 8: hookline.v1.TenantQuotaChanged
-	(*ApiKeyIssued)(nil),          // 9: hookline.v1.ApiKeyIssued
-	(*ApiKeyRevoked)(nil),         // 10: hookline.v1.ApiKeyRevoked
-	(*EndpointConfig)(nil),        // 11: hookline.v1.EndpointConfig
-	(*SealedSecret)(nil),          // 12: hookline.v1.SealedSecret
-	(*EndpointCreated)(nil),       // 13: hookline.v1.EndpointCreated
-	(*EndpointUpdated)(nil),       // 14: hookline.v1.EndpointUpdated
-	(*SecretRotated)(nil),         // 15: hookline.v1.SecretRotated
-	(*SecretRetired)(nil),         // 16: hookline.v1.SecretRetired
-	(*EndpointPaused)(nil),        // 17: hookline.v1.EndpointPaused
-	(*EndpointResumed)(nil),       // 18: hookline.v1.EndpointResumed
-	(*EndpointDisabled)(nil),      // 19: hookline.v1.EndpointDisabled
-	(*EndpointDeleted)(nil),       // 20: hookline.v1.EndpointDeleted
-	(*CircuitOpened)(nil),         // 21: hookline.v1.CircuitOpened
-	(*CircuitHalfOpened)(nil),     // 22: hookline.v1.CircuitHalfOpened
-	(*CircuitClosed)(nil),         // 23: hookline.v1.CircuitClosed
-	(*EventPublished)(nil),        // 24: hookline.v1.EventPublished
-	(*PlannedDelivery)(nil),       // 25: hookline.v1.PlannedDelivery
-	(*FilteredEndpoint)(nil),      // 26: hookline.v1.FilteredEndpoint
-	(*DeliveriesPlanned)(nil),     // 27: hookline.v1.DeliveriesPlanned
-	(*PlanRepair)(nil),            // 28: hookline.v1.PlanRepair
-	(*Attempt)(nil),               // 29: hookline.v1.Attempt
-	(*AttemptSucceeded)(nil),      // 30: hookline.v1.AttemptSucceeded
-	(*AttemptFailed)(nil),         // 31: hookline.v1.AttemptFailed
-	(*DeliveryExpired)(nil),       // 32: hookline.v1.DeliveryExpired
-	(*ReplayRequested)(nil),       // 33: hookline.v1.ReplayRequested
-	(*PortalTokenIssued)(nil),     // 34: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),    // 35: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),        // 36: hookline.v1.SecretResealed
-	(*MasterKeyRegistered)(nil),   // 37: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),      // 38: hookline.v1.MasterKeyRetired
-	(*ReconcileRepaired)(nil),     // 39: hookline.v1.ReconcileRepaired
-	nil,                           // 40: hookline.v1.EndpointConfig.MetadataEntry
-	nil,                           // 41: hookline.v1.EventPublished.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 42: google.protobuf.Timestamp
+	(ApiKeyRevoked_Reason)(0),     // 2: hookline.v1.ApiKeyRevoked.Reason
+	(SecretRetired_Reason)(0),     // 3: hookline.v1.SecretRetired.Reason
+	(EndpointPaused_Reason)(0),    // 4: hookline.v1.EndpointPaused.Reason
+	(RecoveryFinished_Reason)(0),  // 5: hookline.v1.RecoveryFinished.Reason
+	(ReconcileRepaired_Kind)(0),   // 6: hookline.v1.ReconcileRepaired.Kind
+	(*Actor)(nil),                 // 7: hookline.v1.Actor
+	(*Quota)(nil),                 // 8: hookline.v1.Quota
+	(*TenantCreated)(nil),         // 9: hookline.v1.TenantCreated
+	(*TenantQuotaChanged)(nil),    // 10: hookline.v1.TenantQuotaChanged
+	(*ApiKeyIssued)(nil),          // 11: hookline.v1.ApiKeyIssued
+	(*ApiKeyRevoked)(nil),         // 12: hookline.v1.ApiKeyRevoked
+	(*EndpointConfig)(nil),        // 13: hookline.v1.EndpointConfig
+	(*SealedSecret)(nil),          // 14: hookline.v1.SealedSecret
+	(*EndpointCreated)(nil),       // 15: hookline.v1.EndpointCreated
+	(*EndpointUpdated)(nil),       // 16: hookline.v1.EndpointUpdated
+	(*SecretRotated)(nil),         // 17: hookline.v1.SecretRotated
+	(*SecretRetired)(nil),         // 18: hookline.v1.SecretRetired
+	(*EndpointPaused)(nil),        // 19: hookline.v1.EndpointPaused
+	(*EndpointResumed)(nil),       // 20: hookline.v1.EndpointResumed
+	(*EndpointDisabled)(nil),      // 21: hookline.v1.EndpointDisabled
+	(*EndpointDeleted)(nil),       // 22: hookline.v1.EndpointDeleted
+	(*CircuitOpened)(nil),         // 23: hookline.v1.CircuitOpened
+	(*CircuitHalfOpened)(nil),     // 24: hookline.v1.CircuitHalfOpened
+	(*CircuitClosed)(nil),         // 25: hookline.v1.CircuitClosed
+	(*RecoveryStarted)(nil),       // 26: hookline.v1.RecoveryStarted
+	(*RecoveryProgressed)(nil),    // 27: hookline.v1.RecoveryProgressed
+	(*RecoveryFinished)(nil),      // 28: hookline.v1.RecoveryFinished
+	(*EventPublished)(nil),        // 29: hookline.v1.EventPublished
+	(*PlannedDelivery)(nil),       // 30: hookline.v1.PlannedDelivery
+	(*FilteredEndpoint)(nil),      // 31: hookline.v1.FilteredEndpoint
+	(*DeliveriesPlanned)(nil),     // 32: hookline.v1.DeliveriesPlanned
+	(*PlanRepair)(nil),            // 33: hookline.v1.PlanRepair
+	(*Attempt)(nil),               // 34: hookline.v1.Attempt
+	(*AttemptSucceeded)(nil),      // 35: hookline.v1.AttemptSucceeded
+	(*AttemptFailed)(nil),         // 36: hookline.v1.AttemptFailed
+	(*DeliveryExpired)(nil),       // 37: hookline.v1.DeliveryExpired
+	(*ReplayRequested)(nil),       // 38: hookline.v1.ReplayRequested
+	(*PortalTokenIssued)(nil),     // 39: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),    // 40: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),        // 41: hookline.v1.SecretResealed
+	(*MasterKeyRegistered)(nil),   // 42: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),      // 43: hookline.v1.MasterKeyRetired
+	(*ReconcileRepaired)(nil),     // 44: hookline.v1.ReconcileRepaired
+	nil,                           // 45: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                           // 46: hookline.v1.EventPublished.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	1,  // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
-	6,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
-	5,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	42, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
-	6,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
-	5,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	42, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
-	5,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	42, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
-	5,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	42, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
-	40, // 11: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
-	11, // 12: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
-	12, // 13: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
-	5,  // 14: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	42, // 15: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
-	11, // 16: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
-	5,  // 17: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	42, // 18: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
-	12, // 19: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
-	12, // 20: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	42, // 21: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
-	5,  // 22: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	42, // 23: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
-	2,  // 24: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
-	5,  // 25: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	42, // 26: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
-	3,  // 27: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
-	5,  // 28: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	42, // 29: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
-	5,  // 30: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	42, // 31: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
-	5,  // 32: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	42, // 33: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
-	5,  // 34: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	42, // 35: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
-	0,  // 36: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	42, // 37: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	42, // 38: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	42, // 39: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	42, // 40: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	42, // 41: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
-	5,  // 42: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	42, // 43: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	41, // 44: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
-	25, // 45: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	42, // 46: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	42, // 47: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	28, // 48: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	26, // 49: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
-	5,  // 50: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	42, // 51: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	42, // 52: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 53: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	5,  // 54: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	29, // 55: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	29, // 56: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	42, // 57: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	42, // 58: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	42, // 59: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	5,  // 60: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	42, // 61: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	42, // 62: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	5,  // 63: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	42, // 64: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	5,  // 65: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	42, // 66: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	12, // 67: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	5,  // 68: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	42, // 69: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	42, // 70: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	5,  // 71: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	42, // 72: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	4,  // 73: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	5,  // 74: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	42, // 75: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	76, // [76:76] is the sub-list for method output_type
-	76, // [76:76] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	8,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
+	7,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
+	47, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	8,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
+	7,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
+	47, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	7,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
+	47, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	7,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
+	47, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	2,  // 11: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
+	45, // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	13, // 13: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
+	14, // 14: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
+	7,  // 15: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
+	47, // 16: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	13, // 17: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
+	7,  // 18: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
+	47, // 19: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	14, // 20: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
+	14, // 21: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
+	47, // 22: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 23: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
+	47, // 24: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	3,  // 25: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
+	7,  // 26: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
+	47, // 27: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	4,  // 28: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
+	7,  // 29: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
+	47, // 30: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	7,  // 31: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
+	47, // 32: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	7,  // 33: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
+	47, // 34: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	7,  // 35: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
+	47, // 36: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	0,  // 37: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
+	47, // 38: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	47, // 39: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	47, // 40: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	47, // 41: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	47, // 42: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	47, // 43: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	7,  // 44: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
+	47, // 45: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	47, // 46: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	5,  // 47: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
+	47, // 48: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	47, // 49: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	7,  // 50: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
+	47, // 51: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	46, // 52: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	30, // 53: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	47, // 54: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	47, // 55: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	33, // 56: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	31, // 57: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
+	7,  // 58: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	47, // 59: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	47, // 60: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 61: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	7,  // 62: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	34, // 63: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	34, // 64: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	47, // 65: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	47, // 66: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	47, // 67: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	7,  // 68: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	47, // 69: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	47, // 70: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 71: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	47, // 72: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	7,  // 73: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	47, // 74: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	14, // 75: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	7,  // 76: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	47, // 77: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	47, // 78: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	7,  // 79: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	47, // 80: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	6,  // 81: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	7,  // 82: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	47, // 83: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	84, // [84:84] is the sub-list for method output_type
+	84, // [84:84] is the sub-list for method input_type
+	84, // [84:84] is the sub-list for extension type_name
+	84, // [84:84] is the sub-list for extension extendee
+	0,  // [0:84] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -3830,8 +4434,8 @@ func file_hookline_v1_events_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   37,
+			NumEnums:      7,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -209,7 +209,7 @@ func (x RoutingVerdict_Verdict) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RoutingVerdict_Verdict.Descriptor instead.
 func (RoutingVerdict_Verdict) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32, 0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34, 0}
 }
 
 type ResealSecretsRequest struct {
@@ -2009,24 +2009,129 @@ func (x *GetRecoveryRequest) GetRecoveryId() string {
 	return ""
 }
 
-type Recovery struct {
+type ListRecoveriesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	RecoveryId    string                 `protobuf:"bytes,1,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
-	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
-	Until         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
-	Found         int64                  `protobuf:"varint,5,opt,name=found,proto3" json:"found,omitempty"`
-	Replayed      int64                  `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
-	Done          bool                   `protobuf:"varint,7,opt,name=done,proto3" json:"done,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRecoveriesRequest) Reset() {
+	*x = ListRecoveriesRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRecoveriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRecoveriesRequest) ProtoMessage() {}
+
+func (x *ListRecoveriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRecoveriesRequest.ProtoReflect.Descriptor instead.
+func (*ListRecoveriesRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListRecoveriesRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *ListRecoveriesRequest) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+type ListRecoveriesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Recoveries    []*Recovery            `protobuf:"bytes,1,rep,name=recoveries,proto3" json:"recoveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRecoveriesResponse) Reset() {
+	*x = ListRecoveriesResponse{}
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRecoveriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRecoveriesResponse) ProtoMessage() {}
+
+func (x *ListRecoveriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRecoveriesResponse.ProtoReflect.Descriptor instead.
+func (*ListRecoveriesResponse) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListRecoveriesResponse) GetRecoveries() []*Recovery {
+	if x != nil {
+		return x.Recoveries
+	}
+	return nil
+}
+
+type Recovery struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RecoveryId string                 `protobuf:"bytes,1,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	Since      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	Until      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
+	// found counts the failed deliveries listed so far.
+	Found int64 `protobuf:"varint,5,opt,name=found,proto3" json:"found,omitempty"`
+	// replayed counts the manual attempts of the recovery recorded by the
+	// grain's current activation (a restart of the grain starts it again
+	// from the durable count of requested replays).
+	Replayed   int64                  `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Done       bool                   `protobuf:"varint,7,opt,name=done,proto3" json:"done,omitempty"`
+	StartedAt  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// requested counts the deliveries whose replay is durably requested.
+	Requested int64 `protobuf:"varint,10,opt,name=requested,proto3" json:"requested,omitempty"`
+	// state is running, done, or endpoint_not_active when the endpoint was
+	// paused, disabled or deleted while it ran.
+	State         string `protobuf:"bytes,11,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Recovery) Reset() {
 	*x = Recovery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2038,7 +2143,7 @@ func (x *Recovery) String() string {
 func (*Recovery) ProtoMessage() {}
 
 func (x *Recovery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2051,7 +2156,7 @@ func (x *Recovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recovery.ProtoReflect.Descriptor instead.
 func (*Recovery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Recovery) GetRecoveryId() string {
@@ -2117,6 +2222,20 @@ func (x *Recovery) GetFinishedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Recovery) GetRequested() int64 {
+	if x != nil {
+		return x.Requested
+	}
+	return 0
+}
+
+func (x *Recovery) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 type ExplainRoutingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -2127,7 +2246,7 @@ type ExplainRoutingRequest struct {
 
 func (x *ExplainRoutingRequest) Reset() {
 	*x = ExplainRoutingRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2139,7 +2258,7 @@ func (x *ExplainRoutingRequest) String() string {
 func (*ExplainRoutingRequest) ProtoMessage() {}
 
 func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2152,7 +2271,7 @@ func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRoutingRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRoutingRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ExplainRoutingRequest) GetTenantId() string {
@@ -2187,7 +2306,7 @@ type EventRouting struct {
 
 func (x *EventRouting) Reset() {
 	*x = EventRouting{}
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2318,7 @@ func (x *EventRouting) String() string {
 func (*EventRouting) ProtoMessage() {}
 
 func (x *EventRouting) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2331,7 @@ func (x *EventRouting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventRouting.ProtoReflect.Descriptor instead.
 func (*EventRouting) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EventRouting) GetEventId() string {
@@ -2271,7 +2390,7 @@ type FilterValue struct {
 
 func (x *FilterValue) Reset() {
 	*x = FilterValue{}
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2283,7 +2402,7 @@ func (x *FilterValue) String() string {
 func (*FilterValue) ProtoMessage() {}
 
 func (x *FilterValue) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2296,7 +2415,7 @@ func (x *FilterValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterValue.ProtoReflect.Descriptor instead.
 func (*FilterValue) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FilterValue) GetExpr() string {
@@ -2346,7 +2465,7 @@ type RoutingVerdict struct {
 
 func (x *RoutingVerdict) Reset() {
 	*x = RoutingVerdict{}
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2358,7 +2477,7 @@ func (x *RoutingVerdict) String() string {
 func (*RoutingVerdict) ProtoMessage() {}
 
 func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2371,7 +2490,7 @@ func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingVerdict.ProtoReflect.Descriptor instead.
 func (*RoutingVerdict) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RoutingVerdict) GetEndpointId() string {
@@ -2474,7 +2593,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2605,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2618,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PublishRequest) GetTenantId() string {
@@ -2594,7 +2713,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2606,7 +2725,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2619,7 +2738,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PublishResponse) GetEventId() string {
@@ -2660,7 +2779,7 @@ type PublishBatchRequest struct {
 
 func (x *PublishBatchRequest) Reset() {
 	*x = PublishBatchRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2672,7 +2791,7 @@ func (x *PublishBatchRequest) String() string {
 func (*PublishBatchRequest) ProtoMessage() {}
 
 func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +2804,7 @@ func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchRequest.ProtoReflect.Descriptor instead.
 func (*PublishBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PublishBatchRequest) GetTenantId() string {
@@ -2714,7 +2833,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2726,7 +2845,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2739,7 +2858,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PublishResult) GetResponse() *PublishResponse {
@@ -2772,7 +2891,7 @@ type PublishBatchResponse struct {
 
 func (x *PublishBatchResponse) Reset() {
 	*x = PublishBatchResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +2903,7 @@ func (x *PublishBatchResponse) String() string {
 func (*PublishBatchResponse) ProtoMessage() {}
 
 func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +2916,7 @@ func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchResponse.ProtoReflect.Descriptor instead.
 func (*PublishBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PublishBatchResponse) GetResults() []*PublishResult {
@@ -2818,7 +2937,7 @@ type LookupEventsRequest struct {
 
 func (x *LookupEventsRequest) Reset() {
 	*x = LookupEventsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2830,7 +2949,7 @@ func (x *LookupEventsRequest) String() string {
 func (*LookupEventsRequest) ProtoMessage() {}
 
 func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2843,7 +2962,7 @@ func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsRequest.ProtoReflect.Descriptor instead.
 func (*LookupEventsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LookupEventsRequest) GetTenantId() string {
@@ -2874,7 +2993,7 @@ type AcceptedEvent struct {
 
 func (x *AcceptedEvent) Reset() {
 	*x = AcceptedEvent{}
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2886,7 +3005,7 @@ func (x *AcceptedEvent) String() string {
 func (*AcceptedEvent) ProtoMessage() {}
 
 func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2899,7 +3018,7 @@ func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptedEvent.ProtoReflect.Descriptor instead.
 func (*AcceptedEvent) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AcceptedEvent) GetEventId() string {
@@ -2942,7 +3061,7 @@ type LookupEventsResponse struct {
 
 func (x *LookupEventsResponse) Reset() {
 	*x = LookupEventsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2954,7 +3073,7 @@ func (x *LookupEventsResponse) String() string {
 func (*LookupEventsResponse) ProtoMessage() {}
 
 func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2967,7 +3086,7 @@ func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsResponse.ProtoReflect.Descriptor instead.
 func (*LookupEventsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LookupEventsResponse) GetFound() []*AcceptedEvent {
@@ -3001,7 +3120,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3013,7 +3132,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3026,7 +3145,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListDeliveriesRequest) GetTenantId() string {
@@ -3095,7 +3214,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3226,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3239,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -3147,7 +3266,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[43]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3159,7 +3278,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[43]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3172,7 +3291,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetDeliveryRequest) GetTenantId() string {
@@ -3199,7 +3318,7 @@ type ReplayDeliveryRequest struct {
 
 func (x *ReplayDeliveryRequest) Reset() {
 	*x = ReplayDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[44]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3211,7 +3330,7 @@ func (x *ReplayDeliveryRequest) String() string {
 func (*ReplayDeliveryRequest) ProtoMessage() {}
 
 func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[44]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3224,7 +3343,7 @@ func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ReplayDeliveryRequest) GetTenantId() string {
@@ -3263,7 +3382,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[45]
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3275,7 +3394,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[45]
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3288,7 +3407,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -3542,7 +3661,15 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12\x1f\n" +
 	"\vrecovery_id\x18\x03 \x01(\tR\n" +
-	"recoveryId\"\xee\x02\n" +
+	"recoveryId\"U\n" +
+	"\x15ListRecoveriesRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\"O\n" +
+	"\x16ListRecoveriesResponse\x125\n" +
+	"\n" +
+	"recoveries\x18\x01 \x03(\v2\x15.hookline.v1.RecoveryR\n" +
+	"recoveries\"\xa2\x03\n" +
 	"\bRecovery\x12\x1f\n" +
 	"\vrecovery_id\x18\x01 \x01(\tR\n" +
 	"recoveryId\x12\x1f\n" +
@@ -3556,7 +3683,10 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\n" +
 	"started_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
 	"\vfinished_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"finishedAt\"O\n" +
+	"finishedAt\x12\x1c\n" +
+	"\trequested\x18\n" +
+	" \x01(\x03R\trequested\x12\x14\n" +
+	"\x05state\x18\v \x01(\tR\x05state\"O\n" +
 	"\x15ExplainRoutingRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\"\xdc\x02\n" +
@@ -3697,7 +3827,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\vIssueApiKey\x12\x1f.hookline.v1.IssueApiKeyRequest\x1a .hookline.v1.IssueApiKeyResponse\x12E\n" +
 	"\fRevokeApiKey\x12 .hookline.v1.RevokeApiKeyRequest\x1a\x13.hookline.v1.Tenant\x12=\n" +
 	"\bSetQuota\x12\x1c.hookline.v1.SetQuotaRequest\x1a\x13.hookline.v1.Tenant\x12V\n" +
-	"\rResealSecrets\x12!.hookline.v1.ResealSecretsRequest\x1a\".hookline.v1.ResealSecretsResponse2\xf1\x06\n" +
+	"\rResealSecrets\x12!.hookline.v1.ResealSecretsRequest\x1a\".hookline.v1.ResealSecretsResponse2\xcc\a\n" +
 	"\x0fEndpointService\x12Y\n" +
 	"\x0eCreateEndpoint\x12\".hookline.v1.CreateEndpointRequest\x1a#.hookline.v1.CreateEndpointResponse\x12E\n" +
 	"\vGetEndpoint\x12\x1f.hookline.v1.GetEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12V\n" +
@@ -3709,7 +3839,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x0eResumeEndpoint\x12\".hookline.v1.ResumeEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12K\n" +
 	"\x0eDeleteEndpoint\x12\".hookline.v1.DeleteEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12M\n" +
 	"\x0fRecoverEndpoint\x12#.hookline.v1.RecoverEndpointRequest\x1a\x15.hookline.v1.Recovery\x12E\n" +
-	"\vGetRecovery\x12\x1f.hookline.v1.GetRecoveryRequest\x1a\x15.hookline.v1.Recovery2\xcf\x02\n" +
+	"\vGetRecovery\x12\x1f.hookline.v1.GetRecoveryRequest\x1a\x15.hookline.v1.Recovery\x12Y\n" +
+	"\x0eListRecoveries\x12\".hookline.v1.ListRecoveriesRequest\x1a#.hookline.v1.ListRecoveriesResponse2\xcf\x02\n" +
 	"\fEventService\x12D\n" +
 	"\aPublish\x12\x1b.hookline.v1.PublishRequest\x1a\x1c.hookline.v1.PublishResponse\x12S\n" +
 	"\fPublishBatch\x12 .hookline.v1.PublishBatchRequest\x1a!.hookline.v1.PublishBatchResponse\x12S\n" +
@@ -3733,7 +3864,7 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_hookline_v1_control_proto_goTypes = []any{
 	(Endpoint_Status)(0),           // 0: hookline.v1.Endpoint.Status
 	(Endpoint_Circuit)(0),          // 1: hookline.v1.Endpoint.Circuit
@@ -3766,142 +3897,147 @@ var file_hookline_v1_control_proto_goTypes = []any{
 	(*Endpoint)(nil),               // 28: hookline.v1.Endpoint
 	(*RecoverEndpointRequest)(nil), // 29: hookline.v1.RecoverEndpointRequest
 	(*GetRecoveryRequest)(nil),     // 30: hookline.v1.GetRecoveryRequest
-	(*Recovery)(nil),               // 31: hookline.v1.Recovery
-	(*ExplainRoutingRequest)(nil),  // 32: hookline.v1.ExplainRoutingRequest
-	(*EventRouting)(nil),           // 33: hookline.v1.EventRouting
-	(*FilterValue)(nil),            // 34: hookline.v1.FilterValue
-	(*RoutingVerdict)(nil),         // 35: hookline.v1.RoutingVerdict
-	(*PublishRequest)(nil),         // 36: hookline.v1.PublishRequest
-	(*PublishResponse)(nil),        // 37: hookline.v1.PublishResponse
-	(*PublishBatchRequest)(nil),    // 38: hookline.v1.PublishBatchRequest
-	(*PublishResult)(nil),          // 39: hookline.v1.PublishResult
-	(*PublishBatchResponse)(nil),   // 40: hookline.v1.PublishBatchResponse
-	(*LookupEventsRequest)(nil),    // 41: hookline.v1.LookupEventsRequest
-	(*AcceptedEvent)(nil),          // 42: hookline.v1.AcceptedEvent
-	(*LookupEventsResponse)(nil),   // 43: hookline.v1.LookupEventsResponse
-	(*ListDeliveriesRequest)(nil),  // 44: hookline.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil), // 45: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),     // 46: hookline.v1.GetDeliveryRequest
-	(*ReplayDeliveryRequest)(nil),  // 47: hookline.v1.ReplayDeliveryRequest
-	(*Delivery)(nil),               // 48: hookline.v1.Delivery
-	nil,                            // 49: hookline.v1.EndpointSettings.MetadataEntry
-	nil,                            // 50: hookline.v1.EventRouting.HeadersEntry
-	nil,                            // 51: hookline.v1.PublishRequest.HeadersEntry
-	(*v1.Quota)(nil),               // 52: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),  // 53: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),  // 54: google.protobuf.FieldMask
-	(*structpb.Value)(nil),         // 55: google.protobuf.Value
-	(*v1.PlannedDelivery)(nil),     // 56: hookline.v1.PlannedDelivery
-	(*v1.FilteredEndpoint)(nil),    // 57: hookline.v1.FilteredEndpoint
-	(*v1.Attempt)(nil),             // 58: hookline.v1.Attempt
+	(*ListRecoveriesRequest)(nil),  // 31: hookline.v1.ListRecoveriesRequest
+	(*ListRecoveriesResponse)(nil), // 32: hookline.v1.ListRecoveriesResponse
+	(*Recovery)(nil),               // 33: hookline.v1.Recovery
+	(*ExplainRoutingRequest)(nil),  // 34: hookline.v1.ExplainRoutingRequest
+	(*EventRouting)(nil),           // 35: hookline.v1.EventRouting
+	(*FilterValue)(nil),            // 36: hookline.v1.FilterValue
+	(*RoutingVerdict)(nil),         // 37: hookline.v1.RoutingVerdict
+	(*PublishRequest)(nil),         // 38: hookline.v1.PublishRequest
+	(*PublishResponse)(nil),        // 39: hookline.v1.PublishResponse
+	(*PublishBatchRequest)(nil),    // 40: hookline.v1.PublishBatchRequest
+	(*PublishResult)(nil),          // 41: hookline.v1.PublishResult
+	(*PublishBatchResponse)(nil),   // 42: hookline.v1.PublishBatchResponse
+	(*LookupEventsRequest)(nil),    // 43: hookline.v1.LookupEventsRequest
+	(*AcceptedEvent)(nil),          // 44: hookline.v1.AcceptedEvent
+	(*LookupEventsResponse)(nil),   // 45: hookline.v1.LookupEventsResponse
+	(*ListDeliveriesRequest)(nil),  // 46: hookline.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil), // 47: hookline.v1.ListDeliveriesResponse
+	(*GetDeliveryRequest)(nil),     // 48: hookline.v1.GetDeliveryRequest
+	(*ReplayDeliveryRequest)(nil),  // 49: hookline.v1.ReplayDeliveryRequest
+	(*Delivery)(nil),               // 50: hookline.v1.Delivery
+	nil,                            // 51: hookline.v1.EndpointSettings.MetadataEntry
+	nil,                            // 52: hookline.v1.EventRouting.HeadersEntry
+	nil,                            // 53: hookline.v1.PublishRequest.HeadersEntry
+	(*v1.Quota)(nil),               // 54: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),  // 55: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),  // 56: google.protobuf.FieldMask
+	(*structpb.Value)(nil),         // 57: google.protobuf.Value
+	(*v1.PlannedDelivery)(nil),     // 58: hookline.v1.PlannedDelivery
+	(*v1.FilteredEndpoint)(nil),    // 59: hookline.v1.FilteredEndpoint
+	(*v1.Attempt)(nil),             // 60: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	52, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	53, // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
-	52, // 2: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	53, // 3: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	52, // 4: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	54, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	55, // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
+	54, // 2: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	55, // 3: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	54, // 4: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
 	12, // 5: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	53, // 6: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	55, // 6: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
 	7,  // 7: hookline.v1.Tenant.as_of:type_name -> hookline.v1.AsOf
-	49, // 8: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
+	51, // 8: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
 	14, // 9: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
 	28, // 10: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
 	28, // 11: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
 	14, // 12: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	54, // 13: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	56, // 13: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
 	28, // 14: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	53, // 15: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	53, // 16: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	55, // 15: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	55, // 16: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
 	14, // 17: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
 	0,  // 18: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
 	1,  // 19: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
 	27, // 20: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	53, // 21: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	53, // 22: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	55, // 21: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	55, // 22: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
 	7,  // 23: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
-	53, // 24: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	53, // 25: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	53, // 26: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	53, // 27: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	53, // 28: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	53, // 29: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
-	53, // 30: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
-	50, // 31: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
-	35, // 32: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
-	55, // 33: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
-	2,  // 34: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
-	34, // 35: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
-	53, // 36: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	55, // 37: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	51, // 38: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
-	56, // 39: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	57, // 40: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
-	36, // 41: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
-	37, // 42: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
-	39, // 43: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	53, // 44: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
-	42, // 45: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
-	53, // 46: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	53, // 47: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	48, // 48: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	53, // 49: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	53, // 50: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	53, // 51: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	58, // 52: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	5,  // 53: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	6,  // 54: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	8,  // 55: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	10, // 56: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	11, // 57: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	3,  // 58: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
-	15, // 59: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	17, // 60: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	18, // 61: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	20, // 62: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	21, // 63: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	23, // 64: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	24, // 65: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	25, // 66: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	26, // 67: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	29, // 68: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	30, // 69: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	36, // 70: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	38, // 71: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	41, // 72: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
-	32, // 73: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
-	44, // 74: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	46, // 75: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	47, // 76: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	13, // 77: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	13, // 78: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	9,  // 79: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	13, // 80: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	13, // 81: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	4,  // 82: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
-	16, // 83: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	28, // 84: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	19, // 85: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	28, // 86: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	22, // 87: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	28, // 88: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	28, // 89: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	28, // 90: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	28, // 91: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	31, // 92: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	31, // 93: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	37, // 94: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	40, // 95: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	43, // 96: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
-	33, // 97: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
-	45, // 98: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	48, // 99: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	48, // 100: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	77, // [77:101] is the sub-list for method output_type
-	53, // [53:77] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	55, // 24: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	55, // 25: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	33, // 26: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
+	55, // 27: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	55, // 28: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	55, // 29: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	55, // 30: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	55, // 31: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
+	52, // 32: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
+	37, // 33: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
+	57, // 34: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
+	2,  // 35: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
+	36, // 36: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
+	55, // 37: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	57, // 38: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	53, // 39: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
+	58, // 40: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	59, // 41: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
+	38, // 42: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
+	39, // 43: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
+	41, // 44: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
+	55, // 45: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	44, // 46: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
+	55, // 47: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	55, // 48: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	50, // 49: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	55, // 50: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	55, // 51: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	55, // 52: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	60, // 53: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	5,  // 54: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	6,  // 55: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	8,  // 56: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	10, // 57: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	11, // 58: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	3,  // 59: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
+	15, // 60: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	17, // 61: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	18, // 62: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	20, // 63: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	21, // 64: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	23, // 65: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	24, // 66: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	25, // 67: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	26, // 68: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	29, // 69: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	30, // 70: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	31, // 71: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
+	38, // 72: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	40, // 73: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	43, // 74: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	34, // 75: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
+	46, // 76: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	48, // 77: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	49, // 78: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	13, // 79: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	13, // 80: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	9,  // 81: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	13, // 82: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	13, // 83: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	4,  // 84: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
+	16, // 85: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	28, // 86: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	19, // 87: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	28, // 88: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	22, // 89: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	28, // 90: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	28, // 91: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	28, // 92: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	28, // 93: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	33, // 94: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	33, // 95: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	32, // 96: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
+	39, // 97: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	42, // 98: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	45, // 99: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	35, // 100: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
+	47, // 101: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	50, // 102: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	50, // 103: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	79, // [79:104] is the sub-list for method output_type
+	54, // [54:79] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
@@ -3915,7 +4051,7 @@ func file_hookline_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   49,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

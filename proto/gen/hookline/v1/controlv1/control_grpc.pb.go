@@ -345,6 +345,7 @@ const (
 	EndpointService_DeleteEndpoint_FullMethodName  = "/hookline.v1.EndpointService/DeleteEndpoint"
 	EndpointService_RecoverEndpoint_FullMethodName = "/hookline.v1.EndpointService/RecoverEndpoint"
 	EndpointService_GetRecovery_FullMethodName     = "/hookline.v1.EndpointService/GetRecovery"
+	EndpointService_ListRecoveries_FullMethodName  = "/hookline.v1.EndpointService/ListRecoveries"
 )
 
 // EndpointServiceClient is the client API for EndpointService service.
@@ -369,6 +370,9 @@ type EndpointServiceClient interface {
 	// [since, until) as a background job.
 	RecoverEndpoint(ctx context.Context, in *RecoverEndpointRequest, opts ...grpc.CallOption) (*Recovery, error)
 	GetRecovery(ctx context.Context, in *GetRecoveryRequest, opts ...grpc.CallOption) (*Recovery, error)
+	// ListRecoveries lists the endpoint's recent recoveries, newest first:
+	// the one running, if any, and the last ones finished.
+	ListRecoveries(ctx context.Context, in *ListRecoveriesRequest, opts ...grpc.CallOption) (*ListRecoveriesResponse, error)
 }
 
 type endpointServiceClient struct {
@@ -489,6 +493,16 @@ func (c *endpointServiceClient) GetRecovery(ctx context.Context, in *GetRecovery
 	return out, nil
 }
 
+func (c *endpointServiceClient) ListRecoveries(ctx context.Context, in *ListRecoveriesRequest, opts ...grpc.CallOption) (*ListRecoveriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRecoveriesResponse)
+	err := c.cc.Invoke(ctx, EndpointService_ListRecoveries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EndpointServiceServer is the server API for EndpointService service.
 // All implementations must embed UnimplementedEndpointServiceServer
 // for forward compatibility.
@@ -511,6 +525,9 @@ type EndpointServiceServer interface {
 	// [since, until) as a background job.
 	RecoverEndpoint(context.Context, *RecoverEndpointRequest) (*Recovery, error)
 	GetRecovery(context.Context, *GetRecoveryRequest) (*Recovery, error)
+	// ListRecoveries lists the endpoint's recent recoveries, newest first:
+	// the one running, if any, and the last ones finished.
+	ListRecoveries(context.Context, *ListRecoveriesRequest) (*ListRecoveriesResponse, error)
 	mustEmbedUnimplementedEndpointServiceServer()
 }
 
@@ -553,6 +570,9 @@ func (UnimplementedEndpointServiceServer) RecoverEndpoint(context.Context, *Reco
 }
 func (UnimplementedEndpointServiceServer) GetRecovery(context.Context, *GetRecoveryRequest) (*Recovery, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRecovery not implemented")
+}
+func (UnimplementedEndpointServiceServer) ListRecoveries(context.Context, *ListRecoveriesRequest) (*ListRecoveriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRecoveries not implemented")
 }
 func (UnimplementedEndpointServiceServer) mustEmbedUnimplementedEndpointServiceServer() {}
 func (UnimplementedEndpointServiceServer) testEmbeddedByValue()                         {}
@@ -773,6 +793,24 @@ func _EndpointService_GetRecovery_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EndpointService_ListRecoveries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRecoveriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EndpointServiceServer).ListRecoveries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EndpointService_ListRecoveries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EndpointServiceServer).ListRecoveries(ctx, req.(*ListRecoveriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EndpointService_ServiceDesc is the grpc.ServiceDesc for EndpointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -823,6 +861,10 @@ var EndpointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetRecovery",
 			Handler:    _EndpointService_GetRecovery_Handler,
+		},
+		{
+			MethodName: "ListRecoveries",
+			Handler:    _EndpointService_ListRecoveries_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

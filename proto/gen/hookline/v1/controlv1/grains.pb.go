@@ -170,7 +170,10 @@ type TenantCommand struct {
 	//	*TenantCommand_RevokeKey
 	//	*TenantCommand_SetQuota
 	//	*TenantCommand_Lease
-	Command       isTenantCommand_Command `protobuf_oneof:"command"`
+	Command isTenantCommand_Command `protobuf_oneof:"command"`
+	// request_id names this command (the control API sets it): a retry of it
+	// with the same id gets the original answer and changes nothing again.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -271,6 +274,13 @@ func (x *TenantCommand) GetLease() *QuotaLeaseRequest {
 		}
 	}
 	return nil
+}
+
+func (x *TenantCommand) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type isTenantCommand_Command interface {
@@ -526,7 +536,11 @@ type EndpointCommand struct {
 	//	*EndpointCommand_GetRecovery
 	//	*EndpointCommand_Wake
 	//	*EndpointCommand_Reseal
-	Command       isEndpointCommand_Command `protobuf_oneof:"command"`
+	//	*EndpointCommand_ListRecoveries
+	Command isEndpointCommand_Command `protobuf_oneof:"command"`
+	// request_id names this command (the control API sets it): a retry of it
+	// with the same id gets the original answer and changes nothing again.
+	RequestId     string `protobuf:"bytes,15,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -699,6 +713,22 @@ func (x *EndpointCommand) GetReseal() *Reseal {
 	return nil
 }
 
+func (x *EndpointCommand) GetListRecoveries() *ListRecoveriesRequest {
+	if x != nil {
+		if x, ok := x.Command.(*EndpointCommand_ListRecoveries); ok {
+			return x.ListRecoveries
+		}
+	}
+	return nil
+}
+
+func (x *EndpointCommand) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type isEndpointCommand_Command interface {
 	isEndpointCommand_Command()
 }
@@ -756,6 +786,10 @@ type EndpointCommand_Reseal struct {
 	Reseal *Reseal `protobuf:"bytes,40,opt,name=reseal,proto3,oneof"`
 }
 
+type EndpointCommand_ListRecoveries struct {
+	ListRecoveries *ListRecoveriesRequest `protobuf:"bytes,16,opt,name=list_recoveries,json=listRecoveries,proto3,oneof"`
+}
+
 func (*EndpointCommand_Create) isEndpointCommand_Command() {}
 
 func (*EndpointCommand_Get) isEndpointCommand_Command() {}
@@ -781,6 +815,8 @@ func (*EndpointCommand_GetRecovery) isEndpointCommand_Command() {}
 func (*EndpointCommand_Wake) isEndpointCommand_Command() {}
 
 func (*EndpointCommand_Reseal) isEndpointCommand_Command() {}
+
+func (*EndpointCommand_ListRecoveries) isEndpointCommand_Command() {}
 
 // Reseal asks an endpoint grain to seal each of its live secrets that is
 // not sealed under the current master key anew, under the current key
@@ -853,9 +889,10 @@ type EndpointReply struct {
 	Error    *GrainError            `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
 	Endpoint *Endpoint              `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	// secret is set once, by create and rotate.
-	Secret        string    `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
-	Delivery      *Delivery `protobuf:"bytes,4,opt,name=delivery,proto3" json:"delivery,omitempty"`
-	Recovery      *Recovery `protobuf:"bytes,5,opt,name=recovery,proto3" json:"recovery,omitempty"`
+	Secret        string      `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	Delivery      *Delivery   `protobuf:"bytes,4,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	Recovery      *Recovery   `protobuf:"bytes,5,opt,name=recovery,proto3" json:"recovery,omitempty"`
+	Recoveries    []*Recovery `protobuf:"bytes,6,rep,name=recoveries,proto3" json:"recoveries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -925,6 +962,13 @@ func (x *EndpointReply) GetRecovery() *Recovery {
 	return nil
 }
 
+func (x *EndpointReply) GetRecoveries() []*Recovery {
+	if x != nil {
+		return x.Recoveries
+	}
+	return nil
+}
+
 // Wake tells an endpoint grain that deliveries may be due. Hints may be lost;
 // the due projection's sweeper covers that.
 type Wake struct {
@@ -982,7 +1026,7 @@ const file_hookline_v1_grains_proto_rawDesc = "" +
 	"\x16CODE_PERMISSION_DENIED\x10\x05\x12\x10\n" +
 	"\fCODE_ABORTED\x10\x06\x12\x11\n" +
 	"\rCODE_INTERNAL\x10\a\x12\x14\n" +
-	"\x10CODE_UNAVAILABLE\x10\b\"\xb2\x03\n" +
+	"\x10CODE_UNAVAILABLE\x10\b\"\xd1\x03\n" +
 	"\rTenantCommand\x12/\n" +
 	"\tissued_by\x18\x01 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12:\n" +
 	"\x06create\x18\x02 \x01(\v2 .hookline.v1.CreateTenantRequestH\x00R\x06create\x121\n" +
@@ -991,7 +1035,9 @@ const file_hookline_v1_grains_proto_rawDesc = "" +
 	"\n" +
 	"revoke_key\x18\x05 \x01(\v2 .hookline.v1.RevokeApiKeyRequestH\x00R\trevokeKey\x12;\n" +
 	"\tset_quota\x18\x06 \x01(\v2\x1c.hookline.v1.SetQuotaRequestH\x00R\bsetQuota\x126\n" +
-	"\x05lease\x18\a \x01(\v2\x1e.hookline.v1.QuotaLeaseRequestH\x00R\x05leaseB\t\n" +
+	"\x05lease\x18\a \x01(\v2\x1e.hookline.v1.QuotaLeaseRequestH\x00R\x05lease\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestIdB\t\n" +
 	"\acommand\"\xcc\x01\n" +
 	"\vTenantReply\x12-\n" +
 	"\x05error\x18\x01 \x01(\v2\x17.hookline.v1.GrainErrorR\x05error\x12+\n" +
@@ -1008,7 +1054,7 @@ const file_hookline_v1_grains_proto_rawDesc = "" +
 	"\battempts\x18\x01 \x01(\x05R\battempts\x12\x1b\n" +
 	"\tin_flight\x18\x02 \x01(\x05R\binFlight\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xe7\x06\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xd5\a\n" +
 	"\x0fEndpointCommand\x12/\n" +
 	"\tissued_by\x18\x01 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12<\n" +
@@ -1025,19 +1071,25 @@ const file_hookline_v1_grains_proto_rawDesc = "" +
 	"\arecover\x18\f \x01(\v2#.hookline.v1.RecoverEndpointRequestH\x00R\arecover\x12D\n" +
 	"\fget_recovery\x18\r \x01(\v2\x1f.hookline.v1.GetRecoveryRequestH\x00R\vgetRecovery\x12'\n" +
 	"\x04wake\x18\x0e \x01(\v2\x11.hookline.v1.WakeH\x00R\x04wake\x12-\n" +
-	"\x06reseal\x18( \x01(\v2\x13.hookline.v1.ResealH\x00R\x06resealB\t\n" +
+	"\x06reseal\x18( \x01(\v2\x13.hookline.v1.ResealH\x00R\x06reseal\x12M\n" +
+	"\x0flist_recoveries\x18\x10 \x01(\v2\".hookline.v1.ListRecoveriesRequestH\x00R\x0elistRecoveries\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x0f \x01(\tR\trequestIdB\t\n" +
 	"\acommand\"]\n" +
 	"\x06Reseal\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12\x15\n" +
-	"\x06key_id\x18\x03 \x01(\tR\x05keyId\"\xef\x01\n" +
+	"\x06key_id\x18\x03 \x01(\tR\x05keyId\"\xa6\x02\n" +
 	"\rEndpointReply\x12-\n" +
 	"\x05error\x18\x01 \x01(\v2\x17.hookline.v1.GrainErrorR\x05error\x121\n" +
 	"\bendpoint\x18\x02 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x12\x16\n" +
 	"\x06secret\x18\x03 \x01(\tR\x06secret\x121\n" +
 	"\bdelivery\x18\x04 \x01(\v2\x15.hookline.v1.DeliveryR\bdelivery\x121\n" +
-	"\brecovery\x18\x05 \x01(\v2\x15.hookline.v1.RecoveryR\brecovery\"\x06\n" +
+	"\brecovery\x18\x05 \x01(\v2\x15.hookline.v1.RecoveryR\brecovery\x125\n" +
+	"\n" +
+	"recoveries\x18\x06 \x03(\v2\x15.hookline.v1.RecoveryR\n" +
+	"recoveries\"\x06\n" +
 	"\x04WakeBHZFgithub.com/hookline/hookline/proto/gen/hookline/v1/controlv1;controlv1b\x06proto3"
 
 var (
@@ -1085,9 +1137,10 @@ var file_hookline_v1_grains_proto_goTypes = []any{
 	(*ReplayDeliveryRequest)(nil),  // 27: hookline.v1.ReplayDeliveryRequest
 	(*RecoverEndpointRequest)(nil), // 28: hookline.v1.RecoverEndpointRequest
 	(*GetRecoveryRequest)(nil),     // 29: hookline.v1.GetRecoveryRequest
-	(*Endpoint)(nil),               // 30: hookline.v1.Endpoint
-	(*Delivery)(nil),               // 31: hookline.v1.Delivery
-	(*Recovery)(nil),               // 32: hookline.v1.Recovery
+	(*ListRecoveriesRequest)(nil),  // 30: hookline.v1.ListRecoveriesRequest
+	(*Endpoint)(nil),               // 31: hookline.v1.Endpoint
+	(*Delivery)(nil),               // 32: hookline.v1.Delivery
+	(*Recovery)(nil),               // 33: hookline.v1.Recovery
 }
 var file_hookline_v1_grains_proto_depIdxs = []int32{
 	0,  // 0: hookline.v1.GrainError.code:type_name -> hookline.v1.GrainError.Code
@@ -1117,15 +1170,17 @@ var file_hookline_v1_grains_proto_depIdxs = []int32{
 	29, // 24: hookline.v1.EndpointCommand.get_recovery:type_name -> hookline.v1.GetRecoveryRequest
 	9,  // 25: hookline.v1.EndpointCommand.wake:type_name -> hookline.v1.Wake
 	7,  // 26: hookline.v1.EndpointCommand.reseal:type_name -> hookline.v1.Reseal
-	1,  // 27: hookline.v1.EndpointReply.error:type_name -> hookline.v1.GrainError
-	30, // 28: hookline.v1.EndpointReply.endpoint:type_name -> hookline.v1.Endpoint
-	31, // 29: hookline.v1.EndpointReply.delivery:type_name -> hookline.v1.Delivery
-	32, // 30: hookline.v1.EndpointReply.recovery:type_name -> hookline.v1.Recovery
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	30, // 27: hookline.v1.EndpointCommand.list_recoveries:type_name -> hookline.v1.ListRecoveriesRequest
+	1,  // 28: hookline.v1.EndpointReply.error:type_name -> hookline.v1.GrainError
+	31, // 29: hookline.v1.EndpointReply.endpoint:type_name -> hookline.v1.Endpoint
+	32, // 30: hookline.v1.EndpointReply.delivery:type_name -> hookline.v1.Delivery
+	33, // 31: hookline.v1.EndpointReply.recovery:type_name -> hookline.v1.Recovery
+	33, // 32: hookline.v1.EndpointReply.recoveries:type_name -> hookline.v1.Recovery
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_grains_proto_init() }
@@ -1156,6 +1211,7 @@ func file_hookline_v1_grains_proto_init() {
 		(*EndpointCommand_GetRecovery)(nil),
 		(*EndpointCommand_Wake)(nil),
 		(*EndpointCommand_Reseal)(nil),
+		(*EndpointCommand_ListRecoveries)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

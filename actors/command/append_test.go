@@ -1,4 +1,4 @@
-package grain_test
+package command_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hookline/hookline/actors/grain"
+	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/events"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -18,7 +18,7 @@ func TestEncodeIDs(t *testing.T) {
 	resumed := &hooklinev1.EndpointResumed{EndpointId: "ep_1"}
 	enc := func(last events.Revision, exists bool, msgs ...proto.Message) []events.Event {
 		t.Helper()
-		evs, err := grain.Encode("endpoint-ep_1", "endpoint", "pause", last, exists, msgs)
+		evs, err := command.Encode("endpoint-ep_1", "endpoint", "pause", last, exists, msgs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func TestAppendFailure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.err.Error(), func(t *testing.T) {
-			f := grain.AppendFailure("tenant", tt.err)
+			f := command.AppendFailure("tenant", tt.err)
 			if f.Code != tt.code || f.Stop != tt.stop || f.Lost != tt.lost || f.Message == "" {
 				t.Fatalf("got %+v", f)
 			}

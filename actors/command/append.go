@@ -1,4 +1,4 @@
-package grain
+package command
 
 import (
 	"crypto/sha256"
