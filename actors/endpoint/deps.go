@@ -26,6 +26,9 @@ type Due interface {
 // have applied the log up to a position; *projections.Runner satisfies it.
 type Projections interface {
 	WaitForPartition(ctx context.Context, p events.Partition, pos events.Position) error
+	// Applied is the position up to which the projections of every live
+	// partition have applied the log.
+	Applied() events.Position
 }
 
 // History finds the deliveries of the node's partitions, which include the

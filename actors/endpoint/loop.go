@@ -73,10 +73,10 @@ type loop struct {
 	running      int                // attempts out
 	pulling      bool
 	wantPull     bool
-	written      events.Position // the position of the grain's last append
 	// settled are the deliveries whose outcome this activation appended,
-	// with its position, until a pull that waited for that position: a
-	// pull issued before may still show them due.
+	// with its position, until a pull that reflects that position: a pull
+	// that read the index before the projections applied it may still
+	// show them due.
 	settled map[string]events.Position
 
 	breaker *Breaker
@@ -106,7 +106,7 @@ type (
 	pulledDue struct {
 		items  []due.Item
 		limit  int             // asked for: fewer answered means none left
-		waited events.Position // the grain's appends the pull waited for
+		waited events.Position // what the projections had applied when the pull read the index
 		err    error
 	}
 )
@@ -444,18 +444,20 @@ func (g *grain) tuneLimiter(now time.Time) {
 }
 
 // pull asks the due index for the endpoint's due deliveries, off the
-// mailbox, after the projections have applied the grain's own appends.
+// mailbox, without waiting for the projections to apply the grain's own
+// appends: the index reflects at least the position the projections had
+// applied when the pull began, and onPulled skips what the grain settled
+// after it. (Waiting made an endpoint's pulls queue behind whatever the
+// projections were applying, another tenant's burst of plans included.)
 func (g *grain) pull(ctx actor.Context) {
 	l := g.loop
 	l.pulling, l.wantPull = true, false
-	idx, proj, now, part := g.cfg.Due, g.cfg.Projections, g.cfg.Now, g.partition()
-	id, written, limit := g.id, l.written, g.cfg.PullLimit+len(l.flights)
+	idx, proj, now := g.cfg.Due, g.cfg.Projections, g.cfg.Now
+	id, limit := g.id, g.cfg.PullLimit+len(l.flights)
 	g.async(ctx, g.cfg.IOTimeout, func(c context.Context) any {
-		if err := proj.WaitForPartition(c, part, written); err != nil {
-			return &pulledDue{err: err}
-		}
+		applied := proj.Applied() // before the read: the index reflects at least this
 		items, err := idx.Pull(id, now(), limit)
-		return &pulledDue{items: items, limit: limit, waited: written, err: err}
+		return &pulledDue{items: items, limit: limit, waited: applied, err: err}
 	})
 }
 

@@ -87,9 +87,6 @@ func (g *grain) onRecorded(ctx actor.Context, m *recorded) {
 	}
 	f.d.rev, f.d.exists, f.fresh, f.outcome = m.res.Revision, true, false, nil
 	g.log.Debug("delivery event recorded", "delivery_id", m.id, "revision", uint64(m.res.Revision))
-	if l.written.Less(m.res.Position) {
-		l.written = m.res.Position
-	}
 	replayOf := f.d.replay
 	for _, msg := range m.msgs {
 		f.d.apply(msg)

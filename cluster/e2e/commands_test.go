@@ -51,13 +51,18 @@ func TestSlowCreateRunsOnce(t *testing.T) {
 	if !strings.HasPrefix(created.GetSecret(), attempt.SecretPrefix) || created.GetEndpoint().GetConfigVersion() != 1 {
 		t.Fatalf("create answered %v, want the endpoint and its secret", created)
 	}
-	recs, err := n.srv.Log().ReadStream(t.Context(), events.EndpointStream("ep_slow"), events.Forwards, 0, 10)
+	id := created.GetEndpoint().GetEndpointId() // the chosen id with its tenant's tag
+	recs, err := n.srv.Log().ReadStream(t.Context(), events.EndpointStream(id), events.Forwards, 0, 10)
 	if err != nil || len(recs) != 1 || recs[0].Type != "EndpointCreated" {
 		t.Fatalf("endpoint stream: %d events (%v), want one EndpointCreated", len(recs), err)
 	}
 	// The secret answered is the endpoint's: a rotation overlap lists it as
 	// version 1, the only version.
-	if s := c.getEndpoint(t, "ep_slow").GetSecrets(); len(s) != 1 || s[0].GetVersion() != 1 {
+	ep, err := c.endpoints.GetEndpoint(c.ctx(), &controlv1.GetEndpointRequest{EndpointId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := ep.GetSecrets(); len(s) != 1 || s[0].GetVersion() != 1 {
 		t.Fatalf("secrets %v", s)
 	}
 }

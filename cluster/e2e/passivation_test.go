@@ -40,7 +40,7 @@ func TestPassivation(t *testing.T) {
 	acme.waitDelivery(t, id, "delivered by a new activation", hasStatus("succeeded"))
 
 	// Paused, it is not woken for its due delivery.
-	if _, err := acme.endpoints.PauseEndpoint(acme.ctx(), &controlv1.PauseEndpointRequest{EndpointId: "ep_1"}); err != nil {
+	if _, err := acme.endpoints.PauseEndpoint(acme.ctx(), &controlv1.PauseEndpointRequest{EndpointId: acme.ids["ep_1"]}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("every grain passivated again", func() bool { return active() == 0 })
@@ -52,7 +52,7 @@ func TestPassivation(t *testing.T) {
 	if a := active(); a != 0 {
 		t.Fatalf("%v grains active while the only endpoint is paused and idle", a)
 	}
-	if _, err := acme.endpoints.ResumeEndpoint(acme.ctx(), &controlv1.ResumeEndpointRequest{EndpointId: "ep_1"}); err != nil {
+	if _, err := acme.endpoints.ResumeEndpoint(acme.ctx(), &controlv1.ResumeEndpointRequest{EndpointId: acme.ids["ep_1"]}); err != nil {
 		t.Fatal(err)
 	}
 	acme.waitDelivery(t, id, "delivered after the resume", hasStatus("succeeded"))
