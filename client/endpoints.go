@@ -19,7 +19,9 @@ func (c *Client) CreateEndpoint(ctx context.Context, req *controlv1.CreateEndpoi
 	return call(ctx, c, "create endpoint", once, req, c.endpoints.CreateEndpoint)
 }
 
-// GetEndpoint returns an endpoint (never its secrets' values). Retried.
+// GetEndpoint returns an endpoint (never its secrets' values). With
+// req.AsOf (an RFC 3339 time or a log position) it returns the endpoint as
+// it was then, read from the log. Retried.
 func (c *Client) GetEndpoint(ctx context.Context, req *controlv1.GetEndpointRequest) (*controlv1.Endpoint, error) {
 	return call(ctx, c, "get endpoint", idempotent, req, c.endpoints.GetEndpoint)
 }

@@ -33,6 +33,10 @@ type Event struct {
 	Payload []byte
 	// ContentType of Payload; empty means application/json.
 	ContentType string
+	// Headers are the producer's headers of the event, which endpoint
+	// filters read (headers["x-region"]); they are recorded with the
+	// event, not sent to receivers.
+	Headers map[string]string
 }
 
 // request returns ev as a PublishRequest.
@@ -46,6 +50,7 @@ func (ev *Event) request() *controlv1.PublishRequest {
 		ObjectVersion: ev.ObjectVersion,
 		Payload:       ev.Payload,
 		ContentType:   ev.ContentType,
+		Headers:       ev.Headers,
 	}
 	if !ev.OccurredAt.IsZero() {
 		r.OccurredAt = timestamppb.New(ev.OccurredAt)
@@ -184,6 +189,14 @@ func (c *Client) publishChunk(ctx context.Context, evs []Event, idx []int, out [
 		out[i] = Result{Response: r.GetResponse()}
 	}
 	return nil
+}
+
+// ExplainRouting says, for every endpoint of the tenant, what publishing
+// the event decided for it and why (planned, paused, not subscribed,
+// filtered out with the values the filter saw, deleted, disabled, created
+// later), from what the log recorded. Retried (it only reads).
+func (c *Client) ExplainRouting(ctx context.Context, req *controlv1.ExplainRoutingRequest) (*controlv1.EventRouting, error) {
+	return call(ctx, c, "explain routing", idempotent, req, c.events.ExplainRouting)
 }
 
 // LookupEvents says which of eventIDs the tenant has published: the

@@ -14,7 +14,9 @@ func (c *Client) CreateTenant(ctx context.Context, req *controlv1.CreateTenantRe
 }
 
 // GetTenant returns a tenant and its keys (never their values): any
-// tenant with the admin token, its own with a tenant's key. Retried.
+// tenant with the admin token, its own with a tenant's key. With req.AsOf
+// (an RFC 3339 time or a log position) it returns the tenant, its quota
+// and keys as they were then, read from the log. Retried.
 func (c *Client) GetTenant(ctx context.Context, req *controlv1.GetTenantRequest) (*controlv1.Tenant, error) {
 	return call(ctx, c, "get tenant", idempotent, req, c.tenants.GetTenant)
 }

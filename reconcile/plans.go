@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/filter"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -27,11 +28,14 @@ type publication struct {
 	eventType string
 	published bool
 	position  events.Position // of EventPublished
-	// expected is the snapshot: endpoint → config version subscribed at
-	// the EventPublished's position.
-	expected map[string]int64
+	// expected is the snapshot: endpoint → config version (and filter)
+	// subscribed at the EventPublished's position.
+	expected map[string]subscribed
 	// planned are the deliveries planned, by endpoint (repairs included).
 	planned map[string]*hooklinev1.PlannedDelivery
+	// filtered are the subscribed endpoints whose filter did not pass the
+	// event, by endpoint (repairs included).
+	filtered map[string]*hooklinev1.FilteredEndpoint
 	// chunks is the publish's chunk count, seen its chunks present.
 	chunks int32
 	seen   []int32
@@ -51,7 +55,7 @@ func (r *Reconciler) Plans(ctx context.Context, run Run) (*controlv1.ReconcilePa
 	get := func(stream string) *publication {
 		pb, ok := pubs[stream]
 		if !ok {
-			pb = &publication{stream: stream, planned: map[string]*hooklinev1.PlannedDelivery{}}
+			pb = &publication{stream: stream, planned: map[string]*hooklinev1.PlannedDelivery{}, filtered: map[string]*hooklinev1.FilteredEndpoint{}}
 			pubs[stream] = pb
 			order = append(order, pb)
 		}
@@ -88,6 +92,11 @@ func (r *Reconciler) Plans(ctx context.Context, run Run) (*controlv1.ReconcilePa
 					pb.planned[d.GetEndpointId()] = d
 				}
 			}
+			for _, f := range m.GetFiltered() {
+				if _, dup := pb.filtered[f.GetEndpointId()]; !dup {
+					pb.filtered[f.GetEndpointId()] = f
+				}
+			}
 		default:
 			subs.apply(rec, msg)
 		}
@@ -105,6 +114,7 @@ func (r *Reconciler) Plans(ctx context.Context, run Run) (*controlv1.ReconcilePa
 	for _, pb := range order {
 		if pb.published {
 			p.tenant(pb.tenant).Events++
+			p.tenant(pb.tenant).Filtered += int64(len(pb.filtered))
 		}
 		missing, d := r.checkPlan(p, pb)
 		if d == nil || !d.GetRepairable() || audit == nil {
@@ -120,9 +130,11 @@ func (r *Reconciler) Plans(ctx context.Context, run Run) (*controlv1.ReconcilePa
 }
 
 // checkPlan compares one publication with its snapshot and records what
-// differs; it returns the deliveries missing (endpoint → config version)
-// and the discrepancy that a re-plan repairs, if any.
-func (r *Reconciler) checkPlan(p *tally, pb *publication) (map[string]int64, *controlv1.Discrepancy) {
+// differs; it returns the deliveries missing (endpoint → its
+// subscription) and the discrepancy that a re-plan repairs, if any. An
+// endpoint whose filter did not pass the event is recorded in the plan as
+// filtered: it is not missing.
+func (r *Reconciler) checkPlan(p *tally, pb *publication) (map[string]subscribed, *controlv1.Discrepancy) {
 	base := func(kind, detail string) *controlv1.Discrepancy {
 		return &controlv1.Discrepancy{Kind: kind, Check: CheckPlans, TenantId: pb.tenant, EventId: pb.event, Detail: detail}
 	}
@@ -132,10 +144,12 @@ func (r *Reconciler) checkPlan(p *tally, pb *publication) (map[string]int64, *co
 		p.add(d)
 		return nil, nil
 	}
-	missing := map[string]int64{}
-	for ep, cv := range pb.expected {
-		if _, ok := pb.planned[ep]; !ok {
-			missing[ep] = cv
+	missing := map[string]subscribed{}
+	for ep, sub := range pb.expected {
+		_, planned := pb.planned[ep]
+		_, filtered := pb.filtered[ep]
+		if !planned && !filtered {
+			missing[ep] = sub
 		}
 	}
 	var fix *controlv1.Discrepancy
@@ -149,8 +163,8 @@ func (r *Reconciler) checkPlan(p *tally, pb *publication) (map[string]int64, *co
 	case len(pb.seen) > 0 && !complete(pb.seen, pb.chunks):
 		fix = base(KindPlanIncomplete, fmt.Sprintf("%s holds chunks %v of the %d its publish wrote", pb.stream, pb.seen, pb.chunks))
 	case len(missing) > 0:
-		fix = base(KindPlanShort, fmt.Sprintf("%s planned %d deliveries; %d more endpoints were subscribed to %s when it was published (at %s)",
-			pb.stream, len(pb.planned), len(missing), pb.eventType, pb.position))
+		fix = base(KindPlanShort, fmt.Sprintf("%s planned %d deliveries (and filtered out %d endpoints); %d more endpoints were subscribed to %s when it was published (at %s)",
+			pb.stream, len(pb.planned), len(pb.filtered), len(missing), pb.eventType, pb.position))
 	}
 	if fix != nil {
 		eps := slices.Sorted(maps.Keys(missing))
@@ -169,9 +183,24 @@ func (r *Reconciler) checkPlan(p *tally, pb *publication) (map[string]int64, *co
 		}
 		p.add(fix)
 	}
+	for _, ep := range slices.Sorted(maps.Keys(pb.filtered)) {
+		f := pb.filtered[ep]
+		sub, subscribed := pb.expected[ep]
+		switch {
+		case !subscribed:
+			x := base(KindPlanUnsubscribed, fmt.Sprintf("%s filtered out %s, which was not subscribed to %s at its publish (at %s): the registry lagged the log", pb.stream, ep, pb.eventType, pb.position))
+			x.EndpointId, x.Repair = ep, "none: nothing was planned for it"
+			p.add(x)
+		case sub.cv != f.GetConfigVersion():
+			x := base(KindPlanConfigVersion, fmt.Sprintf("%s filtered out %s with its filter of config version %d; version %d was current at its publish (at %s)", pb.stream, ep, f.GetConfigVersion(), sub.cv, pb.position))
+			x.EndpointId, x.Repair = ep, "none: the plan records the filter it used; GET /v1/events/{event_id}/routing shows it"
+			p.add(x)
+		}
+	}
 	for _, ep := range slices.Sorted(maps.Keys(pb.planned)) {
 		d := pb.planned[ep]
-		cv, subscribed := pb.expected[ep]
+		sub, subscribed := pb.expected[ep]
+		cv := sub.cv
 		switch {
 		case d.GetDeliveryId() != events.DeliveryID(pb.tenant, pb.event, ep):
 			x := base(KindPlanBadID, fmt.Sprintf("delivery %s to %s is not the delivery id of (%s, %s, %s)", d.GetDeliveryId(), ep, pb.tenant, pb.event, ep))
@@ -188,6 +217,24 @@ func (r *Reconciler) checkPlan(p *tally, pb *publication) (map[string]int64, *co
 		}
 	}
 	return missing, fix
+}
+
+// filterInput reads the EventPublished of an event stream, for the
+// filters of a re-plan.
+func (r *Reconciler) filterInput(ctx context.Context, stream string) (*filter.Input, error) {
+	recs, err := r.cfg.Log.ReadStream(ctx, stream, events.Forwards, 0, 1)
+	if err != nil || len(recs) == 0 {
+		return nil, fmt.Errorf("read %s: %v", stream, err)
+	}
+	msg, err := events.Decode(&recs[0])
+	if err != nil {
+		return nil, err
+	}
+	pub, ok := msg.(*hooklinev1.EventPublished)
+	if !ok {
+		return nil, fmt.Errorf("%s starts with %s, not EventPublished", stream, recs[0].Type)
+	}
+	return filter.NewInput(filter.EventOf(pub)), nil
 }
 
 // complete reports whether sorted seen is exactly 0..chunks-1.
@@ -207,10 +254,13 @@ func complete(seen []int32, chunks int32) bool {
 // the snapshot (never from today's registry), skipping any delivery whose
 // stream exists (it was attempted: planning it again would make a second
 // logical delivery), and records the repair.
-func (r *Reconciler) replan(ctx context.Context, run Run, audit *auditor, pb *publication, missing map[string]int64, d *controlv1.Discrepancy) error {
+func (r *Reconciler) replan(ctx context.Context, run Run, audit *auditor, pb *publication, missing map[string]subscribed, d *controlv1.Discrepancy) error {
 	log := r.cfg.Log
 	var planned []*hooklinev1.PlannedDelivery
+	var filtered []*hooklinev1.FilteredEndpoint
+	var in *filter.Input
 	for _, ep := range slices.Sorted(maps.Keys(missing)) {
+		sub := missing[ep]
 		id := events.DeliveryID(pb.tenant, pb.event, ep)
 		last, err := lastPosition(ctx, log, events.DeliveryStream(id))
 		if err != nil {
@@ -219,29 +269,69 @@ func (r *Reconciler) replan(ctx context.Context, run Run, audit *auditor, pb *pu
 		if !last.IsStart() {
 			continue
 		}
-		planned = append(planned, &hooklinev1.PlannedDelivery{DeliveryId: id, EndpointId: ep, ConfigVersion: missing[ep]})
+		pd := &hooklinev1.PlannedDelivery{DeliveryId: id, EndpointId: ep, ConfigVersion: sub.cv}
+		if sub.filter != "" {
+			// The endpoint's filter of the publish's time decides, on
+			// the event as published.
+			if in == nil {
+				if in, err = r.filterInput(ctx, pb.stream); err != nil {
+					return err
+				}
+			}
+			passed := false
+			f, err := filter.Compile(sub.filter)
+			if err == nil {
+				passed, err = f.Match(in)
+			}
+			if !passed {
+				fe := &hooklinev1.FilteredEndpoint{EndpointId: ep, ConfigVersion: sub.cv}
+				if err != nil {
+					fe.Error = err.Error()
+				}
+				filtered = append(filtered, fe)
+				continue
+			}
+			pd.FilterPassed = true
+		}
+		planned = append(planned, pd)
 	}
-	if len(planned) == 0 {
+	if len(planned) == 0 && len(filtered) == 0 {
 		return errors.New("every missing delivery already has a delivery stream: not planned again")
 	}
 	recs, err := log.ReadStream(ctx, pb.stream, events.Backwards, events.End, 1)
 	if err != nil || len(recs) == 0 {
 		return fmt.Errorf("read %s: %v", pb.stream, err)
 	}
-	byPart := map[events.Partition][]*hooklinev1.PlannedDelivery{}
-	for _, d := range planned {
-		p := events.PartitionOf(d.GetEndpointId())
-		byPart[p] = append(byPart[p], d)
-	}
 	type chunk struct {
 		part events.Partition
 		ds   []*hooklinev1.PlannedDelivery
+		fs   []*hooklinev1.FilteredEndpoint
+	}
+	byPart := map[events.Partition]*chunk{}
+	get := func(p events.Partition) *chunk {
+		if byPart[p] == nil {
+			byPart[p] = &chunk{part: p}
+		}
+		return byPart[p]
+	}
+	for _, d := range planned {
+		c := get(events.PartitionOf(d.GetEndpointId()))
+		c.ds = append(c.ds, d)
+	}
+	for _, f := range filtered {
+		c := get(events.PartitionOf(f.GetEndpointId()))
+		c.fs = append(c.fs, f)
 	}
 	var chunks []chunk
 	for _, part := range slices.Sorted(maps.Keys(byPart)) {
-		ds := byPart[part]
-		for lo := 0; lo < len(ds); lo += plannedPerChunk {
-			chunks = append(chunks, chunk{part: part, ds: ds[lo:min(lo+plannedPerChunk, len(ds))]})
+		ds, fs := byPart[part].ds, byPart[part].fs
+		for len(ds) > 0 || len(fs) > 0 {
+			c := chunk{part: part}
+			n := min(len(ds), plannedPerChunk)
+			c.ds, ds = ds[:n], ds[n:]
+			m := min(len(fs), plannedPerChunk-n)
+			c.fs, fs = fs[:m], fs[m:]
+			chunks = append(chunks, c)
 		}
 	}
 	now := r.cfg.Now()
@@ -254,7 +344,7 @@ func (r *Reconciler) replan(ctx context.Context, run Run, audit *auditor, pb *pu
 	evs := make([]events.Event, 0, len(chunks))
 	for i, c := range chunks {
 		dp := &hooklinev1.DeliveriesPlanned{
-			TenantId: pb.tenant, EventId: pb.event, EventType: pb.eventType, Deliveries: c.ds,
+			TenantId: pb.tenant, EventId: pb.event, EventType: pb.eventType, Deliveries: c.ds, Filtered: c.fs,
 			Chunk: int32(i), Chunks: int32(len(chunks)), At: timestamppb.New(now),
 			ExpiresAt: timestamppb.New(now.Add(r.cfg.Deadline)), Repair: repair,
 		}
@@ -271,7 +361,7 @@ func (r *Reconciler) replan(ctx context.Context, run Run, audit *auditor, pb *pu
 	for i, d := range planned {
 		ids[i] = d.GetDeliveryId()
 	}
-	r.cfg.Logger.Info("reconcile re-planned deliveries", "run_id", run.ID, "stream", pb.stream, "deliveries", len(ids))
+	r.cfg.Logger.Info("reconcile re-planned deliveries", "run_id", run.ID, "stream", pb.stream, "deliveries", len(ids), "filtered", len(filtered))
 	return audit.record(ctx, &hooklinev1.ReconcileRepaired{
 		Kind: hooklinev1.ReconcileRepaired_KIND_REPLANNED, Reason: repair.GetReason(),
 		TenantId: pb.tenant, EventId: pb.event, EndpointId: d.GetEndpointId(), DeliveryIds: ids,

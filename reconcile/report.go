@@ -174,6 +174,7 @@ func Merge(report *controlv1.ReconcileReport, max int, parts ...*controlv1.Recon
 			m.Due += t.GetDue()
 			m.Held += t.GetHeld()
 			m.Discrepancies += t.GetDiscrepancies()
+			m.Filtered += t.GetFiltered()
 		}
 		for _, c := range p.GetChecks() {
 			m, ok := checks[c.GetName()]

@@ -34,6 +34,7 @@ type subscriptions struct {
 type subscriber struct {
 	id, tenant string
 	cv         int64
+	filter     string   // the endpoint's filter at cv, "" for none
 	all        bool     // subscribed to every type
 	types      []string // sorted, when not all
 	paused     bool
@@ -57,7 +58,7 @@ func (s *subscriptions) apply(rec *events.Record, msg proto.Message) {
 		if _, exists := s.endpoints[c.GetEndpointId()]; exists {
 			return
 		}
-		e := &subscriber{id: c.GetEndpointId(), tenant: c.GetTenantId(), cv: c.GetConfigVersion(), last: rec.Position}
+		e := &subscriber{id: c.GetEndpointId(), tenant: c.GetTenantId(), cv: c.GetConfigVersion(), filter: c.GetConfig().GetFilter(), last: rec.Position}
 		e.setTypes(c.GetConfig().GetEventTypes())
 		s.endpoints[e.id] = e
 		s.byTenant[e.tenant] = append(s.byTenant[e.tenant], e)
@@ -74,7 +75,7 @@ func (s *subscriptions) apply(rec *events.Record, msg proto.Message) {
 	e.last = rec.Position
 	switch m := msg.(type) {
 	case *hooklinev1.EndpointUpdated:
-		e.cv = m.GetConfigVersion()
+		e.cv, e.filter = m.GetConfigVersion(), m.GetConfig().GetFilter()
 		e.setTypes(m.GetConfig().GetEventTypes())
 	case *hooklinev1.EndpointPaused:
 		e.paused = true
@@ -136,16 +137,23 @@ func (e *subscriber) subscribes(t string) bool {
 	return found
 }
 
+// subscribed is an endpoint's subscription at a publish: its config
+// version and its filter then.
+type subscribed struct {
+	cv     int64
+	filter string
+}
+
 // snapshot returns the endpoints of tenant subscribed to eventType now,
-// with their config versions.
-func (s *subscriptions) snapshot(tenant, eventType string) map[string]int64 {
-	var out map[string]int64
+// with their config versions and filters.
+func (s *subscriptions) snapshot(tenant, eventType string) map[string]subscribed {
+	var out map[string]subscribed
 	for _, e := range s.byTenant[tenant] {
 		if e.subscribes(eventType) {
 			if out == nil {
-				out = map[string]int64{}
+				out = map[string]subscribed{}
 			}
-			out[e.id] = e.cv
+			out[e.id] = subscribed{cv: e.cv, filter: e.filter}
 		}
 	}
 	return out

@@ -47,6 +47,7 @@ func configOf(s *controlv1.EndpointSettings) *hooklinev1.EndpointConfig {
 		MaxAttempts:   s.GetMaxAttempts(),
 		SignEd25519:   s.GetSignEd25519(),
 		Metadata:      maps.Clone(s.GetMetadata()),
+		Filter:        s.GetFilter(),
 	}
 }
 
@@ -65,6 +66,7 @@ func settingsOf(c *hooklinev1.EndpointConfig) *controlv1.EndpointSettings {
 		MaxAttempts:   c.GetMaxAttempts(),
 		SignEd25519:   c.GetSignEd25519(),
 		Metadata:      maps.Clone(c.GetMetadata()),
+		Filter:        c.GetFilter(),
 	}
 }
 

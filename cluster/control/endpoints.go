@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/hookline/hookline/filter"
 	"github.com/hookline/hookline/projections/registry"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -115,11 +116,25 @@ func checkSettings(st *controlv1.EndpointSettings) error {
 			return err
 		}
 	}
+	if src := st.GetFilter(); src != "" {
+		if _, err := filter.Compile(src); err != nil {
+			return invalid("settings.filter", "%v", err)
+		}
+	}
 	return nil
 }
 
-// GetEndpoint returns an endpoint.
+// GetEndpoint returns an endpoint: from its grain, or with as_of as it
+// was then, from the log (see endpointAsOf).
 func (s *Server) GetEndpoint(ctx context.Context, req *controlv1.GetEndpointRequest) (*controlv1.Endpoint, error) {
+	if req.GetAsOf() != "" {
+		tenantID, _, err := tenantFor(ctx, req.GetTenantId())
+		if err != nil {
+			return nil, err
+		}
+		v, err := s.endpointAsOf(ctx, tenantID, req.GetEndpointId(), req.GetAsOf())
+		return v, toStatus(err)
+	}
 	reply, err := s.endpointCommand(ctx, req.GetTenantId(), req.GetEndpointId(), false, func(c *controlv1.EndpointCommand) {
 		c.Command = &controlv1.EndpointCommand_Get{Get: req}
 	})
@@ -234,6 +249,7 @@ func endpointView(e registry.Endpoint) *controlv1.Endpoint {
 			MaxAttempts:   c.GetMaxAttempts(),
 			SignEd25519:   c.GetSignEd25519(),
 			Metadata:      c.GetMetadata(),
+			Filter:        c.GetFilter(),
 		},
 		CreatedAt: timestamppb.New(e.CreatedAt),
 		UpdatedAt: timestamppb.New(e.UpdatedAt),

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,6 +22,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/filter"
+	"github.com/hookline/hookline/projections/registry"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -109,14 +112,7 @@ func (s *Server) publish(ctx context.Context, tenantID string, caller Caller, re
 	if err != nil {
 		return nil, err
 	}
-	planned := make([]*hooklinev1.PlannedDelivery, 0, len(refs))
-	for _, ref := range refs {
-		planned = append(planned, &hooklinev1.PlannedDelivery{
-			DeliveryId:    events.DeliveryID(tenantID, published.GetEventId(), ref.ID),
-			EndpointId:    ref.ID,
-			ConfigVersion: ref.ConfigVersion,
-		})
-	}
+	planned, filtered := s.route(published, refs)
 	stream := events.EventStream(tenantID, published.GetEventId())
 	// A repeated publish is answered from the stream. Checking first keeps
 	// the answer exact (duplicate, the original plan); the NoStream
@@ -126,7 +122,7 @@ func (s *Server) publish(ctx context.Context, tenantID string, caller Caller, re
 	} else if !errors.Is(err, events.ErrStreamNotFound) {
 		return nil, fmt.Errorf("read %s: %w", stream, err)
 	}
-	evs, err := s.plan(stream, published, planned, now)
+	evs, err := s.plan(stream, published, planned, filtered, now)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +136,61 @@ func (s *Server) publish(ctx context.Context, tenantID string, caller Caller, re
 	if s.cfg.OnPublished != nil {
 		s.cfg.OnPublished(planned)
 	}
-	return &controlv1.PublishResponse{EventId: published.GetEventId(), Deliveries: planned}, nil
+	return &controlv1.PublishResponse{EventId: published.GetEventId(), Deliveries: planned, Filtered: filtered}, nil
+}
+
+// maxFilterError bounds a filter's error as the plan records it.
+const maxFilterError = 256
+
+// route decides, for each subscribed endpoint, whether the event is
+// planned for it: every endpoint without a filter, and those whose
+// filter (compiled once per endpoint and config version) passes it. The
+// payload is parsed at most once, for all the filters that read it.
+func (s *Server) route(published *hooklinev1.EventPublished, refs []registry.EndpointRef) (planned []*hooklinev1.PlannedDelivery, filtered []*hooklinev1.FilteredEndpoint) {
+	planned = make([]*hooklinev1.PlannedDelivery, 0, len(refs))
+	var in *filter.Input
+	for _, ref := range refs {
+		d := &hooklinev1.PlannedDelivery{
+			DeliveryId:    events.DeliveryID(published.GetTenantId(), published.GetEventId(), ref.ID),
+			EndpointId:    ref.ID,
+			ConfigVersion: ref.ConfigVersion,
+		}
+		if ref.Filter != "" {
+			if in == nil {
+				in = filter.NewInput(filter.EventOf(published))
+			}
+			passed := false
+			f, err := s.filters.Get(ref.ID, ref.ConfigVersion, ref.Filter)
+			if err == nil {
+				passed, err = f.Match(in)
+			}
+			if !passed {
+				filtered = append(filtered, &hooklinev1.FilteredEndpoint{EndpointId: ref.ID, ConfigVersion: ref.ConfigVersion, Error: truncate(errText(err), maxFilterError)})
+				continue
+			}
+			d.FilterPassed = true
+		}
+		planned = append(planned, d)
+	}
+	return planned, filtered
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// truncate cuts s to at most n bytes, at a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // eventOf validates a publish request and builds its EventPublished.
@@ -161,6 +211,10 @@ func (s *Server) eventOf(tenantID string, caller Caller, req *controlv1.PublishR
 		return nil, invalid("object_version", "is negative")
 	}
 	if err := checkContentType(req.GetContentType()); err != nil {
+		return nil, err
+	}
+	headers, err := checkHeaders(req.GetHeaders())
+	if err != nil {
 		return nil, err
 	}
 	payload := req.GetPayload()
@@ -209,11 +263,13 @@ func (s *Server) eventOf(tenantID string, caller Caller, req *controlv1.PublishR
 		ContentType:   contentType,
 		IssuedBy:      caller.Actor(),
 		At:            timestamppb.New(now),
+		Headers:       headers,
 	}, nil
 }
 
-// plan encodes EventPublished and its DeliveriesPlanned chunks.
-func (s *Server) plan(stream string, published *hooklinev1.EventPublished, planned []*hooklinev1.PlannedDelivery, now time.Time) ([]events.Event, error) {
+// plan encodes EventPublished and its DeliveriesPlanned chunks: the
+// planned deliveries and the filtered-out endpoints, by partition.
+func (s *Server) plan(stream string, published *hooklinev1.EventPublished, planned []*hooklinev1.PlannedDelivery, filtered []*hooklinev1.FilteredEndpoint, now time.Time) ([]events.Event, error) {
 	// Event ids depend on the content, so that a retried append of the same
 	// publish is idempotent while a different one is refused by NoStream.
 	ev, err := events.Encode(published, "publish/"+hex.EncodeToString(published.GetPayloadSha256()), stream)
@@ -227,18 +283,36 @@ func (s *Server) plan(stream string, published *hooklinev1.EventPublished, plann
 	type chunk struct {
 		part       events.Partition
 		deliveries []*hooklinev1.PlannedDelivery
+		filtered   []*hooklinev1.FilteredEndpoint
 	}
-	byPart := map[events.Partition][]*hooklinev1.PlannedDelivery{}
+	byPart := map[events.Partition]*chunk{}
+	get := func(p events.Partition) *chunk {
+		c := byPart[p]
+		if c == nil {
+			c = &chunk{part: p}
+			byPart[p] = c
+		}
+		return c
+	}
 	for _, d := range planned {
-		p := events.PartitionOf(d.GetEndpointId())
-		byPart[p] = append(byPart[p], d)
+		c := get(events.PartitionOf(d.GetEndpointId()))
+		c.deliveries = append(c.deliveries, d)
+	}
+	for _, f := range filtered {
+		c := get(events.PartitionOf(f.GetEndpointId()))
+		c.filtered = append(c.filtered, f)
 	}
 	parts := slices.Sorted(maps.Keys(byPart))
 	var chunks []chunk
 	for _, p := range parts {
-		ds := byPart[p]
-		for lo := 0; lo < len(ds); lo += plannedPerChunk {
-			chunks = append(chunks, chunk{part: p, deliveries: ds[lo:min(lo+plannedPerChunk, len(ds))]})
+		ds, fs := byPart[p].deliveries, byPart[p].filtered
+		for len(ds) > 0 || len(fs) > 0 {
+			c := chunk{part: p}
+			n := min(len(ds), plannedPerChunk)
+			c.deliveries, ds = ds[:n], ds[n:]
+			m := min(len(fs), plannedPerChunk-n)
+			c.filtered, fs = fs[:m], fs[m:]
+			chunks = append(chunks, c)
 		}
 	}
 	if len(chunks) == 0 {
@@ -252,6 +326,7 @@ func (s *Server) plan(stream string, published *hooklinev1.EventPublished, plann
 			EventId:    published.GetEventId(),
 			EventType:  published.GetEventType(),
 			Deliveries: c.deliveries,
+			Filtered:   c.filtered,
 			Chunk:      int32(i),
 			Chunks:     int32(len(chunks)),
 			At:         at,
@@ -288,6 +363,7 @@ func (s *Server) republish(ctx context.Context, stream string, published *hookli
 			}
 		case *hooklinev1.DeliveriesPlanned:
 			resp.Deliveries = append(resp.Deliveries, m.GetDeliveries()...)
+			resp.Filtered = append(resp.Filtered, m.GetFiltered()...)
 		}
 	}
 	return resp, nil

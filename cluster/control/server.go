@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookline/hookline/actors/seal"
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/filter"
 	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/projections/registry"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
@@ -164,6 +165,8 @@ type Server struct {
 
 	cfg    Config
 	health *health.Server
+	// filters are the endpoints' compiled filters, by config version.
+	filters filter.Cache
 	// grpcLimits and restLimits bound the calls in flight on each side.
 	// A REST call reaches gRPC through the gateway and counts on both.
 	grpcLimits, restLimits *limiter

@@ -61,6 +61,10 @@ func (s *Server) GetTenant(ctx context.Context, req *controlv1.GetTenantRequest)
 	if err != nil {
 		return nil, err
 	}
+	if req.GetAsOf() != "" {
+		v, err := s.tenantAsOf(ctx, tenantID, req.GetAsOf())
+		return v, toStatus(err)
+	}
 	reply, err := s.askTenant(ctx, tenantID, &controlv1.TenantCommand{IssuedBy: c.Actor(), Command: &controlv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{TenantId: tenantID}}})
 	if err != nil {
 		return nil, toStatus(err)

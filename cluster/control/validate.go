@@ -189,3 +189,48 @@ func newID(prefix string) string {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+).
 	return prefix + idEncoding.EncodeToString(b[:])
 }
+
+// Limits of a publish's headers.
+const (
+	maxHeaders        = 32
+	maxHeaderNameLen  = 64
+	maxHeaderValueLen = 512
+)
+
+// checkHeaders validates a publish's headers and returns them with their
+// names in lower case: at most 32, names of [A-Za-z0-9-], values of
+// printable ASCII up to 512 bytes. Two names that differ only in case are
+// refused.
+func checkHeaders(h map[string]string) (map[string]string, error) {
+	if len(h) == 0 {
+		return nil, nil
+	}
+	if len(h) > maxHeaders {
+		return nil, invalid("headers", "has %d entries; send at most %d", len(h), maxHeaders)
+	}
+	out := make(map[string]string, len(h))
+	for name, v := range h {
+		if name == "" || len(name) > maxHeaderNameLen {
+			return nil, invalid("headers", "name %q must be 1 to %d characters", name, maxHeaderNameLen)
+		}
+		for i := 0; i < len(name); i++ {
+			if c := name[i]; !isAlnum(c) && c != '-' {
+				return nil, invalid("headers", "name %q has %q; use letters, digits and '-'", name, c)
+			}
+		}
+		if len(v) > maxHeaderValueLen {
+			return nil, invalid("headers", "value of %q is %d bytes; use at most %d", name, len(v), maxHeaderValueLen)
+		}
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c < ' ' || c > '~' {
+				return nil, invalid("headers", "value of %q has the byte 0x%02x at offset %d; use printable ASCII", name, c, i)
+			}
+		}
+		lower := strings.ToLower(name)
+		if _, dup := out[lower]; dup {
+			return nil, invalid("headers", "names %q twice (names are case-insensitive)", lower)
+		}
+		out[lower] = v
+	}
+	return out, nil
+}

@@ -114,10 +114,11 @@ func tenantsCreate(fs *flag.FlagSet) func(context.Context, *conn) error {
 
 func tenantsGet(fs *flag.FlagSet) func(context.Context, *conn) error {
 	id := fs.String("id", "", "tenant id (a tenant key's own when empty)")
+	asOf := fs.String("as-of", "", "the tenant (quota, keys) as it was then: an RFC 3339 time or a log position, read from the log")
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		t, err := c.GetTenant(ctx, &controlv1.GetTenantRequest{TenantId: *id})
+		t, err := c.GetTenant(ctx, &controlv1.GetTenantRequest{TenantId: *id, AsOf: *asOf})
 		if err != nil {
 			return err
 		}
@@ -127,6 +128,12 @@ func tenantsGet(fs *flag.FlagSet) func(context.Context, *conn) error {
 
 func printTenant(w io.Writer, t *controlv1.Tenant) {
 	fmt.Fprintf(w, "tenant   %s\nname     %s\ncreated  %s\n", t.GetTenantId(), t.GetName(), fmtTime(t.GetCreatedAt()))
+	if a := t.GetAsOf(); a != nil {
+		fmt.Fprintf(w, "as of    position %s, recorded %s (%d events)\n", a.GetPosition(), fmtTime(a.GetRecordedAt()), a.GetEvents())
+	}
+	if q := t.GetQuota(); q != nil {
+		fmt.Fprintf(w, "quota    %g attempts/s, %d in flight, weight %d (0: the default)\n", q.GetAttemptsPerSecond(), q.GetMaxInFlight(), q.GetWeight())
+	}
 	for _, k := range t.GetApiKeys() {
 		state := "live"
 		if k.GetRevoked() {
@@ -177,6 +184,7 @@ func settingsFlags(fs *flag.FlagSet) func() (*controlv1.EndpointSettings, []stri
 	inflight := fs.Int("max-in-flight", 0, "concurrent attempts (0: default)")
 	timeout := fs.Duration("attempt-timeout", 0, "timeout of one attempt (0: 15s, at most 30s)")
 	ed := fs.Bool("ed25519", false, "also sign with ed25519 (v1a)")
+	filt := fs.String("filter", "", "a CEL filter over the event, e.g. 'data.amount >= 1000' (\"\" removes it; see the README)")
 	return func() (*controlv1.EndpointSettings, []string) {
 		var paths []string
 		fs.Visit(func(f *flag.Flag) {
@@ -200,6 +208,8 @@ func settingsFlags(fs *flag.FlagSet) func() (*controlv1.EndpointSettings, []stri
 				s.TimeoutMs, paths = int32(timeout.Milliseconds()), append(paths, "timeout_ms")
 			case "ed25519":
 				s.SignEd25519, paths = *ed, append(paths, "sign_ed25519")
+			case "filter":
+				s.Filter, paths = *filt, append(paths, "filter")
 			}
 		})
 		return s, paths
@@ -228,10 +238,11 @@ func endpointsCreate(fs *flag.FlagSet) func(context.Context, *conn) error {
 func endpointsGet(fs *flag.FlagSet) func(context.Context, *conn) error {
 	tenant := fs.String("tenant", "", "tenant id (admin token only)")
 	id := fs.String("id", "", "endpoint id")
+	asOf := fs.String("as-of", "", "the endpoint as it was then: an RFC 3339 time or a log position, read from the log")
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		e, err := c.GetEndpoint(ctx, &controlv1.GetEndpointRequest{TenantId: *tenant, EndpointId: *id})
+		e, err := c.GetEndpoint(ctx, &controlv1.GetEndpointRequest{TenantId: *tenant, EndpointId: *id, AsOf: *asOf})
 		if err != nil {
 			return err
 		}
@@ -361,6 +372,13 @@ func printEndpoint(w io.Writer, e *controlv1.Endpoint) {
 	s := e.GetSettings()
 	fmt.Fprintf(w, "endpoint     %s\ntenant       %s\nurl          %s\nevent types  %s\nstatus       %s\nconfig       v%d\n",
 		e.GetEndpointId(), e.GetTenantId(), s.GetUrl(), strings.Join(s.GetEventTypes(), ", "), statusName(e.GetStatus()), e.GetConfigVersion())
+	if a := e.GetAsOf(); a != nil {
+		fmt.Fprintf(w, "as of        position %s, recorded %s (%d events)\ncircuit      %s\n", a.GetPosition(), fmtTime(a.GetRecordedAt()), a.GetEvents(),
+			strings.ToLower(strings.TrimPrefix(e.GetCircuit().String(), "CIRCUIT_")))
+	}
+	if s.GetFilter() != "" {
+		fmt.Fprintf(w, "filter       %s\n", s.GetFilter())
+	}
 	for _, sec := range e.GetSecrets() {
 		exp := ""
 		if sec.GetExpiresAt() != nil {
@@ -391,6 +409,8 @@ func eventsPublish(fs *flag.FlagSet) func(context.Context, *conn) error {
 	data := fs.String("data", "", "JSON payload; @FILE reads it from a file, - from stdin")
 	schema := fs.String("schema-version", "", "schema version")
 	object := fs.String("object-id", "", "id of the object the event is about")
+	headers := headerFlag{}
+	fs.Var(headers, "header", "a header for endpoint filters, name=value (repeatable)")
 	return func(ctx context.Context, c *conn) error {
 		payload, err := readData(*data)
 		if err != nil {
@@ -403,6 +423,7 @@ func eventsPublish(fs *flag.FlagSet) func(context.Context, *conn) error {
 		defer cancel()
 		r, err := c.Publish(ctx, client.Event{
 			TenantID: *tenant, ID: *id, Type: *typ, Payload: payload, SchemaVersion: *schema, ObjectID: *object,
+			Headers: headers,
 		})
 		if err != nil {
 			return err
@@ -416,8 +437,56 @@ func eventsPublish(fs *flag.FlagSet) func(context.Context, *conn) error {
 			for _, d := range r.GetDeliveries() {
 				fmt.Fprintf(w, "  delivery %s -> endpoint %s (config v%d)\n", d.GetDeliveryId(), d.GetEndpointId(), d.GetConfigVersion())
 			}
-			if len(r.GetDeliveries()) == 0 {
+			for _, f := range r.GetFiltered() {
+				fmt.Fprintf(w, "  filtered out by endpoint %s (config v%d) %s\n", f.GetEndpointId(), f.GetConfigVersion(), f.GetError())
+			}
+			if len(r.GetDeliveries())+len(r.GetFiltered()) == 0 {
 				fmt.Fprintln(w, "  no endpoint subscribes to this type")
+			}
+		})
+	}
+}
+
+// headerFlag collects repeated --header name=value flags.
+type headerFlag map[string]string
+
+func (h headerFlag) String() string { return "" }
+
+func (h headerFlag) Set(s string) error {
+	name, value, ok := strings.Cut(s, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("give name=value, e.g. x-region=eu")
+	}
+	h[name] = value
+	return nil
+}
+
+// eventsRouting explains what a publish decided for every endpoint.
+func eventsRouting(fs *flag.FlagSet) func(context.Context, *conn) error {
+	tenant := fs.String("tenant", "", "tenant id (admin token only)")
+	id := fs.String("id", "", "event id")
+	return func(ctx context.Context, c *conn) error {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		r, err := c.ExplainRouting(ctx, &controlv1.ExplainRoutingRequest{TenantId: *tenant, EventId: *id})
+		if err != nil {
+			return err
+		}
+		return c.print(r, func(w io.Writer) {
+			fmt.Fprintf(w, "event %s (%s) published %s at position %s\n", r.GetEventId(), r.GetEventType(), fmtTime(r.GetPublishedAt()), r.GetPosition())
+			for _, v := range r.GetEndpoints() {
+				fmt.Fprintf(w, "%-30s %-14s %s\n", v.GetEndpointId(), strings.ToLower(strings.TrimPrefix(v.GetVerdict().String(), "VERDICT_")), v.GetReason())
+				if v.GetFilter() != "" {
+					fmt.Fprintf(w, "  filter  %s\n", v.GetFilter())
+				}
+				for _, fv := range v.GetFilterValues() {
+					val := fv.GetError()
+					if fv.GetValue() != nil {
+						b, _ := protojson.Marshal(fv.GetValue())
+						val = string(b)
+					}
+					fmt.Fprintf(w, "  saw     %s = %s\n", fv.GetExpr(), val)
+				}
 			}
 		})
 	}

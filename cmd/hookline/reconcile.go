@@ -127,9 +127,9 @@ func printReconcileReport(w io.Writer, rep *controlv1.ReconcileReport) {
 	took := rep.GetFinishedAt().AsTime().Sub(rep.GetStartedAt().AsTime()).Round(time.Millisecond)
 	fmt.Fprintf(w, "reconcile %s  log head %d  %s  (%s)\n\n", rep.GetRunId(), rep.GetHeadCommit(), verdict, took)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "tenant\tevents\tplanned\tsucceeded\tfailed\tpending\tdue\theld\tdiscrepancies")
+	fmt.Fprintln(tw, "tenant\tevents\tplanned\tfiltered\tsucceeded\tfailed\tpending\tdue\theld\tdiscrepancies")
 	for _, t := range rep.GetTenants() {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", t.GetTenantId(), t.GetEvents(), t.GetPlanned(), t.GetSucceeded(),
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", t.GetTenantId(), t.GetEvents(), t.GetPlanned(), t.GetFiltered(), t.GetSucceeded(),
 			t.GetFailed(), t.GetPending(), t.GetDue(), t.GetHeld(), t.GetDiscrepancies())
 	}
 	fmt.Fprintln(tw, "\ncheck\texamined\tdiscrepancies\trepaired")

@@ -18,8 +18,11 @@ import (
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
 
-// Name is the registry's projection name; renaming it rebuilds it.
-const Name = "registry"
+// Name is the registry's projection name; renaming it rebuilds it. It
+// became "registry.v2" when it began to list every endpoint of a tenant,
+// deleted ones included (TenantEndpointIDs): a store of before is rebuilt
+// from the log.
+const Name = "registry.v2"
 
 // AllTypes is the event type that subscribes an endpoint to every type. An
 // endpoint whose event types are empty, or include AllTypes, gets them all.
@@ -71,6 +74,9 @@ type EndpointRef struct {
 	// Paused endpoints still get deliveries planned; they wait in the due
 	// index until the endpoint resumes.
 	Paused bool
+	// Filter is the endpoint's filter at ConfigVersion (a CEL expression,
+	// see package filter); empty passes every event.
+	Filter string `json:",omitempty"`
 }
 
 // Registry is the projection of tenants, API keys and endpoints. Register it
@@ -261,6 +267,29 @@ func (r *Registry) refs(tenantID, eventType string) ([]EndpointRef, error) {
 	return refs, nil
 }
 
+// TenantEndpointIDs returns the ids of every endpoint the tenant ever
+// created, deleted ones included, in id order.
+func (r *Registry) TenantEndpointIDs(tenantID string) ([]string, error) {
+	prefix := allPrefix(tenantID)
+	it, err := r.store.NewIter(prefix, projections.PrefixEnd(prefix))
+	if err != nil {
+		return nil, fmt.Errorf("endpoints of %s: %w", tenantID, err)
+	}
+	var ids []string
+	for it.First(); it.Valid(); it.Next() {
+		id, _, err := projections.ReadString(it.Key()[len(prefix):])
+		if err != nil {
+			it.Close()
+			return nil, fmt.Errorf("endpoints of %s: %w", tenantID, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("endpoints of %s: %w", tenantID, err)
+	}
+	return ids, nil
+}
+
 // ListEndpoints returns up to limit of the tenant's endpoints that are not
 // deleted, in id order, after cursor ("" for the first page). next is the
 // cursor of the following page, "" after the last one.
@@ -353,11 +382,14 @@ func (r *Registry) Apply(b *projections.Batch, rec *events.Record, msg proto.Mes
 		}
 		rec := endpointRecord{
 			ID: m.GetEndpointId(), TenantID: m.GetTenantId(), ConfigVersion: m.GetConfigVersion(),
-			Config: cfg, EventTypes: m.GetConfig().GetEventTypes(),
+			Config: cfg, EventTypes: m.GetConfig().GetEventTypes(), Filter: m.GetConfig().GetFilter(),
 			CreatedAt: asTime(m.GetAt()), UpdatedAt: asTime(m.GetAt()),
 		}
 		if s := m.GetSecret(); s != nil {
 			rec.SecretVersions = []int32{s.GetVersion()}
+		}
+		if err := b.Set(allKey(rec.TenantID, rec.ID), nil); err != nil {
+			return err
 		}
 		return r.updateEndpoint(b, rec.ID, func(e *endpointRecord, exists bool) bool {
 			if exists {
@@ -373,6 +405,7 @@ func (r *Registry) Apply(b *projections.Batch, rec *events.Record, msg proto.Mes
 		}
 		return r.updateEndpoint(b, m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
 			e.ConfigVersion, e.Config, e.EventTypes = m.GetConfigVersion(), cfg, m.GetConfig().GetEventTypes()
+			e.Filter = m.GetConfig().GetFilter()
 			if s := m.GetNewSecret(); s != nil && !slices.Contains(e.SecretVersions, s.GetVersion()) {
 				e.SecretVersions = append(e.SecretVersions, s.GetVersion())
 			}
@@ -469,7 +502,7 @@ func putIndexes(b *projections.Batch, e *endpointRecord) error {
 		return nil
 	}
 	for _, t := range indexTypes(e.EventTypes) {
-		if err := put(b, typeKey(e.TenantID, t, e.ID), EndpointRef{ConfigVersion: e.ConfigVersion, Paused: e.Paused}); err != nil {
+		if err := put(b, typeKey(e.TenantID, t, e.ID), EndpointRef{ConfigVersion: e.ConfigVersion, Paused: e.Paused, Filter: e.Filter}); err != nil {
 			return err
 		}
 	}
@@ -494,6 +527,7 @@ type endpointRecord struct {
 	ConfigVersion  int64
 	Config         []byte
 	EventTypes     []string
+	Filter         string `json:",omitempty"`
 	SecretVersions []int32
 	Paused         bool
 	PauseReason    hooklinev1.EndpointPaused_Reason
@@ -533,6 +567,7 @@ type apiKey struct {
 //	K S(tenant) S(key id)             API key by id, revoked ones too
 //	e S(endpoint)                     endpointRecord (JSON)
 //	l S(tenant) S(endpoint)           the tenant's endpoints, deleted excluded
+//	a S(tenant) S(endpoint)           every endpoint the tenant created, deleted included
 //	x S(tenant) S(type) S(endpoint)   EndpointRef (JSON), deleted and disabled excluded
 func tenantKey(id string) []byte { return projections.AppendString([]byte{'t'}, id) }
 
@@ -547,6 +582,10 @@ func endpointKey(id string) []byte { return projections.AppendString([]byte{'e'}
 func listPrefix(tenantID string) []byte { return projections.AppendString([]byte{'l'}, tenantID) }
 
 func listKey(tenantID, id string) []byte { return projections.AppendString(listPrefix(tenantID), id) }
+
+func allPrefix(tenantID string) []byte { return projections.AppendString([]byte{'a'}, tenantID) }
+
+func allKey(tenantID, id string) []byte { return projections.AppendString(allPrefix(tenantID), id) }
 
 func typePrefix(tenantID, eventType string) []byte {
 	return projections.AppendString(projections.AppendString([]byte{'x'}, tenantID), eventType)

@@ -418,7 +418,7 @@ func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
 func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37, 0}
 }
 
 // Actor names who issued the command that caused an event.
@@ -902,8 +902,12 @@ type EndpointConfig struct {
 	// max_attempts bounds automatic attempts; 0 means the default.
 	MaxAttempts int32 `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
 	// sign_ed25519 adds a v1a (ed25519) signature to every attempt.
-	SignEd25519   bool              `protobuf:"varint,9,opt,name=sign_ed25519,json=signEd25519,proto3" json:"sign_ed25519,omitempty"`
-	Metadata      map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	SignEd25519 bool              `protobuf:"varint,9,opt,name=sign_ed25519,json=signEd25519,proto3" json:"sign_ed25519,omitempty"`
+	Metadata    map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// filter is a CEL expression over the event (see the filter package):
+	// only the events of event_types for which it is true are planned for
+	// the endpoint. Empty: every event of event_types.
+	Filter        string `protobuf:"bytes,11,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1006,6 +1010,13 @@ func (x *EndpointConfig) GetMetadata() map[string]string {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *EndpointConfig) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
 }
 
 // SealedSecret is a signing secret sealed with AES-256-GCM under a master key.
@@ -2355,9 +2366,12 @@ type EventPublished struct {
 	Payload       []byte                 `protobuf:"bytes,8,opt,name=payload,proto3" json:"payload,omitempty"`
 	PayloadSha256 []byte                 `protobuf:"bytes,9,opt,name=payload_sha256,json=payloadSha256,proto3" json:"payload_sha256,omitempty"`
 	// content_type of the payload, application/json by default.
-	ContentType   string                 `protobuf:"bytes,10,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,11,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=at,proto3" json:"at,omitempty"`
+	ContentType string                 `protobuf:"bytes,10,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	IssuedBy    *Actor                 `protobuf:"bytes,11,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At          *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=at,proto3" json:"at,omitempty"`
+	// headers are the producer's headers of the event (names in lower
+	// case), for endpoint filters; they are not sent to receivers.
+	Headers       map[string]string `protobuf:"bytes,13,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2476,11 +2490,21 @@ func (x *EventPublished) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *EventPublished) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
 type PlannedDelivery struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	DeliveryId    string                 `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
 	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
 	ConfigVersion int64                  `protobuf:"varint,3,opt,name=config_version,json=configVersion,proto3" json:"config_version,omitempty"`
+	// filter_passed is set when the endpoint had a filter (at
+	// config_version) and the event passed it.
+	FilterPassed  bool `protobuf:"varint,4,opt,name=filter_passed,json=filterPassed,proto3" json:"filter_passed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2536,6 +2560,78 @@ func (x *PlannedDelivery) GetConfigVersion() int64 {
 	return 0
 }
 
+func (x *PlannedDelivery) GetFilterPassed() bool {
+	if x != nil {
+		return x.FilterPassed
+	}
+	return false
+}
+
+// FilteredEndpoint is an endpoint subscribed to the event's type whose
+// filter (at config_version) did not pass the event: no delivery was
+// planned for it.
+type FilteredEndpoint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EndpointId    string                 `protobuf:"bytes,1,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	ConfigVersion int64                  `protobuf:"varint,2,opt,name=config_version,json=configVersion,proto3" json:"config_version,omitempty"`
+	// error is set when the filter did not give true or false (a field the
+	// event lacks, a type mismatch, the cost limit): it counts as not passed.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FilteredEndpoint) Reset() {
+	*x = FilteredEndpoint{}
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FilteredEndpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FilteredEndpoint) ProtoMessage() {}
+
+func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FilteredEndpoint.ProtoReflect.Descriptor instead.
+func (*FilteredEndpoint) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *FilteredEndpoint) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *FilteredEndpoint) GetConfigVersion() int64 {
+	if x != nil {
+		return x.ConfigVersion
+	}
+	return 0
+}
+
+func (x *FilteredEndpoint) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // DeliveriesPlanned lists the endpoints chosen for an event at publish time.
 // It is appended in the same atomic append as EventPublished; a large fan-out
 // is split into several DeliveriesPlanned (chunk i of chunks) in that append.
@@ -2553,14 +2649,19 @@ type DeliveriesPlanned struct {
 	// repair is set on a chunk that reconciliation appended after the
 	// publish, to plan deliveries that the publish's own plan missed: it is
 	// not one of the publish's chunks (chunk and chunks count those).
-	Repair        *PlanRepair `protobuf:"bytes,9,opt,name=repair,proto3" json:"repair,omitempty"`
+	Repair *PlanRepair `protobuf:"bytes,9,opt,name=repair,proto3" json:"repair,omitempty"`
+	// filtered are the subscribed endpoints of this chunk's partition whose
+	// filter did not pass the event, so that history and reconciliation
+	// tell "filtered out" from "missing". Counted with deliveries in a
+	// chunk's bound.
+	Filtered      []*FilteredEndpoint `protobuf:"bytes,10,rep,name=filtered,proto3" json:"filtered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeliveriesPlanned) Reset() {
 	*x = DeliveriesPlanned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2572,7 +2673,7 @@ func (x *DeliveriesPlanned) String() string {
 func (*DeliveriesPlanned) ProtoMessage() {}
 
 func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2585,7 +2686,7 @@ func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveriesPlanned.ProtoReflect.Descriptor instead.
 func (*DeliveriesPlanned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeliveriesPlanned) GetTenantId() string {
@@ -2651,6 +2752,13 @@ func (x *DeliveriesPlanned) GetRepair() *PlanRepair {
 	return nil
 }
 
+func (x *DeliveriesPlanned) GetFiltered() []*FilteredEndpoint {
+	if x != nil {
+		return x.Filtered
+	}
+	return nil
+}
+
 // PlanRepair says why a DeliveriesPlanned was appended by reconciliation.
 // Its deliveries come from the subscriptions recorded in the log as of the
 // publish (the endpoint streams up to the EventPublished's position), never
@@ -2671,7 +2779,7 @@ type PlanRepair struct {
 
 func (x *PlanRepair) Reset() {
 	*x = PlanRepair{}
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +2791,7 @@ func (x *PlanRepair) String() string {
 func (*PlanRepair) ProtoMessage() {}
 
 func (x *PlanRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +2804,7 @@ func (x *PlanRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRepair.ProtoReflect.Descriptor instead.
 func (*PlanRepair) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PlanRepair) GetRunId() string {
@@ -2766,7 +2874,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2778,7 +2886,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2791,7 +2899,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Attempt) GetTenantId() string {
@@ -2929,7 +3037,7 @@ type AttemptSucceeded struct {
 
 func (x *AttemptSucceeded) Reset() {
 	*x = AttemptSucceeded{}
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2941,7 +3049,7 @@ func (x *AttemptSucceeded) String() string {
 func (*AttemptSucceeded) ProtoMessage() {}
 
 func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3062,7 @@ func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptSucceeded.ProtoReflect.Descriptor instead.
 func (*AttemptSucceeded) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AttemptSucceeded) GetAttempt() *Attempt {
@@ -2980,7 +3088,7 @@ type AttemptFailed struct {
 
 func (x *AttemptFailed) Reset() {
 	*x = AttemptFailed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2992,7 +3100,7 @@ func (x *AttemptFailed) String() string {
 func (*AttemptFailed) ProtoMessage() {}
 
 func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3005,7 +3113,7 @@ func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptFailed.ProtoReflect.Descriptor instead.
 func (*AttemptFailed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AttemptFailed) GetAttempt() *Attempt {
@@ -3053,7 +3161,7 @@ type DeliveryExpired struct {
 
 func (x *DeliveryExpired) Reset() {
 	*x = DeliveryExpired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3065,7 +3173,7 @@ func (x *DeliveryExpired) String() string {
 func (*DeliveryExpired) ProtoMessage() {}
 
 func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3078,7 +3186,7 @@ func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryExpired.ProtoReflect.Descriptor instead.
 func (*DeliveryExpired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeliveryExpired) GetTenantId() string {
@@ -3151,7 +3259,7 @@ type ReplayRequested struct {
 
 func (x *ReplayRequested) Reset() {
 	*x = ReplayRequested{}
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3163,7 +3271,7 @@ func (x *ReplayRequested) String() string {
 func (*ReplayRequested) ProtoMessage() {}
 
 func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3176,7 +3284,7 @@ func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequested.ProtoReflect.Descriptor instead.
 func (*ReplayRequested) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReplayRequested) GetTenantId() string {
@@ -3256,7 +3364,7 @@ type PortalTokenIssued struct {
 
 func (x *PortalTokenIssued) Reset() {
 	*x = PortalTokenIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3268,7 +3376,7 @@ func (x *PortalTokenIssued) String() string {
 func (*PortalTokenIssued) ProtoMessage() {}
 
 func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3281,7 +3389,7 @@ func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenIssued.ProtoReflect.Descriptor instead.
 func (*PortalTokenIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PortalTokenIssued) GetTenantId() string {
@@ -3353,7 +3461,7 @@ type PortalTokenRevoked struct {
 
 func (x *PortalTokenRevoked) Reset() {
 	*x = PortalTokenRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3365,7 +3473,7 @@ func (x *PortalTokenRevoked) String() string {
 func (*PortalTokenRevoked) ProtoMessage() {}
 
 func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3378,7 +3486,7 @@ func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenRevoked.ProtoReflect.Descriptor instead.
 func (*PortalTokenRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PortalTokenRevoked) GetTenantId() string {
@@ -3427,7 +3535,7 @@ type SecretResealed struct {
 
 func (x *SecretResealed) Reset() {
 	*x = SecretResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3439,7 +3547,7 @@ func (x *SecretResealed) String() string {
 func (*SecretResealed) ProtoMessage() {}
 
 func (x *SecretResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3452,7 +3560,7 @@ func (x *SecretResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResealed.ProtoReflect.Descriptor instead.
 func (*SecretResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SecretResealed) GetTenantId() string {
@@ -3507,7 +3615,7 @@ type MasterKeyRegistered struct {
 
 func (x *MasterKeyRegistered) Reset() {
 	*x = MasterKeyRegistered{}
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3519,7 +3627,7 @@ func (x *MasterKeyRegistered) String() string {
 func (*MasterKeyRegistered) ProtoMessage() {}
 
 func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3532,7 +3640,7 @@ func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRegistered.ProtoReflect.Descriptor instead.
 func (*MasterKeyRegistered) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MasterKeyRegistered) GetKeyId() string {
@@ -3577,7 +3685,7 @@ type MasterKeyRetired struct {
 
 func (x *MasterKeyRetired) Reset() {
 	*x = MasterKeyRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3589,7 +3697,7 @@ func (x *MasterKeyRetired) String() string {
 func (*MasterKeyRetired) ProtoMessage() {}
 
 func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3602,7 +3710,7 @@ func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRetired.ProtoReflect.Descriptor instead.
 func (*MasterKeyRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MasterKeyRetired) GetKeyId() string {
@@ -3649,7 +3757,7 @@ type ReconcileRepaired struct {
 
 func (x *ReconcileRepaired) Reset() {
 	*x = ReconcileRepaired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3661,7 +3769,7 @@ func (x *ReconcileRepaired) String() string {
 func (*ReconcileRepaired) ProtoMessage() {}
 
 func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3674,7 +3782,7 @@ func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
 func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReconcileRepaired) GetRunId() string {
@@ -3809,7 +3917,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10REASON_REQUESTED\x10\x01\x12\x12\n" +
-	"\x0eREASON_UNSHOWN\x10\x02\"\xb0\x03\n" +
+	"\x0eREASON_UNSHOWN\x10\x02\"\xc8\x03\n" +
 	"\x0eEndpointConfig\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -3823,7 +3931,8 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\fmax_attempts\x18\b \x01(\x05R\vmaxAttempts\x12!\n" +
 	"\fsign_ed25519\x18\t \x01(\bR\vsignEd25519\x12E\n" +
 	"\bmetadata\x18\n" +
-	" \x03(\v2).hookline.v1.EndpointConfig.MetadataEntryR\bmetadata\x1a;\n" +
+	" \x03(\v2).hookline.v1.EndpointConfig.MetadataEntryR\bmetadata\x12\x16\n" +
+	"\x06filter\x18\v \x01(\tR\x06filter\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x01\n" +
@@ -3978,7 +4087,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vREASON_DONE\x10\x01\x12\x1e\n" +
-	"\x1aREASON_ENDPOINT_NOT_ACTIVE\x10\x02\"\xd0\x03\n" +
+	"\x1aREASON_ENDPOINT_NOT_ACTIVE\x10\x02\"\xd0\x04\n" +
 	"\x0eEventPublished\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1d\n" +
@@ -3994,13 +4103,23 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\fcontent_type\x18\n" +
 	" \x01(\tR\vcontentType\x12/\n" +
 	"\tissued_by\x18\v \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"z\n" +
+	"\x02at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12B\n" +
+	"\aheaders\x18\r \x03(\v2(.hookline.v1.EventPublished.HeadersEntryR\aheaders\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x01\n" +
 	"\x0fPlannedDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12%\n" +
-	"\x0econfig_version\x18\x03 \x01(\x03R\rconfigVersion\"\xee\x02\n" +
+	"\x0econfig_version\x18\x03 \x01(\x03R\rconfigVersion\x12#\n" +
+	"\rfilter_passed\x18\x04 \x01(\bR\ffilterPassed\"p\n" +
+	"\x10FilteredEndpoint\x12\x1f\n" +
+	"\vendpoint_id\x18\x01 \x01(\tR\n" +
+	"endpointId\x12%\n" +
+	"\x0econfig_version\x18\x02 \x01(\x03R\rconfigVersion\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xa9\x03\n" +
 	"\x11DeliveriesPlanned\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1d\n" +
@@ -4014,7 +4133,9 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x129\n" +
 	"\n" +
 	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12/\n" +
-	"\x06repair\x18\t \x01(\v2\x17.hookline.v1.PlanRepairR\x06repair\"\xc4\x01\n" +
+	"\x06repair\x18\t \x01(\v2\x17.hookline.v1.PlanRepairR\x06repair\x129\n" +
+	"\bfiltered\x18\n" +
+	" \x03(\v2\x1d.hookline.v1.FilteredEndpointR\bfiltered\"\xc4\x01\n" +
 	"\n" +
 	"PlanRepair\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
@@ -4160,7 +4281,7 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(ErrorClass)(0),               // 0: hookline.v1.ErrorClass
 	(Actor_Kind)(0),               // 1: hookline.v1.Actor.Kind
@@ -4193,110 +4314,114 @@ var file_hookline_v1_events_proto_goTypes = []any{
 	(*RecoveryFinished)(nil),      // 28: hookline.v1.RecoveryFinished
 	(*EventPublished)(nil),        // 29: hookline.v1.EventPublished
 	(*PlannedDelivery)(nil),       // 30: hookline.v1.PlannedDelivery
-	(*DeliveriesPlanned)(nil),     // 31: hookline.v1.DeliveriesPlanned
-	(*PlanRepair)(nil),            // 32: hookline.v1.PlanRepair
-	(*Attempt)(nil),               // 33: hookline.v1.Attempt
-	(*AttemptSucceeded)(nil),      // 34: hookline.v1.AttemptSucceeded
-	(*AttemptFailed)(nil),         // 35: hookline.v1.AttemptFailed
-	(*DeliveryExpired)(nil),       // 36: hookline.v1.DeliveryExpired
-	(*ReplayRequested)(nil),       // 37: hookline.v1.ReplayRequested
-	(*PortalTokenIssued)(nil),     // 38: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),    // 39: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),        // 40: hookline.v1.SecretResealed
-	(*MasterKeyRegistered)(nil),   // 41: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),      // 42: hookline.v1.MasterKeyRetired
-	(*ReconcileRepaired)(nil),     // 43: hookline.v1.ReconcileRepaired
-	nil,                           // 44: hookline.v1.EndpointConfig.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
+	(*FilteredEndpoint)(nil),      // 31: hookline.v1.FilteredEndpoint
+	(*DeliveriesPlanned)(nil),     // 32: hookline.v1.DeliveriesPlanned
+	(*PlanRepair)(nil),            // 33: hookline.v1.PlanRepair
+	(*Attempt)(nil),               // 34: hookline.v1.Attempt
+	(*AttemptSucceeded)(nil),      // 35: hookline.v1.AttemptSucceeded
+	(*AttemptFailed)(nil),         // 36: hookline.v1.AttemptFailed
+	(*DeliveryExpired)(nil),       // 37: hookline.v1.DeliveryExpired
+	(*ReplayRequested)(nil),       // 38: hookline.v1.ReplayRequested
+	(*PortalTokenIssued)(nil),     // 39: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),    // 40: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),        // 41: hookline.v1.SecretResealed
+	(*MasterKeyRegistered)(nil),   // 42: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),      // 43: hookline.v1.MasterKeyRetired
+	(*ReconcileRepaired)(nil),     // 44: hookline.v1.ReconcileRepaired
+	nil,                           // 45: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                           // 46: hookline.v1.EventPublished.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	1,  // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
 	8,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
 	7,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	45, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	47, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
 	8,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
 	7,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	45, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	47, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
 	7,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	45, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	47, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
 	7,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	45, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	47, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
 	2,  // 11: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
-	44, // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	45, // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
 	13, // 13: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
 	14, // 14: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
 	7,  // 15: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	45, // 16: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	47, // 16: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
 	13, // 17: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
 	7,  // 18: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	45, // 19: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	47, // 19: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
 	14, // 20: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
 	14, // 21: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	45, // 22: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	47, // 22: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
 	7,  // 23: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	45, // 24: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	47, // 24: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
 	3,  // 25: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
 	7,  // 26: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	45, // 27: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	47, // 27: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
 	4,  // 28: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
 	7,  // 29: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	45, // 30: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	47, // 30: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
 	7,  // 31: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	45, // 32: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	47, // 32: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
 	7,  // 33: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	45, // 34: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	47, // 34: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
 	7,  // 35: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	45, // 36: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	47, // 36: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
 	0,  // 37: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	45, // 38: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	45, // 39: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	45, // 40: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	45, // 41: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	45, // 42: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
-	45, // 43: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	47, // 38: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	47, // 39: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	47, // 40: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	47, // 41: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	47, // 42: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	47, // 43: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
 	7,  // 44: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
-	45, // 45: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
-	45, // 46: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	47, // 45: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	47, // 46: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
 	5,  // 47: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
-	45, // 48: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
-	45, // 49: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	47, // 48: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	47, // 49: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
 	7,  // 50: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	45, // 51: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	30, // 52: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	45, // 53: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	45, // 54: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	32, // 55: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	7,  // 56: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	45, // 57: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	45, // 58: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 59: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	7,  // 60: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	33, // 61: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	33, // 62: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	45, // 63: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	45, // 64: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	45, // 65: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	7,  // 66: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	45, // 67: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	45, // 68: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	7,  // 69: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	45, // 70: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	7,  // 71: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	45, // 72: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	14, // 73: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	7,  // 74: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	45, // 75: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	45, // 76: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	7,  // 77: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	45, // 78: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	6,  // 79: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	7,  // 80: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	45, // 81: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	82, // [82:82] is the sub-list for method output_type
-	82, // [82:82] is the sub-list for method input_type
-	82, // [82:82] is the sub-list for extension type_name
-	82, // [82:82] is the sub-list for extension extendee
-	0,  // [0:82] is the sub-list for field type_name
+	47, // 51: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	46, // 52: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	30, // 53: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	47, // 54: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	47, // 55: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	33, // 56: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	31, // 57: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
+	7,  // 58: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	47, // 59: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	47, // 60: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 61: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	7,  // 62: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	34, // 63: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	34, // 64: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	47, // 65: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	47, // 66: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	47, // 67: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	7,  // 68: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	47, // 69: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	47, // 70: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 71: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	47, // 72: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	7,  // 73: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	47, // 74: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	14, // 75: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	7,  // 76: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	47, // 77: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	47, // 78: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	7,  // 79: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	47, // 80: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	6,  // 81: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	7,  // 82: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	47, // 83: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	84, // [84:84] is the sub-list for method output_type
+	84, // [84:84] is the sub-list for method input_type
+	84, // [84:84] is the sub-list for extension type_name
+	84, // [84:84] is the sub-list for extension extendee
+	0,  // [0:84] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -4310,7 +4435,7 @@ func file_hookline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   38,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

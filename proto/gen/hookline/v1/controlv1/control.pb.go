@@ -80,7 +80,7 @@ func (x Endpoint_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Endpoint_Status.Descriptor instead.
 func (Endpoint_Status) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{24, 0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25, 0}
 }
 
 type Endpoint_Circuit int32
@@ -132,7 +132,84 @@ func (x Endpoint_Circuit) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Endpoint_Circuit.Descriptor instead.
 func (Endpoint_Circuit) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{24, 1}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25, 1}
+}
+
+type RoutingVerdict_Verdict int32
+
+const (
+	RoutingVerdict_VERDICT_UNSPECIFIED RoutingVerdict_Verdict = 0
+	// PLANNED: a delivery was planned (delivery_id, config_version).
+	RoutingVerdict_VERDICT_PLANNED RoutingVerdict_Verdict = 1
+	// PAUSED: planned, and held: the endpoint was paused at publish.
+	RoutingVerdict_VERDICT_PAUSED RoutingVerdict_Verdict = 2
+	// NOT_SUBSCRIBED: the endpoint's event types did not include it.
+	RoutingVerdict_VERDICT_NOT_SUBSCRIBED RoutingVerdict_Verdict = 3
+	// FILTERED_OUT: subscribed, and its filter did not pass the event.
+	RoutingVerdict_VERDICT_FILTERED_OUT RoutingVerdict_Verdict = 4
+	// DELETED: the endpoint had been deleted before the publish.
+	RoutingVerdict_VERDICT_DELETED RoutingVerdict_Verdict = 5
+	// DISABLED: the endpoint had been disabled before the publish.
+	RoutingVerdict_VERDICT_DISABLED RoutingVerdict_Verdict = 6
+	// CREATED_LATER: the endpoint did not exist yet.
+	RoutingVerdict_VERDICT_CREATED_LATER RoutingVerdict_Verdict = 7
+	// NOT_PLANNED: the endpoint was subscribed at the publish's position
+	// in the log and the plan lacks it (hookline reconcile reports it as
+	// plan_short, and --repair plans it).
+	RoutingVerdict_VERDICT_NOT_PLANNED RoutingVerdict_Verdict = 8
+)
+
+// Enum value maps for RoutingVerdict_Verdict.
+var (
+	RoutingVerdict_Verdict_name = map[int32]string{
+		0: "VERDICT_UNSPECIFIED",
+		1: "VERDICT_PLANNED",
+		2: "VERDICT_PAUSED",
+		3: "VERDICT_NOT_SUBSCRIBED",
+		4: "VERDICT_FILTERED_OUT",
+		5: "VERDICT_DELETED",
+		6: "VERDICT_DISABLED",
+		7: "VERDICT_CREATED_LATER",
+		8: "VERDICT_NOT_PLANNED",
+	}
+	RoutingVerdict_Verdict_value = map[string]int32{
+		"VERDICT_UNSPECIFIED":    0,
+		"VERDICT_PLANNED":        1,
+		"VERDICT_PAUSED":         2,
+		"VERDICT_NOT_SUBSCRIBED": 3,
+		"VERDICT_FILTERED_OUT":   4,
+		"VERDICT_DELETED":        5,
+		"VERDICT_DISABLED":       6,
+		"VERDICT_CREATED_LATER":  7,
+		"VERDICT_NOT_PLANNED":    8,
+	}
+)
+
+func (x RoutingVerdict_Verdict) Enum() *RoutingVerdict_Verdict {
+	p := new(RoutingVerdict_Verdict)
+	*p = x
+	return p
+}
+
+func (x RoutingVerdict_Verdict) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RoutingVerdict_Verdict) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_control_proto_enumTypes[2].Descriptor()
+}
+
+func (RoutingVerdict_Verdict) Type() protoreflect.EnumType {
+	return &file_hookline_v1_control_proto_enumTypes[2]
+}
+
+func (x RoutingVerdict_Verdict) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RoutingVerdict_Verdict.Descriptor instead.
+func (RoutingVerdict_Verdict) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34, 0}
 }
 
 type ResealSecretsRequest struct {
@@ -307,8 +384,11 @@ func (x *CreateTenantRequest) GetQuota() *v1.Quota {
 }
 
 type GetTenantRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// as_of, when set, reads the tenant as it was then, from the log: an
+	// RFC 3339 time, or a log position (as the audit browser shows it).
+	AsOf          string `protobuf:"bytes,2,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -350,6 +430,77 @@ func (x *GetTenantRequest) GetTenantId() string {
 	return ""
 }
 
+func (x *GetTenantRequest) GetAsOf() string {
+	if x != nil {
+		return x.AsOf
+	}
+	return ""
+}
+
+// AsOf says which moment of the log an as-of read shows: the state after
+// the stream's last event at or before the moment asked for.
+type AsOf struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// position of the last event folded, and when it was recorded.
+	Position   string                 `protobuf:"bytes,1,opt,name=position,proto3" json:"position,omitempty"`
+	RecordedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
+	// events is how many of the stream's events were folded.
+	Events        int64 `protobuf:"varint,3,opt,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AsOf) Reset() {
+	*x = AsOf{}
+	mi := &file_hookline_v1_control_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AsOf) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AsOf) ProtoMessage() {}
+
+func (x *AsOf) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AsOf.ProtoReflect.Descriptor instead.
+func (*AsOf) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AsOf) GetPosition() string {
+	if x != nil {
+		return x.Position
+	}
+	return ""
+}
+
+func (x *AsOf) GetRecordedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecordedAt
+	}
+	return nil
+}
+
+func (x *AsOf) GetEvents() int64 {
+	if x != nil {
+		return x.Events
+	}
+	return 0
+}
+
 type IssueApiKeyRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -361,7 +512,7 @@ type IssueApiKeyRequest struct {
 
 func (x *IssueApiKeyRequest) Reset() {
 	*x = IssueApiKeyRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[4]
+	mi := &file_hookline_v1_control_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +524,7 @@ func (x *IssueApiKeyRequest) String() string {
 func (*IssueApiKeyRequest) ProtoMessage() {}
 
 func (x *IssueApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[4]
+	mi := &file_hookline_v1_control_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +537,7 @@ func (x *IssueApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*IssueApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{4}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *IssueApiKeyRequest) GetTenantId() string {
@@ -415,7 +566,7 @@ type IssueApiKeyResponse struct {
 
 func (x *IssueApiKeyResponse) Reset() {
 	*x = IssueApiKeyResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[5]
+	mi := &file_hookline_v1_control_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +578,7 @@ func (x *IssueApiKeyResponse) String() string {
 func (*IssueApiKeyResponse) ProtoMessage() {}
 
 func (x *IssueApiKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[5]
+	mi := &file_hookline_v1_control_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +591,7 @@ func (x *IssueApiKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueApiKeyResponse.ProtoReflect.Descriptor instead.
 func (*IssueApiKeyResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{5}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *IssueApiKeyResponse) GetTenantId() string {
@@ -474,7 +625,7 @@ type RevokeApiKeyRequest struct {
 
 func (x *RevokeApiKeyRequest) Reset() {
 	*x = RevokeApiKeyRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[6]
+	mi := &file_hookline_v1_control_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -486,7 +637,7 @@ func (x *RevokeApiKeyRequest) String() string {
 func (*RevokeApiKeyRequest) ProtoMessage() {}
 
 func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[6]
+	mi := &file_hookline_v1_control_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -499,7 +650,7 @@ func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{6}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RevokeApiKeyRequest) GetTenantId() string {
@@ -526,7 +677,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[7]
+	mi := &file_hookline_v1_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -538,7 +689,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[7]
+	mi := &file_hookline_v1_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -551,7 +702,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SetQuotaRequest) GetTenantId() string {
@@ -580,7 +731,7 @@ type ApiKey struct {
 
 func (x *ApiKey) Reset() {
 	*x = ApiKey{}
-	mi := &file_hookline_v1_control_proto_msgTypes[8]
+	mi := &file_hookline_v1_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +743,7 @@ func (x *ApiKey) String() string {
 func (*ApiKey) ProtoMessage() {}
 
 func (x *ApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[8]
+	mi := &file_hookline_v1_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +756,7 @@ func (x *ApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
 func (*ApiKey) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ApiKey) GetKeyId() string {
@@ -637,19 +788,21 @@ func (x *ApiKey) GetCreatedAt() *timestamppb.Timestamp {
 }
 
 type Tenant struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Quota         *v1.Quota              `protobuf:"bytes,3,opt,name=quota,proto3" json:"quota,omitempty"`
-	ApiKeys       []*ApiKey              `protobuf:"bytes,4,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TenantId  string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Quota     *v1.Quota              `protobuf:"bytes,3,opt,name=quota,proto3" json:"quota,omitempty"`
+	ApiKeys   []*ApiKey              `protobuf:"bytes,4,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// as_of is set on an as-of read.
+	AsOf          *AsOf `protobuf:"bytes,6,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tenant) Reset() {
 	*x = Tenant{}
-	mi := &file_hookline_v1_control_proto_msgTypes[9]
+	mi := &file_hookline_v1_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +814,7 @@ func (x *Tenant) String() string {
 func (*Tenant) ProtoMessage() {}
 
 func (x *Tenant) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[9]
+	mi := &file_hookline_v1_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +827,7 @@ func (x *Tenant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tenant.ProtoReflect.Descriptor instead.
 func (*Tenant) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Tenant) GetTenantId() string {
@@ -712,6 +865,13 @@ func (x *Tenant) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Tenant) GetAsOf() *AsOf {
+	if x != nil {
+		return x.AsOf
+	}
+	return nil
+}
+
 // EndpointSettings are the fields a tenant sets on an endpoint.
 type EndpointSettings struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -727,13 +887,20 @@ type EndpointSettings struct {
 	MaxAttempts   int32             `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
 	SignEd25519   bool              `protobuf:"varint,9,opt,name=sign_ed25519,json=signEd25519,proto3" json:"sign_ed25519,omitempty"`
 	Metadata      map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// filter is a CEL expression over the event (variables type, id, data,
+	// headers, schema_version, object_id, content_type, occurred_at), e.g.
+	// `data.amount >= 1000 && headers["x-region"] == "eu"`: only events for
+	// which it is true are delivered. Checked when set: an error names the
+	// position of the mistake; a filter that may cost too much is refused.
+	// Empty: every event of event_types.
+	Filter        string `protobuf:"bytes,11,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EndpointSettings) Reset() {
 	*x = EndpointSettings{}
-	mi := &file_hookline_v1_control_proto_msgTypes[10]
+	mi := &file_hookline_v1_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +912,7 @@ func (x *EndpointSettings) String() string {
 func (*EndpointSettings) ProtoMessage() {}
 
 func (x *EndpointSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[10]
+	mi := &file_hookline_v1_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +925,7 @@ func (x *EndpointSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSettings.ProtoReflect.Descriptor instead.
 func (*EndpointSettings) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EndpointSettings) GetUrl() string {
@@ -831,6 +998,13 @@ func (x *EndpointSettings) GetMetadata() map[string]string {
 	return nil
 }
 
+func (x *EndpointSettings) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
 type CreateEndpointRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// tenant_id: only with the admin token; a tenant key implies its tenant.
@@ -845,7 +1019,7 @@ type CreateEndpointRequest struct {
 
 func (x *CreateEndpointRequest) Reset() {
 	*x = CreateEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[11]
+	mi := &file_hookline_v1_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +1031,7 @@ func (x *CreateEndpointRequest) String() string {
 func (*CreateEndpointRequest) ProtoMessage() {}
 
 func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[11]
+	mi := &file_hookline_v1_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +1044,7 @@ func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*CreateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateEndpointRequest) GetTenantId() string {
@@ -905,7 +1079,7 @@ type CreateEndpointResponse struct {
 
 func (x *CreateEndpointResponse) Reset() {
 	*x = CreateEndpointResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[12]
+	mi := &file_hookline_v1_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1091,7 @@ func (x *CreateEndpointResponse) String() string {
 func (*CreateEndpointResponse) ProtoMessage() {}
 
 func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[12]
+	mi := &file_hookline_v1_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1104,7 @@ func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointResponse.ProtoReflect.Descriptor instead.
 func (*CreateEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateEndpointResponse) GetEndpoint() *Endpoint {
@@ -948,16 +1122,19 @@ func (x *CreateEndpointResponse) GetSecret() string {
 }
 
 type GetEndpointRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	// as_of, when set, reads the endpoint as it was then, from the log: an
+	// RFC 3339 time, or a log position (as the audit browser shows it).
+	AsOf          string `protobuf:"bytes,3,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetEndpointRequest) Reset() {
 	*x = GetEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[13]
+	mi := &file_hookline_v1_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1146,7 @@ func (x *GetEndpointRequest) String() string {
 func (*GetEndpointRequest) ProtoMessage() {}
 
 func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[13]
+	mi := &file_hookline_v1_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1159,7 @@ func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointRequest.ProtoReflect.Descriptor instead.
 func (*GetEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetEndpointRequest) GetTenantId() string {
@@ -999,6 +1176,13 @@ func (x *GetEndpointRequest) GetEndpointId() string {
 	return ""
 }
 
+func (x *GetEndpointRequest) GetAsOf() string {
+	if x != nil {
+		return x.AsOf
+	}
+	return ""
+}
+
 type ListEndpointsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -1010,7 +1194,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[14]
+	mi := &file_hookline_v1_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1206,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[14]
+	mi := &file_hookline_v1_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1219,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListEndpointsRequest) GetTenantId() string {
@@ -1069,7 +1253,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[15]
+	mi := &file_hookline_v1_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1265,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[15]
+	mi := &file_hookline_v1_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1278,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListEndpointsResponse) GetEndpoints() []*Endpoint {
@@ -1123,7 +1307,7 @@ type UpdateEndpointRequest struct {
 
 func (x *UpdateEndpointRequest) Reset() {
 	*x = UpdateEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[16]
+	mi := &file_hookline_v1_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1319,7 @@ func (x *UpdateEndpointRequest) String() string {
 func (*UpdateEndpointRequest) ProtoMessage() {}
 
 func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[16]
+	mi := &file_hookline_v1_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1332,7 @@ func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{16}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdateEndpointRequest) GetTenantId() string {
@@ -1191,7 +1375,7 @@ type RotateSecretRequest struct {
 
 func (x *RotateSecretRequest) Reset() {
 	*x = RotateSecretRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[17]
+	mi := &file_hookline_v1_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1387,7 @@ func (x *RotateSecretRequest) String() string {
 func (*RotateSecretRequest) ProtoMessage() {}
 
 func (x *RotateSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[17]
+	mi := &file_hookline_v1_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1400,7 @@ func (x *RotateSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSecretRequest.ProtoReflect.Descriptor instead.
 func (*RotateSecretRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{17}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RotateSecretRequest) GetTenantId() string {
@@ -1250,7 +1434,7 @@ type RotateSecretResponse struct {
 
 func (x *RotateSecretResponse) Reset() {
 	*x = RotateSecretResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[18]
+	mi := &file_hookline_v1_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1446,7 @@ func (x *RotateSecretResponse) String() string {
 func (*RotateSecretResponse) ProtoMessage() {}
 
 func (x *RotateSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[18]
+	mi := &file_hookline_v1_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1459,7 @@ func (x *RotateSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSecretResponse.ProtoReflect.Descriptor instead.
 func (*RotateSecretResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{18}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RotateSecretResponse) GetEndpoint() *Endpoint {
@@ -1303,7 +1487,7 @@ type RetireSecretRequest struct {
 
 func (x *RetireSecretRequest) Reset() {
 	*x = RetireSecretRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[19]
+	mi := &file_hookline_v1_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1315,7 +1499,7 @@ func (x *RetireSecretRequest) String() string {
 func (*RetireSecretRequest) ProtoMessage() {}
 
 func (x *RetireSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[19]
+	mi := &file_hookline_v1_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1328,7 +1512,7 @@ func (x *RetireSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireSecretRequest.ProtoReflect.Descriptor instead.
 func (*RetireSecretRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RetireSecretRequest) GetTenantId() string {
@@ -1362,7 +1546,7 @@ type PauseEndpointRequest struct {
 
 func (x *PauseEndpointRequest) Reset() {
 	*x = PauseEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[20]
+	mi := &file_hookline_v1_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1558,7 @@ func (x *PauseEndpointRequest) String() string {
 func (*PauseEndpointRequest) ProtoMessage() {}
 
 func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[20]
+	mi := &file_hookline_v1_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1571,7 @@ func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseEndpointRequest.ProtoReflect.Descriptor instead.
 func (*PauseEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PauseEndpointRequest) GetTenantId() string {
@@ -1414,7 +1598,7 @@ type ResumeEndpointRequest struct {
 
 func (x *ResumeEndpointRequest) Reset() {
 	*x = ResumeEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[21]
+	mi := &file_hookline_v1_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1610,7 @@ func (x *ResumeEndpointRequest) String() string {
 func (*ResumeEndpointRequest) ProtoMessage() {}
 
 func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[21]
+	mi := &file_hookline_v1_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1623,7 @@ func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeEndpointRequest.ProtoReflect.Descriptor instead.
 func (*ResumeEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResumeEndpointRequest) GetTenantId() string {
@@ -1466,7 +1650,7 @@ type DeleteEndpointRequest struct {
 
 func (x *DeleteEndpointRequest) Reset() {
 	*x = DeleteEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[22]
+	mi := &file_hookline_v1_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1662,7 @@ func (x *DeleteEndpointRequest) String() string {
 func (*DeleteEndpointRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[22]
+	mi := &file_hookline_v1_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1675,7 @@ func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteEndpointRequest) GetTenantId() string {
@@ -1520,7 +1704,7 @@ type SecretInfo struct {
 
 func (x *SecretInfo) Reset() {
 	*x = SecretInfo{}
-	mi := &file_hookline_v1_control_proto_msgTypes[23]
+	mi := &file_hookline_v1_control_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1716,7 @@ func (x *SecretInfo) String() string {
 func (*SecretInfo) ProtoMessage() {}
 
 func (x *SecretInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[23]
+	mi := &file_hookline_v1_control_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1729,7 @@ func (x *SecretInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretInfo.ProtoReflect.Descriptor instead.
 func (*SecretInfo) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SecretInfo) GetVersion() int32 {
@@ -1580,16 +1764,19 @@ type Endpoint struct {
 	// secrets are the live signing secrets, newest first (never their value).
 	Secrets []*SecretInfo `protobuf:"bytes,7,rep,name=secrets,proto3" json:"secrets,omitempty"`
 	// public_key (whpk_…) verifies v1a signatures when sign_ed25519 is set.
-	PublicKey     string                 `protobuf:"bytes,8,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	PublicKey string                 `protobuf:"bytes,8,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// as_of is set on an as-of read: secrets then lists the versions live
+	// at that moment.
+	AsOf          *AsOf `protobuf:"bytes,11,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_hookline_v1_control_proto_msgTypes[24]
+	mi := &file_hookline_v1_control_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1788,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[24]
+	mi := &file_hookline_v1_control_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1801,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Endpoint) GetEndpointId() string {
@@ -1687,6 +1874,13 @@ func (x *Endpoint) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Endpoint) GetAsOf() *AsOf {
+	if x != nil {
+		return x.AsOf
+	}
+	return nil
+}
+
 type RecoverEndpointRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -1699,7 +1893,7 @@ type RecoverEndpointRequest struct {
 
 func (x *RecoverEndpointRequest) Reset() {
 	*x = RecoverEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[25]
+	mi := &file_hookline_v1_control_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1905,7 @@ func (x *RecoverEndpointRequest) String() string {
 func (*RecoverEndpointRequest) ProtoMessage() {}
 
 func (x *RecoverEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[25]
+	mi := &file_hookline_v1_control_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1918,7 @@ func (x *RecoverEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverEndpointRequest.ProtoReflect.Descriptor instead.
 func (*RecoverEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RecoverEndpointRequest) GetTenantId() string {
@@ -1766,7 +1960,7 @@ type GetRecoveryRequest struct {
 
 func (x *GetRecoveryRequest) Reset() {
 	*x = GetRecoveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[26]
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +1972,7 @@ func (x *GetRecoveryRequest) String() string {
 func (*GetRecoveryRequest) ProtoMessage() {}
 
 func (x *GetRecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[26]
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +1985,7 @@ func (x *GetRecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRecoveryRequest.ProtoReflect.Descriptor instead.
 func (*GetRecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetRecoveryRequest) GetTenantId() string {
@@ -1825,7 +2019,7 @@ type ListRecoveriesRequest struct {
 
 func (x *ListRecoveriesRequest) Reset() {
 	*x = ListRecoveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +2031,7 @@ func (x *ListRecoveriesRequest) String() string {
 func (*ListRecoveriesRequest) ProtoMessage() {}
 
 func (x *ListRecoveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +2044,7 @@ func (x *ListRecoveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecoveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListRecoveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListRecoveriesRequest) GetTenantId() string {
@@ -1876,7 +2070,7 @@ type ListRecoveriesResponse struct {
 
 func (x *ListRecoveriesResponse) Reset() {
 	*x = ListRecoveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +2082,7 @@ func (x *ListRecoveriesResponse) String() string {
 func (*ListRecoveriesResponse) ProtoMessage() {}
 
 func (x *ListRecoveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +2095,7 @@ func (x *ListRecoveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecoveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListRecoveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListRecoveriesResponse) GetRecoveries() []*Recovery {
@@ -1937,7 +2131,7 @@ type Recovery struct {
 
 func (x *Recovery) Reset() {
 	*x = Recovery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +2143,7 @@ func (x *Recovery) String() string {
 func (*Recovery) ProtoMessage() {}
 
 func (x *Recovery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +2156,7 @@ func (x *Recovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recovery.ProtoReflect.Descriptor instead.
 func (*Recovery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Recovery) GetRecoveryId() string {
@@ -2042,6 +2236,333 @@ func (x *Recovery) GetState() string {
 	return ""
 }
 
+type ExplainRoutingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EventId       string                 `protobuf:"bytes,2,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExplainRoutingRequest) Reset() {
+	*x = ExplainRoutingRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExplainRoutingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExplainRoutingRequest) ProtoMessage() {}
+
+func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExplainRoutingRequest.ProtoReflect.Descriptor instead.
+func (*ExplainRoutingRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ExplainRoutingRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *ExplainRoutingRequest) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+type EventRouting struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	EventId   string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	EventType string                 `protobuf:"bytes,2,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	// published_at and position are the EventPublished's.
+	PublishedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=published_at,json=publishedAt,proto3" json:"published_at,omitempty"`
+	Position    string                 `protobuf:"bytes,4,opt,name=position,proto3" json:"position,omitempty"`
+	// headers are the producer's headers of the event.
+	Headers map[string]string `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// endpoints are the tenant's endpoints, by id: every endpoint that
+	// existed when the event was published, and those created since.
+	Endpoints     []*RoutingVerdict `protobuf:"bytes,6,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventRouting) Reset() {
+	*x = EventRouting{}
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventRouting) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventRouting) ProtoMessage() {}
+
+func (x *EventRouting) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventRouting.ProtoReflect.Descriptor instead.
+func (*EventRouting) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *EventRouting) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *EventRouting) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *EventRouting) GetPublishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PublishedAt
+	}
+	return nil
+}
+
+func (x *EventRouting) GetPosition() string {
+	if x != nil {
+		return x.Position
+	}
+	return ""
+}
+
+func (x *EventRouting) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *EventRouting) GetEndpoints() []*RoutingVerdict {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+// FilterValue is one value of the event that a filter read.
+type FilterValue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// expr is the path in the expression (data.amount, headers["x-region"]).
+	Expr  string          `protobuf:"bytes,1,opt,name=expr,proto3" json:"expr,omitempty"`
+	Value *structpb.Value `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// error is set instead of value when reading it failed.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FilterValue) Reset() {
+	*x = FilterValue{}
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FilterValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FilterValue) ProtoMessage() {}
+
+func (x *FilterValue) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FilterValue.ProtoReflect.Descriptor instead.
+func (*FilterValue) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *FilterValue) GetExpr() string {
+	if x != nil {
+		return x.Expr
+	}
+	return ""
+}
+
+func (x *FilterValue) GetValue() *structpb.Value {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *FilterValue) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type RoutingVerdict struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	EndpointId string                 `protobuf:"bytes,1,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	Verdict    RoutingVerdict_Verdict `protobuf:"varint,2,opt,name=verdict,proto3,enum=hookline.v1.RoutingVerdict_Verdict" json:"verdict,omitempty"`
+	// reason says it in words.
+	Reason     string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	DeliveryId string `protobuf:"bytes,4,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	// config_version is the endpoint's at the publish (the plan's, when
+	// planned or filtered out).
+	ConfigVersion int64 `protobuf:"varint,5,opt,name=config_version,json=configVersion,proto3" json:"config_version,omitempty"`
+	// event_types are the endpoint's at that version.
+	EventTypes []string `protobuf:"bytes,6,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
+	// filter is the endpoint's filter at that version; filter_values are
+	// the event's values it read, filter_error why it gave no true or false.
+	Filter       string         `protobuf:"bytes,7,opt,name=filter,proto3" json:"filter,omitempty"`
+	FilterValues []*FilterValue `protobuf:"bytes,8,rep,name=filter_values,json=filterValues,proto3" json:"filter_values,omitempty"`
+	FilterError  string         `protobuf:"bytes,9,opt,name=filter_error,json=filterError,proto3" json:"filter_error,omitempty"`
+	// repair_run names the reconcile run that planned it, when the
+	// publish's own plan had missed it.
+	RepairRun     string `protobuf:"bytes,10,opt,name=repair_run,json=repairRun,proto3" json:"repair_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoutingVerdict) Reset() {
+	*x = RoutingVerdict{}
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoutingVerdict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoutingVerdict) ProtoMessage() {}
+
+func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoutingVerdict.ProtoReflect.Descriptor instead.
+func (*RoutingVerdict) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RoutingVerdict) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *RoutingVerdict) GetVerdict() RoutingVerdict_Verdict {
+	if x != nil {
+		return x.Verdict
+	}
+	return RoutingVerdict_VERDICT_UNSPECIFIED
+}
+
+func (x *RoutingVerdict) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RoutingVerdict) GetDeliveryId() string {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return ""
+}
+
+func (x *RoutingVerdict) GetConfigVersion() int64 {
+	if x != nil {
+		return x.ConfigVersion
+	}
+	return 0
+}
+
+func (x *RoutingVerdict) GetEventTypes() []string {
+	if x != nil {
+		return x.EventTypes
+	}
+	return nil
+}
+
+func (x *RoutingVerdict) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *RoutingVerdict) GetFilterValues() []*FilterValue {
+	if x != nil {
+		return x.FilterValues
+	}
+	return nil
+}
+
+func (x *RoutingVerdict) GetFilterError() string {
+	if x != nil {
+		return x.FilterError
+	}
+	return ""
+}
+
+func (x *RoutingVerdict) GetRepairRun() string {
+	if x != nil {
+		return x.RepairRun
+	}
+	return ""
+}
+
 type PublishRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -2060,14 +2581,19 @@ type PublishRequest struct {
 	Payload []byte          `protobuf:"bytes,8,opt,name=payload,proto3" json:"payload,omitempty"`
 	Data    *structpb.Value `protobuf:"bytes,9,opt,name=data,proto3" json:"data,omitempty"`
 	// content_type of payload; application/json by default.
-	ContentType   string `protobuf:"bytes,10,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	ContentType string `protobuf:"bytes,10,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	// headers are the producer's headers of the event, for endpoint filters
+	// (headers["x-region"]): at most 32, names of [a-z0-9-] (given in any
+	// case, kept in lower case), values of printable ASCII up to 512 bytes.
+	// They are recorded with the event, not sent to receivers.
+	Headers       map[string]string `protobuf:"bytes,11,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2605,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2618,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PublishRequest) GetTenantId() string {
@@ -2165,19 +2691,29 @@ func (x *PublishRequest) GetContentType() string {
 	return ""
 }
 
+func (x *PublishRequest) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
 type PublishResponse struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	EventId    string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	Deliveries []*v1.PlannedDelivery  `protobuf:"bytes,2,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
 	// duplicate is true when the event had already been accepted.
-	Duplicate     bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	Duplicate bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// filtered are the subscribed endpoints whose filter did not pass the
+	// event: nothing was planned for them.
+	Filtered      []*v1.FilteredEndpoint `protobuf:"bytes,4,rep,name=filtered,proto3" json:"filtered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +2725,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +2738,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PublishResponse) GetEventId() string {
@@ -2226,6 +2762,13 @@ func (x *PublishResponse) GetDuplicate() bool {
 	return false
 }
 
+func (x *PublishResponse) GetFiltered() []*v1.FilteredEndpoint {
+	if x != nil {
+		return x.Filtered
+	}
+	return nil
+}
+
 type PublishBatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -2236,7 +2779,7 @@ type PublishBatchRequest struct {
 
 func (x *PublishBatchRequest) Reset() {
 	*x = PublishBatchRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2791,7 @@ func (x *PublishBatchRequest) String() string {
 func (*PublishBatchRequest) ProtoMessage() {}
 
 func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2804,7 @@ func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchRequest.ProtoReflect.Descriptor instead.
 func (*PublishBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PublishBatchRequest) GetTenantId() string {
@@ -2290,7 +2833,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2845,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2858,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PublishResult) GetResponse() *PublishResponse {
@@ -2348,7 +2891,7 @@ type PublishBatchResponse struct {
 
 func (x *PublishBatchResponse) Reset() {
 	*x = PublishBatchResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2903,7 @@ func (x *PublishBatchResponse) String() string {
 func (*PublishBatchResponse) ProtoMessage() {}
 
 func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2916,7 @@ func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchResponse.ProtoReflect.Descriptor instead.
 func (*PublishBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PublishBatchResponse) GetResults() []*PublishResult {
@@ -2394,7 +2937,7 @@ type LookupEventsRequest struct {
 
 func (x *LookupEventsRequest) Reset() {
 	*x = LookupEventsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2406,7 +2949,7 @@ func (x *LookupEventsRequest) String() string {
 func (*LookupEventsRequest) ProtoMessage() {}
 
 func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2419,7 +2962,7 @@ func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsRequest.ProtoReflect.Descriptor instead.
 func (*LookupEventsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LookupEventsRequest) GetTenantId() string {
@@ -2450,7 +2993,7 @@ type AcceptedEvent struct {
 
 func (x *AcceptedEvent) Reset() {
 	*x = AcceptedEvent{}
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +3005,7 @@ func (x *AcceptedEvent) String() string {
 func (*AcceptedEvent) ProtoMessage() {}
 
 func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +3018,7 @@ func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptedEvent.ProtoReflect.Descriptor instead.
 func (*AcceptedEvent) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AcceptedEvent) GetEventId() string {
@@ -2518,7 +3061,7 @@ type LookupEventsResponse struct {
 
 func (x *LookupEventsResponse) Reset() {
 	*x = LookupEventsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2530,7 +3073,7 @@ func (x *LookupEventsResponse) String() string {
 func (*LookupEventsResponse) ProtoMessage() {}
 
 func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2543,7 +3086,7 @@ func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsResponse.ProtoReflect.Descriptor instead.
 func (*LookupEventsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LookupEventsResponse) GetFound() []*AcceptedEvent {
@@ -2577,7 +3120,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2589,7 +3132,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2602,7 +3145,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListDeliveriesRequest) GetTenantId() string {
@@ -2671,7 +3214,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +3226,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +3239,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -2723,7 +3266,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2735,7 +3278,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2748,7 +3291,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetDeliveryRequest) GetTenantId() string {
@@ -2775,7 +3318,7 @@ type ReplayDeliveryRequest struct {
 
 func (x *ReplayDeliveryRequest) Reset() {
 	*x = ReplayDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2787,7 +3330,7 @@ func (x *ReplayDeliveryRequest) String() string {
 func (*ReplayDeliveryRequest) ProtoMessage() {}
 
 func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2800,7 +3343,7 @@ func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ReplayDeliveryRequest) GetTenantId() string {
@@ -2839,7 +3382,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2851,7 +3394,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2864,7 +3407,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -2965,9 +3508,15 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x13CreateTenantRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
-	"\x05quota\x18\x03 \x01(\v2\x12.hookline.v1.QuotaR\x05quota\"/\n" +
+	"\x05quota\x18\x03 \x01(\v2\x12.hookline.v1.QuotaR\x05quota\"D\n" +
 	"\x10GetTenantRequest\x12\x1b\n" +
-	"\ttenant_id\x18\x01 \x01(\tR\btenantId\"E\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x13\n" +
+	"\x05as_of\x18\x02 \x01(\tR\x04asOf\"w\n" +
+	"\x04AsOf\x12\x1a\n" +
+	"\bposition\x18\x01 \x01(\tR\bposition\x12;\n" +
+	"\vrecorded_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"recordedAt\x12\x16\n" +
+	"\x06events\x18\x03 \x01(\x03R\x06events\"E\n" +
 	"\x12IssueApiKeyRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"b\n" +
@@ -2986,14 +3535,15 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
 	"\arevoked\x18\x03 \x01(\bR\arevoked\x129\n" +
 	"\n" +
-	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xce\x01\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xf6\x01\n" +
 	"\x06Tenant\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
 	"\x05quota\x18\x03 \x01(\v2\x12.hookline.v1.QuotaR\x05quota\x12.\n" +
 	"\bapi_keys\x18\x04 \x03(\v2\x13.hookline.v1.ApiKeyR\aapiKeys\x129\n" +
 	"\n" +
-	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xb4\x03\n" +
+	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12&\n" +
+	"\x05as_of\x18\x06 \x01(\v2\x11.hookline.v1.AsOfR\x04asOf\"\xcc\x03\n" +
 	"\x10EndpointSettings\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -3007,7 +3557,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\fmax_attempts\x18\b \x01(\x05R\vmaxAttempts\x12!\n" +
 	"\fsign_ed25519\x18\t \x01(\bR\vsignEd25519\x12G\n" +
 	"\bmetadata\x18\n" +
-	" \x03(\v2+.hookline.v1.EndpointSettings.MetadataEntryR\bmetadata\x1a;\n" +
+	" \x03(\v2+.hookline.v1.EndpointSettings.MetadataEntryR\bmetadata\x12\x16\n" +
+	"\x06filter\x18\v \x01(\tR\x06filter\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x01\n" +
@@ -3018,11 +3569,12 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\bsettings\x18\x03 \x01(\v2\x1d.hookline.v1.EndpointSettingsR\bsettings\"c\n" +
 	"\x16CreateEndpointResponse\x121\n" +
 	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\"R\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"g\n" +
 	"\x12GetEndpointRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
-	"endpointId\"h\n" +
+	"endpointId\x12\x13\n" +
+	"\x05as_of\x18\x03 \x01(\tR\x04asOf\"h\n" +
 	"\x14ListEndpointsRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x16\n" +
@@ -3069,7 +3621,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xb3\x05\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xdb\x05\n" +
 	"\bEndpoint\x12\x1f\n" +
 	"\vendpoint_id\x18\x01 \x01(\tR\n" +
 	"endpointId\x12\x1b\n" +
@@ -3085,7 +3637,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"o\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12&\n" +
+	"\x05as_of\x18\v \x01(\v2\x11.hookline.v1.AsOfR\x04asOf\"o\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATUS_ACTIVE\x10\x01\x12\x11\n" +
@@ -3133,7 +3686,51 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"finishedAt\x12\x1c\n" +
 	"\trequested\x18\n" +
 	" \x01(\x03R\trequested\x12\x14\n" +
-	"\x05state\x18\v \x01(\tR\x05state\"\xed\x02\n" +
+	"\x05state\x18\v \x01(\tR\x05state\"O\n" +
+	"\x15ExplainRoutingRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
+	"\bevent_id\x18\x02 \x01(\tR\aeventId\"\xdc\x02\n" +
+	"\fEventRouting\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x02 \x01(\tR\teventType\x12=\n" +
+	"\fpublished_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vpublishedAt\x12\x1a\n" +
+	"\bposition\x18\x04 \x01(\tR\bposition\x12@\n" +
+	"\aheaders\x18\x05 \x03(\v2&.hookline.v1.EventRouting.HeadersEntryR\aheaders\x129\n" +
+	"\tendpoints\x18\x06 \x03(\v2\x1b.hookline.v1.RoutingVerdictR\tendpoints\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
+	"\vFilterValue\x12\x12\n" +
+	"\x04expr\x18\x01 \x01(\tR\x04expr\x12,\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xed\x04\n" +
+	"\x0eRoutingVerdict\x12\x1f\n" +
+	"\vendpoint_id\x18\x01 \x01(\tR\n" +
+	"endpointId\x12=\n" +
+	"\averdict\x18\x02 \x01(\x0e2#.hookline.v1.RoutingVerdict.VerdictR\averdict\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vdelivery_id\x18\x04 \x01(\tR\n" +
+	"deliveryId\x12%\n" +
+	"\x0econfig_version\x18\x05 \x01(\x03R\rconfigVersion\x12\x1f\n" +
+	"\vevent_types\x18\x06 \x03(\tR\n" +
+	"eventTypes\x12\x16\n" +
+	"\x06filter\x18\a \x01(\tR\x06filter\x12=\n" +
+	"\rfilter_values\x18\b \x03(\v2\x18.hookline.v1.FilterValueR\ffilterValues\x12!\n" +
+	"\ffilter_error\x18\t \x01(\tR\vfilterError\x12\x1d\n" +
+	"\n" +
+	"repair_run\x18\n" +
+	" \x01(\tR\trepairRun\"\xe0\x01\n" +
+	"\aVerdict\x12\x17\n" +
+	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fVERDICT_PLANNED\x10\x01\x12\x12\n" +
+	"\x0eVERDICT_PAUSED\x10\x02\x12\x1a\n" +
+	"\x16VERDICT_NOT_SUBSCRIBED\x10\x03\x12\x18\n" +
+	"\x14VERDICT_FILTERED_OUT\x10\x04\x12\x13\n" +
+	"\x0fVERDICT_DELETED\x10\x05\x12\x14\n" +
+	"\x10VERDICT_DISABLED\x10\x06\x12\x19\n" +
+	"\x15VERDICT_CREATED_LATER\x10\a\x12\x17\n" +
+	"\x13VERDICT_NOT_PLANNED\x10\b\"\xed\x03\n" +
 	"\x0ePublishRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x12\n" +
@@ -3146,13 +3743,18 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\apayload\x18\b \x01(\fR\apayload\x12*\n" +
 	"\x04data\x18\t \x01(\v2\x16.google.protobuf.ValueR\x04data\x12!\n" +
 	"\fcontent_type\x18\n" +
-	" \x01(\tR\vcontentType\"\x88\x01\n" +
+	" \x01(\tR\vcontentType\x12B\n" +
+	"\aheaders\x18\v \x03(\v2(.hookline.v1.PublishRequest.HeadersEntryR\aheaders\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc3\x01\n" +
 	"\x0fPublishResponse\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12<\n" +
 	"\n" +
 	"deliveries\x18\x02 \x03(\v2\x1c.hookline.v1.PlannedDeliveryR\n" +
 	"deliveries\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"g\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x129\n" +
+	"\bfiltered\x18\x04 \x03(\v2\x1d.hookline.v1.FilteredEndpointR\bfiltered\"g\n" +
 	"\x13PublishBatchRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x123\n" +
 	"\x06events\x18\x02 \x03(\v2\x1b.hookline.v1.PublishRequestR\x06events\"\x8d\x01\n" +
@@ -3238,11 +3840,12 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x0eDeleteEndpoint\x12\".hookline.v1.DeleteEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12M\n" +
 	"\x0fRecoverEndpoint\x12#.hookline.v1.RecoverEndpointRequest\x1a\x15.hookline.v1.Recovery\x12E\n" +
 	"\vGetRecovery\x12\x1f.hookline.v1.GetRecoveryRequest\x1a\x15.hookline.v1.Recovery\x12Y\n" +
-	"\x0eListRecoveries\x12\".hookline.v1.ListRecoveriesRequest\x1a#.hookline.v1.ListRecoveriesResponse2\xfe\x01\n" +
+	"\x0eListRecoveries\x12\".hookline.v1.ListRecoveriesRequest\x1a#.hookline.v1.ListRecoveriesResponse2\xcf\x02\n" +
 	"\fEventService\x12D\n" +
 	"\aPublish\x12\x1b.hookline.v1.PublishRequest\x1a\x1c.hookline.v1.PublishResponse\x12S\n" +
 	"\fPublishBatch\x12 .hookline.v1.PublishBatchRequest\x1a!.hookline.v1.PublishBatchResponse\x12S\n" +
-	"\fLookupEvents\x12 .hookline.v1.LookupEventsRequest\x1a!.hookline.v1.LookupEventsResponse2\x80\x02\n" +
+	"\fLookupEvents\x12 .hookline.v1.LookupEventsRequest\x1a!.hookline.v1.LookupEventsResponse\x12O\n" +
+	"\x0eExplainRouting\x12\".hookline.v1.ExplainRoutingRequest\x1a\x19.hookline.v1.EventRouting2\x80\x02\n" +
 	"\x0fDeliveryService\x12Y\n" +
 	"\x0eListDeliveries\x12\".hookline.v1.ListDeliveriesRequest\x1a#.hookline.v1.ListDeliveriesResponse\x12E\n" +
 	"\vGetDelivery\x12\x1f.hookline.v1.GetDeliveryRequest\x1a\x15.hookline.v1.Delivery\x12K\n" +
@@ -3260,159 +3863,181 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_control_proto_rawDescData
 }
 
-var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_hookline_v1_control_proto_goTypes = []any{
 	(Endpoint_Status)(0),           // 0: hookline.v1.Endpoint.Status
 	(Endpoint_Circuit)(0),          // 1: hookline.v1.Endpoint.Circuit
-	(*ResealSecretsRequest)(nil),   // 2: hookline.v1.ResealSecretsRequest
-	(*ResealSecretsResponse)(nil),  // 3: hookline.v1.ResealSecretsResponse
-	(*CreateTenantRequest)(nil),    // 4: hookline.v1.CreateTenantRequest
-	(*GetTenantRequest)(nil),       // 5: hookline.v1.GetTenantRequest
-	(*IssueApiKeyRequest)(nil),     // 6: hookline.v1.IssueApiKeyRequest
-	(*IssueApiKeyResponse)(nil),    // 7: hookline.v1.IssueApiKeyResponse
-	(*RevokeApiKeyRequest)(nil),    // 8: hookline.v1.RevokeApiKeyRequest
-	(*SetQuotaRequest)(nil),        // 9: hookline.v1.SetQuotaRequest
-	(*ApiKey)(nil),                 // 10: hookline.v1.ApiKey
-	(*Tenant)(nil),                 // 11: hookline.v1.Tenant
-	(*EndpointSettings)(nil),       // 12: hookline.v1.EndpointSettings
-	(*CreateEndpointRequest)(nil),  // 13: hookline.v1.CreateEndpointRequest
-	(*CreateEndpointResponse)(nil), // 14: hookline.v1.CreateEndpointResponse
-	(*GetEndpointRequest)(nil),     // 15: hookline.v1.GetEndpointRequest
-	(*ListEndpointsRequest)(nil),   // 16: hookline.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),  // 17: hookline.v1.ListEndpointsResponse
-	(*UpdateEndpointRequest)(nil),  // 18: hookline.v1.UpdateEndpointRequest
-	(*RotateSecretRequest)(nil),    // 19: hookline.v1.RotateSecretRequest
-	(*RotateSecretResponse)(nil),   // 20: hookline.v1.RotateSecretResponse
-	(*RetireSecretRequest)(nil),    // 21: hookline.v1.RetireSecretRequest
-	(*PauseEndpointRequest)(nil),   // 22: hookline.v1.PauseEndpointRequest
-	(*ResumeEndpointRequest)(nil),  // 23: hookline.v1.ResumeEndpointRequest
-	(*DeleteEndpointRequest)(nil),  // 24: hookline.v1.DeleteEndpointRequest
-	(*SecretInfo)(nil),             // 25: hookline.v1.SecretInfo
-	(*Endpoint)(nil),               // 26: hookline.v1.Endpoint
-	(*RecoverEndpointRequest)(nil), // 27: hookline.v1.RecoverEndpointRequest
-	(*GetRecoveryRequest)(nil),     // 28: hookline.v1.GetRecoveryRequest
-	(*ListRecoveriesRequest)(nil),  // 29: hookline.v1.ListRecoveriesRequest
-	(*ListRecoveriesResponse)(nil), // 30: hookline.v1.ListRecoveriesResponse
-	(*Recovery)(nil),               // 31: hookline.v1.Recovery
-	(*PublishRequest)(nil),         // 32: hookline.v1.PublishRequest
-	(*PublishResponse)(nil),        // 33: hookline.v1.PublishResponse
-	(*PublishBatchRequest)(nil),    // 34: hookline.v1.PublishBatchRequest
-	(*PublishResult)(nil),          // 35: hookline.v1.PublishResult
-	(*PublishBatchResponse)(nil),   // 36: hookline.v1.PublishBatchResponse
-	(*LookupEventsRequest)(nil),    // 37: hookline.v1.LookupEventsRequest
-	(*AcceptedEvent)(nil),          // 38: hookline.v1.AcceptedEvent
-	(*LookupEventsResponse)(nil),   // 39: hookline.v1.LookupEventsResponse
-	(*ListDeliveriesRequest)(nil),  // 40: hookline.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil), // 41: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),     // 42: hookline.v1.GetDeliveryRequest
-	(*ReplayDeliveryRequest)(nil),  // 43: hookline.v1.ReplayDeliveryRequest
-	(*Delivery)(nil),               // 44: hookline.v1.Delivery
-	nil,                            // 45: hookline.v1.EndpointSettings.MetadataEntry
-	(*v1.Quota)(nil),               // 46: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),  // 47: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),  // 48: google.protobuf.FieldMask
-	(*structpb.Value)(nil),         // 49: google.protobuf.Value
-	(*v1.PlannedDelivery)(nil),     // 50: hookline.v1.PlannedDelivery
-	(*v1.Attempt)(nil),             // 51: hookline.v1.Attempt
+	(RoutingVerdict_Verdict)(0),    // 2: hookline.v1.RoutingVerdict.Verdict
+	(*ResealSecretsRequest)(nil),   // 3: hookline.v1.ResealSecretsRequest
+	(*ResealSecretsResponse)(nil),  // 4: hookline.v1.ResealSecretsResponse
+	(*CreateTenantRequest)(nil),    // 5: hookline.v1.CreateTenantRequest
+	(*GetTenantRequest)(nil),       // 6: hookline.v1.GetTenantRequest
+	(*AsOf)(nil),                   // 7: hookline.v1.AsOf
+	(*IssueApiKeyRequest)(nil),     // 8: hookline.v1.IssueApiKeyRequest
+	(*IssueApiKeyResponse)(nil),    // 9: hookline.v1.IssueApiKeyResponse
+	(*RevokeApiKeyRequest)(nil),    // 10: hookline.v1.RevokeApiKeyRequest
+	(*SetQuotaRequest)(nil),        // 11: hookline.v1.SetQuotaRequest
+	(*ApiKey)(nil),                 // 12: hookline.v1.ApiKey
+	(*Tenant)(nil),                 // 13: hookline.v1.Tenant
+	(*EndpointSettings)(nil),       // 14: hookline.v1.EndpointSettings
+	(*CreateEndpointRequest)(nil),  // 15: hookline.v1.CreateEndpointRequest
+	(*CreateEndpointResponse)(nil), // 16: hookline.v1.CreateEndpointResponse
+	(*GetEndpointRequest)(nil),     // 17: hookline.v1.GetEndpointRequest
+	(*ListEndpointsRequest)(nil),   // 18: hookline.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),  // 19: hookline.v1.ListEndpointsResponse
+	(*UpdateEndpointRequest)(nil),  // 20: hookline.v1.UpdateEndpointRequest
+	(*RotateSecretRequest)(nil),    // 21: hookline.v1.RotateSecretRequest
+	(*RotateSecretResponse)(nil),   // 22: hookline.v1.RotateSecretResponse
+	(*RetireSecretRequest)(nil),    // 23: hookline.v1.RetireSecretRequest
+	(*PauseEndpointRequest)(nil),   // 24: hookline.v1.PauseEndpointRequest
+	(*ResumeEndpointRequest)(nil),  // 25: hookline.v1.ResumeEndpointRequest
+	(*DeleteEndpointRequest)(nil),  // 26: hookline.v1.DeleteEndpointRequest
+	(*SecretInfo)(nil),             // 27: hookline.v1.SecretInfo
+	(*Endpoint)(nil),               // 28: hookline.v1.Endpoint
+	(*RecoverEndpointRequest)(nil), // 29: hookline.v1.RecoverEndpointRequest
+	(*GetRecoveryRequest)(nil),     // 30: hookline.v1.GetRecoveryRequest
+	(*ListRecoveriesRequest)(nil),  // 31: hookline.v1.ListRecoveriesRequest
+	(*ListRecoveriesResponse)(nil), // 32: hookline.v1.ListRecoveriesResponse
+	(*Recovery)(nil),               // 33: hookline.v1.Recovery
+	(*ExplainRoutingRequest)(nil),  // 34: hookline.v1.ExplainRoutingRequest
+	(*EventRouting)(nil),           // 35: hookline.v1.EventRouting
+	(*FilterValue)(nil),            // 36: hookline.v1.FilterValue
+	(*RoutingVerdict)(nil),         // 37: hookline.v1.RoutingVerdict
+	(*PublishRequest)(nil),         // 38: hookline.v1.PublishRequest
+	(*PublishResponse)(nil),        // 39: hookline.v1.PublishResponse
+	(*PublishBatchRequest)(nil),    // 40: hookline.v1.PublishBatchRequest
+	(*PublishResult)(nil),          // 41: hookline.v1.PublishResult
+	(*PublishBatchResponse)(nil),   // 42: hookline.v1.PublishBatchResponse
+	(*LookupEventsRequest)(nil),    // 43: hookline.v1.LookupEventsRequest
+	(*AcceptedEvent)(nil),          // 44: hookline.v1.AcceptedEvent
+	(*LookupEventsResponse)(nil),   // 45: hookline.v1.LookupEventsResponse
+	(*ListDeliveriesRequest)(nil),  // 46: hookline.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil), // 47: hookline.v1.ListDeliveriesResponse
+	(*GetDeliveryRequest)(nil),     // 48: hookline.v1.GetDeliveryRequest
+	(*ReplayDeliveryRequest)(nil),  // 49: hookline.v1.ReplayDeliveryRequest
+	(*Delivery)(nil),               // 50: hookline.v1.Delivery
+	nil,                            // 51: hookline.v1.EndpointSettings.MetadataEntry
+	nil,                            // 52: hookline.v1.EventRouting.HeadersEntry
+	nil,                            // 53: hookline.v1.PublishRequest.HeadersEntry
+	(*v1.Quota)(nil),               // 54: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),  // 55: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),  // 56: google.protobuf.FieldMask
+	(*structpb.Value)(nil),         // 57: google.protobuf.Value
+	(*v1.PlannedDelivery)(nil),     // 58: hookline.v1.PlannedDelivery
+	(*v1.FilteredEndpoint)(nil),    // 59: hookline.v1.FilteredEndpoint
+	(*v1.Attempt)(nil),             // 60: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	46, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	46, // 1: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	47, // 2: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	46, // 3: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
-	10, // 4: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	47, // 5: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
-	45, // 6: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
-	12, // 7: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	26, // 8: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	26, // 9: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
-	12, // 10: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	48, // 11: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
-	26, // 12: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	47, // 13: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	47, // 14: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
-	12, // 15: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
-	0,  // 16: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
-	1,  // 17: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
-	25, // 18: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	47, // 19: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	47, // 20: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	47, // 21: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	47, // 22: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	31, // 23: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
-	47, // 24: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	47, // 25: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	47, // 26: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	47, // 27: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
-	47, // 28: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	49, // 29: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	50, // 30: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	32, // 31: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
-	33, // 32: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
-	35, // 33: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	47, // 34: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
-	38, // 35: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
-	47, // 36: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	47, // 37: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	44, // 38: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	47, // 39: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	47, // 40: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	47, // 41: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	51, // 42: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	4,  // 43: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	5,  // 44: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	6,  // 45: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	8,  // 46: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	9,  // 47: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	2,  // 48: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
-	13, // 49: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	15, // 50: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	16, // 51: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	18, // 52: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	19, // 53: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	21, // 54: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	22, // 55: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	23, // 56: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	24, // 57: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	27, // 58: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	28, // 59: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	29, // 60: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
-	32, // 61: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	34, // 62: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	37, // 63: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
-	40, // 64: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	42, // 65: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	43, // 66: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	11, // 67: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	11, // 68: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	7,  // 69: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	11, // 70: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	11, // 71: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	3,  // 72: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
-	14, // 73: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	26, // 74: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	17, // 75: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	26, // 76: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	20, // 77: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	26, // 78: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	26, // 79: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	26, // 80: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	26, // 81: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	31, // 82: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	31, // 83: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	30, // 84: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
-	33, // 85: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	36, // 86: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	39, // 87: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
-	41, // 88: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	44, // 89: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	44, // 90: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	67, // [67:91] is the sub-list for method output_type
-	43, // [43:67] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	54, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	55, // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
+	54, // 2: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	55, // 3: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	54, // 4: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	12, // 5: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
+	55, // 6: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	7,  // 7: hookline.v1.Tenant.as_of:type_name -> hookline.v1.AsOf
+	51, // 8: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
+	14, // 9: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
+	28, // 10: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	28, // 11: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
+	14, // 12: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
+	56, // 13: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	28, // 14: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
+	55, // 15: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	55, // 16: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 17: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
+	0,  // 18: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
+	1,  // 19: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
+	27, // 20: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
+	55, // 21: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	55, // 22: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	7,  // 23: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
+	55, // 24: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	55, // 25: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	33, // 26: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
+	55, // 27: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	55, // 28: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	55, // 29: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	55, // 30: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	55, // 31: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
+	52, // 32: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
+	37, // 33: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
+	57, // 34: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
+	2,  // 35: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
+	36, // 36: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
+	55, // 37: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	57, // 38: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	53, // 39: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
+	58, // 40: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	59, // 41: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
+	38, // 42: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
+	39, // 43: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
+	41, // 44: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
+	55, // 45: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	44, // 46: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
+	55, // 47: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	55, // 48: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	50, // 49: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	55, // 50: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	55, // 51: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	55, // 52: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	60, // 53: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	5,  // 54: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	6,  // 55: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	8,  // 56: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	10, // 57: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	11, // 58: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	3,  // 59: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
+	15, // 60: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	17, // 61: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	18, // 62: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	20, // 63: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	21, // 64: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	23, // 65: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	24, // 66: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	25, // 67: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	26, // 68: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	29, // 69: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	30, // 70: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	31, // 71: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
+	38, // 72: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	40, // 73: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	43, // 74: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	34, // 75: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
+	46, // 76: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	48, // 77: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	49, // 78: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	13, // 79: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	13, // 80: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	9,  // 81: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	13, // 82: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	13, // 83: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	4,  // 84: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
+	16, // 85: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	28, // 86: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	19, // 87: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	28, // 88: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	22, // 89: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	28, // 90: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	28, // 91: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	28, // 92: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	28, // 93: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	33, // 94: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	33, // 95: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	32, // 96: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
+	39, // 97: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	42, // 98: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	45, // 99: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	35, // 100: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
+	47, // 101: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	50, // 102: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	50, // 103: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	79, // [79:104] is the sub-list for method output_type
+	54, // [54:79] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
@@ -3425,8 +4050,8 @@ func file_hookline_v1_control_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   44,
+			NumEnums:      3,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

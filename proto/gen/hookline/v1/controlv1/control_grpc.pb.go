@@ -872,9 +872,10 @@ var EndpointService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	EventService_Publish_FullMethodName      = "/hookline.v1.EventService/Publish"
-	EventService_PublishBatch_FullMethodName = "/hookline.v1.EventService/PublishBatch"
-	EventService_LookupEvents_FullMethodName = "/hookline.v1.EventService/LookupEvents"
+	EventService_Publish_FullMethodName        = "/hookline.v1.EventService/Publish"
+	EventService_PublishBatch_FullMethodName   = "/hookline.v1.EventService/PublishBatch"
+	EventService_LookupEvents_FullMethodName   = "/hookline.v1.EventService/LookupEvents"
+	EventService_ExplainRouting_FullMethodName = "/hookline.v1.EventService/ExplainRouting"
 )
 
 // EventServiceClient is the client API for EventService service.
@@ -893,6 +894,11 @@ type EventServiceClient interface {
 	// producer's outbox with what Hookline accepted. It reads the log, and
 	// writes nothing. An event past the log's retention (30 days) is missing.
 	LookupEvents(ctx context.Context, in *LookupEventsRequest, opts ...grpc.CallOption) (*LookupEventsResponse, error)
+	// ExplainRouting says, for every endpoint of the tenant, what publishing
+	// the event decided for it and why, from what the log recorded: the
+	// event's plan and the endpoints' streams as of the publish, never
+	// today's configuration.
+	ExplainRouting(ctx context.Context, in *ExplainRoutingRequest, opts ...grpc.CallOption) (*EventRouting, error)
 }
 
 type eventServiceClient struct {
@@ -933,6 +939,16 @@ func (c *eventServiceClient) LookupEvents(ctx context.Context, in *LookupEventsR
 	return out, nil
 }
 
+func (c *eventServiceClient) ExplainRouting(ctx context.Context, in *ExplainRoutingRequest, opts ...grpc.CallOption) (*EventRouting, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EventRouting)
+	err := c.cc.Invoke(ctx, EventService_ExplainRouting_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EventServiceServer is the server API for EventService service.
 // All implementations must embed UnimplementedEventServiceServer
 // for forward compatibility.
@@ -949,6 +965,11 @@ type EventServiceServer interface {
 	// producer's outbox with what Hookline accepted. It reads the log, and
 	// writes nothing. An event past the log's retention (30 days) is missing.
 	LookupEvents(context.Context, *LookupEventsRequest) (*LookupEventsResponse, error)
+	// ExplainRouting says, for every endpoint of the tenant, what publishing
+	// the event decided for it and why, from what the log recorded: the
+	// event's plan and the endpoints' streams as of the publish, never
+	// today's configuration.
+	ExplainRouting(context.Context, *ExplainRoutingRequest) (*EventRouting, error)
 	mustEmbedUnimplementedEventServiceServer()
 }
 
@@ -967,6 +988,9 @@ func (UnimplementedEventServiceServer) PublishBatch(context.Context, *PublishBat
 }
 func (UnimplementedEventServiceServer) LookupEvents(context.Context, *LookupEventsRequest) (*LookupEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LookupEvents not implemented")
+}
+func (UnimplementedEventServiceServer) ExplainRouting(context.Context, *ExplainRoutingRequest) (*EventRouting, error) {
+	return nil, status.Error(codes.Unimplemented, "method ExplainRouting not implemented")
 }
 func (UnimplementedEventServiceServer) mustEmbedUnimplementedEventServiceServer() {}
 func (UnimplementedEventServiceServer) testEmbeddedByValue()                      {}
@@ -1043,6 +1067,24 @@ func _EventService_LookupEvents_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EventService_ExplainRouting_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExplainRoutingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EventServiceServer).ExplainRouting(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EventService_ExplainRouting_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EventServiceServer).ExplainRouting(ctx, req.(*ExplainRoutingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EventService_ServiceDesc is the grpc.ServiceDesc for EventService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1061,6 +1103,10 @@ var EventService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LookupEvents",
 			Handler:    _EventService_LookupEvents_Handler,
+		},
+		{
+			MethodName: "ExplainRouting",
+			Handler:    _EventService_ExplainRouting_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

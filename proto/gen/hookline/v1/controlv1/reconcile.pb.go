@@ -272,6 +272,9 @@ type ReconcileTenant struct {
 	Due           int64 `protobuf:"varint,7,opt,name=due,proto3" json:"due,omitempty"`
 	Held          int64 `protobuf:"varint,8,opt,name=held,proto3" json:"held,omitempty"`
 	Discrepancies int64 `protobuf:"varint,9,opt,name=discrepancies,proto3" json:"discrepancies,omitempty"`
+	// filtered counts the subscribed endpoints whose filter did not pass an
+	// event: recorded in the plan, nothing planned, not missing.
+	Filtered      int64 `protobuf:"varint,10,opt,name=filtered,proto3" json:"filtered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -365,6 +368,13 @@ func (x *ReconcileTenant) GetHeld() int64 {
 func (x *ReconcileTenant) GetDiscrepancies() int64 {
 	if x != nil {
 		return x.Discrepancies
+	}
+	return 0
+}
+
+func (x *ReconcileTenant) GetFiltered() int64 {
+	if x != nil {
+		return x.Filtered
 	}
 	return 0
 }
@@ -933,7 +943,7 @@ const file_hookline_v1_reconcile_proto_rawDesc = "" +
 	" \x01(\x03R\x12discrepanciesTotal\x12?\n" +
 	"\vprojections\x18\v \x03(\v2\x1d.hookline.v1.ProjectionDigestR\vprojections\x12\x1a\n" +
 	"\brepaired\x18\f \x01(\x03R\brepaired\x12\x14\n" +
-	"\x05notes\x18\r \x03(\tR\x05notes\"\xfc\x01\n" +
+	"\x05notes\x18\r \x03(\tR\x05notes\"\x98\x02\n" +
 	"\x0fReconcileTenant\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x16\n" +
 	"\x06events\x18\x02 \x01(\x03R\x06events\x12\x18\n" +
@@ -943,7 +953,9 @@ const file_hookline_v1_reconcile_proto_rawDesc = "" +
 	"\apending\x18\x06 \x01(\x03R\apending\x12\x10\n" +
 	"\x03due\x18\a \x01(\x03R\x03due\x12\x12\n" +
 	"\x04held\x18\b \x01(\x03R\x04held\x12$\n" +
-	"\rdiscrepancies\x18\t \x01(\x03R\rdiscrepancies\"\x82\x01\n" +
+	"\rdiscrepancies\x18\t \x01(\x03R\rdiscrepancies\x12\x1a\n" +
+	"\bfiltered\x18\n" +
+	" \x01(\x03R\bfiltered\"\x82\x01\n" +
 	"\x0eReconcileCheck\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bexamined\x18\x02 \x01(\x03R\bexamined\x12$\n" +
