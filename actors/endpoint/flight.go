@@ -40,6 +40,9 @@ type flight struct {
 	// not read (there is nothing in it yet): its outcome is appended
 	// expecting no stream, and read then if there is one after all.
 	fresh bool
+	// suspect is set for a delivery the due index offered although the
+	// grain settled it: its stream is read, never taken for fresh.
+	suspect bool
 
 	probe bool // the breaker's half-open probe
 	// outcome is the attempt's result, kept until it is durable: it is
@@ -77,7 +80,7 @@ type (
 // when the node's cache has it.
 func (g *grain) read(ctx actor.Context, f *flight) {
 	f.stage = stageReading
-	f.fresh = f.item.Class == due.ClassNew && !f.item.Manual && f.item.Attempts == 0 && f.d.event == nil && len(f.replays) == 0
+	f.fresh = !f.suspect && f.item.Class == due.ClassNew && !f.item.Manual && f.item.Attempts == 0 && f.d.event == nil && len(f.replays) == 0
 	if f.fresh {
 		if ev := g.cfg.events.get(eventStream(f.item)); ev != nil {
 			f.d = deliveryRead{autoPending: true, event: ev}

@@ -37,14 +37,18 @@ import (
 // Attempts run off the mailbox and come back as messages; each outcome is
 // appended to the delivery stream with the revision the flight holds.
 //
-// A delivery is never attempted before the time its stream says. The next
-// pull waits until the projections have applied the grain's last append,
-// and a pull issued while an outcome was being appended (it may show the
-// delivery as it was before that outcome) skips every delivery settled
-// since it was issued. A first attempt of a new delivery skips the read of
-// its stream (there is nothing in it yet): its outcome is appended with
-// expected revision "no stream", and if the stream exists after all it is
-// read then and the outcome settled against it (see record.go).
+// A delivery is never attempted before the time its stream says. A pull
+// reads the due index at once and notes the position the projections had
+// applied when it began; it skips every delivery the grain settled past
+// that position (the index may show it as it was before that outcome). A
+// first attempt of a new delivery skips the read of its stream (there is
+// nothing in it yet): its outcome is appended with expected revision "no
+// stream", and if the stream exists after all it is read then and the
+// outcome settled against it (see record.go). A delivery the index offers
+// although the projections applied the grain's outcome for it (the index
+// missed an event: a fault that reconcile reports) is never taken for new:
+// its stream is read first, so the fault costs a read, not a second
+// request to the receiver.
 //
 // Status: a paused or disabled endpoint attempts nothing, holds nothing
 // and does not pull; its deliveries stay due (those past their deadline
@@ -78,6 +82,10 @@ type loop struct {
 	// that read the index before the projections applied it may still
 	// show them due.
 	settled map[string]events.Position
+	// stale are deliveries the index offered after the projections had
+	// applied their outcome: their streams are always read first. Bounded
+	// by maxStale; it holds anything only when the index missed an event.
+	stale map[string]struct{}
 
 	breaker *Breaker
 	limiter *rate.Limiter
@@ -121,7 +129,7 @@ func (g *grain) startLoop(ctx actor.Context) {
 	}
 	if g.loop == nil {
 		c, cancel := context.WithCancel(context.Background())
-		g.loop = &loop{ctx: c, cancel: cancel, incarnation: uuid.NewString(), flights: map[string]*flight{}, settled: map[string]events.Position{}}
+		g.loop = &loop{ctx: c, cancel: cancel, incarnation: uuid.NewString(), flights: map[string]*flight{}, settled: map[string]events.Position{}, stale: map[string]struct{}{}}
 	}
 	log, proj, part := g.cfg.Log, g.cfg.Projections, g.partition()
 	g.async(ctx, 0, func(c context.Context) any {
@@ -489,27 +497,48 @@ func (g *grain) onPulled(ctx actor.Context, m *pulledDue) {
 		if _, held := l.flights[it.DeliveryID]; held || it.EndpointID != g.id {
 			continue
 		}
-		if at, ok := l.settled[it.DeliveryID]; ok && m.waited.Less(at) {
+		at, settled := l.settled[it.DeliveryID]
+		if settled && m.waited.Less(at) {
 			// The pull was issued before this delivery's outcome was
 			// appended: the index showed it as it was before.
 			g.log.Debug("a pull returned a delivery settled since; skipped", "delivery_id", it.DeliveryID)
 			continue
 		}
+		_, stale := l.stale[it.DeliveryID]
+		if settled && !stale && it.Class == due.ClassNew && it.Attempts == 0 && !it.Manual && len(l.stale) < maxStale {
+			// The projections applied this outcome, yet the index offers
+			// the delivery as it was before: it missed an event.
+			g.log.Warn("the due index offers a delivery whose outcome the projections applied; its stream is read before any attempt (hookline reconcile reports the index)", "delivery_id", it.DeliveryID)
+			l.stale[it.DeliveryID], stale = struct{}{}, true
+		}
 		if !g.lowOnWork() {
 			l.wantPull = true // more after some progress
 			break
 		}
-		f := &flight{item: it}
+		f := &flight{item: it, suspect: stale}
 		l.flights[it.DeliveryID] = f
 		g.read(ctx, f)
 	}
-	for id, at := range l.settled {
-		if !m.waited.Less(at) {
-			delete(l.settled, id) // the index has it: later pulls see it
+	if len(m.items) < m.limit || len(l.settled) > maxSettled {
+		// The pull saw every delivery due now: what it did not return
+		// the index has settled. (A full pull may have left out one
+		// the index missed; the entries are kept, up to maxSettled.)
+		for id, at := range l.settled {
+			if !m.waited.Less(at) {
+				delete(l.settled, id)
+			}
 		}
 	}
 	g.pump(ctx)
 }
+
+// maxStale bounds the deliveries a grain remembers the index to have
+// missed an event of; maxSettled the settled deliveries it keeps across
+// full pulls.
+const (
+	maxStale   = 4096
+	maxSettled = 16384
+)
 
 // enqueue puts a flight among the ready ones: new deliveries first, then
 // by due time.
