@@ -213,6 +213,21 @@ func (r *Registry) EndpointsForType(tenantID, eventType string) ([]EndpointRef, 
 	return slices.Clone(v.([]EndpointRef)), nil
 }
 
+// EndpointsNaming returns the tenant's endpoints that name eventType among
+// their event types, by id: EndpointsForType without the endpoints that
+// get every type through [AllTypes]. Operational events (package
+// operational) go only to the endpoints that name them.
+func (r *Registry) EndpointsNaming(tenantID, eventType string) ([]EndpointRef, error) {
+	v, _, err := r.remembered("n\x00"+tenantID+"\x00"+eventType, func() (any, bool, error) {
+		refs, err := r.refs(tenantID, eventType)
+		return refs, true, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(v.([]EndpointRef)), nil
+}
+
 func (r *Registry) endpointsForType(tenantID, eventType string) ([]EndpointRef, error) {
 	refs, err := r.refs(tenantID, eventType)
 	if err != nil || eventType == AllTypes {
