@@ -162,7 +162,7 @@ type Server struct {
 	history  *history.History
 	opsFeed  *operational.Feed    // Hookline's own events, by partition
 	opsEmit  *operational.Emitter // publishes opsFeed's entries of this node's partitions
-	hist     *histories // the cluster-wide history the control API reads
+	hist     *histories           // the cluster-wide history the control API reads
 	waker    *waker
 	started  atomic.Pointer[Node] // the node, once Start returned
 	dispatch *dispatch.Dispatcher
