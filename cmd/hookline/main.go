@@ -69,6 +69,7 @@ var commands = []command{
 	{name: "endpoints recover", group: groupClient, summary: "replay an endpoint's failed deliveries in a time range", call: endpointsRecover},
 	{name: "endpoints recovery", group: groupClient, summary: "show the progress of a recovery", call: endpointsRecovery},
 	{name: "events publish", group: groupClient, summary: "publish an event", call: eventsPublish},
+	{name: "events operational-types", group: groupClient, summary: "list Hookline's own event types (hookline.*) an endpoint can name, with an example each", call: eventsOperationalTypes},
 	{name: "events routing", group: groupClient, summary: "why an event reached, or did not reach, each endpoint (from the log)", call: eventsRouting},
 	{name: "deliveries list", group: groupClient, summary: "search deliveries (newest first)", call: deliveriesList},
 	{name: "deliveries get", group: groupClient, summary: "show a delivery and its attempts", call: deliveriesGet},
