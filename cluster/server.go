@@ -491,6 +491,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return ignoreCancel(s.history.Run(gctx)) })
 	g.Go(func() error { return ignoreCancel(s.waker.Run(gctx, wakeWorkers)) })
 	g.Go(func() error { return ignoreCancel(s.opsEmit.Run(gctx)) })
+	g.Go(func() error { return ignoreCancel(s.resumeRecoveries(gctx)) })
 	if s.backdrop != nil {
 		g.Go(func() error { return ignoreCancel(s.backdrop.Run(gctx)) })
 	}

@@ -149,6 +149,7 @@ func (*Registry) Filter() events.Filter {
 			"TenantCreated", "TenantQuotaChanged", "ApiKeyIssued", "ApiKeyRevoked",
 			"EndpointCreated", "EndpointUpdated", "SecretRotated", "SecretRetired",
 			"EndpointPaused", "EndpointResumed", "EndpointDisabled", "EndpointDeleted",
+			"RecoveryStarted", "RecoveryFinished",
 		},
 	}
 }
@@ -462,8 +463,37 @@ func (r *Registry) Apply(b *projections.Batch, rec *events.Record, msg proto.Mes
 			e.Deleted, e.UpdatedAt = true, asTime(m.GetAt())
 			return exists
 		})
+	case *hooklinev1.RecoveryStarted:
+		return b.Set(recoveringKey(m.GetEndpointId()), []byte(m.GetRecoveryId()))
+	case *hooklinev1.RecoveryFinished:
+		return b.Delete(recoveringKey(m.GetEndpointId()))
 	}
 	return nil
+}
+
+// Recovering returns the ids of the endpoints whose bulk recovery has
+// started and not finished, in id order: the node wakes those it hosts,
+// so that a recovery resumes after a restart or a failover even when
+// nothing else activates its grain.
+func (r *Registry) Recovering() ([]string, error) {
+	prefix := []byte{'r'}
+	it, err := r.store.NewIter(prefix, projections.PrefixEnd(prefix))
+	if err != nil {
+		return nil, fmt.Errorf("recovering endpoints: %w", err)
+	}
+	var ids []string
+	for it.First(); it.Valid(); it.Next() {
+		id, _, err := projections.ReadString(it.Key()[len(prefix):])
+		if err != nil {
+			it.Close()
+			return nil, fmt.Errorf("recovering endpoints: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("recovering endpoints: %w", err)
+	}
+	return ids, nil
 }
 
 // updateEndpoint loads an endpoint's record, lets change edit it, and writes
@@ -593,6 +623,8 @@ func keyIDKey(tenantID, keyID string) []byte {
 }
 
 func endpointKey(id string) []byte { return projections.AppendString([]byte{'e'}, id) }
+
+func recoveringKey(id string) []byte { return projections.AppendString([]byte{'r'}, id) }
 
 func listPrefix(tenantID string) []byte { return projections.AppendString([]byte{'l'}, tenantID) }
 
