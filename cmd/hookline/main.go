@@ -66,7 +66,7 @@ var commands = []command{
 	{name: "endpoints delete", group: groupClient, summary: "delete an endpoint", call: endpointsDelete},
 	{name: "endpoints rotate-secret", group: groupClient, summary: "add a new signing secret; shown once", call: endpointsRotate},
 	{name: "endpoints retire-secret", group: groupClient, summary: "retire an old secret before its overlap ends", call: endpointsRetire},
-	{name: "endpoints recover", group: groupClient, summary: "replay an endpoint's failed deliveries in a time range", call: endpointsRecover},
+	{name: "endpoints recover", group: groupClient, summary: "replay an endpoint's deliveries in a time window (filter by status, types; --dry-run for the manifest)", call: endpointsRecover},
 	{name: "endpoints recovery", group: groupClient, summary: "show the progress of a recovery", call: endpointsRecovery},
 	{name: "events publish", group: groupClient, summary: "publish an event", call: eventsPublish},
 	{name: "events operational-types", group: groupClient, summary: "list Hookline's own event types (hookline.*) an endpoint can name, with an example each", call: eventsOperationalTypes},
