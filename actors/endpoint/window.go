@@ -414,6 +414,7 @@ func (g *grain) onRecoverList(ctx actor.Context, m *recoverList) {
 		return
 	}
 	run.list = m.ids
+	g.log.Info("recovery resumed", "recovery_id", m.id, "next", run.pos, "deliveries", len(m.ids))
 	g.nextBatch(ctx, 0)
 }
 
