@@ -56,7 +56,7 @@ var types = []struct{ name, description string }{
 	{CircuitClosed, "A probe to the endpoint succeeded and its circuit closed: deliveries flow again."},
 	{DeliveryFailed, "A delivery ended failed for good without using up its retries: a permanent answer (3xx, 4xx: reason permanent), its deadline passed before an attempt (expired), or its event left the log (event_gone). Manual replays and deliveries to a deleted endpoint do not send it."},
 	{AttemptsExhausted, "A delivery ended failed because its automatic retries were used up (the endpoint's attempt limit or the 24 h deadline), with its last answer."},
-	{RecoveryFinished, "A bulk recovery of an endpoint ended: done, or stopped because the endpoint was paused, disabled or deleted (endpoint_not_active); with how many deliveries it found and replayed."},
+	{RecoveryFinished, "A bulk recovery of an endpoint ended: done, stopped because the endpoint was paused, disabled or deleted (endpoint_not_active), or its recorded list could not be read back (list_missing); with how many deliveries it found and replayed."},
 	{RotationStarted, "An endpoint got a new signing secret (version); the previous one (previous_version) keeps signing beside it until previous_expires_at."},
 	{RotationEnded, "A previous signing secret of an endpoint was retired (its overlap ended, or it was retired early): receivers may drop it."},
 }
