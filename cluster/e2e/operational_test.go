@@ -168,11 +168,13 @@ func TestOperationalWebhooks(t *testing.T) {
 	})
 
 	t.Run("circuit opened and endpoint paused by a 410, signed", func(t *testing.T) {
-		// orders fails three times (the circuit opens), then answers 410
-		// to the probe (the endpoint pauses).
-		var ordersRequests atomic.Int32
+		// orders fails until its circuit opens, then answers 410 to the
+		// probe (the endpoint pauses). Switched only once the opening is
+		// recorded: a 410 answered to an attempt still out would reset the
+		// count of failures (a permanent answer) before it reached three.
+		var gone atomic.Bool
 		acme.endpoint(t, rc, "orders", []string{"order.paid"}, nil, func(w http.ResponseWriter, _ *http.Request, _ int) {
-			if ordersRequests.Add(1) <= 3 {
+			if !gone.Load() {
 				w.WriteHeader(http.StatusBadGateway)
 				return
 			}
@@ -194,6 +196,10 @@ func TestOperationalWebhooks(t *testing.T) {
 				}
 			}
 		})
+		eventually(t, 30*time.Second, "the circuit of orders open", func() bool {
+			return acme.getEndpoint(t, "orders").GetCircuit() == controlv1.Endpoint_CIRCUIT_OPEN
+		})
+		gone.Store(true)
 		eventually(t, 30*time.Second, "ops got circuit_opened and paused about orders", func() bool {
 			evs := opsEvents(t, rc, "/ops")
 			var ok1, ok2 bool
