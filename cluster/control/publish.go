@@ -23,6 +23,7 @@ import (
 
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/filter"
+	"github.com/hookline/hookline/operational"
 	"github.com/hookline/hookline/projections/registry"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -107,11 +108,17 @@ func (s *Server) publish(ctx context.Context, tenantID string, caller Caller, re
 	if err != nil {
 		return nil, err
 	}
-	now := s.cfg.Now()
 	refs, err := s.cfg.Registry.EndpointsForType(tenantID, published.GetEventType())
 	if err != nil {
 		return nil, err
 	}
+	return s.record(ctx, published, refs)
+}
+
+// record plans published for refs (those whose filter passes it) and
+// appends it with its plan, or answers a repeated publish from the stream.
+func (s *Server) record(ctx context.Context, published *hooklinev1.EventPublished, refs []registry.EndpointRef) (*controlv1.PublishResponse, error) {
+	tenantID, now := published.GetTenantId(), s.cfg.Now()
 	planned, filtered := s.route(published, refs)
 	stream := events.EventStream(tenantID, published.GetEventId())
 	// A repeated publish is answered from the stream. Checking first keeps
@@ -200,6 +207,9 @@ func (s *Server) eventOf(tenantID string, caller Caller, req *controlv1.PublishR
 	}
 	if err := checkEventType("type", req.GetType()); err != nil {
 		return nil, err
+	}
+	if operational.Reserved(req.GetType()) {
+		return nil, invalid("type", "%q starts with %q, which Hookline keeps for its own operational events (GET /v1/operational-event-types); use another name", req.GetType(), operational.Prefix)
 	}
 	if err := checkSchemaVersion(req.GetSchemaVersion()); err != nil {
 		return nil, err

@@ -321,6 +321,8 @@ const (
 	// ENDPOINT_NOT_ACTIVE: the endpoint was paused, disabled or deleted
 	// while the recovery ran.
 	RecoveryFinished_REASON_ENDPOINT_NOT_ACTIVE RecoveryFinished_Reason = 2
+	// LIST_MISSING: the recovery's recorded list could not be found.
+	RecoveryFinished_REASON_LIST_MISSING RecoveryFinished_Reason = 3
 )
 
 // Enum value maps for RecoveryFinished_Reason.
@@ -329,11 +331,13 @@ var (
 		0: "REASON_UNSPECIFIED",
 		1: "REASON_DONE",
 		2: "REASON_ENDPOINT_NOT_ACTIVE",
+		3: "REASON_LIST_MISSING",
 	}
 	RecoveryFinished_Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
 		"REASON_DONE":                1,
 		"REASON_ENDPOINT_NOT_ACTIVE": 2,
+		"REASON_LIST_MISSING":        3,
 	}
 )
 
@@ -418,7 +422,7 @@ func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
 func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38, 0}
 }
 
 // Actor names who issued the command that caused an event.
@@ -2057,19 +2061,32 @@ func (x *CircuitClosed) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
-// RecoveryStarted starts a bulk recovery of an endpoint: its failed
-// deliveries planned in [since, until) are replayed, a page at a time. An
-// endpoint runs one recovery at a time.
+// RecoveryStarted starts a bulk recovery of an endpoint: its deliveries
+// planned in [since, until) that match the filter (statuses, event_types)
+// are replayed, a page at a time. An endpoint runs one recovery at a time.
+// The exact list was recorded on recovery-{recovery_id} (RecoveryListed)
+// before this event; deliveries and digest describe it.
 type RecoveryStarted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
-	RecoveryId    string                 `protobuf:"bytes,3,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
-	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
-	Until         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=until,proto3" json:"until,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,6,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
-	RequestId     string                 `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	RecoveryId string                 `protobuf:"bytes,3,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	Since      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	Until      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=until,proto3" json:"until,omitempty"`
+	IssuedBy   *Actor                 `protobuf:"bytes,6,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At         *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	RequestId  string                 `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// statuses the window selects (history statuses: failed, succeeded,
+	// pending); empty in a recovery recorded before filters: failed.
+	Statuses []string `protobuf:"bytes,9,rep,name=statuses,proto3" json:"statuses,omitempty"`
+	// event_types, when set, narrow the window to these types.
+	EventTypes []string `protobuf:"bytes,10,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
+	// deliveries is the length of the recorded list, and digest its SHA-256
+	// (hex) over the delivery ids in replay order, each followed by "\n".
+	// Both empty in a recovery recorded before lists: it lists its window
+	// when it resumes.
+	Deliveries    int64  `protobuf:"varint,11,opt,name=deliveries,proto3" json:"deliveries,omitempty"`
+	Digest        string `protobuf:"bytes,12,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2160,22 +2177,52 @@ func (x *RecoveryStarted) GetRequestId() string {
 	return ""
 }
 
-// RecoveryProgressed records that every failed delivery listed before
-// cursor has its ReplayRequested: a new activation of the grain resumes the
-// recovery from cursor.
+func (x *RecoveryStarted) GetStatuses() []string {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
+func (x *RecoveryStarted) GetEventTypes() []string {
+	if x != nil {
+		return x.EventTypes
+	}
+	return nil
+}
+
+func (x *RecoveryStarted) GetDeliveries() int64 {
+	if x != nil {
+		return x.Deliveries
+	}
+	return 0
+}
+
+func (x *RecoveryStarted) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+// RecoveryProgressed records that every listed delivery before next (before
+// cursor, in a recovery recorded before lists) has its ReplayRequested: a
+// new activation of the grain resumes the recovery from there.
 type RecoveryProgressed struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
 	RecoveryId string                 `protobuf:"bytes,3,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
-	// cursor is the history projection's cursor of the next page; empty
-	// when the listing is exhausted.
+	// cursor is the history projection's cursor of the next page, in a
+	// recovery recorded before lists; empty otherwise.
 	Cursor string `protobuf:"bytes,4,opt,name=cursor,proto3" json:"cursor,omitempty"`
-	// found counts the failed deliveries listed so far; requested, those
-	// whose ReplayRequested is durable.
-	Found         int64                  `protobuf:"varint,5,opt,name=found,proto3" json:"found,omitempty"`
-	Requested     int64                  `protobuf:"varint,6,opt,name=requested,proto3" json:"requested,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	// found counts the deliveries listed; requested, those whose
+	// ReplayRequested is durable.
+	Found     int64                  `protobuf:"varint,5,opt,name=found,proto3" json:"found,omitempty"`
+	Requested int64                  `protobuf:"varint,6,opt,name=requested,proto3" json:"requested,omitempty"`
+	At        *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	// next is the index in the recorded list of the next delivery to replay.
+	Next          int64 `protobuf:"varint,8,opt,name=next,proto3" json:"next,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2257,6 +2304,13 @@ func (x *RecoveryProgressed) GetAt() *timestamppb.Timestamp {
 		return x.At
 	}
 	return nil
+}
+
+func (x *RecoveryProgressed) GetNext() int64 {
+	if x != nil {
+		return x.Next
+	}
+	return 0
 }
 
 // RecoveryFinished ends a recovery.
@@ -2352,6 +2406,101 @@ func (x *RecoveryFinished) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// RecoveryListed records a chunk of the exact list of deliveries a
+// recovery replays, in replay order (planned time, then id): the list the
+// dry run's digest was computed over. A resumed recovery reads it back.
+type RecoveryListed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	RecoveryId    string                 `protobuf:"bytes,3,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	Chunk         int32                  `protobuf:"varint,4,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	Chunks        int32                  `protobuf:"varint,5,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	DeliveryIds   []string               `protobuf:"bytes,6,rep,name=delivery_ids,json=deliveryIds,proto3" json:"delivery_ids,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryListed) Reset() {
+	*x = RecoveryListed{}
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryListed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryListed) ProtoMessage() {}
+
+func (x *RecoveryListed) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryListed.ProtoReflect.Descriptor instead.
+func (*RecoveryListed) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RecoveryListed) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *RecoveryListed) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *RecoveryListed) GetRecoveryId() string {
+	if x != nil {
+		return x.RecoveryId
+	}
+	return ""
+}
+
+func (x *RecoveryListed) GetChunk() int32 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+func (x *RecoveryListed) GetChunks() int32 {
+	if x != nil {
+		return x.Chunks
+	}
+	return 0
+}
+
+func (x *RecoveryListed) GetDeliveryIds() []string {
+	if x != nil {
+		return x.DeliveryIds
+	}
+	return nil
+}
+
+func (x *RecoveryListed) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 // EventPublished is one committed business fact. Its payload bytes are the
 // bytes sent and signed on every attempt; nothing rebuilds them.
 type EventPublished struct {
@@ -2378,7 +2527,7 @@ type EventPublished struct {
 
 func (x *EventPublished) Reset() {
 	*x = EventPublished{}
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2390,7 +2539,7 @@ func (x *EventPublished) String() string {
 func (*EventPublished) ProtoMessage() {}
 
 func (x *EventPublished) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2403,7 +2552,7 @@ func (x *EventPublished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventPublished.ProtoReflect.Descriptor instead.
 func (*EventPublished) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *EventPublished) GetTenantId() string {
@@ -2511,7 +2660,7 @@ type PlannedDelivery struct {
 
 func (x *PlannedDelivery) Reset() {
 	*x = PlannedDelivery{}
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2523,7 +2672,7 @@ func (x *PlannedDelivery) String() string {
 func (*PlannedDelivery) ProtoMessage() {}
 
 func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2536,7 +2685,7 @@ func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedDelivery.ProtoReflect.Descriptor instead.
 func (*PlannedDelivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PlannedDelivery) GetDeliveryId() string {
@@ -2583,7 +2732,7 @@ type FilteredEndpoint struct {
 
 func (x *FilteredEndpoint) Reset() {
 	*x = FilteredEndpoint{}
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2595,7 +2744,7 @@ func (x *FilteredEndpoint) String() string {
 func (*FilteredEndpoint) ProtoMessage() {}
 
 func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2608,7 +2757,7 @@ func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilteredEndpoint.ProtoReflect.Descriptor instead.
 func (*FilteredEndpoint) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FilteredEndpoint) GetEndpointId() string {
@@ -2661,7 +2810,7 @@ type DeliveriesPlanned struct {
 
 func (x *DeliveriesPlanned) Reset() {
 	*x = DeliveriesPlanned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2673,7 +2822,7 @@ func (x *DeliveriesPlanned) String() string {
 func (*DeliveriesPlanned) ProtoMessage() {}
 
 func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2686,7 +2835,7 @@ func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveriesPlanned.ProtoReflect.Descriptor instead.
 func (*DeliveriesPlanned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeliveriesPlanned) GetTenantId() string {
@@ -2779,7 +2928,7 @@ type PlanRepair struct {
 
 func (x *PlanRepair) Reset() {
 	*x = PlanRepair{}
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +2940,7 @@ func (x *PlanRepair) String() string {
 func (*PlanRepair) ProtoMessage() {}
 
 func (x *PlanRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +2953,7 @@ func (x *PlanRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRepair.ProtoReflect.Descriptor instead.
 func (*PlanRepair) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PlanRepair) GetRunId() string {
@@ -2874,7 +3023,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2886,7 +3035,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2899,7 +3048,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Attempt) GetTenantId() string {
@@ -3037,7 +3186,7 @@ type AttemptSucceeded struct {
 
 func (x *AttemptSucceeded) Reset() {
 	*x = AttemptSucceeded{}
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3049,7 +3198,7 @@ func (x *AttemptSucceeded) String() string {
 func (*AttemptSucceeded) ProtoMessage() {}
 
 func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3062,7 +3211,7 @@ func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptSucceeded.ProtoReflect.Descriptor instead.
 func (*AttemptSucceeded) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AttemptSucceeded) GetAttempt() *Attempt {
@@ -3088,7 +3237,7 @@ type AttemptFailed struct {
 
 func (x *AttemptFailed) Reset() {
 	*x = AttemptFailed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3100,7 +3249,7 @@ func (x *AttemptFailed) String() string {
 func (*AttemptFailed) ProtoMessage() {}
 
 func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3113,7 +3262,7 @@ func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptFailed.ProtoReflect.Descriptor instead.
 func (*AttemptFailed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AttemptFailed) GetAttempt() *Attempt {
@@ -3161,7 +3310,7 @@ type DeliveryExpired struct {
 
 func (x *DeliveryExpired) Reset() {
 	*x = DeliveryExpired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3173,7 +3322,7 @@ func (x *DeliveryExpired) String() string {
 func (*DeliveryExpired) ProtoMessage() {}
 
 func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3186,7 +3335,7 @@ func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryExpired.ProtoReflect.Descriptor instead.
 func (*DeliveryExpired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeliveryExpired) GetTenantId() string {
@@ -3259,7 +3408,7 @@ type ReplayRequested struct {
 
 func (x *ReplayRequested) Reset() {
 	*x = ReplayRequested{}
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3271,7 +3420,7 @@ func (x *ReplayRequested) String() string {
 func (*ReplayRequested) ProtoMessage() {}
 
 func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3284,7 +3433,7 @@ func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequested.ProtoReflect.Descriptor instead.
 func (*ReplayRequested) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReplayRequested) GetTenantId() string {
@@ -3364,7 +3513,7 @@ type PortalTokenIssued struct {
 
 func (x *PortalTokenIssued) Reset() {
 	*x = PortalTokenIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3376,7 +3525,7 @@ func (x *PortalTokenIssued) String() string {
 func (*PortalTokenIssued) ProtoMessage() {}
 
 func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3389,7 +3538,7 @@ func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenIssued.ProtoReflect.Descriptor instead.
 func (*PortalTokenIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PortalTokenIssued) GetTenantId() string {
@@ -3461,7 +3610,7 @@ type PortalTokenRevoked struct {
 
 func (x *PortalTokenRevoked) Reset() {
 	*x = PortalTokenRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3473,7 +3622,7 @@ func (x *PortalTokenRevoked) String() string {
 func (*PortalTokenRevoked) ProtoMessage() {}
 
 func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3486,7 +3635,7 @@ func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenRevoked.ProtoReflect.Descriptor instead.
 func (*PortalTokenRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PortalTokenRevoked) GetTenantId() string {
@@ -3535,7 +3684,7 @@ type SecretResealed struct {
 
 func (x *SecretResealed) Reset() {
 	*x = SecretResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3547,7 +3696,7 @@ func (x *SecretResealed) String() string {
 func (*SecretResealed) ProtoMessage() {}
 
 func (x *SecretResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3560,7 +3709,7 @@ func (x *SecretResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResealed.ProtoReflect.Descriptor instead.
 func (*SecretResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SecretResealed) GetTenantId() string {
@@ -3615,7 +3764,7 @@ type MasterKeyRegistered struct {
 
 func (x *MasterKeyRegistered) Reset() {
 	*x = MasterKeyRegistered{}
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3776,7 @@ func (x *MasterKeyRegistered) String() string {
 func (*MasterKeyRegistered) ProtoMessage() {}
 
 func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3789,7 @@ func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRegistered.ProtoReflect.Descriptor instead.
 func (*MasterKeyRegistered) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MasterKeyRegistered) GetKeyId() string {
@@ -3685,7 +3834,7 @@ type MasterKeyRetired struct {
 
 func (x *MasterKeyRetired) Reset() {
 	*x = MasterKeyRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3697,7 +3846,7 @@ func (x *MasterKeyRetired) String() string {
 func (*MasterKeyRetired) ProtoMessage() {}
 
 func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3710,7 +3859,7 @@ func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRetired.ProtoReflect.Descriptor instead.
 func (*MasterKeyRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MasterKeyRetired) GetKeyId() string {
@@ -3757,7 +3906,7 @@ type ReconcileRepaired struct {
 
 func (x *ReconcileRepaired) Reset() {
 	*x = ReconcileRepaired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3769,7 +3918,7 @@ func (x *ReconcileRepaired) String() string {
 func (*ReconcileRepaired) ProtoMessage() {}
 
 func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3782,7 +3931,7 @@ func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
 func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReconcileRepaired) GetRunId() string {
@@ -4051,7 +4200,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12*\n" +
-	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd0\x02\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc5\x03\n" +
 	"\x0fRecoveryStarted\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -4063,7 +4212,15 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\tissued_by\x18\x06 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
 	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\b \x01(\tR\trequestId\"\xeb\x01\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x12\x1a\n" +
+	"\bstatuses\x18\t \x03(\tR\bstatuses\x12\x1f\n" +
+	"\vevent_types\x18\n" +
+	" \x03(\tR\n" +
+	"eventTypes\x12\x1e\n" +
+	"\n" +
+	"deliveries\x18\v \x01(\x03R\n" +
+	"deliveries\x12\x16\n" +
+	"\x06digest\x18\f \x01(\tR\x06digest\"\xff\x01\n" +
 	"\x12RecoveryProgressed\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -4073,7 +4230,8 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06cursor\x18\x04 \x01(\tR\x06cursor\x12\x14\n" +
 	"\x05found\x18\x05 \x01(\x03R\x05found\x12\x1c\n" +
 	"\trequested\x18\x06 \x01(\x03R\trequested\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe2\x02\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x12\n" +
+	"\x04next\x18\b \x01(\x03R\x04next\"\xfb\x02\n" +
 	"\x10RecoveryFinished\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -4083,11 +4241,22 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\x0e2$.hookline.v1.RecoveryFinished.ReasonR\x06reason\x12\x14\n" +
 	"\x05found\x18\x05 \x01(\x03R\x05found\x12\x1c\n" +
 	"\trequested\x18\x06 \x01(\x03R\trequested\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"Q\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"j\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vREASON_DONE\x10\x01\x12\x1e\n" +
-	"\x1aREASON_ENDPOINT_NOT_ACTIVE\x10\x02\"\xd0\x04\n" +
+	"\x1aREASON_ENDPOINT_NOT_ACTIVE\x10\x02\x12\x17\n" +
+	"\x13REASON_LIST_MISSING\x10\x03\"\xec\x01\n" +
+	"\x0eRecoveryListed\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12\x1f\n" +
+	"\vrecovery_id\x18\x03 \x01(\tR\n" +
+	"recoveryId\x12\x14\n" +
+	"\x05chunk\x18\x04 \x01(\x05R\x05chunk\x12\x16\n" +
+	"\x06chunks\x18\x05 \x01(\x05R\x06chunks\x12!\n" +
+	"\fdelivery_ids\x18\x06 \x03(\tR\vdeliveryIds\x12*\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd0\x04\n" +
 	"\x0eEventPublished\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1d\n" +
@@ -4281,7 +4450,7 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(ErrorClass)(0),               // 0: hookline.v1.ErrorClass
 	(Actor_Kind)(0),               // 1: hookline.v1.Actor.Kind
@@ -4312,116 +4481,118 @@ var file_hookline_v1_events_proto_goTypes = []any{
 	(*RecoveryStarted)(nil),       // 26: hookline.v1.RecoveryStarted
 	(*RecoveryProgressed)(nil),    // 27: hookline.v1.RecoveryProgressed
 	(*RecoveryFinished)(nil),      // 28: hookline.v1.RecoveryFinished
-	(*EventPublished)(nil),        // 29: hookline.v1.EventPublished
-	(*PlannedDelivery)(nil),       // 30: hookline.v1.PlannedDelivery
-	(*FilteredEndpoint)(nil),      // 31: hookline.v1.FilteredEndpoint
-	(*DeliveriesPlanned)(nil),     // 32: hookline.v1.DeliveriesPlanned
-	(*PlanRepair)(nil),            // 33: hookline.v1.PlanRepair
-	(*Attempt)(nil),               // 34: hookline.v1.Attempt
-	(*AttemptSucceeded)(nil),      // 35: hookline.v1.AttemptSucceeded
-	(*AttemptFailed)(nil),         // 36: hookline.v1.AttemptFailed
-	(*DeliveryExpired)(nil),       // 37: hookline.v1.DeliveryExpired
-	(*ReplayRequested)(nil),       // 38: hookline.v1.ReplayRequested
-	(*PortalTokenIssued)(nil),     // 39: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),    // 40: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),        // 41: hookline.v1.SecretResealed
-	(*MasterKeyRegistered)(nil),   // 42: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),      // 43: hookline.v1.MasterKeyRetired
-	(*ReconcileRepaired)(nil),     // 44: hookline.v1.ReconcileRepaired
-	nil,                           // 45: hookline.v1.EndpointConfig.MetadataEntry
-	nil,                           // 46: hookline.v1.EventPublished.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
+	(*RecoveryListed)(nil),        // 29: hookline.v1.RecoveryListed
+	(*EventPublished)(nil),        // 30: hookline.v1.EventPublished
+	(*PlannedDelivery)(nil),       // 31: hookline.v1.PlannedDelivery
+	(*FilteredEndpoint)(nil),      // 32: hookline.v1.FilteredEndpoint
+	(*DeliveriesPlanned)(nil),     // 33: hookline.v1.DeliveriesPlanned
+	(*PlanRepair)(nil),            // 34: hookline.v1.PlanRepair
+	(*Attempt)(nil),               // 35: hookline.v1.Attempt
+	(*AttemptSucceeded)(nil),      // 36: hookline.v1.AttemptSucceeded
+	(*AttemptFailed)(nil),         // 37: hookline.v1.AttemptFailed
+	(*DeliveryExpired)(nil),       // 38: hookline.v1.DeliveryExpired
+	(*ReplayRequested)(nil),       // 39: hookline.v1.ReplayRequested
+	(*PortalTokenIssued)(nil),     // 40: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),    // 41: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),        // 42: hookline.v1.SecretResealed
+	(*MasterKeyRegistered)(nil),   // 43: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),      // 44: hookline.v1.MasterKeyRetired
+	(*ReconcileRepaired)(nil),     // 45: hookline.v1.ReconcileRepaired
+	nil,                           // 46: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                           // 47: hookline.v1.EventPublished.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	1,  // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
 	8,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
 	7,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	47, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	48, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
 	8,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
 	7,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	47, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	48, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
 	7,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	47, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	48, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
 	7,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	47, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	48, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
 	2,  // 11: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
-	45, // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	46, // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
 	13, // 13: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
 	14, // 14: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
 	7,  // 15: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	47, // 16: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	48, // 16: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
 	13, // 17: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
 	7,  // 18: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	47, // 19: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	48, // 19: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
 	14, // 20: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
 	14, // 21: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	47, // 22: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	48, // 22: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
 	7,  // 23: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	47, // 24: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	48, // 24: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
 	3,  // 25: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
 	7,  // 26: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	47, // 27: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	48, // 27: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
 	4,  // 28: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
 	7,  // 29: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	47, // 30: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	48, // 30: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
 	7,  // 31: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	47, // 32: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	48, // 32: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
 	7,  // 33: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	47, // 34: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	48, // 34: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
 	7,  // 35: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	47, // 36: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	48, // 36: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
 	0,  // 37: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	47, // 38: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	47, // 39: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	47, // 40: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	47, // 41: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	47, // 42: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
-	47, // 43: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	48, // 38: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	48, // 39: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	48, // 40: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	48, // 41: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	48, // 42: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	48, // 43: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
 	7,  // 44: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
-	47, // 45: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
-	47, // 46: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	48, // 45: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	48, // 46: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
 	5,  // 47: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
-	47, // 48: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
-	47, // 49: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
-	7,  // 50: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	47, // 51: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	46, // 52: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
-	30, // 53: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	47, // 54: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	47, // 55: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	33, // 56: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	31, // 57: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
-	7,  // 58: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	47, // 59: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	47, // 60: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 61: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	7,  // 62: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	34, // 63: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	34, // 64: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	47, // 65: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	47, // 66: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	47, // 67: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	7,  // 68: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	47, // 69: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	47, // 70: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	7,  // 71: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	47, // 72: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	7,  // 73: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	47, // 74: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	14, // 75: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	7,  // 76: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	47, // 77: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	47, // 78: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	7,  // 79: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	47, // 80: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	6,  // 81: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	7,  // 82: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	47, // 83: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	84, // [84:84] is the sub-list for method output_type
-	84, // [84:84] is the sub-list for method input_type
-	84, // [84:84] is the sub-list for extension type_name
-	84, // [84:84] is the sub-list for extension extendee
-	0,  // [0:84] is the sub-list for field type_name
+	48, // 48: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	48, // 49: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
+	48, // 50: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	7,  // 51: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
+	48, // 52: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	47, // 53: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	31, // 54: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	48, // 55: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	48, // 56: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	34, // 57: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	32, // 58: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
+	7,  // 59: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	48, // 60: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	48, // 61: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 62: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	7,  // 63: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	35, // 64: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	35, // 65: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	48, // 66: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	48, // 67: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	48, // 68: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	7,  // 69: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	48, // 70: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	48, // 71: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 72: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	48, // 73: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	7,  // 74: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	48, // 75: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	14, // 76: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	7,  // 77: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	48, // 78: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	48, // 79: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	7,  // 80: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	48, // 81: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	6,  // 82: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	7,  // 83: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	48, // 84: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	85, // [85:85] is the sub-list for method output_type
+	85, // [85:85] is the sub-list for method input_type
+	85, // [85:85] is the sub-list for extension type_name
+	85, // [85:85] is the sub-list for extension extendee
+	0,  // [0:85] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -4435,7 +4606,7 @@ func file_hookline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
