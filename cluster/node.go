@@ -267,6 +267,22 @@ func (n *Node) Tell(ctx context.Context, kind, identity string, msg proto.Messag
 	return err
 }
 
+// TellLocal sends msg to the grain kind/identity only if it is active on
+// this node, and reports whether it did: it never activates a grain and
+// never crosses the network, so msg may be any value the grain knows (not
+// only a protobuf message). Like Tell, a hint that may be lost.
+func (n *Node) TellLocal(kind, identity string, msg any) bool {
+	pid, ok := n.cluster.PidCache.Get(identity, kind)
+	if !ok || pid.Address != n.system.Address() {
+		return false
+	}
+	if _, alive := n.system.ProcessRegistry.GetLocal(pid.Id); !alive {
+		return false
+	}
+	n.system.Root.Send(actor.NewPID(pid.Address, pid.Id), msg)
+	return true
+}
+
 // errNotDelivered marks an attempt that cannot have reached the grain.
 var errNotDelivered = errors.New("not delivered")
 

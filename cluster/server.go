@@ -312,6 +312,7 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 		Portal: s.portal, Cluster: &statuses{srv: s, store: storeKind(cfg.Store), timeout: s.node.cfg.RequestTimeout},
 		AuditLink: auditLink, AuditUI: auditUI,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerCaller: cfg.MaxInFlightPerCaller,
+		OnPublished: s.handOver,
 	})
 	if err != nil {
 		return nil, err

@@ -87,13 +87,20 @@ func (s *Set) Waker(w Waker) Waker {
 	return &faultyWaker{w: w, s: s}
 }
 
+// DropsWake reports whether the switch drops the wakes of endpointID
+// (drop-wakes): the node then drops its other hints to that endpoint too
+// (the deliveries a publish hands its grain), so that its work strands.
+func (s *Set) DropsWake(endpointID string) bool {
+	return s != nil && s.DropWakes != "" && strings.Contains(endpointID, s.DropWakes)
+}
+
 type faultyWaker struct {
 	w Waker
 	s *Set
 }
 
 func (f *faultyWaker) Wake(endpointID string) {
-	if f.s.DropWakes != "" && strings.Contains(endpointID, f.s.DropWakes) {
+	if f.s.DropsWake(endpointID) {
 		return
 	}
 	f.w.Wake(endpointID)

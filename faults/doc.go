@@ -29,9 +29,12 @@
 //	                       previous pull handed out (the same delivery twice)
 //	duplicate-wakes        every wake hint is sent twice
 //	drop-wakes=SUBSTR      wake hints of endpoints whose id contains SUBSTR are
-//	                       dropped (their due work waits for nobody)
+//	                       dropped, and so are the plans a publish hands their
+//	                       grains (their due work waits for nobody)
 //	hide=TYPE:N            the Nth record of type TYPE is hidden, once, from the
 //	                       node's projections (they diverge from the log)
+//	lag-projections=D      the node's projections apply no record before it is
+//	                       D old (they run behind the log)
 //
 // Separate them with commas: "slow-append=20ms,duplicate-due".
 package faults

@@ -60,11 +60,12 @@ func multiChunk(evs []events.Event) bool {
 	return n > 1
 }
 
-// ProjectionsLog wraps the log the node's projections read with hide: the
+// ProjectionsLog wraps the log the node's projections read with hide (the
 // Nth record of HideType they are handed is dropped, once, so they diverge
-// from the log. It returns l itself without hide.
+// from the log) and lag-projections (each batch is held back until its
+// records are LagProjections old). It returns l itself without either.
 func (s *Set) ProjectionsLog(l events.Log) events.Log {
-	if s == nil || s.HideNth == 0 {
+	if s == nil || (s.HideNth == 0 && s.LagProjections == 0) {
 		return l
 	}
 	return &hidingLog{Log: l, s: s}
@@ -78,6 +79,18 @@ type hidingLog struct {
 func (h *hidingLog) Subscribe(ctx context.Context, from events.Position, filter events.Filter, fn events.SubscribeFunc) error {
 	s := h.s
 	return h.Log.Subscribe(ctx, from, filter, func(recs []events.Record, through events.Position) error {
+		if s.LagProjections > 0 && len(recs) > 0 {
+			// Apply no record before it is LagProjections old.
+			if wait := time.Until(recs[len(recs)-1].Recorded.Add(s.LagProjections)); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					return ctx.Err()
+				}
+			}
+		}
 		for i := range recs {
 			if recs[i].Type != s.HideType {
 				continue

@@ -32,6 +32,10 @@ type Set struct {
 	DropWakes      string
 	HideType       string
 	HideNth        int
+	// LagProjections holds each batch of the log back this long before
+	// the node's projections apply it: projections that run behind the
+	// log, as on a loaded node or behind a busy shared log.
+	LagProjections time.Duration
 	// Kill ends the process; nil means SIGKILL to itself. Tests give their
 	// own.
 	Kill func()
@@ -82,6 +86,10 @@ func Parse(spec string) (*Set, error) {
 				return nil, fmt.Errorf("%w: drop-wakes needs part of an endpoint id, e.g. drop-wakes=ep_", ErrBadSpec)
 			}
 			s.DropWakes = val
+		case "lag-projections":
+			if s.LagProjections, err = time.ParseDuration(val); err != nil || s.LagProjections <= 0 {
+				return nil, fmt.Errorf("%w: lag-projections needs a duration, e.g. lag-projections=2s", ErrBadSpec)
+			}
 		case "hide":
 			typ, n, ok := strings.Cut(val, ":")
 			if s.HideNth, err = strconv.Atoi(n); !ok || typ == "" || err != nil || s.HideNth < 1 {
@@ -89,7 +97,7 @@ func Parse(spec string) (*Set, error) {
 			}
 			s.HideType = typ
 		default:
-			return nil, fmt.Errorf("%w: unknown fault %q (slow-append, unknown-every, kill-in-plan, kill-after-2xx, duplicate-due, duplicate-wakes, drop-wakes, hide)", ErrBadSpec, name)
+			return nil, fmt.Errorf("%w: unknown fault %q (slow-append, unknown-every, kill-in-plan, kill-after-2xx, duplicate-due, duplicate-wakes, drop-wakes, hide, lag-projections)", ErrBadSpec, name)
 		}
 		if err != nil {
 			return nil, err
@@ -101,7 +109,7 @@ func Parse(spec string) (*Set, error) {
 // Active reports whether s injects anything.
 func (s *Set) Active() bool {
 	return s != nil && (s.SlowAppend > 0 || s.UnknownEvery > 0 || s.KillInPlan > 0 || s.KillAfter2xx > 0 ||
-		s.DuplicateDue || s.DuplicateWakes || s.DropWakes != "" || s.HideNth > 0)
+		s.DuplicateDue || s.DuplicateWakes || s.DropWakes != "" || s.HideNth > 0 || s.LagProjections > 0)
 }
 
 // String is the specification of s, as Parse reads it.
@@ -123,6 +131,7 @@ func (s *Set) String() string {
 	add(s.DuplicateWakes, "duplicate-wakes")
 	add(s.DropWakes != "", "drop-wakes=%s", s.DropWakes)
 	add(s.HideNth > 0, "hide=%s:%d", s.HideType, s.HideNth)
+	add(s.LagProjections > 0, "lag-projections=%s", s.LagProjections)
 	return strings.Join(parts, ",")
 }
 

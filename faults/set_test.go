@@ -14,9 +14,9 @@ func TestParse(t *testing.T) {
 		want       *faults.Set
 	}{
 		{"empty", "", &faults.Set{}},
-		{"all", "slow-append=20ms,unknown-every=50,kill-in-plan=3,kill-after-2xx=7,duplicate-due,duplicate-wakes,drop-wakes=ep_,hide=AttemptSucceeded:2",
+		{"all", "slow-append=20ms,unknown-every=50,kill-in-plan=3,kill-after-2xx=7,duplicate-due,duplicate-wakes,drop-wakes=ep_,hide=AttemptSucceeded:2,lag-projections=2s",
 			&faults.Set{SlowAppend: 20 * time.Millisecond, UnknownEvery: 50, KillInPlan: 3, KillAfter2xx: 7, DuplicateDue: true,
-				DuplicateWakes: true, DropWakes: "ep_", HideType: "AttemptSucceeded", HideNth: 2}},
+				DuplicateWakes: true, DropWakes: "ep_", HideType: "AttemptSucceeded", HideNth: 2, LagProjections: 2 * time.Second}},
 		{"spaces", " duplicate-due , slow-append=1s ", &faults.Set{DuplicateDue: true, SlowAppend: time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -36,7 +36,7 @@ func TestParse(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"nope", "slow-append=fast", "slow-append=0s", "unknown-every=0", "kill-in-plan=x", "hide=AttemptSucceeded", "hide=:1", "drop-wakes="} {
+	for _, bad := range []string{"nope", "slow-append=fast", "slow-append=0s", "unknown-every=0", "kill-in-plan=x", "hide=AttemptSucceeded", "hide=:1", "drop-wakes=", "lag-projections=0s", "lag-projections=soon"} {
 		if _, err := faults.Parse(bad); !errors.Is(err, faults.ErrBadSpec) {
 			t.Errorf("Parse(%q) = %v, want ErrBadSpec", bad, err)
 		}

@@ -37,6 +37,12 @@ import (
 // Attempts run off the mailbox and come back as messages; each outcome is
 // appended to the delivery stream with the revision the flight holds.
 //
+// A publish on the grain's node also hands it the deliveries it planned for
+// it (Planned, see planned.go), which it takes at once while the
+// projections have not applied that plan yet: a first attempt then does not
+// wait for the projections, which apply the log in order, behind whatever
+// another tenant published just before.
+//
 // A delivery is never attempted before the time its stream says. A pull
 // reads the due index at once and notes the position the projections had
 // applied when it began; it skips every delivery the grain settled past
@@ -212,6 +218,8 @@ func (g *grain) receiveLoop(ctx actor.Context, msg any) bool {
 		g.pump(ctx)
 	case *pulledDue:
 		g.onPulled(ctx, m)
+	case *Planned:
+		g.onPlanned(ctx, m)
 	case *readDone:
 		g.onRead(ctx, m)
 	case *slotGranted:

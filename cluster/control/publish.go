@@ -133,15 +133,19 @@ func (s *Server) record(ctx context.Context, published *hooklinev1.EventPublishe
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.cfg.Log.Append(ctx, stream, events.NoStream{}, evs...); err != nil {
+	res, err := s.cfg.Log.Append(ctx, stream, events.NoStream{}, evs...)
+	if err != nil {
 		if errors.Is(err, events.ErrWrongRevision) {
 			return s.republish(ctx, stream, published)
 		}
 		return nil, fmt.Errorf("publish %s: %w", stream, err)
 	}
 	s.cfg.Logger.Debug("event published", slog.String("tenant_id", tenantID), slog.String("event_id", published.GetEventId()), slog.Int("deliveries", len(planned)))
-	if s.cfg.OnPublished != nil {
-		s.cfg.OnPublished(planned)
+	if s.cfg.OnPublished != nil && len(planned) > 0 {
+		s.cfg.OnPublished(published, &hooklinev1.DeliveriesPlanned{
+			TenantId: tenantID, EventId: published.GetEventId(), EventType: published.GetEventType(),
+			Deliveries: planned, At: timestamppb.New(now), ExpiresAt: timestamppb.New(now.Add(s.cfg.DeliveryDeadline)),
+		}, res.Position)
 	}
 	return &controlv1.PublishResponse{EventId: published.GetEventId(), Deliveries: planned, Filtered: filtered}, nil
 }

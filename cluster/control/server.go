@@ -94,9 +94,12 @@ type Config struct {
 	// [DefaultMaxMessage]; the REST bodies' caps follow from it and from
 	// MaxPayload.
 	MaxMessage int
-	// OnPublished, if set, is called after each new publish with its planned
-	// deliveries (the node sends wake hints from it). It must not block.
-	OnPublished func([]*hooklinev1.PlannedDelivery)
+	// OnPublished, if set, is called after each new publish that planned
+	// deliveries, with the event, its whole plan in one message (as the
+	// plan's chunks hold it: the same times) and the position of the
+	// append; the node hands the deliveries to its active endpoint grains
+	// from it (actors/endpoint's Planned). It must not block.
+	OnPublished func(published *hooklinev1.EventPublished, plan *hooklinev1.DeliveriesPlanned, at events.Position)
 	Now         func() time.Time
 	Logger      *slog.Logger
 }

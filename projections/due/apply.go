@@ -44,14 +44,9 @@ func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) e
 		// expected revision NoStream), unless its event stream expired and
 		// the event was published again: then it replaces the old item,
 		// so that every key is set once between deletes (see put).
-		for _, p := range m.GetDeliveries() {
-			if err := d.remove(b, p.GetDeliveryId()); err != nil {
+		for _, it := range PlannedItems(m) {
+			if err := d.remove(b, it.DeliveryID); err != nil {
 				return err
-			}
-			it := Item{
-				DeliveryID: p.GetDeliveryId(), TenantID: m.GetTenantId(), EventID: m.GetEventId(),
-				EventType: m.GetEventType(), EndpointID: p.GetEndpointId(), ConfigVersion: p.GetConfigVersion(),
-				Class: ClassNew, DueAt: asTime(m.GetAt()), PlannedAt: asTime(m.GetAt()), ExpiresAt: asTime(m.GetExpiresAt()),
 			}
 			if err := d.put(b, it); err != nil {
 				return err
@@ -102,6 +97,22 @@ func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) e
 		return d.put(b, it)
 	}
 	return nil
+}
+
+// PlannedItems returns the deliveries of a plan as the index holds them
+// once it has applied it: new work, due at the planned time. The publish
+// path hands the same items to the endpoint grains of its node at once
+// (see actors/endpoint's Planned), before the index has them.
+func PlannedItems(m *hooklinev1.DeliveriesPlanned) []Item {
+	items := make([]Item, 0, len(m.GetDeliveries()))
+	for _, p := range m.GetDeliveries() {
+		items = append(items, Item{
+			DeliveryID: p.GetDeliveryId(), TenantID: m.GetTenantId(), EventID: m.GetEventId(),
+			EventType: m.GetEventType(), EndpointID: p.GetEndpointId(), ConfigVersion: p.GetConfigVersion(),
+			Class: ClassNew, DueAt: asTime(m.GetAt()), PlannedAt: asTime(m.GetAt()), ExpiresAt: asTime(m.GetExpiresAt()),
+		})
+	}
+	return items
 }
 
 // put writes it and its reverse entry, and marks its endpoint touched. The
