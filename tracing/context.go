@@ -166,6 +166,20 @@ func EventTraceID(tenantID, eventID string) TraceID {
 	return t
 }
 
+// NewTraceID returns a random trace id, never all zeros.
+func NewTraceID() TraceID {
+	for {
+		var t TraceID
+		a, b := rand.Uint64(), rand.Uint64()
+		for i := range 8 {
+			t[i], t[8+i] = byte(a>>(8*i)), byte(b>>(8*i))
+		}
+		if t.IsValid() {
+			return t
+		}
+	}
+}
+
 // NewSpanID returns a random span id, never all zeros.
 func NewSpanID() SpanID {
 	for {
