@@ -103,8 +103,12 @@ func (s *Server) PublishBatch(ctx context.Context, req *controlv1.PublishBatchRe
 }
 
 func (s *Server) publish(ctx context.Context, tenantID string, caller Caller, req *controlv1.PublishRequest) (*controlv1.PublishResponse, error) {
+	start := s.cfg.Now()
 	published, err := s.eventOf(tenantID, caller, req)
 	if err != nil {
+		return nil, err
+	}
+	if published.Traceparent, published.Tracestate, err = traceOf(ctx, req); err != nil {
 		return nil, err
 	}
 	now := s.cfg.Now()
@@ -136,7 +140,10 @@ func (s *Server) publish(ctx context.Context, tenantID string, caller Caller, re
 	if s.cfg.OnPublished != nil {
 		s.cfg.OnPublished(planned)
 	}
-	return &controlv1.PublishResponse{EventId: published.GetEventId(), Deliveries: planned, Filtered: filtered}, nil
+	if s.cfg.Spans != nil {
+		s.cfg.Spans.Published(published, start, s.cfg.Now())
+	}
+	return &controlv1.PublishResponse{EventId: published.GetEventId(), Deliveries: planned, Filtered: filtered, TraceId: traceID(published)}, nil
 }
 
 // maxFilterError bounds a filter's error as the plan records it.
@@ -361,6 +368,7 @@ func (s *Server) republish(ctx context.Context, stream string, published *hookli
 					"event_id %q was already published with another payload (sha256 %s, this one %s); an event id names one fact: use a new event_id for a new fact",
 					published.GetEventId(), hex.EncodeToString(m.GetPayloadSha256())[:16], hex.EncodeToString(published.GetPayloadSha256())[:16])
 			}
+			resp.TraceId = traceID(m)
 		case *hooklinev1.DeliveriesPlanned:
 			resp.Deliveries = append(resp.Deliveries, m.GetDeliveries()...)
 			resp.Filtered = append(resp.Filtered, m.GetFiltered()...)

@@ -97,8 +97,11 @@ type Config struct {
 	// OnPublished, if set, is called after each new publish with its planned
 	// deliveries (the node sends wake hints from it). It must not block.
 	OnPublished func([]*hooklinev1.PlannedDelivery)
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// Spans, if set, exports each new publish as a span of its trace (the
+	// node's OTLP exporter); nil exports nothing.
+	Spans  Spans
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Validate reports the first missing or invalid setting.
