@@ -82,6 +82,12 @@ type loop struct {
 	// that read the index before the projections applied it may still
 	// show them due.
 	settled map[string]events.Position
+	// behind is the latest position of an outcome a pull skipped because
+	// the index did not reflect it yet: the next pull waits until the
+	// projections have applied it, rather than read the same deliveries
+	// again at once (a spin while the projections lag, as they do behind
+	// a shared log).
+	behind events.Position
 	// stale are deliveries the index offered after the projections had
 	// applied their outcome: their streams are always read first. Bounded
 	// by maxStale; it holds anything only when the index missed an event.
@@ -472,9 +478,15 @@ func (g *grain) tuneLimiter(now time.Time) {
 func (g *grain) pull(ctx actor.Context) {
 	l := g.loop
 	l.pulling, l.wantPull = true, false
-	idx, proj, now := g.cfg.Due, g.cfg.Projections, g.cfg.Now
-	id, limit := g.id, g.cfg.PullLimit+len(l.flights)
+	idx, proj, now, part := g.cfg.Due, g.cfg.Projections, g.cfg.Now, g.partition()
+	id, limit, behind := g.id, g.cfg.PullLimit+len(l.flights), l.behind
+	l.behind = events.Start
 	g.async(ctx, g.cfg.IOTimeout, func(c context.Context) any {
+		if !behind.IsStart() {
+			if err := proj.WaitForPartition(c, part, behind); err != nil {
+				return &pulledDue{err: err}
+			}
+		}
 		applied := proj.Applied() // before the read: the index reflects at least this
 		items, err := idx.Pull(id, now(), limit)
 		return &pulledDue{items: items, limit: limit, waited: applied, err: err}
@@ -514,6 +526,9 @@ func (g *grain) onPulled(ctx actor.Context, m *pulledDue) {
 			// The pull was issued before this delivery's outcome was
 			// appended: the index showed it as it was before.
 			g.log.Debug("a pull returned a delivery settled since; skipped", "delivery_id", it.DeliveryID)
+			if l.behind.Less(at) {
+				l.behind = at
+			}
 			continue
 		}
 		_, stale := l.stale[it.DeliveryID]

@@ -301,15 +301,18 @@ func (b *Bench) clusterFigures(ctx context.Context, c *Cluster, s *Summary) {
 		s.CPUSecPer1k = round(u.CPU.Seconds()/float64(all)*1000, 4)
 	}
 	s.PeakRSSMB = round(float64(u.PeakRSS)/(1<<20), 1)
-	var disk int64
+	var disk, tables int64
 	for _, n := range c.Nodes {
-		size, err := dirSize(n.DataDir())
+		size, t, err := dirSizes(n.DataDir())
 		if err != nil {
 			s.Notes = append(s.Notes, fmt.Sprintf("data directory size: %v", err))
 		}
-		disk += size
+		disk, tables = disk+size, tables+t
 	}
 	extra := map[string]float64{"projection_records": records}
+	if all > 0 {
+		extra["disk_table_bytes_per_delivery"] = round(float64(tables)/float64(all), 1)
+	}
 	if records > 0 {
 		extra["max_projection_share"] = round(top/records, 3)
 	}

@@ -387,12 +387,13 @@ func (b *Bench) NodeFigures(s *Summary) {
 		s.CPUSecPer1k = round(u.CPU.Seconds()/float64(all)*1000, 4)
 	}
 	s.PeakRSSMB = round(float64(u.PeakRSS)/(1<<20), 1)
-	size, err := dirSize(b.node.cfg.DataDir)
+	size, tables, err := dirSizes(b.node.cfg.DataDir)
 	if err != nil {
 		s.Notes = append(s.Notes, fmt.Sprintf("data directory size: %v", err))
 	}
 	if all > 0 {
 		s.DiskBytesPerDelivery = round(float64(size)/float64(all), 1)
+		addExtra(s, map[string]float64{"disk_table_bytes_per_delivery": round(float64(tables)/float64(all), 1)})
 	}
 }
 

@@ -182,8 +182,17 @@ func procUsage(pid int) (Usage, error) {
 
 // dirSize is the total size of the regular files under dir.
 func dirSize(dir string) (int64, error) {
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+	n, _, err := dirSizes(dir)
+	return n, err
+}
+
+// dirSizes is the total size of the regular files under dir, and of its
+// tables (Pebble's .sst files): the part that grows with the deliveries.
+// The rest is mostly Pebble's write-ahead logs, current and kept for
+// reuse (up to three, each up to a memtable's 64 MiB), a fixed amount
+// that a short run divides by few deliveries.
+func dirSizes(dir string) (total, tables int64, err error) {
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if os.IsNotExist(err) {
 				return nil // a file removed under us (compaction)
@@ -192,10 +201,13 @@ func dirSize(dir string) (int64, error) {
 		}
 		if d.Type().IsRegular() {
 			if info, err := d.Info(); err == nil {
-				n += info.Size()
+				total += info.Size()
+				if strings.HasSuffix(path, ".sst") {
+					tables += info.Size()
+				}
 			}
 		}
 		return nil
 	})
-	return n, err
+	return total, tables, err
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"sort"
@@ -310,8 +311,11 @@ func TestTwoWorkers(t *testing.T) {
 	t.Logf("worker a published %d, worker b %d", sa.Published, sb.Published)
 }
 
-// blackHole accepts connections and never answers: a Hookline that hangs.
-// connected is closed at the first connection.
+// blackHole accepts connections, opens HTTP/2 on them (an empty SETTINGS
+// frame, the server's preface) and never answers a request: a Hookline that
+// hangs. Without the preface the client's connect timeout, not the relay's
+// publish timeout, would end the publish. connected is closed at the first
+// connection.
 func blackHole(t *testing.T) (addr string, connected <-chan struct{}) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -332,6 +336,12 @@ func blackHole(t *testing.T) (addr string, connected <-chan struct{}) {
 			if err != nil {
 				return
 			}
+			// length 0, type SETTINGS (4), no flags, stream 0
+			if _, err := c.Write([]byte{0, 0, 0, 4, 0, 0, 0, 0, 0}); err != nil {
+				c.Close()
+				continue
+			}
+			go io.Copy(io.Discard, c) // read what the client sends, answer nothing
 			if conns = append(conns, c); len(conns) == 1 {
 				close(ch)
 			}
