@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"net/http"
@@ -55,6 +56,11 @@ type receipt struct {
 	at                time.Time // real time of arrival
 	timestamp         time.Time // webhook-timestamp
 	status            int       // the status answered
+	// traceparent and tracestate are the request's W3C trace context
+	// headers, signatures its webhook-signature, bodySHA the SHA-256 of
+	// the body it got.
+	traceparent, tracestate, signatures string
+	bodySHA                             [32]byte
 }
 
 // answer answers every request with status.
@@ -109,6 +115,8 @@ func (rc *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := receipt{
 		path: r.URL.Path, id: r.Header.Get("webhook-id"), eventID: r.Header.Get("webhook-event-id"),
 		at: at, timestamp: time.Unix(unix, 0),
+		traceparent: r.Header.Get("traceparent"), tracestate: r.Header.Get("tracestate"),
+		signatures: r.Header.Get("webhook-signature"), bodySHA: sha256.Sum256(body),
 	}
 	rc.mu.Lock()
 	n := 1
