@@ -259,6 +259,9 @@ func retryDecision(o attempt.Outcome, plan attempt.Retry, maxAttempts int, deadl
 		case plan.RetryAfter > 0 && plan.RetryAfter >= plan.Backoff:
 			d.Reason = fmt.Sprintf("retry after the receiver's Retry-After of %v (%s), above the backoff of %v drawn from [0, %v)",
 				plan.RetryAfter, retryAfterWord(d.RetryAfter), plan.Backoff.Round(time.Millisecond), plan.Window)
+		case plan.RetryAfter > 0:
+			d.Reason = fmt.Sprintf("retry after a backoff of %v drawn from [0, %v), above the receiver's Retry-After of %v (%s)",
+				plan.Backoff.Round(time.Millisecond), plan.Window, plan.RetryAfter, retryAfterWord(d.RetryAfter))
 		default:
 			d.Reason = fmt.Sprintf("retry after a backoff of %v drawn from [0, %v)", plan.Backoff.Round(time.Millisecond), plan.Window)
 		}

@@ -95,7 +95,7 @@ func TestRetryDecision(t *testing.T) {
 		{name: "retry-after below the backoff", attempt: 12, now: planned,
 			o:       attempt.Outcome{Status: http.StatusServiceUnavailable, RetryAfter: 2 * time.Second, HasRetryAfter: true},
 			outcome: hooklinev1.RetryDecision_OUTCOME_SCHEDULED, retryAfter: hooklinev1.RetryDecision_RETRY_AFTER_HONOURED,
-			next: 30 * time.Minute, window: time.Hour, backoff: 30 * time.Minute, applied: 2 * time.Second, reason: "backoff of 30m0s drawn from [0, 1h0m0s)"},
+			next: 30 * time.Minute, window: time.Hour, backoff: 30 * time.Minute, applied: 2 * time.Second, reason: "backoff of 30m0s drawn from [0, 1h0m0s), above the receiver's Retry-After of 2s (honoured)"},
 		{name: "max attempts", attempt: 15, now: planned,
 			o:       attempt.Outcome{Status: http.StatusServiceUnavailable, RetryAfter: time.Second, HasRetryAfter: true},
 			outcome: hooklinev1.RetryDecision_OUTCOME_MAX_ATTEMPTS, retryAfter: hooklinev1.RetryDecision_RETRY_AFTER_NOT_APPLIED,
