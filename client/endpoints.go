@@ -94,8 +94,13 @@ func (c *Client) RetireSecret(ctx context.Context, req *controlv1.RetireSecretRe
 }
 
 // RecoverEndpoint starts a background job that replays the endpoint's
-// failed deliveries planned in [req.Since, req.Until). Not retried (a retry
-// would start a second job).
+// deliveries planned in [req.Since, req.Until) that match req.Statuses
+// (failed by default) and req.EventTypes, with their original webhook-ids.
+// With req.DryRun it only answers the manifest (count, digest of the exact
+// list, time under the rate limit); with req.Digest set to that digest it
+// replays exactly that list, or fails with a FailedPrecondition naming
+// digest when the window no longer gives it. Not retried (a retry would
+// start a second job).
 func (c *Client) RecoverEndpoint(ctx context.Context, req *controlv1.RecoverEndpointRequest) (*controlv1.Recovery, error) {
 	return call(ctx, c, "recover endpoint", once, req, c.endpoints.RecoverEndpoint)
 }

@@ -228,3 +228,13 @@ func (c *Client) LookupEvents(ctx context.Context, tenantID string, eventIDs []s
 	}
 	return found, missing, nil
 }
+
+// ListOperationalEventTypes lists Hookline's own event types about a
+// tenant's account (hookline.endpoint.paused, hookline.circuit.opened, …)
+// with a description and an example payload of each: an endpoint receives
+// them by naming them (or "hookline.*") in its event types. Retried (it
+// only reads).
+func (c *Client) ListOperationalEventTypes(ctx context.Context) ([]*controlv1.OperationalEventType, error) {
+	resp, err := call(ctx, c, "list operational event types", idempotent, &controlv1.ListOperationalEventTypesRequest{}, c.events.ListOperationalEventTypes)
+	return resp.GetTypes(), err
+}

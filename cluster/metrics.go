@@ -121,6 +121,7 @@ func (m *metrics) nodeGauges(s *Server) {
 	gauge("hookline_dispatch_oldest_new_wait_seconds", "How long the oldest new delivery has waited for a slot.", func() float64 {
 		return s.dispatch.Stats().OldestNew.Seconds()
 	})
+	m.operationalGauges(s)
 }
 
 // reconcileGauges registers the background reconciler's counts and the

@@ -39,6 +39,7 @@ import (
 	"github.com/hookline/hookline/events/esdb"
 	"github.com/hookline/hookline/events/postgres"
 	"github.com/hookline/hookline/faults"
+	"github.com/hookline/hookline/operational"
 	"github.com/hookline/hookline/projections"
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
@@ -170,7 +171,9 @@ type Server struct {
 	portal   *portal.Tokens
 	due      *due.Due
 	history  *history.History
-	hist     *histories // the cluster-wide history the control API reads
+	opsFeed  *operational.Feed    // Hookline's own events, by partition
+	opsEmit  *operational.Emitter // publishes opsFeed's entries of this node's partitions
+	hist     *histories           // the cluster-wide history the control API reads
 	waker    *waker
 	started  atomic.Pointer[Node] // the node, once Start returned
 	dispatch *dispatch.Dispatcher
@@ -271,6 +274,9 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if s.history, err = history.New(s.runner, history.Config{Log: s.log, Now: cfg.Now, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
+	if s.opsFeed, err = operational.NewFeed(s.runner, operational.Config{Now: cfg.Now}); err != nil {
+		return nil, err
+	}
 	s.dispatch = dispatch.New(dispatch.Config{Slots: cfg.Slots, Now: cfg.Now, Weight: s.tenantWeight})
 	policy := cfg.Policy
 	if policy == nil {
@@ -322,6 +328,7 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.opsEmit = operational.NewEmitter(s.opsFeed, s.control, operational.EmitterConfig{Logger: cfg.Logger})
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
 		return nil, fmt.Errorf("grpc listen %s: %w", cfg.GRPCAddr, err)
 	}
@@ -510,6 +517,8 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return ignoreCancel(s.due.Run(gctx)) })
 	g.Go(func() error { return ignoreCancel(s.history.Run(gctx)) })
 	g.Go(func() error { return ignoreCancel(s.waker.Run(gctx, wakeWorkers)) })
+	g.Go(func() error { return ignoreCancel(s.opsEmit.Run(gctx)) })
+	g.Go(func() error { return ignoreCancel(s.resumeRecoveries(gctx)) })
 	if s.backdrop != nil {
 		g.Go(func() error { return ignoreCancel(s.backdrop.Run(gctx)) })
 	}

@@ -37,6 +37,11 @@
 //	                                writer: the node that reconciled that
 //	                                part of the run (part "plans": the node
 //	                                asked; else the node's own name)
+//	recovery-{recovery_id}          RecoveryListed chunks: the exact list a
+//	                                window recovery replays, in one append
+//	                                with expected revision NoStream, before
+//	                                the endpoint's RecoveryStarted
+//	                                writer: the endpoint grain
 //
 // Stream names follow EventStoreDB's category convention (category-id), so
 // $ce-endpoint and $et-AttemptFailed work in its UI.

@@ -16,6 +16,8 @@ const (
 	PortalCategory = "portal"
 	// ReconcileCategory holds the repairs of reconcile runs.
 	ReconcileCategory = "reconcile"
+	// RecoveryCategory holds the recorded lists of window recoveries.
+	RecoveryCategory = "recovery"
 )
 
 // TenantStream names the stream of a tenant.
@@ -34,6 +36,9 @@ func DeliveryStream(deliveryID string) string { return DeliveryCategory + "-" + 
 
 // ReconcileStream names the stream of one reconcile run's repairs.
 func ReconcileStream(runID string) string { return ReconcileCategory + "-" + runID }
+
+// RecoveryStream names the stream of one recovery's recorded list.
+func RecoveryStream(recoveryID string) string { return RecoveryCategory + "-" + recoveryID }
 
 // Category returns the category of a stream name ("" when it has none).
 func Category(stream string) string {

@@ -44,3 +44,13 @@ func keyringForExample() *seal.Keyring {
 	}
 	return kr
 }
+
+func ExampleListDigest() {
+	// The ids a recovery replays, in replay order (planned time, then id):
+	// anyone holding them can check a dry run's digest.
+	fmt.Println(endpoint.ListDigest([]string{"dlv_a", "dlv_b"}))
+	fmt.Println(endpoint.ListDigest(nil))
+	// Output:
+	// 0059a2c2950fd3d54a136db9949c09d724a72899e8623c01b476a27ef83df6bd
+	// e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
+}

@@ -226,6 +226,10 @@ func (g *grain) receiveLoop(ctx actor.Context, msg any) bool {
 		g.onLease(ctx, m)
 	case *recoverPage:
 		g.onRecoverPage(ctx, m)
+	case *recoverList:
+		g.onRecoverList(ctx, m)
+	case *recoverBatch:
+		g.onRecoverBatch(ctx, m)
 	default:
 		return false
 	}
@@ -450,13 +454,7 @@ func (g *grain) promote() {
 // tuneLimiter builds the token bucket, or follows a change of the
 // endpoint's rate or burst.
 func (g *grain) tuneLimiter(now time.Time) {
-	r, b := g.state.Config.GetRatePerSecond(), int(g.state.Config.GetBurst())
-	if r <= 0 {
-		r = g.cfg.RatePerSecond
-	}
-	if b <= 0 {
-		b = g.cfg.Burst
-	}
+	r, b := g.rate()
 	if g.loop.limiter == nil {
 		g.loop.limiter = rate.NewLimiter(rate.Limit(r), b)
 		return

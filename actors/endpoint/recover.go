@@ -2,8 +2,6 @@ package endpoint
 
 import (
 	"context"
-	"encoding/hex"
-	"io"
 	"slices"
 	"time"
 
@@ -19,21 +17,25 @@ import (
 
 // Bulk recovery.
 //
-// RecoverEndpointRequest (since, until) starts a background job and answers
-// at once with its Recovery (recovery_id "rcv_…"): RecoveryStarted on the
-// endpoint stream. An endpoint runs one recovery at a time: another request
-// while one runs is refused (FAILED_PRECONDITION, naming it). The job lists
-// the endpoint's failed deliveries planned in [since, until) from the
-// history projection, a page at a time, and replays each one exactly as a
-// replay command would (ReplayRequested carrying the recovery_id, then a
-// manual attempt through the same limits). Once every delivery of a page
-// has its ReplayRequested, RecoveryProgressed records the next page's
-// cursor and the counts; after the last page, RecoveryFinished.
+// RecoverEndpointRequest (since, until, a filter) starts a background job
+// and answers with its Recovery (recovery_id "rcv_…"): RecoveryStarted on
+// the endpoint stream, after the exact list of deliveries it replays was
+// recorded (window.go: the list, the dry run, the digest). An endpoint runs
+// one recovery at a time: another request while one runs is refused
+// (FAILED_PRECONDITION, naming it); a dry run is always answered. The job
+// replays each listed delivery exactly as a replay command would
+// (ReplayRequested carrying the recovery_id, then a manual attempt through
+// the same limits), a page at a time. Once every delivery of a page has
+// its ReplayRequested, RecoveryProgressed records where the next page
+// starts and the counts; after the last page, RecoveryFinished.
 //
 // The job is durable: a new activation of the grain (after a restart, a
-// failover, a passivation) resumes it from its last cursor. A delivery of
+// failover, a passivation) resumes it from its last progress. A delivery of
 // the page being replayed when the grain stopped is not replayed twice:
-// its stream holds a ReplayRequested of this recovery. The endpoint keeps
+// its stream holds a ReplayRequested of this recovery. A recovery recorded
+// before lists (no digest on its RecoveryStarted) resumes as it was
+// started: listing its window's failed deliveries page by page from the
+// history projection, from its last cursor. The endpoint keeps
 // its last MaxRecoveries recoveries, listed newest first by
 // ListRecoveriesRequest; GetRecoveryRequest reports one. A recovery of an
 // endpoint that is paused, disabled or deleted while it runs ends there
@@ -57,6 +59,14 @@ type Recovery struct {
 	// deliveries listed and replayed before it.
 	Cursor           string
 	Found, Requested int64
+	// Statuses and EventTypes are the window's filter (Statuses empty in a
+	// recovery recorded before filters: failed). Deliveries and Digest
+	// describe its recorded list (Digest empty in a recovery recorded
+	// before lists), and Next is the index in it where the run resumes.
+	Statuses, EventTypes []string
+	Deliveries           int64
+	Digest               string
+	Next                 int64
 	// Ended is set by RecoveryFinished, with its reason and time.
 	Ended      hooklinev1.RecoveryFinished_Reason
 	FinishedAt time.Time
@@ -72,13 +82,15 @@ func (s *State) applyRecovery(msg proto.Message) {
 		s.Recoveries = append(s.Recoveries, Recovery{
 			ID: e.GetRecoveryId(), Since: asTime(e.GetSince()), Until: asTime(e.GetUntil()),
 			IssuedBy: e.GetIssuedBy(), StartedAt: asTime(e.GetAt()),
+			Statuses: e.GetStatuses(), EventTypes: e.GetEventTypes(), Deliveries: e.GetDeliveries(), Digest: e.GetDigest(),
+			Found: e.GetDeliveries(),
 		})
 		if n := len(s.Recoveries) - MaxRecoveries; n > 0 {
 			s.Recoveries = slices.Delete(s.Recoveries, 0, n)
 		}
 	case *hooklinev1.RecoveryProgressed:
 		if r := s.recovery(e.GetRecoveryId()); r != nil {
-			r.Cursor, r.Found, r.Requested = e.GetCursor(), e.GetFound(), e.GetRequested()
+			r.Cursor, r.Found, r.Requested, r.Next = e.GetCursor(), e.GetFound(), e.GetRequested(), e.GetNext()
 		}
 	case *hooklinev1.RecoveryFinished:
 		if r := s.recovery(e.GetRecoveryId()); r != nil {
@@ -126,6 +138,12 @@ type recoveryRun struct {
 	outstanding      int   // replays of the page whose ReplayRequested is not durable yet
 	found, requested int64 // so far, this page's included
 	replayed         int64 // manual attempts recorded by this activation
+	// A listed recovery (window.go) replays list[pos:end] as its page;
+	// loading while it reads list back from its stream.
+	listed   bool
+	loading  bool
+	list     []string
+	pos, end int64
 }
 
 type recoverPage struct {
@@ -134,45 +152,31 @@ type recoverPage struct {
 	err  error
 }
 
-// handleRecover checks a RecoverEndpointRequest and starts the job.
+// handleRecover checks a RecoverEndpointRequest, then lists its window
+// (window.go): the manifest of a dry run, or the job started.
 func (g *grain) handleRecover(ctx actor.Context, r *request) {
 	rq := r.Cmd.GetRecover()
 	if e := g.checkOwn(r.Cmd.GetTenantId(), rq.GetTenantId(), rq.GetEndpointId()); e != nil {
 		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: e.Proto()})
 		return
 	}
-	since, until := rq.GetSince().AsTime(), rq.GetUntil().AsTime()
-	running, busy := g.state.RunningRecovery()
 	switch {
 	case rq.GetSince() == nil || rq.GetUntil() == nil:
 		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.Invalid("since", "since and until are required: give the range of planned times to recover").Proto()})
 		return
-	case !since.Before(until):
+	case !rq.GetSince().AsTime().Before(rq.GetUntil().AsTime()):
 		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.Invalid("until", "must be after since").Proto()})
 		return
-	case g.state.Status != controlv1.Endpoint_STATUS_ACTIVE:
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.FailedPrecondition("", "endpoint %s is %s: resume it before recovering its deliveries", g.id, statusWord(g.state.Status)).Proto()})
-		return
-	case busy:
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.FailedPrecondition("", "recovery %s of endpoint %s is running; wait for it to finish (GET its progress) before starting another", running.ID, g.id).Proto()})
-		return
 	}
-	var b [8]byte
-	if _, err := io.ReadFull(g.cfg.Rand, b[:]); err != nil {
-		g.reply(ctx, r.Sender, errReplyOf(controlv1.GrainError_CODE_INTERNAL, "cannot draw a recovery id"))
+	w, e := windowOf(g.state.TenantID, g.id, rq)
+	if e == nil && !rq.GetDryRun() {
+		e = g.canRecover()
+	}
+	if e != nil {
+		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: e.Proto()})
 		return
 	}
-	id := "rcv_" + hex.EncodeToString(b[:])
-	started := &hooklinev1.RecoveryStarted{
-		TenantId: g.state.TenantID, EndpointId: g.id, RecoveryId: id, Since: rq.GetSince(), Until: rq.GetUntil(),
-		IssuedBy: r.Cmd.GetIssuedBy(), At: timestamppb.New(g.cfg.Now()), RequestId: r.Cmd.GetRequestId(),
-	}
-	g.core.Append(ctx, r, "recover", []proto.Message{started}, g.state.Apply, func() {
-		rec, _ := g.state.Recovery(id)
-		g.log.Info("recovery started", "recovery_id", id, "since", since, "until", until)
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Recovery: g.recoveryView(rec)})
-		g.resumeRecovery(ctx)
-	})
+	g.handleWindow(ctx, r, w)
 }
 
 // handleGetRecovery answers a recovery's progress.
@@ -211,6 +215,13 @@ func (g *grain) recoveryView(rec Recovery) *controlv1.Recovery {
 	v := &controlv1.Recovery{
 		RecoveryId: rec.ID, EndpointId: g.id, Since: timestamppb.New(rec.Since), Until: timestamppb.New(rec.Until),
 		StartedAt: timestamppb.New(rec.StartedAt), Found: rec.Found, Requested: rec.Requested, State: "running",
+		Statuses: rec.Statuses, EventTypes: rec.EventTypes,
+	}
+	if len(v.Statuses) == 0 {
+		v.Statuses = []string{history.Failed.String()}
+	}
+	if rec.Digest != "" {
+		v.Manifest = g.manifest(rec.Deliveries, rec.Digest, nil)
 	}
 	if run := g.runOf(rec.ID); run != nil {
 		v.Found, v.Requested, v.Replayed = run.found, run.requested, run.replayed
@@ -255,6 +266,10 @@ func (g *grain) resumeRecovery(ctx actor.Context) {
 	l := g.loop
 	rec, ok := g.state.RunningRecovery()
 	if !ok || l.recovery != nil || !l.caughtUp {
+		return
+	}
+	if rec.Digest != "" {
+		g.runList(ctx, rec, nil)
 		return
 	}
 	l.recovery = &recoveryRun{
@@ -333,6 +348,22 @@ func (g *grain) pageDone(ctx actor.Context) {
 		return
 	}
 	now := timestamppb.New(g.cfg.Now())
+	if run.listed {
+		if run.loading {
+			return
+		}
+		g.queueOwn(&hooklinev1.RecoveryProgressed{
+			TenantId: run.tenantID, EndpointId: g.id, RecoveryId: run.id, Next: run.end,
+			Found: run.found, Requested: run.requested, At: now,
+		})
+		if run.end >= int64(len(run.list)) {
+			g.finishRecovery(hooklinev1.RecoveryFinished_REASON_DONE)
+			return
+		}
+		run.pos = run.end
+		g.nextBatch(ctx, 0)
+		return
+	}
 	g.queueOwn(&hooklinev1.RecoveryProgressed{
 		TenantId: run.tenantID, EndpointId: g.id, RecoveryId: run.id, Cursor: run.next,
 		Found: run.found, Requested: run.requested, At: now,

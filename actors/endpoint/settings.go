@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/hookline/hookline/actors/command"
+	"github.com/hookline/hookline/operational"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -160,6 +161,9 @@ func validateSettings(s *controlv1.EndpointSettings) error {
 			return command.Invalid("settings.event_types", "lists %q twice", t)
 		}
 		seen[t] = true
+	}
+	if err := operational.CheckSubscription(types); err != nil {
+		return command.Invalid("settings.event_types", "%v", err)
 	}
 	if d := s.GetDescription(); !utf8.ValidString(d) || len(d) > MaxDescriptionLen {
 		return command.Invalid("settings.description", "must be valid UTF-8 of at most %d bytes", MaxDescriptionLen)

@@ -128,8 +128,12 @@ func (s *Server) ReplayDelivery(ctx context.Context, req *controlv1.ReplayDelive
 	return deliveryView(d, attempts), nil
 }
 
-// RecoverEndpoint starts a background replay of the endpoint's failed
-// deliveries planned in [since, until).
+// RecoverEndpoint starts a background replay of the endpoint's deliveries
+// planned in [since, until) that match the filter (statuses, by default
+// failed; event types), with their original webhook-ids; with dry_run it
+// answers the manifest (count, digest, time under the rate limit) and
+// starts nothing; with a digest it replays exactly the list the dry run
+// described, or refuses (FAILED_PRECONDITION naming digest).
 func (s *Server) RecoverEndpoint(ctx context.Context, req *controlv1.RecoverEndpointRequest) (*controlv1.Recovery, error) {
 	if req.GetSince() == nil {
 		return nil, toStatus(invalid("since", "is required: the start of the range of deliveries to recover (RFC 3339)"))
@@ -144,7 +148,10 @@ func (s *Server) RecoverEndpoint(ctx context.Context, req *controlv1.RecoverEndp
 	if until.AsTime().Sub(req.GetSince().AsTime()) > 31*24*time.Hour {
 		return nil, toStatus(invalid("since", "the range is longer than the 30 days of history; narrow it"))
 	}
-	r := &controlv1.RecoverEndpointRequest{TenantId: req.GetTenantId(), EndpointId: req.GetEndpointId(), Since: req.GetSince(), Until: until}
+	r := &controlv1.RecoverEndpointRequest{
+		TenantId: req.GetTenantId(), EndpointId: req.GetEndpointId(), Since: req.GetSince(), Until: until,
+		Statuses: req.GetStatuses(), EventTypes: req.GetEventTypes(), DryRun: req.GetDryRun(), Digest: req.GetDigest(),
+	}
 	reply, err := s.endpointCommand(ctx, req.GetTenantId(), req.GetEndpointId(), false, func(c *controlv1.EndpointCommand) {
 		c.Command = &controlv1.EndpointCommand_Recover{Recover: r}
 	})

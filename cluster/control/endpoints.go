@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/filter"
+	"github.com/hookline/hookline/operational"
 	"github.com/hookline/hookline/projections/registry"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -109,7 +110,7 @@ func checkSettings(st *controlv1.EndpointSettings) error {
 		return err
 	}
 	for i, t := range st.GetEventTypes() {
-		if t == "*" {
+		if t == "*" || t == operational.All {
 			continue
 		}
 		if err := checkEventType(fmt.Sprintf("settings.event_types[%d]", i), t); err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/filter"
+	"github.com/hookline/hookline/operational"
 	"github.com/hookline/hookline/projections/registry"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -111,11 +112,21 @@ func (s *Server) publish(ctx context.Context, tenantID string, caller Caller, re
 	if published.Traceparent, published.Tracestate, err = traceOf(ctx, req); err != nil {
 		return nil, err
 	}
-	now := s.cfg.Now()
 	refs, err := s.cfg.Registry.EndpointsForType(tenantID, published.GetEventType())
 	if err != nil {
 		return nil, err
 	}
+	resp, err := s.record(ctx, published, refs)
+	if err == nil && !resp.GetDuplicate() && s.cfg.Spans != nil {
+		s.cfg.Spans.Published(published, start, s.cfg.Now())
+	}
+	return resp, err
+}
+
+// record plans published for refs (those whose filter passes it) and
+// appends it with its plan, or answers a repeated publish from the stream.
+func (s *Server) record(ctx context.Context, published *hooklinev1.EventPublished, refs []registry.EndpointRef) (*controlv1.PublishResponse, error) {
+	tenantID, now := published.GetTenantId(), s.cfg.Now()
 	planned, filtered := s.route(published, refs)
 	stream := events.EventStream(tenantID, published.GetEventId())
 	// A repeated publish is answered from the stream. Checking first keeps
@@ -139,9 +150,6 @@ func (s *Server) publish(ctx context.Context, tenantID string, caller Caller, re
 	s.cfg.Logger.Debug("event published", slog.String("tenant_id", tenantID), slog.String("event_id", published.GetEventId()), slog.Int("deliveries", len(planned)))
 	if s.cfg.OnPublished != nil {
 		s.cfg.OnPublished(planned)
-	}
-	if s.cfg.Spans != nil {
-		s.cfg.Spans.Published(published, start, s.cfg.Now())
 	}
 	return &controlv1.PublishResponse{EventId: published.GetEventId(), Deliveries: planned, Filtered: filtered, TraceId: traceID(published)}, nil
 }
@@ -207,6 +215,9 @@ func (s *Server) eventOf(tenantID string, caller Caller, req *controlv1.PublishR
 	}
 	if err := checkEventType("type", req.GetType()); err != nil {
 		return nil, err
+	}
+	if operational.Reserved(req.GetType()) {
+		return nil, invalid("type", "%q starts with %q, which Hookline keeps for its own operational events (GET /v1/operational-event-types); use another name", req.GetType(), operational.Prefix)
 	}
 	if err := checkSchemaVersion(req.GetSchemaVersion()); err != nil {
 		return nil, err

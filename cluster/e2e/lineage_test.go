@@ -253,8 +253,8 @@ func TestAttemptLineageEndToEnd(t *testing.T) {
 				t.Errorf("attempt %d: the receiver saw traceparent %q tracestate %q; the lineage says %q (and %q was given)",
 					i+1, got[i].traceparent, got[i].tracestate, a.GetTrace().GetTraceparent(), state)
 			}
-			if !bytes.Equal(a.GetBodySha256(), sum[:]) || a.GetBodyBytes() != int64(len(payload)) || got[i].bodySHA != sum {
-				t.Errorf("attempt %d body sha256 %x (%d B), the receiver's %x; want the payload's %x", i+1, a.GetBodySha256(), a.GetBodyBytes(), got[i].bodySHA, sum)
+			if !bytes.Equal(a.GetBodySha256(), sum[:]) || a.GetBodyBytes() != int64(len(payload)) || sha256.Sum256(got[i].body) != sum {
+				t.Errorf("attempt %d body sha256 %x (%d B), the receiver's %x; want the payload's %x", i+1, a.GetBodySha256(), a.GetBodyBytes(), sha256.Sum256(got[i].body), sum)
 			}
 		}
 		if len(spans) != len(as) {

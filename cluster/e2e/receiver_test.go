@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"net/http"
@@ -53,14 +52,14 @@ type respondFunc func(w http.ResponseWriter, r *http.Request, n int)
 // receipt is one request as the receiver got it.
 type receipt struct {
 	path, id, eventID string
+	eventType         string    // webhook-event-type
+	body              []byte    // as received (and verified)
 	at                time.Time // real time of arrival
 	timestamp         time.Time // webhook-timestamp
 	status            int       // the status answered
 	// traceparent and tracestate are the request's W3C trace context
-	// headers, signatures its webhook-signature, bodySHA the SHA-256 of
-	// the body it got.
+	// headers, signatures its webhook-signature.
 	traceparent, tracestate, signatures string
-	bodySHA                             [32]byte
 }
 
 // answer answers every request with status.
@@ -114,9 +113,9 @@ func (rc *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	unix, _ := strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
 	rec := receipt{
 		path: r.URL.Path, id: r.Header.Get("webhook-id"), eventID: r.Header.Get("webhook-event-id"),
-		at: at, timestamp: time.Unix(unix, 0),
+		eventType: r.Header.Get("webhook-event-type"), body: body, at: at, timestamp: time.Unix(unix, 0),
 		traceparent: r.Header.Get("traceparent"), tracestate: r.Header.Get("tracestate"),
-		signatures: r.Header.Get("webhook-signature"), bodySHA: sha256.Sum256(body),
+		signatures: r.Header.Get("webhook-signature"),
 	}
 	rc.mu.Lock()
 	n := 1
@@ -176,6 +175,20 @@ func (rc *hookReceiver) receipts(id string) []receipt {
 	var out []receipt
 	for _, g := range rc.got {
 		if g.id == id {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// onPathReceipts returns the requests that came to path, in order of
+// arrival.
+func (rc *hookReceiver) onPathReceipts(path string) []receipt {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var out []receipt
+	for _, g := range rc.got {
+		if g.path == path {
 			out = append(out, g)
 		}
 	}

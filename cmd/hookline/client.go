@@ -505,3 +505,23 @@ func readData(arg string) ([]byte, error) {
 	}
 	return []byte(arg), nil
 }
+
+func eventsOperationalTypes(fs *flag.FlagSet) func(context.Context, *conn) error {
+	examples := fs.Bool("examples", false, "print an example payload of each type")
+	return func(ctx context.Context, c *conn) error {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		types, err := c.ListOperationalEventTypes(ctx)
+		if err != nil {
+			return err
+		}
+		return c.print(&controlv1.ListOperationalEventTypesResponse{Types: types}, func(w io.Writer) {
+			for _, t := range types {
+				fmt.Fprintf(w, "%-34s %s\n", t.GetType(), t.GetDescription())
+				if *examples {
+					fmt.Fprintf(w, "  %s\n", t.GetExample())
+				}
+			}
+		})
+	}
+}

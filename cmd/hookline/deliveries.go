@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -111,17 +113,35 @@ func endpointsRecover(fs *flag.FlagSet) func(context.Context, *conn) error {
 	tenant := fs.String("tenant", "", "tenant id (admin token only)")
 	id := fs.String("id", "", "endpoint id")
 	var since, until timeFlag
-	fs.Var(&since, "since", "replay failed deliveries planned at or after (RFC 3339, or a duration ago like 24h); required")
-	fs.Var(&until, "until", "and before (default: now)")
+	fs.Var(&since, "since", "replay deliveries planned at or after (RFC 3339, or a duration ago like 24h); required")
+	fs.Var(&until, "until", "and before (default: now; give it with --dry-run, so that the run lists the same window)")
+	statuses := fs.String("status", "", "comma-separated statuses to replay: failed (the default), succeeded, pending")
+	types := fs.String("types", "", "comma-separated event types to replay (default: every type)")
+	dryRun := fs.Bool("dry-run", false, "only show the manifest: how many, the digest of the exact list, the time under the rate limit")
+	digest := fs.String("digest", "", "the dry run's digest: replay only if the window still lists exactly that list")
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		r, err := c.RecoverEndpoint(ctx, &controlv1.RecoverEndpointRequest{TenantId: *tenant, EndpointId: *id, Since: since.t, Until: until.t})
+		r, err := c.RecoverEndpoint(ctx, &controlv1.RecoverEndpointRequest{
+			TenantId: *tenant, EndpointId: *id, Since: since.t, Until: until.t,
+			Statuses: splitComma(*statuses), EventTypes: splitComma(*types), DryRun: *dryRun, Digest: *digest,
+		})
 		if err != nil {
 			return err
 		}
 		return c.print(r, func(w io.Writer) { printRecovery(w, r) })
 	}
+}
+
+// splitComma splits a comma-separated flag value; empty gives nil.
+func splitComma(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func endpointsRecovery(fs *flag.FlagSet) func(context.Context, *conn) error {
@@ -143,6 +163,20 @@ func printRecovery(w io.Writer, r *controlv1.Recovery) {
 	state := "running"
 	if r.GetDone() {
 		state = "done"
+	}
+	if m := r.GetManifest(); m != nil {
+		defer func() {
+			fmt.Fprintf(w, "filter     statuses %s; event types %s\nlist       %d deliveries, digest %s\n",
+				strings.Join(r.GetStatuses(), ","), cmp.Or(strings.Join(r.GetEventTypes(), ","), "all"), m.GetDeliveries(), m.GetDigest())
+			fmt.Fprintf(w, "takes      %.1f s at least, at %g/s (burst %d)\n", m.GetEstimatedSeconds(), m.GetRatePerSecond(), m.GetBurst())
+			for _, id := range m.GetDeliveryIds() {
+				fmt.Fprintf(w, "  %s\n", id)
+			}
+		}()
+	}
+	if r.GetDryRun() {
+		fmt.Fprintf(w, "dry run    nothing started\nendpoint   %s\nrange      %s .. %s\n", r.GetEndpointId(), fmtTime(r.GetSince()), fmtTime(r.GetUntil()))
+		return
 	}
 	fmt.Fprintf(w, "recovery   %s (%s)\nendpoint   %s\nrange      %s .. %s\nprogress   %d replayed of %d found\n",
 		r.GetRecoveryId(), state, r.GetEndpointId(), fmtTime(r.GetSince()), fmtTime(r.GetUntil()), r.GetReplayed(), r.GetFound())

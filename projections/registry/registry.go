@@ -149,6 +149,7 @@ func (*Registry) Filter() events.Filter {
 			"TenantCreated", "TenantQuotaChanged", "ApiKeyIssued", "ApiKeyRevoked",
 			"EndpointCreated", "EndpointUpdated", "SecretRotated", "SecretRetired",
 			"EndpointPaused", "EndpointResumed", "EndpointDisabled", "EndpointDeleted",
+			"RecoveryStarted", "RecoveryFinished",
 		},
 	}
 }
@@ -205,6 +206,21 @@ func (r *Registry) Endpoint(id string) (e Endpoint, ok bool, err error) {
 func (r *Registry) EndpointsForType(tenantID, eventType string) ([]EndpointRef, error) {
 	v, _, err := r.remembered("y\x00"+tenantID+"\x00"+eventType, func() (any, bool, error) {
 		refs, err := r.endpointsForType(tenantID, eventType)
+		return refs, true, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(v.([]EndpointRef)), nil
+}
+
+// EndpointsNaming returns the tenant's endpoints that name eventType among
+// their event types, by id: EndpointsForType without the endpoints that
+// get every type through [AllTypes]. Operational events (package
+// operational) go only to the endpoints that name them.
+func (r *Registry) EndpointsNaming(tenantID, eventType string) ([]EndpointRef, error) {
+	v, _, err := r.remembered("n\x00"+tenantID+"\x00"+eventType, func() (any, bool, error) {
+		refs, err := r.refs(tenantID, eventType)
 		return refs, true, err
 	})
 	if err != nil {
@@ -447,8 +463,37 @@ func (r *Registry) Apply(b *projections.Batch, rec *events.Record, msg proto.Mes
 			e.Deleted, e.UpdatedAt = true, asTime(m.GetAt())
 			return exists
 		})
+	case *hooklinev1.RecoveryStarted:
+		return b.Set(recoveringKey(m.GetEndpointId()), []byte(m.GetRecoveryId()))
+	case *hooklinev1.RecoveryFinished:
+		return b.Delete(recoveringKey(m.GetEndpointId()))
 	}
 	return nil
+}
+
+// Recovering returns the ids of the endpoints whose bulk recovery has
+// started and not finished, in id order: the node wakes those it hosts,
+// so that a recovery resumes after a restart or a failover even when
+// nothing else activates its grain.
+func (r *Registry) Recovering() ([]string, error) {
+	prefix := []byte{'r'}
+	it, err := r.store.NewIter(prefix, projections.PrefixEnd(prefix))
+	if err != nil {
+		return nil, fmt.Errorf("recovering endpoints: %w", err)
+	}
+	var ids []string
+	for it.First(); it.Valid(); it.Next() {
+		id, _, err := projections.ReadString(it.Key()[len(prefix):])
+		if err != nil {
+			it.Close()
+			return nil, fmt.Errorf("recovering endpoints: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("recovering endpoints: %w", err)
+	}
+	return ids, nil
 }
 
 // updateEndpoint loads an endpoint's record, lets change edit it, and writes
@@ -578,6 +623,8 @@ func keyIDKey(tenantID, keyID string) []byte {
 }
 
 func endpointKey(id string) []byte { return projections.AppendString([]byte{'e'}, id) }
+
+func recoveringKey(id string) []byte { return projections.AppendString([]byte{'r'}, id) }
 
 func listPrefix(tenantID string) []byte { return projections.AppendString([]byte{'l'}, tenantID) }
 

@@ -321,6 +321,8 @@ const (
 	// ENDPOINT_NOT_ACTIVE: the endpoint was paused, disabled or deleted
 	// while the recovery ran.
 	RecoveryFinished_REASON_ENDPOINT_NOT_ACTIVE RecoveryFinished_Reason = 2
+	// LIST_MISSING: the recovery's recorded list could not be found.
+	RecoveryFinished_REASON_LIST_MISSING RecoveryFinished_Reason = 3
 )
 
 // Enum value maps for RecoveryFinished_Reason.
@@ -329,11 +331,13 @@ var (
 		0: "REASON_UNSPECIFIED",
 		1: "REASON_DONE",
 		2: "REASON_ENDPOINT_NOT_ACTIVE",
+		3: "REASON_LIST_MISSING",
 	}
 	RecoveryFinished_Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
 		"REASON_DONE":                1,
 		"REASON_ENDPOINT_NOT_ACTIVE": 2,
+		"REASON_LIST_MISSING":        3,
 	}
 )
 
@@ -421,7 +425,7 @@ func (x AttemptTrigger_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AttemptTrigger_Kind.Descriptor instead.
 func (AttemptTrigger_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29, 0}
 }
 
 type RetryDecision_Outcome int32
@@ -492,7 +496,7 @@ func (x RetryDecision_Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryDecision_Outcome.Descriptor instead.
 func (RetryDecision_Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32, 0}
 }
 
 // RetryAfter says what became of the receiver's Retry-After.
@@ -561,7 +565,7 @@ func (x RetryDecision_RetryAfter) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryDecision_RetryAfter.Descriptor instead.
 func (RetryDecision_RetryAfter) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31, 1}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32, 1}
 }
 
 type ReconcileRepaired_Kind int32
@@ -618,7 +622,7 @@ func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
 func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42, 0}
 }
 
 // Actor names who issued the command that caused an event.
@@ -2257,19 +2261,32 @@ func (x *CircuitClosed) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
-// RecoveryStarted starts a bulk recovery of an endpoint: its failed
-// deliveries planned in [since, until) are replayed, a page at a time. An
-// endpoint runs one recovery at a time.
+// RecoveryStarted starts a bulk recovery of an endpoint: its deliveries
+// planned in [since, until) that match the filter (statuses, event_types)
+// are replayed, a page at a time. An endpoint runs one recovery at a time.
+// The exact list was recorded on recovery-{recovery_id} (RecoveryListed)
+// before this event; deliveries and digest describe it.
 type RecoveryStarted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
-	RecoveryId    string                 `protobuf:"bytes,3,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
-	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
-	Until         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=until,proto3" json:"until,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,6,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
-	RequestId     string                 `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	RecoveryId string                 `protobuf:"bytes,3,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	Since      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	Until      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=until,proto3" json:"until,omitempty"`
+	IssuedBy   *Actor                 `protobuf:"bytes,6,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At         *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	RequestId  string                 `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// statuses the window selects (history statuses: failed, succeeded,
+	// pending); empty in a recovery recorded before filters: failed.
+	Statuses []string `protobuf:"bytes,9,rep,name=statuses,proto3" json:"statuses,omitempty"`
+	// event_types, when set, narrow the window to these types.
+	EventTypes []string `protobuf:"bytes,10,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
+	// deliveries is the length of the recorded list, and digest its SHA-256
+	// (hex) over the delivery ids in replay order, each followed by "\n".
+	// Both empty in a recovery recorded before lists: it lists its window
+	// when it resumes.
+	Deliveries    int64  `protobuf:"varint,11,opt,name=deliveries,proto3" json:"deliveries,omitempty"`
+	Digest        string `protobuf:"bytes,12,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2360,22 +2377,52 @@ func (x *RecoveryStarted) GetRequestId() string {
 	return ""
 }
 
-// RecoveryProgressed records that every failed delivery listed before
-// cursor has its ReplayRequested: a new activation of the grain resumes the
-// recovery from cursor.
+func (x *RecoveryStarted) GetStatuses() []string {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
+func (x *RecoveryStarted) GetEventTypes() []string {
+	if x != nil {
+		return x.EventTypes
+	}
+	return nil
+}
+
+func (x *RecoveryStarted) GetDeliveries() int64 {
+	if x != nil {
+		return x.Deliveries
+	}
+	return 0
+}
+
+func (x *RecoveryStarted) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+// RecoveryProgressed records that every listed delivery before next (before
+// cursor, in a recovery recorded before lists) has its ReplayRequested: a
+// new activation of the grain resumes the recovery from there.
 type RecoveryProgressed struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
 	RecoveryId string                 `protobuf:"bytes,3,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
-	// cursor is the history projection's cursor of the next page; empty
-	// when the listing is exhausted.
+	// cursor is the history projection's cursor of the next page, in a
+	// recovery recorded before lists; empty otherwise.
 	Cursor string `protobuf:"bytes,4,opt,name=cursor,proto3" json:"cursor,omitempty"`
-	// found counts the failed deliveries listed so far; requested, those
-	// whose ReplayRequested is durable.
-	Found         int64                  `protobuf:"varint,5,opt,name=found,proto3" json:"found,omitempty"`
-	Requested     int64                  `protobuf:"varint,6,opt,name=requested,proto3" json:"requested,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	// found counts the deliveries listed; requested, those whose
+	// ReplayRequested is durable.
+	Found     int64                  `protobuf:"varint,5,opt,name=found,proto3" json:"found,omitempty"`
+	Requested int64                  `protobuf:"varint,6,opt,name=requested,proto3" json:"requested,omitempty"`
+	At        *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	// next is the index in the recorded list of the next delivery to replay.
+	Next          int64 `protobuf:"varint,8,opt,name=next,proto3" json:"next,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2457,6 +2504,13 @@ func (x *RecoveryProgressed) GetAt() *timestamppb.Timestamp {
 		return x.At
 	}
 	return nil
+}
+
+func (x *RecoveryProgressed) GetNext() int64 {
+	if x != nil {
+		return x.Next
+	}
+	return 0
 }
 
 // RecoveryFinished ends a recovery.
@@ -2552,6 +2606,101 @@ func (x *RecoveryFinished) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// RecoveryListed records a chunk of the exact list of deliveries a
+// recovery replays, in replay order (planned time, then id): the list the
+// dry run's digest was computed over. A resumed recovery reads it back.
+type RecoveryListed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	RecoveryId    string                 `protobuf:"bytes,3,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	Chunk         int32                  `protobuf:"varint,4,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	Chunks        int32                  `protobuf:"varint,5,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	DeliveryIds   []string               `protobuf:"bytes,6,rep,name=delivery_ids,json=deliveryIds,proto3" json:"delivery_ids,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryListed) Reset() {
+	*x = RecoveryListed{}
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryListed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryListed) ProtoMessage() {}
+
+func (x *RecoveryListed) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryListed.ProtoReflect.Descriptor instead.
+func (*RecoveryListed) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RecoveryListed) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *RecoveryListed) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *RecoveryListed) GetRecoveryId() string {
+	if x != nil {
+		return x.RecoveryId
+	}
+	return ""
+}
+
+func (x *RecoveryListed) GetChunk() int32 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+func (x *RecoveryListed) GetChunks() int32 {
+	if x != nil {
+		return x.Chunks
+	}
+	return 0
+}
+
+func (x *RecoveryListed) GetDeliveryIds() []string {
+	if x != nil {
+		return x.DeliveryIds
+	}
+	return nil
+}
+
+func (x *RecoveryListed) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 // EventPublished is one committed business fact. Its payload bytes are the
 // bytes sent and signed on every attempt; nothing rebuilds them.
 type EventPublished struct {
@@ -2584,7 +2733,7 @@ type EventPublished struct {
 
 func (x *EventPublished) Reset() {
 	*x = EventPublished{}
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2596,7 +2745,7 @@ func (x *EventPublished) String() string {
 func (*EventPublished) ProtoMessage() {}
 
 func (x *EventPublished) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2609,7 +2758,7 @@ func (x *EventPublished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventPublished.ProtoReflect.Descriptor instead.
 func (*EventPublished) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *EventPublished) GetTenantId() string {
@@ -2731,7 +2880,7 @@ type PlannedDelivery struct {
 
 func (x *PlannedDelivery) Reset() {
 	*x = PlannedDelivery{}
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2743,7 +2892,7 @@ func (x *PlannedDelivery) String() string {
 func (*PlannedDelivery) ProtoMessage() {}
 
 func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2756,7 +2905,7 @@ func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedDelivery.ProtoReflect.Descriptor instead.
 func (*PlannedDelivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PlannedDelivery) GetDeliveryId() string {
@@ -2803,7 +2952,7 @@ type FilteredEndpoint struct {
 
 func (x *FilteredEndpoint) Reset() {
 	*x = FilteredEndpoint{}
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +2964,7 @@ func (x *FilteredEndpoint) String() string {
 func (*FilteredEndpoint) ProtoMessage() {}
 
 func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +2977,7 @@ func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilteredEndpoint.ProtoReflect.Descriptor instead.
 func (*FilteredEndpoint) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FilteredEndpoint) GetEndpointId() string {
@@ -2881,7 +3030,7 @@ type DeliveriesPlanned struct {
 
 func (x *DeliveriesPlanned) Reset() {
 	*x = DeliveriesPlanned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2893,7 +3042,7 @@ func (x *DeliveriesPlanned) String() string {
 func (*DeliveriesPlanned) ProtoMessage() {}
 
 func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2906,7 +3055,7 @@ func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveriesPlanned.ProtoReflect.Descriptor instead.
 func (*DeliveriesPlanned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeliveriesPlanned) GetTenantId() string {
@@ -2999,7 +3148,7 @@ type PlanRepair struct {
 
 func (x *PlanRepair) Reset() {
 	*x = PlanRepair{}
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3011,7 +3160,7 @@ func (x *PlanRepair) String() string {
 func (*PlanRepair) ProtoMessage() {}
 
 func (x *PlanRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3024,7 +3173,7 @@ func (x *PlanRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRepair.ProtoReflect.Descriptor instead.
 func (*PlanRepair) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PlanRepair) GetRunId() string {
@@ -3115,7 +3264,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3127,7 +3276,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3140,7 +3289,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Attempt) GetTenantId() string {
@@ -3354,7 +3503,7 @@ type AttemptTrigger struct {
 
 func (x *AttemptTrigger) Reset() {
 	*x = AttemptTrigger{}
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3366,7 +3515,7 @@ func (x *AttemptTrigger) String() string {
 func (*AttemptTrigger) ProtoMessage() {}
 
 func (x *AttemptTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3379,7 +3528,7 @@ func (x *AttemptTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptTrigger.ProtoReflect.Descriptor instead.
 func (*AttemptTrigger) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AttemptTrigger) GetKind() AttemptTrigger_Kind {
@@ -3445,7 +3594,7 @@ type AttemptWaits struct {
 
 func (x *AttemptWaits) Reset() {
 	*x = AttemptWaits{}
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3457,7 +3606,7 @@ func (x *AttemptWaits) String() string {
 func (*AttemptWaits) ProtoMessage() {}
 
 func (x *AttemptWaits) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3470,7 +3619,7 @@ func (x *AttemptWaits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptWaits.ProtoReflect.Descriptor instead.
 func (*AttemptWaits) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AttemptWaits) GetTotalMs() int64 {
@@ -3533,7 +3682,7 @@ type AttemptTrace struct {
 
 func (x *AttemptTrace) Reset() {
 	*x = AttemptTrace{}
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3545,7 +3694,7 @@ func (x *AttemptTrace) String() string {
 func (*AttemptTrace) ProtoMessage() {}
 
 func (x *AttemptTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3558,7 +3707,7 @@ func (x *AttemptTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptTrace.ProtoReflect.Descriptor instead.
 func (*AttemptTrace) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AttemptTrace) GetTraceparent() string {
@@ -3601,7 +3750,7 @@ type RetryDecision struct {
 
 func (x *RetryDecision) Reset() {
 	*x = RetryDecision{}
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3613,7 +3762,7 @@ func (x *RetryDecision) String() string {
 func (*RetryDecision) ProtoMessage() {}
 
 func (x *RetryDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3626,7 +3775,7 @@ func (x *RetryDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDecision.ProtoReflect.Descriptor instead.
 func (*RetryDecision) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RetryDecision) GetOutcome() RetryDecision_Outcome {
@@ -3701,7 +3850,7 @@ type AttemptSucceeded struct {
 
 func (x *AttemptSucceeded) Reset() {
 	*x = AttemptSucceeded{}
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3713,7 +3862,7 @@ func (x *AttemptSucceeded) String() string {
 func (*AttemptSucceeded) ProtoMessage() {}
 
 func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3726,7 +3875,7 @@ func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptSucceeded.ProtoReflect.Descriptor instead.
 func (*AttemptSucceeded) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AttemptSucceeded) GetAttempt() *Attempt {
@@ -3752,7 +3901,7 @@ type AttemptFailed struct {
 
 func (x *AttemptFailed) Reset() {
 	*x = AttemptFailed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3764,7 +3913,7 @@ func (x *AttemptFailed) String() string {
 func (*AttemptFailed) ProtoMessage() {}
 
 func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3777,7 +3926,7 @@ func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptFailed.ProtoReflect.Descriptor instead.
 func (*AttemptFailed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AttemptFailed) GetAttempt() *Attempt {
@@ -3825,7 +3974,7 @@ type DeliveryExpired struct {
 
 func (x *DeliveryExpired) Reset() {
 	*x = DeliveryExpired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3837,7 +3986,7 @@ func (x *DeliveryExpired) String() string {
 func (*DeliveryExpired) ProtoMessage() {}
 
 func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3850,7 +3999,7 @@ func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryExpired.ProtoReflect.Descriptor instead.
 func (*DeliveryExpired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeliveryExpired) GetTenantId() string {
@@ -3923,7 +4072,7 @@ type ReplayRequested struct {
 
 func (x *ReplayRequested) Reset() {
 	*x = ReplayRequested{}
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3935,7 +4084,7 @@ func (x *ReplayRequested) String() string {
 func (*ReplayRequested) ProtoMessage() {}
 
 func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3948,7 +4097,7 @@ func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequested.ProtoReflect.Descriptor instead.
 func (*ReplayRequested) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReplayRequested) GetTenantId() string {
@@ -4028,7 +4177,7 @@ type PortalTokenIssued struct {
 
 func (x *PortalTokenIssued) Reset() {
 	*x = PortalTokenIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4040,7 +4189,7 @@ func (x *PortalTokenIssued) String() string {
 func (*PortalTokenIssued) ProtoMessage() {}
 
 func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4053,7 +4202,7 @@ func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenIssued.ProtoReflect.Descriptor instead.
 func (*PortalTokenIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PortalTokenIssued) GetTenantId() string {
@@ -4125,7 +4274,7 @@ type PortalTokenRevoked struct {
 
 func (x *PortalTokenRevoked) Reset() {
 	*x = PortalTokenRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4137,7 +4286,7 @@ func (x *PortalTokenRevoked) String() string {
 func (*PortalTokenRevoked) ProtoMessage() {}
 
 func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4150,7 +4299,7 @@ func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenRevoked.ProtoReflect.Descriptor instead.
 func (*PortalTokenRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PortalTokenRevoked) GetTenantId() string {
@@ -4199,7 +4348,7 @@ type SecretResealed struct {
 
 func (x *SecretResealed) Reset() {
 	*x = SecretResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4211,7 +4360,7 @@ func (x *SecretResealed) String() string {
 func (*SecretResealed) ProtoMessage() {}
 
 func (x *SecretResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4224,7 +4373,7 @@ func (x *SecretResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResealed.ProtoReflect.Descriptor instead.
 func (*SecretResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SecretResealed) GetTenantId() string {
@@ -4279,7 +4428,7 @@ type MasterKeyRegistered struct {
 
 func (x *MasterKeyRegistered) Reset() {
 	*x = MasterKeyRegistered{}
-	mi := &file_hookline_v1_events_proto_msgTypes[39]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4291,7 +4440,7 @@ func (x *MasterKeyRegistered) String() string {
 func (*MasterKeyRegistered) ProtoMessage() {}
 
 func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[39]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4304,7 +4453,7 @@ func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRegistered.ProtoReflect.Descriptor instead.
 func (*MasterKeyRegistered) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MasterKeyRegistered) GetKeyId() string {
@@ -4349,7 +4498,7 @@ type MasterKeyRetired struct {
 
 func (x *MasterKeyRetired) Reset() {
 	*x = MasterKeyRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[40]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4361,7 +4510,7 @@ func (x *MasterKeyRetired) String() string {
 func (*MasterKeyRetired) ProtoMessage() {}
 
 func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[40]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4374,7 +4523,7 @@ func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRetired.ProtoReflect.Descriptor instead.
 func (*MasterKeyRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MasterKeyRetired) GetKeyId() string {
@@ -4421,7 +4570,7 @@ type ReconcileRepaired struct {
 
 func (x *ReconcileRepaired) Reset() {
 	*x = ReconcileRepaired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[41]
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4433,7 +4582,7 @@ func (x *ReconcileRepaired) String() string {
 func (*ReconcileRepaired) ProtoMessage() {}
 
 func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[41]
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4446,7 +4595,7 @@ func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
 func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReconcileRepaired) GetRunId() string {
@@ -4715,7 +4864,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12*\n" +
-	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd0\x02\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc5\x03\n" +
 	"\x0fRecoveryStarted\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -4727,7 +4876,15 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\tissued_by\x18\x06 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
 	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\b \x01(\tR\trequestId\"\xeb\x01\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x12\x1a\n" +
+	"\bstatuses\x18\t \x03(\tR\bstatuses\x12\x1f\n" +
+	"\vevent_types\x18\n" +
+	" \x03(\tR\n" +
+	"eventTypes\x12\x1e\n" +
+	"\n" +
+	"deliveries\x18\v \x01(\x03R\n" +
+	"deliveries\x12\x16\n" +
+	"\x06digest\x18\f \x01(\tR\x06digest\"\xff\x01\n" +
 	"\x12RecoveryProgressed\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -4737,7 +4894,8 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06cursor\x18\x04 \x01(\tR\x06cursor\x12\x14\n" +
 	"\x05found\x18\x05 \x01(\x03R\x05found\x12\x1c\n" +
 	"\trequested\x18\x06 \x01(\x03R\trequested\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe2\x02\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x12\n" +
+	"\x04next\x18\b \x01(\x03R\x04next\"\xfb\x02\n" +
 	"\x10RecoveryFinished\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -4747,11 +4905,22 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\x0e2$.hookline.v1.RecoveryFinished.ReasonR\x06reason\x12\x14\n" +
 	"\x05found\x18\x05 \x01(\x03R\x05found\x12\x1c\n" +
 	"\trequested\x18\x06 \x01(\x03R\trequested\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"Q\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"j\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vREASON_DONE\x10\x01\x12\x1e\n" +
-	"\x1aREASON_ENDPOINT_NOT_ACTIVE\x10\x02\"\x92\x05\n" +
+	"\x1aREASON_ENDPOINT_NOT_ACTIVE\x10\x02\x12\x17\n" +
+	"\x13REASON_LIST_MISSING\x10\x03\"\xec\x01\n" +
+	"\x0eRecoveryListed\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12\x1f\n" +
+	"\vrecovery_id\x18\x03 \x01(\tR\n" +
+	"recoveryId\x12\x14\n" +
+	"\x05chunk\x18\x04 \x01(\x05R\x05chunk\x12\x16\n" +
+	"\x06chunks\x18\x05 \x01(\x05R\x06chunks\x12!\n" +
+	"\fdelivery_ids\x18\x06 \x03(\tR\vdeliveryIds\x12*\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x92\x05\n" +
 	"\x0eEventPublished\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1d\n" +
@@ -5019,7 +5188,7 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(ErrorClass)(0),               // 0: hookline.v1.ErrorClass
 	(Actor_Kind)(0),               // 1: hookline.v1.Actor.Kind
@@ -5053,130 +5222,132 @@ var file_hookline_v1_events_proto_goTypes = []any{
 	(*RecoveryStarted)(nil),       // 29: hookline.v1.RecoveryStarted
 	(*RecoveryProgressed)(nil),    // 30: hookline.v1.RecoveryProgressed
 	(*RecoveryFinished)(nil),      // 31: hookline.v1.RecoveryFinished
-	(*EventPublished)(nil),        // 32: hookline.v1.EventPublished
-	(*PlannedDelivery)(nil),       // 33: hookline.v1.PlannedDelivery
-	(*FilteredEndpoint)(nil),      // 34: hookline.v1.FilteredEndpoint
-	(*DeliveriesPlanned)(nil),     // 35: hookline.v1.DeliveriesPlanned
-	(*PlanRepair)(nil),            // 36: hookline.v1.PlanRepair
-	(*Attempt)(nil),               // 37: hookline.v1.Attempt
-	(*AttemptTrigger)(nil),        // 38: hookline.v1.AttemptTrigger
-	(*AttemptWaits)(nil),          // 39: hookline.v1.AttemptWaits
-	(*AttemptTrace)(nil),          // 40: hookline.v1.AttemptTrace
-	(*RetryDecision)(nil),         // 41: hookline.v1.RetryDecision
-	(*AttemptSucceeded)(nil),      // 42: hookline.v1.AttemptSucceeded
-	(*AttemptFailed)(nil),         // 43: hookline.v1.AttemptFailed
-	(*DeliveryExpired)(nil),       // 44: hookline.v1.DeliveryExpired
-	(*ReplayRequested)(nil),       // 45: hookline.v1.ReplayRequested
-	(*PortalTokenIssued)(nil),     // 46: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),    // 47: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),        // 48: hookline.v1.SecretResealed
-	(*MasterKeyRegistered)(nil),   // 49: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),      // 50: hookline.v1.MasterKeyRetired
-	(*ReconcileRepaired)(nil),     // 51: hookline.v1.ReconcileRepaired
-	nil,                           // 52: hookline.v1.EndpointConfig.MetadataEntry
-	nil,                           // 53: hookline.v1.EventPublished.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 54: google.protobuf.Timestamp
+	(*RecoveryListed)(nil),        // 32: hookline.v1.RecoveryListed
+	(*EventPublished)(nil),        // 33: hookline.v1.EventPublished
+	(*PlannedDelivery)(nil),       // 34: hookline.v1.PlannedDelivery
+	(*FilteredEndpoint)(nil),      // 35: hookline.v1.FilteredEndpoint
+	(*DeliveriesPlanned)(nil),     // 36: hookline.v1.DeliveriesPlanned
+	(*PlanRepair)(nil),            // 37: hookline.v1.PlanRepair
+	(*Attempt)(nil),               // 38: hookline.v1.Attempt
+	(*AttemptTrigger)(nil),        // 39: hookline.v1.AttemptTrigger
+	(*AttemptWaits)(nil),          // 40: hookline.v1.AttemptWaits
+	(*AttemptTrace)(nil),          // 41: hookline.v1.AttemptTrace
+	(*RetryDecision)(nil),         // 42: hookline.v1.RetryDecision
+	(*AttemptSucceeded)(nil),      // 43: hookline.v1.AttemptSucceeded
+	(*AttemptFailed)(nil),         // 44: hookline.v1.AttemptFailed
+	(*DeliveryExpired)(nil),       // 45: hookline.v1.DeliveryExpired
+	(*ReplayRequested)(nil),       // 46: hookline.v1.ReplayRequested
+	(*PortalTokenIssued)(nil),     // 47: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),    // 48: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),        // 49: hookline.v1.SecretResealed
+	(*MasterKeyRegistered)(nil),   // 50: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),      // 51: hookline.v1.MasterKeyRetired
+	(*ReconcileRepaired)(nil),     // 52: hookline.v1.ReconcileRepaired
+	nil,                           // 53: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                           // 54: hookline.v1.EventPublished.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 55: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	1,  // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
 	11, // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
 	10, // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	54, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	55, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
 	11, // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
 	10, // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	54, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	55, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
 	10, // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	54, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	55, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
 	10, // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	54, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	55, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
 	2,  // 11: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
-	52, // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	53, // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
 	16, // 13: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
 	17, // 14: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
 	10, // 15: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	54, // 16: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	55, // 16: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
 	16, // 17: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
 	10, // 18: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	54, // 19: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	55, // 19: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
 	17, // 20: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
 	17, // 21: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	54, // 22: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	55, // 22: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
 	10, // 23: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	54, // 24: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	55, // 24: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
 	3,  // 25: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
 	10, // 26: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	54, // 27: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	55, // 27: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
 	4,  // 28: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
 	10, // 29: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	54, // 30: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	55, // 30: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
 	10, // 31: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	54, // 32: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	55, // 32: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
 	10, // 33: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	54, // 34: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	55, // 34: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
 	10, // 35: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	54, // 36: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	55, // 36: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
 	0,  // 37: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	54, // 38: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	54, // 39: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	54, // 40: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	54, // 41: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	54, // 42: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
-	54, // 43: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	55, // 38: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	55, // 39: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	55, // 40: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	55, // 41: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	55, // 42: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	55, // 43: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
 	10, // 44: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
-	54, // 45: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
-	54, // 46: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	55, // 45: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	55, // 46: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
 	5,  // 47: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
-	54, // 48: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
-	54, // 49: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
-	10, // 50: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	54, // 51: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	53, // 52: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
-	33, // 53: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	54, // 54: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	54, // 55: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	36, // 56: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	34, // 57: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
-	10, // 58: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	54, // 59: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	54, // 60: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 61: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	10, // 62: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	38, // 63: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
-	39, // 64: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
-	40, // 65: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
-	41, // 66: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
-	6,  // 67: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
-	54, // 68: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
-	10, // 69: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
-	7,  // 70: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
-	54, // 71: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
-	8,  // 72: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
-	37, // 73: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	37, // 74: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	54, // 75: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	54, // 76: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	54, // 77: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	10, // 78: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	54, // 79: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	54, // 80: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 81: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	54, // 82: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	10, // 83: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	54, // 84: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	17, // 85: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	10, // 86: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	54, // 87: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	54, // 88: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	10, // 89: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	54, // 90: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	9,  // 91: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	10, // 92: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	54, // 93: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	94, // [94:94] is the sub-list for method output_type
-	94, // [94:94] is the sub-list for method input_type
-	94, // [94:94] is the sub-list for extension type_name
-	94, // [94:94] is the sub-list for extension extendee
-	0,  // [0:94] is the sub-list for field type_name
+	55, // 48: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	55, // 49: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
+	55, // 50: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	10, // 51: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
+	55, // 52: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	54, // 53: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	34, // 54: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	55, // 55: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	55, // 56: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	37, // 57: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	35, // 58: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
+	10, // 59: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	55, // 60: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	55, // 61: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 62: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	10, // 63: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	39, // 64: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
+	40, // 65: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
+	41, // 66: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
+	42, // 67: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
+	6,  // 68: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
+	55, // 69: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
+	10, // 70: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
+	7,  // 71: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
+	55, // 72: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
+	8,  // 73: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
+	38, // 74: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	38, // 75: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	55, // 76: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	55, // 77: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	55, // 78: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	10, // 79: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	55, // 80: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	55, // 81: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 82: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	55, // 83: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	10, // 84: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	55, // 85: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	17, // 86: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	10, // 87: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	55, // 88: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	55, // 89: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	10, // 90: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	55, // 91: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	9,  // 92: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	10, // 93: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	55, // 94: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	95, // [95:95] is the sub-list for method output_type
+	95, // [95:95] is the sub-list for method input_type
+	95, // [95:95] is the sub-list for extension type_name
+	95, // [95:95] is the sub-list for extension extendee
+	0,  // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -5190,7 +5361,7 @@ func file_hookline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

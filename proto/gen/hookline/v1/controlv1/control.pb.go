@@ -209,7 +209,7 @@ func (x RoutingVerdict_Verdict) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RoutingVerdict_Verdict.Descriptor instead.
 func (RoutingVerdict_Verdict) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34, 0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38, 0}
 }
 
 type ResealSecretsRequest struct {
@@ -1882,11 +1882,21 @@ func (x *Endpoint) GetAsOf() *AsOf {
 }
 
 type RecoverEndpointRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
-	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
-	Until         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	Since      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	Until      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
+	// statuses selects the deliveries by status: failed (the default when
+	// empty), succeeded, pending.
+	Statuses []string `protobuf:"bytes,5,rep,name=statuses,proto3" json:"statuses,omitempty"`
+	// event_types, when set, selects only deliveries of these types.
+	EventTypes []string `protobuf:"bytes,6,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
+	// dry_run answers the manifest and starts nothing.
+	DryRun bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// digest, when set, is the manifest's digest from a dry run: the
+	// recovery starts only if the window still gives exactly that list.
+	Digest        string `protobuf:"bytes,8,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1949,6 +1959,145 @@ func (x *RecoverEndpointRequest) GetUntil() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *RecoverEndpointRequest) GetStatuses() []string {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
+func (x *RecoverEndpointRequest) GetEventTypes() []string {
+	if x != nil {
+		return x.EventTypes
+	}
+	return nil
+}
+
+func (x *RecoverEndpointRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RecoverEndpointRequest) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+// RecoveryManifest describes the exact list of deliveries a recovery
+// replays.
+type RecoveryManifest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// deliveries is how many the list holds.
+	Deliveries int64 `protobuf:"varint,1,opt,name=deliveries,proto3" json:"deliveries,omitempty"`
+	// digest is the SHA-256 (hex) of the list: the delivery ids in replay
+	// order (planned time, then id), each followed by a newline.
+	Digest string `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
+	// rate_per_second and burst are the endpoint's token bucket, and
+	// estimated_seconds the time the list takes under it at the least:
+	// (deliveries - burst) / rate_per_second.
+	RatePerSecond    float64 `protobuf:"fixed64,3,opt,name=rate_per_second,json=ratePerSecond,proto3" json:"rate_per_second,omitempty"`
+	Burst            int32   `protobuf:"varint,4,opt,name=burst,proto3" json:"burst,omitempty"`
+	EstimatedSeconds float64 `protobuf:"fixed64,5,opt,name=estimated_seconds,json=estimatedSeconds,proto3" json:"estimated_seconds,omitempty"`
+	// first_planned_at and last_planned_at bound the list's planned times.
+	FirstPlannedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=first_planned_at,json=firstPlannedAt,proto3" json:"first_planned_at,omitempty"`
+	LastPlannedAt  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_planned_at,json=lastPlannedAt,proto3" json:"last_planned_at,omitempty"`
+	// delivery_ids are the first ids of the list, in replay order (at most
+	// 20), to check by eye.
+	DeliveryIds   []string `protobuf:"bytes,8,rep,name=delivery_ids,json=deliveryIds,proto3" json:"delivery_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryManifest) Reset() {
+	*x = RecoveryManifest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryManifest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryManifest) ProtoMessage() {}
+
+func (x *RecoveryManifest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryManifest.ProtoReflect.Descriptor instead.
+func (*RecoveryManifest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RecoveryManifest) GetDeliveries() int64 {
+	if x != nil {
+		return x.Deliveries
+	}
+	return 0
+}
+
+func (x *RecoveryManifest) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *RecoveryManifest) GetRatePerSecond() float64 {
+	if x != nil {
+		return x.RatePerSecond
+	}
+	return 0
+}
+
+func (x *RecoveryManifest) GetBurst() int32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+func (x *RecoveryManifest) GetEstimatedSeconds() float64 {
+	if x != nil {
+		return x.EstimatedSeconds
+	}
+	return 0
+}
+
+func (x *RecoveryManifest) GetFirstPlannedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstPlannedAt
+	}
+	return nil
+}
+
+func (x *RecoveryManifest) GetLastPlannedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastPlannedAt
+	}
+	return nil
+}
+
+func (x *RecoveryManifest) GetDeliveryIds() []string {
+	if x != nil {
+		return x.DeliveryIds
+	}
+	return nil
+}
+
 type GetRecoveryRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -1960,7 +2109,7 @@ type GetRecoveryRequest struct {
 
 func (x *GetRecoveryRequest) Reset() {
 	*x = GetRecoveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2121,7 @@ func (x *GetRecoveryRequest) String() string {
 func (*GetRecoveryRequest) ProtoMessage() {}
 
 func (x *GetRecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2134,7 @@ func (x *GetRecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRecoveryRequest.ProtoReflect.Descriptor instead.
 func (*GetRecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetRecoveryRequest) GetTenantId() string {
@@ -2019,7 +2168,7 @@ type ListRecoveriesRequest struct {
 
 func (x *ListRecoveriesRequest) Reset() {
 	*x = ListRecoveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2031,7 +2180,7 @@ func (x *ListRecoveriesRequest) String() string {
 func (*ListRecoveriesRequest) ProtoMessage() {}
 
 func (x *ListRecoveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2044,7 +2193,7 @@ func (x *ListRecoveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecoveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListRecoveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListRecoveriesRequest) GetTenantId() string {
@@ -2070,7 +2219,7 @@ type ListRecoveriesResponse struct {
 
 func (x *ListRecoveriesResponse) Reset() {
 	*x = ListRecoveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2082,7 +2231,7 @@ func (x *ListRecoveriesResponse) String() string {
 func (*ListRecoveriesResponse) ProtoMessage() {}
 
 func (x *ListRecoveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2095,7 +2244,7 @@ func (x *ListRecoveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecoveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListRecoveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListRecoveriesResponse) GetRecoveries() []*Recovery {
@@ -2123,15 +2272,22 @@ type Recovery struct {
 	// requested counts the deliveries whose replay is durably requested.
 	Requested int64 `protobuf:"varint,10,opt,name=requested,proto3" json:"requested,omitempty"`
 	// state is running, done, or endpoint_not_active when the endpoint was
-	// paused, disabled or deleted while it ran.
-	State         string `protobuf:"bytes,11,opt,name=state,proto3" json:"state,omitempty"`
+	// paused, disabled or deleted while it ran (dry_run for a dry run).
+	State string `protobuf:"bytes,11,opt,name=state,proto3" json:"state,omitempty"`
+	// manifest describes the list the recovery replays (or would: dry run).
+	Manifest *RecoveryManifest `protobuf:"bytes,12,opt,name=manifest,proto3" json:"manifest,omitempty"`
+	// dry_run is set on the answer of a dry run, which started nothing.
+	DryRun bool `protobuf:"varint,13,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// statuses and event_types are the window's filter.
+	Statuses      []string `protobuf:"bytes,14,rep,name=statuses,proto3" json:"statuses,omitempty"`
+	EventTypes    []string `protobuf:"bytes,15,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Recovery) Reset() {
 	*x = Recovery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2299,7 @@ func (x *Recovery) String() string {
 func (*Recovery) ProtoMessage() {}
 
 func (x *Recovery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2312,7 @@ func (x *Recovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recovery.ProtoReflect.Descriptor instead.
 func (*Recovery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Recovery) GetRecoveryId() string {
@@ -2236,6 +2392,178 @@ func (x *Recovery) GetState() string {
 	return ""
 }
 
+func (x *Recovery) GetManifest() *RecoveryManifest {
+	if x != nil {
+		return x.Manifest
+	}
+	return nil
+}
+
+func (x *Recovery) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *Recovery) GetStatuses() []string {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
+func (x *Recovery) GetEventTypes() []string {
+	if x != nil {
+		return x.EventTypes
+	}
+	return nil
+}
+
+type ListOperationalEventTypesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOperationalEventTypesRequest) Reset() {
+	*x = ListOperationalEventTypesRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOperationalEventTypesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOperationalEventTypesRequest) ProtoMessage() {}
+
+func (x *ListOperationalEventTypesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOperationalEventTypesRequest.ProtoReflect.Descriptor instead.
+func (*ListOperationalEventTypesRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
+}
+
+// OperationalEventType is one of Hookline's own event types.
+type OperationalEventType struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// type is the event type an endpoint names to receive it.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// description says what causes it.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// example is a payload of the type, as sent (JSON).
+	Example       string `protobuf:"bytes,3,opt,name=example,proto3" json:"example,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperationalEventType) Reset() {
+	*x = OperationalEventType{}
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperationalEventType) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperationalEventType) ProtoMessage() {}
+
+func (x *OperationalEventType) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperationalEventType.ProtoReflect.Descriptor instead.
+func (*OperationalEventType) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *OperationalEventType) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *OperationalEventType) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *OperationalEventType) GetExample() string {
+	if x != nil {
+		return x.Example
+	}
+	return ""
+}
+
+type ListOperationalEventTypesResponse struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Types         []*OperationalEventType `protobuf:"bytes,1,rep,name=types,proto3" json:"types,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOperationalEventTypesResponse) Reset() {
+	*x = ListOperationalEventTypesResponse{}
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOperationalEventTypesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOperationalEventTypesResponse) ProtoMessage() {}
+
+func (x *ListOperationalEventTypesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOperationalEventTypesResponse.ProtoReflect.Descriptor instead.
+func (*ListOperationalEventTypesResponse) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ListOperationalEventTypesResponse) GetTypes() []*OperationalEventType {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
 type ExplainRoutingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -2246,7 +2574,7 @@ type ExplainRoutingRequest struct {
 
 func (x *ExplainRoutingRequest) Reset() {
 	*x = ExplainRoutingRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2258,7 +2586,7 @@ func (x *ExplainRoutingRequest) String() string {
 func (*ExplainRoutingRequest) ProtoMessage() {}
 
 func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2271,7 +2599,7 @@ func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRoutingRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRoutingRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ExplainRoutingRequest) GetTenantId() string {
@@ -2306,7 +2634,7 @@ type EventRouting struct {
 
 func (x *EventRouting) Reset() {
 	*x = EventRouting{}
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2646,7 @@ func (x *EventRouting) String() string {
 func (*EventRouting) ProtoMessage() {}
 
 func (x *EventRouting) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2659,7 @@ func (x *EventRouting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventRouting.ProtoReflect.Descriptor instead.
 func (*EventRouting) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *EventRouting) GetEventId() string {
@@ -2390,7 +2718,7 @@ type FilterValue struct {
 
 func (x *FilterValue) Reset() {
 	*x = FilterValue{}
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2402,7 +2730,7 @@ func (x *FilterValue) String() string {
 func (*FilterValue) ProtoMessage() {}
 
 func (x *FilterValue) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2415,7 +2743,7 @@ func (x *FilterValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterValue.ProtoReflect.Descriptor instead.
 func (*FilterValue) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FilterValue) GetExpr() string {
@@ -2465,7 +2793,7 @@ type RoutingVerdict struct {
 
 func (x *RoutingVerdict) Reset() {
 	*x = RoutingVerdict{}
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2477,7 +2805,7 @@ func (x *RoutingVerdict) String() string {
 func (*RoutingVerdict) ProtoMessage() {}
 
 func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2490,7 +2818,7 @@ func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingVerdict.ProtoReflect.Descriptor instead.
 func (*RoutingVerdict) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RoutingVerdict) GetEndpointId() string {
@@ -2601,7 +2929,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2613,7 +2941,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2626,7 +2954,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PublishRequest) GetTenantId() string {
@@ -2738,7 +3066,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2750,7 +3078,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2763,7 +3091,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PublishResponse) GetEventId() string {
@@ -2811,7 +3139,7 @@ type PublishBatchRequest struct {
 
 func (x *PublishBatchRequest) Reset() {
 	*x = PublishBatchRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2823,7 +3151,7 @@ func (x *PublishBatchRequest) String() string {
 func (*PublishBatchRequest) ProtoMessage() {}
 
 func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2836,7 +3164,7 @@ func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchRequest.ProtoReflect.Descriptor instead.
 func (*PublishBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PublishBatchRequest) GetTenantId() string {
@@ -2865,7 +3193,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2877,7 +3205,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2890,7 +3218,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PublishResult) GetResponse() *PublishResponse {
@@ -2923,7 +3251,7 @@ type PublishBatchResponse struct {
 
 func (x *PublishBatchResponse) Reset() {
 	*x = PublishBatchResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2935,7 +3263,7 @@ func (x *PublishBatchResponse) String() string {
 func (*PublishBatchResponse) ProtoMessage() {}
 
 func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2948,7 +3276,7 @@ func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchResponse.ProtoReflect.Descriptor instead.
 func (*PublishBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PublishBatchResponse) GetResults() []*PublishResult {
@@ -2969,7 +3297,7 @@ type LookupEventsRequest struct {
 
 func (x *LookupEventsRequest) Reset() {
 	*x = LookupEventsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2981,7 +3309,7 @@ func (x *LookupEventsRequest) String() string {
 func (*LookupEventsRequest) ProtoMessage() {}
 
 func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2994,7 +3322,7 @@ func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsRequest.ProtoReflect.Descriptor instead.
 func (*LookupEventsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *LookupEventsRequest) GetTenantId() string {
@@ -3025,7 +3353,7 @@ type AcceptedEvent struct {
 
 func (x *AcceptedEvent) Reset() {
 	*x = AcceptedEvent{}
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3037,7 +3365,7 @@ func (x *AcceptedEvent) String() string {
 func (*AcceptedEvent) ProtoMessage() {}
 
 func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3050,7 +3378,7 @@ func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptedEvent.ProtoReflect.Descriptor instead.
 func (*AcceptedEvent) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AcceptedEvent) GetEventId() string {
@@ -3093,7 +3421,7 @@ type LookupEventsResponse struct {
 
 func (x *LookupEventsResponse) Reset() {
 	*x = LookupEventsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +3433,7 @@ func (x *LookupEventsResponse) String() string {
 func (*LookupEventsResponse) ProtoMessage() {}
 
 func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +3446,7 @@ func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsResponse.ProtoReflect.Descriptor instead.
 func (*LookupEventsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *LookupEventsResponse) GetFound() []*AcceptedEvent {
@@ -3152,7 +3480,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[43]
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3164,7 +3492,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[43]
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3177,7 +3505,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListDeliveriesRequest) GetTenantId() string {
@@ -3246,7 +3574,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[44]
+	mi := &file_hookline_v1_control_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3258,7 +3586,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[44]
+	mi := &file_hookline_v1_control_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3271,7 +3599,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -3298,7 +3626,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[45]
+	mi := &file_hookline_v1_control_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3310,7 +3638,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[45]
+	mi := &file_hookline_v1_control_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3323,7 +3651,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetDeliveryRequest) GetTenantId() string {
@@ -3350,7 +3678,7 @@ type ReplayDeliveryRequest struct {
 
 func (x *ReplayDeliveryRequest) Reset() {
 	*x = ReplayDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[46]
+	mi := &file_hookline_v1_control_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3362,7 +3690,7 @@ func (x *ReplayDeliveryRequest) String() string {
 func (*ReplayDeliveryRequest) ProtoMessage() {}
 
 func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[46]
+	mi := &file_hookline_v1_control_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3375,7 +3703,7 @@ func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{46}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ReplayDeliveryRequest) GetTenantId() string {
@@ -3416,7 +3744,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	mi := &file_hookline_v1_control_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3428,7 +3756,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	mi := &file_hookline_v1_control_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3441,7 +3769,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -3683,13 +4011,29 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x13CIRCUIT_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eCIRCUIT_CLOSED\x10\x01\x12\x10\n" +
 	"\fCIRCUIT_OPEN\x10\x02\x12\x15\n" +
-	"\x11CIRCUIT_HALF_OPEN\x10\x03\"\xba\x01\n" +
+	"\x11CIRCUIT_HALF_OPEN\x10\x03\"\xa8\x02\n" +
 	"\x16RecoverEndpointRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x120\n" +
 	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
-	"\x05until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\"s\n" +
+	"\x05until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1a\n" +
+	"\bstatuses\x18\x05 \x03(\tR\bstatuses\x12\x1f\n" +
+	"\vevent_types\x18\x06 \x03(\tR\n" +
+	"eventTypes\x12\x17\n" +
+	"\adry_run\x18\a \x01(\bR\x06dryRun\x12\x16\n" +
+	"\x06digest\x18\b \x01(\tR\x06digest\"\xe2\x02\n" +
+	"\x10RecoveryManifest\x12\x1e\n" +
+	"\n" +
+	"deliveries\x18\x01 \x01(\x03R\n" +
+	"deliveries\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\x12&\n" +
+	"\x0frate_per_second\x18\x03 \x01(\x01R\rratePerSecond\x12\x14\n" +
+	"\x05burst\x18\x04 \x01(\x05R\x05burst\x12+\n" +
+	"\x11estimated_seconds\x18\x05 \x01(\x01R\x10estimatedSeconds\x12D\n" +
+	"\x10first_planned_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0efirstPlannedAt\x12B\n" +
+	"\x0flast_planned_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\rlastPlannedAt\x12!\n" +
+	"\fdelivery_ids\x18\b \x03(\tR\vdeliveryIds\"s\n" +
 	"\x12GetRecoveryRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -3703,7 +4047,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x16ListRecoveriesResponse\x125\n" +
 	"\n" +
 	"recoveries\x18\x01 \x03(\v2\x15.hookline.v1.RecoveryR\n" +
-	"recoveries\"\xa2\x03\n" +
+	"recoveries\"\xb3\x04\n" +
 	"\bRecovery\x12\x1f\n" +
 	"\vrecovery_id\x18\x01 \x01(\tR\n" +
 	"recoveryId\x12\x1f\n" +
@@ -3720,7 +4064,19 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"finishedAt\x12\x1c\n" +
 	"\trequested\x18\n" +
 	" \x01(\x03R\trequested\x12\x14\n" +
-	"\x05state\x18\v \x01(\tR\x05state\"O\n" +
+	"\x05state\x18\v \x01(\tR\x05state\x129\n" +
+	"\bmanifest\x18\f \x01(\v2\x1d.hookline.v1.RecoveryManifestR\bmanifest\x12\x17\n" +
+	"\adry_run\x18\r \x01(\bR\x06dryRun\x12\x1a\n" +
+	"\bstatuses\x18\x0e \x03(\tR\bstatuses\x12\x1f\n" +
+	"\vevent_types\x18\x0f \x03(\tR\n" +
+	"eventTypes\"\"\n" +
+	" ListOperationalEventTypesRequest\"f\n" +
+	"\x14OperationalEventType\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x18\n" +
+	"\aexample\x18\x03 \x01(\tR\aexample\"\\\n" +
+	"!ListOperationalEventTypesResponse\x127\n" +
+	"\x05types\x18\x01 \x03(\v2!.hookline.v1.OperationalEventTypeR\x05types\"O\n" +
 	"\x15ExplainRoutingRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\"\xdc\x02\n" +
@@ -3879,12 +4235,13 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x0eDeleteEndpoint\x12\".hookline.v1.DeleteEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12M\n" +
 	"\x0fRecoverEndpoint\x12#.hookline.v1.RecoverEndpointRequest\x1a\x15.hookline.v1.Recovery\x12E\n" +
 	"\vGetRecovery\x12\x1f.hookline.v1.GetRecoveryRequest\x1a\x15.hookline.v1.Recovery\x12Y\n" +
-	"\x0eListRecoveries\x12\".hookline.v1.ListRecoveriesRequest\x1a#.hookline.v1.ListRecoveriesResponse2\xcf\x02\n" +
+	"\x0eListRecoveries\x12\".hookline.v1.ListRecoveriesRequest\x1a#.hookline.v1.ListRecoveriesResponse2\xcb\x03\n" +
 	"\fEventService\x12D\n" +
 	"\aPublish\x12\x1b.hookline.v1.PublishRequest\x1a\x1c.hookline.v1.PublishResponse\x12S\n" +
 	"\fPublishBatch\x12 .hookline.v1.PublishBatchRequest\x1a!.hookline.v1.PublishBatchResponse\x12S\n" +
 	"\fLookupEvents\x12 .hookline.v1.LookupEventsRequest\x1a!.hookline.v1.LookupEventsResponse\x12O\n" +
-	"\x0eExplainRouting\x12\".hookline.v1.ExplainRoutingRequest\x1a\x19.hookline.v1.EventRouting2\x80\x02\n" +
+	"\x0eExplainRouting\x12\".hookline.v1.ExplainRoutingRequest\x1a\x19.hookline.v1.EventRouting\x12z\n" +
+	"\x19ListOperationalEventTypes\x12-.hookline.v1.ListOperationalEventTypesRequest\x1a..hookline.v1.ListOperationalEventTypesResponse2\x80\x02\n" +
 	"\x0fDeliveryService\x12Y\n" +
 	"\x0eListDeliveries\x12\".hookline.v1.ListDeliveriesRequest\x1a#.hookline.v1.ListDeliveriesResponse\x12E\n" +
 	"\vGetDelivery\x12\x1f.hookline.v1.GetDeliveryRequest\x1a\x15.hookline.v1.Delivery\x12K\n" +
@@ -3903,180 +4260,190 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_hookline_v1_control_proto_goTypes = []any{
-	(Endpoint_Status)(0),           // 0: hookline.v1.Endpoint.Status
-	(Endpoint_Circuit)(0),          // 1: hookline.v1.Endpoint.Circuit
-	(RoutingVerdict_Verdict)(0),    // 2: hookline.v1.RoutingVerdict.Verdict
-	(*ResealSecretsRequest)(nil),   // 3: hookline.v1.ResealSecretsRequest
-	(*ResealSecretsResponse)(nil),  // 4: hookline.v1.ResealSecretsResponse
-	(*CreateTenantRequest)(nil),    // 5: hookline.v1.CreateTenantRequest
-	(*GetTenantRequest)(nil),       // 6: hookline.v1.GetTenantRequest
-	(*AsOf)(nil),                   // 7: hookline.v1.AsOf
-	(*IssueApiKeyRequest)(nil),     // 8: hookline.v1.IssueApiKeyRequest
-	(*IssueApiKeyResponse)(nil),    // 9: hookline.v1.IssueApiKeyResponse
-	(*RevokeApiKeyRequest)(nil),    // 10: hookline.v1.RevokeApiKeyRequest
-	(*SetQuotaRequest)(nil),        // 11: hookline.v1.SetQuotaRequest
-	(*ApiKey)(nil),                 // 12: hookline.v1.ApiKey
-	(*Tenant)(nil),                 // 13: hookline.v1.Tenant
-	(*EndpointSettings)(nil),       // 14: hookline.v1.EndpointSettings
-	(*CreateEndpointRequest)(nil),  // 15: hookline.v1.CreateEndpointRequest
-	(*CreateEndpointResponse)(nil), // 16: hookline.v1.CreateEndpointResponse
-	(*GetEndpointRequest)(nil),     // 17: hookline.v1.GetEndpointRequest
-	(*ListEndpointsRequest)(nil),   // 18: hookline.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),  // 19: hookline.v1.ListEndpointsResponse
-	(*UpdateEndpointRequest)(nil),  // 20: hookline.v1.UpdateEndpointRequest
-	(*RotateSecretRequest)(nil),    // 21: hookline.v1.RotateSecretRequest
-	(*RotateSecretResponse)(nil),   // 22: hookline.v1.RotateSecretResponse
-	(*RetireSecretRequest)(nil),    // 23: hookline.v1.RetireSecretRequest
-	(*PauseEndpointRequest)(nil),   // 24: hookline.v1.PauseEndpointRequest
-	(*ResumeEndpointRequest)(nil),  // 25: hookline.v1.ResumeEndpointRequest
-	(*DeleteEndpointRequest)(nil),  // 26: hookline.v1.DeleteEndpointRequest
-	(*SecretInfo)(nil),             // 27: hookline.v1.SecretInfo
-	(*Endpoint)(nil),               // 28: hookline.v1.Endpoint
-	(*RecoverEndpointRequest)(nil), // 29: hookline.v1.RecoverEndpointRequest
-	(*GetRecoveryRequest)(nil),     // 30: hookline.v1.GetRecoveryRequest
-	(*ListRecoveriesRequest)(nil),  // 31: hookline.v1.ListRecoveriesRequest
-	(*ListRecoveriesResponse)(nil), // 32: hookline.v1.ListRecoveriesResponse
-	(*Recovery)(nil),               // 33: hookline.v1.Recovery
-	(*ExplainRoutingRequest)(nil),  // 34: hookline.v1.ExplainRoutingRequest
-	(*EventRouting)(nil),           // 35: hookline.v1.EventRouting
-	(*FilterValue)(nil),            // 36: hookline.v1.FilterValue
-	(*RoutingVerdict)(nil),         // 37: hookline.v1.RoutingVerdict
-	(*PublishRequest)(nil),         // 38: hookline.v1.PublishRequest
-	(*PublishResponse)(nil),        // 39: hookline.v1.PublishResponse
-	(*PublishBatchRequest)(nil),    // 40: hookline.v1.PublishBatchRequest
-	(*PublishResult)(nil),          // 41: hookline.v1.PublishResult
-	(*PublishBatchResponse)(nil),   // 42: hookline.v1.PublishBatchResponse
-	(*LookupEventsRequest)(nil),    // 43: hookline.v1.LookupEventsRequest
-	(*AcceptedEvent)(nil),          // 44: hookline.v1.AcceptedEvent
-	(*LookupEventsResponse)(nil),   // 45: hookline.v1.LookupEventsResponse
-	(*ListDeliveriesRequest)(nil),  // 46: hookline.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil), // 47: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),     // 48: hookline.v1.GetDeliveryRequest
-	(*ReplayDeliveryRequest)(nil),  // 49: hookline.v1.ReplayDeliveryRequest
-	(*Delivery)(nil),               // 50: hookline.v1.Delivery
-	nil,                            // 51: hookline.v1.EndpointSettings.MetadataEntry
-	nil,                            // 52: hookline.v1.EventRouting.HeadersEntry
-	nil,                            // 53: hookline.v1.PublishRequest.HeadersEntry
-	(*v1.Quota)(nil),               // 54: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),  // 55: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),  // 56: google.protobuf.FieldMask
-	(*structpb.Value)(nil),         // 57: google.protobuf.Value
-	(*v1.PlannedDelivery)(nil),     // 58: hookline.v1.PlannedDelivery
-	(*v1.FilteredEndpoint)(nil),    // 59: hookline.v1.FilteredEndpoint
-	(*v1.Attempt)(nil),             // 60: hookline.v1.Attempt
+	(Endpoint_Status)(0),                      // 0: hookline.v1.Endpoint.Status
+	(Endpoint_Circuit)(0),                     // 1: hookline.v1.Endpoint.Circuit
+	(RoutingVerdict_Verdict)(0),               // 2: hookline.v1.RoutingVerdict.Verdict
+	(*ResealSecretsRequest)(nil),              // 3: hookline.v1.ResealSecretsRequest
+	(*ResealSecretsResponse)(nil),             // 4: hookline.v1.ResealSecretsResponse
+	(*CreateTenantRequest)(nil),               // 5: hookline.v1.CreateTenantRequest
+	(*GetTenantRequest)(nil),                  // 6: hookline.v1.GetTenantRequest
+	(*AsOf)(nil),                              // 7: hookline.v1.AsOf
+	(*IssueApiKeyRequest)(nil),                // 8: hookline.v1.IssueApiKeyRequest
+	(*IssueApiKeyResponse)(nil),               // 9: hookline.v1.IssueApiKeyResponse
+	(*RevokeApiKeyRequest)(nil),               // 10: hookline.v1.RevokeApiKeyRequest
+	(*SetQuotaRequest)(nil),                   // 11: hookline.v1.SetQuotaRequest
+	(*ApiKey)(nil),                            // 12: hookline.v1.ApiKey
+	(*Tenant)(nil),                            // 13: hookline.v1.Tenant
+	(*EndpointSettings)(nil),                  // 14: hookline.v1.EndpointSettings
+	(*CreateEndpointRequest)(nil),             // 15: hookline.v1.CreateEndpointRequest
+	(*CreateEndpointResponse)(nil),            // 16: hookline.v1.CreateEndpointResponse
+	(*GetEndpointRequest)(nil),                // 17: hookline.v1.GetEndpointRequest
+	(*ListEndpointsRequest)(nil),              // 18: hookline.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),             // 19: hookline.v1.ListEndpointsResponse
+	(*UpdateEndpointRequest)(nil),             // 20: hookline.v1.UpdateEndpointRequest
+	(*RotateSecretRequest)(nil),               // 21: hookline.v1.RotateSecretRequest
+	(*RotateSecretResponse)(nil),              // 22: hookline.v1.RotateSecretResponse
+	(*RetireSecretRequest)(nil),               // 23: hookline.v1.RetireSecretRequest
+	(*PauseEndpointRequest)(nil),              // 24: hookline.v1.PauseEndpointRequest
+	(*ResumeEndpointRequest)(nil),             // 25: hookline.v1.ResumeEndpointRequest
+	(*DeleteEndpointRequest)(nil),             // 26: hookline.v1.DeleteEndpointRequest
+	(*SecretInfo)(nil),                        // 27: hookline.v1.SecretInfo
+	(*Endpoint)(nil),                          // 28: hookline.v1.Endpoint
+	(*RecoverEndpointRequest)(nil),            // 29: hookline.v1.RecoverEndpointRequest
+	(*RecoveryManifest)(nil),                  // 30: hookline.v1.RecoveryManifest
+	(*GetRecoveryRequest)(nil),                // 31: hookline.v1.GetRecoveryRequest
+	(*ListRecoveriesRequest)(nil),             // 32: hookline.v1.ListRecoveriesRequest
+	(*ListRecoveriesResponse)(nil),            // 33: hookline.v1.ListRecoveriesResponse
+	(*Recovery)(nil),                          // 34: hookline.v1.Recovery
+	(*ListOperationalEventTypesRequest)(nil),  // 35: hookline.v1.ListOperationalEventTypesRequest
+	(*OperationalEventType)(nil),              // 36: hookline.v1.OperationalEventType
+	(*ListOperationalEventTypesResponse)(nil), // 37: hookline.v1.ListOperationalEventTypesResponse
+	(*ExplainRoutingRequest)(nil),             // 38: hookline.v1.ExplainRoutingRequest
+	(*EventRouting)(nil),                      // 39: hookline.v1.EventRouting
+	(*FilterValue)(nil),                       // 40: hookline.v1.FilterValue
+	(*RoutingVerdict)(nil),                    // 41: hookline.v1.RoutingVerdict
+	(*PublishRequest)(nil),                    // 42: hookline.v1.PublishRequest
+	(*PublishResponse)(nil),                   // 43: hookline.v1.PublishResponse
+	(*PublishBatchRequest)(nil),               // 44: hookline.v1.PublishBatchRequest
+	(*PublishResult)(nil),                     // 45: hookline.v1.PublishResult
+	(*PublishBatchResponse)(nil),              // 46: hookline.v1.PublishBatchResponse
+	(*LookupEventsRequest)(nil),               // 47: hookline.v1.LookupEventsRequest
+	(*AcceptedEvent)(nil),                     // 48: hookline.v1.AcceptedEvent
+	(*LookupEventsResponse)(nil),              // 49: hookline.v1.LookupEventsResponse
+	(*ListDeliveriesRequest)(nil),             // 50: hookline.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil),            // 51: hookline.v1.ListDeliveriesResponse
+	(*GetDeliveryRequest)(nil),                // 52: hookline.v1.GetDeliveryRequest
+	(*ReplayDeliveryRequest)(nil),             // 53: hookline.v1.ReplayDeliveryRequest
+	(*Delivery)(nil),                          // 54: hookline.v1.Delivery
+	nil,                                       // 55: hookline.v1.EndpointSettings.MetadataEntry
+	nil,                                       // 56: hookline.v1.EventRouting.HeadersEntry
+	nil,                                       // 57: hookline.v1.PublishRequest.HeadersEntry
+	(*v1.Quota)(nil),                          // 58: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),             // 59: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),             // 60: google.protobuf.FieldMask
+	(*structpb.Value)(nil),                    // 61: google.protobuf.Value
+	(*v1.PlannedDelivery)(nil),                // 62: hookline.v1.PlannedDelivery
+	(*v1.FilteredEndpoint)(nil),               // 63: hookline.v1.FilteredEndpoint
+	(*v1.Attempt)(nil),                        // 64: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	54, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	55, // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
-	54, // 2: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	55, // 3: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	54, // 4: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	58, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	59, // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
+	58, // 2: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	59, // 3: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	58, // 4: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
 	12, // 5: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	55, // 6: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	59, // 6: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
 	7,  // 7: hookline.v1.Tenant.as_of:type_name -> hookline.v1.AsOf
-	51, // 8: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
+	55, // 8: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
 	14, // 9: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
 	28, // 10: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
 	28, // 11: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
 	14, // 12: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	56, // 13: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	60, // 13: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
 	28, // 14: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	55, // 15: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	55, // 16: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	59, // 15: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	59, // 16: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
 	14, // 17: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
 	0,  // 18: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
 	1,  // 19: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
 	27, // 20: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	55, // 21: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	55, // 22: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	59, // 21: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	59, // 22: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
 	7,  // 23: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
-	55, // 24: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	55, // 25: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	33, // 26: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
-	55, // 27: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	55, // 28: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	55, // 29: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	55, // 30: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
-	55, // 31: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
-	52, // 32: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
-	37, // 33: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
-	57, // 34: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
-	2,  // 35: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
-	36, // 36: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
-	55, // 37: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	57, // 38: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	53, // 39: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
-	58, // 40: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	59, // 41: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
-	38, // 42: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
-	39, // 43: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
-	41, // 44: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	55, // 45: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
-	44, // 46: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
-	55, // 47: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	55, // 48: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	50, // 49: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	55, // 50: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	55, // 51: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	55, // 52: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	60, // 53: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	5,  // 54: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	6,  // 55: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	8,  // 56: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	10, // 57: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	11, // 58: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	3,  // 59: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
-	15, // 60: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	17, // 61: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	18, // 62: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	20, // 63: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	21, // 64: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	23, // 65: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	24, // 66: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	25, // 67: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	26, // 68: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	29, // 69: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	30, // 70: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	31, // 71: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
-	38, // 72: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	40, // 73: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	43, // 74: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
-	34, // 75: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
-	46, // 76: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	48, // 77: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	49, // 78: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	13, // 79: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	13, // 80: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	9,  // 81: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	13, // 82: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	13, // 83: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	4,  // 84: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
-	16, // 85: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	28, // 86: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	19, // 87: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	28, // 88: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	22, // 89: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	28, // 90: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	28, // 91: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	28, // 92: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	28, // 93: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	33, // 94: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	33, // 95: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	32, // 96: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
-	39, // 97: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	42, // 98: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	45, // 99: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
-	35, // 100: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
-	47, // 101: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	50, // 102: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	50, // 103: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	79, // [79:104] is the sub-list for method output_type
-	54, // [54:79] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	59, // 24: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	59, // 25: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	59, // 26: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
+	59, // 27: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
+	34, // 28: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
+	59, // 29: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	59, // 30: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	59, // 31: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	59, // 32: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	30, // 33: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
+	36, // 34: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
+	59, // 35: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
+	56, // 36: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
+	41, // 37: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
+	61, // 38: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
+	2,  // 39: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
+	40, // 40: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
+	59, // 41: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	61, // 42: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	57, // 43: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
+	62, // 44: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	63, // 45: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
+	42, // 46: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
+	43, // 47: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
+	45, // 48: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
+	59, // 49: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	48, // 50: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
+	59, // 51: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	59, // 52: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	54, // 53: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	59, // 54: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	59, // 55: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	59, // 56: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	64, // 57: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	5,  // 58: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	6,  // 59: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	8,  // 60: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	10, // 61: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	11, // 62: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	3,  // 63: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
+	15, // 64: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	17, // 65: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	18, // 66: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	20, // 67: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	21, // 68: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	23, // 69: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	24, // 70: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	25, // 71: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	26, // 72: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	29, // 73: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	31, // 74: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	32, // 75: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
+	42, // 76: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	44, // 77: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	47, // 78: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	38, // 79: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
+	35, // 80: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
+	50, // 81: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	52, // 82: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	53, // 83: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	13, // 84: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	13, // 85: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	9,  // 86: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	13, // 87: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	13, // 88: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	4,  // 89: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
+	16, // 90: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	28, // 91: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	19, // 92: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	28, // 93: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	22, // 94: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	28, // 95: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	28, // 96: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	28, // 97: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	28, // 98: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	34, // 99: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	34, // 100: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	33, // 101: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
+	43, // 102: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	46, // 103: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	49, // 104: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	39, // 105: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
+	37, // 106: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
+	51, // 107: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	54, // 108: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	54, // 109: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	84, // [84:110] is the sub-list for method output_type
+	58, // [58:84] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
@@ -4090,7 +4457,7 @@ func file_hookline_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   51,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

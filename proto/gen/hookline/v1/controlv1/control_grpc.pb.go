@@ -366,8 +366,13 @@ type EndpointServiceClient interface {
 	PauseEndpoint(ctx context.Context, in *PauseEndpointRequest, opts ...grpc.CallOption) (*Endpoint, error)
 	ResumeEndpoint(ctx context.Context, in *ResumeEndpointRequest, opts ...grpc.CallOption) (*Endpoint, error)
 	DeleteEndpoint(ctx context.Context, in *DeleteEndpointRequest, opts ...grpc.CallOption) (*Endpoint, error)
-	// RecoverEndpoint replays the endpoint's failed deliveries planned in
-	// [since, until) as a background job.
+	// RecoverEndpoint replays the endpoint's deliveries planned in [since,
+	// until) that match the filter (statuses, by default failed; event
+	// types) as a background job, with their original webhook-ids. With
+	// dry_run it only answers the manifest (how many, the digest of the exact
+	// list, the time they take under the endpoint's rate limit); given that
+	// digest, it replays exactly that list or refuses (FAILED_PRECONDITION
+	// naming digest) when the window no longer gives it.
 	RecoverEndpoint(ctx context.Context, in *RecoverEndpointRequest, opts ...grpc.CallOption) (*Recovery, error)
 	GetRecovery(ctx context.Context, in *GetRecoveryRequest, opts ...grpc.CallOption) (*Recovery, error)
 	// ListRecoveries lists the endpoint's recent recoveries, newest first:
@@ -521,8 +526,13 @@ type EndpointServiceServer interface {
 	PauseEndpoint(context.Context, *PauseEndpointRequest) (*Endpoint, error)
 	ResumeEndpoint(context.Context, *ResumeEndpointRequest) (*Endpoint, error)
 	DeleteEndpoint(context.Context, *DeleteEndpointRequest) (*Endpoint, error)
-	// RecoverEndpoint replays the endpoint's failed deliveries planned in
-	// [since, until) as a background job.
+	// RecoverEndpoint replays the endpoint's deliveries planned in [since,
+	// until) that match the filter (statuses, by default failed; event
+	// types) as a background job, with their original webhook-ids. With
+	// dry_run it only answers the manifest (how many, the digest of the exact
+	// list, the time they take under the endpoint's rate limit); given that
+	// digest, it replays exactly that list or refuses (FAILED_PRECONDITION
+	// naming digest) when the window no longer gives it.
 	RecoverEndpoint(context.Context, *RecoverEndpointRequest) (*Recovery, error)
 	GetRecovery(context.Context, *GetRecoveryRequest) (*Recovery, error)
 	// ListRecoveries lists the endpoint's recent recoveries, newest first:
@@ -872,10 +882,11 @@ var EndpointService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	EventService_Publish_FullMethodName        = "/hookline.v1.EventService/Publish"
-	EventService_PublishBatch_FullMethodName   = "/hookline.v1.EventService/PublishBatch"
-	EventService_LookupEvents_FullMethodName   = "/hookline.v1.EventService/LookupEvents"
-	EventService_ExplainRouting_FullMethodName = "/hookline.v1.EventService/ExplainRouting"
+	EventService_Publish_FullMethodName                   = "/hookline.v1.EventService/Publish"
+	EventService_PublishBatch_FullMethodName              = "/hookline.v1.EventService/PublishBatch"
+	EventService_LookupEvents_FullMethodName              = "/hookline.v1.EventService/LookupEvents"
+	EventService_ExplainRouting_FullMethodName            = "/hookline.v1.EventService/ExplainRouting"
+	EventService_ListOperationalEventTypes_FullMethodName = "/hookline.v1.EventService/ListOperationalEventTypes"
 )
 
 // EventServiceClient is the client API for EventService service.
@@ -899,6 +910,10 @@ type EventServiceClient interface {
 	// event's plan and the endpoints' streams as of the publish, never
 	// today's configuration.
 	ExplainRouting(ctx context.Context, in *ExplainRoutingRequest, opts ...grpc.CallOption) (*EventRouting, error)
+	// ListOperationalEventTypes lists Hookline's own events about a tenant's
+	// account (hookline.endpoint.paused, …), which an endpoint receives by
+	// naming them in its event types, with an example payload of each.
+	ListOperationalEventTypes(ctx context.Context, in *ListOperationalEventTypesRequest, opts ...grpc.CallOption) (*ListOperationalEventTypesResponse, error)
 }
 
 type eventServiceClient struct {
@@ -949,6 +964,16 @@ func (c *eventServiceClient) ExplainRouting(ctx context.Context, in *ExplainRout
 	return out, nil
 }
 
+func (c *eventServiceClient) ListOperationalEventTypes(ctx context.Context, in *ListOperationalEventTypesRequest, opts ...grpc.CallOption) (*ListOperationalEventTypesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListOperationalEventTypesResponse)
+	err := c.cc.Invoke(ctx, EventService_ListOperationalEventTypes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EventServiceServer is the server API for EventService service.
 // All implementations must embed UnimplementedEventServiceServer
 // for forward compatibility.
@@ -970,6 +995,10 @@ type EventServiceServer interface {
 	// event's plan and the endpoints' streams as of the publish, never
 	// today's configuration.
 	ExplainRouting(context.Context, *ExplainRoutingRequest) (*EventRouting, error)
+	// ListOperationalEventTypes lists Hookline's own events about a tenant's
+	// account (hookline.endpoint.paused, …), which an endpoint receives by
+	// naming them in its event types, with an example payload of each.
+	ListOperationalEventTypes(context.Context, *ListOperationalEventTypesRequest) (*ListOperationalEventTypesResponse, error)
 	mustEmbedUnimplementedEventServiceServer()
 }
 
@@ -991,6 +1020,9 @@ func (UnimplementedEventServiceServer) LookupEvents(context.Context, *LookupEven
 }
 func (UnimplementedEventServiceServer) ExplainRouting(context.Context, *ExplainRoutingRequest) (*EventRouting, error) {
 	return nil, status.Error(codes.Unimplemented, "method ExplainRouting not implemented")
+}
+func (UnimplementedEventServiceServer) ListOperationalEventTypes(context.Context, *ListOperationalEventTypesRequest) (*ListOperationalEventTypesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListOperationalEventTypes not implemented")
 }
 func (UnimplementedEventServiceServer) mustEmbedUnimplementedEventServiceServer() {}
 func (UnimplementedEventServiceServer) testEmbeddedByValue()                      {}
@@ -1085,6 +1117,24 @@ func _EventService_ExplainRouting_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EventService_ListOperationalEventTypes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListOperationalEventTypesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EventServiceServer).ListOperationalEventTypes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EventService_ListOperationalEventTypes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EventServiceServer).ListOperationalEventTypes(ctx, req.(*ListOperationalEventTypesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EventService_ServiceDesc is the grpc.ServiceDesc for EventService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1107,6 +1157,10 @@ var EventService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ExplainRouting",
 			Handler:    _EventService_ExplainRouting_Handler,
+		},
+		{
+			MethodName: "ListOperationalEventTypes",
+			Handler:    _EventService_ListOperationalEventTypes_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
