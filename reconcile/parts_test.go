@@ -207,3 +207,41 @@ func TestPartHeldAndDeleted(t *testing.T) {
 		t.Errorf("tenant counts %v: want 2 planned, 2 pending, 2 due, 1 held", got)
 	}
 }
+
+// TestPartAttemptCount: the history missed a failed attempt of a delivery
+// that later succeeded (the fault switch hides the failure from the
+// projections), so it counts one attempt where the log records two: the
+// attempts check reports attempt_count with the delivery's id, the repair
+// rebuilds the history from the log, and a second run is clean.
+func TestPartAttemptCount(t *testing.T) {
+	const tn, ep = "t1", "ep_1"
+	tl := newTestLog(t)
+	tl.append(events.TenantStream(tn), events.NoPartition, &hooklinev1.TenantCreated{TenantId: tn, Name: "T"})
+	tl.endpoint(tn, ep, "a")
+	tl.publish(tn, "e1", "a", 1, []string{ep})
+	d1 := events.DeliveryID(tn, "e1", ep)
+	failed := &hooklinev1.AttemptFailed{Attempt: &hooklinev1.Attempt{TenantId: tn, EndpointId: ep, EventId: "e1",
+		DeliveryId: d1, Number: 1, HttpStatus: 503}, Retryable: true, NextAttemptAt: timestamppb.New(tl.now)}
+	tl.append(events.DeliveryStream(d1), events.PartitionOf(ep), failed, succeeded(tn, "e1", ep, 2))
+	fs, err := faults.Parse("hide=AttemptFailed:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newNode(t, tl, fs, tl.now.Add(time.Second))
+	want := []found{
+		{Kind: reconcile.KindProjectionDiverged, Deliveries: []string{d1}, Repairable: true},
+		{Kind: reconcile.KindAttemptCount, Event: "e1", Deliveries: []string{d1}, Repairable: true},
+	}
+	if diff := cmp.Diff(want, n.part(t, tl, "r1", false)); diff != "" {
+		t.Fatalf("first run (-want +got):\n%s", diff)
+	}
+	for i := range want {
+		want[i].Repaired = true
+	}
+	if diff := cmp.Diff(want, n.part(t, tl, "r2", true)); diff != "" {
+		t.Errorf("repair run (-want +got):\n%s", diff)
+	}
+	if again := n.part(t, tl, "r3", false); len(again) != 0 {
+		t.Errorf("second run after the repair: %+v", again)
+	}
+}
