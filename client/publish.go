@@ -37,6 +37,15 @@ type Event struct {
 	// filters read (headers["x-region"]); they are recorded with the
 	// event, not sent to receivers.
 	Headers map[string]string
+	// Traceparent is the producer's W3C Trace Context
+	// (00-<trace id>-<span id>-<flags>), usually the span that publishes:
+	// every attempt of the event's deliveries then carries a traceparent
+	// of its own, a child of it in its trace, and the delivery's lineage
+	// records it. Empty: the event gets a trace of its own. Tracestate
+	// goes with it to the receivers. An invalid one is refused
+	// (INVALID_ARGUMENT).
+	Traceparent string
+	Tracestate  string
 }
 
 // request returns ev as a PublishRequest.
@@ -51,6 +60,8 @@ func (ev *Event) request() *controlv1.PublishRequest {
 		Payload:       ev.Payload,
 		ContentType:   ev.ContentType,
 		Headers:       ev.Headers,
+		Traceparent:   ev.Traceparent,
+		Tracestate:    ev.Tracestate,
 	}
 	if !ev.OccurredAt.IsZero() {
 		r.OccurredAt = timestamppb.New(ev.OccurredAt)

@@ -144,9 +144,20 @@ type ServerConfig struct {
 	// profiling in development. Keep it on loopback: profiles expose the
 	// process's memory and take its CPU. Empty (the default) serves none.
 	PprofAddr string
+	// Spans, if set, exports the node's spans (attempts and publishes) to
+	// a collector (*otlp.Exporter, see tracing/otlp); nil exports none.
+	// The caller shuts it down after Run.
+	Spans Spans
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
+}
+
+// Spans exports attempts and publishes as spans of their traces; the
+// grains and the control API call it and it must not block.
+type Spans interface {
+	endpoint.Spans
+	control.Spans
 }
 
 // Server is one running Hookline node.
@@ -313,6 +324,7 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 		AuditLink: auditLink, AuditUI: auditUI,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerCaller: cfg.MaxInFlightPerCaller,
 		OnPublished: s.handOver,
+		Spans:       controlSpans(cfg.Spans),
 	})
 	if err != nil {
 		return nil, err
@@ -459,9 +471,24 @@ func (s *Server) kinds() []*pcluster.Kind {
 			Due: s.pulls, Projections: s.runner, History: s.history, Attempts: s.cfg.Faults.Attempter(s.attempts),
 			Dispatcher: s.dispatch, Grains: s.grainsOnceStarted(), Schedule: s.cfg.Schedule,
 			Tasks: &s.tasks, Breaker: s.cfg.Breaker, Quarantine: endpoint.NewQuarantine(0, 0), Drain: &s.drain,
-			IdleAfter: s.cfg.IdleAfter,
+			IdleAfter: s.cfg.IdleAfter, Spans: endpointSpans(s.cfg.Spans),
 		}),
 	}
+}
+
+// endpointSpans and controlSpans pass Spans on, nil as a nil interface.
+func endpointSpans(s Spans) endpoint.Spans {
+	if s == nil {
+		return nil
+	}
+	return s
+}
+
+func controlSpans(s Spans) control.Spans {
+	if s == nil {
+		return nil
+	}
+	return s
 }
 
 // Node returns the cluster node.

@@ -32,6 +32,12 @@ type Request struct {
 	Secrets    []Secret // live HMAC secrets, each signs
 	SigningKey []byte   // optional ed25519 seed for a v1a signature
 
+	// Traceparent and Tracestate are the attempt's W3C Trace Context (see
+	// the tracing package), sent as the traceparent and tracestate headers
+	// unless empty.
+	Traceparent string
+	Tracestate  string
+
 	// Timeout bounds the whole attempt; 0 means the client's Timeout, and
 	// it is cut to MaxAttemptTimeout.
 	Timeout time.Duration
@@ -113,6 +119,8 @@ func (c *Client) do(parent context.Context, req Request, o *Outcome, now func() 
 	}
 	setHeaders(hreq.Header, req, o, sig)
 
+	body := sha256.Sum256(req.Payload)
+	o.BodySHA256, o.BodyBytes = body[:], int64(len(req.Payload))
 	resp, err := c.http.Do(hreq)
 	if err != nil {
 		fail(err)
@@ -120,6 +128,7 @@ func (c *Client) do(parent context.Context, req Request, o *Outcome, now func() 
 	}
 	defer resp.Body.Close()
 
+	o.Headers = now().Sub(o.Started)
 	o.Status = resp.StatusCode
 	o.Class, o.ErrorClass = ClassifyStatus(resp.StatusCode)
 	o.RetryAfter, o.HasRetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), now())
@@ -160,6 +169,12 @@ func setHeaders(h http.Header, req Request, o *Outcome, sig string) {
 	}
 	if req.SchemaVersion != "" {
 		h.Set("webhook-schema-version", req.SchemaVersion)
+	}
+	if req.Traceparent != "" {
+		h.Set("traceparent", req.Traceparent)
+		if req.Tracestate != "" {
+			h.Set("tracestate", req.Tracestate)
+		}
 	}
 	if len(o.KeyVersions) > 0 {
 		v := make([]string, len(o.KeyVersions))

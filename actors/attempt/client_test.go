@@ -134,6 +134,8 @@ func TestDoSuccess(t *testing.T) {
 	req := testRequest(rcv.URL + "/hooks?tenant=t1")
 	req.Secrets = []attempt.Secret{testSecret, old}
 	req.SigningKey = seed
+	req.Traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	req.Tracestate = "rojo=00f067aa0ba902b7"
 	o := c.Do(context.Background(), req)
 
 	if _, ok := o.Class.(attempt.Success); !ok || o.Status != 200 || o.Error != "" {
@@ -146,6 +148,9 @@ func TestDoSuccess(t *testing.T) {
 	sum := sha256.Sum256(wantBody)
 	if !bytes.Equal(o.ResponseSHA256, sum[:]) || !bytes.Equal(o.ResponsePrefix, wantBody) || o.ResponseBytes != int64(len(wantBody)) || o.ResponseTruncated {
 		t.Errorf("response digest/prefix/bytes = %x %q %d %v", o.ResponseSHA256, o.ResponsePrefix, o.ResponseBytes, o.ResponseTruncated)
+	}
+	if sent := sha256.Sum256(req.Payload); !bytes.Equal(o.BodySHA256, sent[:]) || o.BodyBytes != int64(len(req.Payload)) {
+		t.Errorf("body digest %x, %d bytes; want the payload's %x, %d", o.BodySHA256, o.BodyBytes, sent, len(req.Payload))
 	}
 	if diff := cmp.Diff([]int32{3, 2}, o.KeyVersions); diff != "" {
 		t.Errorf("key versions (-want +got):\n%s", diff)
@@ -169,6 +174,8 @@ func TestDoSuccess(t *testing.T) {
 		"Webhook-Occurred-At":    "2026-02-28T23:59:58.5Z",
 		"Webhook-Schema-Version": "2",
 		"Webhook-Key-Version":    "3 2",
+		"Traceparent":            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"Tracestate":             "rojo=00f067aa0ba902b7",
 		"Content-Type":           "application/json",
 		"User-Agent":             "Hookline/1",
 		"Accept-Encoding":        "",

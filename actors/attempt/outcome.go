@@ -96,6 +96,15 @@ type Outcome struct {
 	ErrorClass hooklinev1.ErrorClass // UNSPECIFIED on success
 	Error      string                // short description; empty on success
 
+	// BodySHA256 digests the exact body bytes sent (and signed), and
+	// BodyBytes counts them; both unset when no request was sent (a URL
+	// refused before it).
+	BodySHA256 []byte
+	BodyBytes  int64
+	// Headers is the time from Started to the response's headers; 0
+	// without an answer.
+	Headers time.Duration
+
 	ResponseSHA256    []byte // SHA-256 of the response bytes read (at most MaxBodyBytes)
 	ResponsePrefix    []byte // the first PrefixBytes of the response body
 	ResponseBytes     int64  // response bytes read

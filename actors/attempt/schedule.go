@@ -74,13 +74,50 @@ func (s Schedule) withDefaults() Schedule {
 //     lands past it gives ok=false: the receiver asked us not to come back
 //     before then.
 func (s Schedule) Next(attempt int, plannedAt, now time.Time, retryAfter time.Duration, rnd func() float64) (time.Time, bool) {
+	r := s.Plan(attempt, plannedAt, now, retryAfter, rnd)
+	return r.Next, r.Stop == StopNone
+}
+
+// Stop says why [Schedule.Plan] scheduled no retry.
+type Stop uint8
+
+const (
+	// StopNone: a retry is scheduled.
+	StopNone Stop = iota
+	// StopMaxAttempts: the attempts allowed are used up.
+	StopMaxAttempts
+	// StopDeadline: the delivery's deadline has passed.
+	StopDeadline
+	// StopRetryAfter: the receiver's Retry-After points past the deadline.
+	StopRetryAfter
+)
+
+// Retry is the decision of [Schedule.Plan], with how it was reached: what
+// a delivery's lineage shows of it.
+type Retry struct {
+	// Next is when the next attempt runs; zero when Stop is not StopNone.
+	Next time.Time
+	Stop Stop
+	// Window is the full-jitter window min(Cap, Base·2^(attempt-1)), and
+	// Backoff the delay drawn from it (both 0 when stopped before).
+	Window, Backoff time.Duration
+	// RetryAfter is the Retry-After as applied, clamped to [1 s, 1 h];
+	// 0 when none was given.
+	RetryAfter time.Duration
+	// AtDeadline says the delay was cut to the deadline.
+	AtDeadline bool
+}
+
+// Plan is [Schedule.Next] with its reasons: the same decision, drawing
+// from rnd in the same way.
+func (s Schedule) Plan(attempt int, plannedAt, now time.Time, retryAfter time.Duration, rnd func() float64) Retry {
 	s = s.withDefaults()
 	if attempt >= s.MaxAttempts {
-		return time.Time{}, false
+		return Retry{Stop: StopMaxAttempts}
 	}
 	deadline := plannedAt.Add(s.Deadline)
 	if !now.Before(deadline) {
-		return time.Time{}, false
+		return Retry{Stop: StopDeadline}
 	}
 	if rnd == nil {
 		rnd = rand.Float64
@@ -91,17 +128,18 @@ func (s Schedule) Next(attempt int, plannedAt, now time.Time, retryAfter time.Du
 			window = w
 		}
 	}
-	delay := time.Duration(rnd() * float64(window))
+	r := Retry{Window: window, Backoff: time.Duration(rnd() * float64(window))}
+	delay := r.Backoff
 	if retryAfter > 0 {
-		retryAfter = min(max(retryAfter, MinRetryAfter), MaxRetryAfter)
-		if now.Add(retryAfter).After(deadline) {
-			return time.Time{}, false
+		r.RetryAfter = min(max(retryAfter, MinRetryAfter), MaxRetryAfter)
+		if now.Add(r.RetryAfter).After(deadline) {
+			return Retry{Stop: StopRetryAfter, Window: r.Window, Backoff: r.Backoff, RetryAfter: r.RetryAfter}
 		}
-		delay = max(delay, retryAfter)
+		delay = max(delay, r.RetryAfter)
 	}
-	next := now.Add(delay)
-	if next.After(deadline) {
-		next = deadline
+	r.Next = now.Add(delay)
+	if r.Next.After(deadline) {
+		r.Next, r.AtDeadline = deadline, true
 	}
-	return next, true
+	return r
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/hookline/hookline/actors/attempt"
 )
 
@@ -52,6 +54,54 @@ func TestScheduleNext(t *testing.T) {
 			}
 			if got := next.Sub(tt.now); got != tt.want {
 				t.Errorf("Next delay = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSchedulePlan: Plan gives Next's decision with its reasons: the
+// window and the delay drawn from it, the Retry-After as clamped, the cut
+// to the deadline, and why it stopped.
+func TestSchedulePlan(t *testing.T) {
+	planned := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name       string
+		schedule   attempt.Schedule
+		attempt    int
+		now        time.Time
+		retryAfter time.Duration
+		rnd        float64
+		want       attempt.Retry // all but Next, which is now+delay unless it stopped
+		delay      time.Duration
+	}{
+		{name: "backoff", attempt: 2, now: planned, rnd: 0.5, delay: 5 * time.Second,
+			want: attempt.Retry{Window: 10 * time.Second, Backoff: 5 * time.Second}},
+		{name: "retry-after honoured", attempt: 1, now: planned, retryAfter: 30 * time.Second, rnd: 0.1, delay: 30 * time.Second,
+			want: attempt.Retry{Window: 5 * time.Second, Backoff: 500 * time.Millisecond, RetryAfter: 30 * time.Second}},
+		{name: "retry-after raised", attempt: 1, now: planned, retryAfter: 200 * time.Millisecond, delay: time.Second,
+			want: attempt.Retry{Window: 5 * time.Second, RetryAfter: time.Second}},
+		{name: "retry-after capped", attempt: 1, now: planned, retryAfter: 5 * time.Hour, delay: time.Hour,
+			want: attempt.Retry{Window: 5 * time.Second, RetryAfter: time.Hour}},
+		{name: "cut to deadline", attempt: 12, now: planned.Add(24*time.Hour - 10*time.Minute), rnd: 0.9, delay: 10 * time.Minute,
+			want: attempt.Retry{Window: time.Hour, Backoff: 54 * time.Minute, AtDeadline: true}},
+		{name: "max attempts", attempt: 15, now: planned, rnd: 0.5, want: attempt.Retry{Stop: attempt.StopMaxAttempts}},
+		{name: "deadline", attempt: 3, now: planned.Add(24 * time.Hour), want: attempt.Retry{Stop: attempt.StopDeadline}},
+		{name: "retry-after past deadline", attempt: 2, now: planned.Add(24*time.Hour - 10*time.Minute), retryAfter: 20 * time.Minute,
+			want: attempt.Retry{Stop: attempt.StopRetryAfter, Window: 10 * time.Second, RetryAfter: 20 * time.Minute}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.schedule.Plan(tt.attempt, planned, tt.now, tt.retryAfter, fixed(tt.rnd))
+			want := tt.want
+			if want.Stop == attempt.StopNone {
+				want.Next = tt.now.Add(tt.delay)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Plan (-want +got):\n%s", diff)
+			}
+			next, ok := tt.schedule.Next(tt.attempt, planned, tt.now, tt.retryAfter, fixed(tt.rnd))
+			if !next.Equal(got.Next) || ok != (got.Stop == attempt.StopNone) {
+				t.Errorf("Next = %v, %v; Plan = %v, %v: they disagree", next, ok, got.Next, got.Stop)
 			}
 		})
 	}

@@ -134,6 +134,10 @@ type Config struct {
 	// PullLimit is how many due deliveries one pull asks for (beyond those
 	// the grain holds); 0 means DefaultPullLimit (100).
 	PullLimit int
+	// Spans, if set, exports every attempt as a span of its trace once its
+	// outcome is durable, and makes the attempts of events published
+	// without a traceparent carry the sampled flag; nil exports nothing.
+	Spans Spans
 	// Tasks, if set, counts every goroutine the grains' delivery loops
 	// start (reads, attempts, appends, pulls). They end soon after their
 	// grain stops; a node that stopped its actor system waits on Tasks

@@ -23,8 +23,10 @@ type deliveryRead struct {
 	// of the next append).
 	rev    events.Revision
 	exists bool
-	// attempts recorded so far, manual ones included.
-	attempts int32
+	// attempts recorded so far, manual ones included; manuals, the manual
+	// ones; autosBefore, the automatic ones before the delivery was planned
+	// again (see replanned), for the retry numbers of its lineage.
+	attempts, manuals, autosBefore int32
 	// ended: its last outcome ended it (succeeded, failed terminally or
 	// expired) and no replay is pending.
 	ended bool
@@ -104,10 +106,12 @@ func eventStream(it due.Item) string { return events.EventStream(it.TenantID, it
 func (r *deliveryRead) apply(msg proto.Message) {
 	switch m := msg.(type) {
 	case *hooklinev1.AttemptSucceeded:
+		r.countManual(m.GetAttempt())
 		r.attempts = max(r.attempts+1, m.GetAttempt().GetNumber())
 		r.ended, r.replay, r.autoPending, r.lastNext = true, nil, false, time.Time{}
 		r.lastAt = asTime(m.GetAttempt().GetFinishedAt())
 	case *hooklinev1.AttemptFailed:
+		r.countManual(m.GetAttempt())
 		r.attempts = max(r.attempts+1, m.GetAttempt().GetNumber())
 		r.replay = nil
 		r.lastNext = asTime(m.GetNextAttemptAt())
@@ -142,6 +146,7 @@ func (g *grain) attemptRecord(f *flight, o attempt.Outcome, number int32) *hookl
 	if f.d.replay != nil {
 		a.IssuedBy = f.d.replay.GetIssuedBy()
 	}
+	g.lineage(f, o, a)
 	return a
 }
 
@@ -160,13 +165,17 @@ func (f *flight) eventType() string {
 // ended, it stays ended. When automatic retries were still pending, their
 // schedule is kept: the retry that was due runs as planned (at once if its
 // time has passed), so a failed replay neither delays nor hastens them.
-func (g *grain) nextAttempt(f *flight, n int32, o attempt.Outcome, now time.Time) time.Time {
+//
+// The decision, with how it was reached, goes to the attempt's lineage
+// (lineage.go).
+func (g *grain) nextAttempt(f *flight, n int32, o attempt.Outcome, now time.Time) (time.Time, *hooklinev1.RetryDecision) {
 	if f.d.replay != nil {
-		if !f.d.autoPending || g.expired(f, now) {
-			return time.Time{}
+		if expired := g.expired(f, now); !f.d.autoPending || expired {
+			return time.Time{}, manualDecision(o, expired, time.Time{})
 		}
 		if !f.d.lastNext.IsZero() {
-			return maxTime(f.d.lastNext, now)
+			next := maxTime(f.d.lastNext, now)
+			return next, manualDecision(o, false, next)
 		}
 	}
 	s := g.cfg.Schedule
@@ -180,11 +189,8 @@ func (g *grain) nextAttempt(f *flight, n int32, o attempt.Outcome, now time.Time
 	if exp := f.item.ExpiresAt; !exp.IsZero() && exp.After(planned) {
 		s.Deadline = exp.Sub(planned)
 	}
-	next, ok := s.Next(int(n), planned, now, o.RetryDelay(), g.cfg.Jitter)
-	if !ok {
-		return time.Time{}
-	}
-	return next
+	plan := s.Plan(int(n), planned, now, o.RetryDelay(), g.cfg.Jitter)
+	return plan.Next, retryDecision(o, plan, s.MaxAttempts, planned.Add(s.Deadline))
 }
 
 // expired reports whether a delivery is past its deadline at now. The

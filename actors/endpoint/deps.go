@@ -11,6 +11,7 @@ import (
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
 
 // The delivery loop's collaborators, defined here where they are used.
@@ -58,4 +59,11 @@ type Dispatcher interface {
 // quota leases through it.
 type Grains interface {
 	Request(ctx context.Context, kind, identity string, msg proto.Message) (proto.Message, error)
+}
+
+// Spans exports attempts as spans of their traces (the node's OTLP
+// exporter, *otlp.Exporter); Attempted is called on the grain, once an
+// attempt's outcome is durable, and must not block.
+type Spans interface {
+	Attempted(a *hooklinev1.Attempt)
 }

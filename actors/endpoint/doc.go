@@ -11,9 +11,11 @@
 // deliveries from the due projection, attempts them through actors/attempt
 // within the endpoint's limits (circuit breaker, token bucket, in-flight
 // limit, tenant quota lease, a slot from the node's actors/dispatch), and
-// records each outcome on the delivery's stream. It also carries out manual
-// replays (replay.go) and bulk recoveries (recover.go). Without Config.Due
-// the loop is off and the grain only answers commands.
+// records each outcome on the delivery's stream, with the attempt's lineage
+// (lineage.go: why it happened, what held it, its trace context, what its
+// failure decided). It also carries out manual replays (replay.go) and bulk
+// recoveries (recover.go). Without Config.Due the loop is off and the grain
+// only answers commands.
 //
 // # What it writes
 //

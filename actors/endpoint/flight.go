@@ -53,6 +53,8 @@ type flight struct {
 	// whose ReplayRequested is being appended.
 	replays []*replayOrder
 	asking  *replayOrder
+	// lin is what its current attempt noted on its way (lineage.go).
+	lin flightLineage
 }
 
 func (f *flight) class() dispatch.Class {
@@ -158,6 +160,7 @@ func (g *grain) replanned(f *flight) bool {
 		return false
 	}
 	f.d.ended, f.d.autoPending, f.d.lastNext = false, true, time.Time{}
+	f.d.autosBefore = f.d.attempts - f.d.manuals
 	return true
 }
 
@@ -192,7 +195,9 @@ func (g *grain) expire(ctx actor.Context, f *flight, now time.Time) {
 func (g *grain) recordGone(ctx actor.Context, f *flight, class hooklinev1.ErrorClass, text string) {
 	now := g.cfg.Now()
 	o := attempt.Outcome{Started: now, Finished: now, ErrorClass: class, Error: text}
-	g.record(ctx, f, &hooklinev1.AttemptFailed{Attempt: g.attemptRecord(f, o, f.d.attempts+1)})
+	a := g.attemptRecord(f, o, f.d.attempts+1)
+	a.Retry = endedDecision(text)
+	g.record(ctx, f, &hooklinev1.AttemptFailed{Attempt: a})
 }
 
 // acquire asks the dispatcher for a slot of class c; the grant comes back
@@ -255,9 +260,11 @@ func (g *grain) onSlot(ctx actor.Context) {
 	}
 	l.running++
 	f.stage, f.probe = stageRunning, probe
+	g.startLineage(f, now)
 	req, err := g.request(f)
 	if err != nil {
 		g.log.Error("endpoint grain cannot open its signing secrets", "delivery_id", f.item.DeliveryID, "error", err)
+		f.lin.traced = false // no request carried it
 		ctx.Send(ctx.Self(), &attemptDone{id: f.item.DeliveryID, o: attempt.Outcome{
 			Started: now, Finished: now, Class: attempt.Retryable{},
 			ErrorClass: hooklinev1.ErrorClass_ERROR_CLASS_INTERNAL, Error: "cannot open the signing secret",
@@ -283,10 +290,12 @@ func (g *grain) request(f *flight) (attempt.Request, error) {
 		return attempt.Request{}, err
 	}
 	ev := f.d.event
+	traceparent, tracestate := f.traceHeaders()
 	return attempt.Request{
 		URL: g.state.Config.GetUrl(), DeliveryID: f.item.DeliveryID, EventID: f.item.EventID, EventType: f.eventType(),
 		OccurredAt: asTime(ev.GetOccurredAt()), SchemaVersion: ev.GetSchemaVersion(),
 		Payload: ev.GetPayload(), ContentType: ev.GetContentType(), Secrets: secrets, SigningKey: seed,
+		Traceparent: traceparent, Tracestate: tracestate,
 		Timeout: time.Duration(g.state.Config.GetTimeoutMs()) * time.Millisecond, Now: g.cfg.Now,
 	}, nil
 }
@@ -345,11 +354,14 @@ func (g *grain) outcomeEvent(f *flight, o attempt.Outcome, now time.Time) proto.
 		if o.HasRetryAfter && o.RetryDelay() > 0 {
 			failed.RetryAfterMs = o.RetryDelay().Milliseconds()
 		}
-		if next := g.nextAttempt(f, n, o, now); !next.IsZero() {
+		next, decision := g.nextAttempt(f, n, o, now)
+		a.Retry = decision
+		if !next.IsZero() {
 			failed.NextAttemptAt = timestamppb.New(next)
 			g.noteDue(next)
 		}
 		return failed
 	}
+	a.Retry = permanentDecision(o)
 	return &hooklinev1.AttemptFailed{Attempt: a}
 }

@@ -102,6 +102,8 @@ type loop struct {
 	breaker *Breaker
 	limiter *rate.Limiter
 	lease   leaseState
+	// holds adds up what held the next attempt in line (lineage.go).
+	holds holds
 	// own are the endpoint-stream events the loop decided (circuit
 	// transitions, pause on 410, a recovery's progress), appended in order
 	// by next.
@@ -307,6 +309,7 @@ func (g *grain) pump(ctx actor.Context) {
 		return
 	}
 	now := g.cfg.Now()
+	l.holds.set(now, holdNone) // startReady says what holds it now
 	switch {
 	case g.state.Deleted:
 		g.endReady(ctx) // every held delivery ends: endpoint gone
@@ -394,9 +397,11 @@ func (g *grain) startReady(ctx actor.Context, now time.Time) time.Time {
 	g.promote()
 	for l.asks < len(l.ready) {
 		if l.asks+l.running >= g.maxInFlight() {
+			l.holds.set(now, holdInFlight)
 			return time.Time{} // an outcome pumps again
 		}
 		if ok, retry := g.leaseAllows(ctx, now); !ok {
+			l.holds.set(now, holdQuota)
 			return retry
 		}
 		ok, ev := l.breaker.Allow(now)
@@ -404,6 +409,7 @@ func (g *grain) startReady(ctx actor.Context, now time.Time) time.Time {
 			g.queueOwn(ev)
 		}
 		if !ok {
+			l.holds.set(now, holdBreaker)
 			return l.breaker.Until()
 		}
 		probe := l.breaker.Probing()
@@ -413,14 +419,20 @@ func (g *grain) startReady(ctx actor.Context, now time.Time) time.Time {
 			if probe {
 				l.breaker.Cancel()
 			}
+			l.holds.set(now, holdRate)
 			return now.Add(max(d, 10*time.Millisecond))
 		}
+		l.holds.set(now, holdNone)
+		g.askedLineage(l.ready[l.asks], now)
 		c := l.ready[l.asks].class()
 		l.asks++
 		l.probeAsked = l.probeAsked || probe
 		g.useLease()
 		g.acquire(ctx, c)
 		if probe {
+			if l.asks < len(l.ready) {
+				l.holds.set(now, holdBreaker) // half-open: the probe is out
+			}
 			return time.Time{} // one probe; its outcome pumps again
 		}
 	}
@@ -566,6 +578,7 @@ const (
 func (g *grain) enqueue(f *flight) {
 	f.stage = stageReady
 	l := g.loop
+	g.readyLineage(f, g.cfg.Now())
 	i, _ := slices.BinarySearchFunc(l.ready, f, func(a, b *flight) int {
 		if ca, cb := a.class(), b.class(); ca != cb {
 			return int(ca) - int(cb)

@@ -96,6 +96,8 @@ func (g *grain) onRecorded(ctx actor.Context, m *recorded) {
 		return
 	}
 	// An outcome: the flight is settled.
+	g.exportSpans(m.msgs)
+	f.lin = flightLineage{}
 	if replayOf != nil {
 		g.recoveryProgress(replayOf.GetRecoveryId())
 	}
@@ -129,6 +131,7 @@ func (g *grain) recordAgain(ctx actor.Context, f *flight) {
 	}
 	if f.d.ended { // planned again after it ended
 		f.d.ended, f.d.autoPending, f.d.lastNext = false, true, time.Time{}
+		f.d.autosBefore = f.d.attempts - f.d.manuals
 	}
 	o := *f.outcome
 	g.record(ctx, f, g.outcomeEvent(f, o, g.cfg.Now()))

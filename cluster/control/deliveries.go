@@ -181,8 +181,8 @@ func deliveryView(d history.Delivery, attempts []history.Attempt) *controlv1.Del
 		FinishedAt:     ts(d.EndedAt),
 		LastHttpStatus: d.LastHTTPStatus,
 	}
-	for _, a := range attempts {
-		v.Attempts = append(v.Attempts, a.Attempt)
+	if len(attempts) > 0 {
+		v.Attempts = attemptsView(attempts)
 	}
 	return v
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -45,6 +46,7 @@ func (s *Server) Handler(ctx context.Context, conn *grpc.ClientConn) (http.Handl
 		runtime.WithErrorHandler(func(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 			runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, restError(err))
 		}),
+		runtime.WithIncomingHeaderMatcher(incomingHeader),
 	)
 	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		controlv1.RegisterTenantServiceHandler,
@@ -73,6 +75,17 @@ func (s *Server) Handler(ctx context.Context, conn *grpc.ClientConn) (http.Handl
 	mux.Handle("POST /v1/events/batch", s.guard(s.publishBodyCap(true), rawData(gw, true)))
 	mux.Handle("/", s.guard(maxOtherBody, gw))
 	return mux, nil
+}
+
+// incomingHeader passes the W3C Trace Context headers of a REST call on
+// to the gRPC call as they are (a publish's producer trace context, see
+// traceOf), and the others as the gateway does by default.
+func incomingHeader(key string) (string, bool) {
+	switch k := strings.ToLower(key); k {
+	case "traceparent", "tracestate":
+		return k, true
+	}
+	return runtime.DefaultHeaderMatcher(key)
 }
 
 // publishBodyCap is the body cap of a REST publish: its payload in base64

@@ -104,15 +104,23 @@ func (s *Server) PublishBatch(ctx context.Context, req *controlv1.PublishBatchRe
 }
 
 func (s *Server) publish(ctx context.Context, tenantID string, caller Caller, req *controlv1.PublishRequest) (*controlv1.PublishResponse, error) {
+	start := s.cfg.Now()
 	published, err := s.eventOf(tenantID, caller, req)
 	if err != nil {
+		return nil, err
+	}
+	if published.Traceparent, published.Tracestate, err = traceOf(ctx, req); err != nil {
 		return nil, err
 	}
 	refs, err := s.cfg.Registry.EndpointsForType(tenantID, published.GetEventType())
 	if err != nil {
 		return nil, err
 	}
-	return s.record(ctx, published, refs)
+	resp, err := s.record(ctx, published, refs)
+	if err == nil && !resp.GetDuplicate() && s.cfg.Spans != nil {
+		s.cfg.Spans.Published(published, start, s.cfg.Now())
+	}
+	return resp, err
 }
 
 // record plans published for refs (those whose filter passes it) and
@@ -147,7 +155,7 @@ func (s *Server) record(ctx context.Context, published *hooklinev1.EventPublishe
 			Deliveries: planned, At: timestamppb.New(now), ExpiresAt: timestamppb.New(now.Add(s.cfg.DeliveryDeadline)),
 		}, res.Position)
 	}
-	return &controlv1.PublishResponse{EventId: published.GetEventId(), Deliveries: planned, Filtered: filtered}, nil
+	return &controlv1.PublishResponse{EventId: published.GetEventId(), Deliveries: planned, Filtered: filtered, TraceId: traceID(published)}, nil
 }
 
 // maxFilterError bounds a filter's error as the plan records it.
@@ -375,6 +383,7 @@ func (s *Server) republish(ctx context.Context, stream string, published *hookli
 					"event_id %q was already published with another payload (sha256 %s, this one %s); an event id names one fact: use a new event_id for a new fact",
 					published.GetEventId(), hex.EncodeToString(m.GetPayloadSha256())[:16], hex.EncodeToString(published.GetPayloadSha256())[:16])
 			}
+			resp.TraceId = traceID(m)
 		case *hooklinev1.DeliveriesPlanned:
 			resp.Deliveries = append(resp.Deliveries, m.GetDeliveries()...)
 			resp.Filtered = append(resp.Filtered, m.GetFiltered()...)

@@ -100,8 +100,11 @@ type Config struct {
 	// append; the node hands the deliveries to its active endpoint grains
 	// from it (actors/endpoint's Planned). It must not block.
 	OnPublished func(published *hooklinev1.EventPublished, plan *hooklinev1.DeliveriesPlanned, at events.Position)
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// Spans, if set, exports each new publish as a span of its trace (the
+	// node's OTLP exporter); nil exports nothing.
+	Spans  Spans
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Validate reports the first missing or invalid setting.

@@ -57,6 +57,9 @@ type receipt struct {
 	at                time.Time // real time of arrival
 	timestamp         time.Time // webhook-timestamp
 	status            int       // the status answered
+	// traceparent and tracestate are the request's W3C trace context
+	// headers, signatures its webhook-signature.
+	traceparent, tracestate, signatures string
 }
 
 // answer answers every request with status.
@@ -111,6 +114,8 @@ func (rc *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := receipt{
 		path: r.URL.Path, id: r.Header.Get("webhook-id"), eventID: r.Header.Get("webhook-event-id"),
 		eventType: r.Header.Get("webhook-event-type"), body: body, at: at, timestamp: time.Unix(unix, 0),
+		traceparent: r.Header.Get("traceparent"), tracestate: r.Header.Get("tracestate"),
+		signatures: r.Header.Get("webhook-signature"),
 	}
 	rc.mu.Lock()
 	n := 1

@@ -411,6 +411,8 @@ func eventsPublish(fs *flag.FlagSet) func(context.Context, *conn) error {
 	object := fs.String("object-id", "", "id of the object the event is about")
 	headers := headerFlag{}
 	fs.Var(headers, "header", "a header for endpoint filters, name=value (repeatable)")
+	traceparent := fs.String("traceparent", "", "the producer's W3C traceparent (00-<trace id>-<span id>-<flags>): each attempt carries a child span of it")
+	tracestate := fs.String("tracestate", "", "the W3C tracestate that goes with --traceparent")
 	return func(ctx context.Context, c *conn) error {
 		payload, err := readData(*data)
 		if err != nil {
@@ -423,7 +425,7 @@ func eventsPublish(fs *flag.FlagSet) func(context.Context, *conn) error {
 		defer cancel()
 		r, err := c.Publish(ctx, client.Event{
 			TenantID: *tenant, ID: *id, Type: *typ, Payload: payload, SchemaVersion: *schema, ObjectID: *object,
-			Headers: headers,
+			Headers: headers, Traceparent: *traceparent, Tracestate: *tracestate,
 		})
 		if err != nil {
 			return err
@@ -433,7 +435,7 @@ func eventsPublish(fs *flag.FlagSet) func(context.Context, *conn) error {
 			if r.GetDuplicate() {
 				dup = " (already accepted: nothing new written)"
 			}
-			fmt.Fprintf(w, "event %s%s\n", r.GetEventId(), dup)
+			fmt.Fprintf(w, "event %s%s\ntrace %s\n", r.GetEventId(), dup, r.GetTraceId())
 			for _, d := range r.GetDeliveries() {
 				fmt.Fprintf(w, "  delivery %s -> endpoint %s (config v%d)\n", d.GetDeliveryId(), d.GetEndpointId(), d.GetConfigVersion())
 			}

@@ -80,8 +80,12 @@ func TestClusterPortRefusesNonMembers(t *testing.T) {
 		})
 	}
 
+	// b runs until the end of the test: its data directory must outlive the
+	// subtest (a directory removed under a running node makes its stop
+	// hang on the projection store's flush).
+	bDir := t.TempDir()
 	t.Run("a node with the secret joins", func(t *testing.T) {
-		b := f.start(t.TempDir(), a.gossip(t))
+		b := f.start(bDir, a.gossip(t))
 		waitMembers(t, a, b)
 	})
 }

@@ -106,18 +106,7 @@ func printDelivery(w io.Writer, d *controlv1.Delivery) {
 	if t := d.GetNextAttemptAt(); t != nil {
 		fmt.Fprintf(w, "next       %s\n", fmtTime(t))
 	}
-	for _, a := range d.GetAttempts() {
-		kind := "auto"
-		if a.GetManual() {
-			kind = "manual"
-		}
-		result := fmt.Sprint(a.GetHttpStatus())
-		if a.GetHttpStatus() == 0 {
-			result = strings.ToLower(strings.TrimPrefix(a.GetErrorClass().String(), "ERROR_CLASS_"))
-		}
-		fmt.Fprintf(w, "attempt %-2d %s  %-6s %-8s %6.1f ms  %s\n", a.GetNumber(), fmtTime(a.GetStartedAt()), kind, result,
-			float64(a.GetLatencyUs())/1000, a.GetError())
-	}
+	printAttempts(w, d.GetAttempts())
 }
 
 func endpointsRecover(fs *flag.FlagSet) func(context.Context, *conn) error {

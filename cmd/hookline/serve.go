@@ -17,6 +17,7 @@ import (
 	"github.com/hookline/hookline/actors/attempt"
 	"github.com/hookline/hookline/cluster"
 	"github.com/hookline/hookline/faults"
+	"github.com/hookline/hookline/tracing/otlp"
 )
 
 // serve runs a node until ctx ends (SIGINT, SIGTERM).
@@ -49,6 +50,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	logLevel := fs.String("log-level", envOr("HOOKLINE_LOG_LEVEL", "info"), "debug, info, warn or error (HOOKLINE_LOG_LEVEL)")
 	reconcileEvery := fs.Duration("reconcile-every", envDuration("HOOKLINE_RECONCILE_EVERY"), "how often the background reconciler runs its cheap checks; 0 means 30s, negative turns it off (HOOKLINE_RECONCILE_EVERY)")
 	notPulled := fs.Duration("not-pulled-after", envDuration("HOOKLINE_NOT_PULLED_AFTER"), "report due work that no grain pulled for this long; 0 means 1m (HOOKLINE_NOT_PULLED_AFTER)")
+	otlpEndpoint := fs.String("otlp-endpoint", os.Getenv("HOOKLINE_OTLP_ENDPOINT"), "an OpenTelemetry collector's OTLP/HTTP URL, e.g. http://collector:4318: export this node's spans (each attempt, each publish) there; empty exports none. OTEL_EXPORTER_OTLP_HEADERS and the other OTEL_EXPORTER_OTLP_* variables apply (HOOKLINE_OTLP_ENDPOINT)")
 	faultSpec := fs.String("faults", "", "TESTS AND ACCEPTANCE RUNS ONLY: make this node fail on purpose, e.g. slow-append=20ms,duplicate-due (see package faults); no environment variable turns it on")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -115,6 +117,22 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if *insecureCluster && len(nodeCfg.Secrets) == 0 {
 		logger.Warn("!!! --insecure-cluster is ON: the cluster and gossip ports accept anyone who reaches them. DEVELOPMENT ON A TRUSTED NETWORK ONLY !!!")
 	}
+	var spans cluster.Spans
+	if *otlpEndpoint != "" {
+		exp, err := otlp.New(ctx, otlp.Config{Endpoint: *otlpEndpoint, Instance: *clusterAddr, Logger: logger})
+		if err != nil {
+			return fmt.Errorf("--otlp-endpoint: %w", err)
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := exp.Shutdown(sctx); err != nil {
+				logger.Warn("spans not exported at stop", slog.Any("error", err))
+			}
+		}()
+		spans = exp
+		logger.Info("exporting spans over OTLP", slog.String("otlp_endpoint", redactDSN(*otlpEndpoint)))
+	}
 	admin := os.Getenv("HOOKLINE_ADMIN_TOKEN")
 	if admin == "" {
 		logger.Warn("HOOKLINE_ADMIN_TOKEN is not set: the admin API (tenants, keys) is disabled")
@@ -134,6 +152,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Policy:        policy,
 		Logger:        logger,
 		PprofAddr:     *pprofAddr,
+		Spans:         spans,
 
 		HTTPReadTimeout:      *readTimeout,
 		MaxInFlight:          *maxInFlight,

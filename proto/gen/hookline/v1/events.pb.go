@@ -368,6 +368,206 @@ func (RecoveryFinished_Reason) EnumDescriptor() ([]byte, []int) {
 	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21, 0}
 }
 
+type AttemptTrigger_Kind int32
+
+const (
+	AttemptTrigger_KIND_UNSPECIFIED AttemptTrigger_Kind = 0
+	// SCHEDULED: the delivery's first attempt, planned at publish.
+	AttemptTrigger_KIND_SCHEDULED AttemptTrigger_Kind = 1
+	// RETRY: automatic retry number retry, scheduled by a failure.
+	AttemptTrigger_KIND_RETRY AttemptTrigger_Kind = 2
+	// REPLAY: a manual replay, asked for by requested_by.
+	AttemptTrigger_KIND_REPLAY AttemptTrigger_Kind = 3
+	// RECOVERY: a replay of the bulk recovery recovery_id, started by
+	// requested_by.
+	AttemptTrigger_KIND_RECOVERY AttemptTrigger_Kind = 4
+)
+
+// Enum value maps for AttemptTrigger_Kind.
+var (
+	AttemptTrigger_Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "KIND_SCHEDULED",
+		2: "KIND_RETRY",
+		3: "KIND_REPLAY",
+		4: "KIND_RECOVERY",
+	}
+	AttemptTrigger_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"KIND_SCHEDULED":   1,
+		"KIND_RETRY":       2,
+		"KIND_REPLAY":      3,
+		"KIND_RECOVERY":    4,
+	}
+)
+
+func (x AttemptTrigger_Kind) Enum() *AttemptTrigger_Kind {
+	p := new(AttemptTrigger_Kind)
+	*p = x
+	return p
+}
+
+func (x AttemptTrigger_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AttemptTrigger_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_events_proto_enumTypes[6].Descriptor()
+}
+
+func (AttemptTrigger_Kind) Type() protoreflect.EnumType {
+	return &file_hookline_v1_events_proto_enumTypes[6]
+}
+
+func (x AttemptTrigger_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AttemptTrigger_Kind.Descriptor instead.
+func (AttemptTrigger_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29, 0}
+}
+
+type RetryDecision_Outcome int32
+
+const (
+	RetryDecision_OUTCOME_UNSPECIFIED RetryDecision_Outcome = 0
+	// SCHEDULED: an automatic retry runs at next_attempt_at.
+	RetryDecision_OUTCOME_SCHEDULED RetryDecision_Outcome = 1
+	// KEPT: a manual attempt failed while automatic retries were pending:
+	// their schedule is kept (next_attempt_at).
+	RetryDecision_OUTCOME_KEPT RetryDecision_Outcome = 2
+	// PERMANENT: the answer does not allow another attempt (3xx, 4xx
+	// other than 408 and 429).
+	RetryDecision_OUTCOME_PERMANENT RetryDecision_Outcome = 3
+	// MAX_ATTEMPTS: the attempts allowed are used up.
+	RetryDecision_OUTCOME_MAX_ATTEMPTS RetryDecision_Outcome = 4
+	// DEADLINE: the delivery's deadline has passed, or the receiver's
+	// Retry-After points past it.
+	RetryDecision_OUTCOME_DEADLINE RetryDecision_Outcome = 5
+	// MANUAL: a manual attempt of a delivery that had ended: it does not
+	// restart automatic retries.
+	RetryDecision_OUTCOME_MANUAL RetryDecision_Outcome = 6
+)
+
+// Enum value maps for RetryDecision_Outcome.
+var (
+	RetryDecision_Outcome_name = map[int32]string{
+		0: "OUTCOME_UNSPECIFIED",
+		1: "OUTCOME_SCHEDULED",
+		2: "OUTCOME_KEPT",
+		3: "OUTCOME_PERMANENT",
+		4: "OUTCOME_MAX_ATTEMPTS",
+		5: "OUTCOME_DEADLINE",
+		6: "OUTCOME_MANUAL",
+	}
+	RetryDecision_Outcome_value = map[string]int32{
+		"OUTCOME_UNSPECIFIED":  0,
+		"OUTCOME_SCHEDULED":    1,
+		"OUTCOME_KEPT":         2,
+		"OUTCOME_PERMANENT":    3,
+		"OUTCOME_MAX_ATTEMPTS": 4,
+		"OUTCOME_DEADLINE":     5,
+		"OUTCOME_MANUAL":       6,
+	}
+)
+
+func (x RetryDecision_Outcome) Enum() *RetryDecision_Outcome {
+	p := new(RetryDecision_Outcome)
+	*p = x
+	return p
+}
+
+func (x RetryDecision_Outcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RetryDecision_Outcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_events_proto_enumTypes[7].Descriptor()
+}
+
+func (RetryDecision_Outcome) Type() protoreflect.EnumType {
+	return &file_hookline_v1_events_proto_enumTypes[7]
+}
+
+func (x RetryDecision_Outcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RetryDecision_Outcome.Descriptor instead.
+func (RetryDecision_Outcome) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32, 0}
+}
+
+// RetryAfter says what became of the receiver's Retry-After.
+type RetryDecision_RetryAfter int32
+
+const (
+	RetryDecision_RETRY_AFTER_UNSPECIFIED RetryDecision_RetryAfter = 0
+	// NONE: the answer had none (or it did not parse).
+	RetryDecision_RETRY_AFTER_NONE RetryDecision_RetryAfter = 1
+	// HONOURED: the next attempt waits at least that long.
+	RetryDecision_RETRY_AFTER_HONOURED RetryDecision_RetryAfter = 2
+	// RAISED: below 1 s, it was raised to 1 s, and honoured.
+	RetryDecision_RETRY_AFTER_RAISED RetryDecision_RetryAfter = 3
+	// CAPPED: above 1 h, it was capped at 1 h, and honoured.
+	RetryDecision_RETRY_AFTER_CAPPED RetryDecision_RetryAfter = 4
+	// IGNORED: only 429 and 503 answers are honoured.
+	RetryDecision_RETRY_AFTER_IGNORED RetryDecision_RetryAfter = 5
+	// NOT_APPLIED: no automatic retry was scheduled from this answer
+	// (see outcome).
+	RetryDecision_RETRY_AFTER_NOT_APPLIED RetryDecision_RetryAfter = 6
+)
+
+// Enum value maps for RetryDecision_RetryAfter.
+var (
+	RetryDecision_RetryAfter_name = map[int32]string{
+		0: "RETRY_AFTER_UNSPECIFIED",
+		1: "RETRY_AFTER_NONE",
+		2: "RETRY_AFTER_HONOURED",
+		3: "RETRY_AFTER_RAISED",
+		4: "RETRY_AFTER_CAPPED",
+		5: "RETRY_AFTER_IGNORED",
+		6: "RETRY_AFTER_NOT_APPLIED",
+	}
+	RetryDecision_RetryAfter_value = map[string]int32{
+		"RETRY_AFTER_UNSPECIFIED": 0,
+		"RETRY_AFTER_NONE":        1,
+		"RETRY_AFTER_HONOURED":    2,
+		"RETRY_AFTER_RAISED":      3,
+		"RETRY_AFTER_CAPPED":      4,
+		"RETRY_AFTER_IGNORED":     5,
+		"RETRY_AFTER_NOT_APPLIED": 6,
+	}
+)
+
+func (x RetryDecision_RetryAfter) Enum() *RetryDecision_RetryAfter {
+	p := new(RetryDecision_RetryAfter)
+	*p = x
+	return p
+}
+
+func (x RetryDecision_RetryAfter) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RetryDecision_RetryAfter) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_events_proto_enumTypes[8].Descriptor()
+}
+
+func (RetryDecision_RetryAfter) Type() protoreflect.EnumType {
+	return &file_hookline_v1_events_proto_enumTypes[8]
+}
+
+func (x RetryDecision_RetryAfter) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RetryDecision_RetryAfter.Descriptor instead.
+func (RetryDecision_RetryAfter) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32, 1}
+}
+
 type ReconcileRepaired_Kind int32
 
 const (
@@ -409,11 +609,11 @@ func (x ReconcileRepaired_Kind) String() string {
 }
 
 func (ReconcileRepaired_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[6].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[9].Descriptor()
 }
 
 func (ReconcileRepaired_Kind) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[6]
+	return &file_hookline_v1_events_proto_enumTypes[9]
 }
 
 func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
@@ -422,7 +622,7 @@ func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
 func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42, 0}
 }
 
 // Actor names who issued the command that caused an event.
@@ -2520,7 +2720,13 @@ type EventPublished struct {
 	At          *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=at,proto3" json:"at,omitempty"`
 	// headers are the producer's headers of the event (names in lower
 	// case), for endpoint filters; they are not sent to receivers.
-	Headers       map[string]string `protobuf:"bytes,13,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Headers map[string]string `protobuf:"bytes,13,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// traceparent and tracestate are the producer's W3C Trace Context given
+	// at publish (traceparent normalised to version 00): every attempt's
+	// span is a child of it, in its trace. Empty: the event's attempts
+	// carry a trace of the event's own.
+	Traceparent   string `protobuf:"bytes,14,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate    string `protobuf:"bytes,15,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2644,6 +2850,20 @@ func (x *EventPublished) GetHeaders() map[string]string {
 		return x.Headers
 	}
 	return nil
+}
+
+func (x *EventPublished) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *EventPublished) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
 }
 
 type PlannedDelivery struct {
@@ -3017,8 +3237,29 @@ type Attempt struct {
 	// response_prefix is the first bytes of the response body.
 	ResponsePrefix []byte `protobuf:"bytes,17,opt,name=response_prefix,json=responsePrefix,proto3" json:"response_prefix,omitempty"`
 	IssuedBy       *Actor `protobuf:"bytes,18,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// trigger says why the attempt was made.
+	Trigger *AttemptTrigger `protobuf:"bytes,19,opt,name=trigger,proto3" json:"trigger,omitempty"`
+	// waits are what held the attempt between the moment it was ready (due,
+	// its streams read) and its start.
+	Waits *AttemptWaits `protobuf:"bytes,20,opt,name=waits,proto3" json:"waits,omitempty"`
+	// body_sha256 digests the exact body bytes sent (and signed); body_bytes
+	// counts them. Both unset when no request was sent.
+	BodySha256 []byte `protobuf:"bytes,21,opt,name=body_sha256,json=bodySha256,proto3" json:"body_sha256,omitempty"`
+	BodyBytes  int64  `protobuf:"varint,22,opt,name=body_bytes,json=bodyBytes,proto3" json:"body_bytes,omitempty"`
+	// response_bytes counts the response body bytes read (at most 64 KiB);
+	// response_truncated says the body went on beyond them.
+	ResponseBytes     int64 `protobuf:"varint,23,opt,name=response_bytes,json=responseBytes,proto3" json:"response_bytes,omitempty"`
+	ResponseTruncated bool  `protobuf:"varint,24,opt,name=response_truncated,json=responseTruncated,proto3" json:"response_truncated,omitempty"`
+	// headers_us is the time from the start of the attempt to the response's
+	// headers (0 without an answer).
+	HeadersUs int64 `protobuf:"varint,25,opt,name=headers_us,json=headersUs,proto3" json:"headers_us,omitempty"`
+	// trace is the W3C trace context the request carried.
+	Trace *AttemptTrace `protobuf:"bytes,26,opt,name=trace,proto3" json:"trace,omitempty"`
+	// retry is what the failure decided: when the next automatic attempt
+	// runs and why then, or why there is none. Unset on success.
+	Retry         *RetryDecision `protobuf:"bytes,27,opt,name=retry,proto3" json:"retry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Attempt) Reset() {
@@ -3177,6 +3418,429 @@ func (x *Attempt) GetIssuedBy() *Actor {
 	return nil
 }
 
+func (x *Attempt) GetTrigger() *AttemptTrigger {
+	if x != nil {
+		return x.Trigger
+	}
+	return nil
+}
+
+func (x *Attempt) GetWaits() *AttemptWaits {
+	if x != nil {
+		return x.Waits
+	}
+	return nil
+}
+
+func (x *Attempt) GetBodySha256() []byte {
+	if x != nil {
+		return x.BodySha256
+	}
+	return nil
+}
+
+func (x *Attempt) GetBodyBytes() int64 {
+	if x != nil {
+		return x.BodyBytes
+	}
+	return 0
+}
+
+func (x *Attempt) GetResponseBytes() int64 {
+	if x != nil {
+		return x.ResponseBytes
+	}
+	return 0
+}
+
+func (x *Attempt) GetResponseTruncated() bool {
+	if x != nil {
+		return x.ResponseTruncated
+	}
+	return false
+}
+
+func (x *Attempt) GetHeadersUs() int64 {
+	if x != nil {
+		return x.HeadersUs
+	}
+	return 0
+}
+
+func (x *Attempt) GetTrace() *AttemptTrace {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
+}
+
+func (x *Attempt) GetRetry() *RetryDecision {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
+// AttemptTrigger says why an attempt was made.
+type AttemptTrigger struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  AttemptTrigger_Kind    `protobuf:"varint,1,opt,name=kind,proto3,enum=hookline.v1.AttemptTrigger_Kind" json:"kind,omitempty"`
+	// retry numbers the automatic retries from 1 (RETRY only): manual
+	// attempts in between do not count.
+	Retry int32 `protobuf:"varint,2,opt,name=retry,proto3" json:"retry,omitempty"`
+	// due_at is when the attempt was due: the planned time of a first
+	// attempt, the next_attempt_at a failure recorded for a retry, the time
+	// a replay was asked for.
+	DueAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
+	// requested_by, request_id and recovery_id come from the
+	// ReplayRequested (REPLAY and RECOVERY).
+	RequestedBy   *Actor `protobuf:"bytes,4,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RecoveryId    string `protobuf:"bytes,6,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttemptTrigger) Reset() {
+	*x = AttemptTrigger{}
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttemptTrigger) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttemptTrigger) ProtoMessage() {}
+
+func (x *AttemptTrigger) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttemptTrigger.ProtoReflect.Descriptor instead.
+func (*AttemptTrigger) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *AttemptTrigger) GetKind() AttemptTrigger_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return AttemptTrigger_KIND_UNSPECIFIED
+}
+
+func (x *AttemptTrigger) GetRetry() int32 {
+	if x != nil {
+		return x.Retry
+	}
+	return 0
+}
+
+func (x *AttemptTrigger) GetDueAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DueAt
+	}
+	return nil
+}
+
+func (x *AttemptTrigger) GetRequestedBy() *Actor {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return nil
+}
+
+func (x *AttemptTrigger) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *AttemptTrigger) GetRecoveryId() string {
+	if x != nil {
+		return x.RecoveryId
+	}
+	return ""
+}
+
+// AttemptWaits are the times an attempt waited once it was ready. The
+// endpoint's limits are checked in order (in-flight limit, tenant quota,
+// breaker, rate limit) for the next attempt in line; each *_ms is how long
+// one of them held the endpoint's attempts while this one waited for its
+// turn (they do not overlap). slot_ms is the wait for a slot of the node's
+// dispatcher (tenant fairness) after the limits let it through.
+type AttemptWaits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// total_ms is from ready to the start of the request.
+	TotalMs       int64 `protobuf:"varint,1,opt,name=total_ms,json=totalMs,proto3" json:"total_ms,omitempty"`
+	InFlightMs    int64 `protobuf:"varint,2,opt,name=in_flight_ms,json=inFlightMs,proto3" json:"in_flight_ms,omitempty"`
+	TenantQuotaMs int64 `protobuf:"varint,3,opt,name=tenant_quota_ms,json=tenantQuotaMs,proto3" json:"tenant_quota_ms,omitempty"`
+	BreakerMs     int64 `protobuf:"varint,4,opt,name=breaker_ms,json=breakerMs,proto3" json:"breaker_ms,omitempty"`
+	RateLimitMs   int64 `protobuf:"varint,5,opt,name=rate_limit_ms,json=rateLimitMs,proto3" json:"rate_limit_ms,omitempty"`
+	SlotMs        int64 `protobuf:"varint,6,opt,name=slot_ms,json=slotMs,proto3" json:"slot_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttemptWaits) Reset() {
+	*x = AttemptWaits{}
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttemptWaits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttemptWaits) ProtoMessage() {}
+
+func (x *AttemptWaits) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttemptWaits.ProtoReflect.Descriptor instead.
+func (*AttemptWaits) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *AttemptWaits) GetTotalMs() int64 {
+	if x != nil {
+		return x.TotalMs
+	}
+	return 0
+}
+
+func (x *AttemptWaits) GetInFlightMs() int64 {
+	if x != nil {
+		return x.InFlightMs
+	}
+	return 0
+}
+
+func (x *AttemptWaits) GetTenantQuotaMs() int64 {
+	if x != nil {
+		return x.TenantQuotaMs
+	}
+	return 0
+}
+
+func (x *AttemptWaits) GetBreakerMs() int64 {
+	if x != nil {
+		return x.BreakerMs
+	}
+	return 0
+}
+
+func (x *AttemptWaits) GetRateLimitMs() int64 {
+	if x != nil {
+		return x.RateLimitMs
+	}
+	return 0
+}
+
+func (x *AttemptWaits) GetSlotMs() int64 {
+	if x != nil {
+		return x.SlotMs
+	}
+	return 0
+}
+
+// AttemptTrace is the W3C Trace Context of an attempt: every attempt is a
+// span of its own, a child of the producer's span when the event was
+// published with a traceparent.
+type AttemptTrace struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// traceparent is the header sent: version 00, the trace id (the
+	// producer's, else one of the event's own), this attempt's span id and
+	// the flags.
+	Traceparent string `protobuf:"bytes,1,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// parent_span_id is the producer's span (hex) the attempt's span is a
+	// child of; empty when the trace is the event's own.
+	ParentSpanId  string `protobuf:"bytes,2,opt,name=parent_span_id,json=parentSpanId,proto3" json:"parent_span_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttemptTrace) Reset() {
+	*x = AttemptTrace{}
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttemptTrace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttemptTrace) ProtoMessage() {}
+
+func (x *AttemptTrace) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttemptTrace.ProtoReflect.Descriptor instead.
+func (*AttemptTrace) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *AttemptTrace) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *AttemptTrace) GetParentSpanId() string {
+	if x != nil {
+		return x.ParentSpanId
+	}
+	return ""
+}
+
+// RetryDecision is what a failed attempt decided about the next one.
+type RetryDecision struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcome       RetryDecision_Outcome  `protobuf:"varint,1,opt,name=outcome,proto3,enum=hookline.v1.RetryDecision_Outcome" json:"outcome,omitempty"`
+	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
+	// backoff_window_ms is the full-jitter window min(cap, base * 2^(n-1))
+	// and backoff_ms the delay drawn from it (SCHEDULED only).
+	BackoffWindowMs int64                    `protobuf:"varint,3,opt,name=backoff_window_ms,json=backoffWindowMs,proto3" json:"backoff_window_ms,omitempty"`
+	BackoffMs       int64                    `protobuf:"varint,4,opt,name=backoff_ms,json=backoffMs,proto3" json:"backoff_ms,omitempty"`
+	RetryAfter      RetryDecision_RetryAfter `protobuf:"varint,5,opt,name=retry_after,json=retryAfter,proto3,enum=hookline.v1.RetryDecision_RetryAfter" json:"retry_after,omitempty"`
+	// retry_after_ms is the Retry-After as the receiver sent it (seconds or
+	// an HTTP date, as a delay); retry_after_applied_ms, as applied after
+	// the clamp to [1 s, 1 h].
+	RetryAfterMs        int64 `protobuf:"varint,6,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	RetryAfterAppliedMs int64 `protobuf:"varint,7,opt,name=retry_after_applied_ms,json=retryAfterAppliedMs,proto3" json:"retry_after_applied_ms,omitempty"`
+	// at_deadline: the delay was cut to the delivery's deadline, where the
+	// last retry runs.
+	AtDeadline bool `protobuf:"varint,8,opt,name=at_deadline,json=atDeadline,proto3" json:"at_deadline,omitempty"`
+	// reason says it in words.
+	Reason        string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryDecision) Reset() {
+	*x = RetryDecision{}
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryDecision) ProtoMessage() {}
+
+func (x *RetryDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryDecision.ProtoReflect.Descriptor instead.
+func (*RetryDecision) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RetryDecision) GetOutcome() RetryDecision_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return RetryDecision_OUTCOME_UNSPECIFIED
+}
+
+func (x *RetryDecision) GetNextAttemptAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttemptAt
+	}
+	return nil
+}
+
+func (x *RetryDecision) GetBackoffWindowMs() int64 {
+	if x != nil {
+		return x.BackoffWindowMs
+	}
+	return 0
+}
+
+func (x *RetryDecision) GetBackoffMs() int64 {
+	if x != nil {
+		return x.BackoffMs
+	}
+	return 0
+}
+
+func (x *RetryDecision) GetRetryAfter() RetryDecision_RetryAfter {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return RetryDecision_RETRY_AFTER_UNSPECIFIED
+}
+
+func (x *RetryDecision) GetRetryAfterMs() int64 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
+}
+
+func (x *RetryDecision) GetRetryAfterAppliedMs() int64 {
+	if x != nil {
+		return x.RetryAfterAppliedMs
+	}
+	return 0
+}
+
+func (x *RetryDecision) GetAtDeadline() bool {
+	if x != nil {
+		return x.AtDeadline
+	}
+	return false
+}
+
+func (x *RetryDecision) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type AttemptSucceeded struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Attempt       *Attempt               `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
@@ -3186,7 +3850,7 @@ type AttemptSucceeded struct {
 
 func (x *AttemptSucceeded) Reset() {
 	*x = AttemptSucceeded{}
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3862,7 @@ func (x *AttemptSucceeded) String() string {
 func (*AttemptSucceeded) ProtoMessage() {}
 
 func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3875,7 @@ func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptSucceeded.ProtoReflect.Descriptor instead.
 func (*AttemptSucceeded) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AttemptSucceeded) GetAttempt() *Attempt {
@@ -3237,7 +3901,7 @@ type AttemptFailed struct {
 
 func (x *AttemptFailed) Reset() {
 	*x = AttemptFailed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3249,7 +3913,7 @@ func (x *AttemptFailed) String() string {
 func (*AttemptFailed) ProtoMessage() {}
 
 func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3262,7 +3926,7 @@ func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptFailed.ProtoReflect.Descriptor instead.
 func (*AttemptFailed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AttemptFailed) GetAttempt() *Attempt {
@@ -3310,7 +3974,7 @@ type DeliveryExpired struct {
 
 func (x *DeliveryExpired) Reset() {
 	*x = DeliveryExpired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3322,7 +3986,7 @@ func (x *DeliveryExpired) String() string {
 func (*DeliveryExpired) ProtoMessage() {}
 
 func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3335,7 +3999,7 @@ func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryExpired.ProtoReflect.Descriptor instead.
 func (*DeliveryExpired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeliveryExpired) GetTenantId() string {
@@ -3408,7 +4072,7 @@ type ReplayRequested struct {
 
 func (x *ReplayRequested) Reset() {
 	*x = ReplayRequested{}
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3420,7 +4084,7 @@ func (x *ReplayRequested) String() string {
 func (*ReplayRequested) ProtoMessage() {}
 
 func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3433,7 +4097,7 @@ func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequested.ProtoReflect.Descriptor instead.
 func (*ReplayRequested) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReplayRequested) GetTenantId() string {
@@ -3513,7 +4177,7 @@ type PortalTokenIssued struct {
 
 func (x *PortalTokenIssued) Reset() {
 	*x = PortalTokenIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3525,7 +4189,7 @@ func (x *PortalTokenIssued) String() string {
 func (*PortalTokenIssued) ProtoMessage() {}
 
 func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3538,7 +4202,7 @@ func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenIssued.ProtoReflect.Descriptor instead.
 func (*PortalTokenIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PortalTokenIssued) GetTenantId() string {
@@ -3610,7 +4274,7 @@ type PortalTokenRevoked struct {
 
 func (x *PortalTokenRevoked) Reset() {
 	*x = PortalTokenRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3622,7 +4286,7 @@ func (x *PortalTokenRevoked) String() string {
 func (*PortalTokenRevoked) ProtoMessage() {}
 
 func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3635,7 +4299,7 @@ func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenRevoked.ProtoReflect.Descriptor instead.
 func (*PortalTokenRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PortalTokenRevoked) GetTenantId() string {
@@ -3684,7 +4348,7 @@ type SecretResealed struct {
 
 func (x *SecretResealed) Reset() {
 	*x = SecretResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3696,7 +4360,7 @@ func (x *SecretResealed) String() string {
 func (*SecretResealed) ProtoMessage() {}
 
 func (x *SecretResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3709,7 +4373,7 @@ func (x *SecretResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResealed.ProtoReflect.Descriptor instead.
 func (*SecretResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SecretResealed) GetTenantId() string {
@@ -3764,7 +4428,7 @@ type MasterKeyRegistered struct {
 
 func (x *MasterKeyRegistered) Reset() {
 	*x = MasterKeyRegistered{}
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3776,7 +4440,7 @@ func (x *MasterKeyRegistered) String() string {
 func (*MasterKeyRegistered) ProtoMessage() {}
 
 func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3789,7 +4453,7 @@ func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRegistered.ProtoReflect.Descriptor instead.
 func (*MasterKeyRegistered) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MasterKeyRegistered) GetKeyId() string {
@@ -3834,7 +4498,7 @@ type MasterKeyRetired struct {
 
 func (x *MasterKeyRetired) Reset() {
 	*x = MasterKeyRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3846,7 +4510,7 @@ func (x *MasterKeyRetired) String() string {
 func (*MasterKeyRetired) ProtoMessage() {}
 
 func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3859,7 +4523,7 @@ func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRetired.ProtoReflect.Descriptor instead.
 func (*MasterKeyRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MasterKeyRetired) GetKeyId() string {
@@ -3906,7 +4570,7 @@ type ReconcileRepaired struct {
 
 func (x *ReconcileRepaired) Reset() {
 	*x = ReconcileRepaired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3918,7 +4582,7 @@ func (x *ReconcileRepaired) String() string {
 func (*ReconcileRepaired) ProtoMessage() {}
 
 func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3931,7 +4595,7 @@ func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
 func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReconcileRepaired) GetRunId() string {
@@ -4256,7 +4920,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x05chunk\x18\x04 \x01(\x05R\x05chunk\x12\x16\n" +
 	"\x06chunks\x18\x05 \x01(\x05R\x06chunks\x12!\n" +
 	"\fdelivery_ids\x18\x06 \x03(\tR\vdeliveryIds\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd0\x04\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x92\x05\n" +
 	"\x0eEventPublished\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1d\n" +
@@ -4273,7 +4937,11 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	" \x01(\tR\vcontentType\x12/\n" +
 	"\tissued_by\x18\v \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
 	"\x02at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12B\n" +
-	"\aheaders\x18\r \x03(\v2(.hookline.v1.EventPublished.HeadersEntryR\aheaders\x1a:\n" +
+	"\aheaders\x18\r \x03(\v2(.hookline.v1.EventPublished.HeadersEntryR\aheaders\x12 \n" +
+	"\vtraceparent\x18\x0e \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\x0f \x01(\tR\n" +
+	"tracestate\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x01\n" +
@@ -4311,7 +4979,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12)\n" +
 	"\x10published_commit\x18\x03 \x01(\x04R\x0fpublishedCommit\x12+\n" +
 	"\x11published_prepare\x18\x04 \x01(\x04R\x10publishedPrepare\x12/\n" +
-	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"\xad\x05\n" +
+	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"\xad\b\n" +
 	"\aAttempt\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -4339,7 +5007,77 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x05error\x18\x0f \x01(\tR\x05error\x12'\n" +
 	"\x0fresponse_sha256\x18\x10 \x01(\fR\x0eresponseSha256\x12'\n" +
 	"\x0fresponse_prefix\x18\x11 \x01(\fR\x0eresponsePrefix\x12/\n" +
-	"\tissued_by\x18\x12 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"B\n" +
+	"\tissued_by\x18\x12 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x125\n" +
+	"\atrigger\x18\x13 \x01(\v2\x1b.hookline.v1.AttemptTriggerR\atrigger\x12/\n" +
+	"\x05waits\x18\x14 \x01(\v2\x19.hookline.v1.AttemptWaitsR\x05waits\x12\x1f\n" +
+	"\vbody_sha256\x18\x15 \x01(\fR\n" +
+	"bodySha256\x12\x1d\n" +
+	"\n" +
+	"body_bytes\x18\x16 \x01(\x03R\tbodyBytes\x12%\n" +
+	"\x0eresponse_bytes\x18\x17 \x01(\x03R\rresponseBytes\x12-\n" +
+	"\x12response_truncated\x18\x18 \x01(\bR\x11responseTruncated\x12\x1d\n" +
+	"\n" +
+	"headers_us\x18\x19 \x01(\x03R\theadersUs\x12/\n" +
+	"\x05trace\x18\x1a \x01(\v2\x19.hookline.v1.AttemptTraceR\x05trace\x120\n" +
+	"\x05retry\x18\x1b \x01(\v2\x1a.hookline.v1.RetryDecisionR\x05retry\"\xec\x02\n" +
+	"\x0eAttemptTrigger\x124\n" +
+	"\x04kind\x18\x01 \x01(\x0e2 .hookline.v1.AttemptTrigger.KindR\x04kind\x12\x14\n" +
+	"\x05retry\x18\x02 \x01(\x05R\x05retry\x121\n" +
+	"\x06due_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x125\n" +
+	"\frequested_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\vrequestedBy\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x12\x1f\n" +
+	"\vrecovery_id\x18\x06 \x01(\tR\n" +
+	"recoveryId\"d\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eKIND_SCHEDULED\x10\x01\x12\x0e\n" +
+	"\n" +
+	"KIND_RETRY\x10\x02\x12\x0f\n" +
+	"\vKIND_REPLAY\x10\x03\x12\x11\n" +
+	"\rKIND_RECOVERY\x10\x04\"\xcf\x01\n" +
+	"\fAttemptWaits\x12\x19\n" +
+	"\btotal_ms\x18\x01 \x01(\x03R\atotalMs\x12 \n" +
+	"\fin_flight_ms\x18\x02 \x01(\x03R\n" +
+	"inFlightMs\x12&\n" +
+	"\x0ftenant_quota_ms\x18\x03 \x01(\x03R\rtenantQuotaMs\x12\x1d\n" +
+	"\n" +
+	"breaker_ms\x18\x04 \x01(\x03R\tbreakerMs\x12\"\n" +
+	"\rrate_limit_ms\x18\x05 \x01(\x03R\vrateLimitMs\x12\x17\n" +
+	"\aslot_ms\x18\x06 \x01(\x03R\x06slotMs\"V\n" +
+	"\fAttemptTrace\x12 \n" +
+	"\vtraceparent\x18\x01 \x01(\tR\vtraceparent\x12$\n" +
+	"\x0eparent_span_id\x18\x02 \x01(\tR\fparentSpanId\"\xa3\x06\n" +
+	"\rRetryDecision\x12<\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\".hookline.v1.RetryDecision.OutcomeR\aoutcome\x12B\n" +
+	"\x0fnext_attempt_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\x12*\n" +
+	"\x11backoff_window_ms\x18\x03 \x01(\x03R\x0fbackoffWindowMs\x12\x1d\n" +
+	"\n" +
+	"backoff_ms\x18\x04 \x01(\x03R\tbackoffMs\x12F\n" +
+	"\vretry_after\x18\x05 \x01(\x0e2%.hookline.v1.RetryDecision.RetryAfterR\n" +
+	"retryAfter\x12$\n" +
+	"\x0eretry_after_ms\x18\x06 \x01(\x03R\fretryAfterMs\x123\n" +
+	"\x16retry_after_applied_ms\x18\a \x01(\x03R\x13retryAfterAppliedMs\x12\x1f\n" +
+	"\vat_deadline\x18\b \x01(\bR\n" +
+	"atDeadline\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\"\xa6\x01\n" +
+	"\aOutcome\x12\x17\n" +
+	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11OUTCOME_SCHEDULED\x10\x01\x12\x10\n" +
+	"\fOUTCOME_KEPT\x10\x02\x12\x15\n" +
+	"\x11OUTCOME_PERMANENT\x10\x03\x12\x18\n" +
+	"\x14OUTCOME_MAX_ATTEMPTS\x10\x04\x12\x14\n" +
+	"\x10OUTCOME_DEADLINE\x10\x05\x12\x12\n" +
+	"\x0eOUTCOME_MANUAL\x10\x06\"\xbf\x01\n" +
+	"\n" +
+	"RetryAfter\x12\x1b\n" +
+	"\x17RETRY_AFTER_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10RETRY_AFTER_NONE\x10\x01\x12\x18\n" +
+	"\x14RETRY_AFTER_HONOURED\x10\x02\x12\x16\n" +
+	"\x12RETRY_AFTER_RAISED\x10\x03\x12\x16\n" +
+	"\x12RETRY_AFTER_CAPPED\x10\x04\x12\x17\n" +
+	"\x13RETRY_AFTER_IGNORED\x10\x05\x12\x1b\n" +
+	"\x17RETRY_AFTER_NOT_APPLIED\x10\x06\"B\n" +
 	"\x10AttemptSucceeded\x12.\n" +
 	"\aattempt\x18\x01 \x01(\v2\x14.hookline.v1.AttemptR\aattempt\"\xc7\x01\n" +
 	"\rAttemptFailed\x12.\n" +
@@ -4449,8 +5187,8 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_events_proto_rawDescData
 }
 
-var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(ErrorClass)(0),               // 0: hookline.v1.ErrorClass
 	(Actor_Kind)(0),               // 1: hookline.v1.Actor.Kind
@@ -4458,141 +5196,158 @@ var file_hookline_v1_events_proto_goTypes = []any{
 	(SecretRetired_Reason)(0),     // 3: hookline.v1.SecretRetired.Reason
 	(EndpointPaused_Reason)(0),    // 4: hookline.v1.EndpointPaused.Reason
 	(RecoveryFinished_Reason)(0),  // 5: hookline.v1.RecoveryFinished.Reason
-	(ReconcileRepaired_Kind)(0),   // 6: hookline.v1.ReconcileRepaired.Kind
-	(*Actor)(nil),                 // 7: hookline.v1.Actor
-	(*Quota)(nil),                 // 8: hookline.v1.Quota
-	(*TenantCreated)(nil),         // 9: hookline.v1.TenantCreated
-	(*TenantQuotaChanged)(nil),    // 10: hookline.v1.TenantQuotaChanged
-	(*ApiKeyIssued)(nil),          // 11: hookline.v1.ApiKeyIssued
-	(*ApiKeyRevoked)(nil),         // 12: hookline.v1.ApiKeyRevoked
-	(*EndpointConfig)(nil),        // 13: hookline.v1.EndpointConfig
-	(*SealedSecret)(nil),          // 14: hookline.v1.SealedSecret
-	(*EndpointCreated)(nil),       // 15: hookline.v1.EndpointCreated
-	(*EndpointUpdated)(nil),       // 16: hookline.v1.EndpointUpdated
-	(*SecretRotated)(nil),         // 17: hookline.v1.SecretRotated
-	(*SecretRetired)(nil),         // 18: hookline.v1.SecretRetired
-	(*EndpointPaused)(nil),        // 19: hookline.v1.EndpointPaused
-	(*EndpointResumed)(nil),       // 20: hookline.v1.EndpointResumed
-	(*EndpointDisabled)(nil),      // 21: hookline.v1.EndpointDisabled
-	(*EndpointDeleted)(nil),       // 22: hookline.v1.EndpointDeleted
-	(*CircuitOpened)(nil),         // 23: hookline.v1.CircuitOpened
-	(*CircuitHalfOpened)(nil),     // 24: hookline.v1.CircuitHalfOpened
-	(*CircuitClosed)(nil),         // 25: hookline.v1.CircuitClosed
-	(*RecoveryStarted)(nil),       // 26: hookline.v1.RecoveryStarted
-	(*RecoveryProgressed)(nil),    // 27: hookline.v1.RecoveryProgressed
-	(*RecoveryFinished)(nil),      // 28: hookline.v1.RecoveryFinished
-	(*RecoveryListed)(nil),        // 29: hookline.v1.RecoveryListed
-	(*EventPublished)(nil),        // 30: hookline.v1.EventPublished
-	(*PlannedDelivery)(nil),       // 31: hookline.v1.PlannedDelivery
-	(*FilteredEndpoint)(nil),      // 32: hookline.v1.FilteredEndpoint
-	(*DeliveriesPlanned)(nil),     // 33: hookline.v1.DeliveriesPlanned
-	(*PlanRepair)(nil),            // 34: hookline.v1.PlanRepair
-	(*Attempt)(nil),               // 35: hookline.v1.Attempt
-	(*AttemptSucceeded)(nil),      // 36: hookline.v1.AttemptSucceeded
-	(*AttemptFailed)(nil),         // 37: hookline.v1.AttemptFailed
-	(*DeliveryExpired)(nil),       // 38: hookline.v1.DeliveryExpired
-	(*ReplayRequested)(nil),       // 39: hookline.v1.ReplayRequested
-	(*PortalTokenIssued)(nil),     // 40: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),    // 41: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),        // 42: hookline.v1.SecretResealed
-	(*MasterKeyRegistered)(nil),   // 43: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),      // 44: hookline.v1.MasterKeyRetired
-	(*ReconcileRepaired)(nil),     // 45: hookline.v1.ReconcileRepaired
-	nil,                           // 46: hookline.v1.EndpointConfig.MetadataEntry
-	nil,                           // 47: hookline.v1.EventPublished.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
+	(AttemptTrigger_Kind)(0),      // 6: hookline.v1.AttemptTrigger.Kind
+	(RetryDecision_Outcome)(0),    // 7: hookline.v1.RetryDecision.Outcome
+	(RetryDecision_RetryAfter)(0), // 8: hookline.v1.RetryDecision.RetryAfter
+	(ReconcileRepaired_Kind)(0),   // 9: hookline.v1.ReconcileRepaired.Kind
+	(*Actor)(nil),                 // 10: hookline.v1.Actor
+	(*Quota)(nil),                 // 11: hookline.v1.Quota
+	(*TenantCreated)(nil),         // 12: hookline.v1.TenantCreated
+	(*TenantQuotaChanged)(nil),    // 13: hookline.v1.TenantQuotaChanged
+	(*ApiKeyIssued)(nil),          // 14: hookline.v1.ApiKeyIssued
+	(*ApiKeyRevoked)(nil),         // 15: hookline.v1.ApiKeyRevoked
+	(*EndpointConfig)(nil),        // 16: hookline.v1.EndpointConfig
+	(*SealedSecret)(nil),          // 17: hookline.v1.SealedSecret
+	(*EndpointCreated)(nil),       // 18: hookline.v1.EndpointCreated
+	(*EndpointUpdated)(nil),       // 19: hookline.v1.EndpointUpdated
+	(*SecretRotated)(nil),         // 20: hookline.v1.SecretRotated
+	(*SecretRetired)(nil),         // 21: hookline.v1.SecretRetired
+	(*EndpointPaused)(nil),        // 22: hookline.v1.EndpointPaused
+	(*EndpointResumed)(nil),       // 23: hookline.v1.EndpointResumed
+	(*EndpointDisabled)(nil),      // 24: hookline.v1.EndpointDisabled
+	(*EndpointDeleted)(nil),       // 25: hookline.v1.EndpointDeleted
+	(*CircuitOpened)(nil),         // 26: hookline.v1.CircuitOpened
+	(*CircuitHalfOpened)(nil),     // 27: hookline.v1.CircuitHalfOpened
+	(*CircuitClosed)(nil),         // 28: hookline.v1.CircuitClosed
+	(*RecoveryStarted)(nil),       // 29: hookline.v1.RecoveryStarted
+	(*RecoveryProgressed)(nil),    // 30: hookline.v1.RecoveryProgressed
+	(*RecoveryFinished)(nil),      // 31: hookline.v1.RecoveryFinished
+	(*RecoveryListed)(nil),        // 32: hookline.v1.RecoveryListed
+	(*EventPublished)(nil),        // 33: hookline.v1.EventPublished
+	(*PlannedDelivery)(nil),       // 34: hookline.v1.PlannedDelivery
+	(*FilteredEndpoint)(nil),      // 35: hookline.v1.FilteredEndpoint
+	(*DeliveriesPlanned)(nil),     // 36: hookline.v1.DeliveriesPlanned
+	(*PlanRepair)(nil),            // 37: hookline.v1.PlanRepair
+	(*Attempt)(nil),               // 38: hookline.v1.Attempt
+	(*AttemptTrigger)(nil),        // 39: hookline.v1.AttemptTrigger
+	(*AttemptWaits)(nil),          // 40: hookline.v1.AttemptWaits
+	(*AttemptTrace)(nil),          // 41: hookline.v1.AttemptTrace
+	(*RetryDecision)(nil),         // 42: hookline.v1.RetryDecision
+	(*AttemptSucceeded)(nil),      // 43: hookline.v1.AttemptSucceeded
+	(*AttemptFailed)(nil),         // 44: hookline.v1.AttemptFailed
+	(*DeliveryExpired)(nil),       // 45: hookline.v1.DeliveryExpired
+	(*ReplayRequested)(nil),       // 46: hookline.v1.ReplayRequested
+	(*PortalTokenIssued)(nil),     // 47: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),    // 48: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),        // 49: hookline.v1.SecretResealed
+	(*MasterKeyRegistered)(nil),   // 50: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),      // 51: hookline.v1.MasterKeyRetired
+	(*ReconcileRepaired)(nil),     // 52: hookline.v1.ReconcileRepaired
+	nil,                           // 53: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                           // 54: hookline.v1.EventPublished.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 55: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	1,  // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
-	8,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
-	7,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	48, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
-	8,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
-	7,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	48, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
-	7,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	48, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
-	7,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	48, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	11, // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
+	10, // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
+	55, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	11, // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
+	10, // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
+	55, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	10, // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
+	55, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	10, // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
+	55, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
 	2,  // 11: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
-	46, // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
-	13, // 13: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
-	14, // 14: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
-	7,  // 15: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	48, // 16: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
-	13, // 17: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
-	7,  // 18: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	48, // 19: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
-	14, // 20: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
-	14, // 21: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	48, // 22: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
-	7,  // 23: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	48, // 24: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	53, // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	16, // 13: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
+	17, // 14: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
+	10, // 15: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
+	55, // 16: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	16, // 17: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
+	10, // 18: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
+	55, // 19: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	17, // 20: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
+	17, // 21: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
+	55, // 22: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	10, // 23: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
+	55, // 24: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
 	3,  // 25: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
-	7,  // 26: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	48, // 27: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	10, // 26: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
+	55, // 27: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
 	4,  // 28: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
-	7,  // 29: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	48, // 30: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
-	7,  // 31: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	48, // 32: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
-	7,  // 33: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	48, // 34: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
-	7,  // 35: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	48, // 36: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	10, // 29: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
+	55, // 30: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	10, // 31: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
+	55, // 32: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	10, // 33: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
+	55, // 34: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	10, // 35: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
+	55, // 36: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
 	0,  // 37: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	48, // 38: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	48, // 39: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	48, // 40: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	48, // 41: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	48, // 42: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
-	48, // 43: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
-	7,  // 44: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
-	48, // 45: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
-	48, // 46: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	55, // 38: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	55, // 39: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	55, // 40: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	55, // 41: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	55, // 42: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	55, // 43: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	10, // 44: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
+	55, // 45: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	55, // 46: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
 	5,  // 47: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
-	48, // 48: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
-	48, // 49: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
-	48, // 50: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
-	7,  // 51: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	48, // 52: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	47, // 53: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
-	31, // 54: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	48, // 55: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	48, // 56: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	34, // 57: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	32, // 58: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
-	7,  // 59: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	48, // 60: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	48, // 61: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	55, // 48: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	55, // 49: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
+	55, // 50: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	10, // 51: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
+	55, // 52: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	54, // 53: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	34, // 54: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	55, // 55: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	55, // 56: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	37, // 57: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	35, // 58: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
+	10, // 59: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	55, // 60: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	55, // 61: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 62: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	7,  // 63: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	35, // 64: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	35, // 65: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	48, // 66: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	48, // 67: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	48, // 68: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	7,  // 69: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	48, // 70: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	48, // 71: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	7,  // 72: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	48, // 73: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	7,  // 74: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	48, // 75: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	14, // 76: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	7,  // 77: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	48, // 78: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	48, // 79: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	7,  // 80: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	48, // 81: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	6,  // 82: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	7,  // 83: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	48, // 84: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	85, // [85:85] is the sub-list for method output_type
-	85, // [85:85] is the sub-list for method input_type
-	85, // [85:85] is the sub-list for extension type_name
-	85, // [85:85] is the sub-list for extension extendee
-	0,  // [0:85] is the sub-list for field type_name
+	10, // 63: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	39, // 64: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
+	40, // 65: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
+	41, // 66: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
+	42, // 67: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
+	6,  // 68: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
+	55, // 69: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
+	10, // 70: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
+	7,  // 71: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
+	55, // 72: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
+	8,  // 73: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
+	38, // 74: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	38, // 75: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	55, // 76: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	55, // 77: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	55, // 78: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	10, // 79: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	55, // 80: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	55, // 81: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 82: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	55, // 83: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	10, // 84: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	55, // 85: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	17, // 86: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	10, // 87: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	55, // 88: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	55, // 89: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	10, // 90: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	55, // 91: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	9,  // 92: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	10, // 93: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	55, // 94: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	95, // [95:95] is the sub-list for method output_type
+	95, // [95:95] is the sub-list for method input_type
+	95, // [95:95] is the sub-list for extension type_name
+	95, // [95:95] is the sub-list for extension extendee
+	0,  // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -4605,8 +5360,8 @@ func file_hookline_v1_events_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   41,
+			NumEnums:      10,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -2914,7 +2914,15 @@ type PublishRequest struct {
 	// (headers["x-region"]): at most 32, names of [a-z0-9-] (given in any
 	// case, kept in lower case), values of printable ASCII up to 512 bytes.
 	// They are recorded with the event, not sent to receivers.
-	Headers       map[string]string `protobuf:"bytes,11,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Headers map[string]string `protobuf:"bytes,11,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// traceparent is the producer's W3C Trace Context
+	// (00-<trace id>-<span id>-<flags>): every attempt of the event's
+	// deliveries carries a traceparent of its own in that trace, a child of
+	// that span. Empty: the gRPC metadata (or HTTP header) traceparent of
+	// the call, if valid; else the event gets a trace of its own.
+	// tracestate is passed on to receivers with it.
+	Traceparent   string `protobuf:"bytes,12,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate    string `protobuf:"bytes,13,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3026,6 +3034,20 @@ func (x *PublishRequest) GetHeaders() map[string]string {
 	return nil
 }
 
+func (x *PublishRequest) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *PublishRequest) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
+}
+
 type PublishResponse struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	EventId    string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
@@ -3034,7 +3056,10 @@ type PublishResponse struct {
 	Duplicate bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	// filtered are the subscribed endpoints whose filter did not pass the
 	// event: nothing was planned for them.
-	Filtered      []*v1.FilteredEndpoint `protobuf:"bytes,4,rep,name=filtered,proto3" json:"filtered,omitempty"`
+	Filtered []*v1.FilteredEndpoint `protobuf:"bytes,4,rep,name=filtered,proto3" json:"filtered,omitempty"`
+	// trace_id is the W3C trace id (hex) that the event's attempts carry:
+	// the producer's, or the event's own.
+	TraceId       string `protobuf:"bytes,5,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3095,6 +3120,13 @@ func (x *PublishResponse) GetFiltered() []*v1.FilteredEndpoint {
 		return x.Filtered
 	}
 	return nil
+}
+
+func (x *PublishResponse) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
 }
 
 type PublishBatchRequest struct {
@@ -3701,7 +3733,9 @@ type Delivery struct {
 	PlannedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=planned_at,json=plannedAt,proto3" json:"planned_at,omitempty"`
 	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
 	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
-	// attempts, oldest first (GetDelivery only).
+	// attempts, oldest first (GetDelivery only), each with its lineage:
+	// trigger, waits, retry decision, signing secret versions, body and
+	// response digests, trace context.
 	Attempts       []*v1.Attempt `protobuf:"bytes,11,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	LastHttpStatus int32         `protobuf:"varint,12,opt,name=last_http_status,json=lastHttpStatus,proto3" json:"last_http_status,omitempty"`
 	unknownFields  protoimpl.UnknownFields
@@ -4086,7 +4120,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x0fVERDICT_DELETED\x10\x05\x12\x14\n" +
 	"\x10VERDICT_DISABLED\x10\x06\x12\x19\n" +
 	"\x15VERDICT_CREATED_LATER\x10\a\x12\x17\n" +
-	"\x13VERDICT_NOT_PLANNED\x10\b\"\xed\x03\n" +
+	"\x13VERDICT_NOT_PLANNED\x10\b\"\xaf\x04\n" +
 	"\x0ePublishRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x12\n" +
@@ -4100,17 +4134,22 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x04data\x18\t \x01(\v2\x16.google.protobuf.ValueR\x04data\x12!\n" +
 	"\fcontent_type\x18\n" +
 	" \x01(\tR\vcontentType\x12B\n" +
-	"\aheaders\x18\v \x03(\v2(.hookline.v1.PublishRequest.HeadersEntryR\aheaders\x1a:\n" +
+	"\aheaders\x18\v \x03(\v2(.hookline.v1.PublishRequest.HeadersEntryR\aheaders\x12 \n" +
+	"\vtraceparent\x18\f \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\r \x01(\tR\n" +
+	"tracestate\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc3\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xde\x01\n" +
 	"\x0fPublishResponse\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12<\n" +
 	"\n" +
 	"deliveries\x18\x02 \x03(\v2\x1c.hookline.v1.PlannedDeliveryR\n" +
 	"deliveries\x12\x1c\n" +
 	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x129\n" +
-	"\bfiltered\x18\x04 \x03(\v2\x1d.hookline.v1.FilteredEndpointR\bfiltered\"g\n" +
+	"\bfiltered\x18\x04 \x03(\v2\x1d.hookline.v1.FilteredEndpointR\bfiltered\x12\x19\n" +
+	"\btrace_id\x18\x05 \x01(\tR\atraceId\"g\n" +
 	"\x13PublishBatchRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x123\n" +
 	"\x06events\x18\x02 \x03(\v2\x1b.hookline.v1.PublishRequestR\x06events\"\x8d\x01\n" +
