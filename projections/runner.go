@@ -68,12 +68,23 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock, for lag; nil means time.Now.
 	Now func() time.Time
+	// CloseFlushTimeout bounds how long Close waits for the store's last
+	// flush (a store whose directory was removed can never flush); 0 means
+	// DefaultCloseFlushTimeout. What is not flushed is applied again from
+	// the log at the next start.
+	CloseFlushTimeout time.Duration
 }
+
+// DefaultCloseFlushTimeout is Close's default wait for the last flush.
+const DefaultCloseFlushTimeout = 10 * time.Second
 
 // Validate reports whether c can be used.
 func (c Config) Validate() error {
 	if c.Dir == "" {
 		return errors.New("projections config: dir is required")
+	}
+	if c.CloseFlushTimeout < 0 {
+		return fmt.Errorf("projections config: close flush timeout %v is negative; use 0 for the default (%v)", c.CloseFlushTimeout, DefaultCloseFlushTimeout)
 	}
 	return nil
 }
@@ -87,6 +98,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.CloseFlushTimeout == 0 {
+		c.CloseFlushTimeout = DefaultCloseFlushTimeout
 	}
 	return c
 }
@@ -103,6 +117,8 @@ type Runner struct {
 	db     *pebble.DB
 	logger *slog.Logger
 	now    func() time.Time
+	// closeFlushTimeout bounds Close's wait for the last flush.
+	closeFlushTimeout time.Duration
 
 	// applyMu serialises commits (the lanes' batches and Store.Update) and
 	// every change of the partition sets. Lock order: applyMu before mu.
@@ -173,7 +189,7 @@ func Open(l events.Log, cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("open projection store %s: %w", cfg.Dir, err)
 	}
 	return &Runner{
-		log: l, db: db, logger: cfg.Logger, now: cfg.Now,
+		log: l, db: db, logger: cfg.Logger, now: cfg.Now, closeFlushTimeout: cfg.CloseFlushTimeout,
 		owned:  events.NewPartitionSet(events.NoPartition),
 		live:   events.NewPartitionSet(events.NoPartition),
 		notify: make(chan struct{}), changed: make(chan struct{}, 1),
@@ -340,6 +356,22 @@ func (r *Runner) Applied() events.Position {
 	return r.mainPos
 }
 
+// flush flushes the memtables, waiting at most the configured timeout.
+func (r *Runner) flush() error {
+	done, err := r.db.AsyncFlush()
+	if err != nil {
+		return err
+	}
+	t := time.NewTimer(r.closeFlushTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("flush did not finish within %v (is the directory still there?); its batches are applied again from the log at the next start", r.closeFlushTimeout)
+	}
+}
+
 // Checkpoints returns each projection's checkpoint for the records of no
 // partition, by name.
 func (r *Runner) Checkpoints() map[string]events.Position {
@@ -416,8 +448,10 @@ func (r *Runner) Close() error {
 		return nil
 	}
 	r.closed = true
-	// Without a write-ahead log, what is not flushed is not on disk.
-	ferr := r.db.Flush()
+	// Without a write-ahead log, what is not flushed is not on disk; a
+	// flush that cannot finish (the directory is gone) is given up, and
+	// the log applies those batches again at the next start.
+	ferr := r.flush()
 	if err := r.db.Close(); err != nil || ferr != nil {
 		return fmt.Errorf("close projection store: %w", errors.Join(ferr, err))
 	}
