@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -80,6 +81,25 @@ func succeeded(tenant, event, ep string, number int32) *hooklinev1.AttemptSuccee
 		DeliveryId: events.DeliveryID(tenant, event, ep), Number: number, HttpStatus: 200}}
 }
 
+// repairs runs the node's part three times: "r1" must find want, the
+// repair run "r2" find and repair it, and "r3" find nothing.
+func (n *node) repairs(t *testing.T, tl *testLog, want []found) {
+	t.Helper()
+	if diff := cmp.Diff(want, n.part(t, tl, "r1", false)); diff != "" {
+		t.Fatalf("first run (-want +got):\n%s", diff)
+	}
+	repaired := slices.Clone(want)
+	for i := range repaired {
+		repaired[i].Repaired = true
+	}
+	if diff := cmp.Diff(repaired, n.part(t, tl, "r2", true)); diff != "" {
+		t.Errorf("repair run (-want +got):\n%s", diff)
+	}
+	if got := n.part(t, tl, "r3", false); len(got) != 0 {
+		t.Errorf("second run after the repair: %+v", got)
+	}
+}
+
 // TestPartRepairsDivergentProjections: projections that missed a record
 // of the log (the fault switch hides it from them) are found by the
 // deliveries, attempts and projections checks, with the delivery's id;
@@ -121,19 +141,7 @@ func TestPartRepairsDivergentProjections(t *testing.T) {
 			}
 			n := newNode(t, tl, fs, tl.now.Add(time.Second))
 			d1, d2 := events.DeliveryID(tn, "e1", ep), events.DeliveryID(tn, "e2", ep)
-			want := tc.want(d1, d2)
-			if diff := cmp.Diff(want, n.part(t, tl, "r1", false)); diff != "" {
-				t.Fatalf("first run (-want +got):\n%s", diff)
-			}
-			for i := range want {
-				want[i].Repaired = true
-			}
-			if diff := cmp.Diff(want, n.part(t, tl, "r2", true)); diff != "" {
-				t.Errorf("repair run (-want +got):\n%s", diff)
-			}
-			if got := n.part(t, tl, "r3", false); len(got) != 0 {
-				t.Errorf("second run after the repair: %v", got)
-			}
+			n.repairs(t, tl, tc.want(d1, d2))
 			recs, err := tl.l.ReadStream(context.Background(), events.ReconcileStream("r2.local"), events.Forwards, 0, 10)
 			if err != nil || len(recs) != 2 {
 				t.Fatalf("repairs recorded: %d, %v; want two rebuilds", len(recs), err)
@@ -228,20 +236,8 @@ func TestPartAttemptCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := newNode(t, tl, fs, tl.now.Add(time.Second))
-	want := []found{
+	n.repairs(t, tl, []found{
 		{Kind: reconcile.KindProjectionDiverged, Deliveries: []string{d1}, Repairable: true},
 		{Kind: reconcile.KindAttemptCount, Event: "e1", Deliveries: []string{d1}, Repairable: true},
-	}
-	if diff := cmp.Diff(want, n.part(t, tl, "r1", false)); diff != "" {
-		t.Fatalf("first run (-want +got):\n%s", diff)
-	}
-	for i := range want {
-		want[i].Repaired = true
-	}
-	if diff := cmp.Diff(want, n.part(t, tl, "r2", true)); diff != "" {
-		t.Errorf("repair run (-want +got):\n%s", diff)
-	}
-	if again := n.part(t, tl, "r3", false); len(again) != 0 {
-		t.Errorf("second run after the repair: %+v", again)
-	}
+	})
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/hookline/hookline/actors/attempt"
@@ -56,39 +55,8 @@ type e2eNode struct {
 func startE2E(t *testing.T, cfg cluster.ServerConfig) *e2eNode {
 	t.Helper()
 	cfg.DataDir = filepath.Join(t.TempDir(), "node")
-	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Node = cluster.Config{Port: cluster.AnyPort, GossipPort: cluster.AnyPort, Logger: testLogger()}
-	cfg.AdminToken, cfg.MasterKey = e2eAdmin, e2eMasterKey
-	if cfg.Policy == nil {
-		cfg.Policy = &attempt.Policy{AllowPrivate: true}
-	}
-	cfg.Logger = testLogger()
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := cluster.NewServer(ctx, cfg)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("server stopped with %v", err)
-			}
-		case <-time.After(45 * time.Second):
-			t.Errorf("server did not stop within 45 s")
-		}
-	})
-	cc, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(callTimeout(20*time.Second)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	return &e2eNode{srv: srv, cc: cc}
+	n, _ := runE2E(t, cfg)
+	return n
 }
 
 // callTimeout bounds every call, so that a stuck server fails a test
