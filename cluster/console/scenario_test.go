@@ -163,8 +163,16 @@ func TestConsole(t *testing.T) {
 			t.Errorf("URL field invalid,focused = %q, want true,f-url", got)
 		}
 		b.screenshot(t, "portal-ssrf-refusal")
-		b.run(t, "create the endpoint",
+		b.run(t, "refused filter",
 			chromedp.SetValue(`#f-url`, rc.srv.URL+"/hooks"),
+			chromedp.SetValue(`#f-filter`, "data.total >"),
+			chromedp.Click(`form button[type=submit]`),
+			chromedp.WaitVisible(`#f-filter-err`))
+		if msg := b.text(t, `document.getElementById("f-filter-err").textContent`); !strings.Contains(msg, "column") {
+			t.Errorf("filter field error = %q, want the position of the mistake", msg)
+		}
+		b.run(t, "create the endpoint",
+			chromedp.SetValue(`#f-filter`, "data.total > 0"),
 			chromedp.SetValue(`#f-description`, "orders to the warehouse"),
 			chromedp.Click(`form button[type=submit]`),
 			chromedp.WaitVisible(`#secret`))

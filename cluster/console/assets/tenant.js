@@ -45,6 +45,7 @@ const settingsFields = [
   ['max_in_flight', 'Max in flight', 'number', ''],
   ['timeout_ms', 'Timeout (ms)', 'number', '0 means 15 s; at most 30 s.'],
   ['max_attempts', 'Max attempts', 'number', '0 means the default.'],
+  ['filter', 'Filter', 'text', 'Optional CEL expression over type, data and headers, e.g. data.total > 1000; empty: every event of the types above.'],
 ];
 
 function settingsForm(settings, readOnly, submitLabel, onSubmit) {
