@@ -2,56 +2,16 @@ package e2e_test
 
 import (
 	"encoding/hex"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/cluster"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 	"github.com/hookline/hookline/tracing/otlp"
+	"github.com/hookline/hookline/tracing/otlp/otlptest"
 )
-
-// spanCollector is an OTLP/HTTP collector on loopback that keeps the
-// spans exported to it.
-type spanCollector struct {
-	srv   *httptest.Server
-	mu    sync.Mutex // guards spans
-	spans []*tracepb.Span
-}
-
-func newSpanCollector(t *testing.T) *spanCollector {
-	t.Helper()
-	c := &spanCollector{}
-	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		var req coltracepb.ExportTraceServiceRequest
-		if err == nil {
-			err = proto.Unmarshal(body, &req)
-		}
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		c.mu.Lock()
-		for _, rs := range req.GetResourceSpans() {
-			for _, ss := range rs.GetScopeSpans() {
-				c.spans = append(c.spans, ss.GetSpans()...)
-			}
-		}
-		c.mu.Unlock()
-		b, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		_, _ = w.Write(b)
-	}))
-	t.Cleanup(c.srv.Close)
-	return c
-}
 
 // TestSpansExported: a node with an OTLP exporter exports the publish of
 // an event given a traceparent as a span in the producer's trace, and its
@@ -59,8 +19,8 @@ func newSpanCollector(t *testing.T) *spanCollector {
 // got and the lineage records.
 func TestSpansExported(t *testing.T) {
 	const producer = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	col := newSpanCollector(t)
-	exp, err := otlp.New(t.Context(), otlp.Config{Endpoint: col.srv.URL, Instance: "e2e"})
+	col := otlptest.New(t)
+	exp, err := otlp.New(t.Context(), otlp.Config{Endpoint: col.URL(), Instance: "e2e"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,15 +41,14 @@ func TestSpansExported(t *testing.T) {
 	if err := exp.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	col.mu.Lock()
-	defer col.mu.Unlock()
+	spans := col.Spans()
 	kinds := map[tracepb.Span_SpanKind]*tracepb.Span{}
-	for _, s := range col.spans {
+	for _, s := range spans {
 		kinds[s.GetKind()] = s
 	}
 	a, p := kinds[tracepb.Span_SPAN_KIND_CLIENT], kinds[tracepb.Span_SPAN_KIND_SERVER]
-	if a == nil || p == nil || len(col.spans) != 2 {
-		t.Fatalf("spans %v; want the attempt (CLIENT) and the publish (SERVER)", col.spans)
+	if a == nil || p == nil || len(spans) != 2 {
+		t.Fatalf("spans %v; want the attempt (CLIENT) and the publish (SERVER)", spans)
 	}
 	if got := "00-" + hex.EncodeToString(a.GetTraceId()) + "-" + hex.EncodeToString(a.GetSpanId()) + "-01"; got != tp ||
 		hex.EncodeToString(a.GetParentSpanId()) != "b7ad6b7169203331" {

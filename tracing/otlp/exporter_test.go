@@ -4,69 +4,19 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/tracing"
 	"github.com/hookline/hookline/tracing/otlp"
+	"github.com/hookline/hookline/tracing/otlp/otlptest"
 )
 
-// collector is an OTLP/HTTP collector on loopback: it decodes every
-// export and keeps its spans.
-type collector struct {
-	srv   *httptest.Server
-	mu    sync.Mutex // guards the fields below
-	spans []*tracepb.Span
-	paths []string
-	auth  []string
-}
-
-func newCollector(t *testing.T) *collector {
-	t.Helper()
-	c := &collector{}
-	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		var req coltracepb.ExportTraceServiceRequest
-		if err == nil {
-			err = proto.Unmarshal(body, &req)
-		}
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		c.mu.Lock()
-		c.paths = append(c.paths, r.URL.Path)
-		c.auth = append(c.auth, r.Header.Get("Authorization"))
-		for _, rs := range req.GetResourceSpans() {
-			for _, ss := range rs.GetScopeSpans() {
-				c.spans = append(c.spans, ss.GetSpans()...)
-			}
-		}
-		c.mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		b, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-		_, _ = w.Write(b)
-	}))
-	t.Cleanup(c.srv.Close)
-	return c
-}
-
-func (c *collector) got() []*tracepb.Span {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]*tracepb.Span(nil), c.spans...)
-}
-
+// attr returns the value of the span attribute key ("" without it).
 func attr(s *tracepb.Span, key string) string {
 	for _, kv := range s.GetAttributes() {
 		if kv.GetKey() == key {
@@ -80,8 +30,8 @@ func attr(s *tracepb.Span, key string) string {
 }
 
 func TestExporter(t *testing.T) {
-	col := newCollector(t)
-	exp, err := otlp.New(t.Context(), otlp.Config{Endpoint: col.srv.URL, Headers: map[string]string{"Authorization": "Bearer col"}, Instance: "node-1"})
+	col := otlptest.New(t)
+	exp, err := otlp.New(t.Context(), otlp.Config{Endpoint: col.URL(), Headers: map[string]string{"Authorization": "Bearer col"}, Instance: "node-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +59,7 @@ func TestExporter(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	spans := col.got()
+	spans := col.Spans()
 	if len(spans) != 3 {
 		t.Fatalf("%d spans exported; want 3 (two attempts, one publish): %v", len(spans), spans)
 	}
@@ -135,10 +85,9 @@ func TestExporter(t *testing.T) {
 	if hexOf(p.GetTraceId()) != "4bf92f3577b34da6a3ce929d0e0e4736" || hexOf(p.GetParentSpanId()) != "00f067aa0ba902b7" || p.GetName() != "publish invoice.paid" {
 		t.Errorf("publish span %v; want a child of the producer's span", p)
 	}
-	col.mu.Lock()
-	defer col.mu.Unlock()
-	if col.paths[0] != "/v1/traces" || col.auth[0] != "Bearer col" {
-		t.Errorf("exported to %s with authorization %q; want /v1/traces with the configured header", col.paths[0], col.auth[0])
+	paths, auth := col.Requests()
+	if len(paths) == 0 || paths[0] != "/v1/traces" || auth[0] != "Bearer col" {
+		t.Errorf("exported to %v with authorization %q; want /v1/traces with the configured header", paths, auth)
 	}
 }
 
