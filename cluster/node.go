@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/cluster/memberlist"
+	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
@@ -72,6 +73,7 @@ type Node struct {
 	system   *actor.ActorSystem
 	cluster  *pcluster.Cluster
 	provider *memberlist.Provider
+	lookup   *lookup // the placement of grains and partitions
 
 	// attempts counts Request attempts in flight. An attempt runs in its
 	// own goroutine because protoactor's request cannot be cancelled;
@@ -149,6 +151,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 
 	n := &Node{
+		lookup:   lk,
 		cfg:      cfg,
 		log:      cfg.Logger.With(slog.String("member_id", system.ID)),
 		system:   system,
@@ -281,6 +284,15 @@ func (n *Node) TellLocal(kind, identity string, msg any) bool {
 	}
 	n.system.Root.Send(actor.NewPID(pid.Address, pid.Id), msg)
 	return true
+}
+
+// PartitionOwner returns the address of the member that owns partition p
+// now; "" when none does.
+func (n *Node) PartitionOwner(p events.Partition) string {
+	if t := n.lookup.parts.Load(); t != nil {
+		return t.owner(p)
+	}
+	return ""
 }
 
 // errNotDelivered marks an attempt that cannot have reached the grain.

@@ -304,6 +304,9 @@ func NewServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if err := startStatusActor(s); err != nil {
 		return nil, err
 	}
+	if err := startHandOverActor(s); err != nil {
+		return nil, err
+	}
 	settle := &settlement{node: s.node, runner: s.runner, timeout: s.node.cfg.RequestTimeout, logger: cfg.Logger}
 	if err := startSettleActor(s.node, settle); err != nil {
 		return nil, err

@@ -521,6 +521,81 @@ func (x *Applied) GetError() string {
 	return ""
 }
 
+// PlansHandedOver carries a publish's plan from the node that appended it
+// to the owner of some of its deliveries' partitions, which hands them to
+// its active endpoint grains before its projections apply the plan (see
+// actors/endpoint's Planned). A hint: nothing waits for it, and a lost one
+// costs only the wait for the due index.
+type PlansHandedOver struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Event *v1.EventPublished     `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	// plan holds only the deliveries of the receiving node's partitions.
+	Plan *v1.DeliveriesPlanned `protobuf:"bytes,2,opt,name=plan,proto3" json:"plan,omitempty"`
+	// The position of the publish's append.
+	Commit        uint64 `protobuf:"varint,3,opt,name=commit,proto3" json:"commit,omitempty"`
+	Prepare       uint64 `protobuf:"varint,4,opt,name=prepare,proto3" json:"prepare,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlansHandedOver) Reset() {
+	*x = PlansHandedOver{}
+	mi := &file_hookline_v1_cluster_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlansHandedOver) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlansHandedOver) ProtoMessage() {}
+
+func (x *PlansHandedOver) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_cluster_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlansHandedOver.ProtoReflect.Descriptor instead.
+func (*PlansHandedOver) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_cluster_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PlansHandedOver) GetEvent() *v1.EventPublished {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *PlansHandedOver) GetPlan() *v1.DeliveriesPlanned {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
+func (x *PlansHandedOver) GetCommit() uint64 {
+	if x != nil {
+		return x.Commit
+	}
+	return 0
+}
+
+func (x *PlansHandedOver) GetPrepare() uint64 {
+	if x != nil {
+		return x.Prepare
+	}
+	return 0
+}
+
 type HistoryScanned_Entry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -531,7 +606,7 @@ type HistoryScanned_Entry struct {
 
 func (x *HistoryScanned_Entry) Reset() {
 	*x = HistoryScanned_Entry{}
-	mi := &file_hookline_v1_cluster_proto_msgTypes[7]
+	mi := &file_hookline_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +618,7 @@ func (x *HistoryScanned_Entry) String() string {
 func (*HistoryScanned_Entry) ProtoMessage() {}
 
 func (x *HistoryScanned_Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_cluster_proto_msgTypes[7]
+	mi := &file_hookline_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -622,7 +697,12 @@ const file_hookline_v1_cluster_proto_rawDesc = "" +
 	"\x06commit\x18\x01 \x01(\x04R\x06commit\x12\x18\n" +
 	"\aprepare\x18\x02 \x01(\x04R\aprepare\"\x1f\n" +
 	"\aApplied\x12\x14\n" +
-	"\x05error\x18\x01 \x01(\tR\x05errorBHZFgithub.com/hookline/hookline/proto/gen/hookline/v1/controlv1;controlv1b\x06proto3"
+	"\x05error\x18\x01 \x01(\tR\x05error\"\xaa\x01\n" +
+	"\x0fPlansHandedOver\x121\n" +
+	"\x05event\x18\x01 \x01(\v2\x1b.hookline.v1.EventPublishedR\x05event\x122\n" +
+	"\x04plan\x18\x02 \x01(\v2\x1e.hookline.v1.DeliveriesPlannedR\x04plan\x12\x16\n" +
+	"\x06commit\x18\x03 \x01(\x04R\x06commit\x12\x18\n" +
+	"\aprepare\x18\x04 \x01(\x04R\aprepareBHZFgithub.com/hookline/hookline/proto/gen/hookline/v1/controlv1;controlv1b\x06proto3"
 
 var (
 	file_hookline_v1_cluster_proto_rawDescOnce sync.Once
@@ -636,7 +716,7 @@ func file_hookline_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_cluster_proto_rawDescData
 }
 
-var file_hookline_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_hookline_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_hookline_v1_cluster_proto_goTypes = []any{
 	(*HistoryScan)(nil),           // 0: hookline.v1.HistoryScan
 	(*HistoryScanned)(nil),        // 1: hookline.v1.HistoryScanned
@@ -645,25 +725,30 @@ var file_hookline_v1_cluster_proto_goTypes = []any{
 	(*HistoryGot)(nil),            // 4: hookline.v1.HistoryGot
 	(*WaitApplied)(nil),           // 5: hookline.v1.WaitApplied
 	(*Applied)(nil),               // 6: hookline.v1.Applied
-	(*HistoryScanned_Entry)(nil),  // 7: hookline.v1.HistoryScanned.Entry
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*v1.Attempt)(nil),            // 9: hookline.v1.Attempt
-	(*v1.DeliveryRecord)(nil),     // 10: hookline.v1.DeliveryRecord
+	(*PlansHandedOver)(nil),       // 7: hookline.v1.PlansHandedOver
+	(*HistoryScanned_Entry)(nil),  // 8: hookline.v1.HistoryScanned.Entry
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*v1.Attempt)(nil),            // 10: hookline.v1.Attempt
+	(*v1.DeliveryRecord)(nil),     // 11: hookline.v1.DeliveryRecord
+	(*v1.EventPublished)(nil),     // 12: hookline.v1.EventPublished
+	(*v1.DeliveriesPlanned)(nil),  // 13: hookline.v1.DeliveriesPlanned
 }
 var file_hookline_v1_cluster_proto_depIdxs = []int32{
-	8,  // 0: hookline.v1.HistoryScan.since:type_name -> google.protobuf.Timestamp
-	8,  // 1: hookline.v1.HistoryScan.until:type_name -> google.protobuf.Timestamp
-	7,  // 2: hookline.v1.HistoryScanned.entries:type_name -> hookline.v1.HistoryScanned.Entry
-	9,  // 3: hookline.v1.HistoryAttempt.attempt:type_name -> hookline.v1.Attempt
-	8,  // 4: hookline.v1.HistoryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
-	10, // 5: hookline.v1.HistoryGot.delivery:type_name -> hookline.v1.DeliveryRecord
+	9,  // 0: hookline.v1.HistoryScan.since:type_name -> google.protobuf.Timestamp
+	9,  // 1: hookline.v1.HistoryScan.until:type_name -> google.protobuf.Timestamp
+	8,  // 2: hookline.v1.HistoryScanned.entries:type_name -> hookline.v1.HistoryScanned.Entry
+	10, // 3: hookline.v1.HistoryAttempt.attempt:type_name -> hookline.v1.Attempt
+	9,  // 4: hookline.v1.HistoryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
+	11, // 5: hookline.v1.HistoryGot.delivery:type_name -> hookline.v1.DeliveryRecord
 	3,  // 6: hookline.v1.HistoryGot.attempts:type_name -> hookline.v1.HistoryAttempt
-	10, // 7: hookline.v1.HistoryScanned.Entry.delivery:type_name -> hookline.v1.DeliveryRecord
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	12, // 7: hookline.v1.PlansHandedOver.event:type_name -> hookline.v1.EventPublished
+	13, // 8: hookline.v1.PlansHandedOver.plan:type_name -> hookline.v1.DeliveriesPlanned
+	11, // 9: hookline.v1.HistoryScanned.Entry.delivery:type_name -> hookline.v1.DeliveryRecord
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_cluster_proto_init() }
@@ -677,7 +762,7 @@ func file_hookline_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_cluster_proto_rawDesc), len(file_hookline_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
