@@ -14,9 +14,10 @@ import (
 // which applies the log in order and so makes a small tenant's plan wait
 // behind another tenant's burst (thousands of planned deliveries ahead of
 // it in the log). It is a hint, sent only to a grain already active on the
-// node that owns the endpoint's partition and never over the network; a
-// lost one costs nothing, since the due index offers the same deliveries
-// once it has applied the plan.
+// node that owns the endpoint's partition (by that node: a publish on
+// another member reaches it through the node's hand-over actor, see
+// cluster/planned.go); a lost one costs nothing, since the due index
+// offers the same deliveries once it has applied the plan.
 //
 // The grain takes the deliveries only while the projections have not
 // applied the plan yet (Applied before Position): once they have, the due

@@ -97,8 +97,9 @@ type Config struct {
 	// OnPublished, if set, is called after each new publish that planned
 	// deliveries, with the event, its whole plan in one message (as the
 	// plan's chunks hold it: the same times) and the position of the
-	// append; the node hands the deliveries to its active endpoint grains
-	// from it (actors/endpoint's Planned). It must not block.
+	// append; the node hands the deliveries to the endpoint grains of
+	// their partitions' owners from it (actors/endpoint's Planned). It must
+	// not block.
 	OnPublished func(published *hooklinev1.EventPublished, plan *hooklinev1.DeliveriesPlanned, at events.Position)
 	// Spans, if set, exports each new publish as a span of its trace (the
 	// node's OTLP exporter); nil exports nothing.
