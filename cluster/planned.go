@@ -28,20 +28,19 @@ const handOverActorName = "hookline-handover"
 // activates none, and a lost one costs only the wait for the due index.
 func (s *Server) handOver(published *hooklinev1.EventPublished, plan *hooklinev1.DeliveriesPlanned, at events.Position) {
 	self := s.node.Address()
-	var local []*hooklinev1.PlannedDelivery
+	local := false
 	remote := map[string][]*hooklinev1.PlannedDelivery{}
 	for _, d := range plan.GetDeliveries() {
-		owner := s.node.PartitionOwner(events.PartitionOf(d.GetEndpointId()))
-		switch owner {
+		switch owner := s.node.PartitionOwner(events.PartitionOf(d.GetEndpointId())); owner {
 		case "":
 		case self:
-			local = append(local, d)
+			local = true
 		default:
 			remote[owner] = append(remote[owner], d)
 		}
 	}
-	if len(local) > 0 {
-		s.handOverLocal(published, part(plan, local), at)
+	if local {
+		s.handOverLocal(published, plan, at) // it keeps the partitions live here
 	}
 	for owner, ds := range remote {
 		s.node.system.Root.Send(actor.NewPID(owner, handOverActorName), &controlv1.PlansHandedOver{
