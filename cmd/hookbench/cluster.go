@@ -266,6 +266,7 @@ func (b *Bench) withProgress(ctx context.Context) (stop func()) {
 // them, and disk_bytes_per_delivery the nodes' data directories summed
 // (projections; the log is in PostgreSQL, log_bytes_per_delivery).
 func (b *Bench) clusterFigures(ctx context.Context, c *Cluster, s *Summary) {
+	entered, enteredErr := c.Usage()
 	confirmFor := 30 * time.Second
 	if s.Lost != 0 {
 		confirmFor = 0
@@ -275,6 +276,7 @@ func (b *Bench) clusterFigures(ctx context.Context, c *Cluster, s *Summary) {
 		s.Notes = append(s.Notes, "the node's counts do not match: "+err.Error())
 	}
 	cancel()
+	confirmed, confirmedErr := c.Usage()
 	var records, top float64
 	for _, n := range c.Nodes {
 		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -299,6 +301,12 @@ func (b *Bench) clusterFigures(ctx context.Context, c *Cluster, s *Summary) {
 	b.mu.Unlock()
 	if all > 0 {
 		s.CPUSecPer1k = round(u.CPU.Seconds()/float64(all)*1000, 4)
+	}
+	if err == nil && confirmedErr == nil && enteredErr == nil {
+		// Where the fixed costs go: the CPU of the confirmation (paging
+		// the deliveries' history), and of the stop (flushing).
+		addExtra(s, map[string]float64{"confirm_cpu_s": round((confirmed.CPU - entered.CPU).Seconds(), 2),
+			"stop_cpu_s": round((u.CPU - confirmed.CPU).Seconds(), 2)})
 	}
 	s.PeakRSSMB = round(float64(u.PeakRSS)/(1<<20), 1)
 	var disk, tables int64
