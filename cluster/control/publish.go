@@ -129,18 +129,14 @@ func (s *Server) record(ctx context.Context, published *hooklinev1.EventPublishe
 	tenantID, now := published.GetTenantId(), s.cfg.Now()
 	planned, filtered := s.route(published, refs)
 	stream := events.EventStream(tenantID, published.GetEventId())
-	// A repeated publish is answered from the stream. Checking first keeps
-	// the answer exact (duplicate, the original plan); the NoStream
-	// expectation below still settles a race between two first publishes.
-	if _, err := s.cfg.Log.ReadStream(ctx, stream, events.Forwards, 0, 1); err == nil {
-		return s.republish(ctx, stream, published)
-	} else if !errors.Is(err, events.ErrStreamNotFound) {
-		return nil, fmt.Errorf("read %s: %w", stream, err)
-	}
 	evs, err := s.plan(stream, published, planned, filtered, now)
 	if err != nil {
 		return nil, err
 	}
+	// The append expects no stream: a repeated publish (or the second of
+	// two racing first publishes) fails it, and is answered from the
+	// stream (duplicate, the original plan). Most publishes are first
+	// ones, so the stream is not read before.
 	res, err := s.cfg.Log.Append(ctx, stream, events.NoStream{}, evs...)
 	if err != nil {
 		if errors.Is(err, events.ErrWrongRevision) {
