@@ -25,8 +25,9 @@ import (
 // back a delivery the grain took from the index and settled. A delivery it
 // holds or settled already is skipped, as in a pull.
 type Planned struct {
-	// Event is the published event: the grain's node caches it, so the
-	// first attempt reads nothing from the log.
+	// Event is the published event: the grain's node caches it (even
+	// when the grain leaves the deliveries to the due index), so the first
+	// attempt reads nothing from the log.
 	Event *hooklinev1.EventPublished
 	// Items are the deliveries planned for this endpoint (due.PlannedItems).
 	Items []due.Item
@@ -38,7 +39,16 @@ type Planned struct {
 // would, while the grain has room for them.
 func (g *grain) onPlanned(ctx actor.Context, m *Planned) {
 	l := g.loop
-	if !l.caughtUp || !g.state.Live() || g.paused() || !g.cfg.Projections.Applied().Less(m.Position) {
+	if !g.state.Live() {
+		return
+	}
+	if m.Event != nil && len(m.Items) > 0 && m.Items[0].EndpointID == g.id {
+		// Cached whether or not the grain takes the deliveries now: the
+		// due index brings those it leaves, and their first attempts then
+		// read nothing from the log either.
+		g.cfg.events.put(eventStream(m.Items[0]), m.Event)
+	}
+	if !l.caughtUp || g.paused() || !g.cfg.Projections.Applied().Less(m.Position) {
 		return
 	}
 	taken := 0
@@ -54,9 +64,6 @@ func (g *grain) onPlanned(ctx actor.Context, m *Planned) {
 		}
 		if !g.lowOnWork() {
 			break // the due index offers the rest
-		}
-		if taken == 0 && m.Event != nil {
-			g.cfg.events.put(eventStream(it), m.Event)
 		}
 		f := &flight{item: it}
 		l.flights[it.DeliveryID] = f
