@@ -43,52 +43,137 @@ func (h *histories) served() events.PartitionSet {
 	return s
 }
 
-// Search answers a search from every member's part. When some partitions
-// are served by no member that answered (a member down, or catching up
-// after partitions moved), it fails with [history.ErrIncomplete] rather
-// than answer a page that another node would answer differently.
+// Search answers a search from every member's part. Each member is asked
+// for about its share of the page (memberLimit), not for a whole page:
+// the parts that stopped too early for a full page are continued after
+// their frontiers (history.Behind), for the partitions of their first
+// answer, in a few more rounds at most. So a search reads about one page
+// and a half over the cluster, not one page per member, and its pages are
+// as full as a single store's. When some partitions are served by no
+// member that answered (a member down, or catching up after partitions
+// moved), or a continued part's partitions moved meanwhile, it fails with
+// [history.ErrIncomplete] rather than answer a page that another node
+// would answer differently.
 func (h *histories) Search(ctx context.Context, q history.Query) (history.Page, error) {
 	after, err := history.CursorKey(q)
 	if err != nil {
 		return history.Page{}, err
 	}
-	req := &controlv1.HistoryScan{
-		TenantId: q.TenantID, EndpointId: q.EndpointID, Status: int32(q.Status), EventType: q.EventType,
-		Since: stamp(q.Since), Until: stamp(q.Until), Limit: int32(q.Limit), After: after,
-	}
-	// This node's part is read here, while the others answer.
-	own := make(chan reply[*controlv1.HistoryScanned], 1)
-	go func() {
-		served := h.served()
-		p, err := h.local.Scan(q, after, &served)
-		own <- reply[*controlv1.HistoryScanned]{v: partialScanned(p, served), err: err}
-	}()
 	members := h.members()
-	answers := askOthers[*controlv1.HistoryScanned](ctx, h, members, req)
-	mine := <-own
-	for i, addr := range members {
-		if addr == h.node.Address() {
-			answers[i] = mine
-		}
+	limit := history.LimitOf(q)
+	per := memberLimit(limit, len(members))
+	parts := make([]history.Partial, len(members))
+	sets := make([]events.PartitionSet, len(members)) // what each answered for
+	answered := make([]int, 0, len(members))          // members with a part
+	ask := make([]int, len(members))
+	for i := range ask {
+		ask[i] = i
 	}
-	var parts []history.Partial
-	var covered events.PartitionSet
-	for i, a := range answers {
-		if a.err != nil {
-			if errors.Is(a.err, history.ErrBadQuery) || errors.Is(a.err, history.ErrBadCursor) {
-				return history.Page{}, a.err
+	for round := 0; ; round++ {
+		reqs := make([]*controlv1.HistoryScan, len(members))
+		for _, i := range ask {
+			r := &controlv1.HistoryScan{
+				TenantId: q.TenantID, EndpointId: q.EndpointID, Status: int32(q.Status), EventType: q.EventType,
+				Since: stamp(q.Since), Until: stamp(q.Until), Limit: int32(per), After: after,
 			}
-			h.logger.Warn("history search: a member did not answer", slog.String("member", members[i]), slog.Any("error", a.err))
-			continue
+			if round > 0 {
+				r.After, r.Partitions = parts[i].Frontier, sets[i].Words()
+			}
+			reqs[i] = r
 		}
-		parts = append(parts, partialOf(a.v))
-		covered = covered.Union(events.PartitionSetOfWords(a.v.GetPartitions()))
+		answers := h.scan(ctx, members, reqs)
+		for _, i := range ask {
+			a := answers[i]
+			if a.err != nil {
+				if errors.Is(a.err, history.ErrBadQuery) || errors.Is(a.err, history.ErrBadCursor) {
+					return history.Page{}, a.err
+				}
+				h.logger.Warn("history search: a member did not answer", slog.String("member", members[i]), slog.Any("error", a.err))
+				if round > 0 {
+					return history.Page{}, fmt.Errorf("%w: member %s did not answer the rest of its part; retry", history.ErrIncomplete, members[i])
+				}
+				continue
+			}
+			got := events.PartitionSetOfWords(a.v.GetPartitions())
+			if round == 0 {
+				parts[i], sets[i] = partialOf(a.v), got
+				answered = append(answered, i)
+				continue
+			}
+			if got != sets[i] {
+				return history.Page{}, fmt.Errorf("%w: partitions %s moved away from member %s during the search; retry in a few seconds",
+					history.ErrIncomplete, sets[i].Minus(got), members[i])
+			}
+			parts[i].Continue(partialOf(a.v))
+		}
+		if round == 0 {
+			var covered events.PartitionSet
+			for _, i := range answered {
+				covered = covered.Union(sets[i])
+			}
+			if missing := allPartitions().Minus(covered); !missing.IsEmpty() {
+				return history.Page{}, fmt.Errorf("%w: %d of %d partitions (%s) have no node serving them now; retry in a few seconds",
+					history.ErrIncomplete, missing.Len(), events.Partitions, missing)
+			}
+		}
+		have := make([]history.Partial, len(answered))
+		for j, i := range answered {
+			have[j] = parts[i]
+		}
+		behind := history.Behind(q, have)
+		if len(behind) == 0 || round == maxSearchRounds-1 {
+			return history.Merge(q, have), nil // a short page at worst: its cursor goes on
+		}
+		ask = ask[:0]
+		for _, j := range behind {
+			ask = append(ask, answered[j])
+		}
+		per = min(limit, 2*per)
 	}
-	if missing := allPartitions().Minus(covered); !missing.IsEmpty() {
-		return history.Page{}, fmt.Errorf("%w: %d of %d partitions (%s) have no node serving them now; retry in a few seconds",
-			history.ErrIncomplete, missing.Len(), events.Partitions, missing)
+}
+
+// maxSearchRounds bounds the rounds of one search: the first, and those
+// that continue the parts that stopped early.
+const maxSearchRounds = 4
+
+// memberLimit is how many entries a search asks each of n members for, at
+// first: its share of the page, and half as much again for partitions
+// unevenly spread (a part that runs short is continued).
+func memberLimit(limit, n int) int {
+	if n <= 1 {
+		return limit
 	}
-	return history.Merge(q, parts), nil
+	share := (limit + n - 1) / n
+	return min(limit, share+share/2+8)
+}
+
+// scan asks the members with a request in reqs (by member index, nil for
+// none) for their parts, this node's own read here, and returns the
+// answers by member index.
+func (h *histories) scan(ctx context.Context, members []string, reqs []*controlv1.HistoryScan) []reply[*controlv1.HistoryScanned] {
+	self := -1
+	for i, addr := range members {
+		if addr == h.node.Address() && reqs[i] != nil {
+			self = i
+		}
+	}
+	own := make(chan *controlv1.HistoryScanned, 1)
+	if self >= 0 {
+		go func() { own <- h.answerScan(reqs[self]) }()
+	}
+	answers := askOthers[*controlv1.HistoryScanned](ctx, h, members, func(i int) any {
+		if reqs[i] == nil {
+			return nil
+		}
+		return reqs[i]
+	})
+	if self >= 0 {
+		answers[self] = reply[*controlv1.HistoryScanned]{v: <-own}
+		if e := answers[self].v.GetError(); e != "" {
+			answers[self] = reply[*controlv1.HistoryScanned]{err: errors.New(e)}
+		}
+	}
+	return answers
 }
 
 // Get returns a delivery with its attempts from the member that serves its
@@ -102,7 +187,7 @@ func (h *histories) Get(ctx context.Context, tenantID, deliveryID string, atLeas
 		return d, attempts, true, nil
 	}
 	members := h.members()
-	answers := askOthers[*controlv1.HistoryGot](ctx, h, members, req)
+	answers := askOthers[*controlv1.HistoryGot](ctx, h, members, func(int) any { return req })
 	failed := 0
 	for i, a := range answers {
 		switch {
@@ -150,13 +235,18 @@ func (h *histories) answerGet(ctx context.Context, req *controlv1.HistoryGet) (*
 	return got, nil
 }
 
-// answerScan is this node's part of another member's search.
+// answerScan is this node's part of a search (its own or another
+// member's), for the partitions it serves (those of them asked for, when
+// the search continues a part).
 func (h *histories) answerScan(m *controlv1.HistoryScan) *controlv1.HistoryScanned {
 	q := history.Query{
 		TenantID: m.GetTenantId(), EndpointID: m.GetEndpointId(), Status: history.Status(m.GetStatus()), EventType: m.GetEventType(),
 		Since: timeOf(m.GetSince()), Until: timeOf(m.GetUntil()), Limit: int(m.GetLimit()),
 	}
 	parts := h.served()
+	if w := m.GetPartitions(); len(w) > 0 {
+		parts = parts.Intersect(events.PartitionSetOfWords(w))
+	}
 	var after []byte
 	if len(m.GetAfter()) > 0 {
 		after = m.GetAfter()
@@ -199,17 +289,18 @@ type reply[T any] struct {
 	err error
 }
 
-// askOthers sends req to the history actor of every member but this node,
-// at once, and returns their answers by member index (this node's slot
-// left empty).
+// askOthers sends reqOf(i) to the history actor of every member i but this
+// node (none when reqOf returns nil), at once, and returns their answers by
+// member index (the slots of this node and of those not asked left empty).
 func askOthers[T interface {
 	*controlv1.HistoryScanned | *controlv1.HistoryGot
 	GetError() string
-}](ctx context.Context, h *histories, members []string, req any) []reply[T] {
+}](ctx context.Context, h *histories, members []string, reqOf func(i int) any) []reply[T] {
 	out := make([]reply[T], len(members))
 	var wg sync.WaitGroup
 	for i, addr := range members {
-		if addr == h.node.Address() {
+		req := reqOf(i)
+		if addr == h.node.Address() || req == nil {
 			continue
 		}
 		wg.Go(func() {

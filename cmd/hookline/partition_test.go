@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/http"
@@ -182,7 +183,9 @@ func TestPartitionMovesWhileDue(t *testing.T) {
 
 // TestSearchSameOnEveryNode: with three nodes, each keeping the history of
 // its own partitions, every node answers every search with the same pages
-// and the same cursors, and a cursor from one node continues on another.
+// and the same cursors, and a cursor from one node continues on another;
+// every page but the last is full, although each member is asked for its
+// share of a page at first.
 func TestSearchSameOnEveryNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -217,6 +220,7 @@ func TestSearchSameOnEveryNode(t *testing.T) {
 		{PageSize: 7},
 		{PageSize: 1},
 		{EndpointId: hooks[3].id, PageSize: 4},
+		{EndpointId: hooks[3].id, PageSize: 20}, // one member's: more than its first share of a page
 		{Status: "failed", PageSize: 10},
 		{Status: "succeeded", PageSize: 25},
 		{EventType: "order.shipped", PageSize: 6},
@@ -250,6 +254,9 @@ func TestSearchSameOnEveryNode(t *testing.T) {
 			want = append(want, ids[0]...)
 			if cursors[0] == "" {
 				break
+			}
+			if size := cmp.Or(int(q.GetPageSize()), 50); len(ids[0]) != size {
+				t.Errorf("query %d page %d: %d deliveries and a next page: a page holds %d until the last", qi, page, len(ids[0]), size)
 			}
 			if page > 300 {
 				t.Fatalf("query %d does not end", qi)

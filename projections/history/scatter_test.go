@@ -37,6 +37,44 @@ func mergedSearch(t *testing.T, nodes []node, q history.Query) history.Page {
 	return history.Merge(q, parts)
 }
 
+// continuedSearch is a cluster's search that asks each node for per
+// entries at first and continues the parts that stopped too early
+// (history.Behind) after their frontiers, twice as many each round, until
+// the page is full.
+func continuedSearch(t *testing.T, nodes []node, q history.Query, per int) (history.Page, int) {
+	t.Helper()
+	after, err := history.CursorKey(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := make([]history.Partial, len(nodes))
+	ask := make([]int, len(nodes))
+	for i := range ask {
+		ask[i] = i
+	}
+	for round := 1; ; round++ {
+		for _, i := range ask {
+			sq, from := q, after
+			sq.Limit = per
+			if round > 1 {
+				from = parts[i].Frontier
+			}
+			p, err := nodes[i].h.Scan(sq, from, &nodes[i].parts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts[i].Continue(p)
+		}
+		if ask = history.Behind(q, parts); len(ask) == 0 {
+			return history.Merge(q, parts), round
+		}
+		if round > 50 {
+			t.Fatal("the parts are never complete")
+		}
+		per *= 2
+	}
+}
+
 // seedMany plans 40 events over three days to twelve endpoints (four per
 // event) with a mix of outcomes.
 func seedMany(f *fixture) {
@@ -142,6 +180,33 @@ func TestScatteredSearch(t *testing.T) {
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("q%d (-one store +merged):\n%s", i, diff)
 			}
+		}
+	})
+	t.Run("parts asked for less than a page", func(t *testing.T) {
+		rounds := 0
+		for i, q := range queries {
+			wq, mq := q, q
+			for pages := 0; ; pages++ {
+				want, err := whole.Search(wq)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, r := continuedSearch(t, nodes, mq, 1)
+				rounds = max(rounds, r)
+				if diff := cmp.Diff(ids(want.Deliveries), ids(got.Deliveries)); diff != "" || want.Next != got.Next {
+					t.Fatalf("q%d page %d (-one store +continued):\n%s\ncursors %q, %q", i, pages, diff, want.Next, got.Next)
+				}
+				if want.Next == "" {
+					break
+				}
+				wq.Cursor, mq.Cursor = got.Next, want.Next
+				if pages > 200 {
+					t.Fatalf("q%d: search does not end", i)
+				}
+			}
+		}
+		if rounds < 3 {
+			t.Errorf("at most %d rounds per page: the parts were never continued twice, the test proves little", rounds)
 		}
 	})
 	t.Run("overlap counts once", func(t *testing.T) {

@@ -118,8 +118,8 @@ func CursorKey(q Query) ([]byte, error) {
 	return decodeCursor(q, indexPrefix(pickIndex(q), q.TenantID, q.EndpointID, q.Status, q.EventType))
 }
 
-// limitOf is q's page size.
-func limitOf(q Query) int {
+// LimitOf is q's page size: its Limit, or DefaultLimit, at most MaxLimit.
+func LimitOf(q Query) int {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = DefaultLimit
@@ -162,7 +162,7 @@ func (h *History) Scan(q Query, after []byte, parts *events.PartitionSet) (Parti
 		}
 	}
 
-	sc := scan{q: q, checkType: q.EventType != "" && ix != byType, parts: parts, limit: limitOf(q) + 1, budget: h.cfg.ScanBudget}
+	sc := scan{q: q, checkType: q.EventType != "" && ix != byType, parts: parts, limit: LimitOf(q) + 1, budget: h.cfg.ScanBudget}
 	for day := newest; day >= oldest; day-- {
 		if sc.budget <= 0 {
 			// Every newer day is done: resume at the start of this one.
@@ -220,7 +220,7 @@ func Merge(q Query, parts []Partial) Page {
 	}
 	slices.SortFunc(entries, func(a, b Entry) int { return bytes.Compare(a.Key, b.Key) })
 	entries = slices.CompactFunc(entries, func(a, b Entry) bool { return bytes.Equal(a.Key, b.Key) })
-	limit := limitOf(q)
+	limit := LimitOf(q)
 	var page Page
 	switch {
 	case len(entries) > limit:
@@ -234,6 +234,44 @@ func Merge(q Query, parts []Partial) Page {
 		page.Deliveries[i] = e.Delivery
 	}
 	return page
+}
+
+// Behind returns the indexes of the parts of one search that must scan
+// further before [Merge] can answer a full page: those not done whose
+// frontier comes before the key of what would be the page's last entry
+// (every part not done, while all the parts hold fewer entries than a
+// page). A search that asks each store for fewer entries than the page
+// (a cluster asks each member for about its share) continues those parts
+// after their frontiers, so that its pages are as full as one store's.
+// None means Merge's page is final.
+func Behind(q Query, parts []Partial) []int {
+	limit := LimitOf(q)
+	var keys [][]byte
+	for _, p := range parts {
+		for _, e := range p.Entries {
+			keys = append(keys, e.Key)
+		}
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	keys = slices.CompactFunc(keys, bytes.Equal)
+	var last []byte // nil: fewer entries than a page
+	if len(keys) >= limit {
+		last = keys[limit-1]
+	}
+	var out []int
+	for i, p := range parts {
+		if !p.Done && (last == nil || bytes.Compare(p.Frontier, last) < 0) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Continue appends next, the scan of a part resumed after its frontier,
+// to p.
+func (p *Partial) Continue(next Partial) {
+	p.Entries = append(p.Entries, next.Entries...)
+	p.Frontier, p.Done = next.Frontier, next.Done
 }
 
 // scan is the state of one Scan.

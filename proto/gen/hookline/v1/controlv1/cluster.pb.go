@@ -40,7 +40,12 @@ type HistoryScan struct {
 	Until     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=until,proto3" json:"until,omitempty"`
 	Limit     int32                  `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
 	// after is the index key the search resumes after; empty from the start.
-	After         []byte `protobuf:"bytes,8,opt,name=after,proto3" json:"after,omitempty"`
+	After []byte `protobuf:"bytes,8,opt,name=after,proto3" json:"after,omitempty"`
+	// partitions, when set, are the words of the set of partitions to answer
+	// for: a search continuing a node's part asks for the partitions of its
+	// first answer. The node answers for those it still serves (partitions of
+	// the reply); empty: every partition it serves.
+	Partitions    []uint64 `protobuf:"fixed64,9,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -127,6 +132,13 @@ func (x *HistoryScan) GetLimit() int32 {
 func (x *HistoryScan) GetAfter() []byte {
 	if x != nil {
 		return x.After
+	}
+	return nil
+}
+
+func (x *HistoryScan) GetPartitions() []uint64 {
+	if x != nil {
+		return x.Partitions
 	}
 	return nil
 }
@@ -652,7 +664,7 @@ var File_hookline_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x19hookline/v1/cluster.proto\x12\vhookline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18hookline/v1/events.proto\x1a\x19hookline/v1/records.proto\"\x92\x02\n" +
+	"\x19hookline/v1/cluster.proto\x12\vhookline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18hookline/v1/events.proto\x1a\x19hookline/v1/records.proto\"\xb2\x02\n" +
 	"\vHistoryScan\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -663,7 +675,10 @@ const file_hookline_v1_cluster_proto_rawDesc = "" +
 	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
 	"\x05until\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x14\n" +
 	"\x05limit\x18\a \x01(\x05R\x05limit\x12\x14\n" +
-	"\x05after\x18\b \x01(\fR\x05after\"\x87\x02\n" +
+	"\x05after\x18\b \x01(\fR\x05after\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\t \x03(\x06R\n" +
+	"partitions\"\x87\x02\n" +
 	"\x0eHistoryScanned\x12;\n" +
 	"\aentries\x18\x01 \x03(\v2!.hookline.v1.HistoryScanned.EntryR\aentries\x12\x1a\n" +
 	"\bfrontier\x18\x02 \x01(\fR\bfrontier\x12\x12\n" +
