@@ -17,7 +17,10 @@
 // [Merge]s the parts. Index keys order deliveries the same way in every
 // store, so the merged page is the one a single store holding everything
 // would give (TestScatteredSearch checks page for page and cursor for
-// cursor), and a cursor made by one node is valid on any other.
+// cursor), and a cursor made by one node is valid on any other. A cluster
+// asks each member for less than a page (about its share) and continues
+// the parts that stopped too early ([Behind], [Partial.Continue]): the
+// pages are still those of a single store.
 //
 // # Status
 //
