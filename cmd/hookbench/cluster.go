@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -147,6 +148,31 @@ func (c *Cluster) Usage() (Usage, error) {
 		all.PeakRSS = max(all.PeakRSS, u.PeakRSS)
 	}
 	return all, errors.Join(errs...)
+}
+
+// AwaitProjections waits until every node's projections have applied the
+// log to its end (hookline_projection_lag_seconds 0), at most timeout: a
+// node hands new plans to its endpoint grains before its projections apply
+// them, so the receiver can have every delivery while the projections
+// still catch up.
+func (c *Cluster) AwaitProjections(ctx context.Context, timeout time.Duration) error {
+	var behind []string
+	err := poll(ctx, timeout, func() (bool, error) {
+		behind = behind[:0]
+		for i, n := range c.Nodes {
+			mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			lag, ok, err := n.Metric(mctx, "hookline_projection_lag_seconds")
+			cancel()
+			if err != nil || !ok || lag != 0 {
+				behind = append(behind, fmt.Sprintf("node %d (lag %.1f s, %v)", i, lag, err))
+			}
+		}
+		return len(behind) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("projections not caught up: %s: %w", strings.Join(behind, ", "), err)
+	}
+	return nil
 }
 
 // Stop stops every node at once (SIGTERM, then SIGKILL after timeout),

@@ -147,15 +147,18 @@ func (b *Bench) scaleStep(ctx context.Context, n int) (_ Summary, err error) {
 		return Summary{}, awaitErr
 	}
 	stopProgress()
+	// The load's work ends when every node's projections have applied it,
+	// too (they may follow the deliveries by seconds).
+	usageErr = errors.Join(usageErr, c.AwaitProjections(ctx, b.cfg.Drain))
 	after, err := c.Usage()
 	usageErr = errors.Join(usageErr, err)
 	s := step.Summarize("cluster-scale", start)
 	if usageErr != nil {
 		s.Notes = append(s.Notes, fmt.Sprintf("CPU while loaded: %v", usageErr))
 	} else if len(step.plan) > 0 {
-		// The CPU of the publishing and the drain alone: without each
-		// node's fixed costs (start, joining, the idle wait for the
-		// counts, stop), which cpu_s_per_1k includes.
+		// The CPU of the publishing, the drain and the projections'
+		// catching up alone: without each node's fixed costs (start,
+		// joining, the counts, stop), which cpu_s_per_1k includes.
 		addExtra(&s, map[string]float64{"load_cpu_s_per_1k": round((after.CPU-before.CPU).Seconds()/float64(len(step.plan))*1000, 4),
 			"start_cpu_s": round(before.CPU.Seconds(), 2), "load_cpu_s": round((after.CPU - before.CPU).Seconds(), 2)})
 	}
