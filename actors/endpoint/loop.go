@@ -475,6 +475,10 @@ func (g *grain) tuneLimiter(now time.Time) {
 	}
 }
 
+// behindWait bounds a pull's wait for the projections to apply what the
+// grain settled after its last pull.
+const behindWait = 2 * time.Second
+
 // pull asks the due index for the endpoint's due deliveries, off the
 // mailbox, without waiting for the projections to apply the grain's own
 // appends: the index reflects at least the position the projections had
@@ -489,7 +493,14 @@ func (g *grain) pull(ctx actor.Context) {
 	l.behind = events.Start
 	g.async(ctx, g.cfg.IOTimeout, func(c context.Context) any {
 		if !behind.IsStart() {
-			if err := proj.WaitForPartition(c, part, behind); err != nil {
+			// Wait a little for the projections to pass what the last pull
+			// found settled since, then pull anyway: while they lag far
+			// behind (a node at its limit), the pull still brings the new
+			// work the index has, and skips what the grain settled.
+			wctx, cancel := context.WithTimeout(c, behindWait)
+			err := proj.WaitForPartition(wctx, part, behind)
+			cancel()
+			if err != nil && (c.Err() != nil || !errors.Is(err, context.DeadlineExceeded)) {
 				return &pulledDue{err: err}
 			}
 		}

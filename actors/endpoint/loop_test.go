@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -465,4 +466,69 @@ func TestLoopReplanned(t *testing.T) {
 	if s, ok := evs[1].(*hooklinev1.AttemptSucceeded); !ok || s.GetAttempt().GetNumber() != 2 || rc.count(id) != 2 {
 		t.Fatalf("after the new plan: %s, %d requests", typeNames(evs), rc.count(id))
 	}
+}
+
+// TestLoopPullsWhileProjectionsLag: once a pull has shown a delivery the
+// grain settled since (the projections lag behind its appends), the next
+// pull waits only a short while for them before it pulls anyway: the
+// index already holds other work for the endpoint, and a runner far
+// behind (a node at its limit) must not stall the endpoint for the whole
+// IO timeout on every pull. Before, each such pull waited the IO timeout
+// (here one minute) and the work waited with it.
+func TestLoopPullsWhileProjectionsLag(t *testing.T) {
+	var fl *faultLog
+	b := newBenchWith(t, func(l events.Log) events.Log { fl = newFaultLog(l); return fl })
+	b.cfg.IOTimeout = time.Minute
+	// The held delivery comes first in the index (same due time: by
+	// delivery id), so that every pull after its outcome shows it, stale.
+	var rest []string
+	for i := range 4 {
+		rest = append(rest, fmt.Sprint("evt_", i))
+	}
+	firstEvent := ""
+	for i := 0; firstEvent == ""; i++ {
+		ev := fmt.Sprint("evt_first_", i)
+		id := events.DeliveryID("acme", ev, "ep_1")
+		if !slices.ContainsFunc(rest, func(e string) bool { return events.DeliveryID("acme", e, "ep_1") < id }) {
+			firstEvent = ev
+		}
+	}
+	release, held := make(chan struct{}), events.DeliveryID("acme", firstEvent, "ep_1")
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if r.Header.Get("webhook-id") == held {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	b.endpoint("acme", "ep_1", rc.URL+"/in", func(s *controlv1.EndpointSettings) { s.MaxInFlight = 1 })
+	b.publish("acme", firstEvent, "ep_1")
+	rc.waitActive(t, 1)
+	for i, ev := range rest {
+		rest[i] = b.publish("acme", ev, "ep_1")[0]
+	}
+	head, err := b.log.Head(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.runner.WaitFor(t.Context(), head); err != nil {
+		t.Fatal(err)
+	}
+	fl.holdSubscription(&head) // every plan applied; no outcome from now on
+	close(release)
+	waitUntil(t, "the other deliveries, while the projections hold", func() bool {
+		for _, id := range rest {
+			if rc.count(id) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if n := rc.count(held); n != 1 {
+		t.Errorf("the held delivery was attempted %d times", n)
+	}
+	fl.holdSubscription(nil)
 }
