@@ -46,6 +46,7 @@ type Log struct {
 	notify   chan struct{}
 
 	stats writerStats
+	heads *headCache // owned by the writer goroutine
 }
 
 // Open opens (or creates) the log in cfg.Dir, and starts its writer. The
@@ -81,6 +82,7 @@ func Open(cfg Config) (*Log, error) {
 		log:        cfg.Logger,
 		db:         db,
 		appends:    make(chan *appendReq),
+		heads:      newHeadCache(),
 		jobs:       make(chan *job),
 		quit:       make(chan struct{}),
 		writerDone: make(chan struct{}),

@@ -159,6 +159,7 @@ func (l *Log) drop(b *pebble.Batch, c expiring, cutoff time.Time, lo, hi *uint64
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return s, err
 	}
+	l.heads.forget(c.stream) // before the commit: a miss reads the store
 	if err := errors.Join(
 		b.DeleteRange(indexKey(c.stream, 0), indexUpper(c.stream), nil),
 		b.Delete(headKey(c.stream), nil),

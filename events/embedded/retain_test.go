@@ -122,6 +122,11 @@ func TestRetain(t *testing.T) {
 	if len(all) != 5 {
 		t.Errorf("the log holds %d events after retention, want 5 (tenant, endpoint, revived×2, fresh)", len(all))
 	}
+	// A dropped stream starts over at revision 0: the writer forgot the
+	// head it had cached when it appended there.
+	if res, err := l.Append(ctx, old[0], events.NoStream{}, payloadEvent("EventPublished", 10)); err != nil || res.Revision != 0 {
+		t.Errorf("append to %s after retention dropped it: revision %d, %v; want revision 0", old[0], res.Revision, err)
+	}
 	// Sequence numbers go on from where they were, past the gaps.
 	res, err := l.Append(ctx, events.TenantStream("t1"), events.Exact(0), payloadEvent("TenantQuotaChanged", 10))
 	if err != nil || !headBefore.Less(res.Position) {

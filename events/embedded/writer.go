@@ -113,9 +113,10 @@ func (l *Log) commitGroup(group []*appendReq) {
 	now := l.cfg.Now()
 	first := l.seq.Load()
 	seq := first
+	staged := l.heads.staged()
 	var err error
 	for _, r := range group {
-		r.res, r.err = l.stage(b, r, &seq, now)
+		r.res, r.err = l.stage(b, r, &seq, now, staged)
 		if errors.Is(r.err, errStaging) {
 			// The batch may hold part of r: commit none of the group.
 			err = r.err
@@ -136,6 +137,7 @@ func (l *Log) commitGroup(group []*appendReq) {
 				}
 			}
 		} else {
+			l.heads.commit(staged)
 			l.seq.Store(seq)
 			l.stats.groups.Add(1)
 			l.stats.events.Add(seq - first)
@@ -156,8 +158,8 @@ func (l *Log) commitGroup(group []*appendReq) {
 // earlier writes) and, when it holds, writes r's events to b, advancing seq.
 // A failing append writes nothing. An append whose event ids are already at
 // the expected place writes nothing and returns the original result.
-func (l *Log) stage(b *pebble.Batch, r *appendReq, seq *uint64, now time.Time) (events.AppendResult, error) {
-	h, exists, err := readHead(b, r.stream)
+func (l *Log) stage(b *pebble.Batch, r *appendReq, seq *uint64, now time.Time, staged map[string]head) (events.AppendResult, error) {
+	h, exists, err := l.heads.get(b, r.stream, staged)
 	if err != nil {
 		return events.AppendResult{}, fmt.Errorf("append %s: %w", r.stream, err)
 	}
@@ -218,6 +220,7 @@ func (l *Log) stage(b *pebble.Batch, r *appendReq, seq *uint64, now time.Time) (
 		}
 	}
 	last := next + n - 1
+	staged[r.stream] = head{rev: last, written: now}
 	err = b.Set(headKey(r.stream), encodeHead(head{rev: last, written: now}), nil)
 	if err == nil && events.Expires(r.stream) {
 		if exists {
@@ -306,3 +309,52 @@ type writerStats struct {
 func (l *Log) WriterStats() WriterStats {
 	return WriterStats{Groups: l.stats.groups.Load(), Appends: l.stats.appends.Load(), Events: l.stats.events.Load()}
 }
+
+// headCache holds the heads of the streams appended lately, as committed,
+// so that an append to a stream written seconds ago (a delivery's outcomes,
+// an endpoint's events) checks its expected revision without a read of the
+// store. Owned by the writer goroutine, the only one that writes heads
+// (retention's drops run there too, and forget theirs).
+type headCache struct {
+	m     map[string]head
+	group map[string]head // the heads staged by the group being committed
+}
+
+// maxCachedHeads bounds the cache: when full it starts over (a miss costs
+// one read of the store, as without the cache).
+const maxCachedHeads = 1 << 16
+
+func newHeadCache() *headCache {
+	return &headCache{m: make(map[string]head), group: make(map[string]head)}
+}
+
+// staged returns the empty map in which a group stages its heads.
+func (c *headCache) staged() map[string]head {
+	clear(c.group)
+	return c.group
+}
+
+// get returns stream's head as the batch b sees it: staged earlier in the
+// group, cached, or read.
+func (c *headCache) get(b *pebble.Batch, stream string, staged map[string]head) (head, bool, error) {
+	if h, ok := staged[stream]; ok {
+		return h, true, nil
+	}
+	if h, ok := c.m[stream]; ok {
+		return h, true, nil
+	}
+	return readHead(b, stream)
+}
+
+// commit takes in a group's heads once its batch is committed.
+func (c *headCache) commit(staged map[string]head) {
+	if len(c.m)+len(staged) > maxCachedHeads {
+		clear(c.m)
+	}
+	for s, h := range staged {
+		c.m[s] = h
+	}
+}
+
+// forget drops stream's head (its stream is being dropped).
+func (c *headCache) forget(stream string) { delete(c.m, stream) }
