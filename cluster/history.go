@@ -157,9 +157,12 @@ func (h *histories) scan(ctx context.Context, members []string, reqs []*controlv
 			self = i
 		}
 	}
-	own := make(chan *controlv1.HistoryScanned, 1)
+	own := make(chan reply[*controlv1.HistoryScanned], 1)
 	if self >= 0 {
-		go func() { own <- h.answerScan(reqs[self]) }()
+		go func() {
+			v, err := h.scanHere(reqs[self])
+			own <- reply[*controlv1.HistoryScanned]{v: v, err: err}
+		}()
 	}
 	answers := askOthers[*controlv1.HistoryScanned](ctx, h, members, func(i int) any {
 		if reqs[i] == nil {
@@ -168,10 +171,7 @@ func (h *histories) scan(ctx context.Context, members []string, reqs []*controlv
 		return reqs[i]
 	})
 	if self >= 0 {
-		answers[self] = reply[*controlv1.HistoryScanned]{v: <-own}
-		if e := answers[self].v.GetError(); e != "" {
-			answers[self] = reply[*controlv1.HistoryScanned]{err: errors.New(e)}
-		}
+		answers[self] = <-own
 	}
 	return answers
 }
@@ -235,10 +235,20 @@ func (h *histories) answerGet(ctx context.Context, req *controlv1.HistoryGet) (*
 	return got, nil
 }
 
-// answerScan is this node's part of a search (its own or another
-// member's), for the partitions it serves (those of them asked for, when
-// the search continues a part).
+// answerScan is this node's part of another member's search, for the
+// partitions it serves (those of them asked for, when the search
+// continues a part).
 func (h *histories) answerScan(m *controlv1.HistoryScan) *controlv1.HistoryScanned {
+	v, err := h.scanHere(m)
+	if err != nil {
+		return &controlv1.HistoryScanned{Error: err.Error()}
+	}
+	return v
+}
+
+// scanHere is this node's part of a search; its errors keep their kind
+// (history.ErrBadQuery, history.ErrBadCursor).
+func (h *histories) scanHere(m *controlv1.HistoryScan) (*controlv1.HistoryScanned, error) {
 	q := history.Query{
 		TenantID: m.GetTenantId(), EndpointID: m.GetEndpointId(), Status: history.Status(m.GetStatus()), EventType: m.GetEventType(),
 		Since: timeOf(m.GetSince()), Until: timeOf(m.GetUntil()), Limit: int(m.GetLimit()),
@@ -253,9 +263,9 @@ func (h *histories) answerScan(m *controlv1.HistoryScan) *controlv1.HistoryScann
 	}
 	p, err := h.local.Scan(q, after, &parts)
 	if err != nil {
-		return &controlv1.HistoryScanned{Error: err.Error()}
+		return nil, err
 	}
-	return partialScanned(p, parts)
+	return partialScanned(p, parts), nil
 }
 
 // partialScanned is a scan's part as a member sends it, for the partitions

@@ -50,6 +50,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	logLevel := fs.String("log-level", envOr("HOOKLINE_LOG_LEVEL", "info"), "debug, info, warn or error (HOOKLINE_LOG_LEVEL)")
 	reconcileEvery := fs.Duration("reconcile-every", envDuration("HOOKLINE_RECONCILE_EVERY"), "how often the background reconciler runs its cheap checks; 0 means 30s, negative turns it off (HOOKLINE_RECONCILE_EVERY)")
 	notPulled := fs.Duration("not-pulled-after", envDuration("HOOKLINE_NOT_PULLED_AFTER"), "report due work that no grain pulled for this long; 0 means 1m (HOOKLINE_NOT_PULLED_AFTER)")
+	idleAfter := fs.Duration("idle-after", envDuration("HOOKLINE_IDLE_AFTER"), "quiet period after which an idle tenant or endpoint grain leaves memory (the next wake or command brings it back from its stream); 0 means 2m (HOOKLINE_IDLE_AFTER)")
 	otlpEndpoint := fs.String("otlp-endpoint", os.Getenv("HOOKLINE_OTLP_ENDPOINT"), "an OpenTelemetry collector's OTLP/HTTP URL, e.g. http://collector:4318: export this node's spans (each attempt, each publish) there; empty exports none. OTEL_EXPORTER_OTLP_HEADERS and the other OTEL_EXPORTER_OTLP_* variables apply (HOOKLINE_OTLP_ENDPOINT)")
 	faultSpec := fs.String("faults", "", "TESTS AND ACCEPTANCE RUNS ONLY: make this node fail on purpose, e.g. slow-append=20ms,duplicate-due (see package faults); no environment variable turns it on")
 	if err := fs.Parse(args); err != nil {
@@ -63,6 +64,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *readTimeout < 0 || *maxInFlight < 0 || *maxPerCaller < 0 {
 		return fmt.Errorf("--http-read-timeout, --max-in-flight and --max-in-flight-per-caller must be 0 (the default) or positive")
+	}
+	if *idleAfter < 0 {
+		return fmt.Errorf("--idle-after %v: must be 0 (the default, 2m) or positive", *idleAfter)
 	}
 	fset, err := faults.Parse(*faultSpec)
 	if err != nil {
@@ -163,6 +167,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Faults:         fset,
 		ReconcileEvery: *reconcileEvery,
 		NotPulledAfter: *notPulled,
+		IdleAfter:      *idleAfter,
 
 		TenantAttemptsPerSecond: *tenantRate,
 		TenantMaxInFlight:       int32(*tenantInFlight),
