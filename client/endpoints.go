@@ -109,3 +109,9 @@ func (c *Client) RecoverEndpoint(ctx context.Context, req *controlv1.RecoverEndp
 func (c *Client) GetRecovery(ctx context.Context, req *controlv1.GetRecoveryRequest) (*controlv1.Recovery, error) {
 	return call(ctx, c, "get recovery", idempotent, req, c.endpoints.GetRecovery)
 }
+
+// ListRecoveries returns an endpoint's recovery jobs, running and done.
+// Retried.
+func (c *Client) ListRecoveries(ctx context.Context, req *controlv1.ListRecoveriesRequest) (*controlv1.ListRecoveriesResponse, error) {
+	return call(ctx, c, "list recoveries", idempotent, req, c.endpoints.ListRecoveries)
+}

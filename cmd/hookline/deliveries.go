@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -147,16 +148,41 @@ func splitComma(s string) []string {
 func endpointsRecovery(fs *flag.FlagSet) func(context.Context, *conn) error {
 	tenant := fs.String("tenant", "", "tenant id (admin token only)")
 	id := fs.String("id", "", "endpoint id")
-	rid := fs.String("recovery", "", "recovery id")
+	rid := fs.String("recovery", "", "recovery id; empty lists the endpoint's recoveries")
 	return func(ctx context.Context, c *conn) error {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
+		if *rid == "" {
+			rs, err := c.ListRecoveries(ctx, &controlv1.ListRecoveriesRequest{TenantId: *tenant, EndpointId: *id})
+			if err != nil {
+				return err
+			}
+			return c.print(rs, func(w io.Writer) { printRecoveries(w, rs.GetRecoveries()) })
+		}
 		r, err := c.GetRecovery(ctx, &controlv1.GetRecoveryRequest{TenantId: *tenant, EndpointId: *id, RecoveryId: *rid})
 		if err != nil {
 			return err
 		}
 		return c.print(r, func(w io.Writer) { printRecovery(w, r) })
 	}
+}
+
+// printRecoveries prints a line per recovery.
+func printRecoveries(w io.Writer, rs []*controlv1.Recovery) {
+	if len(rs) == 0 {
+		fmt.Fprintln(w, "no recoveries")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RECOVERY\tSTATE\tRANGE\tREPLAYED")
+	for _, r := range rs {
+		state := "running"
+		if r.GetDone() {
+			state = "done"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s .. %s\t%d of %d\n", r.GetRecoveryId(), state, fmtTime(r.GetSince()), fmtTime(r.GetUntil()), r.GetReplayed(), r.GetFound())
+	}
+	tw.Flush()
 }
 
 func printRecovery(w io.Writer, r *controlv1.Recovery) {

@@ -67,7 +67,7 @@ var commands = []command{
 	{name: "endpoints rotate-secret", group: groupClient, summary: "add a new signing secret; shown once", call: endpointsRotate},
 	{name: "endpoints retire-secret", group: groupClient, summary: "retire an old secret before its overlap ends", call: endpointsRetire},
 	{name: "endpoints recover", group: groupClient, summary: "replay an endpoint's deliveries in a time window (filter by status, types; --dry-run for the manifest)", call: endpointsRecover},
-	{name: "endpoints recovery", group: groupClient, summary: "show the progress of a recovery", call: endpointsRecovery},
+	{name: "endpoints recovery", group: groupClient, summary: "show the progress of a recovery (--recovery), or list an endpoint's recoveries", call: endpointsRecovery},
 	{name: "events publish", group: groupClient, summary: "publish an event", call: eventsPublish},
 	{name: "events operational-types", group: groupClient, summary: "list Hookline's own event types (hookline.*) an endpoint can name, with an example each", call: eventsOperationalTypes},
 	{name: "events routing", group: groupClient, summary: "why an event reached, or did not reach, each endpoint (from the log)", call: eventsRouting},
