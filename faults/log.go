@@ -61,8 +61,8 @@ func multiChunk(evs []events.Event) bool {
 }
 
 // ProjectionsLog wraps the log the node's projections read with hide (the
-// Nth record of HideType they are handed is dropped, once, so they diverge
-// from the log) and lag-projections (each batch is held back until its
+// Nth distinct record of HideType they are handed is dropped, every time it
+// is handed, so they diverge from the log) and lag-projections (each batch is held back until its
 // records are LagProjections old). It returns l itself without either.
 func (s *Set) ProjectionsLog(l events.Log) events.Log {
 	if s == nil || (s.HideNth == 0 && s.LagProjections == 0) {
@@ -92,18 +92,36 @@ func (h *hidingLog) Subscribe(ctx context.Context, from events.Position, filter 
 			}
 		}
 		for i := range recs {
-			if recs[i].Type != s.HideType {
-				continue
-			}
-			s.mu.Lock()
-			s.hidden++
-			hide := s.hidden == s.HideNth
-			s.mu.Unlock()
-			if hide {
+			if recs[i].Type == s.HideType && s.hides(recs[i].Position) {
 				out := append(append([]events.Record{}, recs[:i]...), recs[i+1:]...)
 				return fn(out, through)
 			}
 		}
 		return fn(recs, through)
 	})
+}
+
+// hides reports whether the HideType record at pos is the one hidden: the
+// HideNth distinct one handed to the projections. A lane that restarts
+// (partitions moved, a batch left unapplied) is handed records again; each
+// counts once, and the hidden one is hidden again, so that the projections
+// never apply it.
+func (s *Set) hides(pos events.Position) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hiddenAt != nil {
+		return *s.hiddenAt == pos
+	}
+	if s.counted[pos] {
+		return false
+	}
+	if s.counted == nil {
+		s.counted = map[events.Position]bool{}
+	}
+	s.counted[pos] = true
+	if s.hidden++; s.hidden == s.HideNth {
+		s.hiddenAt, s.counted = &pos, nil
+		return true
+	}
+	return false
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hookline/hookline/events"
 )
 
 // ErrUnknownOutcome is what an append fails with under unknown-every: it
@@ -46,6 +48,12 @@ type Set struct {
 	successes int
 	hidden    int
 	killed    bool
+	// counted are the positions of the HideType records counted towards
+	// HideNth (a lane that restarts hands records again: they count once),
+	// and hiddenAt the position of the record hidden, which stays hidden
+	// however often it is handed.
+	counted  map[events.Position]bool
+	hiddenAt *events.Position
 }
 
 // Parse reads a --faults specification ("slow-append=20ms,duplicate-due").
