@@ -31,9 +31,10 @@
 //	drop-wakes=SUBSTR      wake hints of endpoints whose id contains SUBSTR are
 //	                       dropped, and so are the plans a publish hands their
 //	                       grains (their due work waits for nobody)
-//	hide=TYPE:N            the Nth record of type TYPE is hidden from the node's
-//	                       projections (they diverge from the log); handed again
-//	                       (a lane restarted), it stays hidden
+//	hide=TYPE:N            the Nth record of type TYPE is hidden, once, from the
+//	                       node's projections (they diverge from the log): until
+//	                       they applied a batch without it (a restarted lane is
+//	                       handed it again, hidden), not after (a rebuild heals)
 //	lag-projections=D      the node's projections apply no record before it is
 //	                       D old (they run behind the log)
 //

@@ -61,8 +61,8 @@ func multiChunk(evs []events.Event) bool {
 }
 
 // ProjectionsLog wraps the log the node's projections read with hide (the
-// Nth distinct record of HideType they are handed is dropped, every time it
-// is handed, so they diverge from the log) and lag-projections (each batch is held back until its
+// Nth distinct record of HideType they are handed is dropped until they
+// applied a batch without it, so they diverge from the log) and lag-projections (each batch is held back until its
 // records are LagProjections old). It returns l itself without either.
 func (s *Set) ProjectionsLog(l events.Log) events.Log {
 	if s == nil || (s.HideNth == 0 && s.LagProjections == 0) {
@@ -94,23 +94,26 @@ func (h *hidingLog) Subscribe(ctx context.Context, from events.Position, filter 
 		for i := range recs {
 			if recs[i].Type == s.HideType && s.hides(recs[i].Position) {
 				out := append(append([]events.Record{}, recs[:i]...), recs[i+1:]...)
-				return fn(out, through)
+				err := fn(out, through)
+				s.hideTook(err == nil)
+				return err
 			}
 		}
 		return fn(recs, through)
 	})
 }
 
-// hides reports whether the HideType record at pos is the one hidden: the
-// HideNth distinct one handed to the projections. A lane that restarts
-// (partitions moved, a batch left unapplied) is handed records again; each
-// counts once, and the hidden one is hidden again, so that the projections
-// never apply it.
+// hides reports whether the HideType record at pos is to be hidden: the
+// HideNth distinct one handed to the projections, until a batch without it
+// has been applied. A lane that restarts (partitions moved, a batch left
+// unapplied) is handed records again: each counts once, and the hidden one
+// is hidden again until the projections took a batch without it. After
+// that it is handed as it is (a rebuild of the projections heals them).
 func (s *Set) hides(pos events.Position) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.hiddenAt != nil {
-		return *s.hiddenAt == pos
+		return !s.hideDone && *s.hiddenAt == pos
 	}
 	if s.counted[pos] {
 		return false
@@ -124,4 +127,12 @@ func (s *Set) hides(pos events.Position) bool {
 		return true
 	}
 	return false
+}
+
+// hideTook records whether the batch the hidden record was taken out of was
+// applied.
+func (s *Set) hideTook(applied bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hideDone = s.hideDone || applied
 }

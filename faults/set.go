@@ -50,10 +50,11 @@ type Set struct {
 	killed    bool
 	// counted are the positions of the HideType records counted towards
 	// HideNth (a lane that restarts hands records again: they count once),
-	// and hiddenAt the position of the record hidden, which stays hidden
-	// however often it is handed.
+	// hiddenAt the position of the record hidden, and hideDone whether a
+	// batch without it was applied (see hides).
 	counted  map[events.Position]bool
 	hiddenAt *events.Position
+	hideDone bool
 }
 
 // Parse reads a --faults specification ("slow-append=20ms,duplicate-due").
