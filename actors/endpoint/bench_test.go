@@ -152,19 +152,33 @@ func (b *bench) endpoint(tenant, endpointID, url string, edit func(*controlv1.En
 // does, and returns the delivery ids.
 func (b *bench) publish(tenant, eventID string, endpoints ...string) []string {
 	b.t.Helper()
+	return b.append(b.event(tenant, eventID, endpoints...))
+}
+
+// event returns the event and the plan that publish appends.
+func (b *bench) event(tenant, eventID string, endpoints ...string) (*hooklinev1.EventPublished, *hooklinev1.DeliveriesPlanned) {
 	at := b.clk.Now()
-	stream := events.EventStream(tenant, eventID)
 	pub := &hooklinev1.EventPublished{
 		TenantId: tenant, EventId: eventID, EventType: "invoice.paid", Payload: []byte(`{"invoice":"` + eventID + `"}`),
 		ContentType: "application/json", OccurredAt: timestamppb.New(at), At: timestamppb.New(at),
 	}
 	plan := &hooklinev1.DeliveriesPlanned{TenantId: tenant, EventId: eventID, EventType: "invoice.paid", Chunks: 1,
 		At: timestamppb.New(at), ExpiresAt: timestamppb.New(at.Add(24 * time.Hour))}
-	var ids []string
 	for _, ep := range endpoints {
 		id := events.DeliveryID(tenant, eventID, ep)
-		ids = append(ids, id)
 		plan.Deliveries = append(plan.Deliveries, &hooklinev1.PlannedDelivery{DeliveryId: id, EndpointId: ep, ConfigVersion: 1})
+	}
+	return pub, plan
+}
+
+// append appends an event and its plan to the event's stream, and returns
+// the delivery ids.
+func (b *bench) append(pub *hooklinev1.EventPublished, plan *hooklinev1.DeliveriesPlanned) []string {
+	b.t.Helper()
+	eventID, stream := pub.GetEventId(), events.EventStream(pub.GetTenantId(), pub.GetEventId())
+	var ids []string
+	for _, d := range plan.GetDeliveries() {
+		ids = append(ids, d.GetDeliveryId())
 	}
 	e1, err := events.Encode(pub, "publish/"+eventID, stream)
 	if err != nil {
@@ -338,10 +352,11 @@ type faultLog struct {
 	upTo       *events.Position // the subscription delivers records up to it; nil: all
 	moved      chan struct{}    // closed when upTo changes
 	missing    map[string]int   // stream → reads still answered not found
+	reads      map[string]int   // stream → reads
 }
 
 func newFaultLog(l events.Log) *faultLog {
-	return &faultLog{Log: l, moved: make(chan struct{}), missing: map[string]int{}}
+	return &faultLog{Log: l, moved: make(chan struct{}), missing: map[string]int{}, reads: map[string]int{}}
 }
 
 // holdAppends makes appends to streams starting with prefix wait until
@@ -371,6 +386,13 @@ func (l *faultLog) holdSubscription(pos *events.Position) {
 	l.moved = make(chan struct{})
 }
 
+// readsOf returns how many times stream was read.
+func (l *faultLog) readsOf(stream string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.reads[stream]
+}
+
 // missReads answers the next n reads of stream "not found".
 func (l *faultLog) missReads(stream string, n int) {
 	l.mu.Lock()
@@ -394,6 +416,7 @@ func (l *faultLog) Append(ctx context.Context, stream string, expected events.Ex
 
 func (l *faultLog) ReadStream(ctx context.Context, stream string, dir events.Direction, from events.Revision, max int) ([]events.Record, error) {
 	l.mu.Lock()
+	l.reads[stream]++
 	miss := l.missing[stream] > 0
 	if miss {
 		l.missing[stream]--
