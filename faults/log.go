@@ -62,8 +62,9 @@ func multiChunk(evs []events.Event) bool {
 
 // ProjectionsLog wraps the log the node's projections read with hide (the
 // Nth distinct record of HideType they are handed is dropped until they
-// applied a batch without it, so they diverge from the log) and lag-projections (each batch is held back until its
-// records are LagProjections old). It returns l itself without either.
+// applied a batch without it, so they diverge from the log) and
+// lag-projections (each batch is held back until its records are
+// LagProjections old). It returns l itself without either.
 func (s *Set) ProjectionsLog(l events.Log) events.Log {
 	if s == nil || (s.HideNth == 0 && s.LagProjections == 0) {
 		return l

@@ -2,7 +2,6 @@ package endpoint_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"net/http"
 	"sync"
@@ -10,9 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/history"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -67,29 +64,9 @@ func (b *bench) waitAttempts(id string, n int) []*hooklinev1.Attempt {
 // publishTraced is bench.publish with the producer's trace context.
 func (b *bench) publishTraced(tenant, eventID, endpointID, traceparent, tracestate string) string {
 	b.t.Helper()
-	at := b.clk.Now()
-	stream := events.EventStream(tenant, eventID)
-	id := events.DeliveryID(tenant, eventID, endpointID)
-	pub := &hooklinev1.EventPublished{
-		TenantId: tenant, EventId: eventID, EventType: "invoice.paid", Payload: []byte(`{"invoice":"` + eventID + `"}`),
-		ContentType: "application/json", OccurredAt: timestamppb.New(at), At: timestamppb.New(at),
-		Traceparent: traceparent, Tracestate: tracestate,
-	}
-	plan := &hooklinev1.DeliveriesPlanned{TenantId: tenant, EventId: eventID, EventType: "invoice.paid", Chunks: 1,
-		At: timestamppb.New(at), ExpiresAt: timestamppb.New(at.Add(24 * time.Hour)),
-		Deliveries: []*hooklinev1.PlannedDelivery{{DeliveryId: id, EndpointId: endpointID, ConfigVersion: 1}}}
-	e1, err := events.Encode(pub, "publish/"+eventID, stream)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	e2, err := events.Encode(plan, "plan/"+eventID, stream)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	if _, err := b.log.Append(context.Background(), stream, events.NoStream{}, e1, e2); err != nil {
-		b.t.Fatal(err)
-	}
-	return id
+	pub, plan := b.event(tenant, eventID, endpointID)
+	pub.Traceparent, pub.Tracestate = traceparent, tracestate
+	return b.append(pub, plan)[0]
 }
 
 // TestAttemptLineage: each attempt of a delivery records why it happened

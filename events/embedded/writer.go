@@ -113,10 +113,10 @@ func (l *Log) commitGroup(group []*appendReq) {
 	now := l.cfg.Now()
 	first := l.seq.Load()
 	seq := first
-	staged := l.heads.staged()
+	l.heads.begin()
 	var err error
 	for _, r := range group {
-		r.res, r.err = l.stage(b, r, &seq, now, staged)
+		r.res, r.err = l.stage(b, r, &seq, now)
 		if errors.Is(r.err, errStaging) {
 			// The batch may hold part of r: commit none of the group.
 			err = r.err
@@ -137,7 +137,7 @@ func (l *Log) commitGroup(group []*appendReq) {
 				}
 			}
 		} else {
-			l.heads.commit(staged)
+			l.heads.commit()
 			l.seq.Store(seq)
 			l.stats.groups.Add(1)
 			l.stats.events.Add(seq - first)
@@ -158,8 +158,8 @@ func (l *Log) commitGroup(group []*appendReq) {
 // earlier writes) and, when it holds, writes r's events to b, advancing seq.
 // A failing append writes nothing. An append whose event ids are already at
 // the expected place writes nothing and returns the original result.
-func (l *Log) stage(b *pebble.Batch, r *appendReq, seq *uint64, now time.Time, staged map[string]head) (events.AppendResult, error) {
-	h, exists, err := l.heads.get(b, r.stream, staged)
+func (l *Log) stage(b *pebble.Batch, r *appendReq, seq *uint64, now time.Time) (events.AppendResult, error) {
+	h, exists, err := l.heads.get(b, r.stream)
 	if err != nil {
 		return events.AppendResult{}, fmt.Errorf("append %s: %w", r.stream, err)
 	}
@@ -220,8 +220,9 @@ func (l *Log) stage(b *pebble.Batch, r *appendReq, seq *uint64, now time.Time, s
 		}
 	}
 	last := next + n - 1
-	staged[r.stream] = head{rev: last, written: now}
-	err = b.Set(headKey(r.stream), encodeHead(head{rev: last, written: now}), nil)
+	nh := head{rev: last, written: now}
+	l.heads.stage(r.stream, nh)
+	err = b.Set(headKey(r.stream), encodeHead(nh), nil)
 	if err == nil && events.Expires(r.stream) {
 		if exists {
 			err = b.Delete(timeKey(h.written, r.stream), nil)
@@ -328,16 +329,16 @@ func newHeadCache() *headCache {
 	return &headCache{m: make(map[string]head), group: make(map[string]head)}
 }
 
-// staged returns the empty map in which a group stages its heads.
-func (c *headCache) staged() map[string]head {
-	clear(c.group)
-	return c.group
-}
+// begin starts a group: nothing staged yet.
+func (c *headCache) begin() { clear(c.group) }
+
+// stage records a head the group's batch writes.
+func (c *headCache) stage(stream string, h head) { c.group[stream] = h }
 
 // get returns stream's head as the batch b sees it: staged earlier in the
 // group, cached, or read.
-func (c *headCache) get(b *pebble.Batch, stream string, staged map[string]head) (head, bool, error) {
-	if h, ok := staged[stream]; ok {
+func (c *headCache) get(b *pebble.Batch, stream string) (head, bool, error) {
+	if h, ok := c.group[stream]; ok {
 		return h, true, nil
 	}
 	if h, ok := c.m[stream]; ok {
@@ -346,12 +347,12 @@ func (c *headCache) get(b *pebble.Batch, stream string, staged map[string]head) 
 	return readHead(b, stream)
 }
 
-// commit takes in a group's heads once its batch is committed.
-func (c *headCache) commit(staged map[string]head) {
-	if len(c.m)+len(staged) > maxCachedHeads {
+// commit takes in the group's heads once its batch is committed.
+func (c *headCache) commit() {
+	if len(c.m)+len(c.group) > maxCachedHeads {
 		clear(c.m)
 	}
-	for s, h := range staged {
+	for s, h := range c.group {
 		c.m[s] = h
 	}
 }
