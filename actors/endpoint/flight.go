@@ -354,7 +354,14 @@ func (g *grain) outcomeEvent(f *flight, o attempt.Outcome, now time.Time) proto.
 		if o.HasRetryAfter && o.RetryDelay() > 0 {
 			failed.RetryAfterMs = o.RetryDelay().Milliseconds()
 		}
-		next, decision := g.nextAttempt(f, n, o, now)
+		// Decided as of the answer (its Retry-After counts from then), not
+		// of when the grain got to it: the attempt's record then says
+		// next = finished + the delay applied.
+		at := now
+		if !o.Finished.IsZero() {
+			at = o.Finished
+		}
+		next, decision := g.nextAttempt(f, n, o, at)
 		a.Retry = decision
 		if !next.IsZero() {
 			failed.NextAttemptAt = timestamppb.New(next)
