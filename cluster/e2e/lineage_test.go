@@ -149,7 +149,7 @@ func TestAttemptLineageEndToEnd(t *testing.T) {
 			t.Errorf("waits %v; want at least 1 s (steps of 100 ms) on the rate limit (1/s, the token taken), nothing on quota, breaker, in-flight", w)
 		}
 		r := a.GetRetry()
-		next := a.GetStartedAt().AsTime().Add(time.Hour)
+		next := a.GetFinishedAt().AsTime().Add(time.Hour) // decided as of the answer
 		if a.GetHttpStatus() != http.StatusServiceUnavailable || r.GetOutcome() != hooklinev1.RetryDecision_OUTCOME_SCHEDULED ||
 			r.GetRetryAfter() != hooklinev1.RetryDecision_RETRY_AFTER_CAPPED || r.GetRetryAfterMs() != 7_200_000 ||
 			r.GetRetryAfterAppliedMs() != 3_600_000 || r.GetBackoffWindowMs() != 100_000 || !r.GetNextAttemptAt().AsTime().Equal(next) ||
@@ -168,8 +168,8 @@ func TestAttemptLineageEndToEnd(t *testing.T) {
 			t.Errorf("trigger %v; want automatic retry 1, due when attempt 1 said", tr)
 		}
 		r := a.GetRetry()
-		started := a.GetStartedAt().AsTime()
-		drawn := r.GetNextAttemptAt().AsTime().Sub(started) - time.Duration(r.GetBackoffMs())*time.Millisecond
+		finished := a.GetFinishedAt().AsTime()
+		drawn := r.GetNextAttemptAt().AsTime().Sub(finished) - time.Duration(r.GetBackoffMs())*time.Millisecond
 		if a.GetHttpStatus() != http.StatusInternalServerError || r.GetOutcome() != hooklinev1.RetryDecision_OUTCOME_SCHEDULED ||
 			r.GetRetryAfter() != hooklinev1.RetryDecision_RETRY_AFTER_NONE || r.GetBackoffWindowMs() != 200_000 ||
 			r.GetBackoffMs() < 0 || r.GetBackoffMs() >= 200_000 || drawn < 0 || drawn >= time.Millisecond {
