@@ -21,7 +21,7 @@ import (
 
 	"github.com/hookline/hookline/cluster/memberlist"
 	"github.com/hookline/hookline/events"
-	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 )
 
 // Sentinel errors of [Node.Request] and [Node.Stop].
@@ -306,9 +306,9 @@ func retrySafe(msg proto.Message) bool {
 		return true
 	}
 	switch m := msg.(type) {
-	case *controlv1.EndpointCommand:
+	case *internalv1.EndpointCommand:
 		return m.GetWake() != nil || m.GetGet() != nil || m.GetGetRecovery() != nil || m.GetListRecoveries() != nil
-	case *controlv1.TenantCommand:
+	case *internalv1.TenantCommand:
 		return m.GetGet() != nil || m.GetLease() != nil
 	}
 	return false
@@ -317,12 +317,12 @@ func retrySafe(msg proto.Message) bool {
 // stoppedAnswer reports whether a grain's answer says it did not act
 // because it was stopping (or had lost its stream to another activation).
 func stoppedAnswer(m proto.Message) bool {
-	e, ok := m.(interface{ GetError() *controlv1.GrainError })
+	e, ok := m.(interface{ GetError() *internalv1.GrainError })
 	if !ok || e.GetError() == nil {
 		return false
 	}
 	switch e.GetError().GetCode() {
-	case controlv1.GrainError_CODE_ABORTED, controlv1.GrainError_CODE_UNAVAILABLE:
+	case internalv1.GrainError_CODE_ABORTED, internalv1.GrainError_CODE_UNAVAILABLE:
 		return true
 	}
 	return false

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/projections/due"
 )
 

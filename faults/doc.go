@@ -4,7 +4,7 @@
 // puller (wrappers of their interfaces), the wake hints and the
 // projections' view of the log. It never edits the actors.
 //
-//	cmd/hookline serve --faults SPEC ─▶ cluster.ServerConfig.Faults ─▶ wrappers around the node's seams
+//	cmd/hookline serve --faults SPEC ─▶ node.Config.Faults ─▶ wrappers around the node's seams
 //
 // # Never by accident
 //

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates proto/gen from proto/hookline/v1/*.proto with pinned plugins.
+# Regenerates proto/gen from proto/hookline/{v1,internal/v1}/*.proto with
+# pinned plugins.
 # Run from anywhere; `go generate ./proto` calls it.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -27,7 +28,7 @@ rm -rf gen && mkdir -p gen
 protoc -I . \
   --go_out=gen --go_opt=module=github.com/hookline/hookline/proto/gen \
   --go-grpc_out=gen --go-grpc_opt=module=github.com/hookline/hookline/proto/gen \
-  hookline/v1/*.proto
+  hookline/v1/*.proto hookline/internal/v1/*.proto
 if [ -f hookline/v1/gateway.yaml ]; then
   protoc -I . \
     --grpc-gateway_out=gen --grpc-gateway_opt=module=github.com/hookline/hookline/proto/gen \

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 	"github.com/hookline/hookline/reconcile"
 )
@@ -55,20 +56,20 @@ func TestMerge(t *testing.T) {
 		half.Add(p)
 	}
 	rest := all.Minus(half)
-	part := func(ps events.PartitionSet, planned int64) *controlv1.ReconcilePartDone {
-		return &controlv1.ReconcilePartDone{Partitions: ps.Words(),
+	part := func(ps events.PartitionSet, planned int64) *internalv1.ReconcilePartDone {
+		return &internalv1.ReconcilePartDone{Partitions: ps.Words(),
 			Tenants: []*controlv1.ReconcileTenant{{TenantId: "t1", Planned: planned, Succeeded: planned}},
 			Checks:  []*controlv1.ReconcileCheck{{Name: reconcile.CheckDeliveries, Examined: planned}}}
 	}
-	plans := &controlv1.ReconcilePartDone{Tenants: []*controlv1.ReconcileTenant{{TenantId: "t1", Events: 7}}}
+	plans := &internalv1.ReconcilePartDone{Tenants: []*controlv1.ReconcileTenant{{TenantId: "t1", Events: 7}}}
 	for _, tc := range []struct {
 		name  string
-		parts []*controlv1.ReconcilePartDone
+		parts []*internalv1.ReconcilePartDone
 		clean bool
 	}{
-		{"covered", []*controlv1.ReconcilePartDone{plans, part(half, 3), part(rest, 4)}, true},
-		{"a partition missing", []*controlv1.ReconcilePartDone{plans, part(half, 3)}, false},
-		{"a node failed", []*controlv1.ReconcilePartDone{plans, part(half, 3), part(rest, 4), {Node: "n3", Error: "boom"}}, false},
+		{"covered", []*internalv1.ReconcilePartDone{plans, part(half, 3), part(rest, 4)}, true},
+		{"a partition missing", []*internalv1.ReconcilePartDone{plans, part(half, 3)}, false},
+		{"a node failed", []*internalv1.ReconcilePartDone{plans, part(half, 3), part(rest, 4), {Node: "n3", Error: "boom"}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := &controlv1.ReconcileReport{}

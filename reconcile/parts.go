@@ -12,6 +12,7 @@ import (
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/projections/registry"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -49,7 +50,7 @@ type local struct {
 // against the log and the history, and each projection against a replay.
 // It waits until the node's projections have applied the log up to
 // run.Head. With run.Repair it wakes grains and rebuilds projections.
-func (r *Reconciler) Part(ctx context.Context, run Run, parts events.PartitionSet) (*controlv1.ReconcilePartDone, error) {
+func (r *Reconciler) Part(ctx context.Context, run Run, parts events.PartitionSet) (*internalv1.ReconcilePartDone, error) {
 	if r.cfg.Runner == nil || r.cfg.Registry == nil || r.cfg.Due == nil || r.cfg.History == nil {
 		return nil, ErrNotConfigured
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/filter"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -47,7 +48,7 @@ type publication struct {
 // the subscriptions of its time. With run.Repair it plans what is missing.
 // Its part carries the events published per tenant (the deliveries are
 // counted by the partitions' parts).
-func (r *Reconciler) Plans(ctx context.Context, run Run) (*controlv1.ReconcilePartDone, error) {
+func (r *Reconciler) Plans(ctx context.Context, run Run) (*internalv1.ReconcilePartDone, error) {
 	p := newTally(r.cfg.Node, run.MaxListed)
 	subs := newSubscriptions()
 	pubs := map[string]*publication{}

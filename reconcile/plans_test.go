@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/embedded"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 	"github.com/hookline/hookline/reconcile"
@@ -275,7 +276,7 @@ func TestPlans(t *testing.T) {
 	}
 }
 
-func tenantOf(p *controlv1.ReconcilePartDone, id string) *controlv1.ReconcileTenant {
+func tenantOf(p *internalv1.ReconcilePartDone, id string) *controlv1.ReconcileTenant {
 	for _, t := range p.GetTenants() {
 		if t.GetTenantId() == id {
 			return t

@@ -16,8 +16,8 @@ import (
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/projections/registry"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
-	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
 // Defaults of the zero Config.
@@ -153,7 +153,7 @@ type Run struct {
 }
 
 // RunOf reads a run from a node's request.
-func RunOf(m *controlv1.ReconcilePart) Run {
+func RunOf(m *internalv1.ReconcilePart) Run {
 	return Run{
 		ID: m.GetRunId(), Head: events.Position{Commit: m.GetHeadCommit(), Prepare: m.GetHeadPrepare()},
 		Repair: m.GetRepair(), MaxListed: int(m.GetMaxListed()), NotPulledAfter: time.Duration(m.GetNotPulledAfterMs()) * time.Millisecond,
@@ -162,8 +162,8 @@ func RunOf(m *controlv1.ReconcilePart) Run {
 }
 
 // Part returns run as a node's request.
-func (run Run) Part() *controlv1.ReconcilePart {
-	return &controlv1.ReconcilePart{
+func (run Run) Part() *internalv1.ReconcilePart {
+	return &internalv1.ReconcilePart{
 		RunId: run.ID, HeadCommit: run.Head.Commit, HeadPrepare: run.Head.Prepare, Repair: run.Repair,
 		MaxListed: int32(run.MaxListed), NotPulledAfterMs: run.NotPulledAfter.Milliseconds(), SkipReplay: run.SkipReplay,
 		IssuedBy: run.IssuedBy,

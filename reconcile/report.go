@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
@@ -113,8 +114,8 @@ func (p *tally) notef(format string, args ...any) {
 }
 
 // done returns the part as a message, for partitions parts.
-func (p *tally) done(parts events.PartitionSet) *controlv1.ReconcilePartDone {
-	out := &controlv1.ReconcilePartDone{Node: p.node, Partitions: parts.Words(), Projections: p.digests, Notes: p.notes}
+func (p *tally) done(parts events.PartitionSet) *internalv1.ReconcilePartDone {
+	out := &internalv1.ReconcilePartDone{Node: p.node, Partitions: parts.Words(), Projections: p.digests, Notes: p.notes}
 	for _, t := range p.tenants {
 		out.Tenants = append(out.Tenants, t)
 	}
@@ -139,7 +140,7 @@ func (p *tally) done(parts events.PartitionSet) *controlv1.ReconcilePartDone {
 // DefaultMaxListed). clean is set when no part found a discrepancy and the
 // parts covered every partition; a part's error is a note and makes the
 // report unclean.
-func Merge(report *controlv1.ReconcileReport, max int, parts ...*controlv1.ReconcilePartDone) {
+func Merge(report *controlv1.ReconcileReport, max int, parts ...*internalv1.ReconcilePartDone) {
 	if max <= 0 {
 		max = DefaultMaxListed
 	}

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/events"
-	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 )
 
 // Encode turns the events of one command into log events for stream, whose
@@ -45,7 +45,7 @@ func Encode(stream, grainKind, cmdKind string, last events.Revision, exists bool
 // Failure is what a failed append means for the grain that made it.
 type Failure struct {
 	// Code and Message answer the command.
-	Code    controlv1.GrainError_Code
+	Code    internalv1.GrainError_Code
 	Message string
 	// Stop is true when the grain must stop: it lost ownership of its
 	// stream (a wrong revision: fencing), or it cannot know whether the
@@ -60,9 +60,9 @@ type Failure struct {
 func AppendFailure(grainKind string, err error) Failure {
 	switch {
 	case errors.Is(err, events.ErrWrongRevision):
-		return Failure{Code: controlv1.GrainError_CODE_ABORTED, Message: "another activation of the " + grainKind + " grain owns its stream now; retry", Stop: true, Lost: true}
+		return Failure{Code: internalv1.GrainError_CODE_ABORTED, Message: "another activation of the " + grainKind + " grain owns its stream now; retry", Stop: true, Lost: true}
 	case errors.Is(err, events.ErrTooLarge), errors.Is(err, events.ErrInvalid):
-		return Failure{Code: controlv1.GrainError_CODE_INTERNAL, Message: "the log refused the event"}
+		return Failure{Code: internalv1.GrainError_CODE_INTERNAL, Message: "the log refused the event"}
 	}
-	return Failure{Code: controlv1.GrainError_CODE_UNAVAILABLE, Message: "the event log is unavailable; retry", Stop: true}
+	return Failure{Code: internalv1.GrainError_CODE_UNAVAILABLE, Message: "the event log is unavailable; retry", Stop: true}
 }

@@ -9,8 +9,8 @@ import (
 
 	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
-	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
 func TestEncodeIDs(t *testing.T) {
@@ -45,13 +45,13 @@ func TestEncodeIDs(t *testing.T) {
 func TestAppendFailure(t *testing.T) {
 	tests := []struct {
 		err        error
-		code       controlv1.GrainError_Code
+		code       internalv1.GrainError_Code
 		stop, lost bool
 	}{
-		{&events.WrongRevisionError{Stream: "tenant-a", Expected: events.Exact(3)}, controlv1.GrainError_CODE_ABORTED, true, true},
-		{fmt.Errorf("append: %w", events.ErrTooLarge), controlv1.GrainError_CODE_INTERNAL, false, false},
-		{events.ErrInvalid, controlv1.GrainError_CODE_INTERNAL, false, false},
-		{errors.New("connection reset"), controlv1.GrainError_CODE_UNAVAILABLE, true, false},
+		{&events.WrongRevisionError{Stream: "tenant-a", Expected: events.Exact(3)}, internalv1.GrainError_CODE_ABORTED, true, true},
+		{fmt.Errorf("append: %w", events.ErrTooLarge), internalv1.GrainError_CODE_INTERNAL, false, false},
+		{events.ErrInvalid, internalv1.GrainError_CODE_INTERNAL, false, false},
+		{errors.New("connection reset"), internalv1.GrainError_CODE_UNAVAILABLE, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.err.Error(), func(t *testing.T) {

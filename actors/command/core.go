@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/events"
-	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 )
 
 // Request is a command waiting for its turn, with whom to answer. A
@@ -40,14 +40,14 @@ type Config struct {
 	Logger *slog.Logger
 	// ErrReply makes the grain's answer carrying an error
 	// (EndpointReply{Error: e}, TenantReply{Error: e}).
-	ErrReply func(e *controlv1.GrainError) proto.Message
+	ErrReply func(e *internalv1.GrainError) proto.Message
 	// Next does the grain's work in order (its queued commands first among
 	// it) until some of it starts I/O; the Core calls it after each I/O.
 	Next func(ctx actor.Context)
 	// Stopping, if set, is called once when the grain stops (not when it
 	// passivates: a passivating grain holds nothing), after the Core
 	// answered its commands, so the grain answers what else it holds.
-	Stopping func(ctx actor.Context, e *controlv1.GrainError)
+	Stopping func(ctx actor.Context, e *internalv1.GrainError)
 	// Lost, if set, is called when an append finds that another activation
 	// owns the stream (before the grain stops).
 	Lost func()
@@ -69,7 +69,7 @@ type Core[C proto.Message] struct {
 	busy    bool        // an I/O is in flight; commands wait in queue
 	current *Request[C] // the command whose I/O is in flight
 	queue   []Request[C]
-	stopped *controlv1.GrainError // set once stopping: every command gets it
+	stopped *internalv1.GrainError // set once stopping: every command gets it
 
 	// The idle timer (WatchIdle): seen counts the messages received,
 	// seenAtTick their count at the previous tick.
@@ -94,7 +94,7 @@ func (c *Core[C]) Load(ctx actor.Context, page int, apply func(proto.Message), d
 	}, func(res any, err error) {
 		if err != nil {
 			c.cfg.Logger.Error(c.cfg.Kind+" grain cannot load its stream; stopping", "error", err)
-			c.Stop(ctx, controlv1.GrainError_CODE_UNAVAILABLE, "the "+c.cfg.Kind+" grain cannot read its stream; retry")
+			c.Stop(ctx, internalv1.GrainError_CODE_UNAVAILABLE, "the "+c.cfg.Kind+" grain cannot read its stream; retry")
 			return
 		}
 		l := res.(loaded)
@@ -213,7 +213,7 @@ func (c *Core[C]) Append(ctx actor.Context, r *Request[C], cmdKind string, msgs 
 	evs, err := Encode(c.cfg.Stream, c.cfg.Kind, cmdKind, c.last, c.exists, msgs)
 	if err != nil {
 		c.cfg.Logger.Error(c.cfg.Kind+" grain cannot encode an event", "error", err)
-		c.answer(ctx, r, &controlv1.GrainError{Code: controlv1.GrainError_CODE_INTERNAL, Message: "cannot encode the event"})
+		c.answer(ctx, r, &internalv1.GrainError{Code: internalv1.GrainError_CODE_INTERNAL, Message: "cannot encode the event"})
 		return
 	}
 	log, stream, expected := c.cfg.Log, c.cfg.Stream, events.ExpectAfter(c.last, c.exists)
@@ -233,7 +233,7 @@ func (c *Core[C]) Append(ctx actor.Context, r *Request[C], cmdKind string, msgs 
 			default:
 				c.cfg.Logger.Error(c.cfg.Kind+" grain append refused", "error", err)
 			}
-			c.answer(ctx, r, &controlv1.GrainError{Code: f.Code, Message: f.Message})
+			c.answer(ctx, r, &internalv1.GrainError{Code: f.Code, Message: f.Message})
 			if f.Stop {
 				msg := f.Message
 				if !f.Lost {
@@ -256,7 +256,7 @@ func (c *Core[C]) Append(ctx actor.Context, r *Request[C], cmdKind string, msgs 
 	})
 }
 
-func (c *Core[C]) answer(ctx actor.Context, r *Request[C], e *controlv1.GrainError) {
+func (c *Core[C]) answer(ctx actor.Context, r *Request[C], e *internalv1.GrainError) {
 	if r != nil {
 		c.Reply(ctx, r.Sender, c.cfg.ErrReply(e))
 	}
@@ -267,11 +267,11 @@ func (c *Core[C]) answer(ctx actor.Context, r *Request[C], e *controlv1.GrainErr
 // message already in its mailbox: the stop is a poison pill queued behind
 // them, not a system message that would overtake them and leave their
 // callers waiting for a timeout. Later calls do nothing.
-func (c *Core[C]) Stop(ctx actor.Context, code controlv1.GrainError_Code, msg string) {
+func (c *Core[C]) Stop(ctx actor.Context, code internalv1.GrainError_Code, msg string) {
 	if c.stopped != nil {
 		return
 	}
-	c.stopped = &controlv1.GrainError{Code: code, Message: msg}
+	c.stopped = &internalv1.GrainError{Code: code, Message: msg}
 	c.cancelIdle()
 	c.answerAll(ctx)
 	if c.cfg.Stopping != nil {
@@ -328,7 +328,7 @@ func (c *Core[C]) Passivate(ctx actor.Context, idle func() bool) bool {
 	if c.stopped != nil || !c.Idle() || (idle != nil && !idle()) {
 		return false
 	}
-	c.stopped = &controlv1.GrainError{Code: controlv1.GrainError_CODE_UNAVAILABLE, Message: "the " + c.cfg.Kind + " grain is passivating; retry"}
+	c.stopped = &internalv1.GrainError{Code: internalv1.GrainError_CODE_UNAVAILABLE, Message: "the " + c.cfg.Kind + " grain is passivating; retry"}
 	c.cancelIdle()
 	ctx.Poison(ctx.Self())
 	return true
@@ -349,7 +349,7 @@ func (c *Core[C]) Stopped(ctx actor.Context) {
 		c.answerAll(ctx) // nothing, unless commands came after the stop
 		return
 	}
-	c.stopped = &controlv1.GrainError{Code: controlv1.GrainError_CODE_UNAVAILABLE, Message: "the " + c.cfg.Kind + " grain stopped; retry"}
+	c.stopped = &internalv1.GrainError{Code: internalv1.GrainError_CODE_UNAVAILABLE, Message: "the " + c.cfg.Kind + " grain stopped; retry"}
 	c.answerAll(ctx)
 	if c.cfg.Stopping != nil {
 		c.cfg.Stopping(ctx, c.stopped)
@@ -431,7 +431,7 @@ func (c *Core[C]) Recall(ctx actor.Context, r *Request[C], requestID string, con
 	}, func(res any, err error) {
 		if err != nil {
 			c.cfg.Logger.Error(c.cfg.Kind+" grain cannot read the events of a retried command", "error", err)
-			c.answer(ctx, r, &controlv1.GrainError{Code: controlv1.GrainError_CODE_UNAVAILABLE, Message: "cannot read the answer of the original request; retry"})
+			c.answer(ctx, r, &internalv1.GrainError{Code: internalv1.GrainError_CODE_UNAVAILABLE, Message: "cannot read the answer of the original request; retry"})
 			return
 		}
 		cont(res.([]proto.Message))

@@ -4,15 +4,15 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 )
 
 // Error is a domain error a command is refused with: a code, the request
 // field at fault (if any) and a message that says how to fix it. Both grains
-// decide with it; it converts to the [controlv1.GrainError] they answer with
+// decide with it; it converts to the [internalv1.GrainError] they answer with
 // [Error.Proto].
 type Error struct {
-	Code    controlv1.GrainError_Code
+	Code    internalv1.GrainError_Code
 	Field   string
 	Message string
 }
@@ -25,53 +25,53 @@ func (e *Error) Error() string {
 }
 
 // Proto returns the error as a grain answers it.
-func (e *Error) Proto() *controlv1.GrainError {
-	return &controlv1.GrainError{Code: e.Code, Field: e.Field, Message: e.Message}
+func (e *Error) Proto() *internalv1.GrainError {
+	return &internalv1.GrainError{Code: e.Code, Field: e.Field, Message: e.Message}
 }
 
 // Invalid refuses a command whose field is wrong (INVALID_ARGUMENT).
 func Invalid(field, format string, args ...any) *Error {
-	return &Error{Code: controlv1.GrainError_CODE_INVALID_ARGUMENT, Field: field, Message: fmt.Sprintf(format, args...)}
+	return &Error{Code: internalv1.GrainError_CODE_INVALID_ARGUMENT, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // NotFound refuses a command about something that does not exist, or that
 // belongs to another tenant (NOT_FOUND).
 func NotFound(field, format string, args ...any) *Error {
-	return &Error{Code: controlv1.GrainError_CODE_NOT_FOUND, Field: field, Message: fmt.Sprintf(format, args...)}
+	return &Error{Code: internalv1.GrainError_CODE_NOT_FOUND, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // FailedPrecondition refuses a command the grain's state does not allow
 // now (FAILED_PRECONDITION).
 func FailedPrecondition(field, format string, args ...any) *Error {
-	return &Error{Code: controlv1.GrainError_CODE_FAILED_PRECONDITION, Field: field, Message: fmt.Sprintf(format, args...)}
+	return &Error{Code: internalv1.GrainError_CODE_FAILED_PRECONDITION, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // AlreadyExists refuses a command that would create what exists
 // (ALREADY_EXISTS).
 func AlreadyExists(field, format string, args ...any) *Error {
-	return &Error{Code: controlv1.GrainError_CODE_ALREADY_EXISTS, Field: field, Message: fmt.Sprintf(format, args...)}
+	return &Error{Code: internalv1.GrainError_CODE_ALREADY_EXISTS, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // Internal refuses a command the grain cannot carry out for a reason the
 // caller cannot fix (INTERNAL).
 func Internal(format string, args ...any) *Error {
-	return &Error{Code: controlv1.GrainError_CODE_INTERNAL, Message: fmt.Sprintf(format, args...)}
+	return &Error{Code: internalv1.GrainError_CODE_INTERNAL, Message: fmt.Sprintf(format, args...)}
 }
 
 // Unavailable refuses a command for now: the caller may retry (UNAVAILABLE).
 func Unavailable(field, format string, args ...any) *Error {
-	return &Error{Code: controlv1.GrainError_CODE_UNAVAILABLE, Field: field, Message: fmt.Sprintf(format, args...)}
+	return &Error{Code: internalv1.GrainError_CODE_UNAVAILABLE, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // AsGrainError returns err as a grain answers it: an *[Error] as itself,
 // anything else as INTERNAL without detail (it may hold what the caller must
 // not see).
-func AsGrainError(err error) *controlv1.GrainError {
+func AsGrainError(err error) *internalv1.GrainError {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Proto()
 	}
-	return &controlv1.GrainError{Code: controlv1.GrainError_CODE_INTERNAL, Message: "internal error"}
+	return &internalv1.GrainError{Code: internalv1.GrainError_CODE_INTERNAL, Message: "internal error"}
 }
 
 // ValidID reports whether id is a grain id: 1 to 64 characters of

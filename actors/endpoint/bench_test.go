@@ -17,13 +17,14 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/hookline/hookline/actors/attempt"
 	"github.com/hookline/hookline/actors/endpoint"
+	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections"
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/projections/registry"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -55,7 +56,7 @@ func (w *wakeRouter) Wake(endpointID string) {
 	pids := w.pids[endpointID]
 	w.mu.Unlock()
 	for _, pid := range pids {
-		w.sys.Root.Send(pid, &controlv1.EndpointCommand{Command: &controlv1.EndpointCommand_Wake{Wake: &controlv1.Wake{}}})
+		w.sys.Root.Send(pid, &internalv1.EndpointCommand{Command: &internalv1.EndpointCommand_Wake{Wake: &internalv1.Wake{}}})
 	}
 }
 

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookline/hookline/actors/attempt"
-	"github.com/hookline/hookline/actors/seal"
+	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/seal"
 )
 
 // Defaults of the zero Config.

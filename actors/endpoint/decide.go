@@ -9,11 +9,12 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/hookline/hookline/actors/attempt"
 	"github.com/hookline/hookline/actors/command"
-	"github.com/hookline/hookline/actors/seal"
+	"github.com/hookline/hookline/attempt"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/seal"
 )
 
 // Secret rotation limits.
@@ -59,11 +60,11 @@ type Decision struct {
 
 // URLToCheck returns the URL that cmd would store and that the egress
 // policy must check before [State.Decide], or "" when it stores none.
-func (s *State) URLToCheck(cmd *controlv1.EndpointCommand) string {
+func (s *State) URLToCheck(cmd *internalv1.EndpointCommand) string {
 	switch c := cmd.GetCommand().(type) {
-	case *controlv1.EndpointCommand_Create:
+	case *internalv1.EndpointCommand_Create:
 		return c.Create.GetSettings().GetUrl()
-	case *controlv1.EndpointCommand_Update:
+	case *internalv1.EndpointCommand_Update:
 		if !s.Live() || !maskTouchesURL(c.Update.GetSettings(), c.Update.GetUpdateMask().GetPaths()) {
 			return ""
 		}
@@ -84,7 +85,7 @@ func (s *State) URLToCheck(cmd *controlv1.EndpointCommand) string {
 // NOT_FOUND, as for an endpoint that does not exist. Deletion: a deleted
 // endpoint answers NOT_FOUND to every command but create, which answers
 // ALREADY_EXISTS (endpoint ids are never reused).
-func (s *State) Decide(identity string, cmd *controlv1.EndpointCommand, env Env) (Decision, error) {
+func (s *State) Decide(identity string, cmd *internalv1.EndpointCommand, env Env) (Decision, error) {
 	if !command.ValidID(identity) {
 		return Decision{}, command.Invalid("endpoint_id", "%q is not an endpoint id: use 1 to 64 characters of [A-Za-z0-9_]", identity)
 	}
@@ -92,7 +93,7 @@ func (s *State) Decide(identity string, cmd *controlv1.EndpointCommand, env Env)
 	if tenantID == "" {
 		return Decision{}, command.Invalid("tenant_id", "is required: the command must name the caller's tenant")
 	}
-	if _, wake := cmd.GetCommand().(*controlv1.EndpointCommand_Wake); wake {
+	if _, wake := cmd.GetCommand().(*internalv1.EndpointCommand_Wake); wake {
 		return Decision{}, nil
 	}
 	req := innerRequest(cmd)
@@ -115,13 +116,13 @@ func (s *State) Decide(identity string, cmd *controlv1.EndpointCommand, env Env)
 	at := timestamppb.New(env.Now)
 	by := cmd.GetIssuedBy()
 	switch c := cmd.GetCommand().(type) {
-	case *controlv1.EndpointCommand_Get:
+	case *internalv1.EndpointCommand_Get:
 		return Decision{}, nil
-	case *controlv1.EndpointCommand_Update:
+	case *internalv1.EndpointCommand_Update:
 		return s.decideUpdate(c.Update, by, rid, env)
-	case *controlv1.EndpointCommand_Rotate:
+	case *internalv1.EndpointCommand_Rotate:
 		return s.decideRotate(c.Rotate, by, rid, env)
-	case *controlv1.EndpointCommand_Retire:
+	case *internalv1.EndpointCommand_Retire:
 		v := c.Retire.GetVersion()
 		if v == 0 {
 			return Decision{}, command.Invalid("version", "is required: give the version of the secret to retire")
@@ -137,7 +138,7 @@ func (s *State) Decide(identity string, cmd *controlv1.EndpointCommand, env Env)
 			TenantId: s.TenantID, EndpointId: identity, Version: v,
 			Reason: hooklinev1.SecretRetired_REASON_REQUESTED, IssuedBy: by, At: at, RequestId: rid,
 		}}}, nil
-	case *controlv1.EndpointCommand_Pause:
+	case *internalv1.EndpointCommand_Pause:
 		switch s.Status {
 		case controlv1.Endpoint_STATUS_PAUSED:
 			return Decision{}, nil
@@ -147,21 +148,21 @@ func (s *State) Decide(identity string, cmd *controlv1.EndpointCommand, env Env)
 		return Decision{Events: []proto.Message{&hooklinev1.EndpointPaused{
 			TenantId: s.TenantID, EndpointId: identity, Reason: hooklinev1.EndpointPaused_REASON_REQUESTED, IssuedBy: by, At: at, RequestId: rid,
 		}}}, nil
-	case *controlv1.EndpointCommand_Resume:
+	case *internalv1.EndpointCommand_Resume:
 		if s.Status == controlv1.Endpoint_STATUS_ACTIVE {
 			return Decision{}, nil
 		}
 		return Decision{Events: []proto.Message{&hooklinev1.EndpointResumed{
 			TenantId: s.TenantID, EndpointId: identity, IssuedBy: by, At: at, RequestId: rid,
 		}}}, nil
-	case *controlv1.EndpointCommand_Delete:
+	case *internalv1.EndpointCommand_Delete:
 		return Decision{Events: []proto.Message{&hooklinev1.EndpointDeleted{
 			TenantId: s.TenantID, EndpointId: identity, IssuedBy: by, At: at, RequestId: rid,
 		}}}, nil
-	case *controlv1.EndpointCommand_Reseal:
+	case *internalv1.EndpointCommand_Reseal:
 		return s.decideReseal(c.Reseal, by, env)
-	case *controlv1.EndpointCommand_Replay, *controlv1.EndpointCommand_Recover, *controlv1.EndpointCommand_GetRecovery,
-		*controlv1.EndpointCommand_ListRecoveries:
+	case *internalv1.EndpointCommand_Replay, *internalv1.EndpointCommand_Recover, *internalv1.EndpointCommand_GetRecovery,
+		*internalv1.EndpointCommand_ListRecoveries:
 		// The delivery loop carries these out; without it (Config.Due
 		// unset) the grain only keeps the endpoint's configuration.
 		return Decision{}, command.FailedPrecondition("", "not served here: replay and recovery need the delivery loop, which this node does not run")
@@ -171,36 +172,36 @@ func (s *State) Decide(identity string, cmd *controlv1.EndpointCommand, env Env)
 
 // innerRequest returns the request inside cmd's oneof (for its tenant and
 // endpoint ids), or nil.
-func innerRequest(cmd *controlv1.EndpointCommand) interface {
+func innerRequest(cmd *internalv1.EndpointCommand) interface {
 	GetTenantId() string
 	GetEndpointId() string
 } {
 	switch c := cmd.GetCommand().(type) {
-	case *controlv1.EndpointCommand_Create:
+	case *internalv1.EndpointCommand_Create:
 		return c.Create
-	case *controlv1.EndpointCommand_Get:
+	case *internalv1.EndpointCommand_Get:
 		return c.Get
-	case *controlv1.EndpointCommand_Update:
+	case *internalv1.EndpointCommand_Update:
 		return c.Update
-	case *controlv1.EndpointCommand_Rotate:
+	case *internalv1.EndpointCommand_Rotate:
 		return c.Rotate
-	case *controlv1.EndpointCommand_Retire:
+	case *internalv1.EndpointCommand_Retire:
 		return c.Retire
-	case *controlv1.EndpointCommand_Pause:
+	case *internalv1.EndpointCommand_Pause:
 		return c.Pause
-	case *controlv1.EndpointCommand_Resume:
+	case *internalv1.EndpointCommand_Resume:
 		return c.Resume
-	case *controlv1.EndpointCommand_Delete:
+	case *internalv1.EndpointCommand_Delete:
 		return c.Delete
-	case *controlv1.EndpointCommand_Recover:
+	case *internalv1.EndpointCommand_Recover:
 		return c.Recover
-	case *controlv1.EndpointCommand_GetRecovery:
+	case *internalv1.EndpointCommand_GetRecovery:
 		return c.GetRecovery
-	case *controlv1.EndpointCommand_ListRecoveries:
+	case *internalv1.EndpointCommand_ListRecoveries:
 		return c.ListRecoveries
-	case *controlv1.EndpointCommand_Replay:
+	case *internalv1.EndpointCommand_Replay:
 		return replayIDs{c.Replay}
-	case *controlv1.EndpointCommand_Reseal:
+	case *internalv1.EndpointCommand_Reseal:
 		return c.Reseal
 	}
 	return nil

@@ -6,8 +6,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hookline/hookline/actors/attempt"
-	"github.com/hookline/hookline/actors/dispatch"
+	"github.com/hookline/hookline/attempt"
+	"github.com/hookline/hookline/dispatch"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"

@@ -3,8 +3,8 @@
 //
 // # Where it sits
 //
-// The control API (cluster/control) sends it a [controlv1.EndpointCommand]
-// and gets a [controlv1.EndpointReply]: create, read, update (a new
+// The control API (cluster/control) sends it a [internalv1.EndpointCommand]
+// and gets a [internalv1.EndpointReply]: create, read, update (a new
 // config_version), rotate and retire signing secrets, pause, resume, delete.
 // The publish handler and the due projection send it Wake hints, which the
 // delivery loop answers (loop.go, flight.go, record.go): it pulls due

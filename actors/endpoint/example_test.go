@@ -6,10 +6,10 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/hookline/hookline/actors/endpoint"
-	"github.com/hookline/hookline/actors/seal"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/embedded"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/seal"
 )
 
 func ExampleApplyMask() {

@@ -8,8 +8,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/hookline/hookline/actors/attempt"
-	"github.com/hookline/hookline/actors/dispatch"
+	"github.com/hookline/hookline/attempt"
+	"github.com/hookline/hookline/dispatch"
 	"github.com/hookline/hookline/projections/due"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"

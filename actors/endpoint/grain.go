@@ -11,12 +11,13 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hookline/hookline/actors/attempt"
 	"github.com/hookline/hookline/actors/command"
-	"github.com/hookline/hookline/actors/seal"
+	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/seal"
 )
 
 // Kind is the cluster kind of the endpoint grain.
@@ -42,7 +43,7 @@ func Props(cfg Config, identity string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return &grain{cfg: cfg, id: identity} })
 }
 
-type request = command.Request[*controlv1.EndpointCommand]
+type request = command.Request[*internalv1.EndpointCommand]
 
 // retireTick is the timer's message: a rotation overlap may have ended.
 type retireTick struct{}
@@ -54,7 +55,7 @@ type grain struct {
 	cfg   Config
 	id    string
 	log   *slog.Logger
-	core  *command.Core[*controlv1.EndpointCommand]
+	core  *command.Core[*internalv1.EndpointCommand]
 	state *State
 	timer scheduler.CancelFunc // the pending retireTick, if any
 
@@ -80,15 +81,15 @@ func (g *grain) Receive(ctx actor.Context) {
 			g.id = msg.Identity.Identity
 			g.activate(ctx)
 		}
-	case *controlv1.EndpointCommand:
+	case *internalv1.EndpointCommand:
 		switch {
 		case g.core == nil:
 			// A plain actor without an identity.
-			g.reply(ctx, ctx.Sender(), errReplyOf(controlv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain has no identity; retry"))
+			g.reply(ctx, ctx.Sender(), errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain has no identity; retry"))
 		case msg.GetWake() != nil && !g.core.Stopping():
 			// A hint, answered at once: it never waits behind a command's
 			// I/O, so the node's wakes flow whatever its grains are doing.
-			g.reply(ctx, ctx.Sender(), &controlv1.EndpointReply{})
+			g.reply(ctx, ctx.Sender(), &internalv1.EndpointReply{})
 			g.wakeLoop(ctx)
 		case g.core.Push(ctx, ctx.Sender(), msg):
 			g.next(ctx)
@@ -126,10 +127,10 @@ func (g *grain) activate(ctx actor.Context) {
 	stream := events.EndpointStream(g.id)
 	g.log = g.cfg.Logger.With("endpoint_id", g.id, "stream", stream)
 	g.state = &State{}
-	g.core = command.NewCore[*controlv1.EndpointCommand](command.Config{
+	g.core = command.NewCore[*internalv1.EndpointCommand](command.Config{
 		Kind: Kind, Stream: stream, Log: g.cfg.Log, IOTimeout: g.cfg.IOTimeout, Logger: g.log,
 		ErrReply: errReply, Next: g.next, Lost: g.lostOwnership,
-		Stopping: func(ctx actor.Context, e *controlv1.GrainError) { g.abandonAll(ctx, e) },
+		Stopping: func(ctx actor.Context, e *internalv1.GrainError) { g.abandonAll(ctx, e) },
 	})
 	g.core.Load(ctx, g.cfg.ReadPage, g.state.Apply, func() { g.startLoop(ctx) })
 	g.core.WatchIdle(ctx, g.cfg.IdleAfter)
@@ -193,16 +194,16 @@ func (g *grain) handle(ctx actor.Context, r *request) {
 	}
 	if g.loop != nil {
 		switch r.Cmd.GetCommand().(type) {
-		case *controlv1.EndpointCommand_Replay:
+		case *internalv1.EndpointCommand_Replay:
 			g.handleReplay(ctx, r)
 			return
-		case *controlv1.EndpointCommand_Recover:
+		case *internalv1.EndpointCommand_Recover:
 			g.handleRecover(ctx, r)
 			return
-		case *controlv1.EndpointCommand_GetRecovery:
+		case *internalv1.EndpointCommand_GetRecovery:
 			g.handleGetRecovery(ctx, r)
 			return
-		case *controlv1.EndpointCommand_ListRecoveries:
+		case *internalv1.EndpointCommand_ListRecoveries:
 			g.handleListRecoveries(ctx, r)
 			return
 		}
@@ -222,7 +223,7 @@ func (g *grain) handle(ctx actor.Context, r *request) {
 		return v, nil
 	}, func(res any, err error) {
 		if err != nil {
-			g.reply(ctx, r.Sender, errReplyOf(controlv1.GrainError_CODE_UNAVAILABLE, "checking the url failed; retry"))
+			g.reply(ctx, r.Sender, errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, "checking the url failed; retry"))
 			return
 		}
 		g.decide(ctx, r, res.(URLVerdict))
@@ -234,15 +235,15 @@ func (g *grain) decide(ctx actor.Context, r *request, v URLVerdict) {
 		Now: g.cfg.Now(), Rand: g.cfg.Rand, Keyring: g.cfg.Keyring, URL: v, DefaultOverlap: g.cfg.DefaultOverlap,
 	})
 	if err != nil {
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.AsGrainError(err)})
+		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.AsGrainError(err)})
 		return
 	}
 	if len(dec.Events) == 0 {
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Endpoint: g.view()})
+		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Endpoint: g.view()})
 		return
 	}
 	g.core.Append(ctx, r, commandKind(r.Cmd), dec.Events, g.state.Apply, func() {
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Endpoint: g.view(), Secret: dec.Secret})
+		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Endpoint: g.view(), Secret: dec.Secret})
 		g.wakeLoop(ctx) // a resume, a new configuration, a deletion: work may start or end
 	})
 }
@@ -253,7 +254,7 @@ func (g *grain) decide(ctx actor.Context, r *request, v URLVerdict) {
 // it stands, with the secret that a create or a rotation made (opened
 // again from its sealed copy), or the recovery it started.
 func (g *grain) retried(ctx actor.Context, r *request, msgs []proto.Message) {
-	rep := &controlv1.EndpointReply{}
+	rep := &internalv1.EndpointReply{}
 	if g.state.Created {
 		rep.Endpoint = g.view()
 	}
@@ -275,7 +276,7 @@ func (g *grain) retried(ctx actor.Context, r *request, msgs []proto.Message) {
 		secret, err := openSecret(g.cfg.Keyring, g.id, sealed)
 		if err != nil {
 			g.log.Error("endpoint grain cannot open a secret to answer a retried command", "error", err)
-			g.reply(ctx, r.Sender, errReplyOf(controlv1.GrainError_CODE_INTERNAL, "cannot open the secret of the original request"))
+			g.reply(ctx, r.Sender, errReplyOf(internalv1.GrainError_CODE_INTERNAL, "cannot open the secret of the original request"))
 			return
 		}
 		rep.Secret = secret
@@ -305,7 +306,7 @@ func (g *grain) view() *controlv1.Endpoint {
 	return v
 }
 
-func commandKind(cmd *controlv1.EndpointCommand) string {
+func commandKind(cmd *internalv1.EndpointCommand) string {
 	if od := cmd.ProtoReflect().Descriptor().Oneofs().ByName("command"); od != nil {
 		if fd := cmd.ProtoReflect().WhichOneof(od); fd != nil {
 			return string(fd.Name())
@@ -316,20 +317,20 @@ func commandKind(cmd *controlv1.EndpointCommand) string {
 
 // stop answers every waiting command with code and msg and stops the actor
 // once the messages already in its mailbox are answered too.
-func (g *grain) stop(ctx actor.Context, code controlv1.GrainError_Code, msg string) {
+func (g *grain) stop(ctx actor.Context, code internalv1.GrainError_Code, msg string) {
 	g.core.Stop(ctx, code, msg)
 }
 
-func (g *grain) reply(ctx actor.Context, to *actor.PID, rep *controlv1.EndpointReply) {
+func (g *grain) reply(ctx actor.Context, to *actor.PID, rep *internalv1.EndpointReply) {
 	if to != nil {
 		ctx.Send(to, rep)
 	}
 }
 
-func errReply(e *controlv1.GrainError) proto.Message {
-	return &controlv1.EndpointReply{Error: e}
+func errReply(e *internalv1.GrainError) proto.Message {
+	return &internalv1.EndpointReply{Error: e}
 }
 
-func errReplyOf(code controlv1.GrainError_Code, msg string) *controlv1.EndpointReply {
-	return &controlv1.EndpointReply{Error: &controlv1.GrainError{Code: code, Message: msg}}
+func errReplyOf(code internalv1.GrainError_Code, msg string) *internalv1.EndpointReply {
+	return &internalv1.EndpointReply{Error: &internalv1.GrainError{Code: code, Message: msg}}
 }

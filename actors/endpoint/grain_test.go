@@ -18,10 +18,11 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
-	"github.com/hookline/hookline/actors/attempt"
 	"github.com/hookline/hookline/actors/endpoint"
+	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/embedded"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -69,16 +70,16 @@ func newSystem(t *testing.T) *actor.ActorSystem {
 	return sys
 }
 
-func ask(t *testing.T, sys *actor.ActorSystem, pid *actor.PID, c *controlv1.EndpointCommand) *controlv1.EndpointReply {
+func ask(t *testing.T, sys *actor.ActorSystem, pid *actor.PID, c *internalv1.EndpointCommand) *internalv1.EndpointReply {
 	t.Helper()
 	res, err := sys.Root.RequestFuture(pid, c, 10*time.Second).Result()
 	if err != nil {
 		t.Fatalf("request %v: %v", c, err)
 	}
-	return res.(*controlv1.EndpointReply)
+	return res.(*internalv1.EndpointReply)
 }
 
-func mustOK(t *testing.T, rep *controlv1.EndpointReply) *controlv1.EndpointReply {
+func mustOK(t *testing.T, rep *internalv1.EndpointReply) *internalv1.EndpointReply {
 	t.Helper()
 	if rep.GetError() != nil {
 		t.Fatalf("error reply: %v", rep.GetError())
@@ -127,7 +128,7 @@ func TestGrainLifecycle(t *testing.T) {
 	if rep.GetSecret() != "" || !proto.Equal(rep.GetEndpoint(), ep) {
 		t.Fatalf("get: %v", rep)
 	}
-	if rep := ask(t, sys, pid, cmd("globex", &controlv1.GetEndpointRequest{})); rep.GetError().GetCode() != controlv1.GrainError_CODE_NOT_FOUND || rep.GetEndpoint() != nil {
+	if rep := ask(t, sys, pid, cmd("globex", &controlv1.GetEndpointRequest{})); rep.GetError().GetCode() != internalv1.GrainError_CODE_NOT_FOUND || rep.GetEndpoint() != nil {
 		t.Fatalf("other tenant: %v", rep)
 	}
 
@@ -137,7 +138,7 @@ func TestGrainLifecycle(t *testing.T) {
 	rep = ask(t, sys, pid, cmd("acme", &controlv1.UpdateEndpointRequest{
 		Settings: &controlv1.EndpointSettings{Url: "https://evil.example.com/"}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"settings.url"}},
 	}))
-	if e := rep.GetError(); e.GetCode() != controlv1.GrainError_CODE_INVALID_ARGUMENT || e.GetField() != "settings.url" || !strings.Contains(e.GetMessage(), "not public") || strings.Contains(e.GetMessage(), "10.1.2.3") {
+	if e := rep.GetError(); e.GetCode() != internalv1.GrainError_CODE_INVALID_ARGUMENT || e.GetField() != "settings.url" || !strings.Contains(e.GetMessage(), "not public") || strings.Contains(e.GetMessage(), "10.1.2.3") {
 		t.Fatalf("blocked update: %v", rep)
 	}
 	rep = mustOK(t, ask(t, sys, pid, cmd("acme", &controlv1.UpdateEndpointRequest{
@@ -195,7 +196,7 @@ func TestGrainLifecycle(t *testing.T) {
 	if rep := mustOK(t, ask(t, sys, pid, cmd("acme", &controlv1.DeleteEndpointRequest{}))); rep.GetEndpoint().GetStatus() != controlv1.Endpoint_STATUS_DELETED {
 		t.Fatalf("delete: %v", rep)
 	}
-	if rep := ask(t, sys, pid, cmd("acme", &controlv1.GetEndpointRequest{})); rep.GetError().GetCode() != controlv1.GrainError_CODE_NOT_FOUND {
+	if rep := ask(t, sys, pid, cmd("acme", &controlv1.GetEndpointRequest{})); rep.GetError().GetCode() != internalv1.GrainError_CODE_NOT_FOUND {
 		t.Fatalf("get after delete: %v", rep)
 	}
 
@@ -251,7 +252,7 @@ func TestGrainRefusesBlockedURLWithoutWriting(t *testing.T) {
 	pid := sys.Root.Spawn(endpoint.Props(cfg, "ep_bad"))
 	for _, u := range []string{"https://evil.example.com/", "http://hooks.example.com/", "https://nowhere.example.com/"} {
 		rep := ask(t, sys, pid, cmd("acme", &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{Url: u, EventTypes: []string{"*"}}}))
-		if e := rep.GetError(); e.GetCode() != controlv1.GrainError_CODE_INVALID_ARGUMENT || e.GetField() != "settings.url" || rep.GetSecret() != "" {
+		if e := rep.GetError(); e.GetCode() != internalv1.GrainError_CODE_INVALID_ARGUMENT || e.GetField() != "settings.url" || rep.GetSecret() != "" {
 			t.Fatalf("%s: %v", u, rep)
 		}
 	}
@@ -288,7 +289,7 @@ func TestGrainFencing(t *testing.T) {
 		if err != nil {
 			t.Fatalf("stale command %d: %v", i+1, err)
 		}
-		if rep := res.(*controlv1.EndpointReply); rep.GetError().GetCode() != controlv1.GrainError_CODE_ABORTED || rep.GetSecret() != "" {
+		if rep := res.(*internalv1.EndpointReply); rep.GetError().GetCode() != internalv1.GrainError_CODE_ABORTED || rep.GetSecret() != "" {
 			t.Fatalf("stale command %d answered %v, want ABORTED", i+1, rep)
 		}
 	}
@@ -330,7 +331,7 @@ func waitStopped(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		_, err := sys.Root.RequestFuture(pid, &controlv1.EndpointCommand{}, time.Second).Result()
+		_, err := sys.Root.RequestFuture(pid, &internalv1.EndpointCommand{}, time.Second).Result()
 		if errors.Is(err, actor.ErrDeadLetter) {
 			return
 		}
@@ -391,13 +392,13 @@ func TestGrainWithoutLoop(t *testing.T) {
 	cfg := endpoint.Config{Log: log, Keyring: keyring(t), Policy: policy, Logger: quiet}
 	pid := sys.Root.Spawn(endpoint.Props(cfg, "ep_1"))
 	mustOK(t, ask(t, sys, pid, cmd("acme", &controlv1.CreateEndpointRequest{Settings: settings()})))
-	for _, c := range []*controlv1.EndpointCommand{
+	for _, c := range []*internalv1.EndpointCommand{
 		cmd("acme", &controlv1.ReplayDeliveryRequest{DeliveryId: "dlv_1"}),
-		{TenantId: "acme", Command: &controlv1.EndpointCommand_Recover{Recover: &controlv1.RecoverEndpointRequest{}}},
-		{TenantId: "acme", Command: &controlv1.EndpointCommand_GetRecovery{GetRecovery: &controlv1.GetRecoveryRequest{}}},
+		{TenantId: "acme", Command: &internalv1.EndpointCommand_Recover{Recover: &controlv1.RecoverEndpointRequest{}}},
+		{TenantId: "acme", Command: &internalv1.EndpointCommand_GetRecovery{GetRecovery: &controlv1.GetRecoveryRequest{}}},
 	} {
 		rep := ask(t, sys, pid, c)
-		if e := rep.GetError(); e.GetCode() != controlv1.GrainError_CODE_FAILED_PRECONDITION || !strings.Contains(e.GetMessage(), "delivery loop") {
+		if e := rep.GetError(); e.GetCode() != internalv1.GrainError_CODE_FAILED_PRECONDITION || !strings.Contains(e.GetMessage(), "delivery loop") {
 			t.Fatalf("%s: %v", fmt.Sprint(c), rep)
 		}
 	}
@@ -414,7 +415,7 @@ func TestGrainRetriedCommands(t *testing.T) {
 	sys := newSystem(t)
 	cfg := endpoint.Config{Log: log, Keyring: keyring(t), Policy: policy, Now: (&clock{now: t0}).Now, Logger: quiet}
 	pid := sys.Root.Spawn(endpoint.Props(cfg, "ep_1"))
-	with := func(c *controlv1.EndpointCommand, id string) *controlv1.EndpointCommand { c.RequestId = id; return c }
+	with := func(c *internalv1.EndpointCommand, id string) *internalv1.EndpointCommand { c.RequestId = id; return c }
 
 	create := with(cmd("acme", &controlv1.CreateEndpointRequest{Settings: settings()}), "req_create")
 	first := mustOK(t, ask(t, sys, pid, create))

@@ -8,7 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/hookline/hookline/actors/tenant"
-	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 )
 
 // Tenant quota leases.
@@ -44,7 +44,7 @@ type leaseState struct {
 }
 
 type leaseReply struct {
-	lease *controlv1.QuotaLease
+	lease *internalv1.QuotaLease
 	err   error
 }
 
@@ -83,7 +83,7 @@ func (g *grain) useLease() {
 func (g *grain) askLease(ctx actor.Context) {
 	g.loop.lease.asking = true
 	grains, tenantID := g.cfg.Grains, g.state.TenantID
-	want := &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Lease{Lease: &controlv1.QuotaLeaseRequest{
+	want := &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Lease{Lease: &internalv1.QuotaLeaseRequest{
 		EndpointId: g.id, WantAttempts: int32(len(g.loop.ready) + g.maxInFlight()), WantInFlight: int32(g.maxInFlight()),
 	}}}
 	g.async(ctx, leaseTimeout, func(c context.Context) any {
@@ -91,7 +91,7 @@ func (g *grain) askLease(ctx actor.Context) {
 		if err != nil {
 			return &leaseReply{err: err}
 		}
-		rep, ok := res.(*controlv1.TenantReply)
+		rep, ok := res.(*internalv1.TenantReply)
 		switch {
 		case !ok:
 			return &leaseReply{err: errors.New("unexpected answer from the tenant grain")}

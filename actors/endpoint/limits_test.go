@@ -11,9 +11,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hookline/hookline/actors/dispatch"
 	"github.com/hookline/hookline/actors/tenant"
+	"github.com/hookline/hookline/dispatch"
 	"github.com/hookline/hookline/projections/history"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -95,10 +96,10 @@ func TestTenantLease(t *testing.T) {
 	b := newBench(t)
 	tp := b.sys.Root.Spawn(tenant.Props(tenant.Config{Log: b.log, Now: b.clk.Now, Logger: quiet}, "acme"))
 	t.Cleanup(func() { b.sys.Root.StopFuture(tp).Wait() })
-	res, err := b.sys.Root.RequestFuture(tp, &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Create{Create: &controlv1.CreateTenantRequest{
+	res, err := b.sys.Root.RequestFuture(tp, &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Create{Create: &controlv1.CreateTenantRequest{
 		Name: "Acme", Quota: &hooklinev1.Quota{AttemptsPerSecond: 1000, MaxInFlight: 2},
 	}}}, 5*time.Second).Result()
-	if err != nil || res.(*controlv1.TenantReply).GetError() != nil {
+	if err != nil || res.(*internalv1.TenantReply).GetError() != nil {
 		t.Fatalf("create tenant: %v %v", res, err)
 	}
 	b.cfg.Grains = localGrains{sys: b.sys, pids: map[string]*actor.PID{tenant.Kind + "/acme": tp}}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/attempt"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
 

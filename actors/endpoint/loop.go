@@ -12,7 +12,7 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hookline/hookline/actors/dispatch"
+	"github.com/hookline/hookline/dispatch"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/due"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"

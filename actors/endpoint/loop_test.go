@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/hookline/hookline/actors/dispatch"
+	"github.com/hookline/hookline/dispatch"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/history"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"

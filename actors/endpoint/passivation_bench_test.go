@@ -19,13 +19,14 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/hookline/hookline/actors/attempt"
 	"github.com/hookline/hookline/actors/endpoint"
+	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/embedded"
 	"github.com/hookline/hookline/projections"
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -128,10 +129,10 @@ func passivationRun(b *testing.B, n int, quiet time.Duration) passivationResult 
 	parallel(n, 256, func(i int) {
 		id := fmt.Sprint("ep_", i)
 		pid := router.pid(id)
-		res, err := sys.Root.RequestFuture(pid, &controlv1.EndpointCommand{TenantId: "acme", Command: &controlv1.EndpointCommand_Create{
+		res, err := sys.Root.RequestFuture(pid, &internalv1.EndpointCommand{TenantId: "acme", Command: &internalv1.EndpointCommand_Create{
 			Create: &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{Url: rc.URL + "/in", EventTypes: []string{"*"}}},
 		}}, time.Minute).Result()
-		if err != nil || res.(*controlv1.EndpointReply).GetError() != nil {
+		if err != nil || res.(*internalv1.EndpointReply).GetError() != nil {
 			b.Errorf("create %s: %v %v", id, res, err)
 		}
 	})
@@ -200,7 +201,7 @@ func (r *pidRouter) pid(id string) *actor.PID {
 }
 
 func (r *pidRouter) Wake(endpointID string) {
-	r.sys.Root.Send(r.pid(endpointID), &controlv1.EndpointCommand{Command: &controlv1.EndpointCommand_Wake{Wake: &controlv1.Wake{}}})
+	r.sys.Root.Send(r.pid(endpointID), &internalv1.EndpointCommand{Command: &internalv1.EndpointCommand_Wake{Wake: &internalv1.Wake{}}})
 }
 
 // publishOne appends an event planned for one endpoint, as the publish

@@ -9,8 +9,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
-	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
 // partition is the delivery partition of the grain's endpoint: that of
@@ -76,13 +76,13 @@ func (g *grain) onRecorded(ctx actor.Context, m *recorded) {
 	case errors.Is(m.err, events.ErrWrongRevision):
 		g.log.Warn("endpoint grain lost ownership of a delivery stream; stopping", "delivery_id", m.id, "revision", uint64(f.d.rev), "error", m.err)
 		g.lostOwnership()
-		g.stop(ctx, controlv1.GrainError_CODE_ABORTED, "another activation of the endpoint grain owns its deliveries now; retry")
+		g.stop(ctx, internalv1.GrainError_CODE_ABORTED, "another activation of the endpoint grain owns its deliveries now; retry")
 		return
 	default:
 		// It may or may not have landed: stop, and let the next activation
 		// read the truth.
 		g.log.Error("endpoint grain cannot record a delivery event; stopping", "delivery_id", m.id, "error", m.err)
-		g.stop(ctx, controlv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain stopped; retry")
+		g.stop(ctx, internalv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain stopped; retry")
 		return
 	}
 	f.d.rev, f.d.exists, f.fresh, f.outcome = m.res.Revision, true, false, nil
@@ -126,7 +126,7 @@ func (g *grain) recordAgain(ctx actor.Context, f *flight) {
 	if f.d.attempts > 0 && !f.d.lastAt.Before(f.item.PlannedAt) {
 		g.log.Warn("endpoint grain lost ownership of a delivery stream; stopping (another activation attempted this new delivery)", "delivery_id", f.item.DeliveryID, "revision", uint64(f.d.rev))
 		g.lostOwnership()
-		g.stop(ctx, controlv1.GrainError_CODE_ABORTED, "another activation of the endpoint grain owns its deliveries now; retry")
+		g.stop(ctx, internalv1.GrainError_CODE_ABORTED, "another activation of the endpoint grain owns its deliveries now; retry")
 		return
 	}
 	if f.d.ended { // planned again after it ended
@@ -144,7 +144,7 @@ func (g *grain) recordAgain(ctx actor.Context, f *flight) {
 func (g *grain) drop(ctx actor.Context, f *flight) {
 	delete(g.loop.flights, f.item.DeliveryID)
 	for _, o := range f.replays {
-		g.abandon(ctx, o, controlv1.GrainError_CODE_UNAVAILABLE, "the delivery could not be read; retry")
+		g.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, "the delivery could not be read; retry")
 	}
 	f.replays = nil
 }

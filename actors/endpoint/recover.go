@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/projections/history"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -157,15 +158,15 @@ type recoverPage struct {
 func (g *grain) handleRecover(ctx actor.Context, r *request) {
 	rq := r.Cmd.GetRecover()
 	if e := g.checkOwn(r.Cmd.GetTenantId(), rq.GetTenantId(), rq.GetEndpointId()); e != nil {
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: e.Proto()})
+		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: e.Proto()})
 		return
 	}
 	switch {
 	case rq.GetSince() == nil || rq.GetUntil() == nil:
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.Invalid("since", "since and until are required: give the range of planned times to recover").Proto()})
+		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.Invalid("since", "since and until are required: give the range of planned times to recover").Proto()})
 		return
 	case !rq.GetSince().AsTime().Before(rq.GetUntil().AsTime()):
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.Invalid("until", "must be after since").Proto()})
+		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.Invalid("until", "must be after since").Proto()})
 		return
 	}
 	w, e := windowOf(g.state.TenantID, g.id, rq)
@@ -173,7 +174,7 @@ func (g *grain) handleRecover(ctx actor.Context, r *request) {
 		e = g.canRecover()
 	}
 	if e != nil {
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: e.Proto()})
+		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: e.Proto()})
 		return
 	}
 	g.handleWindow(ctx, r, w)
@@ -183,15 +184,15 @@ func (g *grain) handleRecover(ctx actor.Context, r *request) {
 func (g *grain) handleGetRecovery(ctx actor.Context, r *request) {
 	rq := r.Cmd.GetGetRecovery()
 	if e := g.checkOwn(r.Cmd.GetTenantId(), rq.GetTenantId(), rq.GetEndpointId()); e != nil {
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: e.Proto()})
+		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: e.Proto()})
 		return
 	}
 	rec, ok := g.state.Recovery(rq.GetRecoveryId())
 	if !ok {
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.NotFound("recovery_id", "recovery %q not found (an endpoint keeps its last %d recoveries)", rq.GetRecoveryId(), MaxRecoveries).Proto()})
+		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.NotFound("recovery_id", "recovery %q not found (an endpoint keeps its last %d recoveries)", rq.GetRecoveryId(), MaxRecoveries).Proto()})
 		return
 	}
-	g.reply(ctx, r.Sender, &controlv1.EndpointReply{Recovery: g.recoveryView(rec)})
+	g.reply(ctx, r.Sender, &internalv1.EndpointReply{Recovery: g.recoveryView(rec)})
 }
 
 // handleListRecoveries answers the recoveries the endpoint remembers,
@@ -199,10 +200,10 @@ func (g *grain) handleGetRecovery(ctx actor.Context, r *request) {
 func (g *grain) handleListRecoveries(ctx actor.Context, r *request) {
 	rq := r.Cmd.GetListRecoveries()
 	if e := g.checkOwn(r.Cmd.GetTenantId(), rq.GetTenantId(), rq.GetEndpointId()); e != nil {
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: e.Proto()})
+		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: e.Proto()})
 		return
 	}
-	rep := &controlv1.EndpointReply{}
+	rep := &internalv1.EndpointReply{}
 	for i := len(g.state.Recoveries) - 1; i >= 0; i-- {
 		rep.Recoveries = append(rep.Recoveries, g.recoveryView(g.state.Recoveries[i]))
 	}

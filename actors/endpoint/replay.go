@@ -10,6 +10,7 @@ import (
 	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -56,16 +57,16 @@ func (g *grain) handleReplay(ctx actor.Context, r *request) {
 	tenantID := r.Cmd.GetTenantId()
 	switch {
 	case tenantID == "":
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.Invalid("tenant_id", "is required: the command must name the caller's tenant").Proto()})
+		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.Invalid("tenant_id", "is required: the command must name the caller's tenant").Proto()})
 		return
 	case (rq.GetTenantId() != "" && rq.GetTenantId() != tenantID) || !g.state.Live() || g.state.TenantID != tenantID:
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.NotFound("endpoint_id", "endpoint %q not found", g.id).Proto()})
+		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.NotFound("endpoint_id", "endpoint %q not found", g.id).Proto()})
 		return
 	case rq.GetDeliveryId() == "":
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.Invalid("delivery_id", "is required: name the delivery to replay").Proto()})
+		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.Invalid("delivery_id", "is required: name the delivery to replay").Proto()})
 		return
 	case g.state.Status != controlv1.Endpoint_STATUS_ACTIVE:
-		g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.FailedPrecondition("", "endpoint %s is %s: resume it before replaying its deliveries", g.id, statusWord(g.state.Status)).Proto()})
+		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.FailedPrecondition("", "endpoint %s is %s: resume it before replaying its deliveries", g.id, statusWord(g.state.Status)).Proto()})
 		return
 	}
 	hist, id := g.cfg.History, rq.GetDeliveryId()
@@ -78,12 +79,12 @@ func (g *grain) handleReplay(ctx actor.Context, r *request) {
 	}, func(res any, err error) {
 		if err != nil {
 			g.log.Error("endpoint grain cannot read the history", "delivery_id", id, "error", err)
-			g.reply(ctx, r.Sender, errReplyOf(controlv1.GrainError_CODE_UNAVAILABLE, "cannot read the delivery's history; retry"))
+			g.reply(ctx, r.Sender, errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, "cannot read the delivery's history; retry"))
 			return
 		}
 		d, ok := res.(history.Delivery)
 		if !ok || d.EndpointID != g.id || d.TenantID != tenantID {
-			g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.NotFound("delivery_id", "delivery %q not found", id).Proto()})
+			g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.NotFound("delivery_id", "delivery %q not found", id).Proto()})
 			return
 		}
 		g.replay(ctx, &replayOrder{sender: r.Sender, by: r.Cmd.GetIssuedBy(), requestID: r.Cmd.GetRequestId(), view: d})
@@ -110,7 +111,7 @@ func (g *grain) replay(ctx actor.Context, o *replayOrder) {
 	if f == nil {
 		if len(l.flights) >= g.capacity() {
 			if o.sender != nil {
-				g.abandon(ctx, o, controlv1.GrainError_CODE_UNAVAILABLE, "the endpoint holds as many deliveries as it may; retry the replay later")
+				g.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, "the endpoint holds as many deliveries as it may; retry the replay later")
 				return
 			}
 			l.replays = append(l.replays, o) // a recovery's: at most a page
@@ -153,7 +154,7 @@ func (g *grain) appendReplay(ctx actor.Context, f *flight) {
 		f.replays = f.replays[1:]
 		if (o.requestID != "" && slices.Contains(f.d.requested, o.requestID)) || (o.recoveryID != "" && slices.Contains(f.d.requested, o.recoveryID)) {
 			if o.sender != nil {
-				g.reply(ctx, o.sender, &controlv1.EndpointReply{Delivery: deliveryView(f, o.view)})
+				g.reply(ctx, o.sender, &internalv1.EndpointReply{Delivery: deliveryView(f, o.view)})
 			}
 			if o.recoveryID != "" {
 				g.replayRequested(ctx, o.recoveryID, true)
@@ -178,7 +179,7 @@ func (g *grain) replayed(ctx actor.Context, f *flight) {
 	if o := f.asking; o != nil {
 		f.asking = nil
 		if o.sender != nil {
-			g.reply(ctx, o.sender, &controlv1.EndpointReply{Delivery: deliveryView(f, o.view)})
+			g.reply(ctx, o.sender, &internalv1.EndpointReply{Delivery: deliveryView(f, o.view)})
 		}
 		if o.recoveryID != "" {
 			g.replayRequested(ctx, o.recoveryID, true)
@@ -194,7 +195,7 @@ func (g *grain) replayed(ctx actor.Context, f *flight) {
 
 // abandon answers a replay that will not happen. ctx may be nil only when
 // no order has a sender.
-func (g *grain) abandon(ctx actor.Context, o *replayOrder, code controlv1.GrainError_Code, msg string) {
+func (g *grain) abandon(ctx actor.Context, o *replayOrder, code internalv1.GrainError_Code, msg string) {
 	if o.sender != nil {
 		g.reply(ctx, o.sender, errReplyOf(code, msg))
 	}
@@ -205,13 +206,13 @@ func (g *grain) abandon(ctx actor.Context, o *replayOrder, code controlv1.GrainE
 
 // abandonAll answers every replay waiting in the flights and in the queue;
 // the grain is stopping.
-func (g *grain) abandonAll(ctx actor.Context, e *controlv1.GrainError) {
+func (g *grain) abandonAll(ctx actor.Context, e *internalv1.GrainError) {
 	if g.loop == nil {
 		return
 	}
 	answer := func(o *replayOrder) {
 		if o != nil && o.sender != nil {
-			g.reply(ctx, o.sender, &controlv1.EndpointReply{Error: e})
+			g.reply(ctx, o.sender, &internalv1.EndpointReply{Error: e})
 		}
 	}
 	for _, f := range g.loop.flights {

@@ -13,6 +13,7 @@ import (
 	"github.com/hookline/hookline/actors/endpoint"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/history"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -29,12 +30,12 @@ func TestReplay(t *testing.T) {
 	b.waitStatus("acme", history.Failed, id)
 	b.waitStatus("globex", history.Failed, other)
 
-	for _, c := range []*controlv1.EndpointCommand{
+	for _, c := range []*internalv1.EndpointCommand{
 		cmd("globex", &controlv1.ReplayDeliveryRequest{DeliveryId: id}),
 		cmd("acme", &controlv1.ReplayDeliveryRequest{DeliveryId: "dlv_nope"}),
 		cmd("acme", &controlv1.ReplayDeliveryRequest{DeliveryId: other}),
 	} {
-		if rep := ask(t, b.sys, pid, c); rep.GetError().GetCode() != controlv1.GrainError_CODE_NOT_FOUND {
+		if rep := ask(t, b.sys, pid, c); rep.GetError().GetCode() != internalv1.GrainError_CODE_NOT_FOUND {
 			t.Fatalf("%v: %v, want NOT_FOUND", c, rep)
 		}
 	}
@@ -77,7 +78,7 @@ func TestReplay(t *testing.T) {
 
 	// A paused endpoint refuses replays.
 	mustOK(t, ask(t, b.sys, pid, cmd("acme", &controlv1.PauseEndpointRequest{})))
-	if rep := ask(t, b.sys, pid, cmd("acme", &controlv1.ReplayDeliveryRequest{DeliveryId: id})); rep.GetError().GetCode() != controlv1.GrainError_CODE_FAILED_PRECONDITION {
+	if rep := ask(t, b.sys, pid, cmd("acme", &controlv1.ReplayDeliveryRequest{DeliveryId: id})); rep.GetError().GetCode() != internalv1.GrainError_CODE_FAILED_PRECONDITION {
 		t.Fatalf("replay while paused: %v", rep)
 	}
 }
@@ -94,13 +95,13 @@ func TestRecover(t *testing.T) {
 	}
 	b.waitStatus("acme", history.Failed, ids...)
 	rc.setRespond(status(http.StatusOK))
-	rep := mustOK(t, ask(t, b.sys, pid, &controlv1.EndpointCommand{TenantId: "acme", Command: &controlv1.EndpointCommand_Recover{Recover: &controlv1.RecoverEndpointRequest{
+	rep := mustOK(t, ask(t, b.sys, pid, &internalv1.EndpointCommand{TenantId: "acme", Command: &internalv1.EndpointCommand_Recover{Recover: &controlv1.RecoverEndpointRequest{
 		Since: timestamppb.New(t0.Add(-time.Hour)), Until: timestamppb.New(t0.Add(time.Hour)),
 	}}}))
 	rid := rep.GetRecovery().GetRecoveryId()
 	var rec *controlv1.Recovery
 	waitUntil(t, "the recovery done and its attempts recorded", func() bool {
-		rec = mustOK(t, ask(t, b.sys, pid, &controlv1.EndpointCommand{TenantId: "acme", Command: &controlv1.EndpointCommand_GetRecovery{GetRecovery: &controlv1.GetRecoveryRequest{RecoveryId: rid}}})).GetRecovery()
+		rec = mustOK(t, ask(t, b.sys, pid, &internalv1.EndpointCommand{TenantId: "acme", Command: &internalv1.EndpointCommand_GetRecovery{GetRecovery: &controlv1.GetRecoveryRequest{RecoveryId: rid}}})).GetRecovery()
 		return rec.GetDone() && rec.GetReplayed() == 5
 	})
 	if rec.GetFound() != 5 || rec.GetRequested() != 5 || rec.GetFinishedAt() == nil || rec.GetState() != "done" {
@@ -115,7 +116,7 @@ func TestRecover(t *testing.T) {
 			t.Fatalf("replay of %s: %v", id, rr)
 		}
 	}
-	if rep := ask(t, b.sys, pid, &controlv1.EndpointCommand{TenantId: "acme", Command: &controlv1.EndpointCommand_GetRecovery{GetRecovery: &controlv1.GetRecoveryRequest{RecoveryId: "rcv_nope"}}}); rep.GetError().GetCode() != controlv1.GrainError_CODE_NOT_FOUND {
+	if rep := ask(t, b.sys, pid, &internalv1.EndpointCommand{TenantId: "acme", Command: &internalv1.EndpointCommand_GetRecovery{GetRecovery: &controlv1.GetRecoveryRequest{RecoveryId: "rcv_nope"}}}); rep.GetError().GetCode() != internalv1.GrainError_CODE_NOT_FOUND {
 		t.Fatalf("unknown recovery: %v", rep)
 	}
 }
@@ -245,11 +246,11 @@ func TestRecoverResumes(t *testing.T) {
 	rc.setRespond(status(http.StatusOK))
 
 	fl.holdAppends("delivery-") // the first page's replays cannot be recorded
-	recover := &controlv1.EndpointCommand{TenantId: "acme", Command: &controlv1.EndpointCommand_Recover{Recover: &controlv1.RecoverEndpointRequest{
+	recover := &internalv1.EndpointCommand{TenantId: "acme", Command: &internalv1.EndpointCommand_Recover{Recover: &controlv1.RecoverEndpointRequest{
 		Since: timestamppb.New(t0.Add(-time.Hour)), Until: timestamppb.New(t0.Add(time.Hour)),
 	}}}
 	rid := mustOK(t, ask(t, b.sys, pid, recover)).GetRecovery().GetRecoveryId()
-	if rep := ask(t, b.sys, pid, recover); rep.GetError().GetCode() != controlv1.GrainError_CODE_FAILED_PRECONDITION {
+	if rep := ask(t, b.sys, pid, recover); rep.GetError().GetCode() != internalv1.GrainError_CODE_FAILED_PRECONDITION {
 		t.Fatalf("a second recovery while %s runs: %v", rid, rep)
 	}
 	if err := b.sys.Root.StopFuture(pid).Wait(); err != nil { // a restart, a failover
@@ -257,7 +258,7 @@ func TestRecoverResumes(t *testing.T) {
 	}
 	fl.releaseAppends()
 	pid = b.spawn("ep_1")
-	get := &controlv1.EndpointCommand{TenantId: "acme", Command: &controlv1.EndpointCommand_GetRecovery{GetRecovery: &controlv1.GetRecoveryRequest{RecoveryId: rid}}}
+	get := &internalv1.EndpointCommand{TenantId: "acme", Command: &internalv1.EndpointCommand_GetRecovery{GetRecovery: &controlv1.GetRecoveryRequest{RecoveryId: rid}}}
 	var rec *controlv1.Recovery
 	waitUntil(t, "the recovery done by the next activation", func() bool {
 		rec = mustOK(t, ask(t, b.sys, pid, get)).GetRecovery()
@@ -278,7 +279,7 @@ func TestRecoverResumes(t *testing.T) {
 			t.Fatalf("%s: %d replays, %d requests", id, replays, rc.count(id))
 		}
 	}
-	list := mustOK(t, ask(t, b.sys, pid, &controlv1.EndpointCommand{TenantId: "acme", Command: &controlv1.EndpointCommand_ListRecoveries{ListRecoveries: &controlv1.ListRecoveriesRequest{}}}))
+	list := mustOK(t, ask(t, b.sys, pid, &internalv1.EndpointCommand{TenantId: "acme", Command: &internalv1.EndpointCommand_ListRecoveries{ListRecoveries: &controlv1.ListRecoveriesRequest{}}}))
 	if rs := list.GetRecoveries(); len(rs) != 1 || rs[0].GetRecoveryId() != rid || !rs[0].GetDone() {
 		t.Fatalf("list: %v", rs)
 	}
@@ -310,7 +311,7 @@ func TestReplayBounded(t *testing.T) {
 		switch {
 		case i < 3 && rep.GetError() != nil:
 			t.Fatalf("replay %d: %v", i+1, rep)
-		case i == 3 && rep.GetError().GetCode() != controlv1.GrainError_CODE_UNAVAILABLE:
+		case i == 3 && rep.GetError().GetCode() != internalv1.GrainError_CODE_UNAVAILABLE:
 			t.Fatalf("replay %d with the grain full: %v, want UNAVAILABLE", i+1, rep)
 		}
 	}

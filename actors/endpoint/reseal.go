@@ -5,9 +5,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/actors/command"
-	"github.com/hookline/hookline/actors/seal"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
-	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/seal"
 )
 
 // decideReseal seals each live secret that is not sealed under the
@@ -16,7 +16,7 @@ import (
 // change. One SecretResealed per secret; none when all are current. A
 // reseal that names another current key than this node's is refused: the
 // nodes do not agree on the current key yet.
-func (s *State) decideReseal(r *controlv1.Reseal, by *hooklinev1.Actor, env Env) (Decision, error) {
+func (s *State) decideReseal(r *internalv1.Reseal, by *hooklinev1.Actor, env Env) (Decision, error) {
 	current := env.Keyring.CurrentID()
 	if want := r.GetKeyId(); want != "" && want != current {
 		return Decision{}, command.FailedPrecondition("key_id", "the reseal seals under %s but this endpoint's node seals under %s: give every node the same current master key first", want, current)
@@ -28,7 +28,7 @@ func (s *State) decideReseal(r *controlv1.Reseal, by *hooklinev1.Actor, env Env)
 		if old.GetMasterKeyId() == current {
 			continue
 		}
-		internal := &command.Error{Code: controlv1.GrainError_CODE_INTERNAL, Message: "cannot reseal a secret: its master key is not held by this node"}
+		internal := &command.Error{Code: internalv1.GrainError_CODE_INTERNAL, Message: "cannot reseal a secret: its master key is not held by this node"}
 		key, err := env.Keyring.Open(old.GetMasterKeyId(), old.GetNonce(), old.GetCiphertext(), seal.SecretAAD(s.EndpointID, e.Version))
 		if err != nil {
 			return Decision{}, internal

@@ -9,9 +9,10 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/hookline/hookline/actors/command"
-	"github.com/hookline/hookline/actors/seal"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/seal"
 )
 
 // TestReseal: after a reseal under a new master key, every live secret and
@@ -39,14 +40,14 @@ func TestReseal(t *testing.T) {
 	}
 
 	lagging := cmd("acme", nil)
-	lagging.Command = &controlv1.EndpointCommand_Reseal{Reseal: &controlv1.Reseal{KeyId: krNew.CurrentID()}}
+	lagging.Command = &internalv1.EndpointCommand_Reseal{Reseal: &internalv1.Reseal{KeyId: krNew.CurrentID()}}
 	var ge *command.Error
-	if _, err := s.Decide("ep_1", lagging, env(krOld, t0, "")); !errors.As(err, &ge) || ge.Code != controlv1.GrainError_CODE_FAILED_PRECONDITION {
+	if _, err := s.Decide("ep_1", lagging, env(krOld, t0, "")); !errors.As(err, &ge) || ge.Code != internalv1.GrainError_CODE_FAILED_PRECONDITION {
 		t.Fatalf("a reseal under a key this node does not seal with: %v, want FAILED_PRECONDITION", err)
 	}
 
 	reseal := cmd("acme", nil)
-	reseal.Command = &controlv1.EndpointCommand_Reseal{Reseal: &controlv1.Reseal{}}
+	reseal.Command = &internalv1.EndpointCommand_Reseal{Reseal: &internalv1.Reseal{}}
 	dec := decideApply(t, s, reseal, env(krBoth, t0, ""))
 	if len(dec.Events) != 2 {
 		t.Fatalf("reseal wrote %d events, want one per live secret (2)", len(dec.Events))
@@ -72,7 +73,7 @@ func TestReseal(t *testing.T) {
 	}
 	other := cmd("globex", nil)
 	other.Command = reseal.Command
-	if _, err := s.Decide("ep_1", other, env(krNew, t0, "")); !errors.As(err, &ge) || ge.Code != controlv1.GrainError_CODE_NOT_FOUND {
+	if _, err := s.Decide("ep_1", other, env(krNew, t0, "")); !errors.As(err, &ge) || ge.Code != internalv1.GrainError_CODE_NOT_FOUND {
 		t.Fatalf("another tenant's reseal: %v, want NOT_FOUND", err)
 	}
 }

@@ -8,10 +8,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/hookline/hookline/actors/attempt"
-	"github.com/hookline/hookline/actors/seal"
+	"github.com/hookline/hookline/attempt"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/seal"
 )
 
 // State is an endpoint as its events describe it. It is rebuilt by applying

@@ -12,12 +12,13 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
-	"github.com/hookline/hookline/actors/attempt"
 	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/actors/endpoint"
-	"github.com/hookline/hookline/actors/seal"
+	"github.com/hookline/hookline/attempt"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/seal"
 )
 
 var (
@@ -42,29 +43,29 @@ func settings() *controlv1.EndpointSettings {
 	return &controlv1.EndpointSettings{Url: hookURL, EventTypes: []string{"invoice.paid"}}
 }
 
-func cmd(tenant string, c any) *controlv1.EndpointCommand {
-	out := &controlv1.EndpointCommand{IssuedBy: user, TenantId: tenant}
+func cmd(tenant string, c any) *internalv1.EndpointCommand {
+	out := &internalv1.EndpointCommand{IssuedBy: user, TenantId: tenant}
 	switch c := c.(type) {
 	case *controlv1.CreateEndpointRequest:
-		out.Command = &controlv1.EndpointCommand_Create{Create: c}
+		out.Command = &internalv1.EndpointCommand_Create{Create: c}
 	case *controlv1.GetEndpointRequest:
-		out.Command = &controlv1.EndpointCommand_Get{Get: c}
+		out.Command = &internalv1.EndpointCommand_Get{Get: c}
 	case *controlv1.UpdateEndpointRequest:
-		out.Command = &controlv1.EndpointCommand_Update{Update: c}
+		out.Command = &internalv1.EndpointCommand_Update{Update: c}
 	case *controlv1.RotateSecretRequest:
-		out.Command = &controlv1.EndpointCommand_Rotate{Rotate: c}
+		out.Command = &internalv1.EndpointCommand_Rotate{Rotate: c}
 	case *controlv1.RetireSecretRequest:
-		out.Command = &controlv1.EndpointCommand_Retire{Retire: c}
+		out.Command = &internalv1.EndpointCommand_Retire{Retire: c}
 	case *controlv1.PauseEndpointRequest:
-		out.Command = &controlv1.EndpointCommand_Pause{Pause: c}
+		out.Command = &internalv1.EndpointCommand_Pause{Pause: c}
 	case *controlv1.ResumeEndpointRequest:
-		out.Command = &controlv1.EndpointCommand_Resume{Resume: c}
+		out.Command = &internalv1.EndpointCommand_Resume{Resume: c}
 	case *controlv1.DeleteEndpointRequest:
-		out.Command = &controlv1.EndpointCommand_Delete{Delete: c}
+		out.Command = &internalv1.EndpointCommand_Delete{Delete: c}
 	case *controlv1.ReplayDeliveryRequest:
-		out.Command = &controlv1.EndpointCommand_Replay{Replay: c}
-	case *controlv1.Wake:
-		out.Command = &controlv1.EndpointCommand_Wake{Wake: c}
+		out.Command = &internalv1.EndpointCommand_Replay{Replay: c}
+	case *internalv1.Wake:
+		out.Command = &internalv1.EndpointCommand_Wake{Wake: c}
 	}
 	return out
 }
@@ -75,7 +76,7 @@ func env(kr *seal.Keyring, now time.Time, url string) endpoint.Env {
 }
 
 // decideApply decides c on s and applies its events, failing on refusal.
-func decideApply(t *testing.T, s *endpoint.State, c *controlv1.EndpointCommand, e endpoint.Env) endpoint.Decision {
+func decideApply(t *testing.T, s *endpoint.State, c *internalv1.EndpointCommand, e endpoint.Env) endpoint.Decision {
 	t.Helper()
 	if e.URL.Raw == "" {
 		e.URL.Raw = s.URLToCheck(c)
@@ -111,38 +112,38 @@ func TestDecideRefusals(t *testing.T) {
 	tests := []struct {
 		name    string
 		state   func(*testing.T) *endpoint.State
-		cmd     *controlv1.EndpointCommand
+		cmd     *internalv1.EndpointCommand
 		url     endpoint.URLVerdict
-		code    controlv1.GrainError_Code
+		code    internalv1.GrainError_Code
 		field   string
 		message string
 	}{
-		{"no tenant", live, cmd("", &controlv1.GetEndpointRequest{}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_INVALID_ARGUMENT, "tenant_id", "is required"},
-		{"other tenant", live, cmd("globex", &controlv1.GetEndpointRequest{}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_NOT_FOUND, "endpoint_id", "not found"},
-		{"other tenant in request", live, cmd("acme", &controlv1.GetEndpointRequest{TenantId: "globex"}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_NOT_FOUND, "endpoint_id", "not found"},
-		{"other tenant updates", live, cmd("globex", &controlv1.UpdateEndpointRequest{Settings: &controlv1.EndpointSettings{Description: "x"}}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_NOT_FOUND, "endpoint_id", "not found"},
-		{"wrong endpoint id", live, cmd("acme", &controlv1.GetEndpointRequest{EndpointId: "ep_2"}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_INVALID_ARGUMENT, "endpoint_id", "does not match"},
-		{"missing", empty, cmd("acme", &controlv1.GetEndpointRequest{}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_NOT_FOUND, "endpoint_id", "not found"},
-		{"deleted get", deleted, cmd("acme", &controlv1.GetEndpointRequest{}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_NOT_FOUND, "endpoint_id", "not found"},
-		{"deleted pause", deleted, cmd("acme", &controlv1.PauseEndpointRequest{}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_NOT_FOUND, "endpoint_id", "not found"},
-		{"create on deleted", deleted, cmd("acme", &controlv1.CreateEndpointRequest{Settings: settings()}), endpoint.URLVerdict{Raw: hookURL, Normalised: hookURL}, controlv1.GrainError_CODE_ALREADY_EXISTS, "endpoint_id", "is taken"},
-		{"create twice", live, cmd("acme", &controlv1.CreateEndpointRequest{Settings: settings()}), endpoint.URLVerdict{Raw: hookURL, Normalised: hookURL}, controlv1.GrainError_CODE_ALREADY_EXISTS, "endpoint_id", "is taken"},
-		{"create without url", empty, cmd("acme", &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{EventTypes: []string{"*"}}}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_INVALID_ARGUMENT, "settings.url", "is required"},
-		{"create blocked url", empty, cmd("acme", &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{Url: "https://10.0.0.1/", EventTypes: []string{"*"}}}), blocked, controlv1.GrainError_CODE_INVALID_ARGUMENT, "settings.url", "private address; use a public one"},
-		{"create unresolvable url", empty, cmd("acme", &controlv1.CreateEndpointRequest{Settings: settings()}), endpoint.URLVerdict{Raw: hookURL, Err: attempt.ErrResolve}, controlv1.GrainError_CODE_INVALID_ARGUMENT, "settings.url", "does not resolve"},
-		{"no event types", empty, cmd("acme", &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{Url: hookURL}}), endpoint.URLVerdict{Raw: hookURL, Normalised: hookURL}, controlv1.GrainError_CODE_INVALID_ARGUMENT, "settings.event_types", `"*" for all`},
-		{"event type with space", empty, cmd("acme", &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{Url: hookURL, EventTypes: []string{"invoice paid"}}}), endpoint.URLVerdict{Raw: hookURL, Normalised: hookURL}, controlv1.GrainError_CODE_INVALID_ARGUMENT, "settings.event_types", "spaces"},
-		{"timeout too long", empty, cmd("acme", &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{Url: hookURL, EventTypes: []string{"*"}, TimeoutMs: 60_000}}), endpoint.URLVerdict{Raw: hookURL, Normalised: hookURL}, controlv1.GrainError_CODE_INVALID_ARGUMENT, "settings.timeout_ms", "between 1000 and 30000"},
-		{"update blocked url", live, cmd("acme", &controlv1.UpdateEndpointRequest{Settings: &controlv1.EndpointSettings{Url: "https://10.0.0.1/"}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"settings.url"}}}), blocked, controlv1.GrainError_CODE_INVALID_ARGUMENT, "settings.url", "private address"},
-		{"update unknown path", live, cmd("acme", &controlv1.UpdateEndpointRequest{UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"settings.colour"}}}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_INVALID_ARGUMENT, "update_mask", `unknown path "settings.colour"`},
-		{"update clears url", live, cmd("acme", &controlv1.UpdateEndpointRequest{UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"url"}}}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_INVALID_ARGUMENT, "settings.url", "is required"},
-		{"update nothing", live, cmd("acme", &controlv1.UpdateEndpointRequest{}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_INVALID_ARGUMENT, "update_mask", "name the fields"},
-		{"rotate negative overlap", live, cmd("acme", &controlv1.RotateSecretRequest{OverlapSeconds: -1}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_INVALID_ARGUMENT, "overlap_seconds", "between 0 and"},
-		{"retire current", live, cmd("acme", &controlv1.RetireSecretRequest{Version: 1}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_FAILED_PRECONDITION, "version", "rotate first"},
-		{"retire unknown", live, cmd("acme", &controlv1.RetireSecretRequest{Version: 7}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_NOT_FOUND, "version", "no live secret of version 7"},
-		{"retire no version", live, cmd("acme", &controlv1.RetireSecretRequest{}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_INVALID_ARGUMENT, "version", "is required"},
-		{"replay without the loop", live, cmd("acme", &controlv1.ReplayDeliveryRequest{DeliveryId: "dlv_1"}), endpoint.URLVerdict{}, controlv1.GrainError_CODE_FAILED_PRECONDITION, "", "delivery loop"},
-		{"no command", live, &controlv1.EndpointCommand{TenantId: "acme"}, endpoint.URLVerdict{}, controlv1.GrainError_CODE_INVALID_ARGUMENT, "command", "is missing"},
+		{"no tenant", live, cmd("", &controlv1.GetEndpointRequest{}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_INVALID_ARGUMENT, "tenant_id", "is required"},
+		{"other tenant", live, cmd("globex", &controlv1.GetEndpointRequest{}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_NOT_FOUND, "endpoint_id", "not found"},
+		{"other tenant in request", live, cmd("acme", &controlv1.GetEndpointRequest{TenantId: "globex"}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_NOT_FOUND, "endpoint_id", "not found"},
+		{"other tenant updates", live, cmd("globex", &controlv1.UpdateEndpointRequest{Settings: &controlv1.EndpointSettings{Description: "x"}}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_NOT_FOUND, "endpoint_id", "not found"},
+		{"wrong endpoint id", live, cmd("acme", &controlv1.GetEndpointRequest{EndpointId: "ep_2"}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_INVALID_ARGUMENT, "endpoint_id", "does not match"},
+		{"missing", empty, cmd("acme", &controlv1.GetEndpointRequest{}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_NOT_FOUND, "endpoint_id", "not found"},
+		{"deleted get", deleted, cmd("acme", &controlv1.GetEndpointRequest{}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_NOT_FOUND, "endpoint_id", "not found"},
+		{"deleted pause", deleted, cmd("acme", &controlv1.PauseEndpointRequest{}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_NOT_FOUND, "endpoint_id", "not found"},
+		{"create on deleted", deleted, cmd("acme", &controlv1.CreateEndpointRequest{Settings: settings()}), endpoint.URLVerdict{Raw: hookURL, Normalised: hookURL}, internalv1.GrainError_CODE_ALREADY_EXISTS, "endpoint_id", "is taken"},
+		{"create twice", live, cmd("acme", &controlv1.CreateEndpointRequest{Settings: settings()}), endpoint.URLVerdict{Raw: hookURL, Normalised: hookURL}, internalv1.GrainError_CODE_ALREADY_EXISTS, "endpoint_id", "is taken"},
+		{"create without url", empty, cmd("acme", &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{EventTypes: []string{"*"}}}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_INVALID_ARGUMENT, "settings.url", "is required"},
+		{"create blocked url", empty, cmd("acme", &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{Url: "https://10.0.0.1/", EventTypes: []string{"*"}}}), blocked, internalv1.GrainError_CODE_INVALID_ARGUMENT, "settings.url", "private address; use a public one"},
+		{"create unresolvable url", empty, cmd("acme", &controlv1.CreateEndpointRequest{Settings: settings()}), endpoint.URLVerdict{Raw: hookURL, Err: attempt.ErrResolve}, internalv1.GrainError_CODE_INVALID_ARGUMENT, "settings.url", "does not resolve"},
+		{"no event types", empty, cmd("acme", &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{Url: hookURL}}), endpoint.URLVerdict{Raw: hookURL, Normalised: hookURL}, internalv1.GrainError_CODE_INVALID_ARGUMENT, "settings.event_types", `"*" for all`},
+		{"event type with space", empty, cmd("acme", &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{Url: hookURL, EventTypes: []string{"invoice paid"}}}), endpoint.URLVerdict{Raw: hookURL, Normalised: hookURL}, internalv1.GrainError_CODE_INVALID_ARGUMENT, "settings.event_types", "spaces"},
+		{"timeout too long", empty, cmd("acme", &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{Url: hookURL, EventTypes: []string{"*"}, TimeoutMs: 60_000}}), endpoint.URLVerdict{Raw: hookURL, Normalised: hookURL}, internalv1.GrainError_CODE_INVALID_ARGUMENT, "settings.timeout_ms", "between 1000 and 30000"},
+		{"update blocked url", live, cmd("acme", &controlv1.UpdateEndpointRequest{Settings: &controlv1.EndpointSettings{Url: "https://10.0.0.1/"}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"settings.url"}}}), blocked, internalv1.GrainError_CODE_INVALID_ARGUMENT, "settings.url", "private address"},
+		{"update unknown path", live, cmd("acme", &controlv1.UpdateEndpointRequest{UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"settings.colour"}}}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_INVALID_ARGUMENT, "update_mask", `unknown path "settings.colour"`},
+		{"update clears url", live, cmd("acme", &controlv1.UpdateEndpointRequest{UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"url"}}}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_INVALID_ARGUMENT, "settings.url", "is required"},
+		{"update nothing", live, cmd("acme", &controlv1.UpdateEndpointRequest{}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_INVALID_ARGUMENT, "update_mask", "name the fields"},
+		{"rotate negative overlap", live, cmd("acme", &controlv1.RotateSecretRequest{OverlapSeconds: -1}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_INVALID_ARGUMENT, "overlap_seconds", "between 0 and"},
+		{"retire current", live, cmd("acme", &controlv1.RetireSecretRequest{Version: 1}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_FAILED_PRECONDITION, "version", "rotate first"},
+		{"retire unknown", live, cmd("acme", &controlv1.RetireSecretRequest{Version: 7}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_NOT_FOUND, "version", "no live secret of version 7"},
+		{"retire no version", live, cmd("acme", &controlv1.RetireSecretRequest{}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_INVALID_ARGUMENT, "version", "is required"},
+		{"replay without the loop", live, cmd("acme", &controlv1.ReplayDeliveryRequest{DeliveryId: "dlv_1"}), endpoint.URLVerdict{}, internalv1.GrainError_CODE_FAILED_PRECONDITION, "", "delivery loop"},
+		{"no command", live, &internalv1.EndpointCommand{TenantId: "acme"}, endpoint.URLVerdict{}, internalv1.GrainError_CODE_INVALID_ARGUMENT, "command", "is missing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/history"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -232,17 +233,17 @@ func (g *grain) handleWindow(ctx actor.Context, r *request, w window) {
 	}, func(res any, err error) {
 		switch {
 		case errors.Is(err, errWindowTooLarge):
-			g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.Invalid("since", "the window lists more than %d deliveries: split it into narrower windows", MaxRecoveryList).Proto()})
+			g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.Invalid("since", "the window lists more than %d deliveries: split it into narrower windows", MaxRecoveryList).Proto()})
 			return
 		case err != nil:
 			g.log.Warn("endpoint grain cannot list a recovery window", "error", err)
-			g.reply(ctx, r.Sender, errReplyOf(controlv1.GrainError_CODE_UNAVAILABLE, "cannot list the window's deliveries from the history; retry"))
+			g.reply(ctx, r.Sender, errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, "cannot list the window's deliveries from the history; retry"))
 			return
 		}
 		l := res.(listed).l
 		digest := l.digest()
 		if rq.GetDryRun() {
-			g.reply(ctx, r.Sender, &controlv1.EndpointReply{Recovery: &controlv1.Recovery{
+			g.reply(ctx, r.Sender, &internalv1.EndpointReply{Recovery: &controlv1.Recovery{
 				EndpointId: g.id, Since: rq.GetSince(), Until: rq.GetUntil(), State: "dry_run", DryRun: true,
 				Statuses: w.statuses, EventTypes: w.eventTypes, Found: int64(len(l.ids)),
 				Manifest: g.manifest(int64(len(l.ids)), digest, &l),
@@ -250,12 +251,12 @@ func (g *grain) handleWindow(ctx actor.Context, r *request, w window) {
 			return
 		}
 		if d := rq.GetDigest(); d != "" && !strings.EqualFold(d, digest) {
-			g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: command.FailedPrecondition("digest",
+			g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.FailedPrecondition("digest",
 				"the window now lists %d deliveries with digest %s, not the list the dry run described: run the dry run again and check its manifest", len(l.ids), digest).Proto()})
 			return
 		}
 		if e := g.canRecover(); e != nil {
-			g.reply(ctx, r.Sender, &controlv1.EndpointReply{Error: e.Proto()})
+			g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: e.Proto()})
 			return
 		}
 		g.startWindow(ctx, r, w, l, digest)
@@ -279,7 +280,7 @@ func (g *grain) canRecover() *command.Error {
 func (g *grain) startWindow(ctx actor.Context, r *request, w window, l windowList, digest string) {
 	var b [8]byte
 	if _, err := io.ReadFull(g.cfg.Rand, b[:]); err != nil {
-		g.reply(ctx, r.Sender, errReplyOf(controlv1.GrainError_CODE_INTERNAL, "cannot draw a recovery id"))
+		g.reply(ctx, r.Sender, errReplyOf(internalv1.GrainError_CODE_INTERNAL, "cannot draw a recovery id"))
 		return
 	}
 	id := "rcv_" + hex.EncodeToString(b[:])
@@ -294,7 +295,7 @@ func (g *grain) startWindow(ctx actor.Context, r *request, w window, l windowLis
 		ev, err := events.EncodeIn(m, fmt.Sprintf("recovery.listed/%s/%d", id, i), stream, g.partition())
 		if err != nil {
 			g.log.Error("endpoint grain cannot encode a recovery's list", "recovery_id", id, "error", err)
-			g.reply(ctx, r.Sender, errReplyOf(controlv1.GrainError_CODE_INTERNAL, "cannot encode the recovery's list"))
+			g.reply(ctx, r.Sender, errReplyOf(internalv1.GrainError_CODE_INTERNAL, "cannot encode the recovery's list"))
 			return
 		}
 		evs = append(evs, ev)
@@ -309,7 +310,7 @@ func (g *grain) startWindow(ctx actor.Context, r *request, w window, l windowLis
 	}, func(_ any, err error) {
 		if err != nil {
 			g.log.Warn("endpoint grain cannot record a recovery's list", "recovery_id", id, "error", err)
-			g.reply(ctx, r.Sender, errReplyOf(controlv1.GrainError_CODE_UNAVAILABLE, "cannot record the recovery's list; retry"))
+			g.reply(ctx, r.Sender, errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, "cannot record the recovery's list; retry"))
 			return
 		}
 		rq := r.Cmd.GetRecover()
@@ -323,7 +324,7 @@ func (g *grain) startWindow(ctx actor.Context, r *request, w window, l windowLis
 			g.log.Info("recovery started", "recovery_id", id, "since", w.since, "until", w.until, "deliveries", len(l.ids), "digest", digest)
 			v := g.recoveryView(rec)
 			v.Manifest = g.manifest(int64(len(l.ids)), digest, &l)
-			g.reply(ctx, r.Sender, &controlv1.EndpointReply{Recovery: v})
+			g.reply(ctx, r.Sender, &internalv1.EndpointReply{Recovery: v})
 			g.runList(ctx, rec, l.ids)
 		})
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookline/hookline/actors/endpoint"
 	"github.com/hookline/hookline/projections/history"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
@@ -31,21 +32,21 @@ func TestRecoverWindowDryRun(t *testing.T) {
 	// Every delivery was planned at the bench's one time: replay order is
 	// by id.
 	want := slices.Sorted(slices.Values(ids))
-	recover := func(edit func(*controlv1.RecoverEndpointRequest)) *controlv1.EndpointReply {
+	recover := func(edit func(*controlv1.RecoverEndpointRequest)) *internalv1.EndpointReply {
 		rq := &controlv1.RecoverEndpointRequest{Since: timestamppb.New(t0.Add(-time.Hour)), Until: timestamppb.New(t0.Add(time.Hour))}
 		edit(rq)
-		return ask(t, b.sys, pid, &controlv1.EndpointCommand{TenantId: "acme", Command: &controlv1.EndpointCommand_Recover{Recover: rq}})
+		return ask(t, b.sys, pid, &internalv1.EndpointCommand{TenantId: "acme", Command: &internalv1.EndpointCommand_Recover{Recover: rq}})
 	}
 
 	for _, tc := range []struct {
 		name  string
 		edit  func(*controlv1.RecoverEndpointRequest)
-		code  controlv1.GrainError_Code
+		code  internalv1.GrainError_Code
 		field string
 	}{
-		{name: "unknown status", edit: func(r *controlv1.RecoverEndpointRequest) { r.Statuses = []string{"lost"} }, code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "statuses"},
-		{name: "wildcard type", edit: func(r *controlv1.RecoverEndpointRequest) { r.EventTypes = []string{"invoice.*"} }, code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "event_types"},
-		{name: "digest of another list", edit: func(r *controlv1.RecoverEndpointRequest) { r.Digest = endpoint.ListDigest(want[1:]) }, code: controlv1.GrainError_CODE_FAILED_PRECONDITION, field: "digest"},
+		{name: "unknown status", edit: func(r *controlv1.RecoverEndpointRequest) { r.Statuses = []string{"lost"} }, code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "statuses"},
+		{name: "wildcard type", edit: func(r *controlv1.RecoverEndpointRequest) { r.EventTypes = []string{"invoice.*"} }, code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "event_types"},
+		{name: "digest of another list", edit: func(r *controlv1.RecoverEndpointRequest) { r.Digest = endpoint.ListDigest(want[1:]) }, code: internalv1.GrainError_CODE_FAILED_PRECONDITION, field: "digest"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := recover(tc.edit)
@@ -67,13 +68,13 @@ func TestRecoverWindowDryRun(t *testing.T) {
 	})).GetRecovery(); other.GetManifest().GetDeliveries() != 0 {
 		t.Fatalf("dry run of another type: %v", other)
 	}
-	if recs := mustOK(t, ask(t, b.sys, pid, &controlv1.EndpointCommand{TenantId: "acme", Command: &controlv1.EndpointCommand_ListRecoveries{ListRecoveries: &controlv1.ListRecoveriesRequest{}}})); len(recs.GetRecoveries()) != 0 {
+	if recs := mustOK(t, ask(t, b.sys, pid, &internalv1.EndpointCommand{TenantId: "acme", Command: &internalv1.EndpointCommand_ListRecoveries{ListRecoveries: &controlv1.ListRecoveriesRequest{}}})); len(recs.GetRecoveries()) != 0 {
 		t.Fatalf("a dry run started a recovery: %v", recs)
 	}
 
 	rid := mustOK(t, recover(func(r *controlv1.RecoverEndpointRequest) { r.Digest = strings.ToUpper(m.GetDigest()) })).GetRecovery().GetRecoveryId()
 	waitUntil(t, "the recovery done and its attempts recorded", func() bool {
-		rec := mustOK(t, ask(t, b.sys, pid, &controlv1.EndpointCommand{TenantId: "acme", Command: &controlv1.EndpointCommand_GetRecovery{GetRecovery: &controlv1.GetRecoveryRequest{RecoveryId: rid}}})).GetRecovery()
+		rec := mustOK(t, ask(t, b.sys, pid, &internalv1.EndpointCommand{TenantId: "acme", Command: &internalv1.EndpointCommand_GetRecovery{GetRecovery: &controlv1.GetRecoveryRequest{RecoveryId: rid}}})).GetRecovery()
 		return rec.GetDone() && rec.GetReplayed() == 5 && rec.GetManifest().GetDigest() == m.GetDigest()
 	})
 	b.waitStatus("acme", history.Succeeded, ids...)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/actors/command"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -35,14 +36,14 @@ type Decision struct {
 // supplies key material. A refused command gives a *[command.Error] and no events.
 // Reads (get) and leases decide nothing: Decide returns an empty Decision for
 // them once the tenant exists.
-func (s *State) Decide(identity string, cmd *controlv1.TenantCommand, now time.Time, rand io.Reader) (Decision, error) {
+func (s *State) Decide(identity string, cmd *internalv1.TenantCommand, now time.Time, rand io.Reader) (Decision, error) {
 	if !command.ValidID(identity) {
 		return Decision{}, command.Invalid("tenant_id", "%q is not a tenant id: use 1 to 64 characters of [A-Za-z0-9_]", identity)
 	}
 	at := timestamppb.New(now)
 	by, rid := cmd.GetIssuedBy(), cmd.GetRequestId()
 	switch c := cmd.GetCommand().(type) {
-	case *controlv1.TenantCommand_Create:
+	case *internalv1.TenantCommand_Create:
 		r := c.Create
 		if err := matchTenant(r.GetTenantId(), identity); err != nil {
 			return Decision{}, err
@@ -60,10 +61,10 @@ func (s *State) Decide(identity string, cmd *controlv1.TenantCommand, now time.T
 			TenantId: identity, Name: r.GetName(), Quota: quotaOrZero(r.GetQuota()), IssuedBy: by, At: at, RequestId: rid,
 		}}}, nil
 
-	case *controlv1.TenantCommand_Get:
+	case *internalv1.TenantCommand_Get:
 		return Decision{}, s.exists(identity, c.Get.GetTenantId())
 
-	case *controlv1.TenantCommand_Lease:
+	case *internalv1.TenantCommand_Lease:
 		if err := s.exists(identity, ""); err != nil {
 			return Decision{}, err
 		}
@@ -72,7 +73,7 @@ func (s *State) Decide(identity string, cmd *controlv1.TenantCommand, now time.T
 		}
 		return Decision{}, nil
 
-	case *controlv1.TenantCommand_IssueKey:
+	case *internalv1.TenantCommand_IssueKey:
 		r := c.IssueKey
 		if err := s.exists(identity, r.GetTenantId()); err != nil {
 			return Decision{}, err
@@ -91,7 +92,7 @@ func (s *State) Decide(identity string, cmd *controlv1.TenantCommand, now time.T
 			Key: &controlv1.IssueApiKeyResponse{TenantId: identity, KeyId: keyID, ApiKey: key},
 		}, nil
 
-	case *controlv1.TenantCommand_RevokeKey:
+	case *internalv1.TenantCommand_RevokeKey:
 		r := c.RevokeKey
 		if err := s.exists(identity, r.GetTenantId()); err != nil {
 			return Decision{}, err
@@ -110,7 +111,7 @@ func (s *State) Decide(identity string, cmd *controlv1.TenantCommand, now time.T
 			TenantId: identity, KeyId: k.ID, IssuedBy: by, At: at, RequestId: rid, Reason: hooklinev1.ApiKeyRevoked_REASON_REQUESTED,
 		}}}, nil
 
-	case *controlv1.TenantCommand_SetQuota:
+	case *internalv1.TenantCommand_SetQuota:
 		r := c.SetQuota
 		if err := s.exists(identity, r.GetTenantId()); err != nil {
 			return Decision{}, err

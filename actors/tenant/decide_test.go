@@ -14,6 +14,7 @@ import (
 
 	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/actors/tenant"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -23,8 +24,8 @@ var (
 	admin = &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_ADMIN, Id: "ops"}
 )
 
-func create(name string, q *hooklinev1.Quota) *controlv1.TenantCommand {
-	return &controlv1.TenantCommand{IssuedBy: admin, Command: &controlv1.TenantCommand_Create{Create: &controlv1.CreateTenantRequest{Name: name, Quota: q}}}
+func create(name string, q *hooklinev1.Quota) *internalv1.TenantCommand {
+	return &internalv1.TenantCommand{IssuedBy: admin, Command: &internalv1.TenantCommand_Create{Create: &controlv1.CreateTenantRequest{Name: name, Quota: q}}}
 }
 
 func created(t *testing.T) *tenant.State {
@@ -44,28 +45,28 @@ func TestDecideValidation(t *testing.T) {
 		name     string
 		state    func(*testing.T) *tenant.State
 		identity string
-		cmd      *controlv1.TenantCommand
-		code     controlv1.GrainError_Code
+		cmd      *internalv1.TenantCommand
+		code     internalv1.GrainError_Code
 		field    string
 		message  string
 	}{
-		{name: "bad identity", identity: "a-b", cmd: create("A", nil), code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "tenant_id", message: "[A-Za-z0-9_]"},
-		{name: "create without name", cmd: create("", nil), code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "name", message: "is required"},
-		{name: "create long name", cmd: create(strings.Repeat("x", 201), nil), code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "name", message: "at most 200"},
-		{name: "create negative rate", cmd: create("A", &hooklinev1.Quota{AttemptsPerSecond: -1}), code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "quota.attempts_per_second", message: "0 means the default"},
-		{name: "create negative in-flight", cmd: create("A", &hooklinev1.Quota{MaxInFlight: -1}), code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "quota.max_in_flight"},
-		{name: "create weight", cmd: create("A", &hooklinev1.Quota{Weight: 5000}), code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "quota.weight"},
-		{name: "create other id", cmd: &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Create{Create: &controlv1.CreateTenantRequest{TenantId: "other", Name: "A"}}},
-			code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "tenant_id", message: "does not match"},
-		{name: "create twice", state: existing, cmd: create("A", nil), code: controlv1.GrainError_CODE_ALREADY_EXISTS, field: "tenant_id"},
-		{name: "get missing", cmd: &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{}}}, code: controlv1.GrainError_CODE_NOT_FOUND, field: "tenant_id"},
-		{name: "get other tenant", state: existing, cmd: &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{TenantId: "globex"}}}, code: controlv1.GrainError_CODE_NOT_FOUND, field: "tenant_id"},
-		{name: "issue on missing tenant", cmd: &controlv1.TenantCommand{Command: &controlv1.TenantCommand_IssueKey{IssueKey: &controlv1.IssueApiKeyRequest{Name: "ci"}}}, code: controlv1.GrainError_CODE_NOT_FOUND, field: "tenant_id"},
-		{name: "revoke without id", state: existing, cmd: &controlv1.TenantCommand{Command: &controlv1.TenantCommand_RevokeKey{RevokeKey: &controlv1.RevokeApiKeyRequest{}}}, code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "key_id", message: "is required"},
-		{name: "revoke unknown", state: existing, cmd: &controlv1.TenantCommand{Command: &controlv1.TenantCommand_RevokeKey{RevokeKey: &controlv1.RevokeApiKeyRequest{KeyId: "key_zz"}}}, code: controlv1.GrainError_CODE_NOT_FOUND, field: "key_id"},
-		{name: "quota missing", state: existing, cmd: &controlv1.TenantCommand{Command: &controlv1.TenantCommand_SetQuota{SetQuota: &controlv1.SetQuotaRequest{}}}, code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "quota"},
-		{name: "lease without endpoint", state: existing, cmd: &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Lease{Lease: &controlv1.QuotaLeaseRequest{}}}, code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "endpoint_id"},
-		{name: "no command", state: existing, cmd: &controlv1.TenantCommand{}, code: controlv1.GrainError_CODE_INVALID_ARGUMENT, field: "command"},
+		{name: "bad identity", identity: "a-b", cmd: create("A", nil), code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "tenant_id", message: "[A-Za-z0-9_]"},
+		{name: "create without name", cmd: create("", nil), code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "name", message: "is required"},
+		{name: "create long name", cmd: create(strings.Repeat("x", 201), nil), code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "name", message: "at most 200"},
+		{name: "create negative rate", cmd: create("A", &hooklinev1.Quota{AttemptsPerSecond: -1}), code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "quota.attempts_per_second", message: "0 means the default"},
+		{name: "create negative in-flight", cmd: create("A", &hooklinev1.Quota{MaxInFlight: -1}), code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "quota.max_in_flight"},
+		{name: "create weight", cmd: create("A", &hooklinev1.Quota{Weight: 5000}), code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "quota.weight"},
+		{name: "create other id", cmd: &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Create{Create: &controlv1.CreateTenantRequest{TenantId: "other", Name: "A"}}},
+			code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "tenant_id", message: "does not match"},
+		{name: "create twice", state: existing, cmd: create("A", nil), code: internalv1.GrainError_CODE_ALREADY_EXISTS, field: "tenant_id"},
+		{name: "get missing", cmd: &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{}}}, code: internalv1.GrainError_CODE_NOT_FOUND, field: "tenant_id"},
+		{name: "get other tenant", state: existing, cmd: &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{TenantId: "globex"}}}, code: internalv1.GrainError_CODE_NOT_FOUND, field: "tenant_id"},
+		{name: "issue on missing tenant", cmd: &internalv1.TenantCommand{Command: &internalv1.TenantCommand_IssueKey{IssueKey: &controlv1.IssueApiKeyRequest{Name: "ci"}}}, code: internalv1.GrainError_CODE_NOT_FOUND, field: "tenant_id"},
+		{name: "revoke without id", state: existing, cmd: &internalv1.TenantCommand{Command: &internalv1.TenantCommand_RevokeKey{RevokeKey: &controlv1.RevokeApiKeyRequest{}}}, code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "key_id", message: "is required"},
+		{name: "revoke unknown", state: existing, cmd: &internalv1.TenantCommand{Command: &internalv1.TenantCommand_RevokeKey{RevokeKey: &controlv1.RevokeApiKeyRequest{KeyId: "key_zz"}}}, code: internalv1.GrainError_CODE_NOT_FOUND, field: "key_id"},
+		{name: "quota missing", state: existing, cmd: &internalv1.TenantCommand{Command: &internalv1.TenantCommand_SetQuota{SetQuota: &controlv1.SetQuotaRequest{}}}, code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "quota"},
+		{name: "lease without endpoint", state: existing, cmd: &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Lease{Lease: &internalv1.QuotaLeaseRequest{}}}, code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "endpoint_id"},
+		{name: "no command", state: existing, cmd: &internalv1.TenantCommand{}, code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "command"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,7 +107,7 @@ func TestDecideEvents(t *testing.T) {
 	s.Apply(dec.Events[0])
 
 	// An API key: shown once, only its hash in the event.
-	issue := &controlv1.TenantCommand{IssuedBy: admin, Command: &controlv1.TenantCommand_IssueKey{IssueKey: &controlv1.IssueApiKeyRequest{Name: "billing"}}}
+	issue := &internalv1.TenantCommand{IssuedBy: admin, Command: &internalv1.TenantCommand_IssueKey{IssueKey: &controlv1.IssueApiKeyRequest{Name: "billing"}}}
 	dec, err = s.Decide("acme", issue, t0, bytes.NewReader(bytes.Repeat([]byte{7}, 64)))
 	if err != nil {
 		t.Fatal(err)
@@ -126,11 +127,11 @@ func TestDecideEvents(t *testing.T) {
 	s.Apply(ev)
 
 	// Setting the same quota writes nothing; revoking twice writes once.
-	same := &controlv1.TenantCommand{Command: &controlv1.TenantCommand_SetQuota{SetQuota: &controlv1.SetQuotaRequest{Quota: q}}}
+	same := &internalv1.TenantCommand{Command: &internalv1.TenantCommand_SetQuota{SetQuota: &controlv1.SetQuotaRequest{Quota: q}}}
 	if dec, err := s.Decide("acme", same, t0, nil); err != nil || len(dec.Events) != 0 {
 		t.Fatalf("same quota: %v, %v", dec.Events, err)
 	}
-	revoke := &controlv1.TenantCommand{IssuedBy: admin, Command: &controlv1.TenantCommand_RevokeKey{RevokeKey: &controlv1.RevokeApiKeyRequest{KeyId: ev.GetKeyId()}}}
+	revoke := &internalv1.TenantCommand{IssuedBy: admin, Command: &internalv1.TenantCommand_RevokeKey{RevokeKey: &controlv1.RevokeApiKeyRequest{KeyId: ev.GetKeyId()}}}
 	dec, err = s.Decide("acme", revoke, t0.Add(time.Minute), nil)
 	if err != nil || len(dec.Events) != 1 {
 		t.Fatalf("revoke: %v, %v", dec.Events, err)

@@ -3,10 +3,10 @@
 //
 // # Where it sits
 //
-// The control API (cluster/control) sends it a [controlv1.TenantCommand] and
-// gets a [controlv1.TenantReply]: create a tenant, read it, issue and revoke
+// The control API (cluster/control) sends it a [internalv1.TenantCommand] and
+// gets a [internalv1.TenantReply]: create a tenant, read it, issue and revoke
 // API keys, change its quota. Endpoint grains (actors/endpoint) ask it for
-// short leases of the tenant-wide quota ([controlv1.QuotaLeaseRequest]), so a
+// short leases of the tenant-wide quota ([internalv1.QuotaLeaseRequest]), so a
 // tenant with thousands of busy endpoints cannot take the fleet. The registry
 // projection reads the events it writes to authenticate API keys.
 //

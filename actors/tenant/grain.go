@@ -8,8 +8,8 @@ import (
 
 	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
-	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
 // Kind is the cluster kind of the tenant grain.
@@ -36,7 +36,7 @@ func Props(cfg Config, identity string) *actor.Props {
 	})
 }
 
-type request = command.Request[*controlv1.TenantCommand]
+type request = command.Request[*internalv1.TenantCommand]
 
 // grain is the tenant actor. All its fields are owned by the actor: they are
 // touched only in Receive and in the continuations of its I/O, which run on
@@ -44,7 +44,7 @@ type request = command.Request[*controlv1.TenantCommand]
 type grain struct {
 	cfg    Config
 	id     string
-	core   *command.Core[*controlv1.TenantCommand]
+	core   *command.Core[*internalv1.TenantCommand]
 	state  *State
 	leases *Leases
 }
@@ -66,10 +66,10 @@ func (g *grain) Receive(ctx actor.Context) {
 			g.id = msg.Identity.Identity
 			g.activate(ctx)
 		}
-	case *controlv1.TenantCommand:
+	case *internalv1.TenantCommand:
 		if g.core == nil {
 			// Not activated: a plain actor without an identity.
-			ctx.Send(ctx.Sender(), errReply(&controlv1.GrainError{Code: controlv1.GrainError_CODE_UNAVAILABLE, Message: "the tenant grain has no identity; retry"}))
+			ctx.Send(ctx.Sender(), errReply(&internalv1.GrainError{Code: internalv1.GrainError_CODE_UNAVAILABLE, Message: "the tenant grain has no identity; retry"}))
 			return
 		}
 		if g.core.Push(ctx, ctx.Sender(), msg) {
@@ -92,7 +92,7 @@ func (g *grain) Receive(ctx actor.Context) {
 func (g *grain) activate(ctx actor.Context) {
 	stream := events.TenantStream(g.id)
 	g.state = &State{}
-	g.core = command.NewCore[*controlv1.TenantCommand](command.Config{
+	g.core = command.NewCore[*internalv1.TenantCommand](command.Config{
 		Kind: Kind, Stream: stream, Log: g.cfg.Log, IOTimeout: g.cfg.IOTimeout,
 		Logger:   g.cfg.Logger.With("tenant_id", g.id, "stream", stream),
 		ErrReply: errReply, Next: g.next,
@@ -119,7 +119,7 @@ func (g *grain) handle(ctx actor.Context, r *request) {
 	now := g.cfg.Now()
 	dec, err := g.state.Decide(g.id, r.Cmd, now, g.cfg.Rand)
 	if err != nil {
-		g.core.Reply(ctx, r.Sender, &controlv1.TenantReply{Error: command.AsGrainError(err)})
+		g.core.Reply(ctx, r.Sender, &internalv1.TenantReply{Error: command.AsGrainError(err)})
 		return
 	}
 	if lr := r.Cmd.GetLease(); lr != nil {
@@ -131,7 +131,7 @@ func (g *grain) handle(ctx actor.Context, r *request) {
 			inFlight = q.GetMaxInFlight()
 		}
 		gr := g.leases.Grant(now, lr.GetEndpointId(), lr.GetWantAttempts(), lr.GetWantInFlight(), rate, inFlight)
-		g.core.Reply(ctx, r.Sender, &controlv1.TenantReply{Lease: &controlv1.QuotaLease{
+		g.core.Reply(ctx, r.Sender, &internalv1.TenantReply{Lease: &internalv1.QuotaLease{
 			Attempts: gr.Attempts, InFlight: gr.InFlight, ExpiresAt: timestamppb.New(gr.Expires),
 		}})
 		return
@@ -143,11 +143,11 @@ func (g *grain) handle(ctx actor.Context, r *request) {
 // stands (and the key, once, for an issue).
 func (g *grain) write(ctx actor.Context, r *request, dec Decision) {
 	if len(dec.Events) == 0 {
-		g.core.Reply(ctx, r.Sender, &controlv1.TenantReply{Tenant: g.state.View()})
+		g.core.Reply(ctx, r.Sender, &internalv1.TenantReply{Tenant: g.state.View()})
 		return
 	}
 	g.core.Append(ctx, r, commandKind(r.Cmd), dec.Events, g.state.Apply, func() {
-		g.core.Reply(ctx, r.Sender, &controlv1.TenantReply{Tenant: g.state.View(), Key: dec.Key})
+		g.core.Reply(ctx, r.Sender, &internalv1.TenantReply{Tenant: g.state.View(), Key: dec.Key})
 	})
 }
 
@@ -164,19 +164,19 @@ func (g *grain) retried(ctx actor.Context, r *request, msgs []proto.Message) {
 		}
 	}
 	if issued == nil || r.Cmd.GetIssueKey() == nil {
-		g.core.Reply(ctx, r.Sender, &controlv1.TenantReply{Tenant: g.state.View()})
+		g.core.Reply(ctx, r.Sender, &internalv1.TenantReply{Tenant: g.state.View()})
 		return
 	}
 	dec, err := g.state.Reissue(g.id, issued, g.cfg.Now(), g.cfg.Rand)
 	if err != nil {
-		g.core.Reply(ctx, r.Sender, &controlv1.TenantReply{Error: command.AsGrainError(err)})
+		g.core.Reply(ctx, r.Sender, &internalv1.TenantReply{Error: command.AsGrainError(err)})
 		return
 	}
 	g.cfg.Logger.Warn("api key issued for a request whose answer was lost; replacing it", "tenant_id", g.id, "key_id", issued.GetKeyId())
 	g.write(ctx, r, dec)
 }
 
-func commandKind(cmd *controlv1.TenantCommand) string {
+func commandKind(cmd *internalv1.TenantCommand) string {
 	if od := cmd.ProtoReflect().Descriptor().Oneofs().ByName("command"); od != nil {
 		if fd := cmd.ProtoReflect().WhichOneof(od); fd != nil {
 			return string(fd.Name())
@@ -185,6 +185,6 @@ func commandKind(cmd *controlv1.TenantCommand) string {
 	return "unknown"
 }
 
-func errReply(e *controlv1.GrainError) proto.Message {
-	return &controlv1.TenantReply{Error: e}
+func errReply(e *internalv1.GrainError) proto.Message {
+	return &internalv1.TenantReply{Error: e}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hookline/hookline/actors/tenant"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/embedded"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -48,13 +49,13 @@ func newSystem(t *testing.T) *actor.ActorSystem {
 	return sys
 }
 
-func ask(t *testing.T, sys *actor.ActorSystem, pid *actor.PID, cmd *controlv1.TenantCommand) *controlv1.TenantReply {
+func ask(t *testing.T, sys *actor.ActorSystem, pid *actor.PID, cmd *internalv1.TenantCommand) *internalv1.TenantReply {
 	t.Helper()
 	res, err := sys.Root.RequestFuture(pid, cmd, 10*time.Second).Result()
 	if err != nil {
 		t.Fatalf("request %v: %v", cmd, err)
 	}
-	return res.(*controlv1.TenantReply)
+	return res.(*internalv1.TenantReply)
 }
 
 // waitStopped polls until pid no longer answers (its requests go to dead
@@ -63,7 +64,7 @@ func waitStopped(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		_, err := sys.Root.RequestFuture(pid, &controlv1.TenantCommand{}, time.Second).Result()
+		_, err := sys.Root.RequestFuture(pid, &internalv1.TenantCommand{}, time.Second).Result()
 		if errors.Is(err, actor.ErrDeadLetter) {
 			return
 		}
@@ -83,27 +84,27 @@ func TestGrain(t *testing.T) {
 		t.Fatalf("create: %v", rep)
 	}
 	rep = ask(t, sys, pid, create("Acme", nil))
-	if rep.GetError().GetCode() != controlv1.GrainError_CODE_ALREADY_EXISTS {
+	if rep.GetError().GetCode() != internalv1.GrainError_CODE_ALREADY_EXISTS {
 		t.Fatalf("second create: %v", rep)
 	}
 
-	rep = ask(t, sys, pid, &controlv1.TenantCommand{IssuedBy: admin, Command: &controlv1.TenantCommand_IssueKey{IssueKey: &controlv1.IssueApiKeyRequest{Name: "billing"}}})
+	rep = ask(t, sys, pid, &internalv1.TenantCommand{IssuedBy: admin, Command: &internalv1.TenantCommand_IssueKey{IssueKey: &controlv1.IssueApiKeyRequest{Name: "billing"}}})
 	key := rep.GetKey()
 	if rep.GetError() != nil || !strings.HasPrefix(key.GetApiKey(), "hk_") {
 		t.Fatalf("issue: %v", rep)
 	}
-	rep = ask(t, sys, pid, &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{TenantId: "acme"}}})
+	rep = ask(t, sys, pid, &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{TenantId: "acme"}}})
 	if rep.GetKey() != nil || len(rep.GetTenant().GetApiKeys()) != 1 {
 		t.Fatalf("get after issue shows %v", rep)
 	}
 
 	clk.Add(time.Minute)
-	rep = ask(t, sys, pid, &controlv1.TenantCommand{IssuedBy: admin, Command: &controlv1.TenantCommand_RevokeKey{RevokeKey: &controlv1.RevokeApiKeyRequest{KeyId: key.GetKeyId()}}})
+	rep = ask(t, sys, pid, &internalv1.TenantCommand{IssuedBy: admin, Command: &internalv1.TenantCommand_RevokeKey{RevokeKey: &controlv1.RevokeApiKeyRequest{KeyId: key.GetKeyId()}}})
 	if rep.GetError() != nil || !rep.GetTenant().GetApiKeys()[0].GetRevoked() {
 		t.Fatalf("revoke: %v", rep)
 	}
 
-	rep = ask(t, sys, pid, &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Lease{Lease: &controlv1.QuotaLeaseRequest{EndpointId: "ep_1", WantAttempts: 100, WantInFlight: 100}}})
+	rep = ask(t, sys, pid, &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Lease{Lease: &internalv1.QuotaLeaseRequest{EndpointId: "ep_1", WantAttempts: 100, WantInFlight: 100}}})
 	if l := rep.GetLease(); l.GetAttempts() != 20 || l.GetInFlight() != 4 || !l.GetExpiresAt().AsTime().Equal(clk.Now().Add(time.Second)) {
 		t.Fatalf("lease: %v", rep)
 	}
@@ -135,12 +136,12 @@ func TestGrain(t *testing.T) {
 	}
 
 	// A new activation rebuilds the same tenant from the log.
-	before := ask(t, sys, pid, &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{}}}).GetTenant()
+	before := ask(t, sys, pid, &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{}}}).GetTenant()
 	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
 		t.Fatal(err)
 	}
 	pid = sys.Root.Spawn(tenant.Props(cfg, "acme"))
-	after := ask(t, sys, pid, &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{}}}).GetTenant()
+	after := ask(t, sys, pid, &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{}}}).GetTenant()
 	if before.String() != after.String() {
 		t.Fatalf("rebuilt %v, want %v", after, before)
 	}
@@ -150,8 +151,8 @@ func TestGrainFencing(t *testing.T) {
 	log := openLog(t)
 	sys := newSystem(t)
 	cfg := tenant.Config{Log: log, Now: (&clock{now: t0}).Now, Logger: quiet}
-	get := &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{}}}
-	issue := &controlv1.TenantCommand{IssuedBy: admin, Command: &controlv1.TenantCommand_IssueKey{IssueKey: &controlv1.IssueApiKeyRequest{Name: "k"}}}
+	get := &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{}}}
+	issue := &internalv1.TenantCommand{IssuedBy: admin, Command: &internalv1.TenantCommand_IssueKey{IssueKey: &controlv1.IssueApiKeyRequest{Name: "k"}}}
 
 	a := sys.Root.Spawn(tenant.Props(cfg, "acme"))
 	if rep := ask(t, sys, a, create("Acme", nil)); rep.GetError() != nil {
@@ -165,7 +166,7 @@ func TestGrainFencing(t *testing.T) {
 		t.Fatal(rep)
 	}
 	rep := ask(t, sys, b, issue)
-	if rep.GetError().GetCode() != controlv1.GrainError_CODE_ABORTED || rep.GetKey() != nil {
+	if rep.GetError().GetCode() != internalv1.GrainError_CODE_ABORTED || rep.GetKey() != nil {
 		t.Fatalf("stale activation answered %v, want ABORTED", rep)
 	}
 	waitStopped(t, sys, b)
@@ -194,7 +195,7 @@ func TestGrainRetriedCommands(t *testing.T) {
 			t.Fatalf("create %d: %v", i+1, rep)
 		}
 	}
-	issue := &controlv1.TenantCommand{IssuedBy: admin, RequestId: "req_issue", Command: &controlv1.TenantCommand_IssueKey{IssueKey: &controlv1.IssueApiKeyRequest{Name: "billing"}}}
+	issue := &internalv1.TenantCommand{IssuedBy: admin, RequestId: "req_issue", Command: &internalv1.TenantCommand_IssueKey{IssueKey: &controlv1.IssueApiKeyRequest{Name: "billing"}}}
 	first := ask(t, sys, pid, issue).GetKey()
 	second := ask(t, sys, pid, issue).GetKey()
 	if first.GetApiKey() == "" || second.GetApiKey() == "" || first.GetKeyId() == second.GetKeyId() {
@@ -220,7 +221,7 @@ func TestGrainRetriedCommands(t *testing.T) {
 	if got, want := strings.Join(types, ","), "TenantCreated,ApiKeyIssued,ApiKeyRevoked,ApiKeyIssued,ApiKeyRevoked,ApiKeyIssued"; got != want {
 		t.Fatalf("events %s, want %s", got, want)
 	}
-	keys := ask(t, sys, pid, &controlv1.TenantCommand{Command: &controlv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{}}}).GetTenant().GetApiKeys()
+	keys := ask(t, sys, pid, &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{}}}).GetTenant().GetApiKeys()
 	live := 0
 	for _, k := range keys {
 		if !k.GetRevoked() {

@@ -2,7 +2,7 @@
 // outbox, the relay and the CLI, imported by tests only:
 //
 //   - Start (and Run, outside a test) runs a whole Hookline node in the
-//     test's process (cluster.NewServer) on the embedded log in a temporary
+//     test's process (node.New) on the embedded log in a temporary
 //     directory, on loopback ports the system chooses, with loopback
 //     receivers allowed; Node.Published counts what its log accepted;
 //   - NewOutbox gives a test an outbox table in a fresh schema on the

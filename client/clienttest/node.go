@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/client"
 	"github.com/hookline/hookline/cluster"
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/node"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -31,7 +32,7 @@ type Node struct {
 	// Dir is the node's data directory.
 	Dir string
 
-	srv  *cluster.Server
+	srv  *node.Server
 	stop context.CancelFunc
 	done chan error
 }
@@ -71,9 +72,9 @@ func Run(opts Options) (*Node, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	cfg := cluster.ServerConfig{
+	cfg := node.Config{
 		DataDir: opts.Dir, GRPCAddr: addr, HTTPAddr: "127.0.0.1:0",
-		Node:       cluster.Config{Port: cluster.AnyPort, GossipPort: cluster.AnyPort, Logger: Logger()},
+		Cluster:    cluster.Config{Port: cluster.AnyPort, GossipPort: cluster.AnyPort, Logger: Logger()},
 		AdminToken: AdminToken, MasterKey: masterKey,
 		Policy: &attempt.Policy{AllowPrivate: true},
 		// Out of the way of load tests: the default tenant quota is 100
@@ -82,7 +83,7 @@ func Run(opts Options) (*Node, error) {
 		Logger: Logger(),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := cluster.NewServer(ctx, cfg)
+	srv, err := node.New(ctx, cfg)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("clienttest: start node: %w", err)
@@ -93,7 +94,7 @@ func Run(opts Options) (*Node, error) {
 }
 
 // Server returns the running server.
-func (n *Node) Server() *cluster.Server { return n.srv }
+func (n *Node) Server() *node.Server { return n.srv }
 
 // Stop stops the node gracefully and waits for it, failing the test if it
 // does not stop cleanly; stopping twice is a no-op.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/attempt"
 )
 
 func ExampleParseMix() {

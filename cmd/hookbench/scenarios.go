@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 

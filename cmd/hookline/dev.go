@@ -20,8 +20,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/cluster"
+	"github.com/hookline/hookline/node"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 	"github.com/hookline/hookline/verify"
 )
@@ -59,9 +60,9 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	token := randomHex(16)
 	say := func(format string, args ...any) { fmt.Fprintf(stdout, format+"\n", args...) }
 
-	srv, err := cluster.NewServer(ctx, cluster.ServerConfig{
+	srv, err := node.New(ctx, node.Config{
 		DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-		Node:       cluster.Config{Port: cluster.AnyPort, GossipPort: cluster.AnyPort, Logger: logger},
+		Cluster:    cluster.Config{Port: cluster.AnyPort, GossipPort: cluster.AnyPort, Logger: logger},
 		AdminToken: token, MasterKey: os.Getenv("HOOKLINE_MASTER_KEY"),
 		Policy: &attempt.Policy{AllowPrivate: true}, Logger: logger,
 	})

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/hookline/hookline/client"
-	"github.com/hookline/hookline/cluster"
+	"github.com/hookline/hookline/node"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
@@ -74,7 +74,7 @@ node's data directory (embedded log) give --data.
 	var err error
 	if *data != "" {
 		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		rep, err = cluster.ReconcileOffline(ctx, *data, req, logger)
+		rep, err = node.ReconcileOffline(ctx, *data, req, logger)
 	} else {
 		rep, err = reconcileNode(ctx, opts.config(), req)
 	}

@@ -14,9 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookline/hookline/actors/attempt"
+	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/cluster"
 	"github.com/hookline/hookline/faults"
+	"github.com/hookline/hookline/node"
 	"github.com/hookline/hookline/tracing/otlp"
 )
 
@@ -121,7 +122,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if *insecureCluster && len(nodeCfg.Secrets) == 0 {
 		logger.Warn("!!! --insecure-cluster is ON: the cluster and gossip ports accept anyone who reaches them. DEVELOPMENT ON A TRUSTED NETWORK ONLY !!!")
 	}
-	var spans cluster.Spans
+	var spans node.Spans
 	if *otlpEndpoint != "" {
 		exp, err := otlp.New(ctx, otlp.Config{Endpoint: *otlpEndpoint, Instance: *clusterAddr, Logger: logger})
 		if err != nil {
@@ -141,7 +142,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if admin == "" {
 		logger.Warn("HOOKLINE_ADMIN_TOKEN is not set: the admin API (tenants, keys) is disabled")
 	}
-	srv, err := cluster.NewServer(ctx, cluster.ServerConfig{
+	srv, err := node.New(ctx, node.Config{
 		DataDir:       *data,
 		Store:         *store,
 		StoreSchema:   *schema,
@@ -149,7 +150,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		HTTPAddr:      *httpAddr,
 		TLSCertFile:   *tlsCert,
 		TLSKeyFile:    *tlsKey,
-		Node:          nodeCfg,
+		Cluster:       nodeCfg,
 		AdminToken:    admin,
 		MasterKey:     os.Getenv("HOOKLINE_MASTER_KEY"),
 		MasterKeyFile: *masterKeyFile,

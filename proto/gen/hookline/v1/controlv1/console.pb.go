@@ -1662,98 +1662,6 @@ func (x *HealthBucket) GetMaxMs() int64 {
 	return 0
 }
 
-// NodeStatusQuery asks a member's status actor for its figures (between
-// nodes; not part of the REST API).
-type NodeStatusQuery struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *NodeStatusQuery) Reset() {
-	*x = NodeStatusQuery{}
-	mi := &file_hookline_v1_console_proto_msgTypes[22]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *NodeStatusQuery) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*NodeStatusQuery) ProtoMessage() {}
-
-func (x *NodeStatusQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_console_proto_msgTypes[22]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use NodeStatusQuery.ProtoReflect.Descriptor instead.
-func (*NodeStatusQuery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_console_proto_rawDescGZIP(), []int{22}
-}
-
-// NodeStatusReply is a member's answer to NodeStatusQuery: its figures and
-// the delivery partitions it serves (events.PartitionSet words).
-type NodeStatusReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Status        *NodeStatus            `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
-	Live          []uint64               `protobuf:"varint,2,rep,packed,name=live,proto3" json:"live,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *NodeStatusReply) Reset() {
-	*x = NodeStatusReply{}
-	mi := &file_hookline_v1_console_proto_msgTypes[23]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *NodeStatusReply) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*NodeStatusReply) ProtoMessage() {}
-
-func (x *NodeStatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_console_proto_msgTypes[23]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use NodeStatusReply.ProtoReflect.Descriptor instead.
-func (*NodeStatusReply) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_console_proto_rawDescGZIP(), []int{23}
-}
-
-func (x *NodeStatusReply) GetStatus() *NodeStatus {
-	if x != nil {
-		return x.Status
-	}
-	return nil
-}
-
-func (x *NodeStatusReply) GetLive() []uint64 {
-	if x != nil {
-		return x.Live
-	}
-	return nil
-}
-
 var File_hookline_v1_console_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_console_proto_rawDesc = "" +
@@ -1903,11 +1811,7 @@ const file_hookline_v1_console_proto_rawDesc = "" +
 	"\x06failed\x18\x03 \x01(\x03R\x06failed\x12\x18\n" +
 	"\apending\x18\x04 \x01(\x03R\apending\x12\x15\n" +
 	"\x06p50_ms\x18\x05 \x01(\x03R\x05p50Ms\x12\x15\n" +
-	"\x06max_ms\x18\x06 \x01(\x03R\x05maxMs\"\x11\n" +
-	"\x0fNodeStatusQuery\"V\n" +
-	"\x0fNodeStatusReply\x12/\n" +
-	"\x06status\x18\x01 \x01(\v2\x17.hookline.v1.NodeStatusR\x06status\x12\x12\n" +
-	"\x04live\x18\x02 \x03(\x04R\x04live2\xeb\x02\n" +
+	"\x06max_ms\x18\x06 \x01(\x03R\x05maxMs2\xeb\x02\n" +
 	"\rPortalService\x12_\n" +
 	"\x10IssuePortalToken\x12$.hookline.v1.IssuePortalTokenRequest\x1a%.hookline.v1.IssuePortalTokenResponse\x12_\n" +
 	"\x10ListPortalTokens\x12$.hookline.v1.ListPortalTokensRequest\x1a%.hookline.v1.ListPortalTokensResponse\x12T\n" +
@@ -1937,7 +1841,7 @@ func file_hookline_v1_console_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_console_proto_rawDescData
 }
 
-var file_hookline_v1_console_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_hookline_v1_console_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_hookline_v1_console_proto_goTypes = []any{
 	(*IssuePortalTokenRequest)(nil),  // 0: hookline.v1.IssuePortalTokenRequest
 	(*IssuePortalTokenResponse)(nil), // 1: hookline.v1.IssuePortalTokenResponse
@@ -1961,65 +1865,62 @@ var file_hookline_v1_console_proto_goTypes = []any{
 	(*GetEndpointHealthRequest)(nil), // 19: hookline.v1.GetEndpointHealthRequest
 	(*EndpointHealth)(nil),           // 20: hookline.v1.EndpointHealth
 	(*HealthBucket)(nil),             // 21: hookline.v1.HealthBucket
-	(*NodeStatusQuery)(nil),          // 22: hookline.v1.NodeStatusQuery
-	(*NodeStatusReply)(nil),          // 23: hookline.v1.NodeStatusReply
-	nil,                              // 24: hookline.v1.NodeStatus.GrainsEntry
-	(*timestamppb.Timestamp)(nil),    // 25: google.protobuf.Timestamp
-	(*v1.Actor)(nil),                 // 26: hookline.v1.Actor
-	(*Tenant)(nil),                   // 27: hookline.v1.Tenant
-	(*structpb.Struct)(nil),          // 28: google.protobuf.Struct
-	(*Delivery)(nil),                 // 29: hookline.v1.Delivery
-	(Endpoint_Circuit)(0),            // 30: hookline.v1.Endpoint.Circuit
-	(Endpoint_Status)(0),             // 31: hookline.v1.Endpoint.Status
+	nil,                              // 22: hookline.v1.NodeStatus.GrainsEntry
+	(*timestamppb.Timestamp)(nil),    // 23: google.protobuf.Timestamp
+	(*v1.Actor)(nil),                 // 24: hookline.v1.Actor
+	(*Tenant)(nil),                   // 25: hookline.v1.Tenant
+	(*structpb.Struct)(nil),          // 26: google.protobuf.Struct
+	(*Delivery)(nil),                 // 27: hookline.v1.Delivery
+	(Endpoint_Circuit)(0),            // 28: hookline.v1.Endpoint.Circuit
+	(Endpoint_Status)(0),             // 29: hookline.v1.Endpoint.Status
 }
 var file_hookline_v1_console_proto_depIdxs = []int32{
 	5,  // 0: hookline.v1.IssuePortalTokenResponse.token:type_name -> hookline.v1.PortalToken
 	5,  // 1: hookline.v1.ListPortalTokensResponse.tokens:type_name -> hookline.v1.PortalToken
-	25, // 2: hookline.v1.PortalToken.created_at:type_name -> google.protobuf.Timestamp
-	25, // 3: hookline.v1.PortalToken.expires_at:type_name -> google.protobuf.Timestamp
-	26, // 4: hookline.v1.PortalToken.issued_by:type_name -> hookline.v1.Actor
-	25, // 5: hookline.v1.Session.expires_at:type_name -> google.protobuf.Timestamp
-	27, // 6: hookline.v1.ListTenantsResponse.tenants:type_name -> hookline.v1.Tenant
+	23, // 2: hookline.v1.PortalToken.created_at:type_name -> google.protobuf.Timestamp
+	23, // 3: hookline.v1.PortalToken.expires_at:type_name -> google.protobuf.Timestamp
+	24, // 4: hookline.v1.PortalToken.issued_by:type_name -> hookline.v1.Actor
+	23, // 5: hookline.v1.Session.expires_at:type_name -> google.protobuf.Timestamp
+	25, // 6: hookline.v1.ListTenantsResponse.tenants:type_name -> hookline.v1.Tenant
 	12, // 7: hookline.v1.ClusterStatus.nodes:type_name -> hookline.v1.NodeStatus
-	25, // 8: hookline.v1.ClusterStatus.at:type_name -> google.protobuf.Timestamp
-	24, // 9: hookline.v1.NodeStatus.grains:type_name -> hookline.v1.NodeStatus.GrainsEntry
+	23, // 8: hookline.v1.ClusterStatus.at:type_name -> google.protobuf.Timestamp
+	22, // 9: hookline.v1.NodeStatus.grains:type_name -> hookline.v1.NodeStatus.GrainsEntry
 	16, // 10: hookline.v1.AuditPage.events:type_name -> hookline.v1.AuditEvent
-	25, // 11: hookline.v1.AuditEvent.recorded_at:type_name -> google.protobuf.Timestamp
-	28, // 12: hookline.v1.AuditEvent.data:type_name -> google.protobuf.Struct
-	26, // 13: hookline.v1.AuditEvent.issued_by:type_name -> hookline.v1.Actor
-	29, // 14: hookline.v1.DeliveryTrace.delivery:type_name -> hookline.v1.Delivery
+	23, // 11: hookline.v1.AuditEvent.recorded_at:type_name -> google.protobuf.Timestamp
+	26, // 12: hookline.v1.AuditEvent.data:type_name -> google.protobuf.Struct
+	24, // 13: hookline.v1.AuditEvent.issued_by:type_name -> hookline.v1.Actor
+	27, // 14: hookline.v1.DeliveryTrace.delivery:type_name -> hookline.v1.Delivery
 	16, // 15: hookline.v1.DeliveryTrace.events:type_name -> hookline.v1.AuditEvent
-	30, // 16: hookline.v1.EndpointHealth.circuit:type_name -> hookline.v1.Endpoint.Circuit
-	31, // 17: hookline.v1.EndpointHealth.status:type_name -> hookline.v1.Endpoint.Status
-	25, // 18: hookline.v1.EndpointHealth.since:type_name -> google.protobuf.Timestamp
+	28, // 16: hookline.v1.EndpointHealth.circuit:type_name -> hookline.v1.Endpoint.Circuit
+	29, // 17: hookline.v1.EndpointHealth.status:type_name -> hookline.v1.Endpoint.Status
+	23, // 18: hookline.v1.EndpointHealth.since:type_name -> google.protobuf.Timestamp
 	21, // 19: hookline.v1.EndpointHealth.buckets:type_name -> hookline.v1.HealthBucket
-	25, // 20: hookline.v1.HealthBucket.start:type_name -> google.protobuf.Timestamp
-	12, // 21: hookline.v1.NodeStatusReply.status:type_name -> hookline.v1.NodeStatus
-	0,  // 22: hookline.v1.PortalService.IssuePortalToken:input_type -> hookline.v1.IssuePortalTokenRequest
-	2,  // 23: hookline.v1.PortalService.ListPortalTokens:input_type -> hookline.v1.ListPortalTokensRequest
-	4,  // 24: hookline.v1.PortalService.RevokePortalToken:input_type -> hookline.v1.RevokePortalTokenRequest
-	6,  // 25: hookline.v1.PortalService.GetSession:input_type -> hookline.v1.GetSessionRequest
-	8,  // 26: hookline.v1.OperatorService.ListTenants:input_type -> hookline.v1.ListTenantsRequest
-	10, // 27: hookline.v1.OperatorService.GetClusterStatus:input_type -> hookline.v1.GetClusterStatusRequest
-	13, // 28: hookline.v1.AuditService.ReadStream:input_type -> hookline.v1.ReadStreamRequest
-	14, // 29: hookline.v1.AuditService.ReadCategory:input_type -> hookline.v1.ReadCategoryRequest
-	17, // 30: hookline.v1.AuditService.TraceDelivery:input_type -> hookline.v1.TraceDeliveryRequest
-	19, // 31: hookline.v1.EndpointHealthService.GetEndpointHealth:input_type -> hookline.v1.GetEndpointHealthRequest
-	1,  // 32: hookline.v1.PortalService.IssuePortalToken:output_type -> hookline.v1.IssuePortalTokenResponse
-	3,  // 33: hookline.v1.PortalService.ListPortalTokens:output_type -> hookline.v1.ListPortalTokensResponse
-	5,  // 34: hookline.v1.PortalService.RevokePortalToken:output_type -> hookline.v1.PortalToken
-	7,  // 35: hookline.v1.PortalService.GetSession:output_type -> hookline.v1.Session
-	9,  // 36: hookline.v1.OperatorService.ListTenants:output_type -> hookline.v1.ListTenantsResponse
-	11, // 37: hookline.v1.OperatorService.GetClusterStatus:output_type -> hookline.v1.ClusterStatus
-	15, // 38: hookline.v1.AuditService.ReadStream:output_type -> hookline.v1.AuditPage
-	15, // 39: hookline.v1.AuditService.ReadCategory:output_type -> hookline.v1.AuditPage
-	18, // 40: hookline.v1.AuditService.TraceDelivery:output_type -> hookline.v1.DeliveryTrace
-	20, // 41: hookline.v1.EndpointHealthService.GetEndpointHealth:output_type -> hookline.v1.EndpointHealth
-	32, // [32:42] is the sub-list for method output_type
-	22, // [22:32] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	23, // 20: hookline.v1.HealthBucket.start:type_name -> google.protobuf.Timestamp
+	0,  // 21: hookline.v1.PortalService.IssuePortalToken:input_type -> hookline.v1.IssuePortalTokenRequest
+	2,  // 22: hookline.v1.PortalService.ListPortalTokens:input_type -> hookline.v1.ListPortalTokensRequest
+	4,  // 23: hookline.v1.PortalService.RevokePortalToken:input_type -> hookline.v1.RevokePortalTokenRequest
+	6,  // 24: hookline.v1.PortalService.GetSession:input_type -> hookline.v1.GetSessionRequest
+	8,  // 25: hookline.v1.OperatorService.ListTenants:input_type -> hookline.v1.ListTenantsRequest
+	10, // 26: hookline.v1.OperatorService.GetClusterStatus:input_type -> hookline.v1.GetClusterStatusRequest
+	13, // 27: hookline.v1.AuditService.ReadStream:input_type -> hookline.v1.ReadStreamRequest
+	14, // 28: hookline.v1.AuditService.ReadCategory:input_type -> hookline.v1.ReadCategoryRequest
+	17, // 29: hookline.v1.AuditService.TraceDelivery:input_type -> hookline.v1.TraceDeliveryRequest
+	19, // 30: hookline.v1.EndpointHealthService.GetEndpointHealth:input_type -> hookline.v1.GetEndpointHealthRequest
+	1,  // 31: hookline.v1.PortalService.IssuePortalToken:output_type -> hookline.v1.IssuePortalTokenResponse
+	3,  // 32: hookline.v1.PortalService.ListPortalTokens:output_type -> hookline.v1.ListPortalTokensResponse
+	5,  // 33: hookline.v1.PortalService.RevokePortalToken:output_type -> hookline.v1.PortalToken
+	7,  // 34: hookline.v1.PortalService.GetSession:output_type -> hookline.v1.Session
+	9,  // 35: hookline.v1.OperatorService.ListTenants:output_type -> hookline.v1.ListTenantsResponse
+	11, // 36: hookline.v1.OperatorService.GetClusterStatus:output_type -> hookline.v1.ClusterStatus
+	15, // 37: hookline.v1.AuditService.ReadStream:output_type -> hookline.v1.AuditPage
+	15, // 38: hookline.v1.AuditService.ReadCategory:output_type -> hookline.v1.AuditPage
+	18, // 39: hookline.v1.AuditService.TraceDelivery:output_type -> hookline.v1.DeliveryTrace
+	20, // 40: hookline.v1.EndpointHealthService.GetEndpointHealth:output_type -> hookline.v1.EndpointHealth
+	31, // [31:41] is the sub-list for method output_type
+	21, // [21:31] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_console_proto_init() }
@@ -2034,7 +1935,7 @@ func file_hookline_v1_console_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_console_proto_rawDesc), len(file_hookline_v1_console_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -16,7 +16,6 @@
 package controlv1
 
 import (
-	v1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -692,233 +691,11 @@ func (x *ProjectionDigest) GetMoving() int64 {
 	return 0
 }
 
-// ReconcilePart asks a node to reconcile the partitions it serves, at the
-// log position head.
-type ReconcilePart struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	RunId            string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	HeadCommit       uint64                 `protobuf:"varint,2,opt,name=head_commit,json=headCommit,proto3" json:"head_commit,omitempty"`
-	HeadPrepare      uint64                 `protobuf:"varint,3,opt,name=head_prepare,json=headPrepare,proto3" json:"head_prepare,omitempty"`
-	Repair           bool                   `protobuf:"varint,4,opt,name=repair,proto3" json:"repair,omitempty"`
-	MaxListed        int32                  `protobuf:"varint,5,opt,name=max_listed,json=maxListed,proto3" json:"max_listed,omitempty"`
-	NotPulledAfterMs int64                  `protobuf:"varint,6,opt,name=not_pulled_after_ms,json=notPulledAfterMs,proto3" json:"not_pulled_after_ms,omitempty"`
-	SkipReplay       bool                   `protobuf:"varint,7,opt,name=skip_replay,json=skipReplay,proto3" json:"skip_replay,omitempty"`
-	// issued_by asked for the run; its repairs are recorded as theirs.
-	IssuedBy      *v1.Actor `protobuf:"bytes,8,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ReconcilePart) Reset() {
-	*x = ReconcilePart{}
-	mi := &file_hookline_v1_reconcile_proto_msgTypes[6]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ReconcilePart) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ReconcilePart) ProtoMessage() {}
-
-func (x *ReconcilePart) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_reconcile_proto_msgTypes[6]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ReconcilePart.ProtoReflect.Descriptor instead.
-func (*ReconcilePart) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_reconcile_proto_rawDescGZIP(), []int{6}
-}
-
-func (x *ReconcilePart) GetRunId() string {
-	if x != nil {
-		return x.RunId
-	}
-	return ""
-}
-
-func (x *ReconcilePart) GetHeadCommit() uint64 {
-	if x != nil {
-		return x.HeadCommit
-	}
-	return 0
-}
-
-func (x *ReconcilePart) GetHeadPrepare() uint64 {
-	if x != nil {
-		return x.HeadPrepare
-	}
-	return 0
-}
-
-func (x *ReconcilePart) GetRepair() bool {
-	if x != nil {
-		return x.Repair
-	}
-	return false
-}
-
-func (x *ReconcilePart) GetMaxListed() int32 {
-	if x != nil {
-		return x.MaxListed
-	}
-	return 0
-}
-
-func (x *ReconcilePart) GetNotPulledAfterMs() int64 {
-	if x != nil {
-		return x.NotPulledAfterMs
-	}
-	return 0
-}
-
-func (x *ReconcilePart) GetSkipReplay() bool {
-	if x != nil {
-		return x.SkipReplay
-	}
-	return false
-}
-
-func (x *ReconcilePart) GetIssuedBy() *v1.Actor {
-	if x != nil {
-		return x.IssuedBy
-	}
-	return nil
-}
-
-// ReconcilePartDone is a node's part of a run.
-type ReconcilePartDone struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	// partitions are the words of the set of partitions reconciled.
-	Partitions         []uint64            `protobuf:"fixed64,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
-	Tenants            []*ReconcileTenant  `protobuf:"bytes,3,rep,name=tenants,proto3" json:"tenants,omitempty"`
-	Checks             []*ReconcileCheck   `protobuf:"bytes,4,rep,name=checks,proto3" json:"checks,omitempty"`
-	Discrepancies      []*Discrepancy      `protobuf:"bytes,5,rep,name=discrepancies,proto3" json:"discrepancies,omitempty"`
-	DiscrepanciesTotal int64               `protobuf:"varint,6,opt,name=discrepancies_total,json=discrepanciesTotal,proto3" json:"discrepancies_total,omitempty"`
-	Projections        []*ProjectionDigest `protobuf:"bytes,7,rep,name=projections,proto3" json:"projections,omitempty"`
-	Repaired           int64               `protobuf:"varint,8,opt,name=repaired,proto3" json:"repaired,omitempty"`
-	Notes              []string            `protobuf:"bytes,9,rep,name=notes,proto3" json:"notes,omitempty"`
-	// error is set when the node could not reconcile.
-	Error         string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ReconcilePartDone) Reset() {
-	*x = ReconcilePartDone{}
-	mi := &file_hookline_v1_reconcile_proto_msgTypes[7]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ReconcilePartDone) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ReconcilePartDone) ProtoMessage() {}
-
-func (x *ReconcilePartDone) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_reconcile_proto_msgTypes[7]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ReconcilePartDone.ProtoReflect.Descriptor instead.
-func (*ReconcilePartDone) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_reconcile_proto_rawDescGZIP(), []int{7}
-}
-
-func (x *ReconcilePartDone) GetNode() string {
-	if x != nil {
-		return x.Node
-	}
-	return ""
-}
-
-func (x *ReconcilePartDone) GetPartitions() []uint64 {
-	if x != nil {
-		return x.Partitions
-	}
-	return nil
-}
-
-func (x *ReconcilePartDone) GetTenants() []*ReconcileTenant {
-	if x != nil {
-		return x.Tenants
-	}
-	return nil
-}
-
-func (x *ReconcilePartDone) GetChecks() []*ReconcileCheck {
-	if x != nil {
-		return x.Checks
-	}
-	return nil
-}
-
-func (x *ReconcilePartDone) GetDiscrepancies() []*Discrepancy {
-	if x != nil {
-		return x.Discrepancies
-	}
-	return nil
-}
-
-func (x *ReconcilePartDone) GetDiscrepanciesTotal() int64 {
-	if x != nil {
-		return x.DiscrepanciesTotal
-	}
-	return 0
-}
-
-func (x *ReconcilePartDone) GetProjections() []*ProjectionDigest {
-	if x != nil {
-		return x.Projections
-	}
-	return nil
-}
-
-func (x *ReconcilePartDone) GetRepaired() int64 {
-	if x != nil {
-		return x.Repaired
-	}
-	return 0
-}
-
-func (x *ReconcilePartDone) GetNotes() []string {
-	if x != nil {
-		return x.Notes
-	}
-	return nil
-}
-
-func (x *ReconcilePartDone) GetError() string {
-	if x != nil {
-		return x.Error
-	}
-	return ""
-}
-
 var File_hookline_v1_reconcile_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_reconcile_proto_rawDesc = "" +
 	"\n" +
-	"\x1bhookline/v1/reconcile.proto\x12\vhookline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18hookline/v1/events.proto\"\x99\x01\n" +
+	"\x1bhookline/v1/reconcile.proto\x12\vhookline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x01\n" +
 	"\x10ReconcileRequest\x12\x16\n" +
 	"\x06repair\x18\x01 \x01(\bR\x06repair\x12\x1d\n" +
 	"\n" +
@@ -989,33 +766,7 @@ const file_hookline_v1_reconcile_proto_rawDesc = "" +
 	"nodeDigest\x12#\n" +
 	"\rreplay_digest\x18\a \x01(\tR\freplayDigest\x12\x1c\n" +
 	"\tdiffering\x18\b \x01(\x03R\tdiffering\x12\x16\n" +
-	"\x06moving\x18\t \x01(\x03R\x06moving\"\xa2\x02\n" +
-	"\rReconcilePart\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1f\n" +
-	"\vhead_commit\x18\x02 \x01(\x04R\n" +
-	"headCommit\x12!\n" +
-	"\fhead_prepare\x18\x03 \x01(\x04R\vheadPrepare\x12\x16\n" +
-	"\x06repair\x18\x04 \x01(\bR\x06repair\x12\x1d\n" +
-	"\n" +
-	"max_listed\x18\x05 \x01(\x05R\tmaxListed\x12-\n" +
-	"\x13not_pulled_after_ms\x18\x06 \x01(\x03R\x10notPulledAfterMs\x12\x1f\n" +
-	"\vskip_replay\x18\a \x01(\bR\n" +
-	"skipReplay\x12/\n" +
-	"\tissued_by\x18\b \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"\xae\x03\n" +
-	"\x11ReconcilePartDone\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1e\n" +
-	"\n" +
-	"partitions\x18\x02 \x03(\x06R\n" +
-	"partitions\x126\n" +
-	"\atenants\x18\x03 \x03(\v2\x1c.hookline.v1.ReconcileTenantR\atenants\x123\n" +
-	"\x06checks\x18\x04 \x03(\v2\x1b.hookline.v1.ReconcileCheckR\x06checks\x12>\n" +
-	"\rdiscrepancies\x18\x05 \x03(\v2\x18.hookline.v1.DiscrepancyR\rdiscrepancies\x12/\n" +
-	"\x13discrepancies_total\x18\x06 \x01(\x03R\x12discrepanciesTotal\x12?\n" +
-	"\vprojections\x18\a \x03(\v2\x1d.hookline.v1.ProjectionDigestR\vprojections\x12\x1a\n" +
-	"\brepaired\x18\b \x01(\x03R\brepaired\x12\x14\n" +
-	"\x05notes\x18\t \x03(\tR\x05notes\x12\x14\n" +
-	"\x05error\x18\n" +
-	" \x01(\tR\x05error2\\\n" +
+	"\x06moving\x18\t \x01(\x03R\x06moving2\\\n" +
 	"\x10ReconcileService\x12H\n" +
 	"\tReconcile\x12\x1d.hookline.v1.ReconcileRequest\x1a\x1c.hookline.v1.ReconcileReportBHZFgithub.com/hookline/hookline/proto/gen/hookline/v1/controlv1;controlv1b\x06proto3"
 
@@ -1031,7 +782,7 @@ func file_hookline_v1_reconcile_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_reconcile_proto_rawDescData
 }
 
-var file_hookline_v1_reconcile_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_hookline_v1_reconcile_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_hookline_v1_reconcile_proto_goTypes = []any{
 	(*ReconcileRequest)(nil),      // 0: hookline.v1.ReconcileRequest
 	(*ReconcileReport)(nil),       // 1: hookline.v1.ReconcileReport
@@ -1039,30 +790,22 @@ var file_hookline_v1_reconcile_proto_goTypes = []any{
 	(*ReconcileCheck)(nil),        // 3: hookline.v1.ReconcileCheck
 	(*Discrepancy)(nil),           // 4: hookline.v1.Discrepancy
 	(*ProjectionDigest)(nil),      // 5: hookline.v1.ProjectionDigest
-	(*ReconcilePart)(nil),         // 6: hookline.v1.ReconcilePart
-	(*ReconcilePartDone)(nil),     // 7: hookline.v1.ReconcilePartDone
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*v1.Actor)(nil),              // 9: hookline.v1.Actor
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
 }
 var file_hookline_v1_reconcile_proto_depIdxs = []int32{
-	8,  // 0: hookline.v1.ReconcileReport.started_at:type_name -> google.protobuf.Timestamp
-	8,  // 1: hookline.v1.ReconcileReport.finished_at:type_name -> google.protobuf.Timestamp
-	2,  // 2: hookline.v1.ReconcileReport.tenants:type_name -> hookline.v1.ReconcileTenant
-	3,  // 3: hookline.v1.ReconcileReport.checks:type_name -> hookline.v1.ReconcileCheck
-	4,  // 4: hookline.v1.ReconcileReport.discrepancies:type_name -> hookline.v1.Discrepancy
-	5,  // 5: hookline.v1.ReconcileReport.projections:type_name -> hookline.v1.ProjectionDigest
-	9,  // 6: hookline.v1.ReconcilePart.issued_by:type_name -> hookline.v1.Actor
-	2,  // 7: hookline.v1.ReconcilePartDone.tenants:type_name -> hookline.v1.ReconcileTenant
-	3,  // 8: hookline.v1.ReconcilePartDone.checks:type_name -> hookline.v1.ReconcileCheck
-	4,  // 9: hookline.v1.ReconcilePartDone.discrepancies:type_name -> hookline.v1.Discrepancy
-	5,  // 10: hookline.v1.ReconcilePartDone.projections:type_name -> hookline.v1.ProjectionDigest
-	0,  // 11: hookline.v1.ReconcileService.Reconcile:input_type -> hookline.v1.ReconcileRequest
-	1,  // 12: hookline.v1.ReconcileService.Reconcile:output_type -> hookline.v1.ReconcileReport
-	12, // [12:13] is the sub-list for method output_type
-	11, // [11:12] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	6, // 0: hookline.v1.ReconcileReport.started_at:type_name -> google.protobuf.Timestamp
+	6, // 1: hookline.v1.ReconcileReport.finished_at:type_name -> google.protobuf.Timestamp
+	2, // 2: hookline.v1.ReconcileReport.tenants:type_name -> hookline.v1.ReconcileTenant
+	3, // 3: hookline.v1.ReconcileReport.checks:type_name -> hookline.v1.ReconcileCheck
+	4, // 4: hookline.v1.ReconcileReport.discrepancies:type_name -> hookline.v1.Discrepancy
+	5, // 5: hookline.v1.ReconcileReport.projections:type_name -> hookline.v1.ProjectionDigest
+	0, // 6: hookline.v1.ReconcileService.Reconcile:input_type -> hookline.v1.ReconcileRequest
+	1, // 7: hookline.v1.ReconcileService.Reconcile:output_type -> hookline.v1.ReconcileReport
+	7, // [7:8] is the sub-list for method output_type
+	6, // [6:7] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_reconcile_proto_init() }
@@ -1076,7 +819,7 @@ func file_hookline_v1_reconcile_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_reconcile_proto_rawDesc), len(file_hookline_v1_reconcile_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,287 @@
+package dispatch_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hookline/hookline/dispatch"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// clock is an injected clock.
+type clock struct {
+	mu  sync.Mutex // guards now
+	now time.Time
+}
+
+func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// ask is one Acquire: tenant/endpoint and class.
+type ask struct {
+	tenant, endpoint string
+	class            dispatch.Class
+}
+
+// grants records which asks were granted, in order.
+type grants struct {
+	mu  sync.Mutex // guards got
+	got []string
+}
+
+func (g *grants) add(s string) { g.mu.Lock(); g.got = append(g.got, s); g.mu.Unlock() }
+func (g *grants) take() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := g.got
+	g.got = nil
+	return out
+}
+
+func (a ask) String() string {
+	c := "n"
+	if a.class == dispatch.ClassRetry {
+		c = "r"
+	}
+	return a.tenant + "/" + a.endpoint + "/" + c
+}
+
+func repeat(n int, a ask) []ask {
+	out := make([]ask, n)
+	for i := range out {
+		out[i] = a
+	}
+	return out
+}
+
+func interleave(lists ...[]ask) []ask {
+	var out []ask
+	for i := 0; ; i++ {
+		added := false
+		for _, l := range lists {
+			if i < len(l) {
+				out = append(out, l[i])
+				added = true
+			}
+		}
+		if !added {
+			return out
+		}
+	}
+}
+
+// TestDispatch fills the node's one slot with a blocker, queues asks, moves
+// the clock, then frees the slot grants times in a row (each grant given
+// back at once) and checks the order of the grants.
+func TestDispatch(t *testing.T) {
+	a1n := ask{"a", "a1", dispatch.ClassNew}
+	a2n := ask{"a", "a2", dispatch.ClassNew}
+	a1r := ask{"a", "a1", dispatch.ClassRetry}
+	bn := ask{"b", "b1", dispatch.ClassNew}
+	br := ask{"b", "b1", dispatch.ClassRetry}
+	tests := []struct {
+		name    string
+		weights map[string]int
+		asks    []ask
+		elapsed time.Duration // between the asks and the grants
+		grants  int
+		want    []ask
+	}{{
+		name:   "equal weights alternate tenants",
+		asks:   interleave(repeat(4, a1n), repeat(4, bn)),
+		grants: 6,
+		want:   []ask{a1n, bn, a1n, bn, a1n, bn},
+	}, {
+		name:    "weights 1:3 share 1:3, whatever the order of asking",
+		weights: map[string]int{"b": 3},
+		asks:    append(repeat(10, a1n), repeat(10, bn)...),
+		grants:  8,
+		want:    []ask{a1n, bn, bn, bn, a1n, bn, bn, bn},
+	}, {
+		name:   "a tenant's endpoints take turns",
+		asks:   append(repeat(3, a1n), repeat(3, a2n)...),
+		grants: 4,
+		want:   []ask{a1n, a2n, a1n, a2n},
+	}, {
+		name:    "late new work takes every slot ahead of retries",
+		asks:    append(repeat(3, a1r), repeat(2, bn)...),
+		elapsed: 2 * time.Second,
+		grants:  4,
+		want:    []ask{bn, bn, a1r, a1r},
+	}, {
+		name:    "retries borrow slots while new work is inside its objective",
+		asks:    append(repeat(3, a1r), repeat(2, bn)...),
+		elapsed: 100 * time.Millisecond,
+		grants:  4,
+		want:    []ask{a1r, bn, a1r, bn},
+	}, {
+		name:   "within an endpoint new comes before retries",
+		asks:   []ask{a1r, a1r, a1n},
+		grants: 3,
+		want:   []ask{a1n, a1r, a1r},
+	}, {
+		name:   "retries run when no new work waits",
+		asks:   []ask{br, a1r, br},
+		grants: 3,
+		want:   []ask{br, a1r, br},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := &clock{now: t0}
+			d := dispatch.New(dispatch.Config{Slots: 1, Now: clk.Now, Weight: func(id string) int { return tt.weights[id] }})
+			g := &grants{}
+			d.Acquire("blocker", "x", dispatch.ClassNew, func() { g.add("blocker") })
+			if got := g.take(); len(got) != 1 {
+				t.Fatalf("blocker: grants %v", got)
+			}
+			for _, a := range tt.asks {
+				d.Acquire(a.tenant, a.endpoint, a.class, func() { g.add(a.String()) })
+			}
+			clk.Add(tt.elapsed)
+			var got []string
+			holder := ask{"blocker", "x", 0}
+			for range tt.grants {
+				d.Release(holder.tenant, holder.endpoint)
+				step := g.take()
+				if len(step) != 1 {
+					t.Fatalf("after %v: grants %v, want one", got, step)
+				}
+				got = append(got, step[0])
+				parts := strings.Split(step[0], "/")
+				holder = ask{tenant: parts[0], endpoint: parts[1]}
+			}
+			want := make([]string, len(tt.want))
+			for i, a := range tt.want {
+				want[i] = a.String()
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("grant order (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDispatchShares checks the long-run split of slots between weighted
+// tenants that always have work waiting.
+func TestDispatchShares(t *testing.T) {
+	for _, w := range [][3]int{{1, 1, 1}, {1, 2, 4}, {5, 1, 1}} {
+		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			weights := map[string]int{"a": w[0], "b": w[1], "c": w[2]}
+			d := dispatch.New(dispatch.Config{Slots: 1, Weight: func(id string) int { return weights[id] }})
+			counts := map[string]int{}
+			var mu sync.Mutex
+			var last string
+			var ask func(tenant string)
+			ask = func(tenant string) {
+				d.Acquire(tenant, tenant+"1", dispatch.ClassNew, func() {
+					mu.Lock()
+					counts[tenant]++
+					last = tenant
+					mu.Unlock()
+				})
+			}
+			for _, tn := range []string{"a", "b", "c"} {
+				for range 3 {
+					ask(tn)
+				}
+			}
+			total := 0
+			for _, x := range w {
+				total += x
+			}
+			rounds := 100 * total
+			for range rounds {
+				mu.Lock()
+				holder := last
+				mu.Unlock()
+				ask(holder) // keep every tenant busy
+				d.Release(holder, holder+"1")
+			}
+			for i, tn := range []string{"a", "b", "c"} {
+				want := 100 * w[i]
+				if got := counts[tn]; got < want-2 || got > want+2 {
+					t.Errorf("tenant %s (weight %d): %d grants of %d, want about %d", tn, w[i], got, rounds, want)
+				}
+			}
+		})
+	}
+}
+
+func TestDispatchTenantCapAndLeave(t *testing.T) {
+	d := dispatch.New(dispatch.Config{Slots: 4, TenantCap: 3})
+	g := &grants{}
+	for range 4 {
+		d.Acquire("hang", "h1", dispatch.ClassNew, func() { g.add("hang") })
+	}
+	if got := g.take(); len(got) != 3 {
+		t.Fatalf("a tenant got %d slots, want its cap 3", len(got))
+	}
+	d.Acquire("ok", "o1", dispatch.ClassNew, func() { g.add("ok") })
+	if got := g.take(); !cmp.Equal(got, []string{"ok"}) {
+		t.Fatalf("another tenant's first ask: grants %v, want [ok] at once", got)
+	}
+	// The hanging endpoint stops: its three slots come back and its
+	// waiting ask is dropped.
+	d.Leave("hang", "h1")
+	if s := d.Stats(); s.Used != 1 || s.Waiting != [2]int{} {
+		t.Fatalf("after leave: %+v, want 1 used (ok), none waiting", s)
+	}
+	if got := g.take(); len(got) != 0 {
+		t.Fatalf("grants after leave: %v, want none", got)
+	}
+	d.Release("ok", "o1")
+	d.Release("ok", "o1") // a release of a slot not held changes nothing
+	if s := d.Stats(); s.Used != 0 {
+		t.Fatalf("after releases: %+v", s)
+	}
+}
+
+func TestDispatchConcurrent(t *testing.T) {
+	d := dispatch.New(dispatch.Config{Slots: 8})
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			tn, ep := fmt.Sprint("t", i%4), fmt.Sprint("e", i)
+			for range 200 {
+				ch := make(chan struct{}, 1)
+				d.Acquire(tn, ep, dispatch.Class(i%2), func() { ch <- struct{}{} })
+				<-ch
+				d.Release(tn, ep)
+			}
+		})
+	}
+	wg.Wait()
+	if s := d.Stats(); s.Used != 0 || s.Waiting != [2]int{} {
+		t.Fatalf("after all: %+v", s)
+	}
+}
+
+// TestDispatchPromote: while new work waits past the objective, retries get
+// no slot, even a free one; a promoted retry request is served as new work,
+// with its grant, at once.
+func TestDispatchPromote(t *testing.T) {
+	clk := &clock{now: t0}
+	d := dispatch.New(dispatch.Config{Slots: 2, TenantCap: 1, Now: clk.Now})
+	g := &grants{}
+	d.Acquire("slow", "s1", dispatch.ClassNew, func() { g.add("slow") })
+	d.Acquire("slow", "s1", dispatch.ClassNew, func() { g.add("slow") }) // waits: the tenant's cap
+	clk.Add(2 * time.Second)                                             // and is late now
+	d.Acquire("acme", "a1", dispatch.ClassRetry, func() { g.add("acme retry") })
+	d.Promote("acme", "nobody", 1) // another endpoint: nothing
+	if got := g.take(); !cmp.Equal(got, []string{"slow"}) {
+		t.Fatalf("grants %v, want slow's first only (a retry waits while new work is late)", got)
+	}
+	d.Promote("acme", "a1", 5)
+	if got := g.take(); !cmp.Equal(got, []string{"acme retry"}) {
+		t.Fatalf("grants %v after the promotion, want acme's request", got)
+	}
+	if s := d.Stats(); s.Used != 2 || s.Waiting != [2]int{1, 0} {
+		t.Fatalf("stats %+v, want both slots used and slow's new work waiting", s)
+	}
+}
