@@ -413,6 +413,18 @@ func (n *Node) Members() []Member {
 	return out
 }
 
+// Hosting returns the addresses of the members that host kind, sorted by
+// member id.
+func (n *Node) Hosting(kind string) []string {
+	var out []string
+	for _, m := range n.Members() {
+		if slices.Contains(m.Kinds, kind) {
+			out = append(out, m.Address)
+		}
+	}
+	return out
+}
+
 // ID returns this node's member id (its actor system id), unique per start.
 func (n *Node) ID() string { return n.system.ID }
 

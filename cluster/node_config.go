@@ -117,7 +117,7 @@ func (c Config) Validate() error {
 	if len(c.Secrets) == 0 && !c.Insecure {
 		for _, h := range []struct{ field, host string }{{"Host", c.Host}, {"GossipHost", c.GossipHost}} {
 			if !loopbackHost(h.host) {
-				return fmt.Errorf("cluster: %s %q is reachable from other hosts and no cluster secret is set, so anyone who reaches it could command the grains: set Secrets (HOOKLINE_CLUSTER_SECRET, the same on every node), or Insecure for a trusted development network", h.field, h.host)
+				return fmt.Errorf("cluster: %s %q is reachable from other hosts without a cluster secret: set HOOKLINE_CLUSTER_SECRET, the same on every node (or Insecure, --insecure-cluster, on a trusted development network)", h.field, h.host)
 			}
 		}
 	}
