@@ -1,6 +1,7 @@
 package operational
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -229,26 +230,14 @@ func (f *Feed) stale() ([][]byte, error) {
 
 // scan calls fn with the outbox entries in [lo, hi) until fn returns false.
 func (f *Feed) scan(lo, hi []byte, fn func(key []byte, ev Event) bool) error {
-	it, err := f.store.NewIter(lo, hi)
-	if err != nil {
-		return err
-	}
-	for ok := it.First(); ok; ok = it.Next() {
-		v, err := it.Value()
-		if err != nil {
-			_ = it.Close()
-			return fmt.Errorf("read outbox: %w", err)
-		}
+	err := f.store.Scan(lo, hi, func(key, value []byte) (bool, error) {
 		var ev Event
-		if err := json.Unmarshal(v, &ev); err != nil {
-			_ = it.Close()
-			return fmt.Errorf("decode outbox entry: %w", err)
+		if err := json.Unmarshal(value, &ev); err != nil {
+			return false, fmt.Errorf("decode entry: %w", err)
 		}
-		if !fn(append([]byte(nil), it.Key()...), ev) {
-			break
-		}
-	}
-	if err := it.Close(); err != nil {
+		return fn(bytes.Clone(key), ev), nil
+	})
+	if err != nil {
 		return fmt.Errorf("read outbox: %w", err)
 	}
 	return nil
@@ -271,13 +260,10 @@ func (f *Feed) remove(keys [][]byte) error {
 
 // Pending returns how many entries the outbox holds, in every partition.
 func (f *Feed) Pending() (int, error) {
-	it, err := f.store.NewIter([]byte{outboxPrefix}, []byte{outboxPrefix + 1})
-	if err != nil {
-		return 0, err
-	}
 	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
+	err := f.store.Scan([]byte{outboxPrefix}, []byte{outboxPrefix + 1}, func(_, _ []byte) (bool, error) {
 		n++
-	}
-	return n, it.Close()
+		return true, nil
+	})
+	return n, err
 }

@@ -34,6 +34,41 @@ func (s *Store) NewIter(lower, upper []byte) (*Iter, error) {
 	return &Iter{it: it, prefix: s.prefix}, nil
 }
 
+// Scan calls fn with each entry in [lower, upper), in key order, until fn
+// returns false or an error; it returns that error, or one met while
+// iterating. A nil lower or upper leaves that side open.
+func (s *Store) Scan(lower, upper []byte, fn ScanFunc) error {
+	it, err := s.NewIter(lower, upper)
+	if err != nil {
+		return err
+	}
+	return it.scan(fn)
+}
+
+// ScanPrefix is [Store.Scan] over every key that starts with prefix.
+func (s *Store) ScanPrefix(prefix []byte, fn ScanFunc) error {
+	return s.Scan(prefix, PrefixEnd(prefix), fn)
+}
+
+// IDs returns the string that follows prefix in every key that starts with
+// prefix, in key order: the ids of an index whose keys are prefix and an id
+// encoded with [AppendString].
+func (s *Store) IDs(prefix []byte) ([]string, error) {
+	var ids []string
+	err := s.ScanPrefix(prefix, func(key, _ []byte) (bool, error) {
+		id, _, err := ReadString(key[len(prefix):])
+		if err != nil {
+			return false, err
+		}
+		ids = append(ids, id)
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
 // Update runs fn on a new batch and commits it, serialised with the runner's
 // batches: no event is applied between fn's reads and the commit. Use it for
 // maintenance outside the event flow (retention); keep fn short, since the
@@ -136,6 +171,21 @@ func (b *Batch) NewIter(lower, upper []byte) (*Iter, error) {
 	return &Iter{it: it, prefix: b.prefix}, nil
 }
 
+// Scan is [Store.Scan] over the committed store and this batch's writes as
+// of the call.
+func (b *Batch) Scan(lower, upper []byte, fn ScanFunc) error {
+	it, err := b.NewIter(lower, upper)
+	if err != nil {
+		return err
+	}
+	return it.scan(fn)
+}
+
+// ScanPrefix is [Batch.Scan] over every key that starts with prefix.
+func (b *Batch) ScanPrefix(prefix []byte, fn ScanFunc) error {
+	return b.Scan(prefix, PrefixEnd(prefix), fn)
+}
+
 // OnCommit registers fn to run once the batch has committed (never if it
 // does not), on the runner's goroutine, before the runner's position
 // advances: a WaitFor that returns has seen fn's effects. fn must not block:
@@ -183,6 +233,31 @@ func (i *Iter) Value() ([]byte, error) { return i.it.ValueAndErr() }
 
 // Close releases the iterator and returns any error met while iterating.
 func (i *Iter) Close() error { return i.it.Close() }
+
+// ScanFunc is called by a scan with one entry: its key, without the
+// projection's prefix, and its value, both valid only during the call (clone
+// them to keep them). It returns whether to go on, or an error that stops
+// the scan and that the scan returns.
+type ScanFunc func(key, value []byte) (more bool, err error)
+
+// scan runs fn over the iterator's entries and closes it.
+func (i *Iter) scan(fn ScanFunc) error {
+	var err error
+	for ok := i.First(); ok; ok = i.Next() {
+		var v []byte
+		if v, err = i.Value(); err != nil {
+			break
+		}
+		var more bool
+		if more, err = fn(i.Key(), v); err != nil || !more {
+			break
+		}
+	}
+	if cerr := i.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 func get(r pebble.Reader, prefix, key []byte) ([]byte, bool, error) {
 	v, c, err := r.Get(scoped(prefix, key))

@@ -1,7 +1,5 @@
 package history
 
-import "github.com/hookline/hookline/projections"
-
 // Each calls fn with every delivery record in the store, newest day first
 // and, within a day, newest planned first, whatever its partition (the
 // caller filters); fn returning an error stops it with that error. Records
@@ -13,29 +11,13 @@ func (h *History) Each(fn func(Delivery) error) error {
 		return err
 	}
 	for day := newest; day >= oldest; day-- {
-		lower := append(dayPrefix(day), 'r')
-		it, err := h.store.NewIter(lower, projections.PrefixEnd(lower))
-		if err != nil {
-			return err
-		}
-		for ok := it.First(); ok; ok = it.Next() {
-			v, verr := it.Value()
-			if verr != nil {
-				err = verr
-				break
+		err := h.store.ScanPrefix(append(dayPrefix(day), 'r'), func(_, value []byte) (bool, error) {
+			d, err := decodeRecord(value)
+			if err != nil {
+				return false, err
 			}
-			d, derr := decodeRecord(v)
-			if derr != nil {
-				err = derr
-				break
-			}
-			if err = fn(d); err != nil {
-				break
-			}
-		}
-		if cerr := it.Close(); err == nil {
-			err = cerr
-		}
+			return true, fn(d)
+		})
 		if err != nil {
 			return err
 		}

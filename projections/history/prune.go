@@ -20,7 +20,6 @@ const pruneChunk = 1000
 // the runner, so it is safe while events are applied.
 func (h *History) Prune(ctx context.Context, cutoff time.Time) (int, error) {
 	n := 0
-	cutDay := dayOf(cutoff)
 	// Whole days: from the day before cutoff's to the oldest.
 	for {
 		if err := ctx.Err(); err != nil {
@@ -28,48 +27,9 @@ func (h *History) Prune(ctx context.Context, cutoff time.Time) (int, error) {
 		}
 		var more bool
 		err := h.store.Update(func(b *projections.Batch) error {
-			lower := dayPrefix(cutDay - 1)
-			it, err := b.NewIter(lower, []byte{'d' + 1})
-			if err != nil {
-				return err
-			}
-			defer it.Close()
-			if !it.First() {
-				return nil
-			}
-			day, err := dayOfKey(it.Key())
-			if err != nil {
-				return err
-			}
-			dp := dayPrefix(day)
-			// The day's records name its deliveries; drop their id
-			// entries a chunk at a time, then the day itself.
-			rp := append(dp, 'r')
-			k := 0
-			for ok := it.SeekGE(rp); ok && k < pruneChunk; ok = it.Next() {
-				key := it.Key()
-				if len(key) < len(rp) || string(key[:len(rp)]) != string(rp) {
-					break
-				}
-				_, id, err := parseIndexTail(key[len(rp):])
-				if err != nil {
-					return err
-				}
-				h.recent.Forget(id)
-				if err := b.Delete(idKey(id)); err != nil {
-					return err
-				}
-				if err := b.Delete(key); err != nil {
-					return err
-				}
-				k++
-			}
-			n += k
-			more = true
-			if k < pruneChunk {
-				return b.DeleteRange(dp, projections.PrefixEnd(dp))
-			}
-			return nil
+			k, found, err := h.pruneDayBefore(b, dayOf(cutoff))
+			n, more = n+k, found
+			return err
 		})
 		if err != nil {
 			return n, fmt.Errorf("prune deliveries before %s: %w", cutoff, err)
@@ -84,34 +44,9 @@ func (h *History) Prune(ctx context.Context, cutoff time.Time) (int, error) {
 			return n, err
 		}
 		k := 0
-		err := h.store.Update(func(b *projections.Batch) error {
-			rp := append(dayPrefix(cutDay), 'r')
-			lower := projections.PrefixEnd(projections.AppendTimeDesc(append([]byte(nil), rp...), cutoff))
-			it, err := b.NewIter(lower, projections.PrefixEnd(rp))
-			if err != nil {
-				return err
-			}
-			defer it.Close()
-			var doomed []Delivery
-			for ok := it.First(); ok && len(doomed) < pruneChunk; ok = it.Next() {
-				v, err := it.Value()
-				if err != nil {
-					return err
-				}
-				d, err := decodeRecord(v)
-				if err != nil {
-					return err
-				}
-				doomed = append(doomed, d)
-			}
-			for i := range doomed {
-				h.recent.Forget(doomed[i].ID)
-				if err := deleteDelivery(b, &doomed[i]); err != nil {
-					return err
-				}
-			}
-			k = len(doomed)
-			return nil
+		err := h.store.Update(func(b *projections.Batch) (err error) {
+			k, err = h.pruneBefore(b, cutoff)
+			return err
 		})
 		if err != nil {
 			return n, fmt.Errorf("prune deliveries before %s: %w", cutoff, err)
@@ -121,6 +56,75 @@ func (h *History) Prune(ctx context.Context, cutoff time.Time) (int, error) {
 			return n, nil
 		}
 	}
+}
+
+// pruneDayBefore prunes a chunk of the newest day before cutDay: the id
+// entries of up to pruneChunk of its deliveries (whose records name them),
+// then, once they are all gone, the day itself with one range deletion. k
+// is how many deliveries it deleted; found is false when no day before
+// cutDay is left.
+func (h *History) pruneDayBefore(b *projections.Batch, cutDay int64) (k int, found bool, err error) {
+	var day int64
+	err = b.Scan(dayPrefix(cutDay-1), []byte{'d' + 1}, func(key, _ []byte) (bool, error) {
+		var derr error
+		day, derr = dayOfKey(key)
+		found = true
+		return false, derr
+	})
+	if err != nil || !found {
+		return 0, found, err
+	}
+	dp := dayPrefix(day)
+	rp := append(dp, 'r')
+	n := 0
+	err = b.ScanPrefix(rp, func(key, _ []byte) (bool, error) {
+		_, id, err := parseIndexTail(key[len(rp):])
+		if err != nil {
+			return false, err
+		}
+		h.recent.Forget(id)
+		if err := b.Delete(idKey(id)); err != nil {
+			return false, err
+		}
+		if err := b.Delete(key); err != nil {
+			return false, err
+		}
+		n++
+		return n < pruneChunk, nil
+	})
+	if err != nil {
+		return 0, true, err
+	}
+	if n < pruneChunk {
+		return n, true, b.DeleteRange(dp, projections.PrefixEnd(dp))
+	}
+	return n, true, nil
+}
+
+// pruneBefore deletes up to pruneChunk deliveries of cutoff's own day that
+// were planned before cutoff, and returns how many it deleted.
+func (h *History) pruneBefore(b *projections.Batch, cutoff time.Time) (int, error) {
+	rp := append(dayPrefix(dayOf(cutoff)), 'r')
+	lower := projections.PrefixEnd(projections.AppendTimeDesc(append([]byte(nil), rp...), cutoff))
+	var doomed []Delivery
+	err := b.Scan(lower, projections.PrefixEnd(rp), func(_, value []byte) (bool, error) {
+		d, err := decodeRecord(value)
+		if err != nil {
+			return false, err
+		}
+		doomed = append(doomed, d)
+		return len(doomed) < pruneChunk, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for i := range doomed {
+		h.recent.Forget(doomed[i].ID)
+		if err := deleteDelivery(b, &doomed[i]); err != nil {
+			return 0, err
+		}
+	}
+	return len(doomed), nil
 }
 
 // deleteDelivery removes one delivery's keys.

@@ -288,14 +288,8 @@ type scan struct {
 // scanDay reads one day of an index into the partial result. stopped means
 // the scan has its entries or the budget is spent: resume after sc.last.
 func (h *History) scanDay(sc *scan, dp, lower, upper []byte) (stopped bool, err error) {
-	it, err := h.store.NewIter(lower, upper)
-	if err != nil {
-		return false, err
-	}
-	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
+	err = h.store.Scan(lower, upper, func(key, _ []byte) (bool, error) {
 		sc.budget--
-		key := it.Key()
 		planned, id, err := parseIndexTail(key[len(dp):])
 		if err != nil {
 			return false, err
@@ -309,11 +303,10 @@ func (h *History) scanDay(sc *scan, dp, lower, upper []byte) (stopped bool, err 
 			(sc.parts == nil || sc.parts.Has(events.PartitionOf(d.EndpointID))) {
 			sc.part.Entries = append(sc.part.Entries, Entry{Key: bytes.Clone(key), Delivery: d})
 		}
-		if len(sc.part.Entries) == sc.limit || sc.budget <= 0 {
-			return true, nil
-		}
-	}
-	return false, nil
+		stopped = len(sc.part.Entries) == sc.limit || sc.budget <= 0
+		return !stopped, nil
+	})
+	return stopped, err
 }
 
 // pickIndex chooses the index that serves the most of q's filters.

@@ -178,21 +178,8 @@ func (t *Tokens) Get(id string) (Token, bool, error) {
 
 // List returns a tenant's tokens, newest first.
 func (t *Tokens) List(tenantID string) ([]Token, error) {
-	prefix := tenantPrefix(tenantID)
-	it, err := t.store.NewIter(prefix, projections.PrefixEnd(prefix))
+	ids, err := t.store.IDs(tenantPrefix(tenantID))
 	if err != nil {
-		return nil, fmt.Errorf("list portal tokens of %s: %w", tenantID, err)
-	}
-	var ids []string
-	for it.First(); it.Valid(); it.Next() {
-		id, _, err := projections.ReadString(it.Key()[len(prefix):])
-		if err != nil {
-			it.Close()
-			return nil, fmt.Errorf("list portal tokens of %s: %w", tenantID, err)
-		}
-		ids = append(ids, id)
-	}
-	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("list portal tokens of %s: %w", tenantID, err)
 	}
 	out := make([]Token, 0, len(ids))

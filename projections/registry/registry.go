@@ -204,14 +204,9 @@ func (r *Registry) Endpoint(id string) (e Endpoint, ok bool, err error) {
 // eventType, deleted and disabled ones excluded, paused ones included, by
 // id. Endpoints subscribed to [AllTypes] are included for every type.
 func (r *Registry) EndpointsForType(tenantID, eventType string) ([]EndpointRef, error) {
-	v, _, err := r.remembered("y\x00"+tenantID+"\x00"+eventType, func() (any, bool, error) {
-		refs, err := r.endpointsForType(tenantID, eventType)
-		return refs, true, err
+	return r.rememberedRefs("y\x00"+tenantID+"\x00"+eventType, func() ([]EndpointRef, error) {
+		return r.endpointsForType(tenantID, eventType)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return slices.Clone(v.([]EndpointRef)), nil
 }
 
 // EndpointsNaming returns the tenant's endpoints that name eventType among
@@ -219,8 +214,16 @@ func (r *Registry) EndpointsForType(tenantID, eventType string) ([]EndpointRef, 
 // get every type through [AllTypes]. Operational events (package
 // operational) go only to the endpoints that name them.
 func (r *Registry) EndpointsNaming(tenantID, eventType string) ([]EndpointRef, error) {
-	v, _, err := r.remembered("n\x00"+tenantID+"\x00"+eventType, func() (any, bool, error) {
-		refs, err := r.refs(tenantID, eventType)
+	return r.rememberedRefs("n\x00"+tenantID+"\x00"+eventType, func() ([]EndpointRef, error) {
+		return r.refs(tenantID, eventType)
+	})
+}
+
+// rememberedRefs is [Registry.remembered] for a list of endpoints, of which
+// the caller gets its own copy.
+func (r *Registry) rememberedRefs(key string, fill func() ([]EndpointRef, error)) ([]EndpointRef, error) {
+	v, _, err := r.remembered(key, func() (any, bool, error) {
+		refs, err := fill()
 		return refs, true, err
 	})
 	if err != nil {
@@ -253,30 +256,20 @@ func (r *Registry) endpointsForType(tenantID, eventType string) ([]EndpointRef, 
 
 func (r *Registry) refs(tenantID, eventType string) ([]EndpointRef, error) {
 	prefix := typePrefix(tenantID, eventType)
-	it, err := r.store.NewIter(prefix, projections.PrefixEnd(prefix))
-	if err != nil {
-		return nil, fmt.Errorf("endpoints for %s/%s: %w", tenantID, eventType, err)
-	}
 	var refs []EndpointRef
-	for it.First(); it.Valid(); it.Next() {
-		id, _, err := projections.ReadString(it.Key()[len(prefix):])
+	err := r.store.ScanPrefix(prefix, func(key, value []byte) (bool, error) {
+		id, _, err := projections.ReadString(key[len(prefix):])
 		if err != nil {
-			break
+			return false, err
 		}
-		v, err := it.Value()
-		if err != nil {
-			break
-		}
-		var ref EndpointRef
-		if err = json.Unmarshal(v, &ref); err != nil {
-			break
+		ref := EndpointRef{}
+		if err := json.Unmarshal(value, &ref); err != nil {
+			return false, err
 		}
 		ref.ID = id
 		refs = append(refs, ref)
-	}
-	if cerr := it.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
+		return true, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("endpoints for %s/%s: %w", tenantID, eventType, err)
 	}
@@ -286,21 +279,8 @@ func (r *Registry) refs(tenantID, eventType string) ([]EndpointRef, error) {
 // TenantEndpointIDs returns the ids of every endpoint the tenant ever
 // created, deleted ones included, in id order.
 func (r *Registry) TenantEndpointIDs(tenantID string) ([]string, error) {
-	prefix := allPrefix(tenantID)
-	it, err := r.store.NewIter(prefix, projections.PrefixEnd(prefix))
+	ids, err := r.store.IDs(allPrefix(tenantID))
 	if err != nil {
-		return nil, fmt.Errorf("endpoints of %s: %w", tenantID, err)
-	}
-	var ids []string
-	for it.First(); it.Valid(); it.Next() {
-		id, _, err := projections.ReadString(it.Key()[len(prefix):])
-		if err != nil {
-			it.Close()
-			return nil, fmt.Errorf("endpoints of %s: %w", tenantID, err)
-		}
-		ids = append(ids, id)
-	}
-	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("endpoints of %s: %w", tenantID, err)
 	}
 	return ids, nil
@@ -310,43 +290,55 @@ func (r *Registry) TenantEndpointIDs(tenantID string) ([]string, error) {
 // deleted, in id order, after cursor ("" for the first page). next is the
 // cursor of the following page, "" after the last one.
 func (r *Registry) ListEndpoints(tenantID, cursor string, limit int) (eps []Endpoint, next string, err error) {
-	if limit <= 0 {
-		limit = 100
-	}
-	prefix := listPrefix(tenantID)
-	lower := prefix
-	if cursor != "" {
-		after, derr := base64.RawURLEncoding.DecodeString(cursor)
-		if derr != nil {
-			return nil, "", fmt.Errorf("list endpoints of %s: %w", tenantID, ErrBadCursor)
-		}
-		// Just past the cursor's endpoint.
-		lower = append(projections.AppendString(slices.Clone(prefix), string(after)), 0)
-	}
-	it, err := r.store.NewIter(lower, projections.PrefixEnd(prefix))
+	eps, next, err = page(r.store, listPrefix(tenantID), cursor, limit, func(id string, _ []byte) (Endpoint, bool, error) {
+		return r.Endpoint(id)
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list endpoints of %s: %w", tenantID, err)
 	}
-	defer it.Close()
-	for it.First(); it.Valid() && len(eps) <= limit; it.Next() {
-		id, _, err := projections.ReadString(it.Key()[len(prefix):])
-		if err != nil {
-			return nil, "", fmt.Errorf("list endpoints of %s: %w", tenantID, err)
-		}
-		if len(eps) == limit {
-			next = base64.RawURLEncoding.EncodeToString([]byte(eps[limit-1].ID))
-			eps = eps[:limit]
-			break
-		}
-		e, ok, err := r.Endpoint(id)
-		if err != nil {
-			return nil, "", fmt.Errorf("list endpoints of %s: %w", tenantID, err)
-		}
-		if ok {
-			eps = append(eps, e)
-		}
-	}
 	return eps, next, nil
+}
+
+// page reads up to limit items (limit <= 0: 100) of the index whose keys are
+// prefix and an id (encoded with AppendString), in id order, after the id
+// that cursor names ("" for the first page). read turns an id and its value
+// into an item, or reports that there is none. next is the cursor of the
+// following page, "" after the last one. A malformed cursor fails with
+// [ErrBadCursor].
+func page[T any](s *projections.Store, prefix []byte, cursor string, limit int, read func(id string, value []byte) (T, bool, error)) (items []T, next string, err error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	lower := prefix
+	if cursor != "" {
+		after, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil {
+			return nil, "", ErrBadCursor
+		}
+		// Just past the cursor's id.
+		lower = append(projections.AppendString(slices.Clone(prefix), string(after)), 0)
+	}
+	var last string // the id of the last item read
+	err = s.Scan(lower, projections.PrefixEnd(prefix), func(key, value []byte) (bool, error) {
+		if len(items) == limit {
+			next = base64.RawURLEncoding.EncodeToString([]byte(last))
+			return false, nil
+		}
+		id, _, err := projections.ReadString(key[len(prefix):])
+		if err != nil {
+			return false, err
+		}
+		item, ok, err := read(id, value)
+		if err != nil || !ok {
+			return err == nil, err
+		}
+		items, last = append(items, item), id
+		return true, nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return items, next, nil
 }
 
 func (r *Registry) load(key []byte, v any) (bool, error) {
@@ -382,44 +374,71 @@ func (r *Registry) Apply(b *projections.Batch, rec *events.Record, msg proto.Mes
 		}
 		return put(b, keyHashKey(k.Hash), k)
 	case *hooklinev1.ApiKeyRevoked:
-		var k apiKey
-		if ok, err := getJSON(b, keyIDKey(m.GetTenantId(), m.GetKeyId()), &k); err != nil || !ok {
-			return err
-		}
-		k.Revoked = true
-		if err := put(b, keyIDKey(k.TenantID, k.KeyID), k); err != nil {
-			return err
-		}
-		return b.Delete(keyHashKey(k.Hash))
+		return revokeKey(b, m)
 	case *hooklinev1.EndpointCreated:
-		cfg, err := proto.Marshal(m.GetConfig())
-		if err != nil {
-			return fmt.Errorf("encode config: %w", err)
+		return r.createEndpoint(b, m)
+	case *hooklinev1.RecoveryStarted:
+		return b.Set(recoveringKey(m.GetEndpointId()), []byte(m.GetRecoveryId()))
+	case *hooklinev1.RecoveryFinished:
+		return b.Delete(recoveringKey(m.GetEndpointId()))
+	}
+	id, change, err := endpointChange(msg)
+	if err != nil || change == nil {
+		return err
+	}
+	return r.updateEndpoint(b, id, change)
+}
+
+// revokeKey marks an API key revoked and drops it from the live keys.
+func revokeKey(b *projections.Batch, m *hooklinev1.ApiKeyRevoked) error {
+	var k apiKey
+	if ok, err := getJSON(b, keyIDKey(m.GetTenantId(), m.GetKeyId()), &k); err != nil || !ok {
+		return err
+	}
+	k.Revoked = true
+	if err := put(b, keyIDKey(k.TenantID, k.KeyID), k); err != nil {
+		return err
+	}
+	return b.Delete(keyHashKey(k.Hash))
+}
+
+// createEndpoint records a new endpoint; a repeated creation changes
+// nothing.
+func (r *Registry) createEndpoint(b *projections.Batch, m *hooklinev1.EndpointCreated) error {
+	cfg, err := proto.Marshal(m.GetConfig())
+	if err != nil {
+		return fmt.Errorf("encode config: %w", err)
+	}
+	rec := endpointRecord{
+		ID: m.GetEndpointId(), TenantID: m.GetTenantId(), ConfigVersion: m.GetConfigVersion(),
+		Config: cfg, EventTypes: m.GetConfig().GetEventTypes(), Filter: m.GetConfig().GetFilter(),
+		CreatedAt: asTime(m.GetAt()), UpdatedAt: asTime(m.GetAt()),
+	}
+	if s := m.GetSecret(); s != nil {
+		rec.SecretVersions = []int32{s.GetVersion()}
+	}
+	if err := b.Set(allKey(rec.TenantID, rec.ID), nil); err != nil {
+		return err
+	}
+	return r.updateEndpoint(b, rec.ID, func(e *endpointRecord, exists bool) bool {
+		if exists {
+			return false
 		}
-		rec := endpointRecord{
-			ID: m.GetEndpointId(), TenantID: m.GetTenantId(), ConfigVersion: m.GetConfigVersion(),
-			Config: cfg, EventTypes: m.GetConfig().GetEventTypes(), Filter: m.GetConfig().GetFilter(),
-			CreatedAt: asTime(m.GetAt()), UpdatedAt: asTime(m.GetAt()),
-		}
-		if s := m.GetSecret(); s != nil {
-			rec.SecretVersions = []int32{s.GetVersion()}
-		}
-		if err := b.Set(allKey(rec.TenantID, rec.ID), nil); err != nil {
-			return err
-		}
-		return r.updateEndpoint(b, rec.ID, func(e *endpointRecord, exists bool) bool {
-			if exists {
-				return false // a repeated creation changes nothing
-			}
-			*e = rec
-			return true
-		})
+		*e = rec
+		return true
+	})
+}
+
+// endpointChange returns the endpoint that msg changes and the change, for
+// [Registry.updateEndpoint]; a nil change when msg changes no endpoint.
+func endpointChange(msg proto.Message) (id string, change func(e *endpointRecord, exists bool) bool, err error) {
+	switch m := msg.(type) {
 	case *hooklinev1.EndpointUpdated:
 		cfg, err := proto.Marshal(m.GetConfig())
 		if err != nil {
-			return fmt.Errorf("encode config: %w", err)
+			return "", nil, fmt.Errorf("encode config: %w", err)
 		}
-		return r.updateEndpoint(b, m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
+		return m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
 			e.ConfigVersion, e.Config, e.EventTypes = m.GetConfigVersion(), cfg, m.GetConfig().GetEventTypes()
 			e.Filter = m.GetConfig().GetFilter()
 			if s := m.GetNewSecret(); s != nil && !slices.Contains(e.SecretVersions, s.GetVersion()) {
@@ -427,48 +446,44 @@ func (r *Registry) Apply(b *projections.Batch, rec *events.Record, msg proto.Mes
 			}
 			e.UpdatedAt = asTime(m.GetAt())
 			return exists
-		})
+		}, nil
 	case *hooklinev1.SecretRotated:
-		return r.updateEndpoint(b, m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
+		return m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
 			if v := m.GetSecret().GetVersion(); !slices.Contains(e.SecretVersions, v) {
 				e.SecretVersions = append(e.SecretVersions, v)
 			}
 			e.UpdatedAt = asTime(m.GetAt())
 			return exists
-		})
+		}, nil
 	case *hooklinev1.SecretRetired:
-		return r.updateEndpoint(b, m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
+		return m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
 			e.SecretVersions = slices.DeleteFunc(e.SecretVersions, func(v int32) bool { return v == m.GetVersion() })
 			e.UpdatedAt = asTime(m.GetAt())
 			return exists
-		})
+		}, nil
 	case *hooklinev1.EndpointPaused:
-		return r.updateEndpoint(b, m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
+		return m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
 			e.Paused, e.PauseReason, e.UpdatedAt = true, m.GetReason(), asTime(m.GetAt())
 			return exists
-		})
+		}, nil
 	case *hooklinev1.EndpointResumed:
-		return r.updateEndpoint(b, m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
+		return m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
 			e.Paused, e.PauseReason, e.Disabled, e.DisabledReason = false, 0, false, ""
 			e.UpdatedAt = asTime(m.GetAt())
 			return exists
-		})
+		}, nil
 	case *hooklinev1.EndpointDisabled:
-		return r.updateEndpoint(b, m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
+		return m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
 			e.Disabled, e.DisabledReason, e.UpdatedAt = true, m.GetReason(), asTime(m.GetAt())
 			return exists
-		})
+		}, nil
 	case *hooklinev1.EndpointDeleted:
-		return r.updateEndpoint(b, m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
+		return m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
 			e.Deleted, e.UpdatedAt = true, asTime(m.GetAt())
 			return exists
-		})
-	case *hooklinev1.RecoveryStarted:
-		return b.Set(recoveringKey(m.GetEndpointId()), []byte(m.GetRecoveryId()))
-	case *hooklinev1.RecoveryFinished:
-		return b.Delete(recoveringKey(m.GetEndpointId()))
+		}, nil
 	}
-	return nil
+	return "", nil, nil
 }
 
 // Recovering returns the ids of the endpoints whose bulk recovery has
@@ -476,21 +491,8 @@ func (r *Registry) Apply(b *projections.Batch, rec *events.Record, msg proto.Mes
 // so that a recovery resumes after a restart or a failover even when
 // nothing else activates its grain.
 func (r *Registry) Recovering() ([]string, error) {
-	prefix := []byte{'r'}
-	it, err := r.store.NewIter(prefix, projections.PrefixEnd(prefix))
+	ids, err := r.store.IDs([]byte{'r'})
 	if err != nil {
-		return nil, fmt.Errorf("recovering endpoints: %w", err)
-	}
-	var ids []string
-	for it.First(); it.Valid(); it.Next() {
-		id, _, err := projections.ReadString(it.Key()[len(prefix):])
-		if err != nil {
-			it.Close()
-			return nil, fmt.Errorf("recovering endpoints: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("recovering endpoints: %w", err)
 	}
 	return ids, nil

@@ -1,11 +1,8 @@
 package registry
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-
-	"github.com/hookline/hookline/projections"
 )
 
 // ListTenants returns up to limit tenants in id order, after cursor (""
@@ -13,38 +10,15 @@ import (
 // following page, "" after the last one. A malformed cursor fails with
 // [ErrBadCursor].
 func (r *Registry) ListTenants(cursor string, limit int) (ts []Tenant, next string, err error) {
-	if limit <= 0 {
-		limit = 100
-	}
-	prefix := []byte{'t'}
-	lower := prefix
-	if cursor != "" {
-		after, derr := base64.RawURLEncoding.DecodeString(cursor)
-		if derr != nil {
-			return nil, "", fmt.Errorf("list tenants: %w", ErrBadCursor)
+	ts, next, err = page(r.store, []byte{'t'}, cursor, limit, func(_ string, value []byte) (Tenant, bool, error) {
+		var t Tenant
+		if err := json.Unmarshal(value, &t); err != nil {
+			return Tenant{}, false, fmt.Errorf("decode: %w", err)
 		}
-		// Just past the cursor's tenant.
-		lower = append(tenantKey(string(after)), 0)
-	}
-	it, err := r.store.NewIter(lower, projections.PrefixEnd(prefix))
+		return t, true, nil
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list tenants: %w", err)
-	}
-	defer it.Close()
-	for it.First(); it.Valid(); it.Next() {
-		if len(ts) == limit {
-			next = base64.RawURLEncoding.EncodeToString([]byte(ts[limit-1].ID))
-			break
-		}
-		v, err := it.Value()
-		if err != nil {
-			return nil, "", fmt.Errorf("list tenants: %w", err)
-		}
-		var t Tenant
-		if err := json.Unmarshal(v, &t); err != nil {
-			return nil, "", fmt.Errorf("list tenants: decode: %w", err)
-		}
-		ts = append(ts, t)
 	}
 	return ts, next, nil
 }
