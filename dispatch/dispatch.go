@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/hookline/hookline/projections/due"
 )
 
 // Defaults of the zero Config.
@@ -13,24 +15,6 @@ const (
 	DefaultObjective = time.Second
 	DefaultWeightTTL = time.Second
 )
-
-// Class is the kind of work a slot is asked for: new deliveries come ahead
-// of retries.
-type Class uint8
-
-const (
-	// ClassNew is a delivery's first attempt.
-	ClassNew Class = 0
-	// ClassRetry is any later attempt: an automatic retry or a manual replay.
-	ClassRetry Class = 1
-)
-
-func (c Class) String() string {
-	if c == ClassNew {
-		return "new"
-	}
-	return "retry"
-}
 
 // Config configures a [Dispatcher]. The zero value is valid and means the
 // defaults below.
@@ -113,7 +97,7 @@ type tenant struct {
 type endpoint struct {
 	id      string
 	held    int
-	waiting [2][]waiter // by Class, oldest first
+	waiting [2][]waiter // by due.Class, oldest first
 }
 
 type waiter struct {
@@ -130,12 +114,13 @@ func New(cfg Config) *Dispatcher {
 	return &Dispatcher{cfg: cfg.withDefaults(), tenants: map[string]*tenant{}}
 }
 
-// Acquire asks for one slot for an attempt of class c by endpointID of
+// Acquire asks for one slot for an attempt of class c (new deliveries
+// come ahead of retries) by endpointID of
 // tenantID. grant is called once the slot is the caller's, maybe before
 // Acquire returns, from whichever goroutine freed the slot; it must not
 // block (send a message) and must not call the dispatcher. The holder gives
 // the slot back with Release.
-func (d *Dispatcher) Acquire(tenantID, endpointID string, c Class, grant func()) {
+func (d *Dispatcher) Acquire(tenantID, endpointID string, c due.Class, grant func()) {
 	d.mu.Lock()
 	t := d.tenants[tenantID]
 	if t == nil {
@@ -147,18 +132,14 @@ func (d *Dispatcher) Acquire(tenantID, endpointID string, c Class, grant func())
 		e = &endpoint{id: endpointID}
 		t.endpoints[endpointID] = e
 	}
-	if len(e.waiting[ClassNew])+len(e.waiting[ClassRetry]) == 0 {
+	if !e.waits() {
 		t.ring = append(t.ring, e)
 		if len(t.ring) == 1 {
 			d.ring = append(d.ring, t)
 		}
 	}
 	e.waiting[c&1] = append(e.waiting[c&1], waiter{at: d.cfg.Now(), grant: grant})
-	granted := d.dispatch()
-	d.mu.Unlock()
-	for _, g := range granted {
-		g()
-	}
+	d.unlockGrant(d.dispatch())
 }
 
 // Promote turns up to n of the requests for retries that endpointID of
@@ -172,20 +153,17 @@ func (d *Dispatcher) Promote(tenantID, endpointID string, n int) {
 	d.mu.Lock()
 	var granted []func()
 	if t := d.tenants[tenantID]; t != nil {
-		if e := t.endpoints[endpointID]; e != nil && n > 0 && len(e.waiting[ClassRetry]) > 0 {
-			n = min(n, len(e.waiting[ClassRetry]))
+		if e := t.endpoints[endpointID]; e != nil && n > 0 && len(e.waiting[due.ClassRetry]) > 0 {
+			n = min(n, len(e.waiting[due.ClassRetry]))
 			now := d.cfg.Now()
-			for _, w := range e.waiting[ClassRetry][:n] {
-				e.waiting[ClassNew] = append(e.waiting[ClassNew], waiter{at: now, grant: w.grant})
+			for _, w := range e.waiting[due.ClassRetry][:n] {
+				e.waiting[due.ClassNew] = append(e.waiting[due.ClassNew], waiter{at: now, grant: w.grant})
 			}
-			e.waiting[ClassRetry] = append(e.waiting[ClassRetry][:0], e.waiting[ClassRetry][n:]...)
+			e.waiting[due.ClassRetry] = append(e.waiting[due.ClassRetry][:0], e.waiting[due.ClassRetry][n:]...)
 			granted = d.dispatch()
 		}
 	}
-	d.mu.Unlock()
-	for _, g := range granted {
-		g()
-	}
+	d.unlockGrant(granted)
 }
 
 // Release gives back one slot held by endpointID of tenantID.
@@ -199,11 +177,7 @@ func (d *Dispatcher) Release(tenantID, endpointID string) {
 			d.forget(t, e)
 		}
 	}
-	granted := d.dispatch()
-	d.mu.Unlock()
-	for _, g := range granted {
-		g()
-	}
+	d.unlockGrant(d.dispatch())
 }
 
 // Leave drops the requests endpointID of tenantID is waiting for and gives
@@ -224,11 +198,7 @@ func (d *Dispatcher) Leave(tenantID, endpointID string) {
 			d.forget(t, e)
 		}
 	}
-	granted := d.dispatch()
-	d.mu.Unlock()
-	for _, g := range granted {
-		g()
-	}
+	d.unlockGrant(d.dispatch())
 }
 
 // Stats is a snapshot of the dispatcher, for metrics and tests.
@@ -247,14 +217,23 @@ func (d *Dispatcher) Stats() Stats {
 	s := Stats{Used: d.used, Slots: d.cfg.Slots}
 	for _, t := range d.ring {
 		for _, e := range t.ring {
-			s.Waiting[ClassNew] += len(e.waiting[ClassNew])
-			s.Waiting[ClassRetry] += len(e.waiting[ClassRetry])
+			s.Waiting[due.ClassNew] += len(e.waiting[due.ClassNew])
+			s.Waiting[due.ClassRetry] += len(e.waiting[due.ClassRetry])
 		}
 	}
 	if at, ok := d.oldestNew(); ok {
 		s.OldestNew = d.cfg.Now().Sub(at)
 	}
 	return s
+}
+
+// unlockGrant releases d.mu, then calls the grants that dispatch handed
+// out: a grant must not run under the lock.
+func (d *Dispatcher) unlockGrant(granted []func()) {
+	d.mu.Unlock()
+	for _, g := range granted {
+		g()
+	}
 }
 
 // dispatch hands out free slots and returns the grants to call once the
@@ -300,16 +279,16 @@ func (d *Dispatcher) pick() (waiter, bool) {
 			continue
 		}
 		t.deficit--
-		c := ClassNew
-		if len(e.waiting[ClassNew]) == 0 {
-			c = ClassRetry
+		c := due.ClassNew
+		if len(e.waiting[due.ClassNew]) == 0 {
+			c = due.ClassRetry
 		}
 		w := e.waiting[c][0]
 		e.waiting[c] = e.waiting[c][1:]
 		e.held++
 		t.held++
 		d.used++
-		if len(e.waiting[ClassNew])+len(e.waiting[ClassRetry]) == 0 {
+		if !e.waits() {
 			t.remove(e)
 			if len(t.ring) == 0 {
 				d.drop(t) // the next tenant moved into its place
@@ -350,7 +329,7 @@ func (d *Dispatcher) drop(t *tenant) {
 // forget frees the records of an endpoint (and tenant) that holds and waits
 // for nothing.
 func (d *Dispatcher) forget(t *tenant, e *endpoint) {
-	if e.held == 0 && len(e.waiting[ClassNew])+len(e.waiting[ClassRetry]) == 0 {
+	if e.held == 0 && !e.waits() {
 		delete(t.endpoints, e.id)
 	}
 	if len(t.endpoints) == 0 && t.held == 0 {
@@ -376,12 +355,17 @@ func (d *Dispatcher) oldestNew() (time.Time, bool) {
 	var oldest time.Time
 	for _, t := range d.ring {
 		for _, e := range t.ring {
-			if len(e.waiting[ClassNew]) > 0 && (oldest.IsZero() || e.waiting[ClassNew][0].at.Before(oldest)) {
-				oldest = e.waiting[ClassNew][0].at
+			if len(e.waiting[due.ClassNew]) > 0 && (oldest.IsZero() || e.waiting[due.ClassNew][0].at.Before(oldest)) {
+				oldest = e.waiting[due.ClassNew][0].at
 			}
 		}
 	}
 	return oldest, !oldest.IsZero()
+}
+
+// waits reports whether the endpoint waits for a slot.
+func (e *endpoint) waits() bool {
+	return len(e.waiting[due.ClassNew])+len(e.waiting[due.ClassRetry]) > 0
 }
 
 // pick returns the tenant's next endpoint, round robin, with a request it
@@ -395,7 +379,7 @@ func (t *tenant) pick(retries bool, tenantCap int) *endpoint {
 		t.next %= len(t.ring)
 		e := t.ring[t.next]
 		t.next++
-		if len(e.waiting[ClassNew]) > 0 || (retries && len(e.waiting[ClassRetry]) > 0) {
+		if len(e.waiting[due.ClassNew]) > 0 || (retries && len(e.waiting[due.ClassRetry]) > 0) {
 			return e
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/hookline/hookline/dispatch"
+	"github.com/hookline/hookline/projections/due"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -26,7 +27,7 @@ func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.U
 // ask is one Acquire: tenant/endpoint and class.
 type ask struct {
 	tenant, endpoint string
-	class            dispatch.Class
+	class            due.Class
 }
 
 // grants records which asks were granted, in order.
@@ -46,7 +47,7 @@ func (g *grants) take() []string {
 
 func (a ask) String() string {
 	c := "n"
-	if a.class == dispatch.ClassRetry {
+	if a.class == due.ClassRetry {
 		c = "r"
 	}
 	return a.tenant + "/" + a.endpoint + "/" + c
@@ -80,11 +81,11 @@ func interleave(lists ...[]ask) []ask {
 // the clock, then frees the slot grants times in a row (each grant given
 // back at once) and checks the order of the grants.
 func TestDispatch(t *testing.T) {
-	a1n := ask{"a", "a1", dispatch.ClassNew}
-	a2n := ask{"a", "a2", dispatch.ClassNew}
-	a1r := ask{"a", "a1", dispatch.ClassRetry}
-	bn := ask{"b", "b1", dispatch.ClassNew}
-	br := ask{"b", "b1", dispatch.ClassRetry}
+	a1n := ask{"a", "a1", due.ClassNew}
+	a2n := ask{"a", "a2", due.ClassNew}
+	a1r := ask{"a", "a1", due.ClassRetry}
+	bn := ask{"b", "b1", due.ClassNew}
+	br := ask{"b", "b1", due.ClassRetry}
 	tests := []struct {
 		name    string
 		weights map[string]int
@@ -136,7 +137,7 @@ func TestDispatch(t *testing.T) {
 			clk := &clock{now: t0}
 			d := dispatch.New(dispatch.Config{Slots: 1, Now: clk.Now, Weight: func(id string) int { return tt.weights[id] }})
 			g := &grants{}
-			d.Acquire("blocker", "x", dispatch.ClassNew, func() { g.add("blocker") })
+			d.Acquire("blocker", "x", due.ClassNew, func() { g.add("blocker") })
 			if got := g.take(); len(got) != 1 {
 				t.Fatalf("blocker: grants %v", got)
 			}
@@ -179,7 +180,7 @@ func TestDispatchShares(t *testing.T) {
 			var last string
 			var ask func(tenant string)
 			ask = func(tenant string) {
-				d.Acquire(tenant, tenant+"1", dispatch.ClassNew, func() {
+				d.Acquire(tenant, tenant+"1", due.ClassNew, func() {
 					mu.Lock()
 					counts[tenant]++
 					last = tenant
@@ -217,12 +218,12 @@ func TestDispatchTenantCapAndLeave(t *testing.T) {
 	d := dispatch.New(dispatch.Config{Slots: 4, TenantCap: 3})
 	g := &grants{}
 	for range 4 {
-		d.Acquire("hang", "h1", dispatch.ClassNew, func() { g.add("hang") })
+		d.Acquire("hang", "h1", due.ClassNew, func() { g.add("hang") })
 	}
 	if got := g.take(); len(got) != 3 {
 		t.Fatalf("a tenant got %d slots, want its cap 3", len(got))
 	}
-	d.Acquire("ok", "o1", dispatch.ClassNew, func() { g.add("ok") })
+	d.Acquire("ok", "o1", due.ClassNew, func() { g.add("ok") })
 	if got := g.take(); !cmp.Equal(got, []string{"ok"}) {
 		t.Fatalf("another tenant's first ask: grants %v, want [ok] at once", got)
 	}
@@ -250,7 +251,7 @@ func TestDispatchConcurrent(t *testing.T) {
 			tn, ep := fmt.Sprint("t", i%4), fmt.Sprint("e", i)
 			for range 200 {
 				ch := make(chan struct{}, 1)
-				d.Acquire(tn, ep, dispatch.Class(i%2), func() { ch <- struct{}{} })
+				d.Acquire(tn, ep, due.Class(i%2), func() { ch <- struct{}{} })
 				<-ch
 				d.Release(tn, ep)
 			}
@@ -269,10 +270,10 @@ func TestDispatchPromote(t *testing.T) {
 	clk := &clock{now: t0}
 	d := dispatch.New(dispatch.Config{Slots: 2, TenantCap: 1, Now: clk.Now})
 	g := &grants{}
-	d.Acquire("slow", "s1", dispatch.ClassNew, func() { g.add("slow") })
-	d.Acquire("slow", "s1", dispatch.ClassNew, func() { g.add("slow") }) // waits: the tenant's cap
-	clk.Add(2 * time.Second)                                             // and is late now
-	d.Acquire("acme", "a1", dispatch.ClassRetry, func() { g.add("acme retry") })
+	d.Acquire("slow", "s1", due.ClassNew, func() { g.add("slow") })
+	d.Acquire("slow", "s1", due.ClassNew, func() { g.add("slow") }) // waits: the tenant's cap
+	clk.Add(2 * time.Second)                                        // and is late now
+	d.Acquire("acme", "a1", due.ClassRetry, func() { g.add("acme retry") })
 	d.Promote("acme", "nobody", 1) // another endpoint: nothing
 	if got := g.take(); !cmp.Equal(got, []string{"slow"}) {
 		t.Fatalf("grants %v, want slow's first only (a retry waits while new work is late)", got)

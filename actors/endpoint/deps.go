@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/attempt"
-	"github.com/hookline/hookline/dispatch"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
@@ -48,7 +47,7 @@ type Attempter interface {
 // satisfies it. grant must not block. Promote turns up to n of an
 // endpoint's waiting requests for retries into requests for new work.
 type Dispatcher interface {
-	Acquire(tenantID, endpointID string, c dispatch.Class, grant func())
+	Acquire(tenantID, endpointID string, c due.Class, grant func())
 	Promote(tenantID, endpointID string, n int)
 	Release(tenantID, endpointID string)
 	Leave(tenantID, endpointID string)

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/attempt"
-	"github.com/hookline/hookline/dispatch"
 	"github.com/hookline/hookline/projections/due"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -57,11 +56,13 @@ type flight struct {
 	lin flightLineage
 }
 
-func (f *flight) class() dispatch.Class {
+// class is what f asks a slot for: a replay asks as a retry, whatever
+// its item says.
+func (f *flight) class() due.Class {
 	if f.item.Class == due.ClassNew && f.d.replay == nil {
-		return dispatch.ClassNew
+		return due.ClassNew
 	}
-	return dispatch.ClassRetry
+	return due.ClassRetry
 }
 
 type (
@@ -202,7 +203,7 @@ func (g *grain) recordGone(ctx actor.Context, f *flight, class hooklinev1.ErrorC
 
 // acquire asks the dispatcher for a slot of class c; the grant comes back
 // as a message.
-func (g *grain) acquire(ctx actor.Context, c dispatch.Class) {
+func (g *grain) acquire(ctx actor.Context, c due.Class) {
 	if g.cfg.Dispatcher == nil {
 		ctx.Send(ctx.Self(), &slotGranted{})
 		return

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookline/hookline/actors/tenant"
 	"github.com/hookline/hookline/dispatch"
+	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
@@ -48,7 +49,7 @@ func TestDispatcherIsolatesHangingTenant(t *testing.T) {
 	}
 	waitUntil(t, "the hanging tenant at its cap", func() bool {
 		s := d.Stats()
-		return s.Used == 6 && s.Waiting[dispatch.ClassNew] > 0
+		return s.Used == 6 && s.Waiting[due.ClassNew] > 0
 	})
 
 	b.endpoint("fast", "ep_ok", rc.URL+"/ok", nil)
@@ -176,7 +177,7 @@ func TestRetriesDoNotBlockNewWork(t *testing.T) {
 	b.publish("slow", "evt_2", "ep_hang")
 	waitUntil(t, "the slow tenant at its cap, new work waiting", func() bool {
 		s := d.Stats()
-		return s.Used == 1 && s.Waiting[dispatch.ClassNew] == 1
+		return s.Used == 1 && s.Waiting[due.ClassNew] == 1
 	})
 	// Tenant "acme": a delivery fails once; its retry is due 2.5 s later,
 	// when the slow tenant's waiting new work is late (objective 1 s).
@@ -184,7 +185,7 @@ func TestRetriesDoNotBlockNewWork(t *testing.T) {
 	first := b.publish("acme", "evt_a", "ep_1")[0]
 	b.waitEvents(first, 1)
 	b.advance(2500 * time.Millisecond)
-	waitUntil(t, "acme's retry waiting for a slot", func() bool { return d.Stats().Waiting[dispatch.ClassRetry] == 1 })
+	waitUntil(t, "acme's retry waiting for a slot", func() bool { return d.Stats().Waiting[due.ClassRetry] == 1 })
 
 	id := b.publish("acme", "evt_b", "ep_1")[0]
 	b.waitStatus("acme", history.Succeeded, id)

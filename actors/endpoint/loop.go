@@ -12,7 +12,6 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hookline/hookline/dispatch"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/due"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
@@ -356,7 +355,7 @@ func (g *grain) lowOnWork() bool {
 	l := g.loop
 	waiting := l.reading + len(l.ready)
 	for _, f := range l.ready[:min(l.asks, len(l.ready))] {
-		if f.class() == dispatch.ClassRetry {
+		if f.class() == due.ClassRetry {
 			waiting--
 		}
 	}
@@ -450,7 +449,7 @@ func (g *grain) promote() {
 	}
 	news := 0
 	for _, f := range l.ready[:min(l.asks, len(l.ready))] {
-		if f.class() == dispatch.ClassNew {
+		if f.class() == due.ClassNew {
 			news++
 		}
 	}

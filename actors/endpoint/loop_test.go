@@ -14,6 +14,7 @@ import (
 
 	"github.com/hookline/hookline/dispatch"
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -294,7 +295,7 @@ func TestLoopDeletedWhileHeld(t *testing.T) {
 	first := b.publish("acme", "evt_1", "ep_1")[0]
 	rc.waitActive(t, 1) // in the node's only slot
 	held := b.publish("acme", "evt_2", "ep_1")[0]
-	waitUntil(t, "the second delivery waiting for a slot", func() bool { return d.Stats().Waiting[dispatch.ClassNew] == 1 })
+	waitUntil(t, "the second delivery waiting for a slot", func() bool { return d.Stats().Waiting[due.ClassNew] == 1 })
 	mustOK(t, ask(t, b.sys, pid, cmd("acme", &controlv1.DeleteEndpointRequest{})))
 	close(release)
 	b.waitStatus("acme", history.Succeeded, first)

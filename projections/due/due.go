@@ -24,8 +24,8 @@ const (
 	DefaultLimit         = 100
 )
 
-// Class orders an endpoint's due work: all new deliveries come before any
-// retry.
+// Class orders due work: new deliveries come before any retry, both in an
+// endpoint's pulls and for the node's attempt slots (package dispatch).
 type Class uint8
 
 const (
