@@ -125,24 +125,13 @@ func endpointsRecover(fs *flag.FlagSet) func(context.Context, *conn) error {
 		defer cancel()
 		r, err := c.RecoverEndpoint(ctx, &controlv1.RecoverEndpointRequest{
 			TenantId: *tenant, EndpointId: *id, Since: since.t, Until: until.t,
-			Statuses: splitComma(*statuses), EventTypes: splitComma(*types), DryRun: *dryRun, Digest: *digest,
+			Statuses: splitList(*statuses), EventTypes: splitList(*types), DryRun: *dryRun, Digest: *digest,
 		})
 		if err != nil {
 			return err
 		}
 		return c.print(r, func(w io.Writer) { printRecovery(w, r) })
 	}
-}
-
-// splitComma splits a comma-separated flag value; empty gives nil.
-func splitComma(s string) []string {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 func endpointsRecovery(fs *flag.FlagSet) func(context.Context, *conn) error {

@@ -5,7 +5,9 @@
 // lives in the packages.
 //
 // Every command is one row of the table commands, from which the usage
-// text is made: a command added there is listed.
+// text is made: a command added there is listed. The flags of serve are one
+// table too (serveFlags): a row names the flag, its environment variable,
+// its default and the field of node.Config it sets.
 package main
 
 import (
