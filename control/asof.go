@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/actors/endpoint"
@@ -62,9 +63,10 @@ func parseMoment(field, s string) (moment, error) {
 const asOfPage = 500
 
 // foldStream reads stream from its start and hands fn every record at or
-// before m, in order; it returns the last record handed and how many.
+// before m, decoded, in order; it returns the last record handed and how
+// many.
 // A stream that does not exist hands nothing.
-func (s *Server) foldStream(ctx context.Context, stream string, m moment, fn func(*events.Record) error) (last *events.Record, n int64, err error) {
+func (s *Server) foldStream(ctx context.Context, stream string, m moment, fn func(*events.Record, proto.Message)) (last *events.Record, n int64, err error) {
 	from := events.Revision(0)
 	for {
 		recs, err := s.cfg.Log.ReadStream(ctx, stream, events.Forwards, from, asOfPage)
@@ -79,9 +81,11 @@ func (s *Server) foldStream(ctx context.Context, stream string, m moment, fn fun
 			if !m.includes(r) {
 				return last, n, nil
 			}
-			if err := fn(r); err != nil {
+			msg, err := events.Decode(r)
+			if err != nil {
 				return nil, 0, err
 			}
+			fn(r, msg)
 			last, n = r, n+1
 		}
 		if len(recs) < asOfPage {
@@ -107,14 +111,7 @@ func (s *Server) endpointAsOf(ctx context.Context, tenantID, endpointID, asOf st
 		return nil, err
 	}
 	var st endpoint.State
-	last, n, err := s.foldStream(ctx, events.EndpointStream(endpointID), m, func(r *events.Record) error {
-		msg, err := events.Decode(r)
-		if err != nil {
-			return err
-		}
-		st.Apply(msg)
-		return nil
-	})
+	last, n, err := s.foldStream(ctx, events.EndpointStream(endpointID), m, func(_ *events.Record, msg proto.Message) { st.Apply(msg) })
 	if err != nil {
 		return nil, err
 	}
@@ -167,14 +164,7 @@ func (s *Server) tenantAsOf(ctx context.Context, tenantID, asOf string) (*contro
 		return nil, err
 	}
 	var st tenant.State
-	last, n, err := s.foldStream(ctx, events.TenantStream(tenantID), m, func(r *events.Record) error {
-		msg, err := events.Decode(r)
-		if err != nil {
-			return err
-		}
-		st.Apply(msg)
-		return nil
-	})
+	last, n, err := s.foldStream(ctx, events.TenantStream(tenantID), m, func(_ *events.Record, msg proto.Message) { st.Apply(msg) })
 	if err != nil {
 		return nil, err
 	}

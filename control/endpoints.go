@@ -29,18 +29,14 @@ func (s *Server) askEndpoint(ctx context.Context, tenantID, endpointID string, c
 		// the grain answers a repeat from the first run's events.
 		cmd.RequestId = newID("req_")
 	}
-	msg, err := s.cfg.Grains.Request(ctx, EndpointKind, endpointID, cmd)
-	if err != nil {
-		return nil, fmt.Errorf("endpoint %s: %w", endpointID, err)
-	}
-	reply, ok := msg.(*internalv1.EndpointReply)
-	if !ok {
-		return nil, fmt.Errorf("endpoint %s: unexpected reply %T", endpointID, msg)
-	}
-	if e := reply.GetError(); e != nil {
-		return nil, grainError{e}
-	}
-	return reply, nil
+	return askGrain[*internalv1.EndpointReply](ctx, s.cfg.Grains, EndpointKind, endpointID, cmd)
+}
+
+// changeEndpoint runs a command that changes one endpoint and answers with
+// the endpoint, once the projections have seen the change.
+func (s *Server) changeEndpoint(ctx context.Context, tenantID, endpointID string, build func(*internalv1.EndpointCommand)) (*controlv1.Endpoint, error) {
+	reply, err := s.endpointCommand(ctx, tenantID, endpointID, true, build)
+	return reply.GetEndpoint(), err
 }
 
 // endpointCommand runs a command on one endpoint for the caller and, when it
@@ -154,10 +150,7 @@ func (s *Server) UpdateEndpoint(ctx context.Context, req *controlv1.UpdateEndpoi
 	if err := checkSettings(req.GetSettings()); err != nil {
 		return nil, toStatus(err)
 	}
-	reply, err := s.endpointCommand(ctx, req.GetTenantId(), req.GetEndpointId(), true, func(c *internalv1.EndpointCommand) {
-		c.Command = &internalv1.EndpointCommand_Update{Update: req}
-	})
-	return reply.GetEndpoint(), err
+	return s.changeEndpoint(ctx, req.GetTenantId(), req.GetEndpointId(), func(c *internalv1.EndpointCommand) { c.Command = &internalv1.EndpointCommand_Update{Update: req} })
 }
 
 // RotateSecret adds a new signing secret, returned once.
@@ -176,34 +169,22 @@ func (s *Server) RotateSecret(ctx context.Context, req *controlv1.RotateSecretRe
 
 // RetireSecret retires an old secret before its overlap ends.
 func (s *Server) RetireSecret(ctx context.Context, req *controlv1.RetireSecretRequest) (*controlv1.Endpoint, error) {
-	reply, err := s.endpointCommand(ctx, req.GetTenantId(), req.GetEndpointId(), true, func(c *internalv1.EndpointCommand) {
-		c.Command = &internalv1.EndpointCommand_Retire{Retire: req}
-	})
-	return reply.GetEndpoint(), err
+	return s.changeEndpoint(ctx, req.GetTenantId(), req.GetEndpointId(), func(c *internalv1.EndpointCommand) { c.Command = &internalv1.EndpointCommand_Retire{Retire: req} })
 }
 
 // PauseEndpoint holds the endpoint's deliveries until it resumes.
 func (s *Server) PauseEndpoint(ctx context.Context, req *controlv1.PauseEndpointRequest) (*controlv1.Endpoint, error) {
-	reply, err := s.endpointCommand(ctx, req.GetTenantId(), req.GetEndpointId(), true, func(c *internalv1.EndpointCommand) {
-		c.Command = &internalv1.EndpointCommand_Pause{Pause: req}
-	})
-	return reply.GetEndpoint(), err
+	return s.changeEndpoint(ctx, req.GetTenantId(), req.GetEndpointId(), func(c *internalv1.EndpointCommand) { c.Command = &internalv1.EndpointCommand_Pause{Pause: req} })
 }
 
 // ResumeEndpoint resumes a paused endpoint.
 func (s *Server) ResumeEndpoint(ctx context.Context, req *controlv1.ResumeEndpointRequest) (*controlv1.Endpoint, error) {
-	reply, err := s.endpointCommand(ctx, req.GetTenantId(), req.GetEndpointId(), true, func(c *internalv1.EndpointCommand) {
-		c.Command = &internalv1.EndpointCommand_Resume{Resume: req}
-	})
-	return reply.GetEndpoint(), err
+	return s.changeEndpoint(ctx, req.GetTenantId(), req.GetEndpointId(), func(c *internalv1.EndpointCommand) { c.Command = &internalv1.EndpointCommand_Resume{Resume: req} })
 }
 
 // DeleteEndpoint deletes an endpoint: it is planned for no new event.
 func (s *Server) DeleteEndpoint(ctx context.Context, req *controlv1.DeleteEndpointRequest) (*controlv1.Endpoint, error) {
-	reply, err := s.endpointCommand(ctx, req.GetTenantId(), req.GetEndpointId(), true, func(c *internalv1.EndpointCommand) {
-		c.Command = &internalv1.EndpointCommand_Delete{Delete: req}
-	})
-	return reply.GetEndpoint(), err
+	return s.changeEndpoint(ctx, req.GetTenantId(), req.GetEndpointId(), func(c *internalv1.EndpointCommand) { c.Command = &internalv1.EndpointCommand_Delete{Delete: req} })
 }
 
 // ListEndpoints lists the tenant's endpoints from the registry projection,

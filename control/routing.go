@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/actors/endpoint"
 	"github.com/hookline/hookline/events"
@@ -152,11 +153,7 @@ type endpointHistory struct {
 func (s *Server) endpointAt(ctx context.Context, id string, pos events.Position) (*endpointHistory, error) {
 	h := &endpointHistory{configs: map[int64]*hooklinev1.EndpointConfig{}}
 	m := moment{pos: events.Position{Commit: ^uint64(0), Prepare: ^uint64(0)}, byPos: true}
-	_, _, err := s.foldStream(ctx, events.EndpointStream(id), m, func(r *events.Record) error {
-		msg, err := events.Decode(r)
-		if err != nil {
-			return err
-		}
+	_, _, err := s.foldStream(ctx, events.EndpointStream(id), m, func(r *events.Record, msg proto.Message) {
 		switch e := msg.(type) {
 		case *hooklinev1.EndpointCreated:
 			if h.createdAt.IsZero() {
@@ -172,7 +169,6 @@ func (s *Server) endpointAt(ctx context.Context, id string, pos events.Position)
 				h.deletedAt = r.Recorded
 			}
 		}
-		return nil
 	})
 	return h, err
 }

@@ -8,15 +8,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookline/hookline/cluster"
-	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
-
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/hookline/hookline/cluster"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections"
 	"github.com/hookline/hookline/projections/history"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 )
 
 // histories is the delivery history of the whole cluster, as the control
@@ -278,18 +277,7 @@ func partialScanned(p history.Partial, parts events.PartitionSet) *internalv1.Hi
 
 // members returns the addresses of the members that hold history: those
 // hosting the partitioned kind.
-func (h *histories) members() []string {
-	var out []string
-	for _, m := range h.node.Members() {
-		for _, k := range m.Kinds {
-			if k == h.kind {
-				out = append(out, m.Address)
-				break
-			}
-		}
-	}
-	return out
-}
+func (h *histories) members() []string { return h.node.Hosting(h.kind) }
 
 // reply is one member's answer, or why there is none.
 type reply[T any] struct {

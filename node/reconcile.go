@@ -9,12 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookline/hookline/cluster"
-
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/actors/endpoint"
+	"github.com/hookline/hookline/cluster"
 	"github.com/hookline/hookline/control"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections"
@@ -139,18 +138,7 @@ func (rc *reconciles) ask(ctx context.Context, addr string, m *internalv1.Reconc
 }
 
 // members returns the addresses of the members that own partitions.
-func (rc *reconciles) members() []string {
-	var out []string
-	for _, m := range rc.node.Members() {
-		for _, k := range m.Kinds {
-			if k == rc.kind {
-				out = append(out, m.Address)
-				break
-			}
-		}
-	}
-	return out
-}
+func (rc *reconciles) members() []string { return rc.node.Hosting(rc.kind) }
 
 // serve reconciles this node's partitions for a run another member leads.
 func (rc *reconciles) serve(ctx context.Context, msg proto.Message) proto.Message {

@@ -7,38 +7,24 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/hookline/hookline/cluster"
-
 	pcluster "github.com/asynkron/protoactor-go/cluster"
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/actors/endpoint"
 	"github.com/hookline/hookline/actors/tenant"
 	"github.com/hookline/hookline/attempt"
-	"github.com/hookline/hookline/console"
+	"github.com/hookline/hookline/cluster"
 	"github.com/hookline/hookline/control"
 	"github.com/hookline/hookline/dispatch"
 	"github.com/hookline/hookline/events"
-	"github.com/hookline/hookline/events/embedded"
-	"github.com/hookline/hookline/events/esdb"
-	"github.com/hookline/hookline/events/postgres"
-	"github.com/hookline/hookline/faults"
 	"github.com/hookline/hookline/operational"
 	"github.com/hookline/hookline/projections"
 	"github.com/hookline/hookline/projections/due"
@@ -48,119 +34,6 @@ import (
 	"github.com/hookline/hookline/reconcile"
 	"github.com/hookline/hookline/seal"
 )
-
-// ErrNoMasterKey refuses a node on a shared log without a configured
-// master key: a development key file is created per node, so secrets
-// sealed on one node would not open on another.
-var ErrNoMasterKey = errors.New("cluster: a node on a shared log needs a master key, the same on every node: set HOOKLINE_MASTER_KEY (base64 of 32 random bytes; generate one with: head -c 32 /dev/urandom | base64) or HOOKLINE_MASTER_KEY_FILE; without it each node would seal secrets under a development key of its own that the other nodes cannot open")
-
-// ErrEmbeddedJoin refuses a multi-node cluster on the embedded log, which
-// lives in one node's data directory.
-var ErrEmbeddedJoin = errors.New("cluster: the embedded log serves one node only; to join a cluster use a shared log (--store postgres://… or --store kurrentdb://…)")
-
-// Config configures a whole Hookline node: its log, projections,
-// grains, cluster membership and control API. The zero value runs a
-// single embedded node in ./data on loopback ports.
-type Config struct {
-	// DataDir holds the embedded log, the projections and (in development)
-	// the master key file. Default "./data".
-	DataDir string
-	// Store selects the log: "" or "embedded" for the embedded log in
-	// DataDir, or an EventStoreDB/KurrentDB connection string
-	// (kurrentdb://…, esdb://…, esdb+discover://…).
-	Store string
-	// StoreSchema is the PostgreSQL schema of the log (postgres stores
-	// only); empty means the backend's default.
-	StoreSchema string
-	// Log, if set, is used instead of opening Store; the caller owns it.
-	// Tests use it to run several nodes on one log in one process.
-	Log events.Log
-	// ProjectionsFS is the projections' file system; nil means the disk.
-	ProjectionsFS vfs.FS
-	// GRPCAddr and HTTPAddr are the control API's listen addresses;
-	// defaults 127.0.0.1:7070 and 127.0.0.1:8080 (":0" picks a port).
-	GRPCAddr string
-	HTTPAddr string
-	// TLSCertFile and TLSKeyFile, both or neither, are the PEM certificate
-	// (chain) and key the control API serves gRPC and REST with; they are
-	// reloaded when the files change. Neither means plaintext.
-	TLSCertFile, TLSKeyFile string
-	// Node configures membership and the actor system.
-	Cluster cluster.Config
-	// AdminToken authenticates operators (HOOKLINE_ADMIN_TOKEN).
-	AdminToken string
-	// MasterKey is HOOKLINE_MASTER_KEY; MasterKeyFile, a file holding the
-	// same (HOOKLINE_MASTER_KEY_FILE). Neither means the development key
-	// file in DataDir, which a node on a shared log refuses
-	// ([ErrNoMasterKey]).
-	MasterKey, MasterKeyFile string
-	// Policy is the egress policy for endpoint URLs; nil means production
-	// rules.
-	Policy *attempt.Policy
-	// Slots is the node's number of concurrent attempts, shared fairly
-	// among tenants; 0 means the dispatcher's default (256).
-	Slots int
-	// SweepInterval and StaleAfter tune the due projection's sweeper (how
-	// often it looks, and how long due work may wait before its endpoint is
-	// woken again); zero means its defaults (5 s, 10 s). Tests with an
-	// injected clock shorten them.
-	SweepInterval, StaleAfter time.Duration
-	// Breaker tunes the endpoints' circuit breakers; zero fields mean the
-	// defaults.
-	Breaker endpoint.BreakerConfig
-	// Schedule is the retry schedule; its zero value is the default (base
-	// 5 s, cap 1 h, 24 h deadline).
-	Schedule attempt.Schedule
-	// TenantAttemptsPerSecond and TenantMaxInFlight are the quota of a
-	// tenant whose own quota leaves them 0; zero means the tenant grain's
-	// defaults (100 attempts/s, 100 in flight).
-	TenantAttemptsPerSecond float64
-	TenantMaxInFlight       int32
-	// PortalOrigins are the origins allowed to frame the tenant portal
-	// (/console/portal), e.g. https://app.example.com; empty allows none.
-	PortalOrigins []string
-	// MaxInFlight and MaxInFlightPerCaller bound the control API's calls
-	// in flight, in total and per tenant (or admin); zero means the
-	// control package's defaults (512 and 64).
-	MaxInFlight, MaxInFlightPerCaller int
-	// HTTPReadTimeout bounds the reading of a whole REST request, body
-	// included, so that a client trickling its body cannot hold a
-	// connection; default 30 s.
-	HTTPReadTimeout time.Duration
-	// Faults injects failures at the node's seams (the log, the grains'
-	// attempter and due puller, wakes, the projections' view of the log),
-	// for tests and `hookline serve --faults` only; nil injects nothing.
-	Faults *faults.Set
-	// ReconcileEvery is how often the background reconciler runs its cheap
-	// checks; 0 means reconcile.DefaultEvery (30 s), negative turns it off.
-	ReconcileEvery time.Duration
-	// NotPulledAfter is how long due work may wait on an endpoint whose
-	// grain does not pull before reconcile reports it; 0 means
-	// reconcile.DefaultNotPulledAfter (1 min).
-	NotPulledAfter time.Duration
-	// IdleAfter is the quiet period after which an idle tenant or endpoint
-	// grain passivates (leaves memory until its next message); zero means
-	// the grains' default (2 min).
-	IdleAfter time.Duration
-	// PprofAddr, when set, serves net/http/pprof on its own listener, for
-	// profiling in development. Keep it on loopback: profiles expose the
-	// process's memory and take its CPU. Empty (the default) serves none.
-	PprofAddr string
-	// Spans, if set, exports the node's spans (attempts and publishes) to
-	// a collector (*otlp.Exporter, see tracing/otlp); nil exports none.
-	// The caller shuts it down after Run.
-	Spans Spans
-	// Now is the clock; nil means time.Now.
-	Now    func() time.Time
-	Logger *slog.Logger
-}
-
-// Spans exports attempts and publishes as spans of their traces; the
-// grains and the control API call it and it must not block.
-type Spans interface {
-	endpoint.Spans
-	control.Spans
-}
 
 // Server is one running Hookline node.
 type Server struct {
@@ -196,50 +69,52 @@ type Server struct {
 	pulls    *pulls         // the grains' due puller, noting when each endpoint pulled
 	recon    *reconciles
 	backdrop *reconcile.Background // nil when off
+	settle   *settlement           // waits for every member's projections
 	drain    endpoint.Drain        // started on a graceful stop
 	rawLog   events.Log            // the log as opened, before timing
 }
 
-// New opens the log and projections, starts the cluster node and
-// binds the control API's listeners. Serve them with Run.
+// New builds a node in named steps: the log, the master key, the
+// projections, the delivery engine, the cluster member and its services,
+// the control API and its listeners. Serve them with Run. A step that
+// fails releases what the earlier ones acquired.
 func New(ctx context.Context, cfg Config) (_ *Server, err error) {
-	if cfg.DataDir == "" {
-		cfg.DataDir = "data"
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.GRPCAddr == "" {
-		cfg.GRPCAddr = "127.0.0.1:7070"
-	}
-	if cfg.HTTPAddr == "" {
-		cfg.HTTPAddr = "127.0.0.1:8080"
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.HTTPReadTimeout == 0 {
-		cfg.HTTPReadTimeout = defaultHTTPReadTimeout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Cluster.Logger == nil {
-		cfg.Cluster.Logger = cfg.Logger
-	}
+	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, logger: cfg.Logger}
 	defer func() {
 		if err != nil {
-			if s.node != nil {
-				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				_ = s.node.Stop(sctx)
-				cancel()
-			}
-			s.close()
+			s.abandon(ctx)
 		}
 	}()
+	for _, step := range []func(context.Context) error{
+		s.openStores,
+		s.openProjections,
+		s.buildDelivery,
+		s.startMember,
+		s.startServices,
+		s.buildAPI,
+		s.listen,
+	} {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// openStores opens the data directory, the log (timed, with any faults)
+// and the master keyring, and checks that the secrets in the log open
+// with this node's keys before anything is sealed.
+func (s *Server) openStores(ctx context.Context) error {
+	cfg := s.cfg
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data directory: %w", err)
+		return fmt.Errorf("data directory: %w", err)
 	}
 	if err := s.openLog(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	s.metrics = newMetrics()
 	s.rawLog = s.log
@@ -247,83 +122,103 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		cfg.Logger.Warn("!!! FAULT INJECTION IS ON: this node fails on purpose (tests and acceptance runs only) !!!", slog.String("faults", cfg.Faults.String()))
 	}
 	s.log = timedLog{Log: cfg.Faults.Log(s.log), seconds: s.metrics.appendSeconds}
+	var err error
 	if s.keyring, err = loadKeyring(cfg); err != nil {
-		return nil, err
+		return err
 	}
-	// Before anything is sealed: the secrets in the log must open with
-	// this node's keys, and its current key is registered.
 	if err := seal.CheckLog(ctx, s.log, s.keyring, cfg.Now()); err != nil {
-		return nil, fmt.Errorf("master key: %w", err)
+		return fmt.Errorf("master key: %w", err)
 	}
+	return nil
+}
 
+// openProjections opens the projection runner and registers every
+// projection: registry, portal tokens, metrics, due, history, the
+// operational feed.
+func (s *Server) openProjections(context.Context) error {
+	cfg := s.cfg
+	var err error
 	s.runner, err = projections.Open(cfg.Faults.ProjectionsLog(s.log), projections.Config{Dir: filepath.Join(cfg.DataDir, "projections"), FS: cfg.ProjectionsFS, Logger: cfg.Logger, Now: cfg.Now})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if s.registry, err = registry.New(s.runner); err != nil {
-		return nil, err
+		return err
 	}
 	if s.portal, err = portal.New(s.runner); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := s.runner.Register(s.metrics.view); err != nil {
-		return nil, err
+		return err
 	}
 	s.waker = newWaker(cfg.Logger, s.heldBack)
 	if s.due, err = due.New(s.runner, due.Config{Waker: cfg.Faults.Waker(s.waker), Now: cfg.Now, Logger: cfg.Logger, SweepInterval: cfg.SweepInterval, StaleAfter: cfg.StaleAfter}); err != nil {
-		return nil, err
+		return err
 	}
 	if s.history, err = history.New(s.runner, history.Config{Log: s.log, Now: cfg.Now, Logger: cfg.Logger}); err != nil {
-		return nil, err
+		return err
 	}
-	if s.opsFeed, err = operational.NewFeed(s.runner, operational.Config{Now: cfg.Now}); err != nil {
-		return nil, err
-	}
-	s.dispatch = dispatch.New(dispatch.Config{Slots: cfg.Slots, Now: cfg.Now, Weight: s.tenantWeight})
-	policy := cfg.Policy
-	if policy == nil {
-		policy = &attempt.Policy{}
-	}
-	s.attempts = attempt.NewClient(attempt.ClientConfig{Policy: policy})
-	s.pulls = newPulls(cfg.Faults.Puller(s.due), cfg.Now)
-	s.metrics.nodeGauges(s)
+	s.opsFeed, err = operational.NewFeed(s.runner, operational.Config{Now: cfg.Now})
+	return err
+}
 
-	nodeCfg := cfg.Cluster
-	nodeCfg.Kinds = append(nodeCfg.Kinds, s.kinds()...)
-	// Endpoint grains run on the owner of their delivery partition, which
-	// applies that partition's records to its projections.
-	nodeCfg.PartitionedKind = endpoint.Kind
-	nodeCfg.OnPartitions = s.runner.Own
-	if s.node, err = cluster.Start(ctx, nodeCfg); err != nil {
-		return nil, err
+// buildDelivery makes what the endpoint grains deliver with: the fair
+// dispatcher, the egress client and the due puller.
+func (s *Server) buildDelivery(context.Context) error {
+	s.dispatch = dispatch.New(dispatch.Config{Slots: s.cfg.Slots, Now: s.cfg.Now, Weight: s.tenantWeight})
+	s.attempts = attempt.NewClient(attempt.ClientConfig{Policy: s.cfg.Policy})
+	s.pulls = newPulls(s.cfg.Faults.Puller(s.due), s.cfg.Now)
+	s.metrics.nodeGauges(s)
+	return nil
+}
+
+// startMember starts the cluster member hosting the tenant and endpoint
+// grains; the projection runner follows the partitions it owns.
+func (s *Server) startMember(ctx context.Context) error {
+	cfg := s.cfg.Cluster
+	cfg.Kinds = append(cfg.Kinds, s.kinds()...)
+	cfg.OnPartitions = s.runner.Own
+	n, err := cluster.Start(ctx, cfg)
+	if err != nil {
+		return err
 	}
-	s.started.Store(s.node)
-	s.waker.setNode(s.node)
-	s.hist = &histories{node: s.node, local: s.history, runner: s.runner, kind: endpoint.Kind, timeout: s.node.RequestTimeout(), logger: cfg.Logger}
-	if err := s.node.Serve(historyService, s.node.RequestTimeout(), s.hist.serve); err != nil {
-		return nil, err
+	s.node = n
+	s.started.Store(n)
+	s.waker.setNode(n)
+	return nil
+}
+
+// startServices starts the services every member runs beside its grains
+// (see doc.go) and the reconciler.
+func (s *Server) startServices(context.Context) error {
+	timeout := s.node.RequestTimeout()
+	s.hist = &histories{node: s.node, local: s.history, runner: s.runner, kind: endpoint.Kind, timeout: timeout, logger: s.logger}
+	s.settle = &settlement{node: s.node, runner: s.runner, timeout: timeout, logger: s.logger}
+	for _, err := range []error{
+		s.node.Serve(historyService, timeout, s.hist.serve),
+		s.node.Serve(statusService, 2*time.Second, s.serveStatus),
+		s.node.Receive(handOverService, s.receiveHandOver),
+		s.node.Serve(settleService, timeout, s.settle.serve),
+	} {
+		if err != nil {
+			return err
+		}
 	}
-	if err := s.node.Serve(statusService, 2*time.Second, s.serveStatus); err != nil {
-		return nil, err
-	}
-	if err := s.node.Receive(handOverService, s.receiveHandOver); err != nil {
-		return nil, err
-	}
-	settle := &settlement{node: s.node, runner: s.runner, timeout: s.node.RequestTimeout(), logger: cfg.Logger}
-	if err := s.node.Serve(settleService, s.node.RequestTimeout(), settle.serve); err != nil {
-		return nil, err
-	}
-	if err := s.startReconcile(); err != nil {
-		return nil, err
-	}
+	return s.startReconcile()
+}
+
+// buildAPI builds the control API, and the emitter of operational events
+// that publishes through it.
+func (s *Server) buildAPI(context.Context) error {
+	cfg := s.cfg
 	var auditLink func(string) string
 	auditUI := ""
 	if storeKind(cfg.Store) == "eventstoredb" {
 		auditLink, auditUI = esdbLink(cfg.Store), "eventstoredb"
 	}
-
+	var err error
 	s.control, err = control.New(control.Config{
-		Log: s.log, Grains: s.node, Registry: s.registry, Projections: settle,
+		Log: s.log, Grains: s.node, Registry: s.registry, Projections: s.settle,
 		History: s.hist, Reconciler: s.recon, AdminToken: cfg.AdminToken, Keyring: s.keyring, Now: cfg.Now, Logger: cfg.Logger,
 		Portal: s.portal, Cluster: &statuses{srv: s, store: storeKind(cfg.Store), timeout: s.node.RequestTimeout()},
 		AuditLink: auditLink, AuditUI: auditUI,
@@ -332,136 +227,20 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Spans:    controlSpans(cfg.Spans),
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.opsEmit = operational.NewEmitter(s.opsFeed, s.control, operational.EmitterConfig{Logger: cfg.Logger})
-	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
-		return nil, fmt.Errorf("grpc listen %s: %w", cfg.GRPCAddr, err)
-	}
-	s.grpcLis = netutil.LimitListener(s.grpcLis, maxConns)
-	if s.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-		return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
-	}
-	s.httpLis = netutil.LimitListener(s.httpLis, maxConns)
-	grpcOpts, gwCreds := []grpc.ServerOption(nil), insecure.NewCredentials()
-	if cfg.TLSCertFile != "" || cfg.TLSKeyFile != "" {
-		if cfg.TLSCertFile == "" || cfg.TLSKeyFile == "" {
-			return nil, errors.New("tls: give both the certificate and the key file, or neither")
-		}
-		if s.certs, err = loadCertFile(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Logger, time.Now); err != nil {
-			return nil, err
-		}
-		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(s.certs.serverConfig())))
-		gwCreds = credentials.NewTLS(s.certs.selfConfig())
-	}
-	s.grpc = s.control.NewGRPCServer(grpcOpts...)
-	s.gwConn, err = grpc.NewClient(s.grpcLis.Addr().String(), grpc.WithTransportCredentials(gwCreds))
-	if err != nil {
-		return nil, fmt.Errorf("gateway connection: %w", err)
-	}
-	h, err := s.control.Handler(ctx, s.gwConn)
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	ch, err := console.Handler(console.Config{PortalOrigins: cfg.PortalOrigins})
-	if err != nil {
-		return nil, err
-	}
-	mux.Handle(console.Path, ch)
-	mux.Handle("/", h)
-	s.http = &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       cfg.HTTPReadTimeout,
-		WriteTimeout:      httpWriteTimeout,
-		IdleTimeout:       httpIdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-	}
-	if s.certs != nil {
-		s.http.TLSConfig = s.certs.serverConfig()
-	}
-	if cfg.PprofAddr != "" {
-		if s.pprofLis, err = net.Listen("tcp", cfg.PprofAddr); err != nil {
-			return nil, fmt.Errorf("pprof listen %s: %w", cfg.PprofAddr, err)
-		}
-		s.pprof = &http.Server{Handler: pprofMux(), ReadHeaderTimeout: 10 * time.Second}
-		cfg.Logger.Warn("pprof is ON: profiles of this process are served for development only", slog.String("pprof_addr", s.pprofLis.Addr().String()))
-	}
-	return s, nil
-}
-
-// pprofMux serves net/http/pprof's handlers under /debug/pprof/.
-func pprofMux() *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
-}
-
-// loadKeyring loads the master keys: HOOKLINE_MASTER_KEY, its file, or,
-// for a node on a log of its own, the development key file in DataDir
-// (which seal.LoadKeyring creates, loudly).
-func loadKeyring(cfg Config) (*seal.Keyring, error) {
-	switch {
-	case cfg.MasterKey != "" && cfg.MasterKeyFile != "":
-		return nil, errors.New("master key: HOOKLINE_MASTER_KEY and HOOKLINE_MASTER_KEY_FILE are both set: give the key one way")
-	case cfg.MasterKeyFile != "":
-		kr, err := seal.LoadKeyFile(cfg.MasterKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("master key: %w", err)
-		}
-		return kr, nil
-	case strings.TrimSpace(cfg.MasterKey) == "" && sharedLog(cfg):
-		return nil, ErrNoMasterKey
-	}
-	kr, _, err := seal.LoadKeyring(cfg.MasterKey, cfg.DataDir, cfg.Logger)
-	return kr, err
-}
-
-// sharedLog reports whether the node's log is shared with other nodes: a
-// PostgreSQL or KurrentDB store, or a cluster to join.
-func sharedLog(cfg Config) bool {
-	st := cfg.Store
-	return len(cfg.Cluster.Seeds) > 0 || strings.HasPrefix(st, "postgres") || strings.HasPrefix(st, "kurrentdb") || strings.HasPrefix(st, "esdb")
-}
-
-func (s *Server) openLog(ctx context.Context) error {
-	cfg := s.cfg
-	if cfg.Log != nil {
-		s.log = cfg.Log
-		return nil
-	}
-	switch store := cfg.Store; {
-	case store == "" || store == "embedded":
-		if len(cfg.Cluster.Seeds) > 0 {
-			return ErrEmbeddedJoin
-		}
-		l, err := embedded.Open(embedded.Config{Dir: filepath.Join(cfg.DataDir, "log"), Now: cfg.Now, Logger: cfg.Logger})
-		if err != nil {
-			return err
-		}
-		s.log, s.ownsLog = l, true
-	case strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://"):
-		l, err := postgres.Open(ctx, postgres.Config{DSN: store, Schema: cfg.StoreSchema, Now: cfg.Now, Logger: cfg.Logger})
-		if err != nil {
-			return err
-		}
-		s.log, s.ownsLog = l, true
-	case strings.HasPrefix(store, "kurrentdb") || strings.HasPrefix(store, "esdb"):
-		l, err := esdb.Open(ctx, esdb.Config{ConnectionString: store, Logger: cfg.Logger})
-		if err != nil {
-			return err
-		}
-		s.log, s.ownsLog = l, true
-	default:
-		return fmt.Errorf("store %q: use \"embedded\", a PostgreSQL URL (postgres://user:pass@host:5432/db) or a KurrentDB connection string (kurrentdb://host:2113?tls=false)", redact(store))
-	}
 	return nil
+}
+
+// abandon releases what a failed New acquired.
+func (s *Server) abandon(ctx context.Context) {
+	if s.node != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_ = s.node.Stop(sctx)
+		cancel()
+	}
+	s.close()
 }
 
 func (s *Server) kinds() []*pcluster.Kind {
@@ -637,14 +416,6 @@ func (g lateGrains) Request(ctx context.Context, kind, identity string, msg prot
 
 func (s *Server) grainsOnceStarted() endpoint.Grains { return lateGrains{&s.started} }
 
-// redact hides the password of a connection string in messages.
-func redact(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		return u.Redacted()
-	}
-	return dsn
-}
-
 // drainAttempts stops new attempts and waits, for at most drainTimeout,
 // until the running ones have finished and their outcomes are recorded, so
 // that the grains' next owners do not repeat them.
@@ -674,20 +445,3 @@ func (s *Server) drainAttempts(ctx context.Context) {
 		_ = s.runner.WaitFor(ctx, head)
 	}
 }
-
-// Timeouts of the REST listener; see Config.HTTPReadTimeout.
-const (
-	defaultHTTPReadTimeout = 30 * time.Second
-	// httpWriteTimeout bounds a REST request from the end of its headers
-	// to the end of its answer.
-	httpWriteTimeout = 60 * time.Second
-	// httpIdleTimeout closes a kept-alive connection with no request.
-	httpIdleTimeout = 2 * time.Minute
-	// maxConns caps the open connections of each API listener; over it,
-	// new connections wait in the kernel's backlog.
-	maxConns = 4096
-)
-
-// drainTimeout bounds the wait for running attempts on a graceful stop:
-// one attempt's default timeout.
-const drainTimeout = 15 * time.Second

@@ -10,10 +10,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/cluster"
-	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
-
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 )
 
 // settlement makes a command's effects visible on every node before the
