@@ -65,33 +65,49 @@ func (r *Reconciler) Part(ctx context.Context, run Run, parts events.PartitionSe
 	l := &local{
 		run: run, parts: parts, now: now, cutoff: now.Add(-r.cfg.Retention + 24*time.Hour),
 		subs: newSubscriptions(), ds: newDeliveries(parts), tenants: map[string]events.Position{},
-		items: map[string]due.Item{}, records: map[string]history.Delivery{}, rebuild: map[string][]*controlv1.Discrepancy{},
+		rebuild: map[string][]*controlv1.Discrepancy{},
 	}
-
 	// The replay reads the log beside the scan.
-	var rp *replay
-	var rpErr error
-	rpDone := make(chan struct{})
-	if !run.SkipReplay {
-		go func() {
-			defer close(rpDone)
-			rp, rpErr = startReplay(ctx, r.cfg.Log, run.Head, parts)
-		}()
-	} else {
-		close(rpDone)
+	replaying := startReplayAside(ctx, r.cfg.Log, run, parts)
+	defer replaying.close()
+	if err := r.gather(ctx, l, withNone); err != nil {
+		return nil, err
 	}
-	defer func() {
-		<-rpDone
-		if rp != nil {
-			rp.close()
-		}
-	}()
 
+	if err := r.checkDeliveries(ctx, p, l); err != nil {
+		return nil, err
+	}
+	if err := r.checkGrains(ctx, p, l); err != nil {
+		return nil, err
+	}
+	if err := r.checkAttempts(ctx, p, l); err != nil {
+		return nil, err
+	}
+	rp, err := replaying.wait()
+	switch {
+	case run.SkipReplay:
+	case err != nil:
+		return nil, fmt.Errorf("replay: %w", err)
+	default:
+		if err := r.compare(ctx, p, l, rp); err != nil {
+			return nil, err
+		}
+	}
+	if run.Repair {
+		r.repair(ctx, p, l)
+	}
+	return p.done(parts), nil
+}
+
+// gather reads what the checks compare: the log up to the head (the
+// endpoints' subscriptions, the tenants, and the deliveries of l's
+// partitions), the node's due index and its history.
+func (r *Reconciler) gather(ctx context.Context, l *local, withNone events.PartitionSet) error {
 	filter := events.Filter{
 		Types:      append(append(append([]string{}, deliveryTypes...), endpointTypes...), tenantTypes...),
 		Partitions: &withNone,
 	}
-	err := scan(ctx, r.cfg.Log, run.Head, filter, func(rec *events.Record) error {
+	err := scan(ctx, r.cfg.Log, l.run.Head, filter, func(rec *events.Record) error {
 		msg, err := events.Decode(rec)
 		if err != nil {
 			return err
@@ -107,52 +123,43 @@ func (r *Reconciler) Part(ctx context.Context, run Run, parts events.PartitionSe
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var readErr error
+	if l.items, err = dueItems(r.cfg.Due, l.parts); err != nil {
+		return fmt.Errorf("read the due index: %w", err)
+	}
+	if l.records, err = historyRecords(r.cfg.History, l.parts, time.Time{}); err != nil {
+		return fmt.Errorf("read the history: %w", err)
+	}
+	return nil
+}
+
+// dueItems reads the items of parts in a due index, by delivery.
+func dueItems(d *due.Due, parts events.PartitionSet) (map[string]due.Item, error) {
+	items := map[string]due.Item{}
+	var err error
 	parts.Each(func(part events.Partition) {
-		if readErr == nil {
-			readErr = r.cfg.Due.Each(part, func(it due.Item) error {
-				l.items[it.DeliveryID] = it
+		if err == nil {
+			err = d.Each(part, func(it due.Item) error {
+				items[it.DeliveryID] = it
 				return nil
 			})
 		}
 	})
-	if readErr != nil {
-		return nil, fmt.Errorf("read the due index: %w", readErr)
-	}
-	if err := r.cfg.History.Each(func(d history.Delivery) error {
-		if parts.Has(events.PartitionOf(d.EndpointID)) {
-			l.records[d.ID] = d
+	return items, err
+}
+
+// historyRecords reads the records of parts in a history that were
+// planned at since or later, by delivery.
+func historyRecords(h *history.History, parts events.PartitionSet, since time.Time) (map[string]history.Delivery, error) {
+	records := map[string]history.Delivery{}
+	err := h.Each(func(d history.Delivery) error {
+		if parts.Has(events.PartitionOf(d.EndpointID)) && !d.PlannedAt.Before(since) {
+			records[d.ID] = d
 		}
 		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("read the history: %w", err)
-	}
-
-	if err := r.checkDeliveries(ctx, p, l); err != nil {
-		return nil, err
-	}
-	if err := r.checkGrains(ctx, p, l); err != nil {
-		return nil, err
-	}
-	if err := r.checkAttempts(ctx, p, l); err != nil {
-		return nil, err
-	}
-	<-rpDone
-	switch {
-	case run.SkipReplay:
-	case rpErr != nil:
-		return nil, fmt.Errorf("replay: %w", rpErr)
-	default:
-		if err := r.compare(ctx, p, l, rp); err != nil {
-			return nil, err
-		}
-	}
-	if run.Repair {
-		r.repair(ctx, p, l)
-	}
-	return p.done(parts), nil
+	})
+	return records, err
 }
 
 // moved reports whether a delivery's streams moved past the head.
@@ -196,29 +203,22 @@ func (r *Reconciler) checkDeliveries(ctx context.Context, p *tally, l *local) er
 		default:
 			continue
 		}
-		if moved, err := r.moved(ctx, l, d, id); err != nil || moved {
-			if err != nil {
-				return err
-			}
-			continue
+		if err := r.rebuildUnlessMoved(ctx, p, l, due.Name, d, &controlv1.Discrepancy{Kind: kind, Check: CheckDeliveries,
+			TenantId: d.tenant, EventId: d.event, EndpointId: d.endpoint, DeliveryIds: []string{id}, Detail: detail}); err != nil {
+			return err
 		}
-		r.addRebuild(p, l, due.Name, &controlv1.Discrepancy{Kind: kind, Check: CheckDeliveries, TenantId: d.tenant,
-			EventId: d.event, EndpointId: d.endpoint, DeliveryIds: []string{id}, Detail: detail})
 	}
 	for _, id := range slices.Sorted(maps.Keys(l.items)) {
 		if _, known := l.ds.byID[id]; known {
 			continue
 		}
 		it := l.items[id]
-		if moved, err := r.moved(ctx, l, &delivery{tenant: it.TenantID, event: it.EventID}, id); err != nil || moved {
-			if err != nil {
-				return err
-			}
-			continue
+		if err := r.rebuildUnlessMoved(ctx, p, l, due.Name, &delivery{tenant: it.TenantID, event: it.EventID}, &controlv1.Discrepancy{
+			Kind: KindDueUnplanned, Check: CheckDeliveries, TenantId: it.TenantID, EventId: it.EventID, EndpointId: it.EndpointID,
+			DeliveryIds: []string{id}, Detail: fmt.Sprintf("the due index holds %s, which the log never planned nor recorded", id),
+		}); err != nil {
+			return err
 		}
-		r.addRebuild(p, l, due.Name, &controlv1.Discrepancy{Kind: KindDueUnplanned, Check: CheckDeliveries, TenantId: it.TenantID,
-			EventId: it.EventID, EndpointId: it.EndpointID, DeliveryIds: []string{id},
-			Detail: fmt.Sprintf("the due index holds %s, which the log never planned nor recorded", id)})
 	}
 	return nil
 }
@@ -233,6 +233,18 @@ func (r *Reconciler) addRebuild(p *tally, l *local, name string, d *controlv1.Di
 	}
 	p.add(d)
 	l.rebuild[name] = append(l.rebuild[name], d)
+}
+
+// rebuildUnlessMoved records disc, about delivery d (its one delivery id),
+// as repaired by rebuilding projection name, unless d's streams moved past
+// the head: then the comparison proves nothing.
+func (r *Reconciler) rebuildUnlessMoved(ctx context.Context, p *tally, l *local, name string, d *delivery, disc *controlv1.Discrepancy) error {
+	moved, err := r.moved(ctx, l, d, disc.GetDeliveryIds()[0])
+	if err != nil || moved {
+		return err
+	}
+	r.addRebuild(p, l, name, disc)
+	return nil
 }
 
 // checkGrains is check 3: due work that no grain pulls.
@@ -363,29 +375,21 @@ func (r *Reconciler) checkAttempts(ctx context.Context, p *tally, l *local) erro
 		default:
 			continue
 		}
-		if moved, err := r.moved(ctx, l, d, id); err != nil || moved {
-			if err != nil {
-				return err
-			}
-			continue
+		if err := r.rebuildUnlessMoved(ctx, p, l, history.Name, d, base(kind, detail, "")); err != nil {
+			return err
 		}
-		dd := base(kind, detail, "")
-		r.addRebuild(p, l, history.Name, dd)
 	}
 	for _, id := range slices.Sorted(maps.Keys(l.records)) {
 		h := l.records[id]
 		if d, ok := l.ds.byID[id]; (ok && d.planned) || h.PlannedAt.Before(l.cutoff) {
 			continue
 		}
-		if moved, err := r.moved(ctx, l, &delivery{tenant: h.TenantID, event: h.EventID}, id); err != nil || moved {
-			if err != nil {
-				return err
-			}
-			continue
+		if err := r.rebuildUnlessMoved(ctx, p, l, history.Name, &delivery{tenant: h.TenantID, event: h.EventID}, &controlv1.Discrepancy{
+			Kind: KindHistoryStatus, Check: CheckAttempts, TenantId: h.TenantID, EventId: h.EventID, EndpointId: h.EndpointID,
+			DeliveryIds: []string{id}, Detail: fmt.Sprintf("the history holds %s (%s), which the log never planned", id, h.Status),
+		}); err != nil {
+			return err
 		}
-		r.addRebuild(p, l, history.Name, &controlv1.Discrepancy{Kind: KindHistoryStatus, Check: CheckAttempts, TenantId: h.TenantID,
-			EventId: h.EventID, EndpointId: h.EndpointID, DeliveryIds: []string{id},
-			Detail: fmt.Sprintf("the history holds %s (%s), which the log never planned", id, h.Status)})
 	}
 	return nil
 }

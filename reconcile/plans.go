@@ -256,27 +256,63 @@ func complete(seen []int32, chunks int32) bool {
 // stream exists (it was attempted: planning it again would make a second
 // logical delivery), and records the repair.
 func (r *Reconciler) replan(ctx context.Context, run Run, audit *auditor, pb *publication, missing map[string]subscribed, d *controlv1.Discrepancy) error {
-	log := r.cfg.Log
+	planned, filtered, err := r.replanned(ctx, pb, missing)
+	if err != nil {
+		return err
+	}
+	if len(planned) == 0 && len(filtered) == 0 {
+		return errors.New("every missing delivery already has a delivery stream: not planned again")
+	}
+	recs, err := r.cfg.Log.ReadStream(ctx, pb.stream, events.Backwards, events.End, 1)
+	if err != nil || len(recs) == 0 {
+		return fmt.Errorf("read %s: %v", pb.stream, err)
+	}
+	issuedBy := run.IssuedBy
+	if issuedBy == nil {
+		issuedBy = system
+	}
+	repair := &hooklinev1.PlanRepair{RunId: run.ID, Reason: d.GetKind() + ": " + d.GetDetail(),
+		PublishedCommit: pb.position.Commit, PublishedPrepare: pb.position.Prepare, IssuedBy: issuedBy}
+	evs, err := r.planEvents(run, pb, repair, planChunks(planned, filtered))
+	if err != nil {
+		return err
+	}
+	if _, err := r.cfg.Log.Append(ctx, pb.stream, events.Exact(recs[0].Revision), evs...); err != nil {
+		return fmt.Errorf("append to %s: %w", pb.stream, err)
+	}
+	ids := make([]string, len(planned))
+	for i, d := range planned {
+		ids[i] = d.GetDeliveryId()
+	}
+	r.cfg.Logger.Info("reconcile re-planned deliveries", "run_id", run.ID, "stream", pb.stream, "deliveries", len(ids), "filtered", len(filtered))
+	return audit.record(ctx, &hooklinev1.ReconcileRepaired{
+		Kind: hooklinev1.ReconcileRepaired_KIND_REPLANNED, Reason: repair.GetReason(),
+		TenantId: pb.tenant, EventId: pb.event, EndpointId: d.GetEndpointId(), DeliveryIds: ids,
+	})
+}
+
+// replanned decides, for each missing delivery of pb without a delivery
+// stream, whether it is planned or filtered out: by the endpoint's filter
+// of the publish's time, on the event as published.
+func (r *Reconciler) replanned(ctx context.Context, pb *publication, missing map[string]subscribed) ([]*hooklinev1.PlannedDelivery, []*hooklinev1.FilteredEndpoint, error) {
 	var planned []*hooklinev1.PlannedDelivery
 	var filtered []*hooklinev1.FilteredEndpoint
 	var in *filter.Input
 	for _, ep := range slices.Sorted(maps.Keys(missing)) {
 		sub := missing[ep]
 		id := events.DeliveryID(pb.tenant, pb.event, ep)
-		last, err := lastPosition(ctx, log, events.DeliveryStream(id))
+		last, err := lastPosition(ctx, r.cfg.Log, events.DeliveryStream(id))
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if !last.IsStart() {
 			continue
 		}
 		pd := &hooklinev1.PlannedDelivery{DeliveryId: id, EndpointId: ep, ConfigVersion: sub.cv}
 		if sub.filter != "" {
-			// The endpoint's filter of the publish's time decides, on
-			// the event as published.
 			if in == nil {
 				if in, err = r.filterInput(ctx, pb.stream); err != nil {
-					return err
+					return nil, nil, err
 				}
 			}
 			passed := false
@@ -296,22 +332,24 @@ func (r *Reconciler) replan(ctx context.Context, run Run, audit *auditor, pb *pu
 		}
 		planned = append(planned, pd)
 	}
-	if len(planned) == 0 && len(filtered) == 0 {
-		return errors.New("every missing delivery already has a delivery stream: not planned again")
-	}
-	recs, err := log.ReadStream(ctx, pb.stream, events.Backwards, events.End, 1)
-	if err != nil || len(recs) == 0 {
-		return fmt.Errorf("read %s: %v", pb.stream, err)
-	}
-	type chunk struct {
-		part events.Partition
-		ds   []*hooklinev1.PlannedDelivery
-		fs   []*hooklinev1.FilteredEndpoint
-	}
-	byPart := map[events.Partition]*chunk{}
-	get := func(p events.Partition) *chunk {
+	return planned, filtered, nil
+}
+
+// planChunk is the part of a re-plan that one DeliveriesPlanned carries:
+// deliveries and filtered endpoints of one partition.
+type planChunk struct {
+	part events.Partition
+	ds   []*hooklinev1.PlannedDelivery
+	fs   []*hooklinev1.FilteredEndpoint
+}
+
+// planChunks splits a re-plan by partition, in partition order, and each
+// partition's part into chunks of at most plannedPerChunk entries.
+func planChunks(planned []*hooklinev1.PlannedDelivery, filtered []*hooklinev1.FilteredEndpoint) []planChunk {
+	byPart := map[events.Partition]*planChunk{}
+	get := func(p events.Partition) *planChunk {
 		if byPart[p] == nil {
-			byPart[p] = &chunk{part: p}
+			byPart[p] = &planChunk{part: p}
 		}
 		return byPart[p]
 	}
@@ -323,11 +361,11 @@ func (r *Reconciler) replan(ctx context.Context, run Run, audit *auditor, pb *pu
 		c := get(events.PartitionOf(f.GetEndpointId()))
 		c.fs = append(c.fs, f)
 	}
-	var chunks []chunk
+	var chunks []planChunk
 	for _, part := range slices.Sorted(maps.Keys(byPart)) {
 		ds, fs := byPart[part].ds, byPart[part].fs
 		for len(ds) > 0 || len(fs) > 0 {
-			c := chunk{part: part}
+			c := planChunk{part: part}
 			n := min(len(ds), plannedPerChunk)
 			c.ds, ds = ds[:n], ds[n:]
 			m := min(len(fs), plannedPerChunk-n)
@@ -335,13 +373,13 @@ func (r *Reconciler) replan(ctx context.Context, run Run, audit *auditor, pb *pu
 			chunks = append(chunks, c)
 		}
 	}
+	return chunks
+}
+
+// planEvents encodes the chunks of a re-plan of pb as DeliveriesPlanned
+// events, each in its partition, with ids of the run.
+func (r *Reconciler) planEvents(run Run, pb *publication, repair *hooklinev1.PlanRepair, chunks []planChunk) ([]events.Event, error) {
 	now := r.cfg.Now()
-	issuedBy := run.IssuedBy
-	if issuedBy == nil {
-		issuedBy = system
-	}
-	repair := &hooklinev1.PlanRepair{RunId: run.ID, Reason: d.GetKind() + ": " + d.GetDetail(),
-		PublishedCommit: pb.position.Commit, PublishedPrepare: pb.position.Prepare, IssuedBy: issuedBy}
 	evs := make([]events.Event, 0, len(chunks))
 	for i, c := range chunks {
 		dp := &hooklinev1.DeliveriesPlanned{
@@ -351,20 +389,9 @@ func (r *Reconciler) replan(ctx context.Context, run Run, audit *auditor, pb *pu
 		}
 		ev, err := events.EncodeIn(dp, fmt.Sprintf("replan/%s/%d", run.ID, i), pb.stream, c.part)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		evs = append(evs, ev)
 	}
-	if _, err := log.Append(ctx, pb.stream, events.Exact(recs[0].Revision), evs...); err != nil {
-		return fmt.Errorf("append to %s: %w", pb.stream, err)
-	}
-	ids := make([]string, len(planned))
-	for i, d := range planned {
-		ids[i] = d.GetDeliveryId()
-	}
-	r.cfg.Logger.Info("reconcile re-planned deliveries", "run_id", run.ID, "stream", pb.stream, "deliveries", len(ids), "filtered", len(filtered))
-	return audit.record(ctx, &hooklinev1.ReconcileRepaired{
-		Kind: hooklinev1.ReconcileRepaired_KIND_REPLANNED, Reason: repair.GetReason(),
-		TenantId: pb.tenant, EventId: pb.event, EndpointId: d.GetEndpointId(), DeliveryIds: ids,
-	})
+	return evs, nil
 }

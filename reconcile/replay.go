@@ -76,20 +76,45 @@ func (rp *replay) close() {
 	_ = rp.runner.Close()
 }
 
+// replaying is a replay started beside the scan of a Part.
+type replaying struct {
+	rp   *replay
+	err  error
+	done chan struct{}
+}
+
+// startReplayAside starts the replay of run (none when it skips it) in a
+// goroutine that close waits for.
+func startReplayAside(ctx context.Context, log events.Log, run Run, parts events.PartitionSet) *replaying {
+	w := &replaying{done: make(chan struct{})}
+	if run.SkipReplay {
+		close(w.done)
+		return w
+	}
+	go func() {
+		defer close(w.done)
+		w.rp, w.err = startReplay(ctx, log, run.Head, parts)
+	}()
+	return w
+}
+
+// wait returns the replay once it has reached the head.
+func (w *replaying) wait() (*replay, error) {
+	<-w.done
+	return w.rp, w.err
+}
+
+func (w *replaying) close() {
+	if rp, _ := w.wait(); rp != nil {
+		rp.close()
+	}
+}
+
 // compare is check 5: the node's registry, due index and history against
 // the replay's, entry by entry.
 func (r *Reconciler) compare(ctx context.Context, p *tally, l *local, rp *replay) error {
 	// The due index.
-	items := map[string]due.Item{}
-	var err error
-	l.parts.Each(func(part events.Partition) {
-		if err == nil {
-			err = rp.due.Each(part, func(it due.Item) error {
-				items[it.DeliveryID] = it
-				return nil
-			})
-		}
-	})
+	items, err := dueItems(rp.due, l.parts)
 	if err != nil {
 		return fmt.Errorf("read the replay's due index: %w", err)
 	}
@@ -107,13 +132,8 @@ func (r *Reconciler) compare(ctx context.Context, p *tally, l *local, rp *replay
 	}
 
 	// The history, within its retention.
-	records := map[string]history.Delivery{}
-	if err := rp.hist.Each(func(d history.Delivery) error {
-		if l.parts.Has(events.PartitionOf(d.EndpointID)) && !d.PlannedAt.Before(l.cutoff) {
-			records[d.ID] = d
-		}
-		return nil
-	}); err != nil {
+	records, err := historyRecords(rp.hist, l.parts, l.cutoff)
+	if err != nil {
 		return fmt.Errorf("read the replay's history: %w", err)
 	}
 	node := map[string]history.Delivery{}

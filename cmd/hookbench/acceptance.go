@@ -226,16 +226,10 @@ type faultRun struct {
 // fault lasts, then the run waits for every delivery, measures and
 // reconciles.
 func (a *acceptance) runFault(ctx context.Context, f faultSpec, phase int) (FaultResult, error) {
-	b := a.b
 	fr := &faultRun{spec: f, phase: phase, figures: map[string]float64{}}
 	res := FaultResult{Name: f.name, HealthyP99: f.healthyP99, P99BeforeMs: a.baseline}
-	for i := range 2 {
-		t, err := b.AddTenant(ctx, TenantSpec{Name: fmt.Sprintf("%s_h%d", strings.ReplaceAll(f.name, "-", "_"), i), Endpoints: b.cfg.Endpoints, Fanout: b.cfg.Fanout,
-			Settings: b.cfg.settings(), Await: true})
-		if err != nil {
-			return res, err
-		}
-		fr.healthy = append(fr.healthy, t)
+	if err := a.addHealthy(ctx, fr); err != nil {
+		return res, err
 	}
 	if f.prepare != nil {
 		if err := f.prepare(ctx, a, fr); err != nil {
@@ -244,17 +238,46 @@ func (a *acceptance) runFault(ctx context.Context, f faultSpec, phase int) (Faul
 	}
 	mon := a.monitor(ctx)
 	defer mon.stop()
+	start, end, err := a.underFault(ctx, fr)
+	if err != nil {
+		return res, err
+	}
+	if err := a.measure(ctx, fr, mon, start, end, &res); err != nil {
+		return res, err
+	}
+	judge(&res)
+	res.Why = append(res.Why, fr.notes...)
+	return res, nil
+}
 
-	// The fault: on the node (restarted with --faults), on the receiver,
-	// or in the load; it lasts as long as the healthy load publishes.
+// addHealthy adds the two tenants that publish the healthy load of a
+// fault.
+func (a *acceptance) addHealthy(ctx context.Context, fr *faultRun) error {
+	b := a.b
+	for i := range 2 {
+		t, err := b.AddTenant(ctx, TenantSpec{Name: fmt.Sprintf("%s_h%d", strings.ReplaceAll(fr.spec.name, "-", "_"), i), Endpoints: b.cfg.Endpoints, Fanout: b.cfg.Fanout,
+			Settings: b.cfg.settings(), Await: true})
+		if err != nil {
+			return err
+		}
+		fr.healthy = append(fr.healthy, t)
+	}
+	return nil
+}
+
+// underFault publishes the healthy load while the fault lasts: on the node
+// (restarted with --faults), on the receiver, or in the load. It returns
+// when the fault started and ended.
+func (a *acceptance) underFault(ctx context.Context, fr *faultRun) (start, end time.Time, err error) {
+	b, f := a.b, fr.spec
 	fctx, endFault := context.WithCancel(ctx)
+	defer endFault()
 	var wg sync.WaitGroup
 	var faultErr error
-	faultStart := time.Now()
+	start = time.Now()
 	if f.nodeFaults != "" {
 		if err := a.restartAll(ctx, f.nodeFaults); err != nil {
-			endFault()
-			return res, err
+			return start, end, err
 		}
 		if f.kills {
 			wg.Go(func() { fr.kills, faultErr = a.restartKilled(fctx, f.nodeFaults, max(b.cfg.Kills, 1)) })
@@ -267,7 +290,7 @@ func (a *acceptance) runFault(ctx context.Context, f faultSpec, phase int) (Faul
 			}
 		})
 	}
-	l := b.load(fr.healthy, b.cfg.Rate, b.cfg.Duration, phase)
+	l := b.load(fr.healthy, b.cfg.Rate, b.cfg.Duration, fr.phase)
 	l.Retry = true
 	if len(a.apis) > 1 {
 		l.APIs = a.apis
@@ -283,32 +306,33 @@ func (a *acceptance) runFault(ctx context.Context, f faultSpec, phase int) (Faul
 	}
 	if f.nodeFaults != "" {
 		if err := a.restartAll(ctx, ""); err != nil {
-			return res, err
+			return start, end, err
 		}
 	}
-	faultEnd := time.Now()
-	if err := errors.Join(pubErr, faultErr); err != nil {
-		return res, err
-	}
+	return start, time.Now(), errors.Join(pubErr, faultErr)
+}
 
-	// After it: every delivery, the queue ages back, the figures.
+// measure waits for every delivery and for the queue ages to come back,
+// then sets res's figures, explains the lineage and reconciles.
+func (a *acceptance) measure(ctx context.Context, fr *faultRun, mon *monitor, start, end time.Time, res *FaultResult) error {
+	b := a.b
 	awaitErr := b.Await(ctx, b.cfg.Drain)
 	if errors.Is(awaitErr, ErrNoDelivery) {
-		return res, awaitErr
+		return awaitErr
 	}
 	if awaitErr != nil {
 		fr.notes = append(fr.notes, awaitErr.Error())
 	}
-	rec, err := mon.recovered(ctx, faultEnd, recoverWithin+30*time.Second)
+	rec, err := mon.recovered(ctx, end, recoverWithin+30*time.Second)
 	if err != nil {
-		return res, err
+		return err
 	}
 	res.RecoveryS = round(rec.Seconds(), 1)
-	res.OldestNewS, res.OldestRetryS = mon.maxDuring(faultStart, faultEnd)
-	s := b.Summarize(f.name, faultStart, phase)
+	res.OldestNewS, res.OldestRetryS = mon.maxDuring(start, end)
+	s := b.Summarize(fr.spec.name, start, fr.phase)
 	res.Lost, res.Duplicates = s.Lost, s.Duplicates
 	res.P99DuringMs = s.FirstAttemptP99
-	if f.name == "baseline" {
+	if fr.spec.name == "baseline" {
 		a.baseline, a.baseN = s.FirstAttemptP99, s.Deliveries
 		res.P99BeforeMs = s.FirstAttemptP99
 	}
@@ -316,19 +340,17 @@ func (a *acceptance) runFault(ctx context.Context, f faultSpec, phase int) (Faul
 		res.HealthyP99 = false
 		fr.figures["p99_samples"] = float64(min(s.Deliveries, a.baseN))
 	}
-	if res.Explained, err = a.explain(ctx, phase); err != nil {
-		return res, err
+	if res.Explained, err = a.explain(ctx, fr.phase); err != nil {
+		return err
 	}
-	if err := a.reconcile(ctx, fr, &res); err != nil {
-		return res, err
+	if err := a.reconcile(ctx, fr, res); err != nil {
+		return err
 	}
 	res.Kills = fr.kills
 	if len(fr.figures) > 0 {
 		res.Extra = fr.figures
 	}
-	judge(&res)
-	res.Why = append(res.Why, fr.notes...)
-	return res, nil
+	return nil
 }
 
 // judge sets Pass and Why from the criteria.

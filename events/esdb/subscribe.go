@@ -90,7 +90,6 @@ func (e callbackError) Error() string { return e.err.Error() }
 // or fn fails, advancing *last past every event that it has handled.
 // progressed tells whether any event arrived.
 func (l *Log) subscribeOnce(ctx context.Context, last *events.Position, filter events.Filter, fn events.SubscribeFunc) (progressed bool, err error) {
-	through := *last // how far the subscriber knows the log was read
 	sub, err := l.client.SubscribeToAll(ctx, kurrentdb.SubscribeToAllOptions{
 		From:   allPosition(*last),
 		Filter: serverFilter(filter),
@@ -98,11 +97,33 @@ func (l *Log) subscribeOnce(ctx context.Context, last *events.Position, filter e
 	if err != nil {
 		return false, translate("subscribe", "$all", nil, err)
 	}
+	recv, stop := pump(sub)
+	defer stop()
 
-	// The client's Recv blocks; a pump goroutine turns it into a channel
-	// so that what has arrived can be drained into one batch. It ends when
-	// the subscription drops, which sub.Close below causes.
-	recv := make(chan *kurrentdb.SubscriptionEvent, maxBatch)
+	rd := reading{filter: filter, through: *last, reported: *last, seen: *last, batch: make([]events.Record, 0, maxBatch)}
+	for {
+		var ev *kurrentdb.SubscriptionEvent
+		select {
+		case <-ctx.Done():
+			return rd.progressed, ctx.Err()
+		case ev = <-recv:
+		}
+		dropped := rd.drain(ev, recv)
+		if err := rd.hand(fn); err != nil {
+			return rd.progressed, callbackError{err}
+		}
+		*last = rd.seen
+		if dropped != nil {
+			return rd.progressed, translate("subscribe", "$all", nil, dropped)
+		}
+	}
+}
+
+// pump turns the subscription's blocking Recv into a channel, so that what
+// has arrived can be drained into one batch. Its goroutine ends when the
+// subscription drops, which stop causes; stop waits for it.
+func pump(sub *kurrentdb.Subscription) (recv <-chan *kurrentdb.SubscriptionEvent, stop func()) {
+	ch := make(chan *kurrentdb.SubscriptionEvent, maxBatch)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -111,7 +132,7 @@ func (l *Log) subscribeOnce(ctx context.Context, last *events.Position, filter e
 		for {
 			ev := sub.Recv()
 			select {
-			case recv <- ev:
+			case ch <- ev:
 			case <-done:
 				return
 			}
@@ -120,78 +141,91 @@ func (l *Log) subscribeOnce(ctx context.Context, last *events.Position, filter e
 			}
 		}
 	}()
-	defer func() {
+	return ch, func() {
 		close(done)
 		_ = sub.Close()
 		wg.Wait()
-	}()
+	}
+}
 
-	batch := make([]events.Record, 0, maxBatch)
-	reported := through
+// reading is where one subscription stands: the batch it is making for
+// the subscriber, and the positions that batch is about.
+type reading struct {
+	filter     events.Filter
+	batch      []events.Record
+	seen       events.Position // of the last event received
+	through    events.Position // how far the subscriber may know the log was read
+	reported   events.Position // the through last handed to the subscriber
+	progressed bool            // an event arrived
+}
+
+// drain starts a batch with ev and adds what else has arrived, up to
+// maxBatch records. It returns the error of a drop it met.
+func (rd *reading) drain(ev *kurrentdb.SubscriptionEvent, recv <-chan *kurrentdb.SubscriptionEvent) (dropped error) {
+	rd.batch = rd.batch[:0]
 	for {
-		var ev *kurrentdb.SubscriptionEvent
+		if dropped := rd.add(ev); dropped != nil {
+			return dropped
+		}
+		if len(rd.batch) == maxBatch {
+			return nil
+		}
 		select {
-		case <-ctx.Done():
-			return progressed, ctx.Err()
 		case ev = <-recv:
-		}
-		batch = batch[:0]
-		seen := *last
-		var dropped error
-		for {
-			switch {
-			case ev.SubscriptionDropped != nil:
-				dropped = ev.SubscriptionDropped.Error
-				if dropped == nil {
-					dropped = errors.New("subscription dropped")
-				}
-			case ev.EventAppeared != nil:
-				progressed = true
-				r := record(ev.EventAppeared)
-				if seen.Less(r.Position) {
-					seen = r.Position
-					if !system(r.Stream, r.Type) && filter.Match(&r) {
-						batch = append(batch, r)
-					}
-				}
-			case ev.CheckPointReached != nil:
-				// The server read the log this far without a matching
-				// event: only through moves (see doc.go).
-				if p := (events.Position{Commit: ev.CheckPointReached.Commit, Prepare: ev.CheckPointReached.Prepare}); through.Less(p) {
-					through = p
-				}
-			case ev.CaughtUp != nil && ev.CaughtUp.Position != nil:
-				if p := (events.Position{Commit: ev.CaughtUp.Position.Commit, Prepare: ev.CaughtUp.Position.Prepare}); through.Less(p) {
-					through = p
-				}
-			}
-			if dropped != nil || len(batch) == maxBatch {
-				break
-			}
-			var more bool
-			select {
-			case ev, more = <-recv:
-			default:
-			}
-			if !more {
-				break
-			}
-		}
-		moved := through.Less(seen)
-		if moved {
-			through = seen
-		}
-		if len(batch) > 0 || moved || through != reported {
-			if err := fn(batch, through); err != nil {
-				return progressed, callbackError{err}
-			}
-			reported = through
-		}
-		*last = seen
-		if dropped != nil {
-			return progressed, translate("subscribe", "$all", nil, dropped)
+		default:
+			return nil
 		}
 	}
+}
+
+// add takes one subscription event in: a record into the batch, or a
+// position that through reaches. It returns the error of a drop.
+func (rd *reading) add(ev *kurrentdb.SubscriptionEvent) (dropped error) {
+	switch {
+	case ev.SubscriptionDropped != nil:
+		if dropped = ev.SubscriptionDropped.Error; dropped == nil {
+			dropped = errors.New("subscription dropped")
+		}
+		return dropped
+	case ev.EventAppeared != nil:
+		rd.progressed = true
+		r := record(ev.EventAppeared)
+		if rd.seen.Less(r.Position) {
+			rd.seen = r.Position
+			if !system(r.Stream, r.Type) && rd.filter.Match(&r) {
+				rd.batch = append(rd.batch, r)
+			}
+		}
+	case ev.CheckPointReached != nil:
+		// The server read the log this far without a matching event:
+		// only through moves, never where a resubscription starts (see
+		// Subscribe).
+		rd.reach(events.Position{Commit: ev.CheckPointReached.Commit, Prepare: ev.CheckPointReached.Prepare})
+	case ev.CaughtUp != nil && ev.CaughtUp.Position != nil:
+		rd.reach(events.Position{Commit: ev.CaughtUp.Position.Commit, Prepare: ev.CaughtUp.Position.Prepare})
+	}
+	return nil
+}
+
+// reach moves through up to p.
+func (rd *reading) reach(p events.Position) {
+	if rd.through.Less(p) {
+		rd.through = p
+	}
+}
+
+// hand gives the batch to fn, with how far the log was read, when there is
+// anything new to say.
+func (rd *reading) hand(fn events.SubscribeFunc) error {
+	rd.reach(rd.seen)
+	if len(rd.batch) == 0 && rd.through == rd.reported {
+		return nil
+	}
+	if err := fn(rd.batch, rd.through); err != nil {
+		return err
+	}
+	rd.reported = rd.through
+	return nil
 }
 
 // serverFilter picks the one kind of filter that the server applies: the
