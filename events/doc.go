@@ -51,26 +51,11 @@
 // Delivery work is split into [Partitions] partitions by endpoint
 // ([PartitionOf]); each event carries its partition ([Event.Partition]):
 // a delivery stream's events that of their endpoint, each DeliveriesPlanned
-// chunk that of its deliveries (a plan is chunked by partition), every
-// other event none. A cluster gives each partition one owner node, which
-// alone applies its records; a subscription asks for its partitions with
-// [Filter.Partitions], and each backend filters as close to the data as it
-// can, so that a node reads its share of the log, not all of it:
-//
-//   - PostgreSQL stores the partition in a column (part) and filters on it
-//     in the database, with the event types: a node's subscription gets
-//     only the records of its partitions and of none, and the published
-//     events' payloads, which no projection reads, never leave the server;
-//   - EventStoreDB has one server-side filter per subscription: the event
-//     types (which also leave the payloads on the server); the partition
-//     travels in the metadata (see events/esdb) and is checked in the node
-//     before anything is decoded. Per-partition streams written by an
-//     idempotent indexer (what EventStoreDB's own $by-category projections
-//     do) would let the server filter them too; not done;
-//   - the embedded log serves one node, which owns every partition; it
-//     filters while it reads, before it copies or decodes a record.
-//
-// A subscription also reports how far it has read ([SubscribeFunc]'s
+// chunk that of its deliveries, every other event none. A subscription asks
+// for its partitions with [Filter.Partitions], and each backend filters as
+// close to the data as it can (PostgreSQL in the database, EventStoreDB in
+// the node before decoding, the embedded log while it reads). A
+// subscription also reports how far it has read ([SubscribeFunc]'s
 // through), so that a subscriber whose filter passes none of the last
 // events still knows it is caught up.
 //

@@ -11,16 +11,11 @@
 //
 // A run reads the log up to one position, its head, and compares:
 //
-//  1. plans: every EventPublished with its DeliveriesPlanned chunks (all of
-//     them: chunk 0 to chunks-1) and with the subscription snapshot of its
-//     time, rebuilt from the endpoint streams up to the EventPublished's
-//     position (endpoints of its tenant, created, neither deleted nor
-//     disabled, subscribed to its type: what the registry answers). An
-//     endpoint subscribed then and not planned is plan_short; a plan with
-//     no chunk plan_missing, with chunks missing plan_incomplete; a
-//     delivery planned to an endpoint not subscribed then (the registry
-//     lagged the log) plan_unsubscribed; another config version
-//     plan_config_version;
+//  1. plans: every EventPublished with its DeliveriesPlanned chunks and
+//     with the subscriptions of its time, rebuilt from the endpoint streams
+//     up to its position: plan_short (a subscribed endpoint not planned),
+//     plan_missing, plan_incomplete (chunks missing), plan_unsubscribed (a
+//     delivery to an endpoint not subscribed then), plan_config_version;
 //  2. deliveries: every planned delivery against its delivery stream and
 //     the due index: a delivery that the log leaves pending must be in the
 //     index (in flight items stay there), one it ended must not be; else
@@ -57,36 +52,30 @@
 //
 // # Repairs
 //
-// With repair, each repairable discrepancy is fixed, and each repair is an
-// event with its reason, ReconcileRepaired, in the run's stream of the part
-// that repaired it (reconcile-{run_id}.plans for the re-plans,
+// With repair, each repairable discrepancy is fixed, and each repair is
+// recorded as a ReconcileRepaired event with its reason in the run's
+// stream (reconcile-{run_id}.plans for the re-plans,
 // reconcile-{run_id}.{node} for a node's partitions):
 //
 //   - plan_short, plan_missing, plan_incomplete: the missing deliveries are
-//     planned with a DeliveriesPlanned (its repair set, chunked by
-//     partition) appended to the event's stream with the revision read.
-//     They come from the snapshot of the publish's time, never from the
-//     registry of today; their ids are the deterministic delivery ids, and
-//     a delivery whose stream exists already is not planned again, so no
+//     planned from the snapshot of the publish's time, with their
+//     deterministic ids, skipping any whose delivery stream exists: no
 //     second logical delivery is made;
-//   - due_not_pulled, due_deleted_endpoint: the endpoint's grain is woken
-//     (a deleted endpoint's grain ends its due deliveries);
-//   - delivery_stranded, due_after_end and a divergent due index, a
-//     divergent history: the projection is rebuilt from the log
-//     (projections.Runner.Rebuild); the registry only on a stopped node.
+//   - due_not_pulled, due_deleted_endpoint: the endpoint's grain is woken;
+//   - delivery_stranded, due_after_end, a divergent projection: it is
+//     rebuilt from the log (projections.Runner.Rebuild); the registry only
+//     on a stopped node.
 //
 // What the log itself says wrong (attempt numbering, a delivery planned to
-// an endpoint that was not subscribed) cannot be repaired: the log is the
-// truth; it is reported for people.
+// an endpoint that was not subscribed) is reported for people: the log is
+// the truth.
 //
 // # Cost
 //
 // A run reads the log once for the plans and once per node for its
-// partitions, and replays each node's share into memory. Measured on the
-// project's 2-core machine, offline on a log of 197,210 records (21,900
-// events, 87,600 deliveries): 7.8 s and 600 MB peak RSS with the replay,
-// 1.4 s and 186 MB without it (--skip-replay); both grow linearly with
-// the log. The background checks ([Background]) are the cheap ones: due
-// work nobody pulls, due work of deleted endpoints, and the plans of the
-// publishes since their last run.
+// partitions, and replays each node's share into memory (Run.SkipReplay
+// leaves check 5 out): time and memory grow linearly with the log; figures
+// are in docs/. The background checks ([Background]) are the cheap ones:
+// due work nobody pulls, due work of deleted endpoints, and the plans of
+// the publishes since their last run.
 package reconcile

@@ -16,7 +16,6 @@ import (
 // {"hookline_partition":17,"hookline_metadata":"<base64 of the metadata>"}.
 // Reading strips it again, so an event reads back with the metadata it was
 // appended with. Events of no partition are stored as they are.
-
 const (
 	partitionKey = `{"hookline_partition":`
 	rawKey       = `,"hookline_metadata":"`

@@ -111,7 +111,7 @@ func (l *Log) Close() error {
 }
 
 // Append writes evs to the end of stream, atomically, and returns once
-// they are committed; see events.Log and doc.go. The Log's writer commits
+// they are committed; see events.Log and the package doc. The Log's writer commits
 // the appends waiting for it together, in one transaction: each append is
 // checked and written as if alone, and a failing one (a wrong expected
 // revision, say) fails alone. ctx bounds the wait for the writer to take
@@ -234,7 +234,7 @@ func (l *Log) query(ctx context.Context, buf []events.Record, sql string, args .
 }
 
 // position is the events.Position of a log position: Commit and Prepare
-// are both the head counter's value (see doc.go).
+// are both the head counter's value.
 func position(p int64) events.Position {
 	return events.Position{Commit: uint64(p), Prepare: uint64(p)}
 }

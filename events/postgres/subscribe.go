@@ -106,7 +106,7 @@ func (l *Log) listener(ctx context.Context, conn *pgx.Conn) {
 // fallback poll (Config.PollEvery), for ctx or for Close. The wake channel
 // is taken before each read, so an append that commits between the read and
 // the wait is not missed. Each page is read with the head in the same
-// snapshot; since every position up to the head is committed (doc.go), a
+// snapshot; since every position up to the head is committed (the package doc), a
 // page shorter than asked means nothing else up to the head matches, and the
 // subscriber moves its position to the head: a selective filter does not
 // read the same foreign events again and again.

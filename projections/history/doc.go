@@ -29,23 +29,12 @@
 // Succeeded is final. A manual replay that succeeds turns Failed into
 // Succeeded; one that fails leaves it Failed. ReplayRequested only counts.
 //
-// # Key layout
+// # Searches
 //
 // Every delivery lives in the partition of the UTC day it was planned, so
-// that retention drops a whole day with one range deletion. Under the
-// projection's prefix (S is projections.AppendString, D
-// projections.AppendTimeDesc of the planned time, so forward scans read
-// newest first; day is ^(days since 1970-01-01) as 4 bytes, newest day
-// first):
-//
-//	i S(delivery)                                 D: finds the delivery's day
-//	d day r D S(delivery)                         hooklinev1.DeliveryRecord (protobuf; JSON before)
-//	d day a S(delivery) revision                  attempts, written before they were read from the log
-//	d day t S(tenant) D S(delivery)               index by tenant
-//	d day e S(tenant) S(endpoint) D S(delivery)   index by tenant, endpoint
-//	d day s S(tenant) status D S(delivery)        index by tenant, status
-//	d day E S(tenant) S(endpoint) status D S(d)   index by tenant, endpoint, status
-//	d day y S(tenant) S(type) D S(delivery)       index by tenant, event type
+// that retention drops a whole day with one range deletion; keys.go gives
+// the key layout: a record per delivery and an index per kind of search,
+// newest first.
 //
 // A search reads the one index that serves most of its filters, day by day
 // from the newest, within its time range; an event type combined with an
