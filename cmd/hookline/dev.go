@@ -9,11 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"sort"
-	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -43,23 +40,82 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	dir := *data
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "hookline-dev-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
+	say := func(format string, args ...any) { fmt.Fprintf(stdout, format+"\n", args...) }
+	dir, removeDir, err := devDataDir(*data)
+	if err != nil {
+		return err
 	}
+	defer removeDir()
 	level := slog.LevelWarn + 4 // quiet: the playground prints its own story
 	if *verbose {
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	token := randomHex(16)
-	say := func(format string, args ...any) { fmt.Fprintf(stdout, format+"\n", args...) }
+	srv, stopNode, err := startDevNode(ctx, dir, token, logger)
+	if err != nil {
+		return err
+	}
+	defer stopNode()
+	say("hookline dev: a single node with private targets allowed (development only)")
+	say("  gRPC  %s", srv.GRPCAddr())
+	say("  REST  http://%s   (OpenAPI: /openapi.json)", srv.HTTPAddr())
+	say("  admin token  %s", token)
 
+	// The receiver listens now, for the endpoint's URL, and serves once
+	// the endpoint's secret is known.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("receiver: %w", err)
+	}
+	defer lis.Close()
+	cc, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	pg := playground{cc: cc, admin: token, say: say}
+	if err := pg.setUp(ctx, srv.HTTPAddr(), "http://"+lis.Addr().String()+"/webhooks"); err != nil {
+		return err
+	}
+	v, err := verify.New(pg.secret)
+	if err != nil {
+		return err
+	}
+	rcv := &receiver{out: stdout, label: "receiver ", verifier: v, flakyEvent: devFlaky, flakyTimes: 2}
+	rcvCtx, stopReceiver := context.WithCancel(ctx)
+	received := make(chan error, 1)
+	go func() { received <- serveHTTP(rcvCtx, lis, rcv) }()
+	defer func() {
+		stopReceiver()
+		<-received
+	}()
+	say("  receiver     http://%s/webhooks (verifies every signature)", lis.Addr())
+	say("")
+
+	if err := pg.publishSamples(ctx); err != nil {
+		return err
+	}
+	watchDeliveries(ctx, controlv1.NewDeliveryServiceClient(cc), bearer(ctx, pg.key), stdout)
+	say("\nstopping…")
+	return nil
+}
+
+// devDataDir is dir, or a new temporary directory that remove removes.
+func devDataDir(dir string) (_ string, remove func(), err error) {
+	if dir != "" {
+		return dir, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", "hookline-dev-")
+	if err != nil {
+		return "", nil, err
+	}
+	return tmp, func() { os.RemoveAll(tmp) }, nil
+}
+
+// startDevNode starts a node on loopback with private targets allowed;
+// stop stops it and waits until it has.
+func startDevNode(ctx context.Context, dir, token string, logger *slog.Logger) (_ *node.Server, stop func(), err error) {
 	srv, err := node.New(ctx, node.Config{
 		DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 		Cluster:    cluster.Config{Port: cluster.AnyPort, GossipPort: cluster.AnyPort, Logger: logger},
@@ -67,87 +123,82 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Policy: &attempt.Policy{AllowPrivate: true}, Logger: logger,
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	runCtx, stopNode := context.WithCancel(context.WithoutCancel(ctx))
-	nodeDone := make(chan error, 1)
-	go func() { nodeDone <- srv.Run(runCtx) }()
-	defer func() {
-		stopNode()
-		<-nodeDone
-	}()
-	say("hookline dev: a single node with private targets allowed (development only)")
-	say("  gRPC  %s", srv.GRPCAddr())
-	say("  REST  http://%s   (OpenAPI: /openapi.json)", srv.HTTPAddr())
-	say("  admin token  %s", token)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(runCtx) }()
+	return srv, func() {
+		cancel()
+		<-done
+	}, nil
+}
 
-	rcv := &devReceiver{out: stdout, failures: map[string]int{}}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	hs := &http.Server{Handler: rcv, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = hs.Serve(lis) }()
-	defer hs.Close()
-	say("  receiver     http://%s/webhooks (verifies every signature)", lis.Addr())
+// playground is the dev tenant as it is set up: its API key and its
+// endpoint's secret.
+type playground struct {
+	cc     *grpc.ClientConn
+	admin  string
+	say    func(format string, args ...any)
+	key    string
+	secret string
+}
 
-	cc, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	defer cc.Close()
-	call := func(tok string) context.Context {
-		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
-	}
-	if _, err := controlv1.NewTenantServiceClient(cc).CreateTenant(call(token), &controlv1.CreateTenantRequest{TenantId: "dev", Name: "Development"}); err != nil {
+// bearer is ctx with token as the caller's bearer token.
+func bearer(ctx context.Context, token string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+}
+
+// setUp creates the tenant dev, its API key, a portal link and the
+// endpoint ep_dev that delivers to url.
+func (pg *playground) setUp(ctx context.Context, httpAddr, url string) error {
+	tenants := controlv1.NewTenantServiceClient(pg.cc)
+	if _, err := tenants.CreateTenant(bearer(ctx, pg.admin), &controlv1.CreateTenantRequest{TenantId: "dev", Name: "Development"}); err != nil {
 		return fmt.Errorf("create tenant: %w", err)
 	}
-	key, err := controlv1.NewTenantServiceClient(cc).IssueApiKey(call(token), &controlv1.IssueApiKeyRequest{TenantId: "dev", Name: "playground"})
+	key, err := tenants.IssueApiKey(bearer(ctx, pg.admin), &controlv1.IssueApiKeyRequest{TenantId: "dev", Name: "playground"})
 	if err != nil {
 		return fmt.Errorf("issue key: %w", err)
 	}
-	say("  tenant dev, API key  %s", key.GetApiKey())
-	link, err := controlv1.NewPortalServiceClient(cc).IssuePortalToken(call(key.GetApiKey()), &controlv1.IssuePortalTokenRequest{
+	pg.key = key.GetApiKey()
+	pg.say("  tenant dev, API key  %s", pg.key)
+	link, err := controlv1.NewPortalServiceClient(pg.cc).IssuePortalToken(bearer(ctx, pg.key), &controlv1.IssuePortalTokenRequest{
 		Capabilities: []string{"manage_endpoints", "replay"}, TtlSeconds: 24 * 3600, Label: "hookline dev",
 	})
 	if err != nil {
 		return fmt.Errorf("issue portal link: %w", err)
 	}
-	say("  console      http://%s/console/  (sign in with the admin token or the API key)", srv.HTTPAddr())
-	say("  portal link  http://%s%s", srv.HTTPAddr(), link.GetPortalPath())
-	ep, err := controlv1.NewEndpointServiceClient(cc).CreateEndpoint(call(key.GetApiKey()), &controlv1.CreateEndpointRequest{
+	pg.say("  console      http://%s/console/  (sign in with the admin token or the API key)", httpAddr)
+	pg.say("  portal link  http://%s%s", httpAddr, link.GetPortalPath())
+	ep, err := controlv1.NewEndpointServiceClient(pg.cc).CreateEndpoint(bearer(ctx, pg.key), &controlv1.CreateEndpointRequest{
 		EndpointId: "ep_dev", Settings: &controlv1.EndpointSettings{
-			Url: "http://" + lis.Addr().String() + "/webhooks", EventTypes: []string{"invoice.paid", "order.shipped"},
-			Description: "the dev receiver",
+			Url: url, EventTypes: []string{"invoice.paid", "order.shipped"}, Description: "the dev receiver",
 		}})
 	if err != nil {
 		return fmt.Errorf("create endpoint: %w", err)
 	}
-	v, err := verify.New(ep.GetSecret())
-	if err != nil {
-		return err
-	}
-	rcv.setVerifier(v)
-	say("  endpoint ep_dev -> %s (secret %s…)", ep.GetEndpoint().GetSettings().GetUrl(), ep.GetSecret()[:12])
-	say("")
+	pg.secret = ep.GetSecret()
+	pg.say("  endpoint ep_dev -> %s (secret %s…)", ep.GetEndpoint().GetSettings().GetUrl(), pg.secret[:12])
+	return nil
+}
 
+// publishSamples publishes three sample events as the dev tenant.
+func (pg *playground) publishSamples(ctx context.Context) error {
 	samples := []*controlv1.PublishRequest{
 		{EventId: "evt_dev_invoice_1", Type: "invoice.paid", Payload: []byte(`{"invoice":"inv_1","amount":4200,"currency":"EUR"}`)},
 		{EventId: devFlaky, Type: "order.shipped", Payload: []byte(`{"order":"ord_2","carrier":"DHL"}`)},
 		{EventId: "evt_dev_invoice_3", Type: "invoice.paid", Payload: []byte(`{"invoice":"inv_3","amount":990,"currency":"EUR"}`)},
 	}
-	events := controlv1.NewEventServiceClient(cc)
+	events := controlv1.NewEventServiceClient(pg.cc)
 	for _, p := range samples {
-		r, err := events.Publish(call(key.GetApiKey()), p)
+		r, err := events.Publish(bearer(ctx, pg.key), p)
 		if err != nil {
 			return fmt.Errorf("publish %s: %w", p.GetEventId(), err)
 		}
-		say("published %-20s %-14s -> %d delivery", p.GetEventId(), p.GetType(), len(r.GetDeliveries()))
+		pg.say("published %-20s %-14s -> %d delivery", p.GetEventId(), p.GetType(), len(r.GetDeliveries()))
 	}
-	say("(the receiver fails %s twice before accepting it; watch the retries)", devFlaky)
-	say("")
-	watchDeliveries(ctx, controlv1.NewDeliveryServiceClient(cc), call(key.GetApiKey()), stdout)
-	say("\nstopping…")
+	pg.say("(the receiver fails %s twice before accepting it; watch the retries)", devFlaky)
+	pg.say("")
 	return nil
 }
 
@@ -186,56 +237,6 @@ func watchDeliveries(ctx context.Context, c controlv1.DeliveryServiceClient, cal
 				time.Now().Format("15:04:05"), d.GetEventId(), d.GetStatus(), d.GetAttemptCount(), d.GetLastHttpStatus(), next)
 		}
 	}
-}
-
-// devReceiver verifies and prints every webhook, and fails devFlaky twice.
-type devReceiver struct {
-	out      io.Writer
-	mu       sync.Mutex // guards v and failures
-	v        *verify.Verifier
-	failures map[string]int
-}
-
-func (r *devReceiver) setVerifier(v *verify.Verifier) {
-	r.mu.Lock()
-	r.v = v
-	r.mu.Unlock()
-}
-
-func (r *devReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(req.Body, 1<<20))
-	if err != nil {
-		http.Error(w, "read body", http.StatusBadRequest)
-		return
-	}
-	r.mu.Lock()
-	v := r.v
-	r.mu.Unlock()
-	eventID := req.Header.Get("webhook-event-id")
-	stamp := time.Now().Format("15:04:05")
-	if v == nil {
-		http.Error(w, "not ready", http.StatusServiceUnavailable)
-		return
-	}
-	if err := v.Verify(req.Header, body); err != nil {
-		fmt.Fprintf(r.out, "receiver %s  REJECTED %s: %v\n", stamp, eventID, err)
-		http.Error(w, "bad signature", http.StatusUnauthorized)
-		return
-	}
-	r.mu.Lock()
-	fail := eventID == devFlaky && r.failures[eventID] < 2
-	if fail {
-		r.failures[eventID]++
-	}
-	r.mu.Unlock()
-	sig := strings.Fields(req.Header.Get("webhook-signature"))
-	if fail {
-		fmt.Fprintf(r.out, "receiver %s  %s %s signature ok (%d sig) -> answering 503 on purpose\n", stamp, req.Header.Get("webhook-id"), eventID, len(sig))
-		http.Error(w, "try again", http.StatusServiceUnavailable)
-		return
-	}
-	fmt.Fprintf(r.out, "receiver %s  %s %s %s signature ok -> 200  %s\n", stamp, req.Header.Get("webhook-id"), req.Header.Get("webhook-event-type"), eventID, body)
-	w.WriteHeader(http.StatusOK)
 }
 
 func randomHex(n int) string {

@@ -1,6 +1,7 @@
 // Command hookline is the Hookline binary: `hookline serve` runs a node,
 // `hookline dev` a local playground, `hookline relay` moves a producer's
-// outbox rows into Hookline, and the other commands are clients of a
+// outbox rows into Hookline, `hookline receive` is a local receiver that
+// verifies and prints webhooks, and the other commands are clients of a
 // node's control API (through the client package). Wiring only: the logic
 // lives in the packages.
 //
@@ -40,6 +41,7 @@ type command struct {
 const (
 	groupNode     = "Run Hookline"
 	groupProducer = "Producers: the transactional outbox (see the README)"
+	groupReceiver = "Receivers"
 	groupClient   = "Clients of a node's control API"
 )
 
@@ -53,6 +55,8 @@ var commands = []command{
 	{name: "outbox schema", group: groupProducer, summary: "print the outbox table's SQL, for your migrations", run: outboxSchema},
 	{name: "outbox init", group: groupProducer, summary: "create the outbox table (if it does not exist)", run: outboxInit},
 	{name: "outbox reconcile", group: groupProducer, summary: "compare committed outbox rows with the events Hookline accepted", run: outboxReconcile},
+
+	{name: "receive", group: groupReceiver, summary: "a local receiver for trying Hookline out: verifies and prints each webhook (--secret)", run: receiveRun},
 
 	{name: "tenants create", group: groupClient, summary: "create a tenant (admin)", call: tenantsCreate},
 	{name: "tenants get", group: groupClient, summary: "show a tenant and its keys", call: tenantsGet},

@@ -74,11 +74,10 @@ func relayRun(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("relay: unexpected argument %q", fs.Arg(0))
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: use debug, info, warn or error", *logLevel)
+	logger, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if *retention == 0 {
 		*retention = -1 // the Worker's "never"
 	}
@@ -114,19 +113,7 @@ func relayRun(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		g.Go(func() error {
-			if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		})
-		g.Go(func() error {
-			<-gctx.Done()
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), 5*time.Second)
-			defer cancel()
-			return srv.Shutdown(sctx)
-		})
+		g.Go(func() error { return serveHTTP(gctx, lis, mux) })
 		logger.Info("relay metrics", slog.String("metrics_addr", lis.Addr().String()))
 	}
 	logger.Info("relay started", slog.String("table", *table), slog.String("hookline_addr", hl.Addr()),
