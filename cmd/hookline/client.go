@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -84,6 +85,30 @@ func envOr(key, def string) string {
 	return def
 }
 
+// show makes one call under --timeout and prints its answer: as JSON with
+// --json, else with readable.
+func show[Req any, M proto.Message](ctx context.Context, c *conn, call func(context.Context, Req) (M, error), req Req, readable func(io.Writer, M)) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	m, err := call(ctx, req)
+	if err != nil {
+		return err
+	}
+	return c.print(m, func(w io.Writer) { readable(w, m) })
+}
+
+// quietFlag declares --quiet and its short form -q, for a command that
+// shows a secret once: it prints only what, for a shell's $(…).
+func quietFlag(fs *flag.FlagSet, what string) *bool {
+	q := new(bool)
+	fs.BoolVar(q, "quiet", false, "print only "+what+", e.g. for $(…)")
+	fs.BoolVar(q, "q", false, "short for --quiet")
+	return q
+}
+
+// errQuietJSON refuses --quiet with --json.
+var errQuietJSON = errors.New("--quiet prints the secret alone and --json the whole answer: give one of them")
+
 // print writes a message as JSON (--json) or as readable lines.
 func (c *conn) print(m proto.Message, readable func(w io.Writer)) error {
 	if c.json {
@@ -102,13 +127,7 @@ func tenantsCreate(fs *flag.FlagSet) func(context.Context, *conn) error {
 	id := fs.String("id", "", "tenant id (generated when empty)")
 	name := fs.String("name", "", "tenant name")
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		t, err := c.CreateTenant(ctx, &controlv1.CreateTenantRequest{TenantId: *id, Name: *name})
-		if err != nil {
-			return err
-		}
-		return c.print(t, func(w io.Writer) { printTenant(w, t) })
+		return show(ctx, c, c.CreateTenant, &controlv1.CreateTenantRequest{TenantId: *id, Name: *name}, printTenant)
 	}
 }
 
@@ -116,13 +135,7 @@ func tenantsGet(fs *flag.FlagSet) func(context.Context, *conn) error {
 	id := fs.String("id", "", "tenant id (a tenant key's own when empty)")
 	asOf := fs.String("as-of", "", "the tenant (quota, keys) as it was then: an RFC 3339 time or a log position, read from the log")
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		t, err := c.GetTenant(ctx, &controlv1.GetTenantRequest{TenantId: *id, AsOf: *asOf})
-		if err != nil {
-			return err
-		}
-		return c.print(t, func(w io.Writer) { printTenant(w, t) })
+		return show(ctx, c, c.GetTenant, &controlv1.GetTenantRequest{TenantId: *id, AsOf: *asOf}, printTenant)
 	}
 }
 
@@ -133,6 +146,9 @@ func printTenant(w io.Writer, t *controlv1.Tenant) {
 	}
 	if q := t.GetQuota(); q != nil {
 		fmt.Fprintf(w, "quota    %g attempts/s, %d in flight, weight %d (0: the default)\n", q.GetAttemptsPerSecond(), q.GetMaxInFlight(), q.GetWeight())
+	}
+	if len(t.GetApiKeys()) == 0 {
+		fmt.Fprintf(w, "keys     none (hookline keys issue --tenant %s)\n", t.GetTenantId())
 	}
 	for _, k := range t.GetApiKeys() {
 		state := "live"
@@ -146,14 +162,16 @@ func printTenant(w io.Writer, t *controlv1.Tenant) {
 func keysIssue(fs *flag.FlagSet) func(context.Context, *conn) error {
 	tenant := fs.String("tenant", "", "tenant id")
 	name := fs.String("name", "", "a label for the key")
+	quiet := quietFlag(fs, "the API key")
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		k, err := c.IssueAPIKey(ctx, &controlv1.IssueApiKeyRequest{TenantId: *tenant, Name: *name})
-		if err != nil {
-			return err
+		if *quiet && c.json {
+			return errQuietJSON
 		}
-		return c.print(k, func(w io.Writer) {
+		return show(ctx, c, c.IssueAPIKey, &controlv1.IssueApiKeyRequest{TenantId: *tenant, Name: *name}, func(w io.Writer, k *controlv1.IssueApiKeyResponse) {
+			if *quiet {
+				fmt.Fprintln(w, k.GetApiKey())
+				return
+			}
 			fmt.Fprintf(w, "tenant   %s\nkey id   %s\napi key  %s\n(the key is shown only now: store it safely)\n", k.GetTenantId(), k.GetKeyId(), k.GetApiKey())
 		})
 	}
@@ -163,13 +181,7 @@ func keysRevoke(fs *flag.FlagSet) func(context.Context, *conn) error {
 	tenant := fs.String("tenant", "", "tenant id")
 	key := fs.String("key-id", "", "key id")
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		t, err := c.RevokeAPIKey(ctx, &controlv1.RevokeApiKeyRequest{TenantId: *tenant, KeyId: *key})
-		if err != nil {
-			return err
-		}
-		return c.print(t, func(w io.Writer) { printTenant(w, t) })
+		return show(ctx, c, c.RevokeAPIKey, &controlv1.RevokeApiKeyRequest{TenantId: *tenant, KeyId: *key}, printTenant)
 	}
 }
 
@@ -192,12 +204,7 @@ func settingsFlags(fs *flag.FlagSet) func() (*controlv1.EndpointSettings, []stri
 			case "url":
 				s.Url, paths = *url, append(paths, "url")
 			case "types":
-				for _, t := range strings.Split(*types, ",") {
-					if t = strings.TrimSpace(t); t != "" {
-						s.EventTypes = append(s.EventTypes, t)
-					}
-				}
-				paths = append(paths, "event_types")
+				s.EventTypes, paths = splitList(*types), append(paths, "event_types")
 			case "description":
 				s.Description, paths = *desc, append(paths, "description")
 			case "rate":
@@ -220,15 +227,18 @@ func endpointsCreate(fs *flag.FlagSet) func(context.Context, *conn) error {
 	tenant := fs.String("tenant", "", "tenant id (admin token only)")
 	id := fs.String("id", "", "endpoint id (generated when empty)")
 	settings := settingsFlags(fs)
+	quiet := quietFlag(fs, "the endpoint's signing secret")
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		s, _ := settings()
-		r, err := c.CreateEndpoint(ctx, &controlv1.CreateEndpointRequest{TenantId: *tenant, EndpointId: *id, Settings: s})
-		if err != nil {
-			return err
+		if *quiet && c.json {
+			return errQuietJSON
 		}
-		return c.print(r, func(w io.Writer) {
+		s, _ := settings()
+		req := &controlv1.CreateEndpointRequest{TenantId: *tenant, EndpointId: *id, Settings: s}
+		return show(ctx, c, c.CreateEndpoint, req, func(w io.Writer, r *controlv1.CreateEndpointResponse) {
+			if *quiet {
+				fmt.Fprintln(w, r.GetSecret())
+				return
+			}
 			printEndpoint(w, r.GetEndpoint())
 			fmt.Fprintf(w, "secret       %s\n(the secret is shown only now: give it to the receiver)\n", r.GetSecret())
 		})
@@ -236,17 +246,10 @@ func endpointsCreate(fs *flag.FlagSet) func(context.Context, *conn) error {
 }
 
 func endpointsGet(fs *flag.FlagSet) func(context.Context, *conn) error {
-	tenant := fs.String("tenant", "", "tenant id (admin token only)")
-	id := fs.String("id", "", "endpoint id")
+	tenant, id := endpointFlags(fs)
 	asOf := fs.String("as-of", "", "the endpoint as it was then: an RFC 3339 time or a log position, read from the log")
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		e, err := c.GetEndpoint(ctx, &controlv1.GetEndpointRequest{TenantId: *tenant, EndpointId: *id, AsOf: *asOf})
-		if err != nil {
-			return err
-		}
-		return c.print(e, func(w io.Writer) { printEndpoint(w, e) })
+		return show(ctx, c, c.GetEndpoint, &controlv1.GetEndpointRequest{TenantId: *tenant, EndpointId: *id, AsOf: *asOf}, printEndpoint)
 	}
 }
 
@@ -255,13 +258,11 @@ func endpointsList(fs *flag.FlagSet) func(context.Context, *conn) error {
 	size := fs.Int("limit", 50, "page size")
 	cursor := fs.String("cursor", "", "cursor from the previous page")
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		r, err := c.ListEndpoints(ctx, &controlv1.ListEndpointsRequest{TenantId: *tenant, PageSize: int32(*size), Cursor: *cursor})
-		if err != nil {
-			return err
-		}
-		return c.print(r, func(w io.Writer) {
+		req := &controlv1.ListEndpointsRequest{TenantId: *tenant, PageSize: int32(*size), Cursor: *cursor}
+		return show(ctx, c, c.ListEndpoints, req, func(w io.Writer, r *controlv1.ListEndpointsResponse) {
+			if len(r.GetEndpoints()) == 0 {
+				fmt.Fprintln(w, emptyPage("no endpoints", *cursor))
+			}
 			for _, e := range r.GetEndpoints() {
 				fmt.Fprintf(w, "%-30s %-8s v%-3d %s  %s\n", e.GetEndpointId(), statusName(e.GetStatus()), e.GetConfigVersion(), e.GetSettings().GetUrl(), strings.Join(e.GetSettings().GetEventTypes(), ","))
 			}
@@ -273,22 +274,24 @@ func endpointsList(fs *flag.FlagSet) func(context.Context, *conn) error {
 }
 
 func endpointsUpdate(fs *flag.FlagSet) func(context.Context, *conn) error {
-	tenant := fs.String("tenant", "", "tenant id (admin token only)")
-	id := fs.String("id", "", "endpoint id")
+	tenant, id := endpointFlags(fs)
 	settings := settingsFlags(fs)
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
 		s, paths := settings()
 		if len(paths) == 0 {
-			return fmt.Errorf("endpoints update: give at least one setting to change (--url, --types, ...)")
+			return errors.New("endpoints update: nothing to change; give a setting, e.g. --url or --types")
 		}
-		e, err := c.UpdateEndpoint(ctx, &controlv1.UpdateEndpointRequest{TenantId: *tenant, EndpointId: *id, Settings: s, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
-		if err != nil {
-			return err
-		}
-		return c.print(e, func(w io.Writer) { printEndpoint(w, e) })
+		req := &controlv1.UpdateEndpointRequest{TenantId: *tenant, EndpointId: *id, Settings: s, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}}
+		return show(ctx, c, c.UpdateEndpoint, req, printEndpoint)
 	}
+}
+
+// emptyPage says that a list has nothing, or nothing more after cursor.
+func emptyPage(none, cursor string) string {
+	if cursor != "" {
+		return strings.Replace(none, "no ", "no more ", 1)
+	}
+	return none
 }
 
 // endpointFlags declares the flags that name one endpoint.
@@ -299,54 +302,38 @@ func endpointFlags(fs *flag.FlagSet) (tenant, id *string) {
 func endpointsPause(fs *flag.FlagSet) func(context.Context, *conn) error {
 	tenant, id := endpointFlags(fs)
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		e, err := c.PauseEndpoint(ctx, &controlv1.PauseEndpointRequest{TenantId: *tenant, EndpointId: *id})
-		if err != nil {
-			return err
-		}
-		return c.print(e, func(w io.Writer) { printEndpoint(w, e) })
+		return show(ctx, c, c.PauseEndpoint, &controlv1.PauseEndpointRequest{TenantId: *tenant, EndpointId: *id}, printEndpoint)
 	}
 }
 
 func endpointsResume(fs *flag.FlagSet) func(context.Context, *conn) error {
 	tenant, id := endpointFlags(fs)
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		e, err := c.ResumeEndpoint(ctx, &controlv1.ResumeEndpointRequest{TenantId: *tenant, EndpointId: *id})
-		if err != nil {
-			return err
-		}
-		return c.print(e, func(w io.Writer) { printEndpoint(w, e) })
+		return show(ctx, c, c.ResumeEndpoint, &controlv1.ResumeEndpointRequest{TenantId: *tenant, EndpointId: *id}, printEndpoint)
 	}
 }
 
 func endpointsDelete(fs *flag.FlagSet) func(context.Context, *conn) error {
 	tenant, id := endpointFlags(fs)
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		e, err := c.DeleteEndpoint(ctx, &controlv1.DeleteEndpointRequest{TenantId: *tenant, EndpointId: *id})
-		if err != nil {
-			return err
-		}
-		return c.print(e, func(w io.Writer) { printEndpoint(w, e) })
+		return show(ctx, c, c.DeleteEndpoint, &controlv1.DeleteEndpointRequest{TenantId: *tenant, EndpointId: *id}, printEndpoint)
 	}
 }
 
 func endpointsRotate(fs *flag.FlagSet) func(context.Context, *conn) error {
-	tenant := fs.String("tenant", "", "tenant id (admin token only)")
-	id := fs.String("id", "", "endpoint id")
+	tenant, id := endpointFlags(fs)
 	overlap := fs.Duration("overlap", 0, "how long the previous secret keeps signing (0: 24h)")
+	quiet := quietFlag(fs, "the new signing secret")
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		r, err := c.RotateSecret(ctx, &controlv1.RotateSecretRequest{TenantId: *tenant, EndpointId: *id, OverlapSeconds: int64(overlap.Seconds())})
-		if err != nil {
-			return err
+		if *quiet && c.json {
+			return errQuietJSON
 		}
-		return c.print(r, func(w io.Writer) {
+		req := &controlv1.RotateSecretRequest{TenantId: *tenant, EndpointId: *id, OverlapSeconds: int64(overlap.Seconds())}
+		return show(ctx, c, c.RotateSecret, req, func(w io.Writer, r *controlv1.RotateSecretResponse) {
+			if *quiet {
+				fmt.Fprintln(w, r.GetSecret())
+				return
+			}
 			printEndpoint(w, r.GetEndpoint())
 			fmt.Fprintf(w, "secret       %s\n(the new secret is shown only now)\n", r.GetSecret())
 		})
@@ -354,17 +341,10 @@ func endpointsRotate(fs *flag.FlagSet) func(context.Context, *conn) error {
 }
 
 func endpointsRetire(fs *flag.FlagSet) func(context.Context, *conn) error {
-	tenant := fs.String("tenant", "", "tenant id (admin token only)")
-	id := fs.String("id", "", "endpoint id")
+	tenant, id := endpointFlags(fs)
 	version := fs.Int("version", 0, "secret version to retire")
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		e, err := c.RetireSecret(ctx, &controlv1.RetireSecretRequest{TenantId: *tenant, EndpointId: *id, Version: int32(*version)})
-		if err != nil {
-			return err
-		}
-		return c.print(e, func(w io.Writer) { printEndpoint(w, e) })
+		return show(ctx, c, c.RetireSecret, &controlv1.RetireSecretRequest{TenantId: *tenant, EndpointId: *id, Version: int32(*version)}, printEndpoint)
 	}
 }
 
@@ -419,18 +399,13 @@ func eventsPublish(fs *flag.FlagSet) func(context.Context, *conn) error {
 			return err
 		}
 		if !json.Valid(payload) {
-			return fmt.Errorf("events publish: --data is not valid JSON")
+			return errors.New("events publish: --data is not valid JSON; give a JSON value, e.g. '{\"amount\":42}'")
 		}
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		r, err := c.Publish(ctx, client.Event{
+		ev := client.Event{
 			TenantID: *tenant, ID: *id, Type: *typ, Payload: payload, SchemaVersion: *schema, ObjectID: *object,
 			Headers: headers, Traceparent: *traceparent, Tracestate: *tracestate,
-		})
-		if err != nil {
-			return err
 		}
-		return c.print(r, func(w io.Writer) {
+		return show(ctx, c, c.Publish, ev, func(w io.Writer, r *controlv1.PublishResponse) {
 			dup := ""
 			if r.GetDuplicate() {
 				dup = " (already accepted: nothing new written)"
@@ -457,7 +432,7 @@ func (h headerFlag) String() string { return "" }
 func (h headerFlag) Set(s string) error {
 	name, value, ok := strings.Cut(s, "=")
 	if !ok || name == "" {
-		return fmt.Errorf("give name=value, e.g. x-region=eu")
+		return errors.New("give name=value, e.g. x-region=eu")
 	}
 	h[name] = value
 	return nil
@@ -468,14 +443,11 @@ func eventsRouting(fs *flag.FlagSet) func(context.Context, *conn) error {
 	tenant := fs.String("tenant", "", "tenant id (admin token only)")
 	id := fs.String("id", "", "event id")
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		r, err := c.ExplainRouting(ctx, &controlv1.ExplainRoutingRequest{TenantId: *tenant, EventId: *id})
-		if err != nil {
-			return err
-		}
-		return c.print(r, func(w io.Writer) {
+		return show(ctx, c, c.ExplainRouting, &controlv1.ExplainRoutingRequest{TenantId: *tenant, EventId: *id}, func(w io.Writer, r *controlv1.EventRouting) {
 			fmt.Fprintf(w, "event %s (%s) published %s at position %s\n", r.GetEventId(), r.GetEventType(), fmtTime(r.GetPublishedAt()), r.GetPosition())
+			if len(r.GetEndpoints()) == 0 {
+				fmt.Fprintln(w, "no endpoints: the tenant has had none since the event was published")
+			}
 			for _, v := range r.GetEndpoints() {
 				fmt.Fprintf(w, "%-30s %-14s %s\n", v.GetEndpointId(), strings.ToLower(strings.TrimPrefix(v.GetVerdict().String(), "VERDICT_")), v.GetReason())
 				if v.GetFilter() != "" {
@@ -497,7 +469,7 @@ func eventsRouting(fs *flag.FlagSet) func(context.Context, *conn) error {
 func readData(arg string) ([]byte, error) {
 	switch {
 	case arg == "":
-		return nil, fmt.Errorf("events publish: --data is required (JSON, @FILE or -)")
+		return nil, errors.New("events publish: --data is missing; give JSON, @FILE or - for stdin")
 	case arg == "-":
 		return io.ReadAll(os.Stdin)
 	case strings.HasPrefix(arg, "@"):
@@ -509,14 +481,15 @@ func readData(arg string) ([]byte, error) {
 func eventsOperationalTypes(fs *flag.FlagSet) func(context.Context, *conn) error {
 	examples := fs.Bool("examples", false, "print an example payload of each type")
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		types, err := c.ListOperationalEventTypes(ctx)
-		if err != nil {
-			return err
+		list := func(ctx context.Context, _ struct{}) (*controlv1.ListOperationalEventTypesResponse, error) {
+			types, err := c.ListOperationalEventTypes(ctx)
+			return &controlv1.ListOperationalEventTypesResponse{Types: types}, err
 		}
-		return c.print(&controlv1.ListOperationalEventTypesResponse{Types: types}, func(w io.Writer) {
-			for _, t := range types {
+		return show(ctx, c, list, struct{}{}, func(w io.Writer, r *controlv1.ListOperationalEventTypesResponse) {
+			if len(r.GetTypes()) == 0 {
+				fmt.Fprintln(w, "no operational event types")
+			}
+			for _, t := range r.GetTypes() {
 				fmt.Fprintf(w, "%-34s %s\n", t.GetType(), t.GetDescription())
 				if *examples {
 					fmt.Fprintf(w, "  %s\n", t.GetExample())

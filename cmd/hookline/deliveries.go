@@ -49,16 +49,14 @@ func deliveriesList(fs *flag.FlagSet) func(context.Context, *conn) error {
 	size := fs.Int("limit", 50, "page size")
 	cursor := fs.String("cursor", "", "cursor from the previous page")
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		r, err := c.ListDeliveries(ctx, &controlv1.ListDeliveriesRequest{
+		req := &controlv1.ListDeliveriesRequest{
 			TenantId: *tenant, EndpointId: *endpoint, Status: *status, EventType: *typ,
 			Since: since.t, Until: until.t, PageSize: int32(*size), Cursor: *cursor,
-		})
-		if err != nil {
-			return err
 		}
-		return c.print(r, func(w io.Writer) {
+		return show(ctx, c, c.ListDeliveries, req, func(w io.Writer, r *controlv1.ListDeliveriesResponse) {
+			if len(r.GetDeliveries()) == 0 {
+				fmt.Fprintln(w, emptyPage("no deliveries", *cursor)+searched(req))
+			}
 			for _, d := range r.GetDeliveries() {
 				fmt.Fprintf(w, "%s  %-9s attempts=%-2d last=%-3d %s  %s -> %s\n", d.GetDeliveryId(), d.GetStatus(), d.GetAttemptCount(),
 					d.GetLastHttpStatus(), fmtTime(d.GetPlannedAt()), d.GetEventType(), d.GetEndpointId())
@@ -70,17 +68,34 @@ func deliveriesList(fs *flag.FlagSet) func(context.Context, *conn) error {
 	}
 }
 
+// searched names the filters of a search for deliveries: " of endpoint
+// ep_1, status failed", or "" for none.
+func searched(req *controlv1.ListDeliveriesRequest) string {
+	var parts []string
+	for _, f := range []struct{ name, value string }{
+		{"tenant", req.GetTenantId()}, {"endpoint", req.GetEndpointId()}, {"status", req.GetStatus()}, {"type", req.GetEventType()},
+	} {
+		if f.value != "" {
+			parts = append(parts, f.name+" "+f.value)
+		}
+	}
+	if req.GetSince() != nil {
+		parts = append(parts, "planned since "+fmtTime(req.GetSince()))
+	}
+	if req.GetUntil() != nil {
+		parts = append(parts, "planned until "+fmtTime(req.GetUntil()))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " with " + strings.Join(parts, ", ")
+}
+
 func deliveriesGet(fs *flag.FlagSet) func(context.Context, *conn) error {
 	tenant := fs.String("tenant", "", "tenant id (admin token only)")
 	id := fs.String("id", "", "delivery id")
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		d, err := c.GetDelivery(ctx, &controlv1.GetDeliveryRequest{TenantId: *tenant, DeliveryId: *id})
-		if err != nil {
-			return err
-		}
-		return c.print(d, func(w io.Writer) { printDelivery(w, d) })
+		return show(ctx, c, c.GetDelivery, &controlv1.GetDeliveryRequest{TenantId: *tenant, DeliveryId: *id}, printDelivery)
 	}
 }
 
@@ -88,13 +103,7 @@ func deliveriesReplay(fs *flag.FlagSet) func(context.Context, *conn) error {
 	tenant := fs.String("tenant", "", "tenant id (admin token only)")
 	id := fs.String("id", "", "delivery id")
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		d, err := c.ReplayDelivery(ctx, &controlv1.ReplayDeliveryRequest{TenantId: *tenant, DeliveryId: *id})
-		if err != nil {
-			return err
-		}
-		return c.print(d, func(w io.Writer) {
+		return show(ctx, c, c.ReplayDelivery, &controlv1.ReplayDeliveryRequest{TenantId: *tenant, DeliveryId: *id}, func(w io.Writer, d *controlv1.Delivery) {
 			fmt.Fprintln(w, "replay requested: one manual attempt with the same webhook-id")
 			printDelivery(w, d)
 		})
@@ -121,16 +130,10 @@ func endpointsRecover(fs *flag.FlagSet) func(context.Context, *conn) error {
 	dryRun := fs.Bool("dry-run", false, "only show the manifest: how many, the digest of the exact list, the time under the rate limit")
 	digest := fs.String("digest", "", "the dry run's digest: replay only if the window still lists exactly that list")
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
-		r, err := c.RecoverEndpoint(ctx, &controlv1.RecoverEndpointRequest{
+		return show(ctx, c, c.RecoverEndpoint, &controlv1.RecoverEndpointRequest{
 			TenantId: *tenant, EndpointId: *id, Since: since.t, Until: until.t,
 			Statuses: splitList(*statuses), EventTypes: splitList(*types), DryRun: *dryRun, Digest: *digest,
-		})
-		if err != nil {
-			return err
-		}
-		return c.print(r, func(w io.Writer) { printRecovery(w, r) })
+		}, printRecovery)
 	}
 }
 
@@ -139,27 +142,18 @@ func endpointsRecovery(fs *flag.FlagSet) func(context.Context, *conn) error {
 	id := fs.String("id", "", "endpoint id")
 	rid := fs.String("recovery", "", "recovery id; empty lists the endpoint's recoveries")
 	return func(ctx context.Context, c *conn) error {
-		ctx, cancel := c.ctx(ctx)
-		defer cancel()
 		if *rid == "" {
-			rs, err := c.ListRecoveries(ctx, &controlv1.ListRecoveriesRequest{TenantId: *tenant, EndpointId: *id})
-			if err != nil {
-				return err
-			}
-			return c.print(rs, func(w io.Writer) { printRecoveries(w, rs.GetRecoveries()) })
+			return show(ctx, c, c.ListRecoveries, &controlv1.ListRecoveriesRequest{TenantId: *tenant, EndpointId: *id}, printRecoveries)
 		}
-		r, err := c.GetRecovery(ctx, &controlv1.GetRecoveryRequest{TenantId: *tenant, EndpointId: *id, RecoveryId: *rid})
-		if err != nil {
-			return err
-		}
-		return c.print(r, func(w io.Writer) { printRecovery(w, r) })
+		return show(ctx, c, c.GetRecovery, &controlv1.GetRecoveryRequest{TenantId: *tenant, EndpointId: *id, RecoveryId: *rid}, printRecovery)
 	}
 }
 
 // printRecoveries prints a line per recovery.
-func printRecoveries(w io.Writer, rs []*controlv1.Recovery) {
+func printRecoveries(w io.Writer, r *controlv1.ListRecoveriesResponse) {
+	rs := r.GetRecoveries()
 	if len(rs) == 0 {
-		fmt.Fprintln(w, "no recoveries")
+		fmt.Fprintln(w, "no recoveries (hookline endpoints recover starts one)")
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

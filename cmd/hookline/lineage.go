@@ -17,6 +17,7 @@ import (
 // and what its failure decided about the next attempt.
 func printAttempts(w io.Writer, attempts []*hooklinev1.Attempt) {
 	if len(attempts) == 0 {
+		fmt.Fprintln(w, "attempts   none yet")
 		return
 	}
 	fmt.Fprintln(w, "attempts")

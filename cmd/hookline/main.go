@@ -136,8 +136,9 @@ func leadingFlags(args []string) (lead, rest []string) {
 	return lead, args
 }
 
-// boolFlags are the client flags that take no value.
-var boolFlags = map[string]bool{"json": true, "plaintext": true}
+// boolFlags are the client flags that take no value (--quiet and -q are
+// those of the commands that show a secret once).
+var boolFlags = map[string]bool{"json": true, "plaintext": true, "quiet": true, "q": true}
 
 // lookup finds the command that args start with: two words, or one.
 func lookup(args []string) (command, error) {

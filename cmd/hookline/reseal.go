@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -24,7 +26,7 @@ func keysReseal(fs *flag.FlagSet) func(context.Context, *conn) error {
 			return fmt.Errorf("keys reseal: %w", err)
 		}
 		if err := c.print(resp, func(w io.Writer) {
-			fmt.Fprintf(w, "current key:  %s\nendpoints:    %d\nretired keys: %v\n", resp.GetCurrentKeyId(), resp.GetEndpoints(), resp.GetRetiredKeyIds())
+			fmt.Fprintf(w, "current key:  %s\nendpoints:    %d\nretired keys: %s\n", resp.GetCurrentKeyId(), resp.GetEndpoints(), cmp.Or(strings.Join(resp.GetRetiredKeyIds(), " "), "none"))
 			for _, f := range resp.GetFailed() {
 				fmt.Fprintf(w, "failed:       %s\n", f)
 			}
