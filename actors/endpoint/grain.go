@@ -1,8 +1,6 @@
 package endpoint
 
 import (
-	"context"
-	"encoding/base64"
 	"log/slog"
 	"time"
 
@@ -12,12 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/actors/command"
-	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
-	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
-	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
-	"github.com/hookline/hookline/seal"
 )
 
 // Kind is the cluster kind of the endpoint grain.
@@ -85,12 +79,14 @@ func (g *grain) Receive(ctx actor.Context) {
 		switch {
 		case g.core == nil:
 			// A plain actor without an identity.
-			g.reply(ctx, ctx.Sender(), errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain has no identity; retry"))
+			reply(ctx, ctx.Sender(), errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain has no identity; retry"))
 		case msg.GetWake() != nil && !g.core.Stopping():
 			// A hint, answered at once: it never waits behind a command's
 			// I/O, so the node's wakes flow whatever its grains are doing.
-			g.reply(ctx, ctx.Sender(), &internalv1.EndpointReply{})
-			g.wakeLoop(ctx)
+			reply(ctx, ctx.Sender(), &internalv1.EndpointReply{})
+			if g.loop != nil {
+				g.loop.wake(ctx)
+			}
 		case g.core.Push(ctx, ctx.Sender(), msg):
 			g.next(ctx)
 		}
@@ -111,12 +107,14 @@ func (g *grain) Receive(ctx actor.Context) {
 		if g.core != nil {
 			g.core.Stopped(ctx)
 		}
-		g.stopLoop()
+		if g.loop != nil {
+			g.loop.stop()
+		}
 	default:
 		// The delivery loop's messages: outcomes, reads, grants, leases and
 		// its own ticks, each handled without blocking.
-		if g.core != nil && !g.core.Stopping() {
-			g.receiveLoop(ctx, msg)
+		if g.loop != nil && !g.core.Stopping() {
+			g.loop.receive(ctx, msg)
 		}
 	}
 }
@@ -129,11 +127,25 @@ func (g *grain) activate(ctx actor.Context) {
 	g.state = &State{}
 	g.core = command.NewCore[*internalv1.EndpointCommand](command.Config{
 		Kind: Kind, Stream: stream, Log: g.cfg.Log, IOTimeout: g.cfg.IOTimeout, Logger: g.log,
-		ErrReply: errReply, Next: g.next, Lost: g.lostOwnership,
-		Stopping: func(ctx actor.Context, e *internalv1.GrainError) { g.abandonAll(ctx, e) },
+		ErrReply: errReply, Next: g.next, Lost: func() { g.cfg.Quarantine.Lost(g.id, g.cfg.Now()) },
+		Stopping: func(ctx actor.Context, e *internalv1.GrainError) {
+			if g.loop != nil {
+				g.loop.abandonAll(ctx, e)
+			}
+		},
 	})
 	g.core.Load(ctx, g.cfg.ReadPage, g.state.Apply, func() { g.startLoop(ctx) })
 	g.core.WatchIdle(ctx, g.cfg.IdleAfter)
+}
+
+// startLoop starts the delivery loop once the stream is loaded, unless it
+// is off (Config.Due unset).
+func (g *grain) startLoop(ctx actor.Context) {
+	if g.cfg.Due == nil {
+		return
+	}
+	g.loop = newLoop(g)
+	g.loop.catchUp(ctx)
 }
 
 // idle reports whether the delivery loop holds nothing that passivating
@@ -157,12 +169,7 @@ func (g *grain) next(ctx actor.Context) {
 		if g.loop != nil && len(g.loop.own) > 0 {
 			own := g.loop.own
 			g.loop.own = nil
-			g.core.Append(ctx, nil, "delivery", own, g.state.Apply, func() {
-				if g.state.Status != controlv1.Endpoint_STATUS_ACTIVE {
-					g.loop.gone = false // the pause is durable; a resume clears it
-				}
-				g.pump(ctx)
-			})
+			g.core.Append(ctx, nil, "delivery", own, g.state.Apply, func() { g.loop.ownRecorded(ctx) })
 			return
 		}
 		g.schedule(ctx)
@@ -188,140 +195,8 @@ func (g *grain) schedule(ctx actor.Context) {
 	g.timer = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(delay, ctx.Self(), retireTick{})
 }
 
-func (g *grain) handle(ctx actor.Context, r *request) {
-	if g.core.Recall(ctx, r, r.Cmd.GetRequestId(), func(msgs []proto.Message) { g.retried(ctx, r, msgs) }) {
-		return
-	}
-	if g.loop != nil {
-		switch r.Cmd.GetCommand().(type) {
-		case *internalv1.EndpointCommand_Replay:
-			g.handleReplay(ctx, r)
-			return
-		case *internalv1.EndpointCommand_Recover:
-			g.handleRecover(ctx, r)
-			return
-		case *internalv1.EndpointCommand_GetRecovery:
-			g.handleGetRecovery(ctx, r)
-			return
-		case *internalv1.EndpointCommand_ListRecoveries:
-			g.handleListRecoveries(ctx, r)
-			return
-		}
-	}
-	raw := g.state.URLToCheck(r.Cmd)
-	if raw == "" {
-		g.decide(ctx, r, URLVerdict{})
-		return
-	}
-	policy := g.cfg.Policy
-	g.core.IO(ctx, r, func(c context.Context) (any, error) {
-		u, err := policy.CheckURL(c, raw)
-		v := URLVerdict{Raw: raw, Err: err}
-		if err == nil {
-			v.Normalised = u.String()
-		}
-		return v, nil
-	}, func(res any, err error) {
-		if err != nil {
-			g.reply(ctx, r.Sender, errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, "checking the url failed; retry"))
-			return
-		}
-		g.decide(ctx, r, res.(URLVerdict))
-	})
-}
-
-func (g *grain) decide(ctx actor.Context, r *request, v URLVerdict) {
-	dec, err := g.state.Decide(g.id, r.Cmd, Env{
-		Now: g.cfg.Now(), Rand: g.cfg.Rand, Keyring: g.cfg.Keyring, URL: v, DefaultOverlap: g.cfg.DefaultOverlap,
-	})
-	if err != nil {
-		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.AsGrainError(err)})
-		return
-	}
-	if len(dec.Events) == 0 {
-		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Endpoint: g.view()})
-		return
-	}
-	g.core.Append(ctx, r, commandKind(r.Cmd), dec.Events, g.state.Apply, func() {
-		g.reply(ctx, r.Sender, &internalv1.EndpointReply{Endpoint: g.view(), Secret: dec.Secret})
-		g.wakeLoop(ctx) // a resume, a new configuration, a deletion: work may start or end
-	})
-}
-
-// retried answers a command whose request id this grain carried out
-// before: the first answer was lost and the caller retried. It is answered
-// from what the first run wrote, without running it again: the endpoint as
-// it stands, with the secret that a create or a rotation made (opened
-// again from its sealed copy), or the recovery it started.
-func (g *grain) retried(ctx actor.Context, r *request, msgs []proto.Message) {
-	rep := &internalv1.EndpointReply{}
-	if g.state.Created {
-		rep.Endpoint = g.view()
-	}
-	for _, m := range msgs {
-		var sealed *hooklinev1.SealedSecret
-		switch e := m.(type) {
-		case *hooklinev1.EndpointCreated:
-			sealed = e.GetSecret()
-		case *hooklinev1.SecretRotated:
-			sealed = e.GetSecret()
-		case *hooklinev1.RecoveryStarted:
-			if rec, ok := g.state.Recovery(e.GetRecoveryId()); ok {
-				rep.Recovery = g.recoveryView(rec)
-			}
-		}
-		if sealed == nil {
-			continue
-		}
-		secret, err := openSecret(g.cfg.Keyring, g.id, sealed)
-		if err != nil {
-			g.log.Error("endpoint grain cannot open a secret to answer a retried command", "error", err)
-			g.reply(ctx, r.Sender, errReplyOf(internalv1.GrainError_CODE_INTERNAL, "cannot open the secret of the original request"))
-			return
-		}
-		rep.Secret = secret
-	}
-	g.log.Info("command retried; answered from the original request", "request_id", r.Cmd.GetRequestId())
-	g.reply(ctx, r.Sender, rep)
-}
-
-// openSecret returns a sealed signing secret in its "whsec_" form. The
-// result is secret: never log it.
-func openSecret(kr *seal.Keyring, endpointID string, s *hooklinev1.SealedSecret) (string, error) {
-	key, err := kr.Open(s.GetMasterKeyId(), s.GetNonce(), s.GetCiphertext(), seal.SecretAAD(endpointID, s.GetVersion()))
-	if err != nil {
-		return "", err
-	}
-	return attempt.SecretPrefix + base64.StdEncoding.EncodeToString(key), nil
-}
-
-// view is the state's view with the public key, which needs the keyring.
-func (g *grain) view() *controlv1.Endpoint {
-	v := g.state.View()
-	pk, err := g.state.PublicKey(g.cfg.Keyring)
-	if err != nil {
-		g.log.Error("endpoint grain cannot open its ed25519 seed", "error", err)
-	}
-	v.PublicKey = pk
-	return v
-}
-
-func commandKind(cmd *internalv1.EndpointCommand) string {
-	if od := cmd.ProtoReflect().Descriptor().Oneofs().ByName("command"); od != nil {
-		if fd := cmd.ProtoReflect().WhichOneof(od); fd != nil {
-			return string(fd.Name())
-		}
-	}
-	return "unknown"
-}
-
-// stop answers every waiting command with code and msg and stops the actor
-// once the messages already in its mailbox are answered too.
-func (g *grain) stop(ctx actor.Context, code internalv1.GrainError_Code, msg string) {
-	g.core.Stop(ctx, code, msg)
-}
-
-func (g *grain) reply(ctx actor.Context, to *actor.PID, rep *internalv1.EndpointReply) {
+// reply answers to, if there is someone to answer.
+func reply(ctx actor.Context, to *actor.PID, rep *internalv1.EndpointReply) {
 	if to != nil {
 		ctx.Send(to, rep)
 	}

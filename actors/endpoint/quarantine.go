@@ -28,7 +28,7 @@ const (
 // loser stays quiet while the winner delivers.
 //
 // A Quarantine is safe for concurrent use; its zero value is not, use
-// [NewQuarantine].
+// [NewQuarantine]. A nil *Quarantine quarantines nothing.
 type Quarantine struct {
 	base, max time.Duration
 	mu        sync.Mutex // guards lost
@@ -55,6 +55,9 @@ func NewQuarantine(base, most time.Duration) *Quarantine {
 // Lost records that the grain of endpointID on this node lost ownership at
 // now.
 func (q *Quarantine) Lost(endpointID string, now time.Time) {
+	if q == nil {
+		return
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.prune(now)
@@ -74,6 +77,9 @@ func (q *Quarantine) Lost(endpointID string, now time.Time) {
 // Until returns when endpointID's grain on this node may attempt again;
 // the zero time when it is not quarantined.
 func (q *Quarantine) Until(endpointID string, now time.Time) time.Time {
+	if q == nil {
+		return time.Time{}
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	e, ok := q.lost[endpointID]
@@ -107,12 +113,4 @@ func (q *Quarantine) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.lost)
-}
-
-// lostOwnership quarantines this endpoint on this node, if the node keeps
-// a quarantine.
-func (g *grain) lostOwnership() {
-	if q := g.cfg.Quarantine; q != nil {
-		q.Lost(g.id, g.cfg.Now())
-	}
 }

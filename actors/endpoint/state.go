@@ -142,6 +142,19 @@ func (s *State) current() *SecretEntry {
 	return &s.Secrets[len(s.Secrets)-1]
 }
 
+// rate returns the endpoint's token bucket: its own rate and burst, or
+// the node's defaults.
+func (s *State) rate(defaultRate float64, defaultBurst int) (perSecond float64, burst int) {
+	perSecond, burst = s.Config.GetRatePerSecond(), int(s.Config.GetBurst())
+	if perSecond <= 0 {
+		perSecond = defaultRate
+	}
+	if burst <= 0 {
+		burst = defaultBurst
+	}
+	return perSecond, burst
+}
+
 // Live reports whether the endpoint exists and is not deleted.
 func (s *State) Live() bool { return s.Created && !s.Deleted }
 
@@ -249,4 +262,11 @@ func (s *State) RetireExpired(now time.Time) []proto.Message {
 		}
 	}
 	return out
+}
+
+func asTime(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	return ts.AsTime()
 }

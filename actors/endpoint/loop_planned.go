@@ -16,7 +16,7 @@ import (
 // it in the log). It is a hint, sent only to a grain already active on the
 // node that owns the endpoint's partition (by that node: a publish on
 // another member reaches it through the node's hand-over actor, see
-// cluster/planned.go); a lost one costs nothing, since the due index
+// node/planned.go); a lost one costs nothing, since the due index
 // offers the same deliveries once it has applied the plan.
 //
 // The grain takes the deliveries only while the projections have not
@@ -37,23 +37,22 @@ type Planned struct {
 
 // onPlanned takes the deliveries of a Planned hint as flights, as a pull
 // would, while the grain has room for them.
-func (g *grain) onPlanned(ctx actor.Context, m *Planned) {
-	l := g.loop
-	if !g.state.Live() {
+func (l *loop) onPlanned(ctx actor.Context, m *Planned) {
+	if !l.state.Live() {
 		return
 	}
-	if m.Event != nil && len(m.Items) > 0 && m.Items[0].EndpointID == g.id {
+	if m.Event != nil && len(m.Items) > 0 && m.Items[0].EndpointID == l.id {
 		// Cached whether or not the grain takes the deliveries now: the
 		// due index brings those it leaves, and their first attempts then
 		// read nothing from the log either.
-		g.cfg.events.put(eventStream(m.Items[0]), m.Event)
+		l.cfg.events.put(eventStream(m.Items[0]), m.Event)
 	}
-	if !l.caughtUp || g.paused() || !g.cfg.Projections.Applied().Less(m.Position) {
+	if !l.caughtUp || l.paused() || !l.cfg.Projections.Applied().Less(m.Position) {
 		return
 	}
 	taken := 0
 	for _, it := range m.Items {
-		if it.EndpointID != g.id {
+		if it.EndpointID != l.id {
 			continue
 		}
 		if _, held := l.flights[it.DeliveryID]; held {
@@ -62,15 +61,15 @@ func (g *grain) onPlanned(ctx actor.Context, m *Planned) {
 		if _, settled := l.settled[it.DeliveryID]; settled {
 			continue
 		}
-		if !g.lowOnWork() {
+		if !l.lowOnWork() {
 			break // the due index offers the rest
 		}
 		f := &flight{item: it}
 		l.flights[it.DeliveryID] = f
-		g.read(ctx, f)
+		l.read(ctx, f)
 		taken++
 	}
 	if taken > 0 {
-		g.pump(ctx)
+		l.pump(ctx)
 	}
 }

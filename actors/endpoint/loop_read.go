@@ -2,16 +2,13 @@ package endpoint
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/due"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
@@ -133,105 +130,9 @@ func (r *deliveryRead) apply(msg proto.Message) {
 	}
 }
 
-// attemptRecord is the Attempt shared by the outcome events.
-func (g *grain) attemptRecord(f *flight, o attempt.Outcome, number int32) *hooklinev1.Attempt {
-	a := &hooklinev1.Attempt{
-		TenantId: f.item.TenantID, EndpointId: g.id, DeliveryId: f.item.DeliveryID, EventId: f.item.EventID,
-		EventType: f.eventType(), Number: number, Manual: f.d.replay != nil, ConfigVersion: g.state.ConfigVersion,
-		SecretVersions: o.KeyVersions, StartedAt: timestamppb.New(o.Started), FinishedAt: timestamppb.New(o.Finished),
-		LatencyUs: o.Latency.Microseconds(), HttpStatus: int32(o.Status), ErrorClass: o.ErrorClass, Error: o.Error,
-		ResponseSha256: o.ResponseSHA256, ResponsePrefix: o.ResponsePrefix,
-		IssuedBy: &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_SYSTEM, Id: "delivery"},
+// countManual counts a manual attempt of the stream.
+func (r *deliveryRead) countManual(a *hooklinev1.Attempt) {
+	if a.GetManual() {
+		r.manuals++
 	}
-	if f.d.replay != nil {
-		a.IssuedBy = f.d.replay.GetIssuedBy()
-	}
-	g.lineage(f, o, a)
-	return a
-}
-
-func (f *flight) eventType() string {
-	if t := f.d.event.GetEventType(); t != "" {
-		return t
-	}
-	return f.item.EventType
-}
-
-// nextAttempt decides when the delivery's next automatic attempt runs
-// after a retryable failure of attempt number n; zero means none (the
-// delivery ends failed).
-//
-// A manual attempt never starts automatic retries: when the delivery had
-// ended, it stays ended. When automatic retries were still pending, their
-// schedule is kept: the retry that was due runs as planned (at once if its
-// time has passed), so a failed replay neither delays nor hastens them.
-//
-// The decision, with how it was reached, goes to the attempt's lineage
-// (lineage.go).
-func (g *grain) nextAttempt(f *flight, n int32, o attempt.Outcome, now time.Time) (time.Time, *hooklinev1.RetryDecision) {
-	if f.d.replay != nil {
-		if expired := g.expired(f, now); !f.d.autoPending || expired {
-			return time.Time{}, manualDecision(o, expired, time.Time{})
-		}
-		if !f.d.lastNext.IsZero() {
-			next := maxTime(f.d.lastNext, now)
-			return next, manualDecision(o, false, next)
-		}
-	}
-	s := g.cfg.Schedule
-	if m := g.state.Config.GetMaxAttempts(); m > 0 {
-		s.MaxAttempts = int(m)
-	}
-	planned := f.item.PlannedAt
-	if planned.IsZero() {
-		planned = now
-	}
-	if exp := f.item.ExpiresAt; !exp.IsZero() && exp.After(planned) {
-		s.Deadline = exp.Sub(planned)
-	}
-	plan := s.Plan(int(n), planned, now, o.RetryDelay(), g.cfg.Jitter)
-	return plan.Next, retryDecision(o, plan, s.MaxAttempts, planned.Add(s.Deadline))
-}
-
-// expired reports whether a delivery is past its deadline at now. The
-// schedule puts the last retry exactly at the deadline; that one still
-// runs (it is due at, not before, expires_at), so a retry due at the
-// deadline is not expired when found a little late. The due time is the
-// stream's next_attempt_at when the stream was read (the index's may be
-// stale), else the index's.
-func (g *grain) expired(f *flight, now time.Time) bool {
-	exp, dueAt := f.item.ExpiresAt, f.item.DueAt
-	if !f.d.lastNext.IsZero() {
-		dueAt = f.d.lastNext
-	}
-	return !exp.IsZero() && !now.Before(exp) && dueAt.Before(exp)
-}
-
-// encodeDelivery gives a delivery event of partition p a deterministic id whose cause is
-// the activation, the revision it goes to and a digest of its content: a
-// retried append is idempotent, while another activation appending at the
-// same revision, even the very same outcome (two activations attempting at
-// the same instant get identical answers), gets another id and fails with a
-// wrong revision instead of passing for a retry.
-func encodeDelivery(incarnation, stream string, p events.Partition, rev events.Revision, m proto.Message) (events.Event, error) {
-	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
-	if err != nil {
-		return events.Event{}, fmt.Errorf("encode %s: %w", events.TypeOf(m), err)
-	}
-	sum := sha256.Sum256(data)
-	return events.EncodeIn(m, fmt.Sprintf("delivery.%s@%d/%x/%s", events.TypeOf(m), uint64(rev), sum[:8], incarnation), stream, p)
-}
-
-func asTime(ts *timestamppb.Timestamp) time.Time {
-	if ts == nil {
-		return time.Time{}
-	}
-	return ts.AsTime()
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

@@ -2,7 +2,9 @@ package endpoint
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -15,7 +17,7 @@ import (
 
 // partition is the delivery partition of the grain's endpoint: that of
 // every event it appends to its deliveries' streams.
-func (g *grain) partition() events.Partition { return events.PartitionOf(g.id) }
+func (l *loop) partition() events.Partition { return events.PartitionOf(l.id) }
 
 // recorded is the result of an append to a delivery stream.
 type recorded struct {
@@ -28,7 +30,7 @@ type recorded struct {
 // record appends msgs to the flight's delivery stream, off the mailbox,
 // with the revision the flight holds as the expected one ("no stream" for
 // a fresh flight).
-func (g *grain) record(ctx actor.Context, f *flight, msgs ...proto.Message) {
+func (l *loop) record(ctx actor.Context, f *flight, msgs ...proto.Message) {
 	f.stage = stageRecording
 	stream := events.DeliveryStream(f.item.DeliveryID)
 	evs := make([]events.Event, len(msgs))
@@ -37,23 +39,22 @@ func (g *grain) record(ctx actor.Context, f *flight, msgs ...proto.Message) {
 		if f.d.exists {
 			rev = f.d.rev + 1 + events.Revision(i)
 		}
-		ev, err := encodeDelivery(g.loop.incarnation, stream, g.partition(), rev, m)
+		ev, err := encodeDelivery(l.incarnation, stream, l.partition(), rev, m)
 		if err != nil {
-			g.log.Error("endpoint grain cannot encode a delivery event", "delivery_id", f.item.DeliveryID, "error", err)
-			g.drop(ctx, f)
+			l.log.Error("endpoint grain cannot encode a delivery event", "delivery_id", f.item.DeliveryID, "error", err)
+			l.drop(ctx, f)
 			return
 		}
 		evs[i] = ev
 	}
-	log, id, expected := g.cfg.Log, f.item.DeliveryID, events.ExpectAfter(f.d.rev, f.d.exists)
-	g.async(ctx, g.cfg.IOTimeout, func(c context.Context) any {
+	log, id, expected := l.cfg.Log, f.item.DeliveryID, events.ExpectAfter(f.d.rev, f.d.exists)
+	l.async(ctx, l.cfg.IOTimeout, func(c context.Context) any {
 		res, err := log.Append(c, stream, expected, evs...)
 		return &recorded{id: id, msgs: msgs, res: res, err: err}
 	})
 }
 
-func (g *grain) onRecorded(ctx actor.Context, m *recorded) {
-	l := g.loop
+func (l *loop) onRecorded(ctx actor.Context, m *recorded) {
 	f := l.flights[m.id]
 	if f == nil {
 		return
@@ -64,56 +65,56 @@ func (g *grain) onRecorded(ctx actor.Context, m *recorded) {
 		// A first attempt whose stream was not read, and exists: read it,
 		// and settle the outcome against it (recordAgain).
 		f.fresh = false
-		g.log.Debug("a new delivery's stream exists; reading it", "delivery_id", m.id)
+		l.log.Debug("a new delivery's stream exists; reading it", "delivery_id", m.id)
 		f.stage = stageReading
-		g.loop.reading++
-		log, cache, it, page, ev := g.cfg.Log, g.cfg.events, f.item, g.cfg.ReadPage, f.d.event
-		g.async(ctx, g.cfg.IOTimeout, func(c context.Context) any {
+		l.reading++
+		log, cache, it, page, ev := l.cfg.Log, l.cfg.events, f.item, l.cfg.ReadPage, f.d.event
+		l.async(ctx, l.cfg.IOTimeout, func(c context.Context) any {
 			r, err := readDelivery(c, log, cache, it, page, ev, true)
 			return &readDone{id: it.DeliveryID, r: r, err: err}
 		})
 		return
 	case errors.Is(m.err, events.ErrWrongRevision):
-		g.log.Warn("endpoint grain lost ownership of a delivery stream; stopping", "delivery_id", m.id, "revision", uint64(f.d.rev), "error", m.err)
-		g.lostOwnership()
-		g.stop(ctx, internalv1.GrainError_CODE_ABORTED, "another activation of the endpoint grain owns its deliveries now; retry")
+		l.log.Warn("endpoint grain lost ownership of a delivery stream; stopping", "delivery_id", m.id, "revision", uint64(f.d.rev), "error", m.err)
+		l.cfg.Quarantine.Lost(l.id, l.cfg.Now())
+		l.core.Stop(ctx, internalv1.GrainError_CODE_ABORTED, "another activation of the endpoint grain owns its deliveries now; retry")
 		return
 	default:
 		// It may or may not have landed: stop, and let the next activation
 		// read the truth.
-		g.log.Error("endpoint grain cannot record a delivery event; stopping", "delivery_id", m.id, "error", m.err)
-		g.stop(ctx, internalv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain stopped; retry")
+		l.log.Error("endpoint grain cannot record a delivery event; stopping", "delivery_id", m.id, "error", m.err)
+		l.core.Stop(ctx, internalv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain stopped; retry")
 		return
 	}
 	f.d.rev, f.d.exists, f.fresh, f.outcome = m.res.Revision, true, false, nil
-	g.log.Debug("delivery event recorded", "delivery_id", m.id, "revision", uint64(m.res.Revision))
+	l.log.Debug("delivery event recorded", "delivery_id", m.id, "revision", uint64(m.res.Revision))
 	replayOf := f.d.replay
 	for _, msg := range m.msgs {
 		f.d.apply(msg)
 	}
 	if _, ok := m.msgs[0].(*hooklinev1.ReplayRequested); ok {
-		g.replayed(ctx, f)
+		l.replayed(ctx, f)
 		return
 	}
 	// An outcome: the flight is settled.
-	g.exportSpans(m.msgs)
+	l.exportSpans(m.msgs)
 	f.lin = flightLineage{}
 	if replayOf != nil {
-		g.recoveryProgress(replayOf.GetRecoveryId())
+		l.recoveryProgress(replayOf.GetRecoveryId())
 	}
 	if len(f.replays) > 0 {
-		g.appendReplay(ctx, f)
+		l.appendReplay(ctx, f)
 		return
 	}
 	delete(l.flights, m.id)
 	l.settled[m.id] = m.res.Position
-	if !f.d.ended && !f.d.lastNext.After(g.cfg.Now()) {
+	if !f.d.ended && !f.d.lastNext.After(l.cfg.Now()) {
 		// Due again already (a retry kept on schedule after a replay, or
 		// a clock that moved while the outcome was appended): a wake that
 		// came meanwhile found the delivery held, so pull for it now.
 		l.wantPull = true
 	}
-	g.pump(ctx) // room for the work a pull left behind (wantPull)
+	l.pump(ctx) // room for the work a pull left behind (wantPull)
 }
 
 // recordAgain settles the outcome of a fresh flight whose stream existed
@@ -122,11 +123,11 @@ func (g *grain) onRecorded(ctx actor.Context, m *recorded) {
 // one stops (fencing). Otherwise (a replay was requested before its first
 // attempt, or the delivery was planned again after it ended) the outcome
 // is recorded after what the stream holds, numbered and marked as it says.
-func (g *grain) recordAgain(ctx actor.Context, f *flight) {
+func (l *loop) recordAgain(ctx actor.Context, f *flight) {
 	if f.d.attempts > 0 && !f.d.lastAt.Before(f.item.PlannedAt) {
-		g.log.Warn("endpoint grain lost ownership of a delivery stream; stopping (another activation attempted this new delivery)", "delivery_id", f.item.DeliveryID, "revision", uint64(f.d.rev))
-		g.lostOwnership()
-		g.stop(ctx, internalv1.GrainError_CODE_ABORTED, "another activation of the endpoint grain owns its deliveries now; retry")
+		l.log.Warn("endpoint grain lost ownership of a delivery stream; stopping (another activation attempted this new delivery)", "delivery_id", f.item.DeliveryID, "revision", uint64(f.d.rev))
+		l.cfg.Quarantine.Lost(l.id, l.cfg.Now())
+		l.core.Stop(ctx, internalv1.GrainError_CODE_ABORTED, "another activation of the endpoint grain owns its deliveries now; retry")
 		return
 	}
 	if f.d.ended { // planned again after it ended
@@ -134,17 +135,32 @@ func (g *grain) recordAgain(ctx actor.Context, f *flight) {
 		f.d.autosBefore = f.d.attempts - f.d.manuals
 	}
 	o := *f.outcome
-	g.record(ctx, f, g.outcomeEvent(f, o, g.cfg.Now()))
+	l.record(ctx, f, l.outcomeEvent(f, o, l.cfg.Now()))
 }
 
 // drop lets go of a flight without an outcome: it stays due, or it had
 // ended. Replays waiting on it are answered, as for a replay that could
 // not start. ctx may be nil when no replay waits (a paused endpoint lets
 // go of its ready flights).
-func (g *grain) drop(ctx actor.Context, f *flight) {
-	delete(g.loop.flights, f.item.DeliveryID)
+func (l *loop) drop(ctx actor.Context, f *flight) {
+	delete(l.flights, f.item.DeliveryID)
 	for _, o := range f.replays {
-		g.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, "the delivery could not be read; retry")
+		l.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, "the delivery could not be read; retry")
 	}
 	f.replays = nil
+}
+
+// encodeDelivery gives a delivery event of partition p a deterministic id whose cause is
+// the activation, the revision it goes to and a digest of its content: a
+// retried append is idempotent, while another activation appending at the
+// same revision, even the very same outcome (two activations attempting at
+// the same instant get identical answers), gets another id and fails with a
+// wrong revision instead of passing for a retry.
+func encodeDelivery(incarnation, stream string, p events.Partition, rev events.Revision, m proto.Message) (events.Event, error) {
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return events.Event{}, fmt.Errorf("encode %s: %w", events.TypeOf(m), err)
+	}
+	sum := sha256.Sum256(data)
+	return events.EncodeIn(m, fmt.Sprintf("delivery.%s@%d/%x/%s", events.TypeOf(m), uint64(rev), sum[:8], incarnation), stream, p)
 }

@@ -1,0 +1,246 @@
+package endpoint
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/attempt"
+	"github.com/hookline/hookline/projections/due"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// acquire asks the dispatcher for a slot of class c; the grant comes back
+// as a message.
+func (l *loop) acquire(ctx actor.Context, c due.Class) {
+	if l.cfg.Dispatcher == nil {
+		ctx.Send(ctx.Self(), &slotGranted{})
+		return
+	}
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	l.cfg.Dispatcher.Acquire(l.state.TenantID, l.id, c, func() { root.Send(self, &slotGranted{}) })
+}
+
+func (l *loop) release() {
+	if l.cfg.Dispatcher != nil {
+		l.cfg.Dispatcher.Release(l.state.TenantID, l.id)
+	}
+}
+
+// onSlot gives a granted slot to the first ready flight that may start,
+// and starts its attempt. A flight past its deadline ends instead (it may
+// have waited for a slot across it). A slot nobody may use goes back.
+func (l *loop) onSlot(ctx actor.Context) {
+	l.asks = max(l.asks-1, 0)
+	probe := l.probeAsked
+	l.probeAsked = false
+	switch {
+	case !l.attempting() || len(l.ready) == 0 || l.running >= l.maxInFlight():
+		l.release()
+		if probe {
+			l.breaker.Cancel()
+		}
+		l.pump(ctx)
+		return
+	case l.breaker.State() == controlv1.Endpoint_CIRCUIT_OPEN,
+		l.breaker.State() == controlv1.Endpoint_CIRCUIT_HALF_OPEN && !probe:
+		// Asked before the circuit opened: the circuit decides now.
+		l.release()
+		l.pump(ctx)
+		return
+	}
+	now := l.cfg.Now()
+	var f *flight
+	for len(l.ready) > 0 && f == nil {
+		f = l.ready[0]
+		l.ready = l.ready[1:]
+		if f.d.replay == nil && f.expired(now) {
+			l.expire(ctx, f, now)
+			f = nil
+		}
+	}
+	if f == nil {
+		l.release()
+		if probe {
+			l.breaker.Cancel()
+		}
+		l.pump(ctx)
+		return
+	}
+	l.running++
+	f.stage, f.probe = stageRunning, probe
+	l.startLineage(f, now)
+	req, err := l.request(f)
+	if err != nil {
+		l.log.Error("endpoint grain cannot open its signing secrets", "delivery_id", f.item.DeliveryID, "error", err)
+		f.lin.traced = false // no request carried it
+		ctx.Send(ctx.Self(), &attemptDone{id: f.item.DeliveryID, o: attempt.Outcome{
+			Started: now, Finished: now, Class: attempt.Retryable{},
+			ErrorClass: hooklinev1.ErrorClass_ERROR_CLASS_INTERNAL, Error: "cannot open the signing secret",
+		}})
+		return
+	}
+	client, id := l.cfg.Attempts, f.item.DeliveryID
+	l.async(ctx, attempt.MaxAttemptTimeout+l.cfg.IOTimeout, func(c context.Context) any {
+		return &attemptDone{id: id, o: client.Do(c, req)}
+	})
+	l.pump(ctx) // the next ready flight may ask for a slot
+}
+
+// request builds an attempt: the stored bytes, signed with every live
+// secret (the current one included, so a replay uses the current secret).
+func (l *loop) request(f *flight) (attempt.Request, error) {
+	secrets, err := l.state.LiveSecrets(l.cfg.Keyring)
+	if err != nil {
+		return attempt.Request{}, err
+	}
+	seed, err := l.state.SigningKey(l.cfg.Keyring)
+	if err != nil {
+		return attempt.Request{}, err
+	}
+	ev := f.d.event
+	traceparent, tracestate := f.traceHeaders()
+	return attempt.Request{
+		URL: l.state.Config.GetUrl(), DeliveryID: f.item.DeliveryID, EventID: f.item.EventID, EventType: f.eventType(),
+		OccurredAt: asTime(ev.GetOccurredAt()), SchemaVersion: ev.GetSchemaVersion(),
+		Payload: ev.GetPayload(), ContentType: ev.GetContentType(), Secrets: secrets, SigningKey: seed,
+		Traceparent: traceparent, Tracestate: tracestate,
+		Timeout: time.Duration(l.state.Config.GetTimeoutMs()) * time.Millisecond, Now: l.cfg.Now,
+	}, nil
+}
+
+// onAttempt feeds an outcome to the breaker (a circuit transition, or a
+// pause on 410, goes to the endpoint stream) and records the delivery's
+// outcome.
+func (l *loop) onAttempt(ctx actor.Context, m *attemptDone) {
+	l.release()
+	l.running--
+	f := l.flights[m.id]
+	if f == nil || f.stage != stageRunning {
+		l.pump(ctx)
+		return
+	}
+	o, now := m.o, l.cfg.Now()
+	l.log.Debug("attempt", "delivery_id", m.id, "attempt", f.d.attempts+1, "status", o.Status, "class", o.Class.String())
+	var circuit proto.Message
+	switch c := o.Class.(type) {
+	case attempt.Success:
+		circuit = l.breaker.Succeeded(now, f.probe)
+	case attempt.Permanent:
+		circuit = l.breaker.Succeeded(now, f.probe)
+		if c.Gone && !l.gone && l.state.Live() && l.state.Status == controlv1.Endpoint_STATUS_ACTIVE {
+			l.gone = true
+			l.log.Warn("endpoint answered 410 Gone; pausing it", "delivery_id", m.id)
+			l.queueOwn(&hooklinev1.EndpointPaused{
+				TenantId: l.state.TenantID, EndpointId: l.id, Reason: hooklinev1.EndpointPaused_REASON_GONE,
+				IssuedBy: &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_SYSTEM, Id: "delivery"},
+				At:       timestamppb.New(now), DeliveryId: m.id,
+			})
+		}
+	case attempt.Retryable:
+		circuit = l.breaker.Failed(now, c.OpensCircuitSooner, o.ErrorClass, f.probe)
+	}
+	f.probe = false
+	if circuit != nil {
+		l.queueOwn(circuit)
+	}
+	f.outcome = &o
+	l.record(ctx, f, l.outcomeEvent(f, o, now))
+	l.pump(ctx)
+}
+
+// outcomeEvent is the delivery event of an attempt's outcome, numbered
+// after the attempts the flight knows of.
+func (l *loop) outcomeEvent(f *flight, o attempt.Outcome, now time.Time) proto.Message {
+	n := f.d.attempts + 1
+	a := l.attemptRecord(f, o, n)
+	switch o.Class.(type) {
+	case attempt.Success:
+		return &hooklinev1.AttemptSucceeded{Attempt: a}
+	case attempt.Retryable:
+		failed := &hooklinev1.AttemptFailed{Attempt: a, Retryable: true}
+		if o.HasRetryAfter && o.RetryDelay() > 0 {
+			failed.RetryAfterMs = o.RetryDelay().Milliseconds()
+		}
+		// Decided as of the answer (its Retry-After counts from then), not
+		// of when the grain got to it: the attempt's record then says
+		// next = finished + the delay applied.
+		at := now
+		if !o.Finished.IsZero() {
+			at = o.Finished
+		}
+		next, decision := l.nextAttempt(f, n, o, at)
+		a.Retry = decision
+		if !next.IsZero() {
+			failed.NextAttemptAt = timestamppb.New(next)
+			l.noteDue(next)
+		}
+		return failed
+	}
+	a.Retry = permanentDecision(o)
+	return &hooklinev1.AttemptFailed{Attempt: a}
+}
+
+// attemptRecord is the Attempt shared by the outcome events.
+func (l *loop) attemptRecord(f *flight, o attempt.Outcome, number int32) *hooklinev1.Attempt {
+	a := &hooklinev1.Attempt{
+		TenantId: f.item.TenantID, EndpointId: l.id, DeliveryId: f.item.DeliveryID, EventId: f.item.EventID,
+		EventType: f.eventType(), Number: number, Manual: f.d.replay != nil, ConfigVersion: l.state.ConfigVersion,
+		SecretVersions: o.KeyVersions, StartedAt: timestamppb.New(o.Started), FinishedAt: timestamppb.New(o.Finished),
+		LatencyUs: o.Latency.Microseconds(), HttpStatus: int32(o.Status), ErrorClass: o.ErrorClass, Error: o.Error,
+		ResponseSha256: o.ResponseSHA256, ResponsePrefix: o.ResponsePrefix,
+		IssuedBy: &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_SYSTEM, Id: "delivery"},
+	}
+	if f.d.replay != nil {
+		a.IssuedBy = f.d.replay.GetIssuedBy()
+	}
+	f.lineage(o, a)
+	return a
+}
+
+// nextAttempt decides when the delivery's next automatic attempt runs
+// after a retryable failure of attempt number n; zero means none (the
+// delivery ends failed).
+//
+// A manual attempt never starts automatic retries: when the delivery had
+// ended, it stays ended. When automatic retries were still pending, their
+// schedule is kept: the retry that was due runs as planned (at once if its
+// time has passed), so a failed replay neither delays nor hastens them.
+//
+// The decision, with how it was reached, goes to the attempt's lineage
+// (loop_lineage.go).
+func (l *loop) nextAttempt(f *flight, n int32, o attempt.Outcome, now time.Time) (time.Time, *hooklinev1.RetryDecision) {
+	if f.d.replay != nil {
+		if expired := f.expired(now); !f.d.autoPending || expired {
+			return time.Time{}, manualDecision(o, expired, time.Time{})
+		}
+		if !f.d.lastNext.IsZero() {
+			next := maxTime(f.d.lastNext, now)
+			return next, manualDecision(o, false, next)
+		}
+	}
+	s := l.cfg.Schedule
+	if m := l.state.Config.GetMaxAttempts(); m > 0 {
+		s.MaxAttempts = int(m)
+	}
+	planned := f.item.PlannedAt
+	if planned.IsZero() {
+		planned = now
+	}
+	if exp := f.item.ExpiresAt; !exp.IsZero() && exp.After(planned) {
+		s.Deadline = exp.Sub(planned)
+	}
+	plan := s.Plan(int(n), planned, now, o.RetryDelay(), l.cfg.Jitter)
+	return plan.Next, retryDecision(o, plan, s.MaxAttempts, planned.Add(s.Deadline))
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,163 @@
+package endpoint
+
+import (
+	"slices"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/projections/due"
+	"github.com/hookline/hookline/projections/history"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// replayOrder is one replay to carry out: from a command (sender set) or
+// from a bulk recovery (recoveryID set).
+type replayOrder struct {
+	sender     *actor.PID
+	by         *hooklinev1.Actor
+	requestID  string
+	recoveryID string
+	view       history.Delivery
+}
+
+// replay holds the delivery (reading its streams first if it was not held)
+// and appends its ReplayRequested as soon as no other append to its stream
+// is under way. Without room among the flights, the order waits.
+func (l *loop) replay(ctx actor.Context, o *replayOrder) {
+	d := o.view
+	f := l.flights[d.ID]
+	if f == nil {
+		if len(l.flights) >= l.capacity() {
+			if o.sender != nil {
+				l.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, "the endpoint holds as many deliveries as it may; retry the replay later")
+				return
+			}
+			l.replays = append(l.replays, o) // a recovery's: at most a page
+			return
+		}
+		f = &flight{item: due.Item{
+			DeliveryID: d.ID, TenantID: d.TenantID, EventID: d.EventID, EventType: d.EventType, EndpointID: d.EndpointID,
+			ConfigVersion: d.ConfigVersion, Class: due.ClassRetry, Manual: true, DueAt: l.cfg.Now(),
+			PlannedAt: d.PlannedAt, ExpiresAt: d.ExpiresAt,
+		}}
+		f.replays = []*replayOrder{o}
+		l.flights[d.ID] = f
+		l.read(ctx, f)
+		return
+	}
+	f.replays = append(f.replays, o)
+	if f.stage == stageReady {
+		l.ready = slices.DeleteFunc(l.ready, func(x *flight) bool { return x == f })
+		l.appendReplay(ctx, f)
+	}
+	// Otherwise onRead or onRecorded carries it out.
+}
+
+// startReplays starts the waiting replay orders while there is room.
+func (l *loop) startReplays(ctx actor.Context) {
+	for len(l.replays) > 0 && len(l.flights) < l.capacity() {
+		o := l.replays[0]
+		l.replays = l.replays[1:]
+		l.replay(ctx, o)
+	}
+}
+
+// appendReplay appends the first waiting replay's ReplayRequested, unless
+// the stream already holds it (a retried command, a recovery resumed after
+// a restart): that one is answered at once.
+func (l *loop) appendReplay(ctx actor.Context, f *flight) {
+	for len(f.replays) > 0 {
+		o := f.replays[0]
+		f.replays = f.replays[1:]
+		if (o.requestID != "" && slices.Contains(f.d.requested, o.requestID)) || (o.recoveryID != "" && slices.Contains(f.d.requested, o.recoveryID)) {
+			if o.sender != nil {
+				reply(ctx, o.sender, &internalv1.EndpointReply{Delivery: deliveryView(f, o.view)})
+			}
+			if o.recoveryID != "" {
+				l.replayRequested(ctx, o.recoveryID, true)
+			}
+			continue
+		}
+		f.asking = o
+		l.record(ctx, f, &hooklinev1.ReplayRequested{
+			TenantId: f.item.TenantID, EndpointId: l.id, DeliveryId: f.item.DeliveryID, EventId: f.item.EventID,
+			RecoveryId: o.recoveryID, IssuedBy: o.by, At: timestamppb.New(l.cfg.Now()), RequestId: o.requestID,
+		})
+		return
+	}
+	// Every order was in the stream already.
+	l.settle(ctx, f)
+	l.pump(ctx)
+}
+
+// replayed answers the replay whose ReplayRequested is durable, and lines
+// up its manual attempt.
+func (l *loop) replayed(ctx actor.Context, f *flight) {
+	if o := f.asking; o != nil {
+		f.asking = nil
+		if o.sender != nil {
+			reply(ctx, o.sender, &internalv1.EndpointReply{Delivery: deliveryView(f, o.view)})
+		}
+		if o.recoveryID != "" {
+			l.replayRequested(ctx, o.recoveryID, true)
+		}
+	}
+	if len(f.replays) > 0 {
+		l.appendReplay(ctx, f)
+		return
+	}
+	l.settle(ctx, f)
+	l.pump(ctx)
+}
+
+// abandon answers a replay that will not happen. ctx may be nil only when
+// no order has a sender.
+func (l *loop) abandon(ctx actor.Context, o *replayOrder, code internalv1.GrainError_Code, msg string) {
+	if o.sender != nil {
+		reply(ctx, o.sender, errReplyOf(code, msg))
+	}
+	if o.recoveryID != "" {
+		l.replayRequested(ctx, o.recoveryID, false)
+	}
+}
+
+// abandonAll answers every replay waiting in the flights and in the queue;
+// the grain is stopping.
+func (l *loop) abandonAll(ctx actor.Context, e *internalv1.GrainError) {
+	if l == nil {
+		return
+	}
+	answer := func(o *replayOrder) {
+		if o != nil && o.sender != nil {
+			reply(ctx, o.sender, &internalv1.EndpointReply{Error: e})
+		}
+	}
+	for _, f := range l.flights {
+		answer(f.asking)
+		for _, o := range f.replays {
+			answer(o)
+		}
+		f.asking, f.replays = nil, nil
+	}
+	for _, o := range l.replays {
+		answer(o)
+	}
+	l.replays = nil
+}
+
+// deliveryView is the delivery as a replay answers it: pending, with the
+// attempts recorded so far.
+func deliveryView(f *flight, d history.Delivery) *controlv1.Delivery {
+	v := &controlv1.Delivery{
+		DeliveryId: f.item.DeliveryID, TenantId: f.item.TenantID, EndpointId: f.item.EndpointID, EventId: f.item.EventID,
+		EventType: f.eventType(), Status: history.Pending.String(), AttemptCount: f.d.attempts,
+		LastHttpStatus: d.LastHTTPStatus,
+	}
+	if !d.PlannedAt.IsZero() {
+		v.PlannedAt = timestamppb.New(d.PlannedAt)
+	}
+	return v
+}

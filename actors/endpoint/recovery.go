@@ -1,0 +1,217 @@
+package endpoint
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/projections/history"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+)
+
+// listRetryDelay is how long a recovery waits before listing a page again
+// when the history cannot be read.
+const listRetryDelay = 5 * time.Second
+
+// recoveryRun is the running recovery as this activation carries it out:
+// it replays the recovery's listed deliveries a page at a time, and
+// RecoveryProgressed records where a new activation resumes it. (A
+// recovery recorded before lists pages through the history instead.)
+type recoveryRun struct {
+	id               string
+	tenantID         string
+	by               *hooklinev1.Actor
+	since, until     time.Time
+	cursor           string // of the page being replayed
+	next             string // the cursor after it
+	listing          bool
+	outstanding      int   // replays of the page whose ReplayRequested is not durable yet
+	found, requested int64 // so far, this page's included
+	replayed         int64 // manual attempts recorded by this activation
+	// A listed recovery (recovery_window.go) replays list[pos:end] as its page;
+	// loading while it reads list back from its stream.
+	listed   bool
+	loading  bool
+	list     []string
+	pos, end int64
+}
+
+type recoverPage struct {
+	id   string
+	page history.Page
+	err  error
+}
+
+// runOf returns the run of recovery id if this activation is carrying it
+// out; nil if not, and on a nil loop (the loop is off).
+func (l *loop) runOf(id string) *recoveryRun {
+	if l != nil && l.recovery != nil && l.recovery.id == id {
+		return l.recovery
+	}
+	return nil
+}
+
+// finishedRun returns the run of recovery id if it is the last one this
+// activation finished; nil if not, and on a nil loop.
+func (l *loop) finishedRun(id string) *recoveryRun {
+	if l != nil && l.finished != nil && l.finished.id == id {
+		return l.finished
+	}
+	return nil
+}
+
+// resumeRecovery carries out the running recovery the state records, if
+// this activation is not doing so yet: after RecoveryStarted, and on
+// activation (a restart resumes it from its cursor).
+func (l *loop) resumeRecovery(ctx actor.Context) {
+	rec, ok := l.state.RunningRecovery()
+	if !ok || l.recovery != nil || !l.caughtUp {
+		return
+	}
+	if rec.Digest != "" {
+		l.runList(ctx, rec, nil)
+		return
+	}
+	l.recovery = &recoveryRun{
+		id: rec.ID, tenantID: l.state.TenantID, by: rec.IssuedBy, since: rec.Since, until: rec.Until,
+		cursor: rec.Cursor, found: rec.Found, requested: rec.Requested,
+	}
+	l.listPage(ctx, 0)
+}
+
+// listPage reads the next page of the running recovery's failed
+// deliveries, off the mailbox, after delay.
+func (l *loop) listPage(ctx actor.Context, delay time.Duration) {
+	run := l.recovery
+	run.listing = true
+	hist := l.cfg.History
+	q := history.Query{
+		TenantID: run.tenantID, EndpointID: l.id, Status: history.Failed,
+		Since: run.since, Until: run.until, Limit: l.cfg.PullLimit, Cursor: run.cursor,
+	}
+	id := run.id
+	l.async(ctx, 0, func(c context.Context) any {
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-c.Done():
+				return &recoverPage{id: id, err: c.Err()}
+			}
+		}
+		p, err := hist.Search(q)
+		return &recoverPage{id: id, page: p, err: err}
+	})
+}
+
+func (l *loop) onRecoverPage(ctx actor.Context, m *recoverPage) {
+	run := l.recovery
+	if run == nil || run.id != m.id {
+		return
+	}
+	run.listing = false
+	if m.err != nil {
+		l.log.Warn("recovery cannot list failed deliveries; trying again", "recovery_id", m.id, "error", m.err)
+		l.listPage(ctx, listRetryDelay)
+		return
+	}
+	run.next = m.page.Next
+	run.found += int64(len(m.page.Deliveries))
+	run.outstanding = len(m.page.Deliveries)
+	for _, d := range m.page.Deliveries {
+		l.replay(ctx, &replayOrder{by: run.by, recoveryID: run.id, view: d})
+	}
+	l.pageDone(ctx)
+	l.pump(ctx)
+}
+
+// replayRequested counts one replay of the running recovery as requested
+// (its ReplayRequested is durable, now or before a restart) or abandoned.
+func (l *loop) replayRequested(ctx actor.Context, recoveryID string, requested bool) {
+	run := l.runOf(recoveryID)
+	if run == nil {
+		return
+	}
+	run.outstanding--
+	if requested {
+		run.requested++
+	}
+	l.pageDone(ctx)
+}
+
+// pageDone records the recovery's progress once every delivery of the page
+// has its ReplayRequested, and lists the next page or finishes.
+func (l *loop) pageDone(ctx actor.Context) {
+	run := l.recovery
+	if run == nil || run.listing || run.outstanding > 0 {
+		return
+	}
+	now := timestamppb.New(l.cfg.Now())
+	if run.listed {
+		if run.loading {
+			return
+		}
+		l.queueOwn(&hooklinev1.RecoveryProgressed{
+			TenantId: run.tenantID, EndpointId: l.id, RecoveryId: run.id, Next: run.end,
+			Found: run.found, Requested: run.requested, At: now,
+		})
+		if run.end >= int64(len(run.list)) {
+			l.finishRecovery(hooklinev1.RecoveryFinished_REASON_DONE)
+			return
+		}
+		run.pos = run.end
+		l.nextBatch(ctx, 0)
+		return
+	}
+	l.queueOwn(&hooklinev1.RecoveryProgressed{
+		TenantId: run.tenantID, EndpointId: l.id, RecoveryId: run.id, Cursor: run.next,
+		Found: run.found, Requested: run.requested, At: now,
+	})
+	if run.next == "" {
+		l.finishRecovery(hooklinev1.RecoveryFinished_REASON_DONE)
+		return
+	}
+	run.cursor = run.next
+	l.listPage(ctx, 0)
+}
+
+// finishRecovery ends the running recovery. Its replays already requested
+// still get their attempts.
+func (l *loop) finishRecovery(reason hooklinev1.RecoveryFinished_Reason) {
+	run := l.recovery
+	l.queueOwn(&hooklinev1.RecoveryFinished{
+		TenantId: run.tenantID, EndpointId: l.id, RecoveryId: run.id, Reason: reason,
+		Found: run.found, Requested: run.requested, At: timestamppb.New(l.cfg.Now()),
+	})
+	l.log.Info("recovery finished", "recovery_id", run.id, "reason", reason.String(), "found", run.found, "requested", run.requested)
+	l.recovery, l.finished = nil, run
+	l.replays = slices.DeleteFunc(l.replays, func(o *replayOrder) bool { return o.recoveryID == run.id && o.sender == nil })
+}
+
+// recoveryProgress counts one manual attempt of a recovery as recorded.
+func (l *loop) recoveryProgress(recoveryID string) {
+	if run := l.runOf(recoveryID); run != nil {
+		run.replayed++
+	} else if run := l.finishedRun(recoveryID); run != nil {
+		run.replayed++
+	}
+}
+
+// wait returns after d, or with c's error when c ends first.
+func wait(c context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-c.Done():
+		return c.Err()
+	}
+}
