@@ -33,21 +33,32 @@ func (c *Client) Deliveries(ctx context.Context, req *controlv1.ListDeliveriesRe
 		if req != nil {
 			q = proto.CloneOf(req)
 		}
-		for {
+		yieldPages(yield, func() ([]*controlv1.Delivery, bool, error) {
 			page, err := c.ListDeliveries(ctx, q)
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			for _, d := range page.GetDeliveries() {
-				if !yield(d, nil) {
-					return
-				}
-			}
-			if page.GetNextCursor() == "" {
-				return
-			}
 			q.Cursor = page.GetNextCursor()
+			return page.GetDeliveries(), q.Cursor != "", err
+		})
+	}
+}
+
+// yieldPages yields the items of the pages that next reads, one page after
+// the other while next says more come, until yield says stop. It stops at
+// the first error, which it yields.
+func yieldPages[T any](yield func(T, error) bool, next func() (items []T, more bool, err error)) {
+	for {
+		items, more, err := next()
+		if err != nil {
+			var zero T
+			yield(zero, err)
+			return
+		}
+		for _, it := range items {
+			if !yield(it, nil) {
+				return
+			}
+		}
+		if !more {
+			return
 		}
 	}
 }

@@ -40,22 +40,11 @@ func (c *Client) Endpoints(ctx context.Context, req *controlv1.ListEndpointsRequ
 		if req != nil {
 			q = proto.CloneOf(req)
 		}
-		for {
+		yieldPages(yield, func() ([]*controlv1.Endpoint, bool, error) {
 			page, err := c.ListEndpoints(ctx, q)
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			for _, e := range page.GetEndpoints() {
-				if !yield(e, nil) {
-					return
-				}
-			}
-			if page.GetNextCursor() == "" {
-				return
-			}
 			q.Cursor = page.GetNextCursor()
-		}
+			return page.GetEndpoints(), q.Cursor != "", err
+		})
 	}
 }
 

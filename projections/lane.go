@@ -265,7 +265,7 @@ func (r *Runner) commit(l *lane, recs []events.Record, through events.Position) 
 func (r *Runner) applyBatch(pb *pebble.Batch, hooks *[]func(), active events.PartitionSet, recs []events.Record) (uint64, error) {
 	batches := make([]Batch, len(r.projs))
 	for i, p := range r.projs {
-		batches[i] = Batch{b: pb, prefix: p.prefix, hooks: hooks}
+		batches[i] = newBatch(pb, p.prefix, hooks)
 	}
 	var n uint64
 	for i := range recs {

@@ -223,7 +223,7 @@ func (r *Runner) Register(p Projection) (*Store, error) {
 	reg.part, _ = p.(Partitioned)
 	r.projs = append(r.projs, reg)
 	r.mainPos, _ = r.minCheckpoint(events.NewPartitionSet(events.NoPartition))
-	return &Store{r: r, prefix: reg.prefix}, nil
+	return &Store{view: view{rd: r.db, prefix: reg.prefix}, r: r}, nil
 }
 
 // Own sets the delivery partitions this node owns (NoPartition is always
@@ -477,7 +477,7 @@ func (r *Runner) minCheckpoint(s events.PartitionSet) (events.Position, bool) {
 }
 
 func (r *Runner) checkpoint(name string) (checkpoints, error) {
-	v, ok, err := get(r.db, nil, checkpointKey(name))
+	v, ok, err := view{rd: r.db}.Get(checkpointKey(name))
 	if err != nil || !ok {
 		return checkpoints{}, err
 	}

@@ -13,49 +13,70 @@ import (
 // committed batch. A Store is safe for concurrent use; it is valid until the
 // [Runner] that made it is closed.
 type Store struct {
-	r      *Runner
+	view
+	r *Runner
+}
+
+// view reads one projection's keys, in the committed store or in a batch
+// (which sees its own writes too).
+type view struct {
+	rd     pebble.Reader
 	prefix []byte
 }
 
 // Get returns a copy of the value stored under key; ok is false when there
 // is none.
-func (s *Store) Get(key []byte) (value []byte, ok bool, err error) {
-	return get(s.r.db, s.prefix, key)
+func (v view) Get(key []byte) (value []byte, ok bool, err error) {
+	val, c, err := v.rd.Get(scoped(v.prefix, key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("get: %w", err)
+	}
+	out := append([]byte(nil), val...)
+	_ = c.Close()
+	return out, true, nil
 }
 
 // NewIter returns an iterator over the keys in [lower, upper); a nil lower
 // or upper leaves that side open (bounded by the projection's namespace).
-// The caller must Close it.
-func (s *Store) NewIter(lower, upper []byte) (*Iter, error) {
-	it, err := s.r.db.NewIter(iterOptions(s.prefix, lower, upper))
+// A batch's iterator sees its writes as of the call. The caller must Close
+// it.
+func (v view) NewIter(lower, upper []byte) (*Iter, error) {
+	o := &pebble.IterOptions{LowerBound: scoped(v.prefix, lower), UpperBound: PrefixEnd(v.prefix)}
+	if upper != nil {
+		o.UpperBound = scoped(v.prefix, upper)
+	}
+	it, err := v.rd.NewIter(o)
 	if err != nil {
 		return nil, fmt.Errorf("new iterator: %w", err)
 	}
-	return &Iter{it: it, prefix: s.prefix}, nil
+	return &Iter{it: it, prefix: v.prefix}, nil
 }
 
 // Scan calls fn with each entry in [lower, upper), in key order, until fn
 // returns false or an error; it returns that error, or one met while
 // iterating. A nil lower or upper leaves that side open.
-func (s *Store) Scan(lower, upper []byte, fn ScanFunc) error {
-	it, err := s.NewIter(lower, upper)
+func (v view) Scan(lower, upper []byte, fn ScanFunc) error {
+	it, err := v.NewIter(lower, upper)
 	if err != nil {
 		return err
 	}
 	return it.scan(fn)
 }
 
-// ScanPrefix is [Store.Scan] over every key that starts with prefix.
-func (s *Store) ScanPrefix(prefix []byte, fn ScanFunc) error {
-	return s.Scan(prefix, PrefixEnd(prefix), fn)
+// ScanPrefix is Scan over every key that starts with prefix.
+func (v view) ScanPrefix(prefix []byte, fn ScanFunc) error {
+	return v.Scan(prefix, PrefixEnd(prefix), fn)
 }
 
 // IDs returns the string that follows prefix in every key that starts with
 // prefix, in key order: the ids of an index whose keys are prefix and an id
 // encoded with [AppendString].
-func (s *Store) IDs(prefix []byte) ([]string, error) {
+func (v view) IDs(prefix []byte) ([]string, error) {
 	var ids []string
-	err := s.ScanPrefix(prefix, func(key, _ []byte) (bool, error) {
+	err := v.ScanPrefix(prefix, func(key, _ []byte) (bool, error) {
 		id, _, err := ReadString(key[len(prefix):])
 		if err != nil {
 			return false, err
@@ -83,8 +104,8 @@ func (s *Store) Update(fn func(b *Batch) error) error {
 	}
 	pb := r.db.NewIndexedBatch()
 	var hooks []func()
-	b := &Batch{b: pb, prefix: s.prefix, hooks: &hooks}
-	err := fn(b)
+	b := newBatch(pb, s.prefix, &hooks)
+	err := fn(&b)
 	if err == nil && !pb.Empty() {
 		if cerr := pb.Commit(pebble.NoSync); cerr != nil {
 			err = fmt.Errorf("commit: %w", cerr)
@@ -106,15 +127,14 @@ func (s *Store) Update(fn func(b *Batch) error) error {
 // same batch wrote. It is not safe for concurrent use and is valid only
 // during the Apply (or Update) call that received it.
 type Batch struct {
-	b      *pebble.Batch
-	prefix []byte
-	hooks  *[]func()
-	buf    []byte
+	view
+	b     *pebble.Batch
+	hooks *[]func()
+	buf   []byte
 }
 
-// Get returns a copy of the value under key, as the batch sees it.
-func (b *Batch) Get(key []byte) (value []byte, ok bool, err error) {
-	return get(b.b, b.prefix, key)
+func newBatch(pb *pebble.Batch, prefix []byte, hooks *[]func()) Batch {
+	return Batch{view: view{rd: pb, prefix: prefix}, b: pb, hooks: hooks}
 }
 
 // Set writes value under key. The batch copies both.
@@ -159,31 +179,6 @@ func (b *Batch) DeleteRange(start, end []byte) error {
 		return fmt.Errorf("delete range: %w", err)
 	}
 	return nil
-}
-
-// NewIter returns an iterator over [lower, upper) that sees the committed
-// store and this batch's writes as of the call. The caller must Close it.
-func (b *Batch) NewIter(lower, upper []byte) (*Iter, error) {
-	it, err := b.b.NewIter(iterOptions(b.prefix, lower, upper))
-	if err != nil {
-		return nil, fmt.Errorf("new iterator: %w", err)
-	}
-	return &Iter{it: it, prefix: b.prefix}, nil
-}
-
-// Scan is [Store.Scan] over the committed store and this batch's writes as
-// of the call.
-func (b *Batch) Scan(lower, upper []byte, fn ScanFunc) error {
-	it, err := b.NewIter(lower, upper)
-	if err != nil {
-		return err
-	}
-	return it.scan(fn)
-}
-
-// ScanPrefix is [Batch.Scan] over every key that starts with prefix.
-func (b *Batch) ScanPrefix(prefix []byte, fn ScanFunc) error {
-	return b.Scan(prefix, PrefixEnd(prefix), fn)
 }
 
 // OnCommit registers fn to run once the batch has committed (never if it
@@ -259,27 +254,6 @@ func (i *Iter) scan(fn ScanFunc) error {
 	return err
 }
 
-func get(r pebble.Reader, prefix, key []byte) ([]byte, bool, error) {
-	v, c, err := r.Get(scoped(prefix, key))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("get: %w", err)
-	}
-	out := append([]byte(nil), v...)
-	_ = c.Close()
-	return out, true, nil
-}
-
 func scoped(prefix, key []byte) []byte {
 	return append(append(make([]byte, 0, len(prefix)+len(key)), prefix...), key...)
-}
-
-func iterOptions(prefix, lower, upper []byte) *pebble.IterOptions {
-	o := &pebble.IterOptions{LowerBound: scoped(prefix, lower), UpperBound: PrefixEnd(prefix)}
-	if upper != nil {
-		o.UpperBound = scoped(prefix, upper)
-	}
-	return o
 }

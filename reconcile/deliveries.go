@@ -72,55 +72,50 @@ func (ds *deliveries) apply(rec *events.Record, msg proto.Message) {
 		}
 	case *hooklinev1.AttemptSucceeded:
 		a := m.GetAttempt()
-		d := ds.outcome(a)
+		d := ds.outcome(a.GetDeliveryId(), a.GetTenantId(), a.GetEventId(), a.GetEndpointId())
 		d.attempt(a)
 		d.succeeded = true
 		if !a.GetManual() {
 			d.autoSuccess++
 		}
-		if d.planned {
-			d.status = history.Succeeded
-		}
-		d.due = false
+		d.settle(history.Succeeded, false)
 	case *hooklinev1.AttemptFailed:
 		a := m.GetAttempt()
-		d := ds.outcome(a)
+		d := ds.outcome(a.GetDeliveryId(), a.GetTenantId(), a.GetEventId(), a.GetEndpointId())
 		d.attempt(a)
 		if m.GetNextAttemptAt() != nil {
-			if d.planned && d.status != history.Succeeded {
-				d.status = history.Pending
-			}
-			d.due = true
+			d.settle(history.Pending, true)
 		} else {
-			if d.planned && d.status != history.Succeeded {
-				d.status = history.Failed
-			}
-			d.due = false
+			d.settle(history.Failed, false)
 		}
 	case *hooklinev1.DeliveryExpired:
-		d := ds.get(m.GetDeliveryId())
-		ds.fill(d, m.GetTenantId(), m.GetEventId(), m.GetEndpointId())
-		d.outcomes = true
+		d := ds.outcome(m.GetDeliveryId(), m.GetTenantId(), m.GetEventId(), m.GetEndpointId())
 		if m.GetAttempts() != d.recorded && d.expired == "" {
 			d.expired = fmt.Sprintf("DeliveryExpired at revision %d counts %d attempts; its stream records %d before it", rec.Revision, m.GetAttempts(), d.recorded)
 		}
-		if d.planned && d.status != history.Succeeded {
-			d.status = history.Failed
-		}
-		d.due = false
+		d.settle(history.Failed, false)
 	case *hooklinev1.ReplayRequested:
-		d := ds.get(m.GetDeliveryId())
-		ds.fill(d, m.GetTenantId(), m.GetEventId(), m.GetEndpointId())
-		d.outcomes = true
+		d := ds.outcome(m.GetDeliveryId(), m.GetTenantId(), m.GetEventId(), m.GetEndpointId())
 		d.due = true
 	}
 }
 
-func (ds *deliveries) outcome(a *hooklinev1.Attempt) *delivery {
-	d := ds.get(a.GetDeliveryId())
-	ds.fill(d, a.GetTenantId(), a.GetEventId(), a.GetEndpointId())
+// outcome returns the delivery that an outcome's record is about, named
+// from the record if its plan was not seen.
+func (ds *deliveries) outcome(id, tenant, event, endpoint string) *delivery {
+	d := ds.get(id)
+	ds.fill(d, tenant, event, endpoint)
 	d.outcomes = true
 	return d
+}
+
+// settle sets whether d is due and, unless it succeeded, the status the
+// log gives a planned delivery (a success is final).
+func (d *delivery) settle(status history.Status, due bool) {
+	if d.planned && d.status != history.Succeeded {
+		d.status = status
+	}
+	d.due = due
 }
 
 // fill names a delivery known from its stream only so far.

@@ -223,17 +223,17 @@ func (r *Reconciler) checkPlan(p *tally, pb *publication) (map[string]subscribed
 // filterInput reads the EventPublished of an event stream, for the
 // filters of a re-plan.
 func (r *Reconciler) filterInput(ctx context.Context, stream string) (*filter.Input, error) {
-	recs, err := r.cfg.Log.ReadStream(ctx, stream, events.Forwards, 0, 1)
-	if err != nil || len(recs) == 0 {
-		return nil, fmt.Errorf("read %s: %v", stream, err)
+	rec, err := readOne(ctx, r.cfg.Log, stream, events.Forwards, 0)
+	if err != nil {
+		return nil, err
 	}
-	msg, err := events.Decode(&recs[0])
+	msg, err := events.Decode(rec)
 	if err != nil {
 		return nil, err
 	}
 	pub, ok := msg.(*hooklinev1.EventPublished)
 	if !ok {
-		return nil, fmt.Errorf("%s starts with %s, not EventPublished", stream, recs[0].Type)
+		return nil, fmt.Errorf("%s starts with %s, not EventPublished", stream, rec.Type)
 	}
 	return filter.NewInput(filter.EventOf(pub)), nil
 }
@@ -263,9 +263,9 @@ func (r *Reconciler) replan(ctx context.Context, run Run, audit *auditor, pb *pu
 	if len(planned) == 0 && len(filtered) == 0 {
 		return errors.New("every missing delivery already has a delivery stream: not planned again")
 	}
-	recs, err := r.cfg.Log.ReadStream(ctx, pb.stream, events.Backwards, events.End, 1)
-	if err != nil || len(recs) == 0 {
-		return fmt.Errorf("read %s: %v", pb.stream, err)
+	last, err := readOne(ctx, r.cfg.Log, pb.stream, events.Backwards, events.End)
+	if err != nil {
+		return err
 	}
 	issuedBy := run.IssuedBy
 	if issuedBy == nil {
@@ -277,7 +277,7 @@ func (r *Reconciler) replan(ctx context.Context, run Run, audit *auditor, pb *pu
 	if err != nil {
 		return err
 	}
-	if _, err := r.cfg.Log.Append(ctx, pb.stream, events.Exact(recs[0].Revision), evs...); err != nil {
+	if _, err := r.cfg.Log.Append(ctx, pb.stream, events.Exact(last.Revision), evs...); err != nil {
 		return fmt.Errorf("append to %s: %w", pb.stream, err)
 	}
 	ids := make([]string, len(planned))

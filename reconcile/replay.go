@@ -113,25 +113,33 @@ func (w *replaying) close() {
 // compare is check 5: the node's registry, due index and history against
 // the replay's, entry by entry.
 func (r *Reconciler) compare(ctx context.Context, p *tally, l *local, rp *replay) error {
-	// The due index.
+	if err := r.compareDue(ctx, p, l, rp); err != nil {
+		return err
+	}
+	if err := r.compareHistory(ctx, p, l, rp); err != nil {
+		return err
+	}
+	return r.compareRegistry(ctx, p, l, rp)
+}
+
+// compareDue compares the due index of l's partitions.
+func (r *Reconciler) compareDue(ctx context.Context, p *tally, l *local, rp *replay) error {
 	items, err := dueItems(rp.due, l.parts)
 	if err != nil {
 		return fmt.Errorf("read the replay's due index: %w", err)
 	}
-	deliveryMoved := func(id string, tenant, event string) (bool, error) {
-		return r.moved(ctx, l, &delivery{tenant: tenant, event: event}, id)
-	}
-	if err := compareOne(r, p, l, due.Name, l.items, items, encodeItem, func(id string) (bool, error) {
+	return compareOne(r, p, l, due.Name, l.items, items, encodeItem, func(id string) (bool, error) {
 		it, ok := l.items[id]
 		if !ok {
 			it = items[id]
 		}
-		return deliveryMoved(id, it.TenantID, it.EventID)
-	}); err != nil {
-		return err
-	}
+		return r.moved(ctx, l, &delivery{tenant: it.TenantID, event: it.EventID}, id)
+	})
+}
 
-	// The history, within its retention.
+// compareHistory compares the history of l's partitions, within its
+// retention.
+func (r *Reconciler) compareHistory(ctx context.Context, p *tally, l *local, rp *replay) error {
 	records, err := historyRecords(rp.hist, l.parts, l.cutoff)
 	if err != nil {
 		return fmt.Errorf("read the replay's history: %w", err)
@@ -142,52 +150,53 @@ func (r *Reconciler) compare(ctx context.Context, p *tally, l *local, rp *replay
 			node[id] = d
 		}
 	}
-	if err := compareOne(r, p, l, history.Name, node, records, encodeRecord, func(id string) (bool, error) {
+	return compareOne(r, p, l, history.Name, node, records, encodeRecord, func(id string) (bool, error) {
 		d, ok := node[id]
 		if !ok {
 			d = records[id]
 		}
-		return deliveryMoved(id, d.TenantID, d.EventID)
-	}); err != nil {
-		return err
-	}
+		return r.moved(ctx, l, &delivery{tenant: d.TenantID, event: d.EventID}, id)
+	})
+}
 
-	// The registry: every tenant and endpoint the log knows.
-	nodeReg, replayReg := map[string]string{}, map[string]string{}
+// compareRegistry compares every tenant and endpoint the log knows.
+func (r *Reconciler) compareRegistry(ctx context.Context, p *tally, l *local, rp *replay) error {
+	regs := [2]*registry.Registry{r.cfg.Registry, rp.reg}
+	entries := [2]map[string]string{{}, {}} // the node's, the replay's
 	streams := map[string]string{}
-	for id := range l.subs.endpoints {
-		key := "endpoint " + id
-		streams[key] = events.EndpointStream(id)
-		for _, side := range []struct {
-			reg *registry.Registry
-			out map[string]string
-		}{{r.cfg.Registry, nodeReg}, {rp.reg, replayReg}} {
-			e, ok, err := side.reg.Endpoint(id)
+	// read adds, for each side, the entry that get finds there.
+	read := func(key, stream string, get func(*registry.Registry) (string, bool, error)) error {
+		streams[key] = stream
+		for i, reg := range regs {
+			v, ok, err := get(reg)
 			if err != nil {
 				return err
 			}
 			if ok {
-				side.out[key] = encodeEndpoint(e)
+				entries[i][key] = v
 			}
+		}
+		return nil
+	}
+	for id := range l.subs.endpoints {
+		err := read("endpoint "+id, events.EndpointStream(id), func(reg *registry.Registry) (string, bool, error) {
+			e, ok, err := reg.Endpoint(id)
+			return encodeEndpoint(e), ok, err
+		})
+		if err != nil {
+			return err
 		}
 	}
 	for id := range l.tenants {
-		key := "tenant " + id
-		streams[key] = events.TenantStream(id)
-		for _, side := range []struct {
-			reg *registry.Registry
-			out map[string]string
-		}{{r.cfg.Registry, nodeReg}, {rp.reg, replayReg}} {
-			t, ok, err := side.reg.Tenant(id)
-			if err != nil {
-				return err
-			}
-			if ok {
-				side.out[key] = fmt.Sprintf("%s|%s|%g|%d|%d|%d", t.ID, t.Name, t.Quota.AttemptsPerSecond, t.Quota.MaxInFlight, t.Quota.Weight, t.CreatedAt.UnixNano())
-			}
+		err := read("tenant "+id, events.TenantStream(id), func(reg *registry.Registry) (string, bool, error) {
+			t, ok, err := reg.Tenant(id)
+			return encodeTenant(t), ok, err
+		})
+		if err != nil {
+			return err
 		}
 	}
-	return compareOne(r, p, l, registry.Name, nodeReg, replayReg, func(s string) []byte { return []byte(s) }, func(key string) (bool, error) {
+	return compareOne(r, p, l, registry.Name, entries[0], entries[1], func(s string) []byte { return []byte(s) }, func(key string) (bool, error) {
 		return movedPast(ctx, r.cfg.Log, l.run.Head, streams[key])
 	})
 }
@@ -266,6 +275,10 @@ func encodeItem(it due.Item) []byte {
 func encodeRecord(d history.Delivery) []byte {
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(d.Record())
 	return b
+}
+
+func encodeTenant(t registry.Tenant) string {
+	return fmt.Sprintf("%s|%s|%g|%d|%d|%d", t.ID, t.Name, t.Quota.AttemptsPerSecond, t.Quota.MaxInFlight, t.Quota.Weight, t.CreatedAt.UnixNano())
 }
 
 func encodeEndpoint(e registry.Endpoint) string {

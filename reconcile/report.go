@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -115,16 +116,8 @@ func (p *tally) notef(format string, args ...any) {
 
 // done returns the part as a message, for partitions parts.
 func (p *tally) done(parts events.PartitionSet) *internalv1.ReconcilePartDone {
-	out := &internalv1.ReconcilePartDone{Node: p.node, Partitions: parts.Words(), Projections: p.digests, Notes: p.notes}
-	for _, t := range p.tenants {
-		out.Tenants = append(out.Tenants, t)
-	}
-	slices.SortFunc(out.Tenants, func(a, b *controlv1.ReconcileTenant) int { return strings.Compare(a.GetTenantId(), b.GetTenantId()) })
-	for _, name := range checkOrder {
-		if c, ok := p.checks[name]; ok {
-			out.Checks = append(out.Checks, c)
-		}
-	}
+	out := &internalv1.ReconcilePartDone{Node: p.node, Partitions: parts.Words(), Projections: p.digests, Notes: p.notes,
+		Tenants: p.sortedTenants(), Checks: p.orderedChecks()}
 	out.DiscrepanciesTotal = int64(len(p.found))
 	for _, d := range p.found {
 		if d.GetRepaired() {
@@ -133,6 +126,24 @@ func (p *tally) done(parts events.PartitionSet) *internalv1.ReconcilePartDone {
 	}
 	out.Discrepancies = p.found[:min(len(p.found), p.max)]
 	return out
+}
+
+// sortedTenants returns the tenants' counts in tenant id order.
+func (p *tally) sortedTenants() []*controlv1.ReconcileTenant {
+	ts := slices.Collect(maps.Values(p.tenants))
+	slices.SortFunc(ts, func(a, b *controlv1.ReconcileTenant) int { return strings.Compare(a.GetTenantId(), b.GetTenantId()) })
+	return ts
+}
+
+// orderedChecks returns the checks' counts in the checks' order.
+func (p *tally) orderedChecks() []*controlv1.ReconcileCheck {
+	var cs []*controlv1.ReconcileCheck
+	for _, name := range checkOrder {
+		if c, ok := p.checks[name]; ok {
+			cs = append(cs, c)
+		}
+	}
+	return cs
 }
 
 // Merge puts the parts of one run together into its report: counts summed
@@ -144,13 +155,12 @@ func Merge(report *controlv1.ReconcileReport, max int, parts ...*internalv1.Reco
 	if max <= 0 {
 		max = DefaultMaxListed
 	}
-	tenants := map[string]*controlv1.ReconcileTenant{}
+	sum := newTally("", max)
 	for _, t := range report.GetTenants() {
-		tenants[t.GetTenantId()] = t
+		sum.tenants[t.GetTenantId()] = t
 	}
-	checks := map[string]*controlv1.ReconcileCheck{}
 	for _, c := range report.GetChecks() {
-		checks[c.GetName()] = c
+		sum.checks[c.GetName()] = c
 	}
 	var covered events.PartitionSet
 	failed := false
@@ -162,11 +172,7 @@ func Merge(report *controlv1.ReconcileReport, max int, parts ...*internalv1.Reco
 		}
 		covered = covered.Union(events.PartitionSetOfWords(p.GetPartitions()))
 		for _, t := range p.GetTenants() {
-			m, ok := tenants[t.GetTenantId()]
-			if !ok {
-				m = &controlv1.ReconcileTenant{TenantId: t.GetTenantId()}
-				tenants[t.GetTenantId()] = m
-			}
+			m := sum.tenant(t.GetTenantId())
 			m.Events += t.GetEvents()
 			m.Planned += t.GetPlanned()
 			m.Succeeded += t.GetSucceeded()
@@ -178,11 +184,7 @@ func Merge(report *controlv1.ReconcileReport, max int, parts ...*internalv1.Reco
 			m.Filtered += t.GetFiltered()
 		}
 		for _, c := range p.GetChecks() {
-			m, ok := checks[c.GetName()]
-			if !ok {
-				m = &controlv1.ReconcileCheck{Name: c.GetName()}
-				checks[c.GetName()] = m
-			}
+			m := sum.check(c.GetName())
 			m.Examined += c.GetExamined()
 			m.Discrepancies += c.GetDiscrepancies()
 			m.Repaired += c.GetRepaired()
@@ -197,17 +199,7 @@ func Merge(report *controlv1.ReconcileReport, max int, parts ...*internalv1.Reco
 		report.Projections = append(report.Projections, p.GetProjections()...)
 		report.Notes = append(report.Notes, p.GetNotes()...)
 	}
-	report.Tenants = report.Tenants[:0]
-	for _, t := range tenants {
-		report.Tenants = append(report.Tenants, t)
-	}
-	slices.SortFunc(report.Tenants, func(a, b *controlv1.ReconcileTenant) int { return strings.Compare(a.GetTenantId(), b.GetTenantId()) })
-	report.Checks = report.Checks[:0]
-	for _, name := range checkOrder {
-		if c, ok := checks[name]; ok {
-			report.Checks = append(report.Checks, c)
-		}
-	}
+	report.Tenants, report.Checks = sum.sortedTenants(), sum.orderedChecks()
 	all := events.AllPartitions()
 	all.Remove(events.NoPartition)
 	covered.Remove(events.NoPartition)

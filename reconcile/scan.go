@@ -55,6 +55,19 @@ func lastPosition(ctx context.Context, log events.Log, stream string) (events.Po
 	return recs[0].Position, nil
 }
 
+// readOne reads the record of stream at from, going dir: its first with
+// (Forwards, 0), its last with (Backwards, End).
+func readOne(ctx context.Context, log events.Log, stream string, dir events.Direction, from events.Revision) (*events.Record, error) {
+	recs, err := log.ReadStream(ctx, stream, dir, from, 1)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", stream, err)
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("read %s: %w", stream, events.ErrStreamNotFound)
+	}
+	return &recs[0], nil
+}
+
 // movedPast reports whether any of streams has a record after head: what
 // decides a comparison moved while the run looked.
 func movedPast(ctx context.Context, log events.Log, head events.Position, streams ...string) (bool, error) {

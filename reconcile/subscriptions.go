@@ -64,11 +64,12 @@ func (s *subscriptions) apply(rec *events.Record, msg proto.Message) {
 		s.byTenant[e.tenant] = append(s.byTenant[e.tenant], e)
 		return
 	}
-	id, ok := endpointOf(msg)
+	// Every other type of endpointTypes names its endpoint.
+	m, ok := msg.(interface{ GetEndpointId() string })
 	if !ok {
 		return
 	}
-	e := s.endpoints[id]
+	e := s.endpoints[m.GetEndpointId()]
 	if e == nil {
 		return // an event for an endpoint never created changes nothing
 	}
@@ -92,28 +93,6 @@ func (s *subscriptions) apply(rec *events.Record, msg proto.Message) {
 	case *hooklinev1.CircuitClosed:
 		e.circuit = "closed"
 	}
-}
-
-func endpointOf(msg proto.Message) (string, bool) {
-	switch m := msg.(type) {
-	case *hooklinev1.EndpointUpdated:
-		return m.GetEndpointId(), true
-	case *hooklinev1.EndpointPaused:
-		return m.GetEndpointId(), true
-	case *hooklinev1.EndpointResumed:
-		return m.GetEndpointId(), true
-	case *hooklinev1.EndpointDisabled:
-		return m.GetEndpointId(), true
-	case *hooklinev1.EndpointDeleted:
-		return m.GetEndpointId(), true
-	case *hooklinev1.CircuitOpened:
-		return m.GetEndpointId(), true
-	case *hooklinev1.CircuitHalfOpened:
-		return m.GetEndpointId(), true
-	case *hooklinev1.CircuitClosed:
-		return m.GetEndpointId(), true
-	}
-	return "", false
 }
 
 func (e *subscriber) setTypes(types []string) {
