@@ -2,7 +2,6 @@ package command
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -118,28 +117,12 @@ type loaded struct {
 // load reads a stream forwards, in pages, and decodes it.
 func load(ctx context.Context, log events.Log, stream string, page int) (loaded, error) {
 	var l loaded
-	for from := events.Revision(0); ; {
-		recs, err := log.ReadStream(ctx, stream, events.Forwards, from, page)
-		if errors.Is(err, events.ErrStreamNotFound) {
-			return l, nil
-		}
-		if err != nil {
-			return l, fmt.Errorf("read %s: %w", stream, err)
-		}
-		for i := range recs {
-			msg, err := events.Decode(&recs[i])
-			if err != nil {
-				return l, err
-			}
-			l.msgs = append(l.msgs, msg)
-			l.revs = append(l.revs, recs[i].Revision)
-			l.last, l.exists = recs[i].Revision, true
-		}
-		if len(recs) < page {
-			return l, nil
-		}
-		from = l.last + 1
-	}
+	err := ReadStream(ctx, log, stream, page, func(m proto.Message, rev events.Revision) {
+		l.msgs = append(l.msgs, m)
+		l.revs = append(l.revs, rev)
+		l.last, l.exists = rev, true
+	})
+	return l, err
 }
 
 // Loaded reports whether the stream is loaded.
@@ -286,8 +269,8 @@ type IdleTick struct{}
 
 // WatchIdle starts the idle timer: a grain that receives no message for a
 // whole period of after (real time; between after and twice after from its
-// last message) and holds nothing passivates. The grain calls [Core.Seen]
-// for every message but the timer's own. (protoactor's receive timeout is
+// last message) and holds nothing passivates. The grain passes every
+// message to [Core.Seen]. (protoactor's receive timeout is
 // not used: its timer goroutine writes the actor's context unguarded, a
 // data race with the mailbox, and it disarms itself once fired.)
 func (c *Core[C]) WatchIdle(ctx actor.Context, after time.Duration) {
@@ -300,8 +283,14 @@ func (c *Core[C]) armIdle(ctx actor.Context) {
 	c.idleTimer = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(c.idleAfter, ctx.Self(), IdleTick{})
 }
 
-// Seen counts a message for the idle timer.
-func (c *Core[C]) Seen() { c.seen++ }
+// Seen counts msg for the idle timer, unless it is the timer's own
+// [IdleTick]. A grain calls it with every message; on a nil Core (a grain
+// not activated yet) it does nothing.
+func (c *Core[C]) Seen(msg any) {
+	if _, tick := msg.(IdleTick); !tick && c != nil {
+		c.seen++
+	}
+}
 
 // Tick handles the idle timer's message: after a period without any
 // message, a grain that holds nothing (the Core holds no command and runs

@@ -25,8 +25,11 @@
 //   - the request ids of the commands it carried out ([Done]), so that a
 //     retried command gets its original answer instead of running twice;
 //   - the domain errors a command is refused with ([Error]) and the rule
-//     for grain ids ([ValidID]).
+//     for grain ids ([ValidID]);
+//   - what both grains read off their messages and streams: their identity
+//     ([Identify]), a command's name ([Name]), a whole stream
+//     ([ReadStream]).
 //
 // It imports events, the generated protobuf types and protoactor's actor
-// package; it knows nothing of tenants or endpoints.
+// and cluster packages; it knows nothing of tenants or endpoints.
 package command

@@ -69,7 +69,7 @@ func (g *grain) decide(ctx actor.Context, r *request, v URLVerdict) {
 		reply(ctx, r.Sender, &internalv1.EndpointReply{Endpoint: g.view()})
 		return
 	}
-	g.core.Append(ctx, r, commandKind(r.Cmd), dec.Events, g.state.Apply, func() {
+	g.core.Append(ctx, r, command.Name(r.Cmd), dec.Events, g.state.Apply, func() {
 		reply(ctx, r.Sender, &internalv1.EndpointReply{Endpoint: g.view(), Secret: dec.Secret})
 		if g.loop != nil {
 			g.loop.wake(ctx) // a resume, a new configuration, a deletion: work may start or end
@@ -133,15 +133,6 @@ func (g *grain) view() *controlv1.Endpoint {
 	}
 	v.PublicKey = pk
 	return v
-}
-
-func commandKind(cmd *internalv1.EndpointCommand) string {
-	if od := cmd.ProtoReflect().Descriptor().Oneofs().ByName("command"); od != nil {
-		if fd := cmd.ProtoReflect().WhichOneof(od); fd != nil {
-			return string(fd.Name())
-		}
-	}
-	return "unknown"
 }
 
 // checkOwn answers NOT_FOUND unless the endpoint is live and the caller's.

@@ -24,24 +24,23 @@ import (
 // (recovery_window.go): the manifest of a dry run, or the job started.
 func (g *grain) handleRecover(ctx actor.Context, r *request) {
 	rq := r.Cmd.GetRecover()
-	if e := g.checkOwn(r.Cmd.GetTenantId(), rq.GetTenantId(), rq.GetEndpointId()); e != nil {
-		reply(ctx, r.Sender, &internalv1.EndpointReply{Error: e.Proto()})
-		return
-	}
+	e := g.checkOwn(r.Cmd.GetTenantId(), rq.GetTenantId(), rq.GetEndpointId())
 	switch {
+	case e != nil:
 	case rq.GetSince() == nil || rq.GetUntil() == nil:
-		reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.Invalid("since", "since and until are required: give the range of planned times to recover").Proto()})
-		return
+		e = command.Invalid("since", "since and until are required: give the range of planned times to recover")
 	case !rq.GetSince().AsTime().Before(rq.GetUntil().AsTime()):
-		reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.Invalid("until", "must be after since").Proto()})
-		return
+		e = command.Invalid("until", "must be after since: give a window whose until comes after its since")
 	}
-	w, e := windowOf(g.state.TenantID, g.id, rq)
+	var w window
+	if e == nil {
+		w, e = windowOf(g.state.TenantID, g.id, rq)
+	}
 	if e == nil && !rq.GetDryRun() {
 		e = g.canRecover()
 	}
 	if e != nil {
-		reply(ctx, r.Sender, &internalv1.EndpointReply{Error: e.Proto()})
+		refuse(ctx, r.Sender, e)
 		return
 	}
 	g.handleWindow(ctx, r, w)
@@ -51,12 +50,12 @@ func (g *grain) handleRecover(ctx actor.Context, r *request) {
 func (g *grain) handleGetRecovery(ctx actor.Context, r *request) {
 	rq := r.Cmd.GetGetRecovery()
 	if e := g.checkOwn(r.Cmd.GetTenantId(), rq.GetTenantId(), rq.GetEndpointId()); e != nil {
-		reply(ctx, r.Sender, &internalv1.EndpointReply{Error: e.Proto()})
+		refuse(ctx, r.Sender, e)
 		return
 	}
 	rec, ok := g.state.Recovery(rq.GetRecoveryId())
 	if !ok {
-		reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.NotFound("recovery_id", "recovery %q not found (an endpoint keeps its last %d recoveries)", rq.GetRecoveryId(), MaxRecoveries).Proto()})
+		refuse(ctx, r.Sender, command.NotFound("recovery_id", "recovery %q not found (an endpoint keeps its last %d recoveries)", rq.GetRecoveryId(), MaxRecoveries))
 		return
 	}
 	reply(ctx, r.Sender, &internalv1.EndpointReply{Recovery: g.recoveryView(rec)})
@@ -67,7 +66,7 @@ func (g *grain) handleGetRecovery(ctx actor.Context, r *request) {
 func (g *grain) handleListRecoveries(ctx actor.Context, r *request) {
 	rq := r.Cmd.GetListRecoveries()
 	if e := g.checkOwn(r.Cmd.GetTenantId(), rq.GetTenantId(), rq.GetEndpointId()); e != nil {
-		reply(ctx, r.Sender, &internalv1.EndpointReply{Error: e.Proto()})
+		refuse(ctx, r.Sender, e)
 		return
 	}
 	rep := &internalv1.EndpointReply{}
@@ -133,7 +132,7 @@ func (g *grain) handleWindow(ctx actor.Context, r *request, w window) {
 	}, func(res any, err error) {
 		switch {
 		case errors.Is(err, errWindowTooLarge):
-			reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.Invalid("since", "the window lists more than %d deliveries: split it into narrower windows", MaxRecoveryList).Proto()})
+			refuse(ctx, r.Sender, command.Invalid("since", "the window lists more than %d deliveries: split it into narrower windows", MaxRecoveryList))
 			return
 		case err != nil:
 			g.log.Warn("endpoint grain cannot list a recovery window", "error", err)
@@ -151,12 +150,12 @@ func (g *grain) handleWindow(ctx actor.Context, r *request, w window) {
 			return
 		}
 		if d := rq.GetDigest(); d != "" && !strings.EqualFold(d, digest) {
-			reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.FailedPrecondition("digest",
-				"the window now lists %d deliveries with digest %s, not the list the dry run described: run the dry run again and check its manifest", len(l.ids), digest).Proto()})
+			refuse(ctx, r.Sender, command.FailedPrecondition("digest",
+				"the window now lists %d deliveries with digest %s, not the list the dry run described: run the dry run again and check its manifest", len(l.ids), digest))
 			return
 		}
 		if e := g.canRecover(); e != nil {
-			reply(ctx, r.Sender, &internalv1.EndpointReply{Error: e.Proto()})
+			refuse(ctx, r.Sender, e)
 			return
 		}
 		g.startWindow(ctx, r, w, l, digest)

@@ -13,20 +13,17 @@ import (
 
 // handleReplay checks a ReplayDeliveryRequest and starts the replay.
 func (g *grain) handleReplay(ctx actor.Context, r *request) {
-	rq := r.Cmd.GetReplay()
-	tenantID := r.Cmd.GetTenantId()
+	rq, tenantID := r.Cmd.GetReplay(), r.Cmd.GetTenantId()
+	e := g.checkOwn(tenantID, rq.GetTenantId(), "")
 	switch {
-	case tenantID == "":
-		reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.Invalid("tenant_id", "is required: the command must name the caller's tenant").Proto()})
-		return
-	case (rq.GetTenantId() != "" && rq.GetTenantId() != tenantID) || !g.state.Live() || g.state.TenantID != tenantID:
-		reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.NotFound("endpoint_id", "endpoint %q not found", g.id).Proto()})
-		return
+	case e != nil:
 	case rq.GetDeliveryId() == "":
-		reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.Invalid("delivery_id", "is required: name the delivery to replay").Proto()})
-		return
+		e = command.Invalid("delivery_id", "is required: name the delivery to replay")
 	case g.state.Status != controlv1.Endpoint_STATUS_ACTIVE:
-		reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.FailedPrecondition("", "endpoint %s is %s: resume it before replaying its deliveries", g.id, statusWord(g.state.Status)).Proto()})
+		e = command.FailedPrecondition("", "endpoint %s is %s: resume it before replaying its deliveries", g.id, statusWord(g.state.Status))
+	}
+	if e != nil {
+		refuse(ctx, r.Sender, e)
 		return
 	}
 	hist, id := g.cfg.History, rq.GetDeliveryId()
@@ -44,7 +41,7 @@ func (g *grain) handleReplay(ctx actor.Context, r *request) {
 		}
 		d, ok := res.(history.Delivery)
 		if !ok || d.EndpointID != g.id || d.TenantID != tenantID {
-			reply(ctx, r.Sender, &internalv1.EndpointReply{Error: command.NotFound("delivery_id", "delivery %q not found", id).Proto()})
+			refuse(ctx, r.Sender, command.NotFound("delivery_id", "delivery %q not found", id))
 			return
 		}
 		g.loop.replay(ctx, &replayOrder{sender: r.Sender, by: r.Cmd.GetIssuedBy(), requestID: r.Cmd.GetRequestId(), view: d})

@@ -62,17 +62,10 @@ type grain struct {
 // a URL and appending run off the mailbox (see command.Core), and commands
 // are processed one at a time, in arrival order.
 func (g *grain) Receive(ctx actor.Context) {
-	if _, tick := ctx.Message().(command.IdleTick); !tick && g.core != nil {
-		g.core.Seen()
-	}
+	g.core.Seen(ctx.Message())
 	switch msg := ctx.Message().(type) {
-	case *actor.Started:
-		if g.id != "" {
-			g.activate(ctx)
-		}
-	case *cluster.ClusterInit:
-		if g.id == "" && msg.Identity != nil {
-			g.id = msg.Identity.Identity
+	case *actor.Started, *cluster.ClusterInit:
+		if command.Identify(msg, &g.id) {
 			g.activate(ctx)
 		}
 	case *internalv1.EndpointCommand:
@@ -200,6 +193,11 @@ func reply(ctx actor.Context, to *actor.PID, rep *internalv1.EndpointReply) {
 	if to != nil {
 		ctx.Send(to, rep)
 	}
+}
+
+// refuse answers to with the refusal e.
+func refuse(ctx actor.Context, to *actor.PID, e *command.Error) {
+	reply(ctx, to, &internalv1.EndpointReply{Error: e.Proto()})
 }
 
 func errReply(e *internalv1.GrainError) proto.Message {

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/due"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
@@ -51,27 +52,14 @@ type deliveryRead struct {
 // shows as due may have ended, or be due later.
 func readDelivery(ctx context.Context, log events.Log, cache *eventCache, it due.Item, page int, event *hooklinev1.EventPublished, withStream bool) (deliveryRead, error) {
 	r := deliveryRead{autoPending: true, event: event}
-	stream := events.DeliveryStream(it.DeliveryID)
-	for from := events.Revision(0); withStream; {
-		recs, err := log.ReadStream(ctx, stream, events.Forwards, from, page)
-		if errors.Is(err, events.ErrStreamNotFound) {
-			break
-		}
-		if err != nil {
-			return r, fmt.Errorf("read %s: %w", stream, err)
-		}
-		for i := range recs {
-			msg, err := events.Decode(&recs[i])
-			if err != nil {
-				return r, err
-			}
+	if withStream {
+		err := command.ReadStream(ctx, log, events.DeliveryStream(it.DeliveryID), page, func(msg proto.Message, rev events.Revision) {
 			r.apply(msg)
-			r.rev, r.exists = recs[i].Revision, true
+			r.rev, r.exists = rev, true
+		})
+		if err != nil {
+			return r, err
 		}
-		if len(recs) < page {
-			break
-		}
-		from = r.rev + 1
 	}
 	if r.event == nil {
 		es := eventStream(it)

@@ -94,14 +94,8 @@ func (l *loop) listPage(ctx actor.Context, delay time.Duration) {
 	}
 	id := run.id
 	l.async(ctx, 0, func(c context.Context) any {
-		if delay > 0 {
-			t := time.NewTimer(delay)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-c.Done():
-				return &recoverPage{id: id, err: c.Err()}
-			}
+		if err := wait(c, delay); err != nil {
+			return &recoverPage{id: id, err: err}
 		}
 		p, err := hist.Search(q)
 		return &recoverPage{id: id, page: p, err: err}
@@ -121,8 +115,16 @@ func (l *loop) onRecoverPage(ctx actor.Context, m *recoverPage) {
 	}
 	run.next = m.page.Next
 	run.found += int64(len(m.page.Deliveries))
-	run.outstanding = len(m.page.Deliveries)
-	for _, d := range m.page.Deliveries {
+	l.replayPage(ctx, run, m.page.Deliveries)
+}
+
+// replayPage replays the deliveries of a page of the running recovery. All
+// are counted before any is replayed: a replay already in its stream is
+// counted as requested at once. The page is done (pageDone) once each has
+// its ReplayRequested.
+func (l *loop) replayPage(ctx actor.Context, run *recoveryRun, page []history.Delivery) {
+	run.outstanding = len(page)
+	for _, d := range page {
 		l.replay(ctx, &replayOrder{by: run.by, recoveryID: run.id, view: d})
 	}
 	l.pageDone(ctx)

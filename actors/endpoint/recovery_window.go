@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/events"
@@ -181,25 +182,15 @@ func (l *loop) loadList(ctx actor.Context, rec Recovery, delay time.Duration) {
 			return &recoverList{id: id, ids: []string{}}
 		}
 		ids := []string{}
-		for from := events.Revision(0); ; {
-			recs, err := log.ReadStream(c, events.RecoveryStream(id), events.Forwards, from, page)
-			if err != nil && !errors.Is(err, events.ErrStreamNotFound) {
-				return &recoverList{id: id, err: err}
+		err := command.ReadStream(c, log, events.RecoveryStream(id), page, func(msg proto.Message, _ events.Revision) {
+			if m, ok := msg.(*hooklinev1.RecoveryListed); ok {
+				ids = append(ids, m.GetDeliveryIds()...)
 			}
-			for i := range recs {
-				msg, err := events.Decode(&recs[i])
-				if err != nil {
-					return &recoverList{id: id, err: err}
-				}
-				if m, ok := msg.(*hooklinev1.RecoveryListed); ok {
-					ids = append(ids, m.GetDeliveryIds()...)
-				}
-			}
-			if len(recs) < page {
-				return &recoverList{id: id, ids: ids}
-			}
-			from = recs[len(recs)-1].Revision + 1
+		})
+		if err != nil {
+			return &recoverList{id: id, err: err}
 		}
+		return &recoverList{id: id, ids: ids}
 	})
 }
 
@@ -275,12 +266,5 @@ func (l *loop) onRecoverBatch(ctx actor.Context, m *recoverBatch) {
 		}
 		return false
 	})
-	// All counted before any is replayed: a replay already in its stream
-	// is counted as requested at once.
-	run.outstanding = len(views)
-	for _, d := range views {
-		l.replay(ctx, &replayOrder{by: run.by, recoveryID: run.id, view: d})
-	}
-	l.pageDone(ctx)
-	l.pump(ctx)
+	l.replayPage(ctx, run, views)
 }

@@ -53,17 +53,10 @@ type grain struct {
 // appending run off the mailbox (see command.Core), and commands are
 // processed one at a time, in arrival order.
 func (g *grain) Receive(ctx actor.Context) {
-	if _, tick := ctx.Message().(command.IdleTick); !tick && g.core != nil {
-		g.core.Seen()
-	}
+	g.core.Seen(ctx.Message())
 	switch msg := ctx.Message().(type) {
-	case *actor.Started:
-		if g.id != "" {
-			g.activate(ctx)
-		}
-	case *cluster.ClusterInit:
-		if g.id == "" && msg.Identity != nil {
-			g.id = msg.Identity.Identity
+	case *actor.Started, *cluster.ClusterInit:
+		if command.Identify(msg, &g.id) {
 			g.activate(ctx)
 		}
 	case *internalv1.TenantCommand:
@@ -146,7 +139,7 @@ func (g *grain) write(ctx actor.Context, r *request, dec Decision) {
 		g.core.Reply(ctx, r.Sender, &internalv1.TenantReply{Tenant: g.state.View()})
 		return
 	}
-	g.core.Append(ctx, r, commandKind(r.Cmd), dec.Events, g.state.Apply, func() {
+	g.core.Append(ctx, r, command.Name(r.Cmd), dec.Events, g.state.Apply, func() {
 		g.core.Reply(ctx, r.Sender, &internalv1.TenantReply{Tenant: g.state.View(), Key: dec.Key})
 	})
 }
@@ -174,15 +167,6 @@ func (g *grain) retried(ctx actor.Context, r *request, msgs []proto.Message) {
 	}
 	g.cfg.Logger.Warn("api key issued for a request whose answer was lost; replacing it", "tenant_id", g.id, "key_id", issued.GetKeyId())
 	g.write(ctx, r, dec)
-}
-
-func commandKind(cmd *internalv1.TenantCommand) string {
-	if od := cmd.ProtoReflect().Descriptor().Oneofs().ByName("command"); od != nil {
-		if fd := cmd.ProtoReflect().WhichOneof(od); fd != nil {
-			return string(fd.Name())
-		}
-	}
-	return "unknown"
 }
 
 func errReply(e *internalv1.GrainError) proto.Message {
