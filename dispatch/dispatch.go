@@ -44,7 +44,7 @@ type Config struct {
 // Validate reports negative fields.
 func (c Config) Validate() error {
 	if c.Slots < 0 || c.Objective < 0 || c.TenantCap < 0 || c.WeightTTL < 0 {
-		return errors.New("dispatch: config: slots, objective, tenant cap and weight TTL must not be negative")
+		return errors.New("dispatch: config: slots, objective, tenant cap and weight TTL must not be negative; use 0 for the defaults")
 	}
 	return nil
 }

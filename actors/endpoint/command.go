@@ -105,7 +105,7 @@ func (g *grain) retried(ctx actor.Context, r *request, msgs []proto.Message) {
 		secret, err := openSecret(g.cfg.Keyring, g.id, sealed)
 		if err != nil {
 			g.log.Error("endpoint grain cannot open a secret to answer a retried command", "error", err)
-			reply(ctx, r.Sender, errReplyOf(internalv1.GrainError_CODE_INTERNAL, "cannot open the secret of the original request"))
+			reply(ctx, r.Sender, errReplyOf(internalv1.GrainError_CODE_INTERNAL, "cannot open the secret of the original request; give this node the master key that sealed it"))
 			return
 		}
 		rep.Secret = secret

@@ -179,7 +179,7 @@ func (g *grain) canRecover() *command.Error {
 func (g *grain) startWindow(ctx actor.Context, r *request, w window, l windowList, digest string) {
 	var b [8]byte
 	if _, err := io.ReadFull(g.cfg.Rand, b[:]); err != nil {
-		reply(ctx, r.Sender, errReplyOf(internalv1.GrainError_CODE_INTERNAL, "cannot draw a recovery id"))
+		reply(ctx, r.Sender, errReplyOf(internalv1.GrainError_CODE_INTERNAL, "cannot draw a recovery id from the random source; retry"))
 		return
 	}
 	id := "rcv_" + hex.EncodeToString(b[:])

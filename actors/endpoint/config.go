@@ -153,22 +153,22 @@ type Config struct {
 func (c Config) Validate() error {
 	var errs []error
 	if c.Log == nil {
-		errs = append(errs, errors.New("endpoint: config: log is required"))
+		errs = append(errs, errors.New("endpoint: config: log is required; set Config.Log to the node's event log"))
 	}
 	if c.Keyring == nil {
-		errs = append(errs, errors.New("endpoint: config: keyring is required (seal.LoadKeyring)"))
+		errs = append(errs, errors.New("endpoint: config: keyring is required; set Config.Keyring (seal.LoadKeyring)"))
 	}
 	if c.Due != nil && (c.Projections == nil || c.History == nil || c.Attempts == nil) {
-		errs = append(errs, errors.New("endpoint: config: the delivery loop (due) needs projections, history and attempts"))
+		errs = append(errs, errors.New("endpoint: config: the delivery loop (Due) needs Projections, History and Attempts; set them, or leave Due nil to turn the loop off"))
 	}
 	if c.RatePerSecond < 0 || c.Burst < 0 || c.MaxInFlight < 0 || c.PullLimit < 0 {
-		errs = append(errs, errors.New("endpoint: config: rate, burst, max in flight and pull limit must not be negative"))
+		errs = append(errs, errors.New("endpoint: config: rate, burst, max in flight and pull limit must not be negative; use 0 for the defaults"))
 	}
 	if err := c.Schedule.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.IOTimeout < 0 || c.ReadPage < 0 || c.DefaultOverlap < 0 || c.DefaultOverlap > MaxOverlap || c.IdleAfter < 0 || c.EventRetention < 0 {
-		errs = append(errs, errors.New("endpoint: config: durations and sizes must not be negative; default overlap at most 30 days"))
+		errs = append(errs, errors.New("endpoint: config: durations and sizes must not be negative, nor the default overlap over 30 days; use 0 for the defaults"))
 	}
 	return errors.Join(errs...)
 }

@@ -2,7 +2,7 @@ package endpoint
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -84,9 +84,9 @@ func (l *loop) askLease(ctx actor.Context) {
 		rep, ok := res.(*internalv1.TenantReply)
 		switch {
 		case !ok:
-			return &leaseReply{err: errors.New("unexpected answer from the tenant grain")}
+			return &leaseReply{err: fmt.Errorf("the tenant grain answered %T, not a TenantReply", res)}
 		case rep.GetError() != nil:
-			return &leaseReply{err: errors.New(rep.GetError().GetMessage())}
+			return &leaseReply{err: fmt.Errorf("the tenant grain refused the lease: %s", rep.GetError().GetMessage())}
 		}
 		return &leaseReply{lease: rep.GetLease()}
 	})

@@ -26,7 +26,7 @@ import (
 const MaxRecoveryList = 50_000
 
 // errWindowTooLarge means the window lists more than MaxRecoveryList.
-var errWindowTooLarge = errors.New("endpoint: the window lists too many deliveries")
+var errWindowTooLarge = errors.New("endpoint: the window lists more than MaxRecoveryList deliveries; split it into narrower windows")
 
 // recoveryStatuses are the statuses a window may select, by name.
 var recoveryStatuses = map[string]history.Status{

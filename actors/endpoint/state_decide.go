@@ -165,9 +165,9 @@ func (s *State) Decide(identity string, cmd *internalv1.EndpointCommand, env Env
 		*internalv1.EndpointCommand_ListRecoveries:
 		// The delivery loop carries these out; without it (Config.Due
 		// unset) the grain only keeps the endpoint's configuration.
-		return Decision{}, command.FailedPrecondition("", "not served here: replay and recovery need the delivery loop, which this node does not run")
+		return Decision{}, command.FailedPrecondition("", "replay and recovery need the delivery loop, which this node does not run; send them to a node that serves deliveries")
 	}
-	return Decision{}, command.Invalid("command", "is missing or unknown")
+	return Decision{}, command.Invalid("command", "is missing or unknown: set one of create, get, update, rotate, retire, pause, resume, delete")
 }
 
 // innerRequest returns the request inside cmd's oneof (for its tenant and
@@ -271,7 +271,7 @@ func (s *State) decideUpdate(r *controlv1.UpdateEndpointRequest, by *hooklinev1.
 		// its HMAC key under the current master key, same version.
 		key, err := env.Keyring.Open(cur.Sealed.GetMasterKeyId(), cur.Sealed.GetNonce(), cur.Sealed.GetCiphertext(), seal.SecretAAD(s.EndpointID, cur.Version))
 		if err != nil {
-			return Decision{}, command.Internal("cannot open the current secret to add an ed25519 key")
+			return Decision{}, command.Internal("cannot open the current secret to add an ed25519 key; give this node the master key that sealed it")
 		}
 		ev.NewSecret, err = sealSecret(s.EndpointID, cur.Version, key, true, env)
 		if err != nil {
@@ -334,11 +334,11 @@ func checkedURL(raw string, v URLVerdict) (string, error) {
 func newSealedSecret(endpointID string, version int32, withSeed bool, env Env) (string, *hooklinev1.SealedSecret, error) {
 	secret, err := attempt.NewSecret(env.Rand)
 	if err != nil {
-		return "", nil, command.Internal("cannot generate a secret")
+		return "", nil, command.Internal("cannot generate a secret from the random source; retry")
 	}
 	key, err := attempt.ParseSecret(secret)
 	if err != nil {
-		return "", nil, command.Internal("cannot generate a secret")
+		return "", nil, command.Internal("cannot generate a secret from the random source; retry")
 	}
 	sealed, err := sealSecret(endpointID, version, key, withSeed, env)
 	if err != nil {
@@ -348,7 +348,7 @@ func newSealedSecret(endpointID string, version int32, withSeed bool, env Env) (
 }
 
 func sealSecret(endpointID string, version int32, key []byte, withSeed bool, env Env) (*hooklinev1.SealedSecret, error) {
-	internal := command.Internal("cannot seal a secret")
+	internal := command.Internal("cannot seal a secret; check that this node's keyring has a current master key")
 	keyID, nonce, ct, err := env.Keyring.Seal(key, seal.SecretAAD(endpointID, version))
 	if err != nil {
 		return nil, internal

@@ -28,7 +28,7 @@ func (s *State) decideReseal(r *internalv1.Reseal, by *hooklinev1.Actor, env Env
 		if old.GetMasterKeyId() == current {
 			continue
 		}
-		internal := &command.Error{Code: internalv1.GrainError_CODE_INTERNAL, Message: "cannot reseal a secret: its master key is not held by this node"}
+		internal := command.Internal("cannot reseal a secret: this node does not hold its master key; load that key into the keyring")
 		key, err := env.Keyring.Open(old.GetMasterKeyId(), old.GetNonce(), old.GetCiphertext(), seal.SecretAAD(s.EndpointID, e.Version))
 		if err != nil {
 			return Decision{}, internal

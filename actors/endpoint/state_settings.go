@@ -158,7 +158,7 @@ func validateSettings(s *controlv1.EndpointSettings) error {
 		case strings.IndexFunc(t, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0:
 			return command.Invalid("settings.event_types", "entry %q has spaces or control characters; use names like \"invoice.paid\"", t)
 		case seen[t]:
-			return command.Invalid("settings.event_types", "lists %q twice", t)
+			return command.Invalid("settings.event_types", "lists %q twice; list each event type once", t)
 		}
 		seen[t] = true
 	}
