@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 	"sync"
@@ -50,18 +51,10 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Slots == 0 {
-		c.Slots = DefaultSlots
-	}
-	if c.Objective == 0 {
-		c.Objective = DefaultObjective
-	}
-	if c.TenantCap == 0 {
-		c.TenantCap = max(c.Slots*3/4, 1)
-	}
-	if c.WeightTTL == 0 {
-		c.WeightTTL = DefaultWeightTTL
-	}
+	c.Slots = cmp.Or(c.Slots, DefaultSlots)
+	c.Objective = cmp.Or(c.Objective, DefaultObjective)
+	c.TenantCap = cmp.Or(c.TenantCap, max(c.Slots*3/4, 1))
+	c.WeightTTL = cmp.Or(c.WeightTTL, DefaultWeightTTL)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

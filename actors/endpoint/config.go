@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"cmp"
 	"crypto/rand"
 	"errors"
 	"io"
@@ -174,48 +175,24 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Policy == nil {
-		c.Policy = &attempt.Policy{}
-	}
 	if c.Now == nil {
 		c.Now = time.Now
-	}
-	if c.Rand == nil {
-		c.Rand = rand.Reader
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.IOTimeout == 0 {
-		c.IOTimeout = DefaultIOTimeout
-	}
-	if c.ReadPage == 0 {
-		c.ReadPage = DefaultReadPage
-	}
-	if c.DefaultOverlap == 0 {
-		c.DefaultOverlap = DefaultOverlap
-	}
-	if c.RatePerSecond == 0 {
-		c.RatePerSecond = DefaultRatePerSecond
-	}
-	if c.Burst == 0 {
-		c.Burst = DefaultBurst
-	}
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = DefaultMaxInFlight
-	}
-	if c.PullLimit == 0 {
-		c.PullLimit = DefaultPullLimit
-	}
-	if c.IdleAfter == 0 {
-		c.IdleAfter = DefaultIdleAfter
-	}
-	if c.EventRetention == 0 {
-		c.EventRetention = DefaultEventRetention
 	}
 	if c.Jitter == nil {
 		c.Jitter = mrand.Float64
 	}
+	c.Policy = cmp.Or(c.Policy, &attempt.Policy{})
+	c.Rand = cmp.Or(c.Rand, rand.Reader)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.IOTimeout = cmp.Or(c.IOTimeout, DefaultIOTimeout)
+	c.ReadPage = cmp.Or(c.ReadPage, DefaultReadPage)
+	c.DefaultOverlap = cmp.Or(c.DefaultOverlap, DefaultOverlap)
+	c.IdleAfter = cmp.Or(c.IdleAfter, DefaultIdleAfter)
+	c.EventRetention = cmp.Or(c.EventRetention, DefaultEventRetention)
+	c.RatePerSecond = cmp.Or(c.RatePerSecond, DefaultRatePerSecond)
+	c.Burst = cmp.Or(c.Burst, DefaultBurst)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
+	c.PullLimit = cmp.Or(c.PullLimit, DefaultPullLimit)
 	c.Breaker = c.Breaker.withDefaults()
 	return c
 }

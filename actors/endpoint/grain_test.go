@@ -159,19 +159,7 @@ func TestGrainLifecycle(t *testing.T) {
 	// Past the overlap, any command (here a Get) retires the old secret
 	// first.
 	clk.Add(time.Hour + time.Second)
-	mustOK(t, ask(t, sys, pid, cmd("acme", &controlv1.GetEndpointRequest{})))
-	recs := readStream(t, log, "ep_1")
-	last, err := events.Decode(&recs[len(recs)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r, ok := last.(*hooklinev1.SecretRetired); !ok || r.GetVersion() != 1 || r.GetReason() != hooklinev1.SecretRetired_REASON_OVERLAP_ENDED {
-		t.Fatalf("last event %T %v, want SecretRetired of version 1", last, last)
-	}
-	rep = mustOK(t, ask(t, sys, pid, cmd("acme", &controlv1.GetEndpointRequest{})))
-	if s := rep.GetEndpoint().GetSecrets(); len(s) != 1 || s[0].GetVersion() != 2 {
-		t.Fatalf("secrets after the overlap: %v", s)
-	}
+	retiredFirst(t, sys, pid, log)
 
 	// Pause and resume.
 	if rep := mustOK(t, ask(t, sys, pid, cmd("acme", &controlv1.PauseEndpointRequest{}))); rep.GetEndpoint().GetStatus() != controlv1.Endpoint_STATUS_PAUSED {
@@ -200,12 +188,37 @@ func TestGrainLifecycle(t *testing.T) {
 		t.Fatalf("get after delete: %v", rep)
 	}
 
-	recs = readStream(t, log, "ep_1")
+	recs := readStream(t, log, "ep_1")
 	if got, want := types(recs), "EndpointCreated,EndpointUpdated,SecretRotated,SecretRetired,EndpointPaused,EndpointResumed,EndpointDeleted"; got != want {
 		t.Fatalf("events\n%s\nwant\n%s", got, want)
 	}
-	// Who and when: every event but the system's retirement was issued by
-	// the caller.
+	issuedByCaller(t, recs)
+	noSecretInLog(t, log, secret1, secret2)
+}
+
+// retiredFirst checks that a command past the rotation overlap (a Get)
+// retires the previous secret (version 1) before it is answered.
+func retiredFirst(t *testing.T, sys *actor.ActorSystem, pid *actor.PID, log events.Log) {
+	t.Helper()
+	mustOK(t, ask(t, sys, pid, cmd("acme", &controlv1.GetEndpointRequest{})))
+	recs := readStream(t, log, "ep_1")
+	last, err := events.Decode(&recs[len(recs)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := last.(*hooklinev1.SecretRetired); !ok || r.GetVersion() != 1 || r.GetReason() != hooklinev1.SecretRetired_REASON_OVERLAP_ENDED {
+		t.Fatalf("last event %T %v, want SecretRetired of version 1", last, last)
+	}
+	rep := mustOK(t, ask(t, sys, pid, cmd("acme", &controlv1.GetEndpointRequest{})))
+	if s := rep.GetEndpoint().GetSecrets(); len(s) != 1 || s[0].GetVersion() != 2 {
+		t.Fatalf("secrets after the overlap: %v", s)
+	}
+}
+
+// issuedByCaller checks who and when: every event but the system's
+// retirement was issued by the caller.
+func issuedByCaller(t *testing.T, recs []events.Record) {
+	t.Helper()
 	for i := range recs {
 		msg, err := events.Decode(&recs[i])
 		if err != nil {
@@ -216,7 +229,6 @@ func TestGrainLifecycle(t *testing.T) {
 			t.Fatalf("%s issued by %v", recs[i].Type, by)
 		}
 	}
-	noSecretInLog(t, log, secret1, secret2)
 }
 
 // noSecretInLog scans every record of the log for the secrets, as strings
