@@ -15,6 +15,10 @@ import (
 	"github.com/hookline/hookline/seal"
 )
 
+// handle carries out one command: a retried one from what its first run
+// wrote (retried), the delivery loop's commands (replay, recoveries)
+// through their handlers, and the others through [State.Decide] once the
+// egress policy has checked the URL they would store.
 func (g *grain) handle(ctx actor.Context, r *request) {
 	if g.core.Recall(ctx, r, r.Cmd.GetRequestId(), func(msgs []proto.Message) { g.retried(ctx, r, msgs) }) {
 		return
@@ -57,6 +61,8 @@ func (g *grain) handle(ctx actor.Context, r *request) {
 	})
 }
 
+// decide decides r with the policy's verdict on its URL, appends the
+// events and answers with the endpoint as it stands.
 func (g *grain) decide(ctx actor.Context, r *request, v URLVerdict) {
 	dec, err := g.state.Decide(g.id, r.Cmd, Env{
 		Now: g.cfg.Now(), Rand: g.cfg.Rand, Keyring: g.cfg.Keyring, URL: v, DefaultOverlap: g.cfg.DefaultOverlap,
@@ -148,6 +154,7 @@ func (g *grain) checkOwn(tenantID, reqTenant, reqEndpoint string) *command.Error
 	return nil
 }
 
+// statusWord names a status that is not active, for refusals.
 func statusWord(s controlv1.Endpoint_Status) string {
 	switch s {
 	case controlv1.Endpoint_STATUS_PAUSED:

@@ -225,6 +225,8 @@ func (l *loop) receive(ctx actor.Context, msg any) {
 	}
 }
 
+// onCaughtUp starts pulling once the projections have caught up, or
+// tries again in a second.
 func (l *loop) onCaughtUp(ctx actor.Context, m *caughtUp) {
 	if m.err != nil {
 		l.log.Error("endpoint grain cannot wait for the projections; retrying", "error", m.err)
@@ -266,6 +268,8 @@ func (l *loop) paused() bool {
 	return l.state.Live() && (l.state.Status != controlv1.Endpoint_STATUS_ACTIVE || l.gone)
 }
 
+// maxInFlight is the endpoint's in-flight limit: its own, or the node's
+// default.
 func (l *loop) maxInFlight() int {
 	if n := l.state.Config.GetMaxInFlight(); n > 0 {
 		return int(n)

@@ -25,6 +25,7 @@ func (l *loop) acquire(ctx actor.Context, c due.Class) {
 	l.cfg.Dispatcher.Acquire(l.state.TenantID, l.id, c, func() { root.Send(self, &slotGranted{}) })
 }
 
+// release gives a slot back to the dispatcher.
 func (l *loop) release() {
 	if l.cfg.Dispatcher != nil {
 		l.cfg.Dispatcher.Release(l.state.TenantID, l.id)

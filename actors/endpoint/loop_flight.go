@@ -129,6 +129,9 @@ func (l *loop) read(ctx actor.Context, f *flight) {
 	})
 }
 
+// onRead continues a flight whose streams were read: it records again
+// the outcome of a fresh flight whose stream existed, appends waiting
+// replays, or settles it.
 func (l *loop) onRead(ctx actor.Context, m *readDone) {
 	l.reading--
 	f := l.flights[m.id]

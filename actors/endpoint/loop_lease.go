@@ -63,6 +63,7 @@ func (l *loop) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
 	return false, time.Time{}
 }
 
+// useLease counts an attempt against the lease.
 func (l *loop) useLease() {
 	if l.cfg.Grains != nil {
 		l.lease.attempts--
@@ -92,6 +93,8 @@ func (l *loop) askLease(ctx actor.Context) {
 	})
 }
 
+// onLease takes the tenant grain's lease, or a fallback lease when it
+// could not be reached.
 func (l *loop) onLease(ctx actor.Context, m *leaseReply) {
 	ls := &l.lease
 	ls.asking = false

@@ -54,6 +54,10 @@ func (l *loop) record(ctx actor.Context, f *flight, msgs ...proto.Message) {
 	})
 }
 
+// onRecorded continues once an append to a delivery stream came back: a
+// fresh flight whose stream existed is read and recorded again, a lost
+// ownership or a failed append stops the grain, and a durable outcome
+// settles the flight.
 func (l *loop) onRecorded(ctx actor.Context, m *recorded) {
 	f := l.flights[m.id]
 	if f == nil {

@@ -102,6 +102,8 @@ func (l *loop) listPage(ctx actor.Context, delay time.Duration) {
 	})
 }
 
+// onRecoverPage replays a page of failed deliveries of a recovery
+// recorded before lists, or lists it again after a delay.
 func (l *loop) onRecoverPage(ctx actor.Context, m *recoverPage) {
 	run := l.recovery
 	if run == nil || run.id != m.id {

@@ -194,6 +194,8 @@ func (l *loop) loadList(ctx actor.Context, rec Recovery, delay time.Duration) {
 	})
 }
 
+// onRecoverList resumes a listed recovery with its list read back, or
+// ends it when the list is missing or differs from its digest.
 func (l *loop) onRecoverList(ctx actor.Context, m *recoverList) {
 	run := l.runOf(m.id)
 	if run == nil || !run.loading {
@@ -247,6 +249,8 @@ func (l *loop) nextBatch(ctx actor.Context, delay time.Duration) {
 	})
 }
 
+// onRecoverBatch replays a page of a listed recovery, passing over the
+// deliveries the history no longer holds.
 func (l *loop) onRecoverBatch(ctx actor.Context, m *recoverBatch) {
 	run := l.runOf(m.id)
 	if run == nil || !run.listing {
