@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -82,30 +83,14 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) withDefaults() {
-	if c.Addr == "" {
-		c.Addr = DefaultAddr
-	}
-	if c.AttemptTimeout == 0 {
-		c.AttemptTimeout = 15 * time.Second
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 4
-	}
-	if c.BackoffBase == 0 {
-		c.BackoffBase = 100 * time.Millisecond
-	}
-	if c.BackoffCap == 0 {
-		c.BackoffCap = 2 * time.Second
-	}
-	if c.MaxBatch == 0 {
-		c.MaxBatch = 100
-	}
-	if c.MaxBatchBytes == 0 {
-		c.MaxBatchBytes = 8 << 20
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Addr = cmp.Or(c.Addr, DefaultAddr)
+	c.AttemptTimeout = cmp.Or(c.AttemptTimeout, 15*time.Second)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, 4)
+	c.BackoffBase = cmp.Or(c.BackoffBase, 100*time.Millisecond)
+	c.BackoffCap = cmp.Or(c.BackoffCap, 2*time.Second)
+	c.MaxBatch = cmp.Or(c.MaxBatch, 100)
+	c.MaxBatchBytes = cmp.Or(c.MaxBatchBytes, 8<<20)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 }
 
 // credentials returns the transport security that the Config asks for.

@@ -2,6 +2,7 @@ package operational
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -44,9 +45,7 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.MaxAge == 0 {
-		c.MaxAge = DefaultMaxAge
-	}
+	c.MaxAge = cmp.Or(c.MaxAge, DefaultMaxAge)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,15 +94,11 @@ func (c Config) withDefaults() Config {
 	if c.FS == nil {
 		c.FS = vfs.Default
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.CloseFlushTimeout == 0 {
-		c.CloseFlushTimeout = DefaultCloseFlushTimeout
-	}
+	c.CloseFlushTimeout = cmp.Or(c.CloseFlushTimeout, DefaultCloseFlushTimeout)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,30 +96,18 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Node == "" {
-		c.Node = "local"
-	}
+	c.Node = cmp.Or(c.Node, "local")
 	if c.Now == nil {
 		c.Now = time.Now
 	}
 	if c.Started.IsZero() {
 		c.Started = c.Now()
 	}
-	if c.NotPulledAfter == 0 {
-		c.NotPulledAfter = DefaultNotPulledAfter
-	}
-	if c.Deadline == 0 {
-		c.Deadline = DefaultDeadline
-	}
-	if c.Retention == 0 {
-		c.Retention = DefaultRetention
-	}
-	if c.RebuildTimeout == 0 {
-		c.RebuildTimeout = 5 * time.Minute
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.NotPulledAfter = cmp.Or(c.NotPulledAfter, DefaultNotPulledAfter)
+	c.Deadline = cmp.Or(c.Deadline, DefaultDeadline)
+	c.Retention = cmp.Or(c.Retention, DefaultRetention)
+	c.RebuildTimeout = cmp.Or(c.RebuildTimeout, 5*time.Minute)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 

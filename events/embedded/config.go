@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -69,20 +70,12 @@ func (c Config) withDefaults() Config {
 	if c.FS == nil {
 		c.FS = vfs.Default
 	}
-	if c.MaxEventSize == 0 {
-		c.MaxEventSize = events.DefaultMaxEventSize
-	}
-	if c.Retention == 0 {
-		c.Retention = DefaultRetention
-	}
-	if c.RetainEvery == 0 {
-		c.RetainEvery = DefaultRetainEvery
-	}
+	c.MaxEventSize = cmp.Or(c.MaxEventSize, events.DefaultMaxEventSize)
+	c.Retention = cmp.Or(c.Retention, DefaultRetention)
+	c.RetainEvery = cmp.Or(c.RetainEvery, DefaultRetainEvery)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }

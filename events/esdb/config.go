@@ -1,6 +1,7 @@
 package esdb
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -68,17 +69,9 @@ func (c Config) Validate() error {
 
 // withDefaults returns c with its zero fields replaced by the defaults.
 func (c Config) withDefaults() Config {
-	if c.ConnectionString == "" {
-		c.ConnectionString = DefaultConnectionString
-	}
-	if c.MaxEventSize == 0 {
-		c.MaxEventSize = events.DefaultMaxEventSize
-	}
-	if c.Retention == 0 {
-		c.Retention = DefaultRetention
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.ConnectionString = cmp.Or(c.ConnectionString, DefaultConnectionString)
+	c.MaxEventSize = cmp.Or(c.MaxEventSize, events.DefaultMaxEventSize)
+	c.Retention = cmp.Or(c.Retention, DefaultRetention)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }

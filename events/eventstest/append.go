@@ -91,11 +91,7 @@ func testExpectedRevision(e *env) {
 		e.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			e := e.sub(t, c.name)
-			stream := e.stream("s")
-			existing := newEvents(c.existing, "Before")
-			if c.existing > 0 {
-				e.mustAppend(stream, events.NoStream{}, existing...)
-			}
+			stream, existing := e.streamWith(c.existing, "Before")
 			ev := newEvent("Tried")
 			res, err := e.log.Append(e.ctx, stream, c.expected, ev)
 			if !c.ok {
@@ -147,11 +143,7 @@ func testIdempotent(e *env) {
 		e.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			e := e.sub(t, c.name)
-			stream := e.stream("s")
-			want := newEvents(c.before, "Before")
-			if c.before > 0 {
-				e.mustAppend(stream, events.NoStream{}, want...)
-			}
+			stream, want := e.streamWith(c.before, "Before")
 			evs := newEvents(2, "Again")
 			expected := c.first(events.Revision(c.before - 1))
 			first := e.mustAppend(stream, expected, evs...)

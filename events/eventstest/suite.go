@@ -91,6 +91,17 @@ type env struct {
 // stream names one of the case's streams.
 func (e *env) stream(name string) string { return e.prefix + name }
 
+// streamWith returns stream "s" of e holding the n events it returns,
+// named label; with n = 0 the stream is not created.
+func (e *env) streamWith(n int, label string) (string, []events.Event) {
+	stream := e.stream("s")
+	evs := newEvents(n, label)
+	if n > 0 {
+		e.mustAppend(stream, events.NoStream{}, evs...)
+	}
+	return stream, evs
+}
+
 // sub returns an env for a subtest, with its own stream prefix.
 func (e *env) sub(t *testing.T, name string) *env {
 	return &env{T: t, ctx: e.ctx, h: e.h, log: e.log, prefix: e.prefix + strings.ToLower(name) + "."}

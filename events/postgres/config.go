@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -110,30 +111,16 @@ func (c Config) Validate() error {
 
 // withDefaults returns c with its zero fields replaced by the defaults.
 func (c Config) withDefaults() Config {
-	if c.Schema == "" {
-		c.Schema = DefaultSchema
-	}
-	if c.MaxEventSize == 0 {
-		c.MaxEventSize = events.DefaultMaxEventSize
-	}
-	if c.Retention == 0 {
-		c.Retention = DefaultRetention
-	}
-	if c.PartitionEvery == 0 {
-		c.PartitionEvery = DefaultPartitionEvery
-	}
-	if c.MaintainEvery == 0 {
-		c.MaintainEvery = DefaultMaintainEvery
-	}
-	if c.PollEvery == 0 {
-		c.PollEvery = DefaultPollEvery
-	}
+	c.Schema = cmp.Or(c.Schema, DefaultSchema)
+	c.MaxEventSize = cmp.Or(c.MaxEventSize, events.DefaultMaxEventSize)
+	c.Retention = cmp.Or(c.Retention, DefaultRetention)
+	c.PartitionEvery = cmp.Or(c.PartitionEvery, DefaultPartitionEvery)
+	c.MaintainEvery = cmp.Or(c.MaintainEvery, DefaultMaintainEvery)
+	c.PollEvery = cmp.Or(c.PollEvery, DefaultPollEvery)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 

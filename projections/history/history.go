@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -127,21 +128,13 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Retention == 0 {
-		c.Retention = DefaultRetention
-	}
-	if c.PruneEvery == 0 {
-		c.PruneEvery = DefaultPruneEvery
-	}
-	if c.ScanBudget == 0 {
-		c.ScanBudget = DefaultScanBudget
-	}
+	c.Retention = cmp.Or(c.Retention, DefaultRetention)
+	c.PruneEvery = cmp.Or(c.PruneEvery, DefaultPruneEvery)
+	c.ScanBudget = cmp.Or(c.ScanBudget, DefaultScanBudget)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 

@@ -1,6 +1,7 @@
 package otlp
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -71,18 +72,10 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Service == "" {
-		c.Service = DefaultService
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.QueueSize == 0 {
-		c.QueueSize = DefaultQueueSize
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Service = cmp.Or(c.Service, DefaultService)
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.QueueSize = cmp.Or(c.QueueSize, DefaultQueueSize)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 

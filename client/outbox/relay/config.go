@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 	"time"
@@ -71,34 +72,14 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) withDefaults() {
-	if c.Table == "" {
-		c.Table = outbox.DefaultTable
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = 100
-	}
-	if c.InFlight == 0 {
-		c.InFlight = 2
-	}
-	if c.PollEvery == 0 {
-		c.PollEvery = 100 * time.Millisecond
-	}
-	if c.PublishTimeout == 0 {
-		c.PublishTimeout = 30 * time.Second
-	}
-	if c.BackoffCap == 0 {
-		c.BackoffCap = 10 * time.Second
-	}
-	if c.Retention == 0 {
-		c.Retention = 7 * 24 * time.Hour
-	}
-	if c.CleanupEvery == 0 {
-		c.CleanupEvery = time.Minute
-	}
-	if c.GaugeEvery == 0 {
-		c.GaugeEvery = 5 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Table = cmp.Or(c.Table, outbox.DefaultTable)
+	c.BatchSize = cmp.Or(c.BatchSize, 100)
+	c.InFlight = cmp.Or(c.InFlight, 2)
+	c.PollEvery = cmp.Or(c.PollEvery, 100*time.Millisecond)
+	c.PublishTimeout = cmp.Or(c.PublishTimeout, 30*time.Second)
+	c.BackoffCap = cmp.Or(c.BackoffCap, 10*time.Second)
+	c.Retention = cmp.Or(c.Retention, 7*24*time.Hour)
+	c.CleanupEvery = cmp.Or(c.CleanupEvery, time.Minute)
+	c.GaugeEvery = cmp.Or(c.GaugeEvery, 5*time.Second)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 }
