@@ -137,7 +137,7 @@ type Runner struct {
 	notify   chan struct{}       // closed and replaced after every batch
 	changed  chan struct{}       // tells Run that the owned or live set changed
 	lanes    laneSet             // the lanes running, for Run
-	epoch    uint64              // moved by Rebuild: the lanes of an older epoch are stale
+	epoch    uint64              // moved by Rebuild and by a lost partition: the lanes of an older epoch are stale
 }
 
 type registered struct {
@@ -239,6 +239,13 @@ func (r *Runner) Own(owned events.PartitionSet) {
 	}
 	gained, lost := owned.Minus(r.owned), r.owned.Minus(owned)
 	r.owned = owned
+	if !lost.IsEmpty() {
+		// A lane skips the records of a partition the node does not own:
+		// one that kept reading past them and owned the partition again
+		// would skip them for good. Every running lane is stale; each
+		// starts again from its partitions' checkpoints.
+		r.epoch++
+	}
 	before := r.live
 	r.live = r.live.Intersect(owned)
 	live := r.live
