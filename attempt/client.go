@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Egress defaults and limits (DESIGN.md, section 5).
+// Egress defaults and limits.
 const (
 	DefaultConnectTimeout         = 5 * time.Second
 	DefaultTLSHandshakeTimeout    = 5 * time.Second

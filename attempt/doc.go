@@ -1,7 +1,7 @@
 // Package attempt makes one HTTP delivery attempt: it signs the stored payload
 // bytes, POSTs them through the egress client and classifies the answer.
 //
-// It sits at the end of the delivery path (DESIGN.md, sections 3 to 5): an
+// It sits at the end of the delivery path: an
 // endpoint grain pulls a due delivery, runs [Client.Do] off its mailbox, and
 // appends the returned [Outcome] to the delivery stream. The package holds no
 // actor code and writes no events; it is plain Go that the grain calls.

@@ -66,7 +66,7 @@ func (p Permanent) String() string {
 	return "permanent"
 }
 
-// ClassifyStatus classifies an HTTP status code (DESIGN.md, section 4): 2xx
+// ClassifyStatus classifies an HTTP status code: 2xx
 // succeeds; 408, 429 and 5xx are retryable; 410 is permanent and gone; any
 // other status (3xx, 4xx, and nonsense) is permanent. The error class is
 // ERROR_CLASS_HTTP_STATUS for anything but success.

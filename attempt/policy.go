@@ -78,7 +78,7 @@ func NewDNSResolver(server string) *net.Resolver {
 // DefaultPorts are the ports a [Policy] admits when AllowedPorts is empty.
 var DefaultPorts = []uint16{443}
 
-// Policy is the egress policy for customer URLs (DESIGN.md, section 5).
+// Policy is the egress policy for customer URLs.
 //
 // The zero value is the production policy: https on port 443 only, and every
 // resolved address must be public unicast. A Policy is safe for concurrent

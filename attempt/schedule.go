@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Schedule defaults (DESIGN.md, section 4).
+// Schedule defaults.
 const (
 	DefaultBase        = 5 * time.Second
 	DefaultCap         = time.Hour

@@ -6,7 +6,7 @@
 // of the calls that are safe to repeat, batches split at the server's
 // limits, iterators over paged searches, and errors that errors.Is can test.
 //
-//	producer ─▶ client ─▶ gRPC ─▶ cluster/control ─▶ log, grains, projections
+//	producer ─▶ client ─▶ gRPC ─▶ control ─▶ log, grains, projections
 //
 // # Where it sits, and why
 //

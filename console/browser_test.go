@@ -19,7 +19,7 @@ import (
 )
 
 // update rewrites the screenshots in docs/console, like golden files: run
-// go test ./cluster/console -run TestConsole -update.
+// go test ./console -run TestConsole -update.
 var update = flag.Bool("update", false, "rewrite the screenshots in docs/console")
 
 // chromiumFlags are the flags of every headless Chromium: no sandbox (CI

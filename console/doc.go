@@ -5,7 +5,7 @@
 // token the user pasted or the portal link carried, held in memory:
 //
 //	browser ─▶ /console/ (this package: files, security headers)
-//	        └▶ /v1/…     (cluster/control: the same API as everyone)
+//	        └▶ /v1/…     (control: the same API as everyone)
 //
 // # Security
 //

@@ -9,7 +9,7 @@ import (
 
 // attemptsView is a delivery's attempts as the API shows them, oldest
 // first, each with its lineage as its outcome event recorded it (see
-// actors/endpoint/lineage.go). An attempt recorded before the lineage
+// actors/endpoint/loop_lineage.go). An attempt recorded before the lineage
 // existed gets what its event can still tell: its trigger from its manual
 // mark, its issuer and its place among the automatic attempts, and the
 // next attempt its failure scheduled.

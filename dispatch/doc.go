@@ -4,7 +4,7 @@
 //
 // # Where it sits
 //
-//	projections/due ─▶ endpoint grain ─Acquire─▶ Dispatcher ─grant─▶ endpoint grain ─▶ actors/attempt
+//	projections/due ─▶ endpoint grain ─Acquire─▶ Dispatcher ─grant─▶ endpoint grain ─▶ attempt
 //
 // Every endpoint grain on the node asks the one [Dispatcher] for a slot
 // before each attempt ([Dispatcher.Acquire]) and gives it back when the

@@ -12,7 +12,7 @@ const (
 	EndpointCategory = "endpoint"
 	EventCategory    = "event"
 	DeliveryCategory = "delivery"
-	// PortalCategory holds one stream per portal token (cluster/portal).
+	// PortalCategory holds one stream per portal token (projections/portal).
 	PortalCategory = "portal"
 	// ReconcileCategory holds the repairs of reconcile runs.
 	ReconcileCategory = "reconcile"

@@ -10,7 +10,7 @@
 //	events.Log ──▶ projections.Runner ──Apply──▶ Feed (outbox, by partition)
 //	                                                 │
 //	                         Emitter ◀───────────────┘
-//	                            │ PublishOperational (cluster/control)
+//	                            │ PublishOperational (control)
 //	                            ▼
 //	         event-{tenant}.hl_… : EventPublished + DeliveriesPlanned
 //	                            ▼

@@ -4,7 +4,7 @@
 //
 // # Where it sits
 //
-// The control API (cluster/control) checks a publish's traceparent and
+// The control API (control) checks a publish's traceparent and
 // tracestate with [Parse] and [CheckState] and records them, normalised,
 // in the EventPublished. The endpoint grain (actors/endpoint) gives every
 // attempt a context of its own with [ForAttempt]: the producer's trace id
@@ -12,7 +12,7 @@
 // span, or, for an event published without one, the trace id of the
 // event's own ([EventTraceID]), the same for every attempt of every
 // delivery of that event. The attempt sends it as the traceparent header
-// (actors/attempt) and records it in its lineage (Attempt.trace), so a
+// (attempt) and records it in its lineage (Attempt.trace), so a
 // receiver that logs the header finds Hookline's record of the attempt.
 // Exporting spans (tracing/otlp) is separate and optional.
 //

@@ -15,5 +15,5 @@
 // Verify the raw body bytes as received, before any JSON decoding.
 //
 // In Hookline's flow this package sits outside the server, on the customer's
-// side of actors/attempt, which produces the signatures.
+// side of attempt, which produces the signatures.
 package verify

@@ -4,7 +4,7 @@
 //
 // # Where it sits
 //
-//	cluster/control ─command─▶ actors/tenant, actors/endpoint ─▶ command.Core ─append─▶ events
+//	control ─command─▶ actors/tenant, actors/endpoint ─▶ command.Core ─append─▶ events
 //
 // Each grain keeps a [Core] for its stream. The Core holds:
 //

@@ -3,7 +3,7 @@
 //
 // # Where it sits
 //
-// The control API (cluster/control) sends it a [internalv1.TenantCommand] and
+// The control API (control) sends it a [internalv1.TenantCommand] and
 // gets a [internalv1.TenantReply]: create a tenant, read it, issue and revoke
 // API keys, change its quota. Endpoint grains (actors/endpoint) ask it for
 // short leases of the tenant-wide quota ([internalv1.QuotaLeaseRequest]), so a

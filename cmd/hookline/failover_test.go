@@ -11,7 +11,7 @@ import (
 )
 
 // Failover of real `hookline serve` processes: three nodes on loopback,
-// memberlist membership, one PostgreSQL log (DESIGN.md sections 9 and 10).
+// memberlist membership, one PostgreSQL log.
 // Each test runs a paced publisher through the nodes' APIs while it stops a
 // node, and then checks the contract against the receivers and the log:
 // nothing lost, every delivery ended with exactly one success, and

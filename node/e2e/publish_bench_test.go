@@ -25,7 +25,7 @@ import (
 // round of each per 32 events, so that the machine's noise falls on both; it
 // reports events/s of each and the median of the pairs' ratios.
 //
-//	go test -run XXX -bench PublishFilters -benchtime 4000x ./cluster/e2e
+//	go test -run XXX -bench PublishFilters -benchtime 4000x ./node/e2e
 func BenchmarkPublishFilters(b *testing.B) {
 	n := clienttest.Start(b, clienttest.Options{})
 	payload := []byte(`{"invoice":"inv_1001","amount":4200,"currency":"EUR","customer":{"id":"cus_9","vip":true,"country":"DE"},` +
