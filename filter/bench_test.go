@@ -50,7 +50,7 @@ func BenchmarkInput(b *testing.B) {
 
 // BenchmarkPublishRoute measures what one publish pays for filters on
 // every one of its four endpoints: the payload parsed once and four
-// filters (those of BenchmarkPublishFilters in cluster/e2e).
+// filters (those of BenchmarkPublishFilters in node/e2e).
 func BenchmarkPublishRoute(b *testing.B) {
 	payload := []byte(`{"invoice":"inv_1001","amount":4200,"currency":"EUR","customer":{"id":"cus_9","vip":true,"country":"DE"},` +
 		`"items":[` + strings.TrimSuffix(strings.Repeat(`{"sku":"SKU-1","qty":1,"price":100},`, 20), ",") + `],"note":"` + strings.Repeat("x", 600) + `"}`)

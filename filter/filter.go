@@ -132,7 +132,7 @@ func (f *Filter) String() string { return f.src }
 func (f *Filter) Match(in *Input) (passed bool, err error) {
 	v, _, err := f.prg.Eval(in)
 	if err != nil {
-		return false, fmt.Errorf("%s", clean(err.Error()))
+		return false, errors.New(clean(err.Error()))
 	}
 	b, ok := v.Value().(bool)
 	if !ok {
