@@ -68,7 +68,10 @@ func runClient(ctx context.Context, cmd command, args []string, stdout, stderr i
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%s: unexpected argument %q (flags go as --name value)", cmd.name, fs.Arg(0))
+		return fmt.Errorf("%s: unexpected argument %q; flags go as --name value", cmd.name, fs.Arg(0))
+	}
+	if q := fs.Lookup("quiet"); q != nil && q.Value.String() == "true" && *asJSON {
+		return errQuietJSON
 	}
 	c, err := client.New(opts.config())
 	if err != nil {
@@ -164,9 +167,6 @@ func keysIssue(fs *flag.FlagSet) func(context.Context, *conn) error {
 	name := fs.String("name", "", "a label for the key")
 	quiet := quietFlag(fs, "the API key")
 	return func(ctx context.Context, c *conn) error {
-		if *quiet && c.json {
-			return errQuietJSON
-		}
 		return show(ctx, c, c.IssueAPIKey, &controlv1.IssueApiKeyRequest{TenantId: *tenant, Name: *name}, func(w io.Writer, k *controlv1.IssueApiKeyResponse) {
 			if *quiet {
 				fmt.Fprintln(w, k.GetApiKey())
@@ -229,20 +229,23 @@ func endpointsCreate(fs *flag.FlagSet) func(context.Context, *conn) error {
 	settings := settingsFlags(fs)
 	quiet := quietFlag(fs, "the endpoint's signing secret")
 	return func(ctx context.Context, c *conn) error {
-		if *quiet && c.json {
-			return errQuietJSON
-		}
 		s, _ := settings()
 		req := &controlv1.CreateEndpointRequest{TenantId: *tenant, EndpointId: *id, Settings: s}
 		return show(ctx, c, c.CreateEndpoint, req, func(w io.Writer, r *controlv1.CreateEndpointResponse) {
-			if *quiet {
-				fmt.Fprintln(w, r.GetSecret())
-				return
-			}
-			printEndpoint(w, r.GetEndpoint())
-			fmt.Fprintf(w, "secret       %s\n(the secret is shown only now: give it to the receiver)\n", r.GetSecret())
+			printNewSecret(w, *quiet, r.GetEndpoint(), r.GetSecret())
 		})
 	}
+}
+
+// printNewSecret prints an endpoint and the secret it shows once, or with
+// --quiet the secret alone.
+func printNewSecret(w io.Writer, quiet bool, e *controlv1.Endpoint, secret string) {
+	if quiet {
+		fmt.Fprintln(w, secret)
+		return
+	}
+	printEndpoint(w, e)
+	fmt.Fprintf(w, "secret       %s\n(the secret is shown only now: give it to the receiver)\n", secret)
 }
 
 func endpointsGet(fs *flag.FlagSet) func(context.Context, *conn) error {
@@ -325,17 +328,9 @@ func endpointsRotate(fs *flag.FlagSet) func(context.Context, *conn) error {
 	overlap := fs.Duration("overlap", 0, "how long the previous secret keeps signing (0: 24h)")
 	quiet := quietFlag(fs, "the new signing secret")
 	return func(ctx context.Context, c *conn) error {
-		if *quiet && c.json {
-			return errQuietJSON
-		}
 		req := &controlv1.RotateSecretRequest{TenantId: *tenant, EndpointId: *id, OverlapSeconds: int64(overlap.Seconds())}
 		return show(ctx, c, c.RotateSecret, req, func(w io.Writer, r *controlv1.RotateSecretResponse) {
-			if *quiet {
-				fmt.Fprintln(w, r.GetSecret())
-				return
-			}
-			printEndpoint(w, r.GetEndpoint())
-			fmt.Fprintf(w, "secret       %s\n(the new secret is shown only now)\n", r.GetSecret())
+			printNewSecret(w, *quiet, r.GetEndpoint(), r.GetSecret())
 		})
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,7 +33,7 @@ func (f *timeFlag) Set(s string) error {
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return fmt.Errorf("give an RFC 3339 time (2026-11-29T10:00:00Z) or a duration ago (2h)")
+		return errors.New("give an RFC 3339 time (2026-11-29T10:00:00Z) or a duration ago (2h)")
 	}
 	f.t = timestamppb.New(t)
 	return nil

@@ -55,10 +55,10 @@ node's data directory (embedded log) give --data.
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("reconcile: unexpected argument %q (flags go as --name value)", fs.Arg(0))
+		return fmt.Errorf("reconcile: unexpected argument %q; flags go as --name value", fs.Arg(0))
 	}
 	if *maxListed < 0 || *notPulled < 0 {
-		return errors.New("reconcile: --max and --not-pulled-after must not be negative")
+		return errors.New("reconcile: --max or --not-pulled-after is negative; give 0 (the default) or more")
 	}
 	req := &controlv1.ReconcileRequest{Repair: *repair, MaxListed: int32(*maxListed), NotPulledAfterMs: notPulled.Milliseconds(), SkipReplay: *skipReplay}
 	// A run reads the whole log: --timeout (30 s by default for the other

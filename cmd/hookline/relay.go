@@ -35,7 +35,7 @@ func outboxFlags(fs *flag.FlagSet) (db, table *string) {
 // connections.
 func openOutbox(ctx context.Context, dsn, table string, conns int32) (*pgxpool.Pool, error) {
 	if dsn == "" {
-		return nil, errors.New("--db is required: the producer's database, where the outbox table is (HOOKLINE_OUTBOX_DB)")
+		return nil, errors.New("--db is missing; give the producer's database, where the outbox table is (or HOOKLINE_OUTBOX_DB)")
 	}
 	if err := outbox.Table(table).Validate(); err != nil {
 		return nil, err
@@ -72,7 +72,7 @@ func relayRun(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("relay: unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("relay: unexpected argument %q; flags go as --name value", fs.Arg(0))
 	}
 	logger, err := newLogger(stderr, *logLevel)
 	if err != nil {
@@ -179,7 +179,7 @@ func outboxReconcile(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	if since.t == nil {
-		return errors.New("outbox reconcile: --since is required (RFC 3339, or a duration ago like 24h)")
+		return errors.New("outbox reconcile: --since is missing; give an RFC 3339 time or a duration ago like 24h")
 	}
 	pool, err := openOutbox(ctx, *db, *table, 2)
 	if err != nil {
@@ -203,12 +203,12 @@ func outboxReconcile(ctx context.Context, args []string, stdout, stderr io.Write
 	if *repair {
 		left := rep.Missing() - rep.Repaired + rep.Mismatched.Count
 		if left > 0 {
-			return fmt.Errorf("outbox reconcile: %d rows still missing in Hookline or different after the repair", left)
+			return fmt.Errorf("outbox reconcile: %d rows still missing in Hookline or different after the repair; look into the refusals listed above and run it again", left)
 		}
 		return nil
 	}
 	if n := rep.Missing() + rep.Mismatched.Count; n > 0 {
-		return fmt.Errorf("outbox reconcile: %d rows missing in Hookline or different, %d of them waiting for the relay (--repair publishes the missing ones; --until 5m leaves the relay's lag out)", n, rep.Waiting.Count)
+		return fmt.Errorf("outbox reconcile: %d rows missing in Hookline or different (%d waiting for the relay); --repair publishes the missing ones, --until 5m leaves the relay's lag out", n, rep.Waiting.Count)
 	}
 	return nil
 }

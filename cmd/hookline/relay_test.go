@@ -349,7 +349,7 @@ func TestOutboxCommands(t *testing.T) {
 				t.Fatalf("%v\n%s%s", err, out, errOut)
 			}
 		}
-		if _, errOut, err := hookline(t, "outbox", "init"); err == nil || !strings.Contains(errOut, "--db is required") {
+		if _, errOut, err := hookline(t, "outbox", "init"); err == nil || !strings.Contains(errOut, "--db is missing") {
 			t.Fatalf("no --db: %v %s", err, errOut)
 		}
 	})

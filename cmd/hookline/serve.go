@@ -201,7 +201,7 @@ func splitPort(flagName, addr string) (string, int, error) {
 func clusterSecrets(env, file string) ([][]byte, error) {
 	spec := strings.TrimSpace(env)
 	if spec != "" && file != "" {
-		return nil, fmt.Errorf("HOOKLINE_CLUSTER_SECRET and --cluster-secret-file are both set: give the secret one way")
+		return nil, errors.New("HOOKLINE_CLUSTER_SECRET and --cluster-secret-file are both set: give the secret one way")
 	}
 	if file != "" {
 		b, err := os.ReadFile(file)
