@@ -94,9 +94,10 @@ const (
 )
 
 // receiver is the webhook receiver of `hookline receive` and of `hookline
-// dev`: it verifies each request's signature, prints a line per webhook
-// and answers 200, or 401 when the signature does not verify. It is safe
-// for concurrent use; set its fields before it serves.
+// dev`: it verifies each POST's signature, prints a line per webhook and
+// answers 200, or 401 when the signature does not verify; a GET (a probe)
+// is answered 200 and not printed. It is safe for concurrent use; set its
+// fields before it serves.
 type receiver struct {
 	out io.Writer
 	// label starts each line ("receiver " in dev, whose output also has
@@ -114,6 +115,11 @@ type receiver struct {
 }
 
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method == http.MethodGet || req.Method == http.MethodHead {
+		// A probe of whether it listens, not a webhook: not printed.
+		fmt.Fprintln(w, "hookline receive: POST webhooks to any path")
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxWebhookBody))
 	status, verdict := r.judge(req.Header, body, err)
 	r.mu.Lock()

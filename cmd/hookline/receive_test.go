@@ -111,7 +111,8 @@ func (p *receiveProcess) post(t *testing.T, id, secret string, ts time.Time, bod
 // TestReceive drives `hookline receive` with webhooks signed as Hookline
 // signs them: 200 for a good signature with any of the secrets, 401 for
 // another secret or a stale timestamp, 413 for a body over 1 MiB; without
-// a secret, 200 and "unverified". SIGTERM stops it cleanly.
+// a secret, 200 and "unverified". A GET is a probe: 200, no line. SIGTERM
+// stops it cleanly.
 func TestReceive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -129,6 +130,14 @@ func TestReceive(t *testing.T) {
 
 	t.Run("verifying", func(t *testing.T) {
 		p := startReceive(t, []string{"HOOKLINE_RECEIVER_SECRET=" + old + "," + secret})
+		res, err := http.Get(p.url + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Errorf("GET / (a probe): %s, want 200", res.Status)
+		}
 		for _, tc := range []struct {
 			name, id, secret string
 			ts               time.Time
