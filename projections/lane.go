@@ -74,7 +74,7 @@ func (r *Runner) runLanes(ctx context.Context) error {
 			r.mu.Lock()
 			from := r.mainPos
 			r.mu.Unlock()
-			ls.main = r.startLane(ctx, true, mainParts, from, ended)
+			ls.main = r.startLane(ctx, true, mainParts, epoch, from, ended)
 		}
 		if ls.catchUp != nil && (ls.catchUp.parts != catching || ls.catchUp.epoch != epoch) {
 			stopLane(ls.catchUp)
@@ -85,7 +85,7 @@ func (r *Runner) runLanes(ctx context.Context) error {
 			from, _ := r.minCheckpoint(catching)
 			r.mu.Unlock()
 			r.logger.Info("projections catching up partitions", slog.String("partitions", catching.String()), slog.String("from", from.String()))
-			ls.catchUp = r.startLane(ctx, false, catching, from, ended)
+			ls.catchUp = r.startLane(ctx, false, catching, epoch, from, ended)
 		}
 
 		select {
@@ -127,12 +127,13 @@ func (r *Runner) runLanes(ctx context.Context) error {
 	}
 }
 
-// startLane subscribes a lane from from; it reports its end on ended.
-func (r *Runner) startLane(ctx context.Context, main bool, parts events.PartitionSet, from events.Position, ended chan<- *lane) *lane {
-	l := &lane{main: main, parts: parts, done: make(chan struct{})}
+// startLane subscribes a lane of parts from from; it reports its end on
+// ended. epoch is the runner's epoch when parts was read: a lane whose
+// partitions changed since (a partition lost) is stale from the start.
+func (r *Runner) startLane(ctx context.Context, main bool, parts events.PartitionSet, epoch uint64, from events.Position, ended chan<- *lane) *lane {
+	l := &lane{main: main, parts: parts, epoch: epoch, done: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(ctx)
 	r.mu.Lock()
-	l.epoch = r.epoch
 	var filter events.Filter
 	if main {
 		filter = filterOf(r.projs, parts)
