@@ -26,8 +26,8 @@ func receiveRun(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("hookline receive", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:9000", "the address to listen on for webhooks")
-	secret := fs.String("secret", os.Getenv("HOOKLINE_RECEIVER_SECRET"),
-		"the endpoint's signing `secret` whsec_…, or several comma-separated during a rotation; empty verifies nothing (HOOKLINE_RECEIVER_SECRET)")
+	// The secret's default is read after parsing, so that -h never shows it.
+	secret := fs.String("secret", "", "the endpoint's signing `secret` whsec_…, or several comma-separated during a rotation (default HOOKLINE_RECEIVER_SECRET); none verifies nothing")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: hookline receive [--addr 127.0.0.1:9000] [--secret whsec_…]
 
@@ -45,6 +45,9 @@ Hookline out: a real receiver verifies with the verify package.
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("receive: unexpected argument %q; flags go as --name value", fs.Arg(0))
+	}
+	if *secret == "" {
+		*secret = os.Getenv("HOOKLINE_RECEIVER_SECRET")
 	}
 	rcv := &receiver{out: stdout}
 	mode := "no --secret: nothing is verified, every webhook is answered 200"
