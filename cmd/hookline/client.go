@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,11 +29,13 @@ type clientOptions struct {
 	timeout         time.Duration
 }
 
-// clientFlags declares the client flags on fs.
+// clientFlags declares the client flags on fs. The token's default,
+// HOOKLINE_TOKEN, is read when the flags are used (config), so that -h
+// never shows it.
 func clientFlags(fs *flag.FlagSet) *clientOptions {
 	o := &clientOptions{}
 	fs.StringVar(&o.addr, "addr", envOr("HOOKLINE_ADDR", client.DefaultAddr), "the node's gRPC address (HOOKLINE_ADDR)")
-	fs.StringVar(&o.token, "token", os.Getenv("HOOKLINE_TOKEN"), "an API key or the admin token (HOOKLINE_TOKEN)")
+	fs.StringVar(&o.token, "token", "", "an API key or the admin token (default HOOKLINE_TOKEN)")
 	fs.StringVar(&o.ca, "ca", os.Getenv("HOOKLINE_CA"), "PEM file of the CA that signed the node's certificate (HOOKLINE_CA); TLS is the default except on loopback")
 	fs.BoolVar(&o.plaintext, "plaintext", false, "no TLS, even to a host that is not loopback (a private network)")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "give up on a call after this long")
@@ -41,7 +44,7 @@ func clientFlags(fs *flag.FlagSet) *clientOptions {
 
 // config is the client's Config from the flags.
 func (o *clientOptions) config() client.Config {
-	return client.Config{Addr: o.addr, Token: o.token, CAFile: o.ca, Plaintext: o.plaintext}
+	return client.Config{Addr: o.addr, Token: cmp.Or(o.token, os.Getenv("HOOKLINE_TOKEN")), CAFile: o.ca, Plaintext: o.plaintext}
 }
 
 // conn is a connected client with the caller's output choices.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -26,7 +27,9 @@ import (
 
 // outboxFlags declares the flags that name the producer's outbox.
 func outboxFlags(fs *flag.FlagSet) (db, table *string) {
-	db = fs.String("db", os.Getenv("HOOKLINE_OUTBOX_DB"), "the producer's PostgreSQL database, postgres://user:pass@host:5432/db (HOOKLINE_OUTBOX_DB)")
+	// The database's default is read when it is opened, so that -h never
+	// shows its password.
+	db = fs.String("db", "", "the producer's PostgreSQL database, postgres://user:pass@host:5432/db (default HOOKLINE_OUTBOX_DB)")
 	table = fs.String("table", envOr("HOOKLINE_OUTBOX_TABLE", string(outbox.DefaultTable)), "the outbox table, name or schema.name (HOOKLINE_OUTBOX_TABLE)")
 	return db, table
 }
@@ -34,6 +37,7 @@ func outboxFlags(fs *flag.FlagSet) (db, table *string) {
 // openOutbox opens a pool of the producer's database with room for conns
 // connections.
 func openOutbox(ctx context.Context, dsn, table string, conns int32) (*pgxpool.Pool, error) {
+	dsn = cmp.Or(dsn, os.Getenv("HOOKLINE_OUTBOX_DB"))
 	if dsn == "" {
 		return nil, errors.New("--db is missing; give the producer's database, where the outbox table is (or HOOKLINE_OUTBOX_DB)")
 	}

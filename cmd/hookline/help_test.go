@@ -1,0 +1,42 @@
+package main_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestHelpShowsNoSecret: the -h text of a command names the environment
+// variables that hold secrets, never their values (the flag package
+// prints a flag's default, and a default taken from the environment
+// would be printed).
+func TestHelpShowsNoSecret(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	const secret = "s3cr3t-value"
+	env := []string{
+		"HOOKLINE_TOKEN=hk_" + secret, "HOOKLINE_RECEIVER_SECRET=whsec_" + secret,
+		"HOOKLINE_OUTBOX_DB=postgres://u:" + secret + "@db/app", "HOOKLINE_STORE=postgres://u:" + secret + "@db/log",
+	}
+	for _, args := range [][]string{
+		{"endpoints", "list", "-h"}, {"keys", "issue", "-h"}, {"receive", "-h"}, {"relay", "-h"},
+		{"outbox", "reconcile", "-h"}, {"reconcile", "-h"}, {"serve", "-h"}, {"help"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			cmd := exec.Command(binary(t), args...)
+			cmd.Env = append(os.Environ(), env...)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			_ = cmd.Run() // -h exits 1 after printing the help
+			if !strings.Contains(out.String(), "HOOKLINE_") {
+				t.Fatalf("no help text:\n%s", out.String())
+			}
+			if strings.Contains(out.String(), secret) {
+				t.Errorf("the help shows a secret:\n%s", out.String())
+			}
+		})
+	}
+}
