@@ -76,7 +76,7 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer cc.Close()
 	pg := playground{cc: cc, admin: token, say: say}
 	if err := pg.setUp(ctx, srv.HTTPAddr(), "http://"+lis.Addr().String()+"/webhooks"); err != nil {
-		return err
+		return unlessStopped(ctx, err)
 	}
 	v, err := verify.New(pg.secret)
 	if err != nil {
@@ -94,11 +94,20 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	say("")
 
 	if err := pg.publishSamples(ctx); err != nil {
-		return err
+		return unlessStopped(ctx, err)
 	}
 	watchDeliveries(ctx, controlv1.NewDeliveryServiceClient(cc), bearer(ctx, pg.key), stdout)
 	say("\nstopping…")
 	return nil
+}
+
+// unlessStopped is err, or nil when ctx ended (Ctrl-C while dev was
+// setting up is a stop, not a failure).
+func unlessStopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // devDataDir is dir, or a new temporary directory that remove removes.
