@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/hookline/hookline/actors/endpoint"
 	"github.com/hookline/hookline/filter"
 	"github.com/hookline/hookline/operational"
 	"github.com/hookline/hookline/projections/registry"
@@ -221,21 +222,9 @@ func endpointView(e registry.Endpoint) *controlv1.Endpoint {
 		TenantId:      e.TenantID,
 		ConfigVersion: e.ConfigVersion,
 		Status:        controlv1.Endpoint_STATUS_ACTIVE,
-		Settings: &controlv1.EndpointSettings{
-			Url:           c.GetUrl(),
-			EventTypes:    c.GetEventTypes(),
-			Description:   c.GetDescription(),
-			RatePerSecond: c.GetRatePerSecond(),
-			Burst:         c.GetBurst(),
-			MaxInFlight:   c.GetMaxInFlight(),
-			TimeoutMs:     c.GetTimeoutMs(),
-			MaxAttempts:   c.GetMaxAttempts(),
-			SignEd25519:   c.GetSignEd25519(),
-			Metadata:      c.GetMetadata(),
-			Filter:        c.GetFilter(),
-		},
-		CreatedAt: timestamppb.New(e.CreatedAt),
-		UpdatedAt: timestamppb.New(e.UpdatedAt),
+		Settings:      endpoint.SettingsOf(c),
+		CreatedAt:     timestamppb.New(e.CreatedAt),
+		UpdatedAt:     timestamppb.New(e.UpdatedAt),
 	}
 	switch {
 	case e.Deleted:

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -28,11 +26,6 @@ import (
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
-
-// plannedPerChunk bounds the deliveries in one DeliveriesPlanned event, so
-// that a large fan-out stays under the log's event size cap. Chunks are
-// also split by delivery partition.
-const plannedPerChunk = 2000
 
 // Publish records one event and its planned deliveries in one atomic append
 // to event-{tenant}.{event_id} with expected revision NoStream.
@@ -295,46 +288,12 @@ func (s *Server) plan(stream string, published *hooklinev1.EventPublished, plann
 		return nil, err
 	}
 	out := []events.Event{ev}
-	// One chunk or more per delivery partition, so that each node reads the
-	// plans of its own partitions only; an event with no subscribers still
-	// records, in a chunk of no partition, that none were chosen.
-	type chunk struct {
-		part       events.Partition
-		deliveries []*hooklinev1.PlannedDelivery
-		filtered   []*hooklinev1.FilteredEndpoint
-	}
-	byPart := map[events.Partition]*chunk{}
-	get := func(p events.Partition) *chunk {
-		c := byPart[p]
-		if c == nil {
-			c = &chunk{part: p}
-			byPart[p] = c
-		}
-		return c
-	}
-	for _, d := range planned {
-		c := get(events.PartitionOf(d.GetEndpointId()))
-		c.deliveries = append(c.deliveries, d)
-	}
-	for _, f := range filtered {
-		c := get(events.PartitionOf(f.GetEndpointId()))
-		c.filtered = append(c.filtered, f)
-	}
-	parts := slices.Sorted(maps.Keys(byPart))
-	var chunks []chunk
-	for _, p := range parts {
-		ds, fs := byPart[p].deliveries, byPart[p].filtered
-		for len(ds) > 0 || len(fs) > 0 {
-			c := chunk{part: p}
-			n := min(len(ds), plannedPerChunk)
-			c.deliveries, ds = ds[:n], ds[n:]
-			m := min(len(fs), plannedPerChunk-n)
-			c.filtered, fs = fs[:m], fs[m:]
-			chunks = append(chunks, c)
-		}
-	}
+	// One chunk or more per delivery partition; an event with no
+	// subscribers still records, in a chunk of no partition, that none
+	// were chosen.
+	chunks := events.ChunkPlan(planned, filtered)
 	if len(chunks) == 0 {
-		chunks = []chunk{{part: events.NoPartition}}
+		chunks = []events.PlanChunk{{Partition: events.NoPartition}}
 	}
 	at := timestamppb.New(now)
 	expires := timestamppb.New(now.Add(s.cfg.DeliveryDeadline))
@@ -343,14 +302,14 @@ func (s *Server) plan(stream string, published *hooklinev1.EventPublished, plann
 			TenantId:   published.GetTenantId(),
 			EventId:    published.GetEventId(),
 			EventType:  published.GetEventType(),
-			Deliveries: c.deliveries,
-			Filtered:   c.filtered,
+			Deliveries: c.Deliveries,
+			Filtered:   c.Filtered,
 			Chunk:      int32(i),
 			Chunks:     int32(len(chunks)),
 			At:         at,
 			ExpiresAt:  expires,
 		}
-		ev, err := events.EncodeIn(dp, fmt.Sprintf("plan/%d/%s", i, digest(dp)), stream, c.part)
+		ev, err := events.EncodeIn(dp, fmt.Sprintf("plan/%d/%s", i, digest(dp)), stream, c.Partition)
 		if err != nil {
 			return nil, err
 		}

@@ -13,9 +13,6 @@ import (
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/embedded"
 	"github.com/hookline/hookline/projections"
-	"github.com/hookline/hookline/projections/due"
-	"github.com/hookline/hookline/projections/history"
-	"github.com/hookline/hookline/projections/registry"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 	"github.com/hookline/hookline/reconcile"
@@ -50,13 +47,15 @@ func ReconcileOffline(ctx context.Context, dir string, req *controlv1.ReconcileR
 	}
 	report := &controlv1.ReconcileReport{RunId: run.ID, StartedAt: timestamppb.Now(), HeadCommit: head.Commit, HeadPrepare: head.Prepare}
 
-	st, err := openStore(ctx, l, dir, head, logger)
+	// The stopped node's projections, owning every partition, brought up
+	// to the log's head first.
+	st, err := reconcile.OpenProjections(ctx, l, projections.Config{Dir: filepath.Join(dir, "projections"), Logger: logger}, events.AllPartitions(), head)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("projections of %s: %w", dir, err)
 	}
-	defer func() { st.close() }()
-	r, err := reconcile.New(reconcile.Config{Log: l, Node: "offline", Offline: true, Runner: st.runner,
-		Registry: st.registry, Due: st.due, History: st.history, Logger: logger})
+	defer st.Close()
+	r, err := reconcile.New(reconcile.Config{Log: l, Node: "offline", Offline: true, Runner: st.Runner,
+		Registry: st.Registry, Due: st.Due, History: st.History, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -72,55 +71,4 @@ func ReconcileOffline(ctx context.Context, dir string, req *controlv1.ReconcileR
 	reconcile.Merge(report, run.MaxListed, plans, part)
 	report.FinishedAt = timestamppb.Now()
 	return report, nil
-}
-
-// store is a stopped node's projections, running over its log.
-type store struct {
-	runner   *projections.Runner
-	registry *registry.Registry
-	due      *due.Due
-	history  *history.History
-	stop     context.CancelFunc
-	done     chan error
-}
-
-// openStore opens the projections of dir, owning every partition, and
-// applies the log to them up to head.
-func openStore(ctx context.Context, l events.Log, dir string, head events.Position, logger *slog.Logger) (_ *store, err error) {
-	runner, err := projections.Open(l, projections.Config{Dir: filepath.Join(dir, "projections"), Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	st := &store{runner: runner, done: make(chan error, 1)}
-	defer func() {
-		if err != nil {
-			st.close()
-		}
-	}()
-	if st.registry, err = registry.New(runner); err != nil {
-		return nil, err
-	}
-	if st.due, err = due.New(runner, due.Config{Logger: logger}); err != nil {
-		return nil, err
-	}
-	if st.history, err = history.New(runner, history.Config{Log: l, Logger: logger}); err != nil {
-		return nil, err
-	}
-	all := events.AllPartitions()
-	runner.Own(all)
-	rctx, cancel := context.WithCancel(context.Background())
-	st.stop = cancel
-	go func() { st.done <- runner.Run(rctx) }()
-	if err := runner.WaitForPartitions(ctx, all, head); err != nil {
-		return nil, fmt.Errorf("bring the projections of %s up to the log: %w", dir, err)
-	}
-	return st, nil
-}
-
-func (st *store) close() {
-	if st.stop != nil {
-		st.stop()
-		<-st.done
-	}
-	_ = st.runner.Close()
 }

@@ -17,10 +17,6 @@ import (
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
-// plannedPerChunk bounds the deliveries of one repair chunk, as publish
-// does.
-const plannedPerChunk = 2000
-
 // publication is one event stream as the log has it up to the head.
 type publication struct {
 	stream    string
@@ -273,7 +269,7 @@ func (r *Reconciler) replan(ctx context.Context, run Run, audit *auditor, pb *pu
 	}
 	repair := &hooklinev1.PlanRepair{RunId: run.ID, Reason: d.GetKind() + ": " + d.GetDetail(),
 		PublishedCommit: pb.position.Commit, PublishedPrepare: pb.position.Prepare, IssuedBy: issuedBy}
-	evs, err := r.planEvents(run, pb, repair, planChunks(planned, filtered))
+	evs, err := r.planEvents(run, pb, repair, events.ChunkPlan(planned, filtered))
 	if err != nil {
 		return err
 	}
@@ -335,59 +331,18 @@ func (r *Reconciler) replanned(ctx context.Context, pb *publication, missing map
 	return planned, filtered, nil
 }
 
-// planChunk is the part of a re-plan that one DeliveriesPlanned carries:
-// deliveries and filtered endpoints of one partition.
-type planChunk struct {
-	part events.Partition
-	ds   []*hooklinev1.PlannedDelivery
-	fs   []*hooklinev1.FilteredEndpoint
-}
-
-// planChunks splits a re-plan by partition, in partition order, and each
-// partition's part into chunks of at most plannedPerChunk entries.
-func planChunks(planned []*hooklinev1.PlannedDelivery, filtered []*hooklinev1.FilteredEndpoint) []planChunk {
-	byPart := map[events.Partition]*planChunk{}
-	get := func(p events.Partition) *planChunk {
-		if byPart[p] == nil {
-			byPart[p] = &planChunk{part: p}
-		}
-		return byPart[p]
-	}
-	for _, d := range planned {
-		c := get(events.PartitionOf(d.GetEndpointId()))
-		c.ds = append(c.ds, d)
-	}
-	for _, f := range filtered {
-		c := get(events.PartitionOf(f.GetEndpointId()))
-		c.fs = append(c.fs, f)
-	}
-	var chunks []planChunk
-	for _, part := range slices.Sorted(maps.Keys(byPart)) {
-		ds, fs := byPart[part].ds, byPart[part].fs
-		for len(ds) > 0 || len(fs) > 0 {
-			c := planChunk{part: part}
-			n := min(len(ds), plannedPerChunk)
-			c.ds, ds = ds[:n], ds[n:]
-			m := min(len(fs), plannedPerChunk-n)
-			c.fs, fs = fs[:m], fs[m:]
-			chunks = append(chunks, c)
-		}
-	}
-	return chunks
-}
-
 // planEvents encodes the chunks of a re-plan of pb as DeliveriesPlanned
 // events, each in its partition, with ids of the run.
-func (r *Reconciler) planEvents(run Run, pb *publication, repair *hooklinev1.PlanRepair, chunks []planChunk) ([]events.Event, error) {
+func (r *Reconciler) planEvents(run Run, pb *publication, repair *hooklinev1.PlanRepair, chunks []events.PlanChunk) ([]events.Event, error) {
 	now := r.cfg.Now()
 	evs := make([]events.Event, 0, len(chunks))
 	for i, c := range chunks {
 		dp := &hooklinev1.DeliveriesPlanned{
-			TenantId: pb.tenant, EventId: pb.event, EventType: pb.eventType, Deliveries: c.ds, Filtered: c.fs,
+			TenantId: pb.tenant, EventId: pb.event, EventType: pb.eventType, Deliveries: c.Deliveries, Filtered: c.Filtered,
 			Chunk: int32(i), Chunks: int32(len(chunks)), At: timestamppb.New(now),
 			ExpiresAt: timestamppb.New(now.Add(r.cfg.Deadline)), Repair: repair,
 		}
-		ev, err := events.EncodeIn(dp, fmt.Sprintf("replan/%s/%d", run.ID, i), pb.stream, c.part)
+		ev, err := events.EncodeIn(dp, fmt.Sprintf("replan/%s/%d", run.ID, i), pb.stream, c.Partition)
 		if err != nil {
 			return nil, err
 		}

@@ -21,64 +21,74 @@ import (
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
-// replay is a fresh copy of the node's projections, applied from the log
-// in memory by the very same code: what the node should hold.
-type replay struct {
-	runner *projections.Runner
-	reg    *registry.Registry
-	due    *due.Due
-	hist   *history.History
-	stop   context.CancelFunc
-	done   chan error
+// Projections is a set of the node's projections (registry, due index,
+// history) with a runner of their own, applied to a log for a reconcile:
+// the fresh in-memory replay it compares the node's with, or the store of
+// a stopped node. Close it when done.
+type Projections struct {
+	Runner   *projections.Runner
+	Registry *registry.Registry
+	Due      *due.Due
+	History  *history.History
+	stop     context.CancelFunc
+	done     chan error
 }
 
-// startReplay applies the log to fresh projections of parts, in memory,
-// and returns once they have reached head. It keeps following the log
-// until closed.
-func startReplay(ctx context.Context, log events.Log, head events.Position, parts events.PartitionSet) (_ *replay, err error) {
-	quiet := slog.New(slog.DiscardHandler)
-	runner, err := projections.Open(log, projections.Config{Dir: "replay", FS: vfs.NewMem(), Logger: quiet})
+// OpenProjections opens projections on cfg's store, applying every
+// partition of parts (and the records of no partition) from log, and
+// returns once they have reached head. They keep following the log until
+// closed.
+func OpenProjections(ctx context.Context, log events.Log, cfg projections.Config, parts events.PartitionSet, head events.Position) (_ *Projections, err error) {
+	runner, err := projections.Open(log, cfg)
 	if err != nil {
 		return nil, err
 	}
-	rp := &replay{runner: runner, done: make(chan error, 1)}
+	ps := &Projections{Runner: runner, done: make(chan error, 1)}
 	defer func() {
 		if err != nil {
-			rp.close()
+			ps.Close()
 		}
 	}()
-	if rp.reg, err = registry.New(runner); err != nil {
+	if ps.Registry, err = registry.New(runner); err != nil {
 		return nil, err
 	}
-	if rp.due, err = due.New(runner, due.Config{Logger: quiet}); err != nil {
+	if ps.Due, err = due.New(runner, due.Config{Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
-	if rp.hist, err = history.New(runner, history.Config{Log: log, Logger: quiet}); err != nil {
+	if ps.History, err = history.New(runner, history.Config{Log: log, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	runner.Own(parts)
 	rctx, cancel := context.WithCancel(context.Background())
-	rp.stop = cancel
-	go func() { rp.done <- runner.Run(rctx) }()
+	ps.stop = cancel
+	go func() { ps.done <- runner.Run(rctx) }()
 	withNone := parts
 	withNone.Add(events.NoPartition)
 	if err := runner.WaitForPartitions(ctx, withNone, head); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bring the projections up to the log: %w", err)
 	}
-	return rp, nil
+	return ps, nil
 }
 
-func (rp *replay) close() {
-	if rp.stop != nil {
-		rp.stop()
-		<-rp.done
+// Close stops the runner and closes the store.
+func (ps *Projections) Close() {
+	if ps.stop != nil {
+		ps.stop()
+		<-ps.done
 	}
-	_ = rp.runner.Close()
+	_ = ps.Runner.Close()
+}
+
+// startReplay applies the log to fresh projections of parts, in memory,
+// and returns once they have reached head: what the node should hold.
+func startReplay(ctx context.Context, log events.Log, head events.Position, parts events.PartitionSet) (*Projections, error) {
+	quiet := slog.New(slog.DiscardHandler)
+	return OpenProjections(ctx, log, projections.Config{Dir: "replay", FS: vfs.NewMem(), Logger: quiet}, parts, head)
 }
 
 // replaying is a replay started beside the scan of a Part.
 type replaying struct {
-	rp   *replay
+	rp   *Projections
 	err  error
 	done chan struct{}
 }
@@ -99,20 +109,20 @@ func startReplayAside(ctx context.Context, log events.Log, run Run, parts events
 }
 
 // wait returns the replay once it has reached the head.
-func (w *replaying) wait() (*replay, error) {
+func (w *replaying) wait() (*Projections, error) {
 	<-w.done
 	return w.rp, w.err
 }
 
 func (w *replaying) close() {
 	if rp, _ := w.wait(); rp != nil {
-		rp.close()
+		rp.Close()
 	}
 }
 
 // compare is check 5: the node's registry, due index and history against
 // the replay's, entry by entry.
-func (r *Reconciler) compare(ctx context.Context, p *tally, l *local, rp *replay) error {
+func (r *Reconciler) compare(ctx context.Context, p *tally, l *local, rp *Projections) error {
 	if err := r.compareDue(ctx, p, l, rp); err != nil {
 		return err
 	}
@@ -123,8 +133,8 @@ func (r *Reconciler) compare(ctx context.Context, p *tally, l *local, rp *replay
 }
 
 // compareDue compares the due index of l's partitions.
-func (r *Reconciler) compareDue(ctx context.Context, p *tally, l *local, rp *replay) error {
-	items, err := dueItems(rp.due, l.parts)
+func (r *Reconciler) compareDue(ctx context.Context, p *tally, l *local, rp *Projections) error {
+	items, err := dueItems(rp.Due, l.parts)
 	if err != nil {
 		return fmt.Errorf("read the replay's due index: %w", err)
 	}
@@ -139,8 +149,8 @@ func (r *Reconciler) compareDue(ctx context.Context, p *tally, l *local, rp *rep
 
 // compareHistory compares the history of l's partitions, within its
 // retention.
-func (r *Reconciler) compareHistory(ctx context.Context, p *tally, l *local, rp *replay) error {
-	records, err := historyRecords(rp.hist, l.parts, l.cutoff)
+func (r *Reconciler) compareHistory(ctx context.Context, p *tally, l *local, rp *Projections) error {
+	records, err := historyRecords(rp.History, l.parts, l.cutoff)
 	if err != nil {
 		return fmt.Errorf("read the replay's history: %w", err)
 	}
@@ -160,8 +170,8 @@ func (r *Reconciler) compareHistory(ctx context.Context, p *tally, l *local, rp 
 }
 
 // compareRegistry compares every tenant and endpoint the log knows.
-func (r *Reconciler) compareRegistry(ctx context.Context, p *tally, l *local, rp *replay) error {
-	regs := [2]*registry.Registry{r.cfg.Registry, rp.reg}
+func (r *Reconciler) compareRegistry(ctx context.Context, p *tally, l *local, rp *Projections) error {
+	regs := [2]*registry.Registry{r.cfg.Registry, rp.Registry}
 	entries := [2]map[string]string{{}, {}} // the node's, the replay's
 	streams := map[string]string{}
 	// read adds, for each side, the entry that get finds there.

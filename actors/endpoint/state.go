@@ -159,7 +159,7 @@ func (s *State) rate(defaultRate float64, defaultBurst int) (perSecond float64, 
 func (s *State) Live() bool { return s.Created && !s.Deleted }
 
 // Settings returns the endpoint's configuration as the control API shows it.
-func (s *State) Settings() *controlv1.EndpointSettings { return settingsOf(s.Config) }
+func (s *State) Settings() *controlv1.EndpointSettings { return SettingsOf(s.Config) }
 
 // View returns the endpoint as the control API shows it: the live secrets'
 // versions and dates, never their values. The public key is not in it: it

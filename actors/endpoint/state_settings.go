@@ -52,7 +52,9 @@ func configOf(s *controlv1.EndpointSettings) *hooklinev1.EndpointConfig {
 	}
 }
 
-func settingsOf(c *hooklinev1.EndpointConfig) *controlv1.EndpointSettings {
+// SettingsOf is the API's view of an endpoint configuration (copied, so
+// the caller may change it); nil for nil.
+func SettingsOf(c *hooklinev1.EndpointConfig) *controlv1.EndpointSettings {
 	if c == nil {
 		return nil
 	}
