@@ -1,7 +1,6 @@
 package filter
 
 import (
-	"encoding/json"
 	"sync"
 	"time"
 
@@ -80,14 +79,12 @@ func (in *Input) ResolveName(name string) (any, bool) {
 // Parent implements CEL's activation: there is none.
 func (*Input) Parent() interpreter.Activation { return nil }
 
-// Data returns the payload parsed as JSON by encoding/json (objects as
-// map[string]any, numbers as float64), or CEL's null when it is not JSON
-// (a filter that reads a field of it then fails, and does not pass).
+// Data returns the payload parsed as JSON, or CEL's null when it is not
+// JSON (a filter that reads a field of it then fails, and does not pass).
 func (in *Input) Data() any {
 	in.once.Do(func() {
 		in.data = types.NullValue
-		var v any
-		if err := json.Unmarshal(in.ev.Payload, &v); err == nil && v != nil {
+		if v, err := parseJSON(in.ev.Payload); err == nil && v != nil {
 			in.data = v
 		}
 	})
