@@ -263,26 +263,58 @@ func TestDispatchConcurrent(t *testing.T) {
 	}
 }
 
-// TestDispatchPromote: while new work waits past the objective, retries get
-// no slot, even a free one; a promoted retry request is served as new work,
-// with its grant, at once.
+// TestDispatchPromote: while grantable new work waits past the objective,
+// a freed slot goes to it and not to a retry; a promoted retry request is
+// served as new work, with its grant, in its turn.
 func TestDispatchPromote(t *testing.T) {
 	clk := &clock{now: t0}
-	d := dispatch.New(dispatch.Config{Slots: 2, TenantCap: 1, Now: clk.Now})
+	d := dispatch.New(dispatch.Config{Slots: 2, TenantCap: 2, Now: clk.Now})
 	g := &grants{}
-	d.Acquire("slow", "s1", due.ClassNew, func() { g.add("slow") })
-	d.Acquire("slow", "s1", due.ClassNew, func() { g.add("slow") }) // waits: the tenant's cap
-	clk.Add(2 * time.Second)                                        // and is late now
+	for range 2 {
+		d.Acquire("busy", "b1", due.ClassNew, func() { g.add("busy") })
+	}
 	d.Acquire("acme", "a1", due.ClassRetry, func() { g.add("acme retry") })
+	d.Acquire("acme", "a1", due.ClassRetry, func() { g.add("acme retry") })
+	d.Acquire("late", "l1", due.ClassNew, func() { g.add("late") })
+	clk.Add(2 * time.Second)       // late's new work is late now
 	d.Promote("acme", "nobody", 1) // another endpoint: nothing
-	if got := g.take(); !cmp.Equal(got, []string{"slow"}) {
-		t.Fatalf("grants %v, want slow's first only (a retry waits while new work is late)", got)
+	if got := g.take(); !cmp.Equal(got, []string{"busy", "busy"}) {
+		t.Fatalf("grants %v, want busy's two only", got)
 	}
-	d.Promote("acme", "a1", 5)
+	d.Promote("acme", "a1", 1)
+	d.Release("busy", "b1")
 	if got := g.take(); !cmp.Equal(got, []string{"acme retry"}) {
-		t.Fatalf("grants %v after the promotion, want acme's request", got)
+		t.Fatalf("grants %v after the promotion, want acme's promoted request (new work, first in the round)", got)
 	}
-	if s := d.Stats(); s.Used != 2 || s.Waiting != [2]int{1, 0} {
-		t.Fatalf("stats %+v, want both slots used and slow's new work waiting", s)
+	d.Release("busy", "b1")
+	if got := g.take(); !cmp.Equal(got, []string{"late"}) {
+		t.Fatalf("grants %v, want late's new work ahead of acme's other retry", got)
+	}
+	if s := d.Stats(); s.Used != 2 || s.Waiting != [2]int{0, 1} {
+		t.Fatalf("stats %+v, want both slots used and acme's retry waiting", s)
+	}
+}
+
+// TestDispatchCappedNewWorkHoldsNoRetry: new work that cannot be granted,
+// because its tenant holds its cap, does not hold other tenants' retries
+// back, however late it is: free slots go to them.
+func TestDispatchCappedNewWorkHoldsNoRetry(t *testing.T) {
+	clk := &clock{now: t0}
+	d := dispatch.New(dispatch.Config{Slots: 4, TenantCap: 2, Now: clk.Now})
+	g := &grants{}
+	for range 3 {
+		d.Acquire("hang", "h1", due.ClassNew, func() { g.add("hang") })
+	}
+	if got := g.take(); len(got) != 2 {
+		t.Fatalf("hang got %d slots, want its cap 2", len(got))
+	}
+	clk.Add(time.Minute) // hang's third request is long past the objective
+	d.Acquire("ok", "o1", due.ClassRetry, func() { g.add("ok retry") })
+	d.Acquire("ok", "o2", due.ClassRetry, func() { g.add("ok retry") })
+	if got := g.take(); !cmp.Equal(got, []string{"ok retry", "ok retry"}) {
+		t.Fatalf("grants %v, want both of ok's retries at once: two slots are free and hang may not take them", got)
+	}
+	if s := d.Stats(); s.Used != 4 || s.Waiting != [2]int{1, 0} {
+		t.Fatalf("stats %+v, want every slot used and hang's new work waiting", s)
 	}
 }
