@@ -248,7 +248,7 @@ func (d *Dispatcher) dispatch() []func() {
 func (d *Dispatcher) pick() (waiter, bool) {
 	retries := true
 	now := d.cfg.Now()
-	if at, ok := d.oldestNew(); ok && now.Sub(at) >= d.cfg.Objective {
+	if at, ok := d.oldestGrantableNew(); ok && now.Sub(at) >= d.cfg.Objective {
 		retries = false // new work is late: every slot goes to it
 	}
 	for range 2*len(d.ring) + 1 {
@@ -344,9 +344,20 @@ func (d *Dispatcher) weight(t *tenant, now time.Time) int {
 }
 
 // oldestNew returns when the oldest waiting new request was made.
-func (d *Dispatcher) oldestNew() (time.Time, bool) {
+func (d *Dispatcher) oldestNew() (time.Time, bool) { return d.oldestNewOf(false) }
+
+// oldestGrantableNew returns when the oldest waiting new request of a
+// tenant below its cap was made: only such work may hold retries back, as
+// a slot freed now could go to it. New work of a tenant at its cap waits
+// for that tenant's own slots, however late it is.
+func (d *Dispatcher) oldestGrantableNew() (time.Time, bool) { return d.oldestNewOf(true) }
+
+func (d *Dispatcher) oldestNewOf(grantable bool) (time.Time, bool) {
 	var oldest time.Time
 	for _, t := range d.ring {
+		if grantable && t.held >= d.cfg.TenantCap {
+			continue
+		}
 		for _, e := range t.ring {
 			if len(e.waiting[due.ClassNew]) > 0 && (oldest.IsZero() || e.waiting[due.ClassNew][0].at.Before(oldest)) {
 				oldest = e.waiting[due.ClassNew][0].at

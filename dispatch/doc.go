@@ -22,9 +22,10 @@
 //     weights, whatever the number of endpoints or requests each has.
 //   - Within a tenant, its endpoints are served round robin.
 //   - New deliveries come ahead of retries. Retries may take a slot only
-//     while the oldest waiting new delivery on the node is younger than the
-//     objective (default 1 s), or when no new delivery waits. While new
-//     work is late, every free slot goes to new work.
+//     while the oldest new delivery that could take it (its tenant below
+//     the cap) is younger than the objective (default 1 s), or when none
+//     waits. While such new work is late, every free slot goes to it; new
+//     work of a tenant at its cap holds nobody's retries back.
 //   - No tenant holds more than TenantCap slots (default three quarters of
 //     the node): slots are not preempted, so a tenant whose endpoints all
 //     hang until their attempt timeout still leaves the rest of the node to
