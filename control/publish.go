@@ -121,6 +121,9 @@ func (s *Server) publish(ctx context.Context, tenantID string, caller Caller, re
 func (s *Server) record(ctx context.Context, published *hooklinev1.EventPublished, refs []registry.EndpointRef) (*controlv1.PublishResponse, error) {
 	tenantID, now := published.GetTenantId(), s.cfg.Now()
 	planned, filtered := s.route(published, refs)
+	if s.cfg.PlanFault != nil {
+		planned = s.cfg.PlanFault.ShortPlan(planned)
+	}
 	stream := events.EventStream(tenantID, published.GetEventId())
 	evs, err := s.plan(stream, published, planned, filtered, now)
 	if err != nil {

@@ -58,6 +58,12 @@ type HandOver interface {
 	HandOver(published *hooklinev1.EventPublished, plan *hooklinev1.DeliveriesPlanned, at events.Position)
 }
 
+// PlanFault alters the deliveries a publish planned before they are
+// recorded: the fault switch's plan-short (*faults.Set satisfies it).
+type PlanFault interface {
+	ShortPlan(planned []*hooklinev1.PlannedDelivery) []*hooklinev1.PlannedDelivery
+}
+
 // Config configures the control API. Log, Grains, Registry and Projections
 // are required; the zero value of the rest means the documented defaults.
 type Config struct {
@@ -111,9 +117,12 @@ type Config struct {
 	HandOver HandOver
 	// Spans, if set, exports each new publish as a span of its trace (the
 	// node's OTLP exporter); nil exports nothing.
-	Spans  Spans
-	Now    func() time.Time
-	Logger *slog.Logger
+	Spans Spans
+	// PlanFault, if set, alters each publish's plan before it is recorded
+	// (the fault switch's plan-short); nil records the plan as routed.
+	PlanFault PlanFault
+	Now       func() time.Time
+	Logger    *slog.Logger
 }
 
 // Validate reports the first missing or invalid setting.

@@ -16,27 +16,40 @@ type Attempter interface {
 	Do(ctx context.Context, req attempt.Request) attempt.Outcome
 }
 
-// Attempter wraps a with kill-after-2xx: the process dies once the Nth
-// attempt answered 2xx, before the grain records it. It returns a itself
-// without that fault.
+// Attempter wraps a with kill-after-2xx (the process dies once the Nth
+// attempt answered 2xx, before the grain records it) and corrupt-body
+// (one byte of every Nth attempt's body is changed before it is signed,
+// so the receiver verifies the signature of bytes nobody published). It
+// returns a itself without either.
 func (s *Set) Attempter(a Attempter) Attempter {
-	if s == nil || s.KillAfter2xx == 0 {
+	if s == nil || (s.KillAfter2xx == 0 && s.CorruptBody == 0) {
 		return a
 	}
-	return &killingAttempter{a: a, s: s}
+	return &faultyAttempter{a: a, s: s}
 }
 
-type killingAttempter struct {
+type faultyAttempter struct {
 	a Attempter
 	s *Set
 }
 
-func (k *killingAttempter) Do(ctx context.Context, req attempt.Request) attempt.Outcome {
-	o := k.a.Do(ctx, req)
-	if o.Status/100 == 2 && k.s.count(&k.s.successes) == k.s.KillAfter2xx {
-		k.s.kill()
+func (f *faultyAttempter) Do(ctx context.Context, req attempt.Request) attempt.Outcome {
+	if n := f.s.CorruptBody; n > 0 && len(req.Payload) > 0 && f.s.count(&f.s.attempts)%n == 0 {
+		req.Payload = corrupt(req.Payload)
+	}
+	o := f.a.Do(ctx, req)
+	if f.s.KillAfter2xx > 0 && o.Status/100 == 2 && f.s.count(&f.s.successes) == f.s.KillAfter2xx {
+		f.s.kill()
 	}
 	return o
+}
+
+// corrupt returns a copy of body with its middle byte changed (the stored
+// bytes are left alone).
+func corrupt(body []byte) []byte {
+	out := append([]byte(nil), body...)
+	out[len(out)/2] ^= 0x01
+	return out
 }
 
 // Puller hands out an endpoint's due work: the endpoint grain's due index

@@ -1,6 +1,7 @@
 // Package faults injects the failures that reconciliation and the
 // acceptance run must survive, at the seams a node already has: the event
-// log (an events.Log wrapper), the endpoint grain's attempter and due
+// log (an events.Log wrapper), the control API's plan of a publish
+// (control.Config.PlanFault), the endpoint grain's attempter and due
 // puller (wrappers of their interfaces), the wake hints and the
 // projections' view of the log. It never edits the actors.
 //
@@ -25,6 +26,12 @@
 //	                       right after it lands
 //	kill-after-2xx=N       the process is killed right after the Nth attempt
 //	                       answered 2xx, before its outcome is recorded
+//	plan-short=N           every Nth planned delivery is left out of its
+//	                       publish's plan, silently (the answer and the log
+//	                       agree; only a ledger of its own shows the loss)
+//	corrupt-body=N         one byte of every Nth attempt's body is changed
+//	                       before it is signed (the signature verifies; the
+//	                       bytes are not the ones published)
 //	duplicate-due          each pull also hands out again what the endpoint's
 //	                       previous pull handed out (the same delivery twice)
 //	duplicate-wakes        every wake hint is sent twice

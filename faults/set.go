@@ -25,10 +25,16 @@ var ErrBadSpec = errors.New("faults: bad specification")
 // counters, so one Set is used by one node. A Set is safe for concurrent
 // use once built.
 type Set struct {
-	SlowAppend     time.Duration
-	UnknownEvery   int
-	KillInPlan     int
-	KillAfter2xx   int
+	SlowAppend   time.Duration
+	UnknownEvery int
+	KillInPlan   int
+	KillAfter2xx int
+	// PlanShort leaves every PlanShort-th planned delivery out of the
+	// plan of a publish, silently (plan-short=N).
+	PlanShort int
+	// CorruptBody changes one byte of the body of every CorruptBody-th
+	// attempt, before it is signed (corrupt-body=N).
+	CorruptBody    int
 	DuplicateDue   bool
 	DuplicateWakes bool
 	DropWakes      string
@@ -46,6 +52,8 @@ type Set struct {
 	appends   int
 	plans     int
 	successes int
+	routed    int // planned deliveries seen by ShortPlan
+	attempts  int // attempts seen by the corrupting attempter
 	hidden    int
 	killed    bool
 	// counted are the positions of the HideType records counted towards
@@ -86,6 +94,10 @@ func Parse(spec string) (*Set, error) {
 			s.KillInPlan, err = num()
 		case "kill-after-2xx":
 			s.KillAfter2xx, err = num()
+		case "plan-short":
+			s.PlanShort, err = num()
+		case "corrupt-body":
+			s.CorruptBody, err = num()
 		case "duplicate-due":
 			s.DuplicateDue = true
 		case "duplicate-wakes":
@@ -106,7 +118,7 @@ func Parse(spec string) (*Set, error) {
 			}
 			s.HideType = typ
 		default:
-			return nil, fmt.Errorf("%w: unknown fault %q (slow-append, unknown-every, kill-in-plan, kill-after-2xx, duplicate-due, duplicate-wakes, drop-wakes, hide, lag-projections)", ErrBadSpec, name)
+			return nil, fmt.Errorf("%w: unknown fault %q (slow-append, unknown-every, kill-in-plan, kill-after-2xx, plan-short, corrupt-body, duplicate-due, duplicate-wakes, drop-wakes, hide, lag-projections)", ErrBadSpec, name)
 		}
 		if err != nil {
 			return nil, err
@@ -118,7 +130,7 @@ func Parse(spec string) (*Set, error) {
 // Active reports whether s injects anything.
 func (s *Set) Active() bool {
 	return s != nil && (s.SlowAppend > 0 || s.UnknownEvery > 0 || s.KillInPlan > 0 || s.KillAfter2xx > 0 ||
-		s.DuplicateDue || s.DuplicateWakes || s.DropWakes != "" || s.HideNth > 0 || s.LagProjections > 0)
+		s.PlanShort > 0 || s.CorruptBody > 0 || s.DuplicateDue || s.DuplicateWakes || s.DropWakes != "" || s.HideNth > 0 || s.LagProjections > 0)
 }
 
 // String is the specification of s, as Parse reads it.
@@ -136,6 +148,8 @@ func (s *Set) String() string {
 	add(s.UnknownEvery > 0, "unknown-every=%d", s.UnknownEvery)
 	add(s.KillInPlan > 0, "kill-in-plan=%d", s.KillInPlan)
 	add(s.KillAfter2xx > 0, "kill-after-2xx=%d", s.KillAfter2xx)
+	add(s.PlanShort > 0, "plan-short=%d", s.PlanShort)
+	add(s.CorruptBody > 0, "corrupt-body=%d", s.CorruptBody)
 	add(s.DuplicateDue, "duplicate-due")
 	add(s.DuplicateWakes, "duplicate-wakes")
 	add(s.DropWakes != "", "drop-wakes=%s", s.DropWakes)

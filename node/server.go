@@ -223,8 +223,9 @@ func (s *Server) buildAPI(context.Context) error {
 		Portal: s.portal, Cluster: &statuses{srv: s, store: storeKind(cfg.Store), timeout: s.node.RequestTimeout()},
 		AuditLink: auditLink, AuditUI: auditUI,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerCaller: cfg.MaxInFlightPerCaller,
-		HandOver: s,
-		Spans:    controlSpans(cfg.Spans),
+		HandOver:  s,
+		Spans:     controlSpans(cfg.Spans),
+		PlanFault: cfg.Faults,
 	})
 	if err != nil {
 		return err
