@@ -94,9 +94,7 @@ func (p *jsonParser) literal(word string) error {
 func (p *jsonParser) object(depth int) (any, error) {
 	p.i++ // {
 	m := map[string]any{}
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == '}' {
-		p.i++
+	if p.closes('}') {
 		return m, nil
 	}
 	for {
@@ -128,9 +126,7 @@ func (p *jsonParser) object(depth int) (any, error) {
 func (p *jsonParser) array(depth int) (any, error) {
 	p.i++ // [
 	a := []any{}
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == ']' {
-		p.i++
+	if p.closes(']') {
 		return a, nil
 	}
 	for {
@@ -144,6 +140,16 @@ func (p *jsonParser) array(depth int) (any, error) {
 			return a, err
 		}
 	}
+}
+
+// closes reads end if it comes next: an empty object or array.
+func (p *jsonParser) closes(end byte) bool {
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] == end {
+		p.i++
+		return true
+	}
+	return false
 }
 
 // after reads what follows a member or an element: a comma (another
