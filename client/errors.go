@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -37,8 +38,14 @@ var (
 	// or another node may succeed.
 	ErrUnavailable = errors.New("client: unavailable")
 	// ErrTooLarge: a message over a size limit of the server or of gRPC
-	// (RESOURCE_EXHAUSTED).
+	// (RESOURCE_EXHAUSTED without a RetryInfo). Sending it again fails
+	// again; a smaller one may pass.
 	ErrTooLarge = errors.New("client: too large")
+	// ErrLimited: the caller was over a limit of the node, such as its
+	// calls in flight (RESOURCE_EXHAUSTED with a RetryInfo), after the
+	// retries a call allows. Nothing was done; the same call succeeds once
+	// the caller's other calls end.
+	ErrLimited = errors.New("client: over a limit")
 )
 
 // Error is a failed call as Hookline (or gRPC on its behalf) answered it:
@@ -50,6 +57,10 @@ type Error struct {
 	Op      string
 	Code    codes.Code
 	Message string
+	// RetryDelay, when not zero, is how long the node asked the caller to
+	// wait before trying again (its RetryInfo): the call was refused for a
+	// limit before anything was done.
+	RetryDelay time.Duration
 }
 
 func (e *Error) Error() string {
@@ -74,7 +85,9 @@ func (e *Error) Is(target error) bool {
 	case ErrUnavailable:
 		return e.Code == codes.Unavailable || e.Code == codes.Aborted
 	case ErrTooLarge:
-		return e.Code == codes.ResourceExhausted
+		return e.Code == codes.ResourceExhausted && e.RetryDelay == 0
+	case ErrLimited:
+		return e.Code == codes.ResourceExhausted && e.RetryDelay > 0
 	case context.DeadlineExceeded:
 		return e.Code == codes.DeadlineExceeded
 	case context.Canceled:

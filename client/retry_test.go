@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/hookline/hookline/client"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -247,6 +250,69 @@ func TestRetries(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a limit's refusal is retried and never splits a batch", func(t *testing.T) {
+		var sizes []int
+		var mu sync.Mutex
+		f := startFake(t, func(_ context.Context, _ string, n int, req any) error {
+			mu.Lock()
+			sizes = append(sizes, len(req.(*controlv1.PublishBatchRequest).GetEvents()))
+			mu.Unlock()
+			if n <= 2 {
+				return limited(t)
+			}
+			return nil
+		})
+		evs := make([]client.Event, 7)
+		for i := range evs {
+			evs[i] = client.Event{ID: string(rune('a' + i)), Type: "a.b", Payload: []byte(`{}`)}
+		}
+		res, err := newClient(t, fastRetries(f.addr)).PublishBatch(t.Context(), evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if r.Err != nil || r.Response.GetEventId() != evs[i].ID {
+				t.Fatalf("result %d: %+v", i, r)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(sizes, []int{7, 7, 7}) {
+			t.Fatalf("requests of %v events, want the whole batch three times", sizes)
+		}
+	})
+	t.Run("a limit's refusal after the retries stops the batch, as ErrLimited", func(t *testing.T) {
+		f := startFake(t, func(context.Context, string, int, any) error { return limited(t) })
+		cfg := fastRetries(f.addr)
+		cfg.MaxAttempts = 3
+		evs := []client.Event{ev, {ID: "e2", Type: "a.b", Payload: []byte(`{}`)}}
+		res, err := newClient(t, cfg).PublishBatch(t.Context(), evs)
+		if !errors.Is(err, client.ErrLimited) || errors.Is(err, client.ErrTooLarge) {
+			t.Fatalf("err %v, want ErrLimited and not ErrTooLarge", err)
+		}
+		for i, r := range res {
+			if !errors.Is(r.Err, client.ErrLimited) {
+				t.Fatalf("result %d: %v, want ErrLimited (the row waits, it is not refused)", i, r.Err)
+			}
+		}
+		if got := f.count("PublishBatch"); got != 3 {
+			t.Fatalf("%d requests, want 3 (MaxAttempts, no split)", got)
+		}
+	})
+	t.Run("a call that is not idempotent is sent again after a limit's refusal", func(t *testing.T) {
+		f := startFake(t, func(_ context.Context, _ string, n int, _ any) error {
+			if n == 1 {
+				return limited(t) // refused before anything was done
+			}
+			return nil
+		})
+		if _, err := newClient(t, fastRetries(f.addr)).IssueAPIKey(t.Context(), &controlv1.IssueApiKeyRequest{TenantId: "acme"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.count("IssueApiKey"); got != 2 {
+			t.Fatalf("%d attempts, want 2", got)
+		}
+	})
 	t.Run("the token is a bearer token on every attempt", func(t *testing.T) {
 		f := startFake(t, func(_ context.Context, _ string, n int, _ any) error {
 			if n == 1 {
@@ -263,4 +329,16 @@ func TestRetries(t *testing.T) {
 			t.Fatalf("authorization headers %q", f.auth)
 		}
 	})
+}
+
+// limited is a node's refusal of a call over its caller's limit of calls
+// in flight, as the control API sends it: RESOURCE_EXHAUSTED with a
+// RetryInfo.
+func limited(t *testing.T) error {
+	st, err := status.New(codes.ResourceExhausted, "this caller has 64 calls in flight, its limit").
+		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Err()
 }

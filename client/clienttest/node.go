@@ -45,6 +45,9 @@ type Options struct {
 	// GRPCAddr binds the gRPC API there (a restart on the same address);
 	// empty means a port the system chooses.
 	GRPCAddr string
+	// MaxInFlightPerCaller bounds each caller's calls in flight (see
+	// node.Config); 0 means the node's default.
+	MaxInFlightPerCaller int
 }
 
 // Start starts a node, waits until it serves, and stops it at the end of
@@ -80,7 +83,8 @@ func Run(opts Options) (*Node, error) {
 		// Out of the way of load tests: the default tenant quota is 100
 		// attempts per second.
 		TenantAttemptsPerSecond: 100000, TenantMaxInFlight: 1000,
-		Logger: Logger(),
+		MaxInFlightPerCaller: opts.MaxInFlightPerCaller,
+		Logger:               Logger(),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := node.New(ctx, cfg)
