@@ -87,10 +87,13 @@ func call[Req, Resp any](ctx context.Context, c *Client, op string, r retry, req
 		if err == nil {
 			return resp, nil
 		}
-		if r == once || attempt >= c.cfg.MaxAttempts || !retryable(ctx, err) {
+		// A refusal for a limit did nothing: any call may be sent again,
+		// after at least the wait the node advised.
+		advised, over := limited(err)
+		if (r == once && !over) || attempt >= c.cfg.MaxAttempts || !(over && ctx.Err() == nil || retryable(ctx, err)) {
 			return zero, errorOf(op, err)
 		}
-		wait := c.backoff(attempt)
+		wait := max(c.backoff(attempt), advised)
 		c.cfg.Logger.Debug("retrying call", slog.String("op", op), slog.Int("attempt", attempt),
 			slog.String("code", status.Code(err).String()), slog.Duration("wait", wait))
 		t := time.NewTimer(wait)

@@ -43,7 +43,11 @@
 // a given id an ALREADY_EXISTS that hides the first success), IssueAPIKey
 // and RotateSecret (a second key or secret), RecoverEndpoint (a second
 // job), ReplayDelivery (a second manual attempt). gRPC itself still
-// re-sends any call that provably never reached the server.
+// re-sends any call that provably never reached the server, and this
+// package any call refused for the caller's limit of calls in flight
+// (RESOURCE_EXHAUSTED with a RetryInfo, [ErrLimited]): nothing was done,
+// and it waits at least the delay the node advised. That refusal is never
+// read as a batch too large.
 //
 // Because a retried Publish is answered from the stream, a response can say
 // Duplicate for an event that this very call accepted on an attempt whose

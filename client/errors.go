@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // The conditions a caller can test with errors.Is on an error of this
@@ -97,8 +99,16 @@ func (e *Error) Is(target error) bool {
 }
 
 // GRPCStatus returns e as a gRPC status, for status.Code and
-// status.FromError.
-func (e *Error) GRPCStatus() *status.Status { return status.New(e.Code, e.Message) }
+// status.FromError; a RetryDelay comes back as its RetryInfo.
+func (e *Error) GRPCStatus() *status.Status {
+	st := status.New(e.Code, e.Message)
+	if e.RetryDelay > 0 {
+		if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(e.RetryDelay)}); err == nil {
+			return d
+		}
+	}
+	return st
+}
 
 // errorOf turns what a stub returned into this package's error: a *Error
 // for a gRPC status, the error wrapped with the call otherwise.
@@ -107,9 +117,32 @@ func errorOf(op string, err error) error {
 		return nil
 	}
 	if st, ok := status.FromError(err); ok {
-		return &Error{Op: op, Code: st.Code(), Message: st.Message()}
+		return &Error{Op: op, Code: st.Code(), Message: st.Message(), RetryDelay: retryDelay(st)}
 	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// retryDelay returns the wait a status's RetryInfo advises, at least 1 ms
+// when it has one: the node refused the call for a limit, before doing
+// anything. 0 without one.
+func retryDelay(st *status.Status) time.Duration {
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return max(ri.GetRetryDelay().AsDuration(), time.Millisecond)
+		}
+	}
+	return 0
+}
+
+// limited reports whether an attempt's error is a refusal for a limit
+// (RESOURCE_EXHAUSTED with a RetryInfo), and the wait it advises.
+func limited(err error) (time.Duration, bool) {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.ResourceExhausted {
+		return 0, false
+	}
+	d := retryDelay(st)
+	return d, d > 0
 }
 
 // errorOfResult turns a PublishBatch result's code name and message into

@@ -90,14 +90,17 @@ type Result struct {
 // server's limits allow (Config.MaxBatch events and Config.MaxBatchBytes
 // each, one tenant per request, as the API's batches are), one after the
 // other; a request the server finds too large is split in two and sent
-// again. Retried (idempotent by event id).
+// again. Retried (idempotent by event id), and after a refusal for the
+// caller's limit of calls in flight too, whole: such a refusal is never
+// taken for a size.
 //
 // A request refused as a whole for what it carries (INVALID_ARGUMENT,
 // PERMISSION_DENIED for its tenant, ...) gives its events that error, and
 // the other requests go on. A failure that would fail every request (the
 // node unreachable after the retries, the token refused, ctx ended, an
 // internal error) stops PublishBatch: the events of that request and of
-// the ones not sent carry that error, which is also returned. Otherwise
+// the ones not sent carry that error, which is also returned; so does
+// [ErrLimited] once the retries are spent. Otherwise
 // the error is nil, whatever the events' own results.
 func (c *Client) PublishBatch(ctx context.Context, evs []Event) ([]Result, error) {
 	out := make([]Result, len(evs))
@@ -118,8 +121,8 @@ func (c *Client) PublishBatch(ctx context.Context, evs []Event) ([]Result, error
 // requests too, so that PublishBatch stops instead of going on.
 func stopsBatch(ctx context.Context, err error) bool {
 	var e *Error
-	if ctx.Err() != nil || !errors.As(err, &e) {
-		return true
+	if ctx.Err() != nil || !errors.As(err, &e) || errors.Is(err, ErrLimited) {
+		return true // a caller over its limit is over it for the next request too
 	}
 	switch e.Code {
 	case codes.InvalidArgument, codes.OutOfRange, codes.NotFound, codes.AlreadyExists,

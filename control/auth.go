@@ -70,7 +70,7 @@ func isOpen(fullMethod string) bool {
 
 // tap is the gRPC InTapHandle: it authenticates a call from its headers
 // and admits it under the limits, before any of its message is read. The
-// call's slot is freed when its context ends.
+// call's slot is freed when its handler returns (see withSlot).
 func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if isOpen(info.FullMethodName) {
 		return ctx, nil
@@ -86,8 +86,7 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 	if err != nil {
 		return nil, err
 	}
-	releaseWith(ctx, release)
-	return context.WithValue(ctx, callerKey{}, c), nil
+	return context.WithValue(withSlot(ctx, release), callerKey{}, c), nil
 }
 
 // authenticate is the unary interceptor: the tap has put the caller in the
@@ -97,6 +96,7 @@ func (s *Server) authenticate(ctx context.Context, req any, info *grpc.UnaryServ
 	if isOpen(info.FullMethod) {
 		return handler(ctx, req)
 	}
+	defer releaseSlot(ctx) // before the answer is sent
 	c, ok := CallerFrom(ctx)
 	if !ok {
 		md, _ := metadata.FromIncomingContext(ctx)

@@ -2,11 +2,15 @@ package control
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/semaphore"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Defaults of the request limits in [Config].
@@ -51,8 +55,9 @@ func limitKey(c Caller) string {
 	return "tenant:" + c.TenantID
 }
 
-// acquire admits one call of c, or refuses it with RESOURCE_EXHAUSTED
-// (this caller's bound) or UNAVAILABLE (the node's). release must be called
+// acquire admits one call of c, or refuses it with RESOURCE_EXHAUSTED and
+// a RetryInfo (this caller's bound, see overLimit) or UNAVAILABLE (the
+// node's). release must be called
 // once when the call ends.
 func (l *limiter) acquire(c Caller) (release func(), err error) {
 	k := limitKey(c)
@@ -62,7 +67,7 @@ func (l *limiter) acquire(c Caller) (release func(), err error) {
 		return nil, status.Errorf(codes.Unavailable, "the node is serving %d calls, its limit; retry shortly or on another node", l.total)
 	}
 	if l.byCaller[k] >= l.perCaller {
-		return nil, status.Errorf(codes.ResourceExhausted, "this caller has %d calls in flight, its limit; wait for some to finish", l.perCaller)
+		return nil, overLimit(fmt.Sprintf("this caller has %d calls in flight, its limit; wait for some to finish", l.perCaller))
 	}
 	l.inFlight++
 	l.byCaller[k]++
@@ -79,6 +84,26 @@ func (l *limiter) acquire(c Caller) (release func(), err error) {
 	}, nil
 }
 
+// limitRetryDelay is the wait a refusal for a limit of calls in flight
+// advises: such a slot frees when one of the caller's calls ends.
+const limitRetryDelay = 50 * time.Millisecond
+
+// overLimit is the refusal of a call over its caller's limit:
+// RESOURCE_EXHAUSTED with a RetryInfo, which tells it apart from a message
+// over a size limit (RESOURCE_EXHAUSTED alone, which gRPC itself sends).
+// Nothing was done: a client retries it after a backoff, and never splits
+// a batch for it.
+func overLimit(msg string) error {
+	st, err := status.New(codes.ResourceExhausted, msg).WithDetails(
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(limitRetryDelay)},
+		&errdetails.ErrorInfo{Reason: "CALLS_IN_FLIGHT", Domain: "hookline"},
+	)
+	if err != nil {
+		return status.Error(codes.ResourceExhausted, msg) // cannot happen: the details marshal
+	}
+	return st.Err()
+}
+
 // reserveBody reserves n bytes of the REST body budget, or refuses with
 // UNAVAILABLE when that many are not free now.
 func (l *limiter) reserveBody(n int64) (release func(), err error) {
@@ -92,7 +117,25 @@ func (l *limiter) reserveBody(n int64) (release func(), err error) {
 	return func() { once.Do(func() { l.bodies.Release(n) }) }, nil
 }
 
-// releaseWith arranges release to run once ctx ends.
-func releaseWith(ctx context.Context, release func()) {
+// A call's slot is taken by the tap and given back as soon as its handler
+// returns, before its answer is sent (releaseSlot, from the unary
+// interceptor): a caller that sends its next call when an answer arrives
+// finds the slot free, so a caller that keeps N calls in flight is never
+// refused by a limit of N. A call that never reaches a handler (its
+// message refused, a stream) gives it back when its context ends.
+
+type slotKey struct{}
+
+// withSlot arranges release to run once ctx ends, and puts it in the
+// returned context for releaseSlot.
+func withSlot(ctx context.Context, release func()) context.Context {
 	context.AfterFunc(ctx, release)
+	return context.WithValue(ctx, slotKey{}, release)
+}
+
+// releaseSlot gives back the slot of the call of ctx, if it holds one.
+func releaseSlot(ctx context.Context) {
+	if release, ok := ctx.Value(slotKey{}).(func()); ok {
+		release()
+	}
 }

@@ -211,8 +211,14 @@ func (w *Worker) Batch(ctx context.Context) (int, error) {
 
 // refusedForGood reports whether Hookline refused an event in a way that
 // sending it again cannot change: an invalid field, the id accepted with
-// another payload, a tenant this token may not publish for, too large.
+// another payload, a tenant this token may not publish for, too large. A
+// refusal for the tenant's limit of calls in flight ([client.ErrLimited],
+// which a busy portal or another relay can cause) is not: the row waits
+// and the batch is tried again after the backoff.
 func refusedForGood(err error) bool {
+	if errors.Is(err, client.ErrLimited) {
+		return false
+	}
 	return errors.Is(err, client.ErrInvalid) || errors.Is(err, client.ErrConflict) ||
 		errors.Is(err, client.ErrPermissionDenied) || errors.Is(err, client.ErrTooLarge)
 }
