@@ -53,7 +53,9 @@ func HashKey(key string) []byte {
 	return h[:]
 }
 
-// Authentication happens before a request's body is read. Over gRPC,
+// Authentication happens before a request's body is read, under a small
+// bound of its own (limiter.authenticate): until a call's caller is known,
+// no per-caller limit can apply to it. Over gRPC,
 // the tap (authenticateStream's InTapHandle) resolves the bearer token from
 // the headers alone, when a call's stream opens: a call without valid
 // credentials is refused before its message is received, let alone
@@ -75,7 +77,9 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 	if isOpen(info.FullMethodName) {
 		return ctx, nil
 	}
-	c, err := s.callerFromToken(ctx, bearer(info.Header.Get("authorization")...))
+	c, err := s.grpcLimits.authenticate(func() (Caller, error) {
+		return s.callerFromToken(bearer(info.Header.Get("authorization")...))
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +105,7 @@ func (s *Server) authenticate(ctx context.Context, req any, info *grpc.UnaryServ
 	if !ok {
 		md, _ := metadata.FromIncomingContext(ctx)
 		var err error
-		if c, err = s.callerFromToken(ctx, bearer(md.Get("authorization")...)); err != nil {
+		if c, err = s.callerFromToken(bearer(md.Get("authorization")...)); err != nil {
 			return nil, err
 		}
 		ctx = context.WithValue(ctx, callerKey{}, c)
@@ -121,7 +125,7 @@ func (s *Server) authenticateStream(srv any, ss grpc.ServerStream, info *grpc.St
 		return handler(srv, ss)
 	}
 	md, _ := metadata.FromIncomingContext(ss.Context())
-	c, err := s.callerFromToken(ss.Context(), bearer(md.Get("authorization")...))
+	c, err := s.callerFromToken(bearer(md.Get("authorization")...))
 	if err != nil {
 		return err
 	}
@@ -143,13 +147,14 @@ func bearer(values ...string) string {
 
 // callerFromToken resolves a bearer token: a portal token, the admin
 // token, compared in constant time, or a live API key, looked up by its
-// hash. Errors are gRPC statuses.
-func (s *Server) callerFromToken(ctx context.Context, token string) (Caller, error) {
+// hash. Each costs one local lookup at most, whatever the token: no read
+// of the log, no call to another member. Errors are gRPC statuses.
+func (s *Server) callerFromToken(token string) (Caller, error) {
 	if token == "" {
 		return Caller{}, status.Error(codes.Unauthenticated, "missing credentials: send the header 'Authorization: Bearer <admin token or API key>'")
 	}
 	if strings.HasPrefix(token, portal.TokenPrefix) {
-		return s.portalCaller(ctx, token)
+		return s.portalCaller(token)
 	}
 	if s.cfg.AdminToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AdminToken)) == 1 {
 		return Caller{Admin: true}, nil

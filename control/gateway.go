@@ -104,7 +104,9 @@ func (s *Server) publishBodyCap(batch bool) int64 {
 // and close the connection when the client has a body left to send.
 func (s *Server) guard(limit int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := s.callerFromToken(r.Context(), bearer(r.Header.Values("Authorization")...))
+		c, err := s.restLimits.authenticate(func() (Caller, error) {
+			return s.callerFromToken(bearer(r.Header.Values("Authorization")...))
+		})
 		if err != nil {
 			refuse(w, err)
 			return

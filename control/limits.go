@@ -29,6 +29,13 @@ const (
 	DefaultMaxMessage = 16 << 20
 )
 
+// maxAuthenticating bounds the calls being authenticated at once, over
+// gRPC and over REST each: the work done for callers not known yet, which
+// no per-caller limit covers. A lookup is one local read, so only a flood
+// reaches it; a call over it is refused with UNAVAILABLE before its token
+// is looked at.
+const maxAuthenticating = 32
+
 // limiter bounds the calls in flight, in total and per caller. Calls over
 // a bound are refused at once, never queued: a queue would hold their
 // connections and bodies, which is what the bound is for. It is safe for
@@ -36,6 +43,7 @@ const (
 type limiter struct {
 	total, perCaller int
 	bodies           *semaphore.Weighted // REST body bytes in flight
+	authenticating   *semaphore.Weighted // calls whose caller is being looked up
 
 	mu       sync.Mutex // guards inFlight and byCaller
 	inFlight int
@@ -43,7 +51,21 @@ type limiter struct {
 }
 
 func newLimiter(total, perCaller int, bodyBytes int64) *limiter {
-	return &limiter{total: total, perCaller: perCaller, bodies: semaphore.NewWeighted(bodyBytes), byCaller: map[string]int{}}
+	return &limiter{
+		total: total, perCaller: perCaller, byCaller: map[string]int{},
+		bodies: semaphore.NewWeighted(bodyBytes), authenticating: semaphore.NewWeighted(maxAuthenticating),
+	}
+}
+
+// authenticate runs lookup, which finds a call's caller, under the bound
+// of calls being authenticated at once, or refuses the call with
+// UNAVAILABLE when the bound is reached.
+func (l *limiter) authenticate(lookup func() (Caller, error)) (Caller, error) {
+	if !l.authenticating.TryAcquire(1) {
+		return Caller{}, status.Error(codes.Unavailable, "the node is authenticating as many calls as it allows; retry shortly or on another node")
+	}
+	defer l.authenticating.Release(1)
+	return lookup()
 }
 
 // limitKey names the caller a per-caller bound counts: a tenant's keys
