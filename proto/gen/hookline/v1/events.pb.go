@@ -686,7 +686,10 @@ type Quota struct {
 	// max_in_flight is the tenant-wide number of concurrent attempts; 0 means the default.
 	MaxInFlight int32 `protobuf:"varint,2,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
 	// weight is the tenant's share in the node's fair dispatcher; 0 means 1.
-	Weight        int32 `protobuf:"varint,3,opt,name=weight,proto3" json:"weight,omitempty"`
+	Weight int32 `protobuf:"varint,3,opt,name=weight,proto3" json:"weight,omitempty"`
+	// max_endpoints bounds the tenant's endpoints, deleted ones not counted:
+	// creating one more is refused. 0 means the default (1,000).
+	MaxEndpoints  int32 `protobuf:"varint,4,opt,name=max_endpoints,json=maxEndpoints,proto3" json:"max_endpoints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -738,6 +741,13 @@ func (x *Quota) GetMaxInFlight() int32 {
 func (x *Quota) GetWeight() int32 {
 	if x != nil {
 		return x.Weight
+	}
+	return 0
+}
+
+func (x *Quota) GetMaxEndpoints() int32 {
+	if x != nil {
+		return x.MaxEndpoints
 	}
 	return 0
 }
@@ -4689,11 +4699,12 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"KIND_ADMIN\x10\x02\x12\x10\n" +
 	"\fKIND_API_KEY\x10\x03\x12\x15\n" +
-	"\x11KIND_PORTAL_TOKEN\x10\x04\"s\n" +
+	"\x11KIND_PORTAL_TOKEN\x10\x04\"\x98\x01\n" +
 	"\x05Quota\x12.\n" +
 	"\x13attempts_per_second\x18\x01 \x01(\x01R\x11attemptsPerSecond\x12\"\n" +
 	"\rmax_in_flight\x18\x02 \x01(\x05R\vmaxInFlight\x12\x16\n" +
-	"\x06weight\x18\x03 \x01(\x05R\x06weight\"\xe6\x01\n" +
+	"\x06weight\x18\x03 \x01(\x05R\x06weight\x12#\n" +
+	"\rmax_endpoints\x18\x04 \x01(\x05R\fmaxEndpoints\"\xe6\x01\n" +
 	"\rTenantCreated\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +

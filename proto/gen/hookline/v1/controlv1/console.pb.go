@@ -168,10 +168,17 @@ func (x *IssuePortalTokenResponse) GetPortalPath() string {
 type ListPortalTokensRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	// include_inactive lists expired and revoked tokens too.
+	// include_inactive lists expired and revoked tokens too (expired ones
+	// are forgotten soon after they expire).
 	IncludeInactive bool `protobuf:"varint,2,opt,name=include_inactive,json=includeInactive,proto3" json:"include_inactive,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// page_size: 1 to 500; 0 means 100. A page may hold fewer tokens when
+	// many are left out (inactive ones); next_cursor goes on.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// cursor is next_cursor of the previous page; empty starts with the
+	// newest token.
+	Cursor        string `protobuf:"bytes,4,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListPortalTokensRequest) Reset() {
@@ -218,9 +225,26 @@ func (x *ListPortalTokensRequest) GetIncludeInactive() bool {
 	return false
 }
 
+func (x *ListPortalTokensRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListPortalTokensRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
 type ListPortalTokensResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tokens        []*PortalToken         `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tokens, newest first.
+	Tokens []*PortalToken `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	// next_cursor continues the list; empty at its end.
+	NextCursor    string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -260,6 +284,13 @@ func (x *ListPortalTokensResponse) GetTokens() []*PortalToken {
 		return x.Tokens
 	}
 	return nil
+}
+
+func (x *ListPortalTokensResponse) GetNextCursor() string {
+	if x != nil {
+		return x.NextCursor
+	}
+	return ""
 }
 
 type RevokePortalTokenRequest struct {
@@ -791,8 +822,11 @@ type NodeStatus struct {
 	Slots        int32 `protobuf:"varint,16,opt,name=slots,proto3" json:"slots,omitempty"`
 	// waiting_new and waiting_retry count deliveries waiting for an attempt
 	// slot (tenant throttling).
-	WaitingNew    int32 `protobuf:"varint,17,opt,name=waiting_new,json=waitingNew,proto3" json:"waiting_new,omitempty"`
-	WaitingRetry  int32 `protobuf:"varint,18,opt,name=waiting_retry,json=waitingRetry,proto3" json:"waiting_retry,omitempty"`
+	WaitingNew   int32 `protobuf:"varint,17,opt,name=waiting_new,json=waitingNew,proto3" json:"waiting_new,omitempty"`
+	WaitingRetry int32 `protobuf:"varint,18,opt,name=waiting_retry,json=waitingRetry,proto3" json:"waiting_retry,omitempty"`
+	// throttled are the tenants whose work the member held back most over
+	// the last minute, most first: at most 20, not every tenant.
+	Throttled     []*TenantThrottle `protobuf:"bytes,20,rep,name=throttled,proto3" json:"throttled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -953,6 +987,105 @@ func (x *NodeStatus) GetWaitingRetry() int32 {
 	return 0
 }
 
+func (x *NodeStatus) GetThrottled() []*TenantThrottle {
+	if x != nil {
+		return x.Throttled
+	}
+	return nil
+}
+
+// TenantThrottle is what held one tenant's work back on one member.
+type TenantThrottle struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// The seconds its attempts waited over the last minute, by what held
+	// them: quota_seconds for the tenant's quota (attempts per second, in
+	// flight), slot_seconds for a slot of the member's fair dispatcher,
+	// rate_limit_seconds for its endpoints' rate limits.
+	QuotaSeconds     float64 `protobuf:"fixed64,2,opt,name=quota_seconds,json=quotaSeconds,proto3" json:"quota_seconds,omitempty"`
+	SlotSeconds      float64 `protobuf:"fixed64,3,opt,name=slot_seconds,json=slotSeconds,proto3" json:"slot_seconds,omitempty"`
+	RateLimitSeconds float64 `protobuf:"fixed64,4,opt,name=rate_limit_seconds,json=rateLimitSeconds,proto3" json:"rate_limit_seconds,omitempty"`
+	// waiting counts its attempts waiting for a slot now.
+	Waiting int32 `protobuf:"varint,5,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	// at_cap says the tenant holds the most slots one tenant may (the
+	// dispatcher's cap): its new work waits for its own slots.
+	AtCap         bool `protobuf:"varint,6,opt,name=at_cap,json=atCap,proto3" json:"at_cap,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TenantThrottle) Reset() {
+	*x = TenantThrottle{}
+	mi := &file_hookline_v1_console_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantThrottle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantThrottle) ProtoMessage() {}
+
+func (x *TenantThrottle) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_console_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantThrottle.ProtoReflect.Descriptor instead.
+func (*TenantThrottle) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_console_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *TenantThrottle) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *TenantThrottle) GetQuotaSeconds() float64 {
+	if x != nil {
+		return x.QuotaSeconds
+	}
+	return 0
+}
+
+func (x *TenantThrottle) GetSlotSeconds() float64 {
+	if x != nil {
+		return x.SlotSeconds
+	}
+	return 0
+}
+
+func (x *TenantThrottle) GetRateLimitSeconds() float64 {
+	if x != nil {
+		return x.RateLimitSeconds
+	}
+	return 0
+}
+
+func (x *TenantThrottle) GetWaiting() int32 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
+}
+
+func (x *TenantThrottle) GetAtCap() bool {
+	if x != nil {
+		return x.AtCap
+	}
+	return false
+}
+
 type ReadStreamRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Stream string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
@@ -969,7 +1102,7 @@ type ReadStreamRequest struct {
 
 func (x *ReadStreamRequest) Reset() {
 	*x = ReadStreamRequest{}
-	mi := &file_hookline_v1_console_proto_msgTypes[13]
+	mi := &file_hookline_v1_console_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1114,7 @@ func (x *ReadStreamRequest) String() string {
 func (*ReadStreamRequest) ProtoMessage() {}
 
 func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_console_proto_msgTypes[13]
+	mi := &file_hookline_v1_console_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1127,7 @@ func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStreamRequest.ProtoReflect.Descriptor instead.
 func (*ReadStreamRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_console_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_console_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReadStreamRequest) GetStream() string {
@@ -1038,7 +1171,7 @@ type ReadCategoryRequest struct {
 
 func (x *ReadCategoryRequest) Reset() {
 	*x = ReadCategoryRequest{}
-	mi := &file_hookline_v1_console_proto_msgTypes[14]
+	mi := &file_hookline_v1_console_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1183,7 @@ func (x *ReadCategoryRequest) String() string {
 func (*ReadCategoryRequest) ProtoMessage() {}
 
 func (x *ReadCategoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_console_proto_msgTypes[14]
+	mi := &file_hookline_v1_console_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1196,7 @@ func (x *ReadCategoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCategoryRequest.ProtoReflect.Descriptor instead.
 func (*ReadCategoryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_console_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_console_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReadCategoryRequest) GetCategory() string {
@@ -1109,7 +1242,7 @@ type AuditPage struct {
 
 func (x *AuditPage) Reset() {
 	*x = AuditPage{}
-	mi := &file_hookline_v1_console_proto_msgTypes[15]
+	mi := &file_hookline_v1_console_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1254,7 @@ func (x *AuditPage) String() string {
 func (*AuditPage) ProtoMessage() {}
 
 func (x *AuditPage) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_console_proto_msgTypes[15]
+	mi := &file_hookline_v1_console_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1267,7 @@ func (x *AuditPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditPage.ProtoReflect.Descriptor instead.
 func (*AuditPage) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_console_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_console_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AuditPage) GetEvents() []*AuditEvent {
@@ -1186,7 +1319,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_hookline_v1_console_proto_msgTypes[16]
+	mi := &file_hookline_v1_console_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1331,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_console_proto_msgTypes[16]
+	mi := &file_hookline_v1_console_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1344,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_console_proto_rawDescGZIP(), []int{16}
+	return file_hookline_v1_console_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AuditEvent) GetStream() string {
@@ -1294,7 +1427,7 @@ type TraceDeliveryRequest struct {
 
 func (x *TraceDeliveryRequest) Reset() {
 	*x = TraceDeliveryRequest{}
-	mi := &file_hookline_v1_console_proto_msgTypes[17]
+	mi := &file_hookline_v1_console_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1439,7 @@ func (x *TraceDeliveryRequest) String() string {
 func (*TraceDeliveryRequest) ProtoMessage() {}
 
 func (x *TraceDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_console_proto_msgTypes[17]
+	mi := &file_hookline_v1_console_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1452,7 @@ func (x *TraceDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*TraceDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_console_proto_rawDescGZIP(), []int{17}
+	return file_hookline_v1_console_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TraceDeliveryRequest) GetTenantId() string {
@@ -1349,7 +1482,7 @@ type DeliveryTrace struct {
 
 func (x *DeliveryTrace) Reset() {
 	*x = DeliveryTrace{}
-	mi := &file_hookline_v1_console_proto_msgTypes[18]
+	mi := &file_hookline_v1_console_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1494,7 @@ func (x *DeliveryTrace) String() string {
 func (*DeliveryTrace) ProtoMessage() {}
 
 func (x *DeliveryTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_console_proto_msgTypes[18]
+	mi := &file_hookline_v1_console_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1507,7 @@ func (x *DeliveryTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryTrace.ProtoReflect.Descriptor instead.
 func (*DeliveryTrace) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_console_proto_rawDescGZIP(), []int{18}
+	return file_hookline_v1_console_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeliveryTrace) GetDelivery() *Delivery {
@@ -1415,7 +1548,7 @@ type GetEndpointHealthRequest struct {
 
 func (x *GetEndpointHealthRequest) Reset() {
 	*x = GetEndpointHealthRequest{}
-	mi := &file_hookline_v1_console_proto_msgTypes[19]
+	mi := &file_hookline_v1_console_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1560,7 @@ func (x *GetEndpointHealthRequest) String() string {
 func (*GetEndpointHealthRequest) ProtoMessage() {}
 
 func (x *GetEndpointHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_console_proto_msgTypes[19]
+	mi := &file_hookline_v1_console_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1573,7 @@ func (x *GetEndpointHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointHealthRequest.ProtoReflect.Descriptor instead.
 func (*GetEndpointHealthRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_console_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_console_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetEndpointHealthRequest) GetTenantId() string {
@@ -1478,7 +1611,7 @@ type EndpointHealth struct {
 
 func (x *EndpointHealth) Reset() {
 	*x = EndpointHealth{}
-	mi := &file_hookline_v1_console_proto_msgTypes[20]
+	mi := &file_hookline_v1_console_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1623,7 @@ func (x *EndpointHealth) String() string {
 func (*EndpointHealth) ProtoMessage() {}
 
 func (x *EndpointHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_console_proto_msgTypes[20]
+	mi := &file_hookline_v1_console_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1636,7 @@ func (x *EndpointHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointHealth.ProtoReflect.Descriptor instead.
 func (*EndpointHealth) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_console_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_console_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EndpointHealth) GetEndpointId() string {
@@ -1592,7 +1725,7 @@ type HealthBucket struct {
 
 func (x *HealthBucket) Reset() {
 	*x = HealthBucket{}
-	mi := &file_hookline_v1_console_proto_msgTypes[21]
+	mi := &file_hookline_v1_console_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1737,7 @@ func (x *HealthBucket) String() string {
 func (*HealthBucket) ProtoMessage() {}
 
 func (x *HealthBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_console_proto_msgTypes[21]
+	mi := &file_hookline_v1_console_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1750,7 @@ func (x *HealthBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthBucket.ProtoReflect.Descriptor instead.
 func (*HealthBucket) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_console_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_console_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HealthBucket) GetStart() *timestamppb.Timestamp {
@@ -1677,12 +1810,16 @@ const file_hookline_v1_console_proto_rawDesc = "" +
 	"\x05token\x18\x01 \x01(\v2\x18.hookline.v1.PortalTokenR\x05token\x12!\n" +
 	"\fportal_token\x18\x02 \x01(\tR\vportalToken\x12\x1f\n" +
 	"\vportal_path\x18\x03 \x01(\tR\n" +
-	"portalPath\"a\n" +
+	"portalPath\"\x96\x01\n" +
 	"\x17ListPortalTokensRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12)\n" +
-	"\x10include_inactive\x18\x02 \x01(\bR\x0fincludeInactive\"L\n" +
+	"\x10include_inactive\x18\x02 \x01(\bR\x0fincludeInactive\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x16\n" +
+	"\x06cursor\x18\x04 \x01(\tR\x06cursor\"m\n" +
 	"\x18ListPortalTokensResponse\x120\n" +
-	"\x06tokens\x18\x01 \x03(\v2\x18.hookline.v1.PortalTokenR\x06tokens\"R\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x18.hookline.v1.PortalTokenR\x06tokens\x12\x1f\n" +
+	"\vnext_cursor\x18\x02 \x01(\tR\n" +
+	"nextCursor\"R\n" +
 	"\x18RevokePortalTokenRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\btoken_id\x18\x02 \x01(\tR\atokenId\"\xc0\x02\n" +
@@ -1721,7 +1858,7 @@ const file_hookline_v1_console_proto_rawDesc = "" +
 	"partitions\x12\x1a\n" +
 	"\bunserved\x18\x03 \x01(\x05R\bunserved\x12\x14\n" +
 	"\x05store\x18\x04 \x01(\tR\x05store\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe9\x05\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xa4\x06\n" +
 	"\n" +
 	"NodeStatus\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x18\n" +
@@ -1744,10 +1881,18 @@ const file_hookline_v1_console_proto_rawDesc = "" +
 	"\x05slots\x18\x10 \x01(\x05R\x05slots\x12\x1f\n" +
 	"\vwaiting_new\x18\x11 \x01(\x05R\n" +
 	"waitingNew\x12#\n" +
-	"\rwaiting_retry\x18\x12 \x01(\x05R\fwaitingRetry\x1a9\n" +
+	"\rwaiting_retry\x18\x12 \x01(\x05R\fwaitingRetry\x129\n" +
+	"\tthrottled\x18\x14 \x03(\v2\x1b.hookline.v1.TenantThrottleR\tthrottled\x1a9\n" +
 	"\vGrainsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"~\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xd4\x01\n" +
+	"\x0eTenantThrottle\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12#\n" +
+	"\rquota_seconds\x18\x02 \x01(\x01R\fquotaSeconds\x12!\n" +
+	"\fslot_seconds\x18\x03 \x01(\x01R\vslotSeconds\x12,\n" +
+	"\x12rate_limit_seconds\x18\x04 \x01(\x01R\x10rateLimitSeconds\x12\x18\n" +
+	"\awaiting\x18\x05 \x01(\x05R\awaiting\x12\x15\n" +
+	"\x06at_cap\x18\x06 \x01(\bR\x05atCap\"~\n" +
 	"\x11ReadStreamRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1c\n" +
 	"\tbackwards\x18\x02 \x01(\bR\tbackwards\x12\x16\n" +
@@ -1841,7 +1986,7 @@ func file_hookline_v1_console_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_console_proto_rawDescData
 }
 
-var file_hookline_v1_console_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_hookline_v1_console_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_hookline_v1_console_proto_goTypes = []any{
 	(*IssuePortalTokenRequest)(nil),  // 0: hookline.v1.IssuePortalTokenRequest
 	(*IssuePortalTokenResponse)(nil), // 1: hookline.v1.IssuePortalTokenResponse
@@ -1856,71 +2001,73 @@ var file_hookline_v1_console_proto_goTypes = []any{
 	(*GetClusterStatusRequest)(nil),  // 10: hookline.v1.GetClusterStatusRequest
 	(*ClusterStatus)(nil),            // 11: hookline.v1.ClusterStatus
 	(*NodeStatus)(nil),               // 12: hookline.v1.NodeStatus
-	(*ReadStreamRequest)(nil),        // 13: hookline.v1.ReadStreamRequest
-	(*ReadCategoryRequest)(nil),      // 14: hookline.v1.ReadCategoryRequest
-	(*AuditPage)(nil),                // 15: hookline.v1.AuditPage
-	(*AuditEvent)(nil),               // 16: hookline.v1.AuditEvent
-	(*TraceDeliveryRequest)(nil),     // 17: hookline.v1.TraceDeliveryRequest
-	(*DeliveryTrace)(nil),            // 18: hookline.v1.DeliveryTrace
-	(*GetEndpointHealthRequest)(nil), // 19: hookline.v1.GetEndpointHealthRequest
-	(*EndpointHealth)(nil),           // 20: hookline.v1.EndpointHealth
-	(*HealthBucket)(nil),             // 21: hookline.v1.HealthBucket
-	nil,                              // 22: hookline.v1.NodeStatus.GrainsEntry
-	(*timestamppb.Timestamp)(nil),    // 23: google.protobuf.Timestamp
-	(*v1.Actor)(nil),                 // 24: hookline.v1.Actor
-	(*Tenant)(nil),                   // 25: hookline.v1.Tenant
-	(*structpb.Struct)(nil),          // 26: google.protobuf.Struct
-	(*Delivery)(nil),                 // 27: hookline.v1.Delivery
-	(Endpoint_Circuit)(0),            // 28: hookline.v1.Endpoint.Circuit
-	(Endpoint_Status)(0),             // 29: hookline.v1.Endpoint.Status
+	(*TenantThrottle)(nil),           // 13: hookline.v1.TenantThrottle
+	(*ReadStreamRequest)(nil),        // 14: hookline.v1.ReadStreamRequest
+	(*ReadCategoryRequest)(nil),      // 15: hookline.v1.ReadCategoryRequest
+	(*AuditPage)(nil),                // 16: hookline.v1.AuditPage
+	(*AuditEvent)(nil),               // 17: hookline.v1.AuditEvent
+	(*TraceDeliveryRequest)(nil),     // 18: hookline.v1.TraceDeliveryRequest
+	(*DeliveryTrace)(nil),            // 19: hookline.v1.DeliveryTrace
+	(*GetEndpointHealthRequest)(nil), // 20: hookline.v1.GetEndpointHealthRequest
+	(*EndpointHealth)(nil),           // 21: hookline.v1.EndpointHealth
+	(*HealthBucket)(nil),             // 22: hookline.v1.HealthBucket
+	nil,                              // 23: hookline.v1.NodeStatus.GrainsEntry
+	(*timestamppb.Timestamp)(nil),    // 24: google.protobuf.Timestamp
+	(*v1.Actor)(nil),                 // 25: hookline.v1.Actor
+	(*Tenant)(nil),                   // 26: hookline.v1.Tenant
+	(*structpb.Struct)(nil),          // 27: google.protobuf.Struct
+	(*Delivery)(nil),                 // 28: hookline.v1.Delivery
+	(Endpoint_Circuit)(0),            // 29: hookline.v1.Endpoint.Circuit
+	(Endpoint_Status)(0),             // 30: hookline.v1.Endpoint.Status
 }
 var file_hookline_v1_console_proto_depIdxs = []int32{
 	5,  // 0: hookline.v1.IssuePortalTokenResponse.token:type_name -> hookline.v1.PortalToken
 	5,  // 1: hookline.v1.ListPortalTokensResponse.tokens:type_name -> hookline.v1.PortalToken
-	23, // 2: hookline.v1.PortalToken.created_at:type_name -> google.protobuf.Timestamp
-	23, // 3: hookline.v1.PortalToken.expires_at:type_name -> google.protobuf.Timestamp
-	24, // 4: hookline.v1.PortalToken.issued_by:type_name -> hookline.v1.Actor
-	23, // 5: hookline.v1.Session.expires_at:type_name -> google.protobuf.Timestamp
-	25, // 6: hookline.v1.ListTenantsResponse.tenants:type_name -> hookline.v1.Tenant
+	24, // 2: hookline.v1.PortalToken.created_at:type_name -> google.protobuf.Timestamp
+	24, // 3: hookline.v1.PortalToken.expires_at:type_name -> google.protobuf.Timestamp
+	25, // 4: hookline.v1.PortalToken.issued_by:type_name -> hookline.v1.Actor
+	24, // 5: hookline.v1.Session.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 6: hookline.v1.ListTenantsResponse.tenants:type_name -> hookline.v1.Tenant
 	12, // 7: hookline.v1.ClusterStatus.nodes:type_name -> hookline.v1.NodeStatus
-	23, // 8: hookline.v1.ClusterStatus.at:type_name -> google.protobuf.Timestamp
-	22, // 9: hookline.v1.NodeStatus.grains:type_name -> hookline.v1.NodeStatus.GrainsEntry
-	16, // 10: hookline.v1.AuditPage.events:type_name -> hookline.v1.AuditEvent
-	23, // 11: hookline.v1.AuditEvent.recorded_at:type_name -> google.protobuf.Timestamp
-	26, // 12: hookline.v1.AuditEvent.data:type_name -> google.protobuf.Struct
-	24, // 13: hookline.v1.AuditEvent.issued_by:type_name -> hookline.v1.Actor
-	27, // 14: hookline.v1.DeliveryTrace.delivery:type_name -> hookline.v1.Delivery
-	16, // 15: hookline.v1.DeliveryTrace.events:type_name -> hookline.v1.AuditEvent
-	28, // 16: hookline.v1.EndpointHealth.circuit:type_name -> hookline.v1.Endpoint.Circuit
-	29, // 17: hookline.v1.EndpointHealth.status:type_name -> hookline.v1.Endpoint.Status
-	23, // 18: hookline.v1.EndpointHealth.since:type_name -> google.protobuf.Timestamp
-	21, // 19: hookline.v1.EndpointHealth.buckets:type_name -> hookline.v1.HealthBucket
-	23, // 20: hookline.v1.HealthBucket.start:type_name -> google.protobuf.Timestamp
-	0,  // 21: hookline.v1.PortalService.IssuePortalToken:input_type -> hookline.v1.IssuePortalTokenRequest
-	2,  // 22: hookline.v1.PortalService.ListPortalTokens:input_type -> hookline.v1.ListPortalTokensRequest
-	4,  // 23: hookline.v1.PortalService.RevokePortalToken:input_type -> hookline.v1.RevokePortalTokenRequest
-	6,  // 24: hookline.v1.PortalService.GetSession:input_type -> hookline.v1.GetSessionRequest
-	8,  // 25: hookline.v1.OperatorService.ListTenants:input_type -> hookline.v1.ListTenantsRequest
-	10, // 26: hookline.v1.OperatorService.GetClusterStatus:input_type -> hookline.v1.GetClusterStatusRequest
-	13, // 27: hookline.v1.AuditService.ReadStream:input_type -> hookline.v1.ReadStreamRequest
-	14, // 28: hookline.v1.AuditService.ReadCategory:input_type -> hookline.v1.ReadCategoryRequest
-	17, // 29: hookline.v1.AuditService.TraceDelivery:input_type -> hookline.v1.TraceDeliveryRequest
-	19, // 30: hookline.v1.EndpointHealthService.GetEndpointHealth:input_type -> hookline.v1.GetEndpointHealthRequest
-	1,  // 31: hookline.v1.PortalService.IssuePortalToken:output_type -> hookline.v1.IssuePortalTokenResponse
-	3,  // 32: hookline.v1.PortalService.ListPortalTokens:output_type -> hookline.v1.ListPortalTokensResponse
-	5,  // 33: hookline.v1.PortalService.RevokePortalToken:output_type -> hookline.v1.PortalToken
-	7,  // 34: hookline.v1.PortalService.GetSession:output_type -> hookline.v1.Session
-	9,  // 35: hookline.v1.OperatorService.ListTenants:output_type -> hookline.v1.ListTenantsResponse
-	11, // 36: hookline.v1.OperatorService.GetClusterStatus:output_type -> hookline.v1.ClusterStatus
-	15, // 37: hookline.v1.AuditService.ReadStream:output_type -> hookline.v1.AuditPage
-	15, // 38: hookline.v1.AuditService.ReadCategory:output_type -> hookline.v1.AuditPage
-	18, // 39: hookline.v1.AuditService.TraceDelivery:output_type -> hookline.v1.DeliveryTrace
-	20, // 40: hookline.v1.EndpointHealthService.GetEndpointHealth:output_type -> hookline.v1.EndpointHealth
-	31, // [31:41] is the sub-list for method output_type
-	21, // [21:31] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	24, // 8: hookline.v1.ClusterStatus.at:type_name -> google.protobuf.Timestamp
+	23, // 9: hookline.v1.NodeStatus.grains:type_name -> hookline.v1.NodeStatus.GrainsEntry
+	13, // 10: hookline.v1.NodeStatus.throttled:type_name -> hookline.v1.TenantThrottle
+	17, // 11: hookline.v1.AuditPage.events:type_name -> hookline.v1.AuditEvent
+	24, // 12: hookline.v1.AuditEvent.recorded_at:type_name -> google.protobuf.Timestamp
+	27, // 13: hookline.v1.AuditEvent.data:type_name -> google.protobuf.Struct
+	25, // 14: hookline.v1.AuditEvent.issued_by:type_name -> hookline.v1.Actor
+	28, // 15: hookline.v1.DeliveryTrace.delivery:type_name -> hookline.v1.Delivery
+	17, // 16: hookline.v1.DeliveryTrace.events:type_name -> hookline.v1.AuditEvent
+	29, // 17: hookline.v1.EndpointHealth.circuit:type_name -> hookline.v1.Endpoint.Circuit
+	30, // 18: hookline.v1.EndpointHealth.status:type_name -> hookline.v1.Endpoint.Status
+	24, // 19: hookline.v1.EndpointHealth.since:type_name -> google.protobuf.Timestamp
+	22, // 20: hookline.v1.EndpointHealth.buckets:type_name -> hookline.v1.HealthBucket
+	24, // 21: hookline.v1.HealthBucket.start:type_name -> google.protobuf.Timestamp
+	0,  // 22: hookline.v1.PortalService.IssuePortalToken:input_type -> hookline.v1.IssuePortalTokenRequest
+	2,  // 23: hookline.v1.PortalService.ListPortalTokens:input_type -> hookline.v1.ListPortalTokensRequest
+	4,  // 24: hookline.v1.PortalService.RevokePortalToken:input_type -> hookline.v1.RevokePortalTokenRequest
+	6,  // 25: hookline.v1.PortalService.GetSession:input_type -> hookline.v1.GetSessionRequest
+	8,  // 26: hookline.v1.OperatorService.ListTenants:input_type -> hookline.v1.ListTenantsRequest
+	10, // 27: hookline.v1.OperatorService.GetClusterStatus:input_type -> hookline.v1.GetClusterStatusRequest
+	14, // 28: hookline.v1.AuditService.ReadStream:input_type -> hookline.v1.ReadStreamRequest
+	15, // 29: hookline.v1.AuditService.ReadCategory:input_type -> hookline.v1.ReadCategoryRequest
+	18, // 30: hookline.v1.AuditService.TraceDelivery:input_type -> hookline.v1.TraceDeliveryRequest
+	20, // 31: hookline.v1.EndpointHealthService.GetEndpointHealth:input_type -> hookline.v1.GetEndpointHealthRequest
+	1,  // 32: hookline.v1.PortalService.IssuePortalToken:output_type -> hookline.v1.IssuePortalTokenResponse
+	3,  // 33: hookline.v1.PortalService.ListPortalTokens:output_type -> hookline.v1.ListPortalTokensResponse
+	5,  // 34: hookline.v1.PortalService.RevokePortalToken:output_type -> hookline.v1.PortalToken
+	7,  // 35: hookline.v1.PortalService.GetSession:output_type -> hookline.v1.Session
+	9,  // 36: hookline.v1.OperatorService.ListTenants:output_type -> hookline.v1.ListTenantsResponse
+	11, // 37: hookline.v1.OperatorService.GetClusterStatus:output_type -> hookline.v1.ClusterStatus
+	16, // 38: hookline.v1.AuditService.ReadStream:output_type -> hookline.v1.AuditPage
+	16, // 39: hookline.v1.AuditService.ReadCategory:output_type -> hookline.v1.AuditPage
+	19, // 40: hookline.v1.AuditService.TraceDelivery:output_type -> hookline.v1.DeliveryTrace
+	21, // 41: hookline.v1.EndpointHealthService.GetEndpointHealth:output_type -> hookline.v1.EndpointHealth
+	32, // [32:42] is the sub-list for method output_type
+	22, // [22:32] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_console_proto_init() }
@@ -1935,7 +2082,7 @@ func file_hookline_v1_console_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_console_proto_rawDesc), len(file_hookline_v1_console_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
