@@ -22,7 +22,7 @@ import (
 type PortalTokens interface {
 	ByHash(hash []byte) (portal.Token, bool, error)
 	Get(id string) (portal.Token, bool, error)
-	List(tenantID string) ([]portal.Token, error)
+	List(tenantID, cursor string, limit int, keep func(portal.Token) bool) (toks []portal.Token, next string, err error)
 }
 
 // portalCaller resolves a portal token into its caller: one lookup of its
@@ -115,7 +115,8 @@ func (s *Server) IssuePortalToken(ctx context.Context, req *controlv1.IssuePorta
 	}, nil
 }
 
-// ListPortalTokens lists a tenant's portal tokens.
+// ListPortalTokens lists a tenant's portal tokens, newest first, a page at
+// a time.
 func (s *Server) ListPortalTokens(ctx context.Context, req *controlv1.ListPortalTokensRequest) (*controlv1.ListPortalTokensResponse, error) {
 	tenantID, _, err := tenantFor(ctx, req.GetTenantId())
 	if err != nil {
@@ -124,16 +125,25 @@ func (s *Server) ListPortalTokens(ctx context.Context, req *controlv1.ListPortal
 	if s.cfg.Portal == nil {
 		return nil, status.Error(codes.Unavailable, "portal tokens are not served by this node")
 	}
-	toks, err := s.cfg.Portal.List(tenantID)
+	size := int(req.GetPageSize())
+	if size < 0 || size > 500 {
+		return nil, toStatus(invalid("page_size", "is %d; give 1 to 500 (0 means 100)", size))
+	}
+	var keep func(portal.Token) bool
+	if !req.GetIncludeInactive() {
+		now := s.cfg.Now()
+		keep = func(t portal.Token) bool { return t.Active(now) }
+	}
+	toks, next, err := s.cfg.Portal.List(tenantID, req.GetCursor(), size, keep)
+	if errors.Is(err, portal.ErrBadCursor) {
+		return nil, toStatus(invalid("cursor", "is not a cursor of this list; pass next_cursor from the previous page unchanged"))
+	}
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	out := &controlv1.ListPortalTokensResponse{}
-	now := s.cfg.Now()
+	out := &controlv1.ListPortalTokensResponse{NextCursor: next}
 	for _, t := range toks {
-		if req.GetIncludeInactive() || t.Active(now) {
-			out.Tokens = append(out.Tokens, portalView(t))
-		}
+		out.Tokens = append(out.Tokens, portalView(t))
 	}
 	return out, nil
 }

@@ -375,8 +375,8 @@ export async function portalLinks(main) {
   await renderTokens(list);
 }
 
-async function renderTokens(list) {
-  const r = await api('GET', '/v1/portal-tokens', { query: app.tq() });
+async function renderTokens(list, cursor = '') {
+  const r = await api('GET', '/v1/portal-tokens', { query: { ...app.tq(), cursor } });
   const toks = r.tokens || [];
   clear(list).append(toks.length ? h('table', {},
     h('thead', {}, h('tr', {}, ['Token', 'Label', 'Capabilities', 'Expires', ''].map((c) => h('th', { scope: 'col' }, c)))),
@@ -386,5 +386,9 @@ async function renderTokens(list) {
       h('td', {}, h('button', {
         type: 'button', class: 'danger', 'aria-label': `Revoke ${t.token_id}`,
         onclick: async () => { await api('DELETE', `/v1/portal-tokens/${encodeURIComponent(t.token_id)}`, { query: app.tq() }); announce(`Revoked ${t.token_id}`); await renderTokens(list); },
-      }, 'Revoke')))))) : h('p', {}, 'No active link.'));
+      }, 'Revoke')))))) : h('p', {}, cursor ? 'No more active links.' : 'No active link.'));
+  if (r.next_cursor) {
+    list.append(h('nav', { class: 'pager', 'aria-label': 'Pages' },
+      h('button', { type: 'button', class: 'secondary', id: 'tokens-next', onclick: () => renderTokens(list, r.next_cursor) }, 'Next page →')));
+  }
 }

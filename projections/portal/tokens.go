@@ -4,10 +4,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base32"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -93,9 +94,21 @@ func (t Token) Active(now time.Time) bool { return !t.Revoked && now.Before(t.Ex
 // Tokens is the projection of portal tokens. Register it with a
 // [projections.Runner] through [New]; its queries read the store and are
 // safe for concurrent use with the runner.
+//
+// It keeps the tokens that may still open a portal: each issue forgets up
+// to [PrunePerIssue] tokens that expired by its time (revoked ones too),
+// oldest expiry first, so that the tokens kept stay about those issued
+// within the last MaxTTL, however many sessions were ever opened.
 type Tokens struct {
 	store *projections.Store
 }
+
+// PrunePerIssue is the most expired tokens one issue forgets: more than
+// one, so that the expired tokens never pile up while tokens are issued.
+const PrunePerIssue = 8
+
+// ErrBadCursor means a List cursor was not made by List.
+var ErrBadCursor = errors.New("portal: malformed cursor")
 
 // New registers a Tokens projection with r.
 func New(r *projections.Runner) (*Tokens, error) {
@@ -108,8 +121,11 @@ func New(r *projections.Runner) (*Tokens, error) {
 	return t, nil
 }
 
-// Name implements [projections.Projection].
-func (*Tokens) Name() string { return "portal_tokens" }
+// Name implements [projections.Projection]. It became "portal_tokens.v2"
+// when tokens got their indexes by expiry (to forget them) and by
+// creation (to page a tenant's list): a store of before is rebuilt from
+// the log.
+func (*Tokens) Name() string { return "portal_tokens.v2" }
 
 // Filter implements [projections.Projection].
 func (*Tokens) Filter() events.Filter {
@@ -128,21 +144,16 @@ func (t *Tokens) Apply(b *projections.Batch, _ *events.Record, msg proto.Message
 			},
 			Hash: m.GetTokenSha256(),
 		}
-		if err := put(b, idKey(tok.ID), tok); err != nil {
+		// The issue's own time, not the clock: every node forgets the
+		// same tokens, and a rebuild forgets them again.
+		if err := prune(b, tok.CreatedAt); err != nil {
 			return err
 		}
-		if err := b.Set(tenantKey(tok.TenantID, tok.ID), nil); err != nil {
-			return err
-		}
-		return b.Set(hashKey(tok.Hash), []byte(tok.ID))
+		return putToken(b, tok)
 	case *hooklinev1.PortalTokenRevoked:
-		var tok record
-		data, ok, err := b.Get(idKey(m.GetTokenId()))
+		tok, ok, err := getRecord(b, m.GetTokenId())
 		if err != nil || !ok {
 			return err
-		}
-		if err := json.Unmarshal(data, &tok); err != nil {
-			return fmt.Errorf("decode portal token %s: %w", m.GetTokenId(), err)
 		}
 		tok.Revoked = true
 		if err := put(b, idKey(tok.ID), tok); err != nil {
@@ -153,8 +164,63 @@ func (t *Tokens) Apply(b *projections.Batch, _ *events.Record, msg proto.Message
 	return nil
 }
 
+// prune forgets up to PrunePerIssue tokens that expired by now (expires
+// at or before it).
+func prune(b *projections.Batch, now time.Time) error {
+	var keys [][]byte
+	err := b.Scan([]byte{'x'}, expiryKey(now.Add(time.Nanosecond), ""), func(key, _ []byte) (bool, error) {
+		keys = append(keys, slices.Clone(key))
+		return len(keys) < PrunePerIssue, nil
+	})
+	if err != nil {
+		return fmt.Errorf("prune portal tokens: %w", err)
+	}
+	for _, key := range keys {
+		id, _, err := projections.ReadString(key[1+8:])
+		if err != nil {
+			return fmt.Errorf("prune portal tokens: %w", err)
+		}
+		tok, ok, err := getRecord(b, id)
+		if err != nil {
+			return err
+		}
+		if !ok { // an index entry without its token: drop the entry
+			if err := b.Delete(key); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := deleteToken(b, tok); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func putToken(b *projections.Batch, tok record) error {
+	if err := put(b, idKey(tok.ID), tok); err != nil {
+		return err
+	}
+	for _, k := range [][]byte{tenantKey(tok.TenantID, tok.CreatedAt, tok.ID), expiryKey(tok.ExpiresAt, tok.ID)} {
+		if err := b.Set(k, nil); err != nil {
+			return err
+		}
+	}
+	return b.Set(hashKey(tok.Hash), []byte(tok.ID))
+}
+
+func deleteToken(b *projections.Batch, tok record) error {
+	for _, k := range [][]byte{idKey(tok.ID), hashKey(tok.Hash), tenantKey(tok.TenantID, tok.CreatedAt, tok.ID), expiryKey(tok.ExpiresAt, tok.ID)} {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ByHash returns the token whose SHA-256 is hash; ok is false when none
-// was issued or it was revoked. The caller checks its expiry.
+// was issued, it was revoked, or it expired and was forgotten. The caller
+// checks its expiry.
 func (t *Tokens) ByHash(hash []byte) (Token, bool, error) {
 	id, ok, err := t.store.Get(hashKey(hash))
 	if err != nil || !ok {
@@ -163,42 +229,58 @@ func (t *Tokens) ByHash(hash []byte) (Token, bool, error) {
 	return t.Get(string(id))
 }
 
-// Get returns a token by id; ok is false when there is none.
+// Get returns a token by id; ok is false when there is none (never issued,
+// or expired and forgotten).
 func (t *Tokens) Get(id string) (Token, bool, error) {
-	data, ok, err := t.store.Get(idKey(id))
-	if err != nil || !ok {
-		return Token{}, false, err
-	}
-	var r record
-	if err := json.Unmarshal(data, &r); err != nil {
-		return Token{}, false, fmt.Errorf("decode portal token %s: %w", id, err)
-	}
-	return r.Token, true, nil
+	r, ok, err := getRecord(t.store, id)
+	return r.Token, ok, err
 }
 
-// List returns a tenant's tokens, newest first.
-func (t *Tokens) List(tenantID string) ([]Token, error) {
-	ids, err := t.store.IDs(tenantPrefix(tenantID))
-	if err != nil {
-		return nil, fmt.Errorf("list portal tokens of %s: %w", tenantID, err)
+// List returns up to limit of a tenant's tokens (limit <= 0: 100), newest
+// first, after the token that cursor names ("" for the first page); keep
+// says which to return (nil: all). next is the cursor of the following
+// page, "" after the last one. A page reads at most 10·limit tokens, so
+// it may hold fewer than limit when keep refuses many; next goes on from
+// there. A malformed cursor fails with [ErrBadCursor].
+func (t *Tokens) List(tenantID, cursor string, limit int, keep func(Token) bool) (toks []Token, next string, err error) {
+	if limit <= 0 {
+		limit = 100
 	}
-	out := make([]Token, 0, len(ids))
-	for _, id := range ids {
-		tok, ok, err := t.Get(id)
+	prefix := tenantPrefix(tenantID)
+	lower := prefix
+	if cursor != "" {
+		after, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || len(after) < 8 {
+			return nil, "", ErrBadCursor
+		}
+		lower = append(append(slices.Clone(prefix), after...), 0) // just past it
+	}
+	read := 0
+	var last []byte
+	err = t.store.Scan(lower, projections.PrefixEnd(prefix), func(key, _ []byte) (bool, error) {
+		if len(toks) == limit || read == 10*limit {
+			next = base64.RawURLEncoding.EncodeToString(last)
+			return false, nil
+		}
+		read++
+		last = slices.Clone(key[len(prefix):])
+		id, _, err := projections.ReadString(key[len(prefix)+8:])
 		if err != nil {
-			return nil, err
+			return false, err
 		}
-		if ok {
-			out = append(out, tok)
+		tok, ok, err := t.Get(id)
+		if err != nil || !ok {
+			return err == nil, err
 		}
-	}
-	slices.SortFunc(out, func(a, b Token) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
-			return c
+		if keep == nil || keep(tok) {
+			toks = append(toks, tok)
 		}
-		return strings.Compare(a.ID, b.ID)
+		return true, nil
 	})
-	return out, nil
+	if err != nil {
+		return nil, "", fmt.Errorf("list portal tokens of %s: %w", tenantID, err)
+	}
+	return toks, next, nil
 }
 
 // record is a token as stored: the token and its hash, to drop the hash's
@@ -208,11 +290,41 @@ type record struct {
 	Hash []byte
 }
 
+// getter reads the store, or a batch with its own writes.
+type getter interface {
+	Get(key []byte) ([]byte, bool, error)
+}
+
+func getRecord(g getter, id string) (record, bool, error) {
+	data, ok, err := g.Get(idKey(id))
+	if err != nil || !ok {
+		return record{}, false, err
+	}
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return record{}, false, fmt.Errorf("decode portal token %s: %w", id, err)
+	}
+	return r, true, nil
+}
+
+// The keys: a token by id ('i'), its id by hash ('h'), a tenant's tokens
+// newest first ('n', tenant, creation time descending, id), every token by
+// expiry ('x', expiry, id).
 func idKey(id string) []byte       { return projections.AppendString([]byte{'i'}, id) }
 func hashKey(h []byte) []byte      { return append([]byte{'h'}, h...) }
 func tenantPrefix(t string) []byte { return projections.AppendString([]byte{'n'}, t) }
-func tenantKey(t, id string) []byte {
-	return projections.AppendString(tenantPrefix(t), id)
+func tenantKey(t string, created time.Time, id string) []byte {
+	return projections.AppendString(projections.AppendTimeDesc(tenantPrefix(t), created), id)
+}
+
+// expiryKey is the expiry index's key of id; with id "" it bounds the
+// entries that expire before at.
+func expiryKey(at time.Time, id string) []byte {
+	k := projections.AppendTime([]byte{'x'}, at)
+	if id == "" {
+		return k
+	}
+	return projections.AppendString(k, id)
 }
 
 func put(b *projections.Batch, key []byte, v any) error {

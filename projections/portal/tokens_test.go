@@ -2,11 +2,13 @@ package portal_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/events"
@@ -119,3 +121,59 @@ func TestExpiredTokensAreForgotten(t *testing.T) {
 }
 
 func ptk(i int) string { return "ptk_" + string(rune('a'+i/26)) + string(rune('a'+i%26)) }
+
+// TestList: a tenant's tokens, newest first, a page at a time.
+func TestList(t *testing.T) {
+	f := newFixture(t)
+	for i := range 7 {
+		f.issue("acme", ptk(i), t0.Add(time.Duration(i)*time.Minute), time.Hour)
+	}
+	f.issue("globex", ptk(20), t0.Add(3*time.Minute), time.Hour)
+	revoked := &hooklinev1.PortalTokenRevoked{TenantId: "acme", TokenId: ptk(5), At: timestamppb.New(t0.Add(8 * time.Minute))}
+	e, err := events.Encode(revoked, "revoke", portal.Stream(ptk(5)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := f.log.Append(ctx, portal.Stream(ptk(5)), events.Exact(0), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.runs.WaitFor(ctx, res.Position); err != nil {
+		t.Fatal(err)
+	}
+
+	pages := func(keep func(portal.Token) bool, limit int) [][]string {
+		t.Helper()
+		var out [][]string
+		cursor := ""
+		for {
+			toks, next, err := f.toks.List("acme", cursor, limit, keep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, tok := range toks {
+				ids = append(ids, tok.ID)
+			}
+			out = append(out, ids)
+			if next == "" {
+				return out
+			}
+			cursor = next
+		}
+	}
+	all := [][]string{{ptk(6), ptk(5), ptk(4)}, {ptk(3), ptk(2), ptk(1)}, {ptk(0)}}
+	if got := pages(nil, 3); !cmp.Equal(got, all) {
+		t.Errorf("pages of 3: %v, want %v", got, all)
+	}
+	active := func(tok portal.Token) bool { return tok.Active(t0.Add(10 * time.Minute)) }
+	want := [][]string{{ptk(6), ptk(4), ptk(3), ptk(2)}, {ptk(1), ptk(0)}}
+	if got := pages(active, 4); !cmp.Equal(got, want) {
+		t.Errorf("active ones, pages of 4: %v, want %v (the revoked one left out)", got, want)
+	}
+	if _, _, err := f.toks.List("acme", "!!", 3, nil); !errors.Is(err, portal.ErrBadCursor) {
+		t.Errorf("a cursor of nothing: %v, want ErrBadCursor", err)
+	}
+}
