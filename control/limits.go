@@ -27,6 +27,9 @@ const (
 	// DefaultMaxMessage is the largest gRPC request message, in bytes: a
 	// publish batch and its framing.
 	DefaultMaxMessage = 16 << 20
+	// DefaultMaxPlanned caps the deliveries one publish plans: ten times
+	// a tenant's default endpoint quota.
+	DefaultMaxPlanned = 10_000
 )
 
 // maxAuthenticating bounds the calls being authenticated at once, over

@@ -93,6 +93,12 @@ type Config struct {
 	MaxPayload int
 	// MaxBatch caps the events of one PublishBatch; default 100.
 	MaxBatch int
+	// MaxPlanned caps the endpoints one publish may plan a delivery for
+	// (filtered out ones included): a publish whose type reaches more of
+	// its tenant's endpoints is refused with FAILED_PRECONDITION, so that
+	// no publish makes one huge append that every tenant's work waits
+	// behind. Default [DefaultMaxPlanned].
+	MaxPlanned int
 	// DeliveryDeadline ends automatic retries of a delivery; default 24 h.
 	DeliveryDeadline time.Duration
 	// MaxInFlight bounds the calls served at once, over gRPC and over REST

@@ -133,3 +133,26 @@ func (n *node) tenant(t *testing.T, id string) {
 func as(ctx context.Context, token string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 }
+
+// endpoint records an endpoint of tenant subscribed to every type, as its
+// grain would, and waits until the projections have it.
+func (n *node) endpoint(t *testing.T, tenant, id string) {
+	t.Helper()
+	ev, err := events.Encode(&hooklinev1.EndpointCreated{
+		TenantId: tenant, EndpointId: id, ConfigVersion: 1, At: timestamppb.Now(),
+		Config: &hooklinev1.EndpointConfig{Url: "https://example.com/" + id, EventTypes: []string{"*"}},
+		Secret: &hooklinev1.SealedSecret{Version: 1},
+	}, "create/"+id, events.EndpointStream(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := n.log.Append(ctx, events.EndpointStream(id), events.NoStream{}, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.runs.WaitFor(ctx, res.Position); err != nil {
+		t.Fatal(err)
+	}
+}

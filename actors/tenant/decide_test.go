@@ -56,6 +56,7 @@ func TestDecideValidation(t *testing.T) {
 		{name: "create negative rate", cmd: create("A", &hooklinev1.Quota{AttemptsPerSecond: -1}), code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "quota.attempts_per_second", message: "0 means the default"},
 		{name: "create negative in-flight", cmd: create("A", &hooklinev1.Quota{MaxInFlight: -1}), code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "quota.max_in_flight"},
 		{name: "create weight", cmd: create("A", &hooklinev1.Quota{Weight: 5000}), code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "quota.weight"},
+		{name: "create negative endpoints", cmd: create("A", &hooklinev1.Quota{MaxEndpoints: -1}), code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "quota.max_endpoints", message: "0 means the default"},
 		{name: "create other id", cmd: &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Create{Create: &controlv1.CreateTenantRequest{TenantId: "other", Name: "A"}}},
 			code: internalv1.GrainError_CODE_INVALID_ARGUMENT, field: "tenant_id", message: "does not match"},
 		{name: "create twice", state: existing, cmd: create("A", nil), code: internalv1.GrainError_CODE_ALREADY_EXISTS, field: "tenant_id"},
