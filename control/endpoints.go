@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/actors/endpoint"
+	"github.com/hookline/hookline/actors/tenant"
 	"github.com/hookline/hookline/filter"
 	"github.com/hookline/hookline/operational"
 	"github.com/hookline/hookline/projections/registry"
@@ -91,6 +94,9 @@ func (s *Server) CreateEndpoint(ctx context.Context, req *controlv1.CreateEndpoi
 			return nil, toStatus(invalid("tenant_id", "names no tenant; create it first with POST /v1/tenants"))
 		}
 	}
+	if err := s.checkEndpointQuota(ctx, tenantID, c); err != nil {
+		return nil, toStatus(err)
+	}
 	reply, err := s.endpointCommand(ctx, req.GetTenantId(), req.EndpointId, true, func(c *internalv1.EndpointCommand) {
 		c.Command = &internalv1.EndpointCommand_Create{Create: req}
 	})
@@ -98,6 +104,36 @@ func (s *Server) CreateEndpoint(ctx context.Context, req *controlv1.CreateEndpoi
 		return nil, err
 	}
 	return &controlv1.CreateEndpointResponse{Endpoint: reply.GetEndpoint(), Secret: reply.GetSecret()}, nil
+}
+
+// checkEndpointQuota refuses a new endpoint of a tenant that has as many
+// as its quota allows (quota.max_endpoints, as its grain holds it),
+// deleted ones not counted. It counts the endpoints the registry has, at
+// most the quota's number: creates that run at once may pass it by the
+// calls in flight.
+func (s *Server) checkEndpointQuota(ctx context.Context, tenantID string, c Caller) error {
+	reply, err := s.askTenant(ctx, tenantID, &internalv1.TenantCommand{IssuedBy: c.Actor(), Command: &internalv1.TenantCommand_Get{Get: &controlv1.GetTenantRequest{TenantId: tenantID}}})
+	if err != nil {
+		return err
+	}
+	quota := tenant.MaxEndpointsOf(reply.GetTenant().GetQuota())
+	n, cursor := 0, ""
+	for n < quota {
+		eps, next, err := s.cfg.Registry.ListEndpoints(tenantID, cursor, 500)
+		if err != nil {
+			return err
+		}
+		n += len(eps)
+		if cursor = next; cursor == "" {
+			break
+		}
+	}
+	if n >= quota {
+		return status.Errorf(codes.FailedPrecondition,
+			"tenant %s has %d endpoints, its quota.max_endpoints; delete endpoints it no longer uses, or have the operator raise quota.max_endpoints (PUT /v1/tenants/%s/quota)",
+			tenantID, quota, tenantID)
+	}
+	return nil
 }
 
 // checkSettings applies the checks that need no grain to an endpoint's

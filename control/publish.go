@@ -109,6 +109,11 @@ func (s *Server) publish(ctx context.Context, tenantID string, caller Caller, re
 	if err != nil {
 		return nil, err
 	}
+	if len(refs) > s.cfg.MaxPlanned {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"type: %q reaches %d endpoints of tenant %s, over the %d deliveries one publish may plan; subscribe fewer endpoints to this type, or have the operator raise the node's limit (control.Config.MaxPlanned)",
+			published.GetEventType(), len(refs), tenantID, s.cfg.MaxPlanned)
+	}
 	resp, err := s.record(ctx, published, refs)
 	if err == nil && !resp.GetDuplicate() && s.cfg.Spans != nil {
 		s.cfg.Spans.Published(published, start, s.cfg.Now())

@@ -142,8 +142,8 @@ func (c *Config) Validate() error {
 		return errors.New("control: Config.Registry is nil: pass the registry projection")
 	case c.Projections == nil:
 		return errors.New("control: Config.Projections is nil: pass the projection runner")
-	case c.MaxPayload < 0, c.MaxBatch < 0, c.DeliveryDeadline < 0:
-		return errors.New("control: MaxPayload, MaxBatch and DeliveryDeadline must not be negative")
+	case c.MaxPayload < 0, c.MaxBatch < 0, c.MaxPlanned < 0, c.DeliveryDeadline < 0:
+		return errors.New("control: MaxPayload, MaxBatch, MaxPlanned and DeliveryDeadline must not be negative")
 	case c.MaxInFlight < 0, c.MaxInFlightPerCaller < 0, c.MaxBodyBytesInFlight < 0, c.MaxMessage < 0:
 		return errors.New("control: MaxInFlight, MaxInFlightPerCaller, MaxBodyBytesInFlight and MaxMessage must not be negative (zero means the default)")
 	}
@@ -156,6 +156,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 100
+	}
+	if c.MaxPlanned == 0 {
+		c.MaxPlanned = DefaultMaxPlanned
 	}
 	if c.DeliveryDeadline == 0 {
 		c.DeliveryDeadline = 24 * time.Hour

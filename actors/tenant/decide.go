@@ -21,7 +21,21 @@ const (
 	MaxAttemptsPerSecond = 1e6
 	MaxInFlight          = 1_000_000
 	MaxWeight            = 1000
+	MaxEndpoints         = 1_000_000
 )
+
+// DefaultMaxEndpoints is a tenant's endpoint quota when its
+// quota.max_endpoints is 0.
+const DefaultMaxEndpoints = 1000
+
+// MaxEndpointsOf returns the endpoints quota q allows: its max_endpoints,
+// or DefaultMaxEndpoints when that is 0 (or q is nil).
+func MaxEndpointsOf(q *hooklinev1.Quota) int {
+	if n := q.GetMaxEndpoints(); n > 0 {
+		return int(n)
+	}
+	return DefaultMaxEndpoints
+}
 
 // Decision is what a command decided: the events to append, in order (none
 // for a read, or for a command that changes nothing), and, for an issued
@@ -201,6 +215,9 @@ func checkQuota(q *hooklinev1.Quota) error {
 	}
 	if w := q.GetWeight(); w < 0 || w > MaxWeight {
 		return command.Invalid("quota.weight", "must be between 0 and %d (0 means 1)", MaxWeight)
+	}
+	if n := q.GetMaxEndpoints(); n < 0 || n > MaxEndpoints {
+		return command.Invalid("quota.max_endpoints", "must be between 0 and %d (0 means the default, %d)", MaxEndpoints, DefaultMaxEndpoints)
 	}
 	return nil
 }
