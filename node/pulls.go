@@ -8,6 +8,9 @@ import (
 	"github.com/hookline/hookline/projections/due"
 )
 
+// pullsKept is how long a pull is remembered.
+const pullsKept = 24 * time.Hour
+
 // pulls records when each endpoint's grain last pulled its due work, for
 // reconcile's check of due work that no grain pulls. It wraps the puller
 // the grains use; it is safe for concurrent use.
