@@ -73,6 +73,35 @@ func TestLeases(t *testing.T) {
 	}
 }
 
+// TestLeaseRenewedEarly: an endpoint that used up its lease and asks
+// again before the lease ends gets only what is left of its share for
+// that period, and then nothing until the period ends: the tenant's
+// attempts per second hold however often an endpoint asks.
+func TestLeaseRenewedEarly(t *testing.T) {
+	l := tenant.NewLeases(time.Second, 3*time.Second)
+	end := t0.Add(time.Second)
+	steps := []struct {
+		at   time.Duration
+		want tenant.Grant
+	}{
+		{0, tenant.Grant{Attempts: 10, InFlight: 100, Expires: end}},
+		{100 * time.Millisecond, tenant.Grant{Expires: end}}, // used up: wait for the period's end
+		{900 * time.Millisecond, tenant.Grant{Expires: end}},
+		{time.Second, tenant.Grant{Attempts: 10, InFlight: 100, Expires: t0.Add(2 * time.Second)}},
+	}
+	granted := int32(0)
+	for i, st := range steps {
+		got := l.Grant(t0.Add(st.at), "a", 100, 100, 10, 100)
+		if got != st.want {
+			t.Fatalf("ask %d at %v: got %+v, want %+v", i, st.at, got, st.want)
+		}
+		granted += got.Attempts
+	}
+	if granted != 20 {
+		t.Fatalf("%d attempts granted over two periods at 10 per second, want 20", granted)
+	}
+}
+
 // BenchmarkLeases500 is the fairness scenario's tenant: 500 endpoints
 // renewing their leases in turn, each with a slightly different want.
 func BenchmarkLeases500(b *testing.B) {
