@@ -8,7 +8,9 @@ import (
 
 // Leases shares a tenant's quota among the endpoint grains that ask for it.
 // Each grant is a short lease: how many attempts the endpoint may start, and
-// how many it may have in flight, until the lease expires. Capacity is split
+// how many it may have in flight, until the lease expires. An endpoint
+// that asks again before then gets only what is left of its share for that
+// period, so the quota's attempts per second hold however often it asks. Capacity is split
 // max-min fairly among the endpoints that asked within the last Window: an
 // endpoint that wants less than an equal share keeps what it wants and the
 // rest goes to the others. A grant never makes the unexpired grants of all
@@ -34,7 +36,7 @@ type Leases struct {
 type lease struct {
 	asked                      time.Time
 	wantAttempts, wantInFlight int32
-	attempts, inFlight         int32
+	attempts, inFlight         int32 // granted for the period ending at expires
 	expires                    time.Time
 }
 
@@ -89,10 +91,24 @@ func (l *Leases) Grant(now time.Time, endpointID string, wantAttempts, wantInFli
 		}
 	}
 	share := l.shares[endpointID]
-	e.attempts = min(share[0], max(attemptBudget-heldA, 0))
-	e.inFlight = min(share[1], max(maxInFlight-heldF, 0))
-	e.expires = now.Add(l.duration)
-	return Grant{Attempts: e.attempts, InFlight: e.inFlight, Expires: e.expires}
+	attempts := min(share[0], max(attemptBudget-heldA, 0))
+	inFlight := min(share[1], max(maxInFlight-heldF, 0))
+	if e.expires.After(now) {
+		// Asked again within its lease's period: the endpoint used the
+		// attempts it was granted. It gets what is left of its share for
+		// the period, the same expiry, and nothing more until the period
+		// ends: the budget is per period, however often an endpoint asks.
+		attempts = max(attempts-e.attempts, 0)
+		e.attempts += attempts
+	} else {
+		e.attempts = attempts
+		e.expires = now.Add(l.duration)
+	}
+	if attempts == 0 {
+		inFlight = 0 // nothing to start: the endpoint waits for the period's end
+	}
+	e.inFlight = inFlight
+	return Grant{Attempts: attempts, InFlight: inFlight, Expires: e.expires}
 }
 
 // split computes the fair shares of every endpoint that asked within the
