@@ -204,7 +204,7 @@ func (b *browser) screenshot(t *testing.T, name string, viewport ...bool) {
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
-	dir := filepath.Join("..", "..", "docs", "console")
+	dir := filepath.Join("..", "docs", "console")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

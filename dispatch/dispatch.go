@@ -220,6 +220,36 @@ func (d *Dispatcher) Stats() Stats {
 	return s
 }
 
+// TenantStats is one tenant's part of the dispatcher now.
+type TenantStats struct {
+	TenantID string
+	// Held counts the slots it holds; AtCap says they are TenantCap.
+	Held  int
+	AtCap bool
+	// Waiting counts its requests waiting, by class.
+	Waiting [2]int
+}
+
+// Tenants returns the tenants that wait for a slot or hold the cap, in no
+// particular order: the tenants the dispatcher holds back now, for
+// metrics. Their number is bounded by the tenants with work on the node.
+func (d *Dispatcher) Tenants() []TenantStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []TenantStats
+	for _, t := range d.tenants {
+		ts := TenantStats{TenantID: t.id, Held: t.held, AtCap: t.held >= d.cfg.TenantCap}
+		for _, e := range t.ring {
+			ts.Waiting[due.ClassNew] += len(e.waiting[due.ClassNew])
+			ts.Waiting[due.ClassRetry] += len(e.waiting[due.ClassRetry])
+		}
+		if ts.AtCap || ts.Waiting != [2]int{} {
+			out = append(out, ts)
+		}
+	}
+	return out
+}
+
 // unlockGrant releases d.mu, then calls the grants that dispatch handed
 // out: a grant must not run under the lock.
 func (d *Dispatcher) unlockGrant(granted []func()) {

@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -316,5 +317,24 @@ func TestDispatchCappedNewWorkHoldsNoRetry(t *testing.T) {
 	}
 	if s := d.Stats(); s.Used != 4 || s.Waiting != [2]int{1, 0} {
 		t.Fatalf("stats %+v, want every slot used and hang's new work waiting", s)
+	}
+}
+
+// TestDispatchTenants: the tenants held back now, and only those.
+func TestDispatchTenants(t *testing.T) {
+	d := dispatch.New(dispatch.Config{Slots: 3, TenantCap: 2})
+	for range 3 {
+		d.Acquire("busy", "b1", due.ClassNew, func() {})
+	}
+	d.Acquire("calm", "c1", due.ClassNew, func() {})
+	d.Acquire("late", "l1", due.ClassRetry, func() {})
+	got := d.Tenants()
+	slices.SortFunc(got, func(a, b dispatch.TenantStats) int { return strings.Compare(a.TenantID, b.TenantID) })
+	want := []dispatch.TenantStats{
+		{TenantID: "busy", Held: 2, AtCap: true, Waiting: [2]int{1, 0}},
+		{TenantID: "late", Waiting: [2]int{0, 1}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tenants (-want +got):\n%s", diff)
 	}
 }

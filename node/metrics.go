@@ -68,6 +68,7 @@ func newMetrics() *metrics {
 		circuits: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hookline_circuits", Help: "Endpoints whose circuit breaker is open or half-open (closed ones are not counted).",
 		}, []string{"state"}),
+		throttles: newThrottles(),
 	}
 	v := m.view
 	m.reg.MustRegister(m.appendSeconds, v.attempts, v.firstAttempt, v.plannedTotal, v.ended, v.replays, v.circuits)
@@ -121,6 +122,7 @@ func (m *metrics) nodeGauges(s *Server) {
 	gauge("hookline_dispatch_oldest_new_wait_seconds", "How long the oldest new delivery has waited for a slot.", func() float64 {
 		return s.dispatch.Stats().OldestNew.Seconds()
 	})
+	m.reg.MustRegister(throttleMetrics{t: m.view.throttles, now: s.cfg.Now, dispatch: s.dispatch})
 	m.operationalGauges(s)
 }
 
@@ -182,6 +184,7 @@ type metricsView struct {
 	ended        *prometheus.CounterVec
 	replays      *prometheus.CounterVec
 	circuits     *prometheus.GaugeVec
+	throttles    *throttles // what held each tenant back (metrics_tenants.go)
 }
 
 func (*metricsView) Name() string { return "metrics" }
@@ -241,6 +244,7 @@ func (v *metricsView) count(msg proto.Message) {
 // attempt counts one attempt. v.mu must be held.
 func (v *metricsView) attempt(a *hooklinev1.Attempt, result string) {
 	v.attempts.WithLabelValues(result, statusClass(a), strconv.FormatBool(a.GetManual())).Inc()
+	v.throttles.record(a, time.Now())
 	v.all++
 	if a.GetManual() {
 		if result == "success" {

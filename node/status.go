@@ -85,6 +85,7 @@ func (s *Server) nodeStatus(ctx context.Context) *internalv1.NodeStatusReply {
 	ns.OldestNewSeconds, ns.OldestRetrySeconds, ns.DueEndpoints = ds.OldestNew.Seconds(), ds.OldestRetry.Seconds(), int32(ds.Endpoints)
 	dp := s.dispatch.Stats()
 	ns.SlotsUsed, ns.Slots, ns.WaitingNew, ns.WaitingRetry = int32(dp.Used), int32(dp.Slots), int32(dp.Waiting[0]), int32(dp.Waiting[1])
+	ns.Throttled = s.throttled()
 	return &internalv1.NodeStatusReply{Status: ns, Live: s.hist.served().Words()}
 }
 

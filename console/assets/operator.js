@@ -8,20 +8,53 @@ import { app } from './state.js';
 
 export async function tenants(main) {
   main.append(h('h1', {}, 'Tenants'));
-  const r = await api('GET', '/v1/tenants', { query: { page_size: 500 } });
+  const [r, held] = await Promise.all([api('GET', '/v1/tenants', { query: { page_size: 500 } }), throttledTenants()]);
   const ts = r.tenants || [];
   main.append(h('table', { id: 'tenants' },
-    h('caption', {}, `${ts.length} tenant${ts.length === 1 ? '' : 's'}; quota 0 means the node's default`),
-    h('thead', {}, h('tr', {}, ['Tenant', 'Name', 'Attempts/s', 'In flight', 'Weight', 'Created', ''].map((c) => h('th', { scope: 'col' }, c)))),
-    h('tbody', {}, ts.map((t) => h('tr', {},
+    h('caption', {}, `${ts.length} tenant${ts.length === 1 ? '' : 's'}; quota 0 means the node's default; held back: what its attempts waited for over the last minute, over the cluster`),
+    h('thead', {}, h('tr', {}, ['Tenant', 'Name', 'Attempts/s', 'In flight', 'Weight', 'Max endpoints', 'Held back', 'Created', ''].map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, ts.map((t) => h('tr', { 'data-tenant': t.tenant_id, class: held.has(t.tenant_id) ? 'throttled' : undefined },
       h('td', {}, h('a', { href: `#/t/${encodeURIComponent(t.tenant_id)}/endpoints` }, t.tenant_id)),
       h('td', {}, t.name || ''),
       h('td', { class: 'num' }, t.quota?.attempts_per_second || 0),
       h('td', { class: 'num' }, t.quota?.max_in_flight || 0),
       h('td', { class: 'num' }, t.quota?.weight || 0),
+      h('td', { class: 'num' }, t.quota?.max_endpoints || 0),
+      h('td', { class: 'held' }, heldText(held.get(t.tenant_id))),
       h('td', {}, fmtTime(t.created_at)),
       h('td', {}, h('button', { type: 'button', class: 'secondary', 'aria-label': `Change the quota of ${t.tenant_id}`, onclick: () => quotaForm(main, t) }, 'Quota')))))));
   main.append(createTenantForm());
+}
+
+// throttledTenants sums the members' throttled tenants (GET /v1/cluster)
+// by tenant: what held each back over the last minute, over the cluster.
+async function throttledTenants() {
+  const c = await api('GET', '/v1/cluster').catch(() => ({}));
+  const out = new Map();
+  for (const n of c.nodes || []) {
+    for (const t of n.throttled || []) {
+      const a = out.get(t.tenant_id) || { quota_seconds: 0, slot_seconds: 0, rate_limit_seconds: 0, waiting: 0, at_cap: false };
+      a.quota_seconds += t.quota_seconds || 0;
+      a.slot_seconds += t.slot_seconds || 0;
+      a.rate_limit_seconds += t.rate_limit_seconds || 0;
+      a.waiting += t.waiting || 0;
+      a.at_cap = a.at_cap || !!t.at_cap;
+      out.set(t.tenant_id, a);
+    }
+  }
+  return out;
+}
+
+// heldText says what held a tenant back: "quota 12.0 s, slot 300 ms; 4
+// waiting, at the slot cap", or "" when nothing did.
+function heldText(t) {
+  if (!t) return '';
+  const parts = [['quota', t.quota_seconds], ['slot', t.slot_seconds], ['rate limit', t.rate_limit_seconds]]
+    .filter(([, v]) => v > 0).map(([k, v]) => `${k} ${fmtDur(v)}`);
+  let text = parts.join(', ');
+  if (t.waiting) text += `${text ? '; ' : ''}${t.waiting} waiting`;
+  if (t.at_cap) text += `${text ? ', ' : ''}at the slot cap`;
+  return text;
 }
 
 function quotaForm(main, t) {
@@ -31,17 +64,19 @@ function quotaForm(main, t) {
   const rate = h('input', { type: 'number', min: '0', step: 'any', value: q.attempts_per_second || 0 });
   const inFlight = h('input', { type: 'number', min: '0', value: q.max_in_flight || 0 });
   const weight = h('input', { type: 'number', min: '0', value: q.weight || 0 });
+  const endpoints = h('input', { type: 'number', min: '0', value: q.max_endpoints || 0 });
   const form = h('form', { class: 'grid', id: 'quota-form', 'aria-labelledby': 'quota-h' },
     ...field('qa', 'Attempts per second', rate),
     ...field('qi', 'Max in flight', inFlight),
     ...field('qw', 'Weight (fair share)', weight),
+    ...field('qe', 'Max endpoints', endpoints, '0 means the default, 1,000.'),
     h('span'), h('div', {}, h('button', { type: 'submit' }, 'Save quota')));
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     clearFieldErrors(form);
     try {
       await api('PUT', `/v1/tenants/${encodeURIComponent(t.tenant_id)}/quota`, {
-        body: { attempts_per_second: Number(rate.value), max_in_flight: Number(inFlight.value), weight: Number(weight.value) },
+        body: { attempts_per_second: Number(rate.value), max_in_flight: Number(inFlight.value), weight: Number(weight.value), max_endpoints: Number(endpoints.value) },
       });
       announce(`Quota of ${t.tenant_id} saved`);
       clear(main); await tenants(main);
@@ -97,10 +132,29 @@ export async function cluster(main) {
           h('td', { class: 'num' }, fmtDur(n.oldest_retry_seconds || 0)),
           h('td', { class: 'num' }, n.due_endpoints || 0),
           h('td', { class: 'num' }, `${n.slots_used || 0} of ${n.slots || 0}`),
-          h('td', { class: 'num' }, `${n.waiting_new || 0} / ${n.waiting_retry || 0}`))))));
+          h('td', { class: 'num' }, `${n.waiting_new || 0} / ${n.waiting_retry || 0}`))))),
+      throttledTable(nodes));
   };
   await load();
   app.every(5000, () => load().catch(() => {}));
+}
+
+// throttledTable lists, member by member, the tenants it held back most
+// over the last minute and by what.
+function throttledTable(nodes) {
+  const rows = nodes.flatMap((n) => (n.throttled || []).map((t) => ({ node: n.address, ...t })));
+  if (!rows.length) return h('p', { id: 'throttled-none' }, 'No tenant was held back over the last minute.');
+  return h('table', { id: 'throttled' },
+    h('caption', {}, 'Tenants held back over the last minute: seconds their attempts waited, by what held them (at most 20 per member)'),
+    h('thead', {}, h('tr', {}, ['Member', 'Tenant', 'Quota', 'Dispatcher slot', 'Rate limits', 'Waiting now', 'At slot cap'].map((x) => h('th', { scope: 'col' }, x)))),
+    h('tbody', {}, rows.map((t) => h('tr', { 'data-tenant': t.tenant_id },
+      h('td', { class: 'mono' }, t.node),
+      h('td', {}, h('a', { href: `#/t/${encodeURIComponent(t.tenant_id)}/endpoints` }, t.tenant_id)),
+      h('td', { class: 'num' }, fmtDur(t.quota_seconds || 0)),
+      h('td', { class: 'num' }, fmtDur(t.slot_seconds || 0)),
+      h('td', { class: 'num' }, fmtDur(t.rate_limit_seconds || 0)),
+      h('td', { class: 'num' }, t.waiting || 0),
+      h('td', {}, t.at_cap ? 'yes' : '')))));
 }
 
 // ---- audit ----
