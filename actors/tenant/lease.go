@@ -71,8 +71,17 @@ func (l *Leases) Grant(now time.Time, endpointID string, wantAttempts, wantInFli
 		stale = true
 	}
 	wantAttempts, wantInFlight = max(wantAttempts, 0), max(wantInFlight, 0)
+	renewal := e.expires.After(now)
+	if renewal {
+		// The period's demand: what the endpoint took in it and what it
+		// wants now.
+		wantAttempts += e.attempts
+	}
 	if (e.wantAttempts != wantAttempts || e.wantInFlight != wantInFlight) && now.Sub(l.sharesAt) >= l.duration/4 {
 		stale = true
+	}
+	if share, ok := l.shares[endpointID]; renewal && ok && share[0] < wantAttempts {
+		stale = true // it may be owed more than the split of a smaller want gave it
 	}
 	e.asked, e.wantAttempts, e.wantInFlight = now, wantAttempts, wantInFlight
 
@@ -93,11 +102,11 @@ func (l *Leases) Grant(now time.Time, endpointID string, wantAttempts, wantInFli
 	share := l.shares[endpointID]
 	attempts := min(share[0], max(attemptBudget-heldA, 0))
 	inFlight := min(share[1], max(maxInFlight-heldF, 0))
-	if e.expires.After(now) {
+	if renewal {
 		// Asked again within its lease's period: the endpoint used the
-		// attempts it was granted. It gets what is left of its share for
-		// the period, the same expiry, and nothing more until the period
-		// ends: the budget is per period, however often an endpoint asks.
+		// attempts it was granted. It gets what is left of its share of
+		// the period's budget, the same expiry, and nothing more until the
+		// period ends: the budget is per period, however often it asks.
 		attempts = max(attempts-e.attempts, 0)
 		e.attempts += attempts
 	} else {

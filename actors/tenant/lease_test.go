@@ -100,6 +100,15 @@ func TestLeaseRenewedEarly(t *testing.T) {
 	if granted != 20 {
 		t.Fatalf("%d attempts granted over two periods at 10 per second, want 20", granted)
 	}
+	// Within a budget that covers it, an endpoint that asks again gets
+	// what it wants, as often as it asks.
+	l = tenant.NewLeases(time.Second, 3*time.Second)
+	for i, at := range []time.Duration{0, 10 * time.Millisecond, 20 * time.Millisecond, 30 * time.Millisecond} {
+		got := l.Grant(t0.Add(at), "a", 20, 5, 1000, 100)
+		if want := (tenant.Grant{Attempts: 20, InFlight: 5, Expires: t0.Add(time.Second)}); got != want {
+			t.Fatalf("ask %d within an ample budget: got %+v, want %+v", i, got, want)
+		}
+	}
 }
 
 // BenchmarkLeases500 is the fairness scenario's tenant: 500 endpoints
