@@ -6,10 +6,7 @@ import (
 	"slices"
 )
 
-// clusterNodes is the size of the acceptance run's cluster (--pg).
-const clusterNodes = 3
-
-// startCluster starts three nodes on PostgreSQL: a server of the run's own
+// startCluster starts --nodes nodes on PostgreSQL: a server of the run's own
 // (--pg private), which the pg-restart fault restarts, or the one given.
 func (a *acceptance) startCluster(ctx context.Context) (func(), error) {
 	b := a.b
@@ -22,7 +19,7 @@ func (a *acceptance) startCluster(ctx context.Context) (func(), error) {
 		a.pg, dsn = pg, pg.DSN()
 		fmt.Fprintf(b.stderr, "hookbench: acceptance: PostgreSQL of its own on %s\n", pg.DSN())
 	}
-	c, err := StartCluster(ctx, ClusterConfig{Nodes: clusterNodes, DSN: dsn, Binary: a.bin, Log: a.nodeLog(), KeepData: b.cfg.KeepData,
+	c, err := StartCluster(ctx, ClusterConfig{Nodes: b.cfg.Nodes, DSN: dsn, Binary: a.bin, Log: a.nodeLog(), KeepData: b.cfg.KeepData,
 		Args: a.nodeArgs("")})
 	if err != nil {
 		if a.pg != nil {

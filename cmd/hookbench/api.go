@@ -99,19 +99,20 @@ func (a *API) CreateTenant(ctx context.Context, id string) error {
 	return nil
 }
 
-// CreateEndpoint registers an endpoint for a tenant and returns its secret.
-func (a *API) CreateEndpoint(ctx context.Context, tenant, id string, settings *controlv1.EndpointSettings) (string, error) {
+// CreateEndpoint registers an endpoint for a tenant and returns its id (the
+// name scoped to the tenant) and its secret.
+func (a *API) CreateEndpoint(ctx context.Context, tenant, name string, settings *controlv1.EndpointSettings) (id, secret string, err error) {
 	cc, _, _ := a.conn()
 	ctx, cancel := a.ctx(ctx)
 	defer cancel()
-	resp, err := controlv1.NewEndpointServiceClient(cc).CreateEndpoint(ctx, &controlv1.CreateEndpointRequest{TenantId: tenant, EndpointId: id, Settings: settings})
+	resp, err := controlv1.NewEndpointServiceClient(cc).CreateEndpoint(ctx, &controlv1.CreateEndpointRequest{TenantId: tenant, EndpointId: name, Settings: settings})
 	if status.Code(err) == codes.InvalidArgument && strings.Contains(err.Error(), "url") {
-		return "", fmt.Errorf("create endpoint %s: %w: the receiver is on loopback, so the node must run with --allow-private-targets", id, err)
+		return "", "", fmt.Errorf("create endpoint %s: %w: the receiver is on loopback, so the node must run with --allow-private-targets", name, err)
 	}
 	if err != nil {
-		return "", fmt.Errorf("create endpoint %s: %w", id, err)
+		return "", "", fmt.Errorf("create endpoint %s: %w", name, err)
 	}
-	return resp.GetSecret(), nil
+	return resp.GetEndpoint().GetEndpointId(), resp.GetSecret(), nil
 }
 
 // PublishBatch publishes events for a tenant. It fails if the call fails or

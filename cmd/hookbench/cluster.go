@@ -228,7 +228,7 @@ func (b *Bench) startCluster(ctx context.Context, n int) (*Cluster, func(), erro
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := ClusterConfig{Nodes: n, DSN: b.cfg.PG, Binary: bin, KeepData: b.cfg.KeepData}
+	cfg := ClusterConfig{Nodes: n, DSN: b.cfg.PG, Binary: bin, KeepData: b.cfg.KeepData, Args: faultArgs(b.cfg.NodeFaults)}
 	if b.cfg.NodeLog {
 		cfg.Log = b.stderr
 	}
@@ -322,9 +322,7 @@ func (b *Bench) clusterFigures(ctx context.Context, c *Cluster, s *Summary) {
 	if err != nil {
 		s.Notes = append(s.Notes, err.Error())
 	}
-	b.mu.Lock()
-	all := int64(len(b.plan))
-	b.mu.Unlock()
+	_, all := b.ledger.expected()
 	if all > 0 {
 		s.CPUSecPer1k = round(u.CPU.Seconds()/float64(all)*1000, 4)
 	}

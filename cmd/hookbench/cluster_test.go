@@ -12,7 +12,7 @@ import (
 func TestParseRunCluster(t *testing.T) {
 	var stderr bytes.Buffer
 	c, err := parseRun([]string{"cluster", "--pg", "postgres://x"}, &stderr)
-	if err != nil || c.Duration != 40*time.Second || c.KillAt != 20*time.Second || c.Rate != 50 {
+	if err != nil || c.Duration != 40*time.Second || c.KillAt != 20*time.Second || c.Rate != 50 || c.Nodes != 3 || c.Kills != 1 {
 		t.Errorf("cluster defaults: %+v, %v", c, err)
 	}
 	c, err = parseRun([]string{"cluster-scale", "--pg", "postgres://x"}, &stderr)
@@ -26,6 +26,12 @@ func TestParseRunCluster(t *testing.T) {
 	}
 	if _, err := parseRun([]string{"cluster", "--pg", "postgres://x", "--duration", "10s", "--kill-at", "10s"}, &stderr); err == nil {
 		t.Error("--kill-at at the end of --duration: no error")
+	}
+	if c, err := parseRun([]string{"cluster", "--pg", "postgres://x", "--nodes", "5", "--kills", "3"}, &stderr); err != nil || c.Nodes != 5 || c.Kills != 3 {
+		t.Errorf("--nodes 5 --kills 3: %+v, %v", c, err)
+	}
+	if _, err := parseRun([]string{"cluster", "--pg", "postgres://x", "--nodes", "1"}, &stderr); err == nil {
+		t.Error("a cluster of one node to kill: no error")
 	}
 }
 
@@ -44,18 +50,16 @@ func TestRunCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	err := run(ctx, []string{"run", "cluster", "--hookline", bin, "--pg", pg, "--duration", "10s", "--kill-at", "5s",
+	err := run(ctx, []string{"run", "cluster", "--hookline", bin, "--pg", pg, "--duration", "12s", "--kill-at", "4s", "--kills", "2",
 		"--tenants", "1", "--endpoints", "4", "--fanout", "2", "--rate", "20", "--drain", "60s", "--progress", "2s"}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	t.Logf("%s\n%s", stderr.String(), stdout.String())
 	m := lastJSON(t, stdout.String())
-	if m["lost"] != 0.0 || m["deliveries"].(float64) == 0 || m["body_mismatch"] != 0.0 || m["unknown_ids"] != 0.0 {
-		t.Errorf("summary: %v", m)
-	}
+	checksZero(t, m)
 	extra := m["extra"].(map[string]any)
-	if extra["kills"] != 1.0 || extra["failover_s"].(float64) <= 0 {
+	if extra["kills"] != 2.0 || extra["nodes"] != 3.0 || extra["failover_s"].(float64) <= 0 {
 		t.Errorf("extra: %v", extra)
 	}
 	if _, ok := extra["duplicates_per_kill"]; !ok {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hookline/hookline/faults"
 )
 
 // RunConfig configures `hookbench run`. A zero field takes the scenario's
@@ -21,6 +23,9 @@ type RunConfig struct {
 	Hookline string // hookline binary; empty builds cmd/hookline
 	NodeLog  bool   // copy the node's log to stderr
 	KeepData bool   // keep the node's data directory
+	// NodeFaults is given to every node hookbench starts as `hookline
+	// serve --faults` (package faults), for the whole run.
+	NodeFaults string
 
 	Duration   time.Duration // publishing time
 	Rate       float64       // events per second; 0 is as fast as accepted
@@ -43,17 +48,19 @@ type RunConfig struct {
 	EndpointInFlight int     // endpoint max_in_flight
 
 	PG     string        // cluster: PostgreSQL URL of the shared log
-	KillAt time.Duration // cluster: publishing time before the SIGKILL
+	Nodes  int           // cluster, acceptance --pg: nodes started
+	KillAt time.Duration // cluster: publishing time before the first SIGKILL
 	Rounds int           // cluster-scale: rounds of the three sizes
 
-	Kills         int           // crash
+	Kills         int           // crash, cluster, acceptance
 	Storm         time.Duration // retry-storm: 429s for this long
 	RetryAfter    time.Duration // retry-storm: Retry-After sent
 	HangEndpoints int           // fairness: tenant A's endpoints
 	HangRate      float64       // fairness: tenant A's events per second
 	HangTimeout   time.Duration // fairness: tenant A's attempt timeout
 
-	Only []string // acceptance: the faults to run (empty: all)
+	Only       []string // acceptance: the faults to run (empty: all)
+	PGRestarts int      // acceptance --pg private: restarts of the pg-restart fault
 }
 
 // withDefaults fills zero fields from d, then from the general defaults.
@@ -77,6 +84,8 @@ func (c RunConfig) withDefaults(d RunConfig) RunConfig {
 	fillD(&c.Progress, d.Progress, 5*time.Second)
 	fillF(&c.EndpointRate, d.EndpointRate)
 	fill(&c.EndpointInFlight, d.EndpointInFlight, 0)
+	fill(&c.Nodes, d.Nodes, 3)
+	fill(&c.PGRestarts, d.PGRestarts, 1)
 	fillD(&c.KillAt, d.KillAt, c.Duration/2)
 	fill(&c.Kills, d.Kills, 6)
 	fill(&c.Rounds, d.Rounds, 1)
@@ -114,8 +123,75 @@ func (c RunConfig) Validate() error {
 		return fmt.Errorf("--kill-at %v must come before the end of --duration %v", c.KillAt, c.Duration)
 	case c.Scenario == "crash" && c.Kills < 5:
 		return fmt.Errorf("--kills %d: the crash scenario needs at least 5", c.Kills)
+	case c.Scenario == "cluster" && (c.Nodes < 2 || c.Kills < 1):
+		return fmt.Errorf("--nodes %d, --kills %d: the cluster scenario kills one node at a time and needs at least 2 nodes and 1 kill", c.Nodes, c.Kills)
+	case c.Nodes < 1:
+		return fmt.Errorf("--nodes %d: give at least 1", c.Nodes)
+	case c.NodeFaults != "" && c.Node != "":
+		return errors.New("--node-faults is given to the nodes hookbench starts: drop --node")
+	}
+	if _, err := faults.Parse(c.NodeFaults); err != nil {
+		return fmt.Errorf("--node-faults: %w", err)
 	}
 	return nil
+}
+
+// view is the configuration a summary prints under "config": the settings
+// every scenario uses and own, the scenario's (scenario.config), without
+// the zero ones, durations as text. Addresses and URLs are left out.
+func (c RunConfig) view(own []string) map[string]any {
+	d := func(v time.Duration) any {
+		if v == 0 {
+			return nil
+		}
+		return v.String()
+	}
+	n := func(v int64) any {
+		if v == 0 {
+			return nil
+		}
+		return v
+	}
+	f := func(v float64) any {
+		if v == 0 {
+			return nil
+		}
+		return v
+	}
+	pg := any(nil)
+	switch {
+	case c.PG == "private":
+		pg = "private"
+	case c.PG != "":
+		pg = "given"
+	}
+	all := map[string]any{
+		"duration": d(c.Duration), "rate": f(c.Rate), "tenants": n(int64(c.Tenants)), "endpoints": n(int64(c.Endpoints)),
+		"fanout": n(int64(c.Fanout)), "publishers": n(int64(c.Publishers)), "batch": n(int64(c.Batch)), "payload_bytes": n(int64(c.Payload)),
+		"max_backlog": n(c.MaxBacklog), "endpoint_rate": f(c.EndpointRate), "endpoint_in_flight": n(int64(c.EndpointInFlight)),
+		"drain": d(c.Drain), "raw_duration": d(c.RawDuration), "raw_workers": n(int64(c.RawWorkers)),
+		"nodes": n(int64(c.Nodes)), "kills": n(int64(c.Kills)), "kill_at": d(c.KillAt), "rounds": n(int64(c.Rounds)),
+		"storm": d(c.Storm), "retry_after": d(c.RetryAfter), "hang_endpoints": n(int64(c.HangEndpoints)),
+		"hang_rate": f(c.HangRate), "hang_timeout": d(c.HangTimeout), "pg": pg, "pg_restarts": n(int64(c.PGRestarts)),
+	}
+	if c.NodeFaults != "" {
+		all["node_faults"] = c.NodeFaults
+	}
+	if len(c.Only) > 0 {
+		all["only"] = strings.Join(c.Only, ",")
+	}
+	if c.Node != "" {
+		all["node"] = "given"
+	}
+	keys := append([]string{"duration", "rate", "tenants", "endpoints", "fanout", "publishers", "batch", "payload_bytes",
+		"max_backlog", "endpoint_rate", "endpoint_in_flight", "drain", "node_faults", "node"}, own...)
+	out := map[string]any{}
+	for _, k := range keys {
+		if v := all[k]; v != nil {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // parseRun parses `hookbench run SCENARIO [flags]` (flags before or after
@@ -137,6 +213,7 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.StringVar(&c.Hookline, "hookline", "", "hookline binary to start; empty builds cmd/hookline with go build")
 	fs.BoolVar(&c.NodeLog, "node-log", false, "copy the node's log to stderr")
 	fs.BoolVar(&c.KeepData, "keep-data", false, "keep the node's data directory and print where it is")
+	fs.StringVar(&c.NodeFaults, "node-faults", "", "give every node hookbench starts these faults for the whole run (hookline serve --faults, package faults), e.g. plan-short=1000 or corrupt-body=1000: the run must then fail")
 	fs.DurationVar(&c.Duration, "duration", 0, "publishing time (default per scenario: 30s, fairness 20s per phase, retry-storm 10s, crash 60s, cluster 40s, cluster-scale 20s per cluster size)")
 	fs.Float64Var(&c.Rate, "rate", 0, "events per second (0: as fast as accepted; latency: half the measured maximum)")
 	fs.IntVar(&c.Tenants, "tenants", 0, "tenants (throughput and latency 10, retry-storm and crash 4)")
@@ -154,14 +231,16 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.Float64Var(&c.EndpointRate, "endpoint-rate", 0, "endpoints' rate_per_second and burst (throughput, latency 1000; 0: the node's default)")
 	fs.IntVar(&c.EndpointInFlight, "endpoint-in-flight", 0, "endpoints' max_in_flight (throughput, latency 50; 0: the node's default)")
 	fs.StringVar(&c.PG, "pg", os.Getenv("HOOKLINE_POSTGRES_URL"), "cluster, cluster-scale: PostgreSQL URL of the shared log (HOOKLINE_POSTGRES_URL); a fresh schema per run, dropped at the end. acceptance: three nodes on PostgreSQL: \"private\" starts a server of its own (initdb, another port) that the pg-restart fault restarts; a URL uses that server (no pg-restart)")
-	fs.DurationVar(&c.KillAt, "kill-at", 0, "cluster: kill -9 one node after this much publishing (half of --duration)")
-	fs.IntVar(&c.Kills, "kills", 0, "crash: kill -9 this many times, at least 5 (6)")
+	fs.IntVar(&c.Nodes, "nodes", 0, "cluster, acceptance --pg: nodes to start (3)")
+	fs.DurationVar(&c.KillAt, "kill-at", 0, "cluster: kill -9 the first node after this much publishing (half of --duration); further --kills follow at even intervals")
+	fs.IntVar(&c.Kills, "kills", 0, "crash: kill -9 this many times, at least 5 (6); cluster: kill -9 this many times, one node at a time, each restarted before the next kill (1); acceptance: kills per killing fault (3)")
 	fs.IntVar(&c.Rounds, "rounds", 0, "cluster-scale: rounds of 1, 2 and 3 nodes, in alternating order; figures are medians (1)")
 	fs.DurationVar(&c.Storm, "storm", 0, "retry-storm: answer 429 for this long (20s)")
 	fs.DurationVar(&c.RetryAfter, "retry-after", 0, "retry-storm: Retry-After sent with the 429s (5s)")
 	fs.IntVar(&c.HangEndpoints, "hang-endpoints", 0, "fairness: tenant A's hanging endpoints (500)")
 	fs.Float64Var(&c.HangRate, "hang-rate", 0, "fairness: tenant A's events per second, each to every A endpoint (2)")
 	fs.DurationVar(&c.HangTimeout, "hang-timeout", 0, "fairness: tenant A's attempt timeout, 1s to 30s (5s)")
+	fs.IntVar(&c.PGRestarts, "pg-restarts", 0, "acceptance --pg private: times the pg-restart fault restarts PostgreSQL (immediate shutdown), spread over --duration (1)")
 	only := fs.String("only", "", "acceptance: run only these faults, comma-separated (the baseline always runs): "+strings.Join(faultNames(), ", "))
 
 	// The scenario may come first or after the flags.

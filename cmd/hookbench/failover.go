@@ -8,15 +8,18 @@ import (
 	"time"
 )
 
-// clusterFailover is the cluster scenario: three nodes on one PostgreSQL
-// log, a steady rate published through every node's API round robin, the
-// last node killed with SIGKILL at --kill-at, and every delivery awaited.
-// failover_s is the longest gap between first arrivals at any endpoint that
-// overlaps the time from the kill to the end of publishing: the endpoints
-// the dead node owned wait for the survivors to notice and take them over.
+// clusterFailover is the cluster scenario: --nodes nodes on one PostgreSQL
+// log, a steady rate published through every node's API round robin, and
+// --kills SIGKILLs from --kill-at on, at even intervals up to the end of
+// publishing, each of a node other than the first (the seed the others
+// joined), in turn from the last. A killed node is started again on its
+// data just before the next kill; the last one stays down. Every delivery
+// is awaited. failover_s is the longest gap between first arrivals at any
+// endpoint that overlaps the time from the first kill to the end of
+// publishing: the endpoints a dead node owned wait for the survivors to
+// notice and take them over.
 func clusterFailover(ctx context.Context, b *Bench) (Summary, error) {
-	const nodes = 3
-	c, closeCluster, err := b.startCluster(ctx, nodes)
+	c, closeCluster, err := b.startCluster(ctx, b.cfg.Nodes)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -29,35 +32,21 @@ func clusterFailover(ctx context.Context, b *Bench) (Summary, error) {
 	stopProgress := b.withProgress(ctx)
 	defer stopProgress()
 
-	victim := c.Nodes[nodes-1]
 	start := time.Now()
-	killed := make(chan time.Time, 1)
-	kctx, stopKill := context.WithCancel(ctx)
-	go func() {
-		defer close(killed)
-		if sleepCtx(kctx, b.cfg.KillAt) != nil {
-			return
-		}
-		at := time.Now()
-		if err := victim.Kill(); err != nil {
-			fmt.Fprintf(b.stderr, "hookbench: %v\n", err)
-			return
-		}
-		fmt.Fprintf(b.stderr, "hookbench: kill -9 node %d of %d at %.1fs; publishing goes on through the others\n",
-			nodes, nodes, at.Sub(start).Seconds())
-		killed <- at
-	}()
+	kctx, stopKills := context.WithCancel(ctx)
+	killsDone := make(chan []time.Time, 1)
+	go func() { killsDone <- b.killNodes(kctx, c, start) }()
 	l := b.load(ts, b.cfg.Rate, b.cfg.Duration, 0)
 	l.Retry, l.APIs = true, c.APIs
 	_, perr := b.Publish(ctx, l)
 	published := time.Now()
-	stopKill()
-	killedAt, ok := <-killed
+	stopKills()
+	kills := <-killsDone
 	if perr != nil {
 		return Summary{}, perr
 	}
-	if !ok {
-		return Summary{}, errors.New("the node was not killed before publishing ended")
+	if len(kills) == 0 {
+		return Summary{}, errors.New("no node was killed before publishing ended: give --kill-at before the end of --duration")
 	}
 	awaitErr := b.Await(ctx, b.cfg.Drain)
 	if errors.Is(awaitErr, ErrNoDelivery) {
@@ -69,24 +58,59 @@ func clusterFailover(ctx context.Context, b *Bench) (Summary, error) {
 	if awaitErr != nil {
 		s.Notes = append(s.Notes, awaitErr.Error())
 	}
-	g := b.arrivalGaps(start, killedAt, published)
-	const kills = 1
+	g := b.arrivalGaps(start, kills[0], published)
 	addExtra(&s, map[string]float64{
-		"nodes":                nodes,
-		"kills":                kills,
-		"kill_at_s":            round(killedAt.Sub(start).Seconds(), 2),
-		"failover_s":           round(g.failover.Seconds(), 3),
-		"gap_before_kill_s":    round(g.before.Seconds(), 3),
-		"endpoints_stalled":    float64(g.stalled),
-		"duplicates_per_kill":  round(float64(s.Duplicates)/kills, 2),
-		"duplicate_ids":        float64(b.recv.Stats().DuplicateIDs),
-		"publish_retries":      float64(b.retries.Load()),
-		"rate_events_per_sec":  b.cfg.Rate,
-		"endpoints_per_tenant": float64(b.cfg.Endpoints),
+		"nodes":               float64(len(c.Nodes)),
+		"kills":               float64(len(kills)),
+		"kill_at_s":           round(kills[0].Sub(start).Seconds(), 2),
+		"failover_s":          round(g.failover.Seconds(), 3),
+		"gap_before_kill_s":   round(g.before.Seconds(), 3),
+		"endpoints_stalled":   float64(g.stalled),
+		"duplicates_per_kill": round(float64(s.Duplicates)/float64(len(kills)), 2),
+		"duplicate_ids":       float64(b.recv.Stats().DuplicateIDs),
+		"publish_retries":     float64(b.retries.Load()),
 	})
-	s.Notes = append(s.Notes, "failover_s: the longest gap between first arrivals at one endpoint overlapping kill → end of publishing; gap_before_kill_s: the same before the kill (steady-state jitter)")
+	s.Notes = append(s.Notes, "nodes and kills count the processes started and killed; failover_s: the longest gap between first arrivals at one endpoint overlapping the first kill → end of publishing; gap_before_kill_s: the same before it (steady-state jitter)")
 	b.clusterFigures(ctx, c, &s)
 	return s, nil
+}
+
+// killNodes kills --kills nodes of c with SIGKILL, one at a time, from
+// start + --kill-at at even intervals until the end of publishing, until
+// ctx ends; each kill is a window of the ledger. It returns the kills'
+// times.
+func (b *Bench) killNodes(ctx context.Context, c *Cluster, start time.Time) []time.Time {
+	n := len(c.Nodes)
+	every := (b.cfg.Duration - b.cfg.KillAt) / time.Duration(b.cfg.Kills)
+	var kills []time.Time
+	var down *Node
+	for i := range b.cfg.Kills {
+		if sleepCtx(ctx, time.Until(start.Add(b.cfg.KillAt+time.Duration(i)*every))) != nil {
+			return kills
+		}
+		if down != nil {
+			j := slices.Index(c.Nodes, down)
+			if err := down.Restart(ctx); err != nil {
+				fmt.Fprintf(b.stderr, "hookbench: restart node %d: %v\n", j+1, err)
+				return kills
+			}
+			if err := c.APIs[j].Reconnect(down.GRPCAddr()); err != nil {
+				fmt.Fprintf(b.stderr, "hookbench: %v\n", err)
+				return kills
+			}
+		}
+		victim := c.Nodes[n-1-i%(n-1)]
+		at := time.Now()
+		if err := victim.Kill(); err != nil {
+			fmt.Fprintf(b.stderr, "hookbench: %v\n", err)
+			return kills
+		}
+		b.ledger.disturbed("kill", at, time.Time{})
+		kills, down = append(kills, at), victim
+		fmt.Fprintf(b.stderr, "hookbench: kill -9 node %d of %d at %.1fs (kill %d of %d); publishing goes on through the others\n",
+			slices.Index(c.Nodes, victim)+1, n, at.Sub(start).Seconds(), i+1, b.cfg.Kills)
+	}
+	return kills
 }
 
 // gaps are the arrival gaps around a kill.
@@ -100,16 +124,7 @@ type gaps struct {
 // endpoint and measures, per endpoint, the longest gap between consecutive
 // arrivals that overlaps [kill, end], and the longest one before the kill.
 func (b *Bench) arrivalGaps(start, kill, end time.Time) gaps {
-	b.mu.Lock()
-	ids := make([]string, 0, len(b.plan))
-	for id := range b.plan {
-		ids = append(ids, id)
-	}
-	b.mu.Unlock()
-	byEP := map[string][]time.Time{}
-	b.recv.Lookup(ids, func(_ string, rec Record) {
-		byEP[rec.Endpoint] = append(byEP[rec.Endpoint], rec.FirstSeen)
-	})
+	byEP := b.ledger.arrivals(b.recv)
 	var g gaps
 	over := map[string]time.Duration{}
 	for ep, ts := range byEP {

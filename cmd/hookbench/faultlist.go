@@ -21,6 +21,11 @@ type faultSpec struct {
 	// healthyP99 judges the healthy tenants' first-attempt p99 against
 	// the baseline: for faults that some tenants suffer and not others.
 	healthyP99 bool
+	// explains: the fault's window explains a duplicate whose receipts
+	// straddle it (it kills nodes, loses acknowledgements or restarts the
+	// database, so an attempt may land before its outcome is recorded).
+	// The others must cause none.
+	explains bool
 	// pgOnly runs only on a cluster (--pg).
 	pgOnly  bool
 	prepare func(ctx context.Context, a *acceptance, fr *faultRun) error
@@ -45,7 +50,7 @@ var faultList = []faultSpec{
 	},
 	{
 		name: "fanout-midway", summary: "the node is killed (SIGKILL) while appending a multi-chunk plan: before, during or just after it lands",
-		nodeFaults: "kill-in-plan=20", kills: true,
+		nodeFaults: "kill-in-plan=20", kills: true, explains: true,
 	},
 	{
 		name: "duplicate-due", summary: "every pull hands the endpoint's previous pull out again, every wake is sent twice",
@@ -53,16 +58,14 @@ var faultList = []faultSpec{
 	},
 	{
 		name: "kill-after-2xx", summary: "the node is killed after the receiver answered 2xx and before the success is recorded",
-		nodeFaults: "kill-after-2xx=100", kills: true,
+		nodeFaults: "kill-after-2xx=100", kills: true, explains: true,
 	},
 	{
 		name: "retry-storm", summary: "every endpoint answers 429 with Retry-After at once, for --storm (then 200)",
 		during: func(ctx context.Context, a *acceptance, fr *faultRun) error {
 			a.b.recv.SetDefault(Behaviour{Mix: []StatusWeight{{Status: 429, Weight: 1}}, RetryAfter: a.b.cfg.RetryAfter})
 			defer a.b.recv.SetDefault(Behaviour{})
-			storm := min(a.b.cfg.Storm, a.b.cfg.Duration)
-			fr.figures["storm_s"] = storm.Seconds()
-			return sleepCtx(ctx, storm)
+			return sleepCtx(ctx, min(a.b.cfg.Storm, a.b.cfg.Duration))
 		},
 		after: func(_ context.Context, a *acceptance, fr *faultRun) {
 			a.b.recv.SetDefault(Behaviour{})
@@ -108,18 +111,27 @@ var faultList = []faultSpec{
 	},
 	{
 		name: "unknown-outcome", summary: "every 200th append lands and then fails as if its acknowledgement was lost",
-		nodeFaults: "unknown-every=200",
+		nodeFaults: "unknown-every=200", explains: true,
 	},
 	{
-		name: "pg-restart", summary: "the PostgreSQL server restarts under load (fast shutdown, then start)",
-		pgOnly: true,
+		name: "pg-restart", summary: "the PostgreSQL server restarts under load, --pg-restarts times (immediate shutdown: a crash, recovered from its WAL at start)",
+		pgOnly: true, explains: true,
 		during: func(ctx context.Context, a *acceptance, fr *faultRun) error {
-			if err := sleepCtx(ctx, a.b.cfg.Duration/3); err != nil {
-				return nil
+			n := max(a.b.cfg.PGRestarts, 1)
+			every := a.b.cfg.Duration / time.Duration(n+1)
+			var most time.Duration
+			for i := range n {
+				if err := sleepCtx(ctx, every); err != nil {
+					return nil
+				}
+				took, err := a.pg.restart(ctx)
+				if err != nil {
+					return err
+				}
+				fr.figures["pg_restarts"], most = float64(i+1), max(most, took)
+				fr.figures["pg_restart_max_s"] = round(most.Seconds(), 2)
 			}
-			took, err := a.pg.restart(ctx)
-			fr.figures["pg_restart_s"] = round(took.Seconds(), 2)
-			return err
+			return nil
 		},
 	},
 }

@@ -122,11 +122,12 @@ func (p *privatePostgres) DSN() string {
 	return fmt.Sprintf("postgres://hookline@127.0.0.1:%d/postgres?sslmode=disable", p.port)
 }
 
-// restart stops the server (fast: connections are cut, transactions in
-// flight roll back) and starts it again; it returns how long it was down.
+// restart stops the server in immediate mode (every process ends at once,
+// as in a crash: connections are cut, and the server recovers from its WAL
+// when it starts) and starts it again; it returns how long it was down.
 func (p *privatePostgres) restart(ctx context.Context) (time.Duration, error) {
 	began := time.Now()
-	if out, err := p.run(ctx, "pg_ctl", "-D", p.data, "-m", "fast", "-w", "-t", "60", "stop"); err != nil {
+	if out, err := p.run(ctx, "pg_ctl", "-D", p.data, "-m", "immediate", "-w", "-t", "60", "stop"); err != nil {
 		return 0, fmt.Errorf("pg_ctl stop: %v\n%s", err, out)
 	}
 	if err := p.start(ctx); err != nil {

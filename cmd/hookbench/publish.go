@@ -104,7 +104,7 @@ func (b *Bench) publishBatch(ctx context.Context, t *Tenant, evs []*controlv1.Pu
 		began := time.Now()
 		resps, err := b.api.PublishBatch(ctx, t.ID, evs)
 		if err == nil {
-			b.record(t, resps, began, time.Now(), l.Phase)
+			b.record(t, evs, resps, began, time.Now(), l.Phase)
 			if l.Twice {
 				return b.publishAgain(ctx, t, evs, resps, l)
 			}
@@ -124,7 +124,9 @@ func (b *Bench) publishBatch(ctx context.Context, t *Tenant, evs []*controlv1.Pu
 	}
 }
 
-func (b *Bench) record(t *Tenant, resps []*controlv1.PublishResponse, began, ack time.Time, phase int) {
+// record enters an accepted batch in the ledger and the publish figures.
+func (b *Bench) record(t *Tenant, evs []*controlv1.PublishRequest, resps []*controlv1.PublishResponse, began, ack time.Time, phase int) {
+	b.ledger.record(t, evs, resps, began, ack, phase)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.firstAck.IsZero() {
@@ -132,16 +134,6 @@ func (b *Bench) record(t *Tenant, resps []*controlv1.PublishResponse, began, ack
 	}
 	b.publishLat[phase] = append(b.publishLat[phase], ack.Sub(began))
 	b.events += int64(len(resps))
-	for _, r := range resps {
-		for _, d := range r.GetDeliveries() {
-			if _, ok := b.plan[d.GetDeliveryId()]; !ok {
-				b.plan[d.GetDeliveryId()] = planned{sent: began, ack: ack, tenant: t, phase: phase}
-				if t.Await {
-					b.awaited++
-				}
-			}
-		}
-	}
 }
 
 // publishRoundRobin sends a batch to the next node of l.APIs and, when that
@@ -156,7 +148,7 @@ func (b *Bench) publishRoundRobin(ctx context.Context, t *Tenant, evs []*control
 		began := time.Now()
 		resps, err := api.PublishBatch(ctx, t.ID, evs)
 		if err == nil {
-			b.record(t, resps, began, time.Now(), l.Phase)
+			b.record(t, evs, resps, began, time.Now(), l.Phase)
 			if l.Twice {
 				return b.publishAgain(ctx, t, evs, resps, l)
 			}

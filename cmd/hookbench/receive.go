@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,11 +95,33 @@ func (b Behaviour) status() int {
 // Record is what the receiver knows about one webhook-id.
 type Record struct {
 	Endpoint  string    `json:"endpoint"`
+	EventID   string    `json:"event_id,omitempty"` // webhook-event-id of the first attempt
 	Attempts  int       `json:"attempts"`
 	Successes int       `json:"successes"` // attempts answered with a 2xx
 	FirstSeen time.Time `json:"first_seen"`
 	FirstOK   time.Time `json:"first_ok,omitzero"`
-	bodyHash  uint64
+	bodyHash  uint64    // the first attempt's body
+	// bodies are the distinct body hashes of its attempts, oks its 2xx
+	// answers in order: what a ledger checks the bytes and explains the
+	// duplicates by.
+	bodies []uint64
+	oks    []Receipt
+}
+
+// Receipt is one 2xx answer of the receiver.
+type Receipt struct {
+	At   time.Time // when the request was read
+	Body uint64    // BodyHash of its body
+	// Cut says the sender had gone before the answer was written (it gave
+	// up waiting): it cannot know the webhook arrived.
+	Cut bool
+}
+
+// BodyHash is the hash the receiver keeps of a body (FNV-1a, 64 bits).
+func BodyHash(body []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(body)
+	return h.Sum64()
 }
 
 // Stats are the receiver's counts.
@@ -274,6 +297,16 @@ func (r *Receiver) Lookup(ids []string, f func(id string, rec Record)) {
 	}
 }
 
+// Each calls f with every webhook-id and its record, under the receiver's
+// lock: f must not call the receiver, nor keep rec's receipts.
+func (r *Receiver) Each(f func(id string, rec *Record, oks []Receipt, bodies []uint64)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, rec := range r.records {
+		f(id, rec, rec.oks, rec.bodies)
+	}
+}
+
 // SucceededFor counts the webhook-ids answered with a 2xx on the given
 // endpoints, and the verified attempts on them.
 func (r *Receiver) SucceededFor(endpoints []string) (ok, attempts int64) {
@@ -329,7 +362,7 @@ func (r *Receiver) serveWebhook(w http.ResponseWriter, req *http.Request) {
 		status = b.status()
 	}
 	id := req.Header.Get(verify.HeaderID)
-	r.record(id, endpoint, body, status, now)
+	nth := r.record(id, req.Header.Get("webhook-event-id"), endpoint, body, status, now)
 
 	if b.Hang {
 		r.hang(req.Context())
@@ -344,10 +377,23 @@ func (r *Receiver) serveWebhook(w http.ResponseWriter, req *http.Request) {
 		}
 		t.Stop()
 	}
+	if nth >= 0 && req.Context().Err() != nil {
+		r.cut(id, nth)
+	}
 	if status/100 != 2 && b.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((b.RetryAfter+time.Second-1)/time.Second)))
 	}
 	w.WriteHeader(status)
+}
+
+// cut marks the ok-th 2xx answer of id as written after its sender had
+// gone.
+func (r *Receiver) cut(id string, ok int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rec := r.records[id]; rec != nil && ok < len(rec.oks) {
+		rec.oks[ok].Cut = true
+	}
 }
 
 // hang waits until the caller gives up, the receiver stops or maxHang passes.
@@ -361,10 +407,10 @@ func (r *Receiver) hang(ctx context.Context) {
 	}
 }
 
-func (r *Receiver) record(id, endpoint string, body []byte, status int, now time.Time) {
-	h := fnv.New64a()
-	h.Write(body)
-	sum := h.Sum64()
+// record counts one verified attempt and returns the index of its 2xx
+// answer among the webhook-id's (-1 when it is not one).
+func (r *Receiver) record(id, eventID, endpoint string, body []byte, status int, now time.Time) int {
+	sum := BodyHash(body)
 	ok := status/100 == 2
 
 	r.mu.Lock()
@@ -377,7 +423,7 @@ func (r *Receiver) record(id, endpoint string, body []byte, status int, now time
 	}
 	rec, seen := r.records[id]
 	if !seen {
-		rec = &Record{Endpoint: endpoint, FirstSeen: now, bodyHash: sum}
+		rec = &Record{Endpoint: endpoint, EventID: eventID, FirstSeen: now, bodyHash: sum, bodies: []uint64{sum}}
 		r.records[id] = rec
 		r.stats.Unique++
 	} else {
@@ -385,23 +431,29 @@ func (r *Receiver) record(id, endpoint string, body []byte, status int, now time
 		if rec.bodyHash != sum {
 			r.stats.BodyMismatch++
 		}
+		if !slices.Contains(rec.bodies, sum) {
+			rec.bodies = append(rec.bodies, sum)
+		}
 	}
 	rec.Attempts++
 	r.stats.MaxAttempts = max(r.stats.MaxAttempts, rec.Attempts)
-	if ok {
-		rec.Successes++
-		switch rec.Successes {
-		case 1:
-			rec.FirstOK = now
-			r.stats.Succeeded++
-			r.okBy[rec.Endpoint]++
-		case 2:
-			r.stats.DuplicateIDs++
-			r.stats.Duplicates++
-		default:
-			r.stats.Duplicates++
-		}
+	if !ok {
+		return -1
 	}
+	rec.Successes++
+	rec.oks = append(rec.oks, Receipt{At: now, Body: sum})
+	switch rec.Successes {
+	case 1:
+		rec.FirstOK = now
+		r.stats.Succeeded++
+		r.okBy[rec.Endpoint]++
+	case 2:
+		r.stats.DuplicateIDs++
+		r.stats.Duplicates++
+	default:
+		r.stats.Duplicates++
+	}
+	return len(rec.oks) - 1
 }
 
 func statusKey(status int) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,8 +21,9 @@ import (
 var ErrNoDelivery = errors.New("hookbench: the node delivered nothing")
 
 // Bench is one run of a scenario: an in-process receiver, a node (started
-// here or given), the tenants and endpoints made for the run, and the plan
-// of every delivery published. Its methods are safe for concurrent use.
+// here or given), the tenants and endpoints made for the run, and the
+// ledger of every delivery published. Its methods are safe for concurrent
+// use.
 type Bench struct {
 	cfg  RunConfig
 	recv *Receiver
@@ -33,12 +35,13 @@ type Bench struct {
 	apis   []*API
 	runID  string
 	stderr io.Writer
+	ledger *ledger
+	// config names the scenario's own settings for its summary
+	// (scenario.config).
+	config []string
 
-	mu         sync.Mutex // guards the fields below
-	plan       map[string]planned
-	awaited    int64                   // planned deliveries of awaited tenants
+	mu         sync.Mutex              // guards the fields below
 	awaitedEPs []string                // endpoints of awaited tenants
-	allEPs     []string                // endpoints of every tenant of the run
 	publishLat map[int][]time.Duration // PublishBatch calls, by phase
 	events     int64
 	firstAck   time.Time
@@ -51,12 +54,9 @@ type Bench struct {
 	republishDiffer atomic.Int64 // of them, not answered as the same duplicate
 }
 
-// planned is one delivery as the publish answer planned it.
-type planned struct {
-	sent   time.Time // publish call started
-	ack    time.Time // publish acknowledged
-	tenant *Tenant
-	phase  int
+// newBench is a Bench of cfg with its receiver and an empty ledger.
+func newBench(cfg RunConfig, recv *Receiver, stderr io.Writer, runID string) *Bench {
+	return &Bench{cfg: cfg, recv: recv, stderr: stderr, runID: runID, ledger: newLedger(), publishLat: map[int][]time.Duration{}}
 }
 
 // Tenant is a tenant made for the run and its endpoints. Type i of the
@@ -69,6 +69,11 @@ type Tenant struct {
 	// Await says whether the run waits for this tenant's deliveries and
 	// counts them in the summary.
 	Await bool
+	// subs are the endpoints subscribed to each type, as the bench created
+	// them (the ledger's expectation); names maps the node's endpoint ids
+	// to the bench's names. Both are set before the tenant is used.
+	subs  map[string][]string
+	names map[string]string
 }
 
 // TenantSpec describes tenants to make.
@@ -100,6 +105,28 @@ func (b *Bench) AddTenant(ctx context.Context, spec TenantSpec) (*Tenant, error)
 		}
 		t.Endpoints = append(t.Endpoints, t.ID+"_e"+strconv.Itoa(i))
 	}
+	// Endpoint j takes types j, j-1, ..., j-fanout+1 (mod the count).
+	types := make([][]string, len(t.Endpoints))
+	t.subs, t.names = map[string][]string{}, map[string]string{}
+	for j, ep := range t.Endpoints {
+		if all {
+			types[j] = []string{"*"}
+		} else {
+			for k := range spec.Fanout {
+				types[j] = append(types[j], t.Types[(j-k+spec.Endpoints)%spec.Endpoints])
+			}
+		}
+		for _, typ := range types[j] {
+			if typ == "*" {
+				for _, all := range t.Types {
+					t.subs[all] = append(t.subs[all], ep)
+				}
+				continue
+			}
+			t.subs[typ] = append(t.subs[typ], ep)
+		}
+	}
+	ids := make([]string, len(t.Endpoints))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for j, ep := range t.Endpoints {
@@ -109,26 +136,25 @@ func (b *Bench) AddTenant(ctx context.Context, spec TenantSpec) (*Tenant, error)
 				s = cloneSettings(spec.Settings)
 			}
 			s.Url = b.recv.URL(ep)
-			for k := range spec.Fanout {
-				if all {
-					s.EventTypes = []string{"*"}
-					break
-				}
-				s.EventTypes = append(s.EventTypes, t.Types[(j-k+spec.Endpoints)%spec.Endpoints])
-			}
+			s.EventTypes = types[j]
 			if spec.Behaviour != nil {
 				b.recv.SetBehaviour(ep, *spec.Behaviour)
 			}
-			secret, err := b.api.CreateEndpoint(gctx, t.ID, ep, s)
+			id, secret, err := b.api.CreateEndpoint(gctx, t.ID, ep, s)
 			if err != nil {
 				return err
 			}
+			ids[j] = id
 			return b.recv.SetSecret(ep, secret)
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	for j, id := range ids {
+		t.names[id] = t.Endpoints[j]
+	}
+	b.ledger.addTenant(t)
 	apis := b.apis
 	if len(apis) == 0 {
 		apis = []*API{b.api}
@@ -148,7 +174,6 @@ func (b *Bench) AddTenant(ctx context.Context, spec TenantSpec) (*Tenant, error)
 	if t.Await {
 		b.awaitedEPs = append(b.awaitedEPs, t.Endpoints...)
 	}
-	b.allEPs = append(b.allEPs, t.Endpoints...)
 	b.mu.Unlock()
 	return t, nil
 }
@@ -158,49 +183,50 @@ func cloneSettings(s *controlv1.EndpointSettings) *controlv1.EndpointSettings {
 		MaxInFlight: s.GetMaxInFlight(), TimeoutMs: s.GetTimeoutMs(), MaxAttempts: s.GetMaxAttempts()}
 }
 
-// counts returns the awaited deliveries planned and received (2xx), and all
-// events published.
-func (b *Bench) counts() (plannedN, received, events int64) {
-	plannedN, received, events, _ = b.countAll()
-	return plannedN, received, events
-}
-
-// countAll is counts with the attempts on every endpoint of the run.
-func (b *Bench) countAll() (plannedN, received, events, attempts int64) {
+// counts returns the awaited deliveries the node announced, those
+// received (2xx, by webhook-id, whatever the ledger says of them), the
+// events published and the attempts on the awaited endpoints: cheap
+// figures for pacing and progress.
+func (b *Bench) counts() (announced, received, events, attempts int64) {
 	b.mu.Lock()
-	plannedN, events = b.awaited, b.events
-	eps, all := b.awaitedEPs, b.allEPs
+	events = b.events
+	eps := b.awaitedEPs
 	b.mu.Unlock()
-	received, _ = b.recv.SucceededFor(eps)
-	_, attempts = b.recv.SucceededFor(all)
-	return plannedN, received, events, attempts
+	received, attempts = b.recv.SucceededFor(eps)
+	return b.ledger.announcedAwaited(), received, events, attempts
 }
 
 func (b *Bench) backlog() int64 {
-	p, r, _ := b.counts()
+	p, r, _, _ := b.counts()
 	return p - r
 }
 
-// Await waits until every awaited delivery planned so far was received
-// with a 2xx, printing progress, for at most timeout. It fails with
-// ErrNoDelivery when nothing arrived within cfg.FirstDelivery of the first
-// publish. It returns the time the last delivery arrived.
+// Await waits until every delivery of the awaited tenants that the node
+// announced was received with a 2xx, printing progress, for at most
+// timeout (the ledger's deliveries the node did not announce never come:
+// they are counted lost, not awaited). It fails with ErrNoDelivery when
+// nothing arrived within cfg.FirstDelivery of the first publish.
 func (b *Bench) Await(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		p, r, _, attempts := b.countAll()
+		p, r, _, attempts := b.counts()
+		// r counts every webhook-id answered 2xx, unplanned ones too:
+		// only when it is high enough are the announced ids looked up.
+		missing := p - r
 		if r >= p {
-			return nil
+			if missing = b.ledger.unreceived(b.recv); missing == 0 {
+				return nil
+			}
 		}
 		b.mu.Lock()
 		first := b.firstAck
 		b.mu.Unlock()
 		if attempts == 0 && !first.IsZero() && time.Since(first) > b.cfg.FirstDelivery {
-			return fmt.Errorf("%w within %v of the first publish (%d deliveries planned): is the delivery engine wired into the node? Node log:\n%s",
+			return fmt.Errorf("%w within %v of the first publish (%d deliveries planned); the node's log:\n%s",
 				ErrNoDelivery, b.cfg.FirstDelivery, p, b.nodeTail())
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d deliveries not received within %v", p-r, p, timeout)
+			return fmt.Errorf("%d of %d deliveries the node planned not received within %v", missing, p, timeout)
 		}
 		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
 			return err
@@ -226,7 +252,7 @@ func (b *Bench) Progress(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		p, r, ev := b.counts()
+		p, r, ev, _ := b.counts()
 		st := b.recv.Stats()
 		fmt.Fprintf(b.stderr, "hookbench: %5.0fs published %d events, delivered %d of %d planned (pending %d), receiver: %d requests, %d duplicates\n",
 			time.Since(start).Seconds(), ev, r, p, max(0, p-r), st.Requests, st.Duplicates)
@@ -235,16 +261,9 @@ func (b *Bench) Progress(ctx context.Context, interval time.Duration) {
 
 // Confirm asks the node for its status counts of the awaited tenants (all
 // phases), until nothing is pending and the succeeded count matches the
-// planned deliveries, or timeout.
+// ledger's expected deliveries, or timeout.
 func (b *Bench) Confirm(ctx context.Context, s *Summary, timeout time.Duration) error {
-	b.mu.Lock()
-	want := map[*Tenant]int64{}
-	for _, p := range b.plan {
-		if p.tenant.Await {
-			want[p.tenant]++
-		}
-	}
-	b.mu.Unlock()
+	want := b.ledger.expectedBy()
 	var total int64
 	for _, n := range want {
 		total += n
@@ -265,7 +284,7 @@ func (b *Bench) Confirm(ctx context.Context, s *Summary, timeout time.Duration) 
 			}
 			ok, failed = ok+sc, failed+fc
 			if !complete || sc != n {
-				last = fmt.Errorf("tenant %s: node says %d succeeded, %d planned", t.ID, sc, n)
+				last = fmt.Errorf("tenant %s: node says %d succeeded, %d expected", t.ID, sc, n)
 			}
 		}
 		s.NodeSucceeded, s.NodeFailed = ok, failed
@@ -299,30 +318,14 @@ func (b *Bench) Confirm(ctx context.Context, s *Summary, timeout time.Duration) 
 	return err
 }
 
-// Summarize computes the summary of the awaited deliveries of the given
-// phases (all phases when none are given).
+// Summarize counts the ledger's events of the given phases (all phases
+// when none are given) against the receiver: the deliveries of the
+// awaited tenants, their latency, and the checks of every tenant (see
+// ledger.count).
 func (b *Bench) Summarize(name string, since time.Time, phases ...int) Summary {
 	s := Summary{Scenario: name}
-	inPhase := func(p int) bool {
-		if len(phases) == 0 {
-			return true
-		}
-		for _, q := range phases {
-			if p == q {
-				return true
-			}
-		}
-		return false
-	}
+	inPhase := func(p int) bool { return len(phases) == 0 || slices.Contains(phases, p) }
 	b.mu.Lock()
-	ids := make([]string, 0, len(b.plan))
-	plans := make(map[string]planned, len(b.plan))
-	for id, p := range b.plan {
-		if p.tenant.Await && inPhase(p.phase) {
-			ids = append(ids, id)
-			plans[id] = p
-		}
-	}
 	var pubs []time.Duration
 	for p, ds := range b.publishLat {
 		if inPhase(p) {
@@ -331,56 +334,26 @@ func (b *Bench) Summarize(name string, since time.Time, phases ...int) Summary {
 	}
 	b.mu.Unlock()
 
-	s.Planned = int64(len(ids))
-	var lat, fromSent []time.Duration
-	var lastOK time.Time
-	var beforeAck int64
-	b.recv.Lookup(ids, func(id string, rec Record) {
-		p := plans[id]
-		s.Attempts += int64(rec.Attempts)
-		lat = append(lat, max(0, rec.FirstSeen.Sub(p.ack)))
-		fromSent = append(fromSent, rec.FirstSeen.Sub(p.sent))
-		if rec.FirstSeen.Before(p.ack) {
-			beforeAck++
-		}
-		if rec.Successes > 0 {
-			s.Deliveries++
-			s.Duplicates += int64(rec.Successes - 1)
-			if rec.FirstOK.After(lastOK) {
-				lastOK = rec.FirstOK
-			}
-		}
-	})
-	s.Lost = s.Planned - s.Deliveries
-	if s.Planned > 0 {
-		s.AttemptsPerDelivery = round(float64(s.Attempts)/float64(s.Planned), 3)
+	t := b.ledger.count(b.recv, scope{phases: phases, since: since})
+	s.Expected, s.Planned, s.Deliveries, s.Checks, s.Attempts = t.Expected, t.Planned, t.Deliveries, t.Checks, t.Attempts
+	s.Notes = append(s.Notes, t.Examples...)
+	s.BadSignature = b.recv.Stats().BadSignature
+	if s.Expected > 0 {
+		s.AttemptsPerDelivery = round(float64(s.Attempts)/float64(s.Expected), 3)
 	}
-	if s.Deliveries > 0 && lastOK.After(since) {
-		s.DeliveriesPerSec = round(float64(s.Deliveries)/lastOK.Sub(since).Seconds(), 1)
+	if s.Deliveries > 0 && t.lastOK.After(since) {
+		s.DeliveriesPerSec = round(float64(s.Deliveries)/t.lastOK.Sub(since).Seconds(), 1)
 	}
-	p := percentiles(lat, 0.5, 0.99, 1)
+	p := percentiles(t.firstAttempt, 0.5, 0.99, 1)
 	s.FirstAttemptP50, s.FirstAttemptP99, s.FirstAttemptMax = p[0], p[1], p[2]
 	s.PublishP99 = percentiles(pubs, 0.99)[0]
 	// A batch is acknowledged after its last event, and its first events
 	// are often delivered before that: the figures from the call's start
 	// bound the latency from above where those from the ack bound it from
 	// below.
-	q := percentiles(fromSent, 0.5, 0.99)
+	q := percentiles(t.fromSent, 0.5, 0.99)
 	s.Extra = map[string]float64{"from_publish_call_p50_ms": q[0], "from_publish_call_p99_ms": q[1],
-		"received_before_ack": float64(beforeAck)}
-
-	st := b.recv.Stats()
-	s.BodyMismatch = st.BodyMismatch
-	b.mu.Lock()
-	for id, rec := range b.recv.Records() {
-		if _, ok := b.plan[id]; !ok && rec.Endpoint != rawEndpoint {
-			s.Unknown++
-		}
-	}
-	b.mu.Unlock()
-	if s.Lost != 0 {
-		s.Notes = append(s.Notes, fmt.Sprintf("%d planned deliveries were not received with a 2xx", s.Lost))
-	}
+		"received_before_ack": float64(t.beforeAck)}
 	return s
 }
 
@@ -399,10 +372,7 @@ func (b *Bench) NodeFigures(s *Summary) {
 	if err != nil {
 		s.Notes = append(s.Notes, err.Error())
 	}
-	var all int64
-	b.mu.Lock()
-	all = int64(len(b.plan))
-	b.mu.Unlock()
+	_, all := b.ledger.expected()
 	if all > 0 {
 		s.CPUSecPer1k = round(u.CPU.Seconds()/float64(all)*1000, 4)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -65,17 +66,21 @@ func lastJSON(t *testing.T, out string) map[string]any {
 }
 
 func TestSummaryPrint(t *testing.T) {
-	s := Summary{Scenario: "throughput", Planned: 10, Deliveries: 10, DeliveriesPerSec: 100, RawPerSec: 400, RatioToRaw: 0.25,
-		Extra: map[string]float64{"kills": 5}, Notes: []string{"a note"}}
+	s := Summary{Scenario: "throughput", Expected: 10, Planned: 10, Deliveries: 10, DeliveriesPerSec: 100, RawPerSec: 400, RatioToRaw: 0.25,
+		Extra: map[string]float64{"kills": 5}, Config: map[string]any{"duration": "2s"}, Notes: []string{"a note"}}
+	s.judge()
 	var out bytes.Buffer
 	if err := s.Print(&out); err != nil {
 		t.Fatal(err)
 	}
 	m := lastJSON(t, out.String())
-	if m["scenario"] != "throughput" || m["ratio_to_raw"] != 0.25 || m["lost"] != 0.0 {
+	if m["scenario"] != "throughput" || m["ratio_to_raw"] != 0.25 || m["lost"] != 0.0 || m["pass"] != true {
 		t.Errorf("JSON line: %v", m)
 	}
-	if !strings.Contains(out.String(), "raw loop") || !strings.Contains(out.String(), "kills") {
+	if cfg := m["config"].(map[string]any); cfg["duration"] != "2s" {
+		t.Errorf("config: %v", cfg)
+	}
+	if !strings.Contains(out.String(), "raw loop") || !strings.Contains(out.String(), "kills") || !strings.Contains(out.String(), "config duration") {
 		t.Errorf("table:\n%s", out.String())
 	}
 }
@@ -109,6 +114,8 @@ func TestParseRun(t *testing.T) {
 		{"few kills", []string{"crash", "--kills", "2"}, "at least 5"},
 		{"node without token", []string{"latency", "--node", "127.0.0.1:7070", "--token", ""}, "--token"},
 		{"extra argument", []string{"latency", "more"}, "unexpected argument"},
+		{"unknown node fault", []string{"throughput", "--node-faults", "plan-long=3"}, "--node-faults"},
+		{"node faults on a given node", []string{"throughput", "--node", "127.0.0.1:7070", "--token", "x", "--node-faults", "plan-short=10"}, "drop --node"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseRun(tc.args, &stderr)
@@ -153,38 +160,96 @@ func hooklineBinary(t *testing.T) string {
 	return nodeBin
 }
 
-// runScenario runs `hookbench run` with args against the real node and
-// returns the JSON line. It skips the test when the node delivers nothing:
-// the delivery engine is not wired into the node yet.
-func runScenario(t *testing.T, args ...string) map[string]any {
+// runBench runs `hookbench run` with args against the real node and
+// returns the last line's JSON and the run's error (ErrFailed when a check
+// failed). Nothing delivered fails the test: the harness must never pass,
+// nor skip, a run that delivered nothing.
+func runBench(t *testing.T, args ...string) (map[string]any, error) {
 	t.Helper()
 	bin := hooklineBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	args = append([]string{"run"}, append(args, "--hookline", bin, "--first-delivery", "15s", "--progress", "1s")...)
 	err := run(ctx, args, &stdout, &stderr)
-	if errors.Is(err, ErrNoDelivery) {
-		t.Skipf("the node planned deliveries but delivered none within 15 s: the delivery engine is not wired in yet (this test turns on by itself when it is)\n%s", stderr.String())
-	}
-	if err != nil {
+	t.Logf("%s\n%s", stderr.String(), stdout.String())
+	if errors.Is(err, ErrNoDelivery) || (err != nil && !errors.Is(err, ErrFailed)) {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
-	t.Logf("%s\n%s", stderr.String(), stdout.String())
-	return lastJSON(t, stdout.String())
+	return lastJSON(t, stdout.String()), err
 }
+
+// checksZero fails the test unless every check of the summary is 0, it
+// passed, and something was delivered.
+func checksZero(t *testing.T, m map[string]any) {
+	t.Helper()
+	for _, k := range []string{"lost", "planned_mismatch", "unplanned", "bad_signature", "body_mismatch", "duplicates_unexplained"} {
+		if m[k] != 0.0 {
+			t.Errorf("%s = %v, want 0", k, m[k])
+		}
+	}
+	if m["deliveries"].(float64) == 0 || m["deliveries"] != m["expected"] || m["pass"] != true {
+		t.Errorf("deliveries %v of %v expected, pass %v", m["deliveries"], m["expected"], m["pass"])
+	}
+}
+
+// throughputArgs are a short throughput run: two tenants, four endpoints
+// each, fan-out 2, two seconds as fast as accepted, no raw loop.
+var throughputArgs = []string{"throughput", "--duration", "2s", "--tenants", "2", "--endpoints", "4", "--fanout", "2",
+	"--raw-duration", "-1s", "--drain", "30s"}
 
 func TestRunThroughput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the hookline binary")
 	}
-	m := runScenario(t, "throughput", "--duration", "2s", "--tenants", "2", "--endpoints", "4", "--fanout", "2",
+	m, err := runBench(t, "throughput", "--duration", "2s", "--tenants", "2", "--endpoints", "4", "--fanout", "2",
 		"--raw-duration", "500ms", "--raw-workers", "4", "--drain", "30s")
-	if m["lost"] != 0.0 || m["deliveries"].(float64) == 0 || m["body_mismatch"] != 0.0 || m["unknown_ids"] != 0.0 {
-		t.Errorf("summary: %v", m)
+	if err != nil {
+		t.Errorf("the run failed: %v", err)
 	}
+	checksZero(t, m)
 	if m["raw_per_sec"].(float64) <= 0 || m["ratio_to_raw"].(float64) <= 0 || m["node_pending"] != 0.0 || m["node_succeeded"] != m["deliveries"] {
 		t.Errorf("summary: %v", m)
+	}
+	if cfg := m["config"].(map[string]any); cfg["duration"] != "2s" || cfg["fanout"] != 2.0 {
+		t.Errorf("config: %v", cfg)
+	}
+}
+
+// TestRunThroughputFaults shows that the harness can fail: a node that
+// silently plans one delivery in 50 too few, or changes one byte of one
+// attempt's body in 50, fails its run and names the counter.
+func TestRunThroughputFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the hookline binary")
+	}
+	for _, tc := range []struct {
+		faults string
+		want   []string // counters that must be above 0
+	}{
+		{"plan-short=50", []string{"planned_mismatch", "lost"}},
+		{"corrupt-body=50", []string{"body_mismatch"}},
+	} {
+		t.Run(tc.faults, func(t *testing.T) {
+			m, err := runBench(t, append(slices.Clone(throughputArgs), "--node-faults", tc.faults)...)
+			if !errors.Is(err, ErrFailed) {
+				t.Errorf("the run did not fail: %v", err)
+			}
+			if m["pass"] != false {
+				t.Errorf("pass = %v", m["pass"])
+			}
+			for _, k := range tc.want {
+				if m[k].(float64) <= 0 {
+					t.Errorf("%s = %v, want more than 0", k, m[k])
+				}
+				if err == nil || !strings.Contains(err.Error(), k) {
+					t.Errorf("the error does not name %s: %v", k, err)
+				}
+			}
+			if m["deliveries"].(float64) == 0 {
+				t.Error("nothing delivered: the fault was not the only failure")
+			}
+		})
 	}
 }
 
@@ -192,11 +257,12 @@ func TestRunCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds, runs and kills the hookline binary")
 	}
-	m := runScenario(t, "crash", "--duration", "12s", "--kills", "5", "--tenants", "1", "--endpoints", "4", "--fanout", "2",
+	m, err := runBench(t, "crash", "--duration", "12s", "--kills", "5", "--tenants", "1", "--endpoints", "4", "--fanout", "2",
 		"--rate", "40", "--drain", "30s")
-	if m["lost"] != 0.0 || m["body_mismatch"] != 0.0 || m["unknown_ids"] != 0.0 {
-		t.Errorf("summary: %v", m)
+	if err != nil {
+		t.Errorf("the run failed: %v", err)
 	}
+	checksZero(t, m)
 	if extra := m["extra"].(map[string]any); extra["kills"] != 5.0 {
 		t.Errorf("kills: %v", extra)
 	}
@@ -228,6 +294,27 @@ func TestDirSize(t *testing.T) {
 	}
 }
 
+// runAcceptance runs the acceptance run with args and returns its summary
+// and error.
+func runAcceptance(t *testing.T, timeout time.Duration, args ...string) (AcceptanceSummary, error) {
+	t.Helper()
+	bin := hooklineBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, append([]string{"run", "acceptance", "--hookline", bin}, args...), &stdout, &stderr)
+	t.Logf("%s\n%s", stderr.String(), stdout.String())
+	if err != nil && !errors.Is(err, ErrFailed) {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n")
+	var sum AcceptanceSummary
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil {
+		t.Fatalf("the last line is not the JSON summary: %v", err)
+	}
+	return sum, err
+}
+
 // TestRunAcceptance is the acceptance run's short variant, on one node:
 // every fault, a few seconds each; each must pass its criteria (the
 // healthy tenants' p99 is reported, not judged, over so few samples).
@@ -235,20 +322,10 @@ func TestRunAcceptance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds, runs, faults and kills the hookline binary")
 	}
-	bin := hooklineBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	err := run(ctx, []string{"run", "acceptance", "--hookline", bin, "--duration", "4s", "--rate", "20", "--storm", "3s",
-		"--hang-endpoints", "20", "--drain", "60s", "--progress", "5s"}, &stdout, &stderr)
+	sum, err := runAcceptance(t, 6*time.Minute, "--duration", "4s", "--rate", "20", "--storm", "3s",
+		"--hang-endpoints", "20", "--drain", "60s", "--progress", "5s")
 	if err != nil {
-		t.Fatalf("%v\n%s", err, stderr.String())
-	}
-	t.Logf("%s\n%s", stderr.String(), stdout.String())
-	lines := strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n")
-	var sum AcceptanceSummary
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil {
-		t.Fatalf("the last line is not the JSON summary: %v", err)
+		t.Errorf("the run failed: %v", err)
 	}
 	var names []string
 	for _, f := range sum.Faults {
@@ -259,6 +336,9 @@ func TestRunAcceptance(t *testing.T) {
 		if f.Planned == 0 || f.Planned != f.Delivered+f.Failed+f.Pending {
 			t.Errorf("fault %s: durable counts do not add up: %+v", f.Name, f)
 		}
+		if f.Expected == 0 || f.Lost != 0 || f.PlannedMismatch != 0 || f.Unplanned != 0 || f.BadSignature != 0 || f.BodyMismatch != 0 || f.Unexplained != 0 {
+			t.Errorf("fault %s: the ledger's checks: %+v", f.Name, f)
+		}
 	}
 	want := []string{"baseline", "producer-twice", "fanout-midway", "duplicate-due", "kill-after-2xx", "retry-storm", "hanging-tenant", "slow-fsync", "unknown-outcome"}
 	if diff := cmp.Diff(want, names); diff != "" {
@@ -266,5 +346,34 @@ func TestRunAcceptance(t *testing.T) {
 	}
 	if !sum.Pass {
 		t.Error("the acceptance run did not pass")
+	}
+}
+
+// TestRunAcceptanceFails: the acceptance run fails, and names the
+// counter, when the node plans too little or sends other bytes (the
+// baseline alone, on a node with the fault for the whole run).
+func TestRunAcceptanceFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds, runs and faults the hookline binary")
+	}
+	for _, tc := range []struct {
+		faults string
+		count  func(FaultResult) int64
+		name   string
+	}{
+		{"plan-short=40", func(f FaultResult) int64 { return min(f.PlannedMismatch, f.Lost) }, "planned_mismatch"},
+		{"corrupt-body=40", func(f FaultResult) int64 { return f.BodyMismatch }, "body_mismatch"},
+	} {
+		t.Run(tc.faults, func(t *testing.T) {
+			sum, err := runAcceptance(t, 2*time.Minute, "--only", "baseline", "--node-faults", tc.faults,
+				"--duration", "3s", "--rate", "20", "--drain", "20s", "--progress", "5s")
+			if !errors.Is(err, ErrFailed) || sum.Pass {
+				t.Fatalf("the run did not fail: %v", err)
+			}
+			base := sum.Faults[0]
+			if tc.count(base) <= 0 || base.Pass || !slices.ContainsFunc(base.Why, func(w string) bool { return strings.HasPrefix(w, tc.name) }) {
+				t.Errorf("baseline: %+v", base)
+			}
+		})
 	}
 }

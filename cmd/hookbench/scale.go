@@ -21,7 +21,7 @@ import (
 func clusterScale(ctx context.Context, b *Bench) (Summary, error) {
 	var last Summary
 	figures := map[string][]float64{} // by key, one per round
-	var lost, dups, plans, delivered, unknown, mismatch int64
+	var total Summary                 // the counts, added up over every run
 	for round := 0; round < b.cfg.Rounds; round++ {
 		// Alternate the order, so that a machine that gets busier or
 		// quieter during the run does not favour one size.
@@ -49,8 +49,7 @@ func clusterScale(ctx context.Context, b *Bench) (Summary, error) {
 				figures[key+k] = append(figures[key+k], v)
 			}
 			figures[key+"_lost"] = append(figures[key+"_lost"], float64(s.Lost))
-			lost, dups, plans, delivered = lost+s.Lost, dups+s.Duplicates, plans+s.Planned, delivered+s.Deliveries
-			unknown, mismatch = unknown+s.Unknown, mismatch+s.BodyMismatch
+			total.add(s)
 			if n == 3 {
 				last = s
 			}
@@ -63,10 +62,8 @@ func clusterScale(ctx context.Context, b *Bench) (Summary, error) {
 			perSec[k] = sum(vs)
 		}
 	}
-	last.Lost, last.Duplicates, last.Planned, last.Deliveries = lost, dups, plans, delivered
-	last.Unknown, last.BodyMismatch = unknown, mismatch
+	last.setCounts(total)
 	addExtra(&last, perSec)
-	last.Extra["rounds"] = float64(b.cfg.Rounds)
 	for _, r := range []struct{ name, fig string }{
 		{"speedup_3_nodes", "_per_sec"}, {"cpu_ratio_3_to_1", "_cpu_s_per_1k"}, {"load_cpu_ratio_3_to_1", "_load_cpu_s_per_1k"},
 		{"disk_ratio_3_to_1", "_disk_bytes_per_delivery"},
@@ -77,7 +74,7 @@ func clusterScale(ctx context.Context, b *Bench) (Summary, error) {
 	}
 	fmt.Fprintf(b.stderr, "hookbench: three nodes against one (medians of %d round(s)): CPU per delivery %.2f× (%.2f× while loaded), disk per delivery %.2f× (nodes), largest projection share %.1f%%, sustained rate %.2f×\n",
 		b.cfg.Rounds, last.Extra["cpu_ratio_3_to_1"], last.Extra["load_cpu_ratio_3_to_1"], last.Extra["disk_ratio_3_to_1"], 100*perSec["nodes_3_max_projection_share"], last.Extra["speedup_3_nodes"])
-	last.Notes = append(last.Notes, "deliveries_per_sec, latency and node figures are the last 3-node run's; nodes_N_* are medians over the rounds (lost: the sum); lost, duplicates, planned and deliveries add up every run")
+	last.Notes = append(last.Notes, "deliveries_per_sec, latency and node figures are the last 3-node run's; nodes_N_* are medians over the rounds (lost: the sum); the counts (expected, planned, deliveries, lost and the checks) add up every run")
 	return last, nil
 }
 
@@ -119,8 +116,7 @@ func (b *Bench) scaleStep(ctx context.Context, n int) (_ Summary, err error) {
 		cancel()
 		err = errors.Join(err, <-recvDone)
 	}()
-	step := &Bench{cfg: b.cfg, recv: recv, stderr: b.stderr, plan: map[string]planned{},
-		publishLat: map[int][]time.Duration{}, runID: b.runID + "n" + strconv.Itoa(n)}
+	step := newBench(b.cfg, recv, b.stderr, b.runID+"n"+strconv.Itoa(n))
 
 	c, closeCluster, err := step.startCluster(ctx, n)
 	if err != nil {
@@ -155,11 +151,11 @@ func (b *Bench) scaleStep(ctx context.Context, n int) (_ Summary, err error) {
 	s := step.Summarize("cluster-scale", start)
 	if usageErr != nil {
 		s.Notes = append(s.Notes, fmt.Sprintf("CPU while loaded: %v", usageErr))
-	} else if len(step.plan) > 0 {
+	} else if _, all := step.ledger.expected(); all > 0 {
 		// The CPU of the publishing, the drain and the projections'
 		// catching up alone: without each node's fixed costs (start,
 		// joining, the counts, stop), which cpu_s_per_1k includes.
-		addExtra(&s, map[string]float64{"load_cpu_s_per_1k": round((after.CPU-before.CPU).Seconds()/float64(len(step.plan))*1000, 4),
+		addExtra(&s, map[string]float64{"load_cpu_s_per_1k": round((after.CPU-before.CPU).Seconds()/float64(all)*1000, 4),
 			"start_cpu_s": round(before.CPU.Seconds(), 2), "load_cpu_s": round((after.CPU - before.CPU).Seconds(), 2)})
 	}
 	s.DrainS = round(time.Since(published).Seconds(), 2)

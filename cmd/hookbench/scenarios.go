@@ -25,6 +25,9 @@ type scenario struct {
 	summary  string
 	defaults RunConfig
 	run      func(ctx context.Context, b *Bench) (Summary, error)
+	// config names the settings of its own that its summary prints under
+	// "config" (RunConfig.view), beside the ones every scenario uses.
+	config []string
 	// cluster scenarios start their own nodes (cluster.go), point b.api at
 	// one, confirm the counts and fill the node figures themselves, and
 	// print their own progress.
@@ -35,26 +38,48 @@ type scenario struct {
 }
 
 var scenarios = map[string]scenario{
-	"throughput": {"10 tenants × 10 endpoints, 1.5 KB, each event to 4 endpoints, as fast as accepted; against the raw loop",
-		RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50}, throughput, false, nil},
-	"latency": {"a fixed rate at half the maximum (--rate events/s, or measured first): first-attempt latency",
-		RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50}, latency, false, nil},
-	"fairness": {"tenant B at a steady rate alone, then beside tenant A whose 500 endpoints hang: B's first-attempt p99",
-		RunConfig{Duration: 20 * time.Second, Endpoints: 10, Fanout: 4, Rate: 50, HangEndpoints: 500, HangRate: 2, HangTimeout: 5 * time.Second, Drain: 60 * time.Second}, fairness, false, nil},
-	"retry-storm": {"every endpoint answers 429 with Retry-After for 20 s, then 200: attempts per delivery, time to drain",
-		RunConfig{Duration: 10 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, Storm: 20 * time.Second, RetryAfter: 5 * time.Second}, retryStorm, false, nil},
-	"crash": {"kill -9 the node at least 5 times while publishing, restart on the same data: lost = 0, duplicates explained",
-		RunConfig{Duration: 60 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, Kills: 6}, crash, false, nil},
-	"cluster": {"three nodes on one PostgreSQL log, publishing round robin; kill -9 one mid-run: lost = 0, failover_s, duplicates_per_kill",
-		RunConfig{Duration: 40 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 50, Drain: 60 * time.Second}, clusterFailover, true, nil},
-	"cluster-scale": {"sustained deliveries/s and CPU per delivery with 1, 2 and 3 nodes on one PostgreSQL log (4 tenants × 50 endpoints, fan-out 4, as fast as accepted; --duration each)",
-		RunConfig{Duration: 20 * time.Second, Tenants: 4, Endpoints: 50, Fanout: 4, MaxBacklog: 4000, EndpointRate: 1000,
-			EndpointInFlight: 50, Drain: 30 * time.Second}, clusterScale, true, nil},
+	"throughput": {
+		summary:  "10 tenants × 10 endpoints, 1.5 KB, each event to 4 endpoints, as fast as accepted; against the raw loop",
+		defaults: RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50},
+		run:      throughput, config: []string{"raw_duration", "raw_workers"},
+	},
+	"latency": {
+		summary:  "a fixed rate at half the maximum (--rate events/s, or measured first): first-attempt latency",
+		defaults: RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50},
+		run:      latency,
+	},
+	"fairness": {
+		summary:  "tenant B at a steady rate alone, then beside tenant A whose 500 endpoints hang: B's first-attempt p99",
+		defaults: RunConfig{Duration: 20 * time.Second, Endpoints: 10, Fanout: 4, Rate: 50, HangEndpoints: 500, HangRate: 2, HangTimeout: 5 * time.Second, Drain: 60 * time.Second},
+		run:      fairness, config: []string{"hang_endpoints", "hang_rate", "hang_timeout"},
+	},
+	"retry-storm": {
+		summary:  "every endpoint answers 429 with Retry-After for 20 s, then 200: attempts per delivery, time to drain",
+		defaults: RunConfig{Duration: 10 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, Storm: 20 * time.Second, RetryAfter: 5 * time.Second},
+		run:      retryStorm, config: []string{"storm", "retry_after"},
+	},
+	"crash": {
+		summary:  "kill -9 the node at least 5 times while publishing, restart on the same data: lost = 0, duplicates explained",
+		defaults: RunConfig{Duration: 60 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, Kills: 6},
+		run:      crash, config: []string{"kills"},
+	},
+	"cluster": {
+		summary:  "--nodes nodes (3) on one PostgreSQL log, publishing round robin; kill -9 one node --kills times (1), from --kill-at: lost = 0, failover_s, duplicates_per_kill",
+		defaults: RunConfig{Duration: 40 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 50, Drain: 60 * time.Second, Kills: 1},
+		run:      clusterFailover, config: []string{"nodes", "kills", "kill_at", "pg"}, cluster: true,
+	},
+	"cluster-scale": {
+		summary: "sustained deliveries/s and CPU per delivery with 1, 2 and 3 nodes on one PostgreSQL log (4 tenants × 50 endpoints, fan-out 4, as fast as accepted; --duration each)",
+		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 4, Endpoints: 50, Fanout: 4, MaxBacklog: 4000, EndpointRate: 1000,
+			EndpointInFlight: 50, Drain: 30 * time.Second},
+		run: clusterScale, config: []string{"rounds", "pg"}, cluster: true,
+	},
 	"acceptance": {
-		summary: "every fault of the seed, one after another, on a fresh node (--pg: three nodes on PostgreSQL): durable counts, lost, duplicates explained, queue ages, healthy p99, reconcile's verdict, pass or fail",
+		summary: "every fault of the seed, one after another, on a fresh node (--pg: --nodes nodes on PostgreSQL): durable counts, the ledger's checks, duplicates explained, queue ages, healthy p99, reconcile's verdict, pass or fail",
 		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 2, Endpoints: 10, Fanout: 4, Rate: 50, Kills: 3, Storm: 10 * time.Second,
 			RetryAfter: 3 * time.Second, HangEndpoints: 50, HangRate: 2, HangTimeout: 2 * time.Second, Drain: 120 * time.Second},
-		own: acceptanceRun,
+		config: []string{"kills", "storm", "retry_after", "hang_endpoints", "hang_rate", "hang_timeout", "nodes", "pg", "pg_restarts", "only"},
+		own:    acceptanceRun,
 	},
 }
 
@@ -92,8 +117,8 @@ func Run(ctx context.Context, cfg RunConfig, stdout, stderr io.Writer) (err erro
 		err = errors.Join(err, <-recvDone)
 	}()
 
-	b := &Bench{cfg: cfg, recv: recv, stderr: stderr, plan: map[string]planned{}, publishLat: map[int][]time.Duration{},
-		runID: "hb" + strconv.FormatInt(time.Now().UnixMilli(), 36)}
+	b := newBench(cfg, recv, stderr, "hb"+strconv.FormatInt(time.Now().UnixMilli(), 36))
+	b.config = sc.config
 	addr := cfg.Node
 	if sc.own != nil {
 		fmt.Fprintf(stderr, "hookbench: %s: receiver %s, run %s\n", cfg.Scenario, recv.Addr(), b.runID)
@@ -105,7 +130,7 @@ func Run(ctx context.Context, cfg RunConfig, stdout, stderr io.Writer) (err erro
 		if err != nil {
 			return fmt.Errorf("%s: %w", cfg.Scenario, err)
 		}
-		return s.Print(stdout)
+		return b.finish(s, stdout)
 	}
 	if addr == "" {
 		node, cleanup, err := startOwnNode(ctx, cfg, stderr)
@@ -147,7 +172,15 @@ func Run(ctx context.Context, cfg RunConfig, stdout, stderr io.Writer) (err erro
 	}
 	ccancel()
 	b.NodeFigures(&s)
-	return s.Print(stdout)
+	return b.finish(s, stdout)
+}
+
+// finish judges a summary, prints it, and fails the run when a check
+// failed.
+func (b *Bench) finish(s Summary, stdout io.Writer) error {
+	s.Config = b.cfg.view(b.config)
+	s.judge()
+	return errors.Join(s.Print(stdout), s.verdict())
 }
 
 // startOwnNode builds (unless --hookline) and starts a node on a fresh data
@@ -174,7 +207,7 @@ func startOwnNode(ctx context.Context, cfg RunConfig, stderr io.Writer) (*Node, 
 	}
 	token := make([]byte, 16)
 	rand.Read(token)
-	ncfg := NodeConfig{Binary: bin, DataDir: filepath.Join(dir, "data"), AdminToken: fmt.Sprintf("hb_%x", token)}
+	ncfg := NodeConfig{Binary: bin, DataDir: filepath.Join(dir, "data"), AdminToken: fmt.Sprintf("hb_%x", token), Args: faultArgs(cfg.NodeFaults)}
 	if cfg.NodeLog {
 		ncfg.Log = stderr
 	}
@@ -189,6 +222,14 @@ func startOwnNode(ctx context.Context, cfg RunConfig, stderr io.Writer) (*Node, 
 		}
 		cleanup()
 	}, nil
+}
+
+// faultArgs are the serve arguments that give a node faults ("" none).
+func faultArgs(spec string) []string {
+	if spec == "" {
+		return nil
+	}
+	return []string{"--faults", spec}
 }
 
 // settings are the endpoint settings from the flags.
@@ -331,9 +372,8 @@ func fairness(ctx context.Context, b *Bench) (Summary, error) {
 	if aerr := <-aDone; aerr != nil && actx.Err() == nil && err == nil {
 		err = fmt.Errorf("tenant A publisher: %w", aerr)
 	}
-	all := b.Summarize("fairness", time.Time{}, 1, 2)
-	with.Lost, with.Planned, with.Deliveries = all.Lost, all.Planned, all.Deliveries
-	with.Duplicates, with.Unknown, with.BodyMismatch = all.Duplicates, all.Unknown, all.BodyMismatch
+	all := b.Summarize("fairness", time.Time{}, 1, 2, 3)
+	with.setCounts(all)
 	addExtra(&with, map[string]float64{
 		"b_alone_p99_ms":                   alone.FirstAttemptP99,
 		"b_alone_p50_ms":                   alone.FirstAttemptP50,
@@ -345,7 +385,7 @@ func fairness(ctx context.Context, b *Bench) (Summary, error) {
 	if alone.FirstAttemptP99 > 0 {
 		with.Extra["p99_ratio_with_a"] = round(with.FirstAttemptP99/alone.FirstAttemptP99, 3)
 	}
-	with.Notes = append(with.Notes, "first_attempt_* are tenant B's with A present; lost, planned and duplicates cover both phases")
+	with.Notes = append(with.Notes, "first_attempt_* are tenant B's with A present; the counts cover both phases (tenant A's deliveries are checked, not awaited)")
 	return with, err
 }
 
@@ -381,7 +421,7 @@ func retryStorm(ctx context.Context, b *Bench) (Summary, error) {
 		}
 	}
 	st := b.recv.Stats()
-	addExtra(&s, map[string]float64{"storm_s": b.cfg.Storm.Seconds(), "answers_429": float64(st.ByStatus["429"])})
+	addExtra(&s, map[string]float64{"answers_429": float64(st.ByStatus["429"])})
 	select {
 	case at := <-recovered:
 		s.Extra["time_to_drain_s"] = round(max(0, lastOK.Sub(at).Seconds()), 2)
@@ -430,9 +470,6 @@ func crash(ctx context.Context, b *Bench) (Summary, error) {
 	}
 	addExtra(&s, map[string]float64{"kills": float64(b.node.Starts() - 1),
 		"duplicate_ids": float64(b.recv.Stats().DuplicateIDs)})
-	if s.Unknown == 0 && s.BodyMismatch == 0 {
-		s.Notes = append(s.Notes, "every duplicate repeats a planned webhook-id seen before, with the same bytes")
-	}
 	return s, nil
 }
 
@@ -450,6 +487,7 @@ func (b *Bench) killLoop(ctx context.Context, start time.Time, every time.Durati
 		if err := sleepCtx(ctx, time.Until(at)); err != nil {
 			return err
 		}
+		killed := time.Now()
 		if err := b.node.Kill(); err != nil {
 			return err
 		}
@@ -457,6 +495,7 @@ func (b *Bench) killLoop(ctx context.Context, start time.Time, every time.Durati
 		if err := b.node.Restart(ctx); err != nil {
 			return fmt.Errorf("restart after kill %d: %w", i, err)
 		}
+		b.ledger.disturbed("kill", killed, time.Now())
 		if err := b.api.Reconnect(b.node.GRPCAddr()); err != nil {
 			return err
 		}

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -19,11 +21,23 @@ import (
 
 // Summary is the result of one scenario, printed as the last line of
 // `hookbench run` as one JSON object. Times are milliseconds; a figure that
-// could not be measured is 0 and its reason is in Notes.
+// could not be measured is 0 and its reason is in Notes. The counts come
+// from the bench's ledger and receiver (ledger.count), never from the
+// node's answers alone; Config holds the settings the run was given,
+// apart from what it measured.
 type Summary struct {
 	Scenario string `json:"scenario"`
-	// Planned is the deliveries planned by the node for the awaited tenants;
-	// Deliveries the planned ones received with a 2xx at least once.
+	// Pass is false when a check failed (Failed says which): lost,
+	// planned_mismatch, unplanned, bad_signature, body_mismatch and
+	// duplicates_unexplained must be 0, and something must be delivered.
+	Pass   bool     `json:"pass"`
+	Failed []string `json:"failed,omitempty"`
+	// Expected is the deliveries of the awaited tenants as the bench
+	// computes them (each event × the endpoints it created subscribed to
+	// its type); Planned those of them the node's publish answers
+	// announced; Deliveries those received with a valid signature, a 2xx
+	// and the published bytes.
+	Expected         int64   `json:"expected"`
 	Planned          int64   `json:"planned"`
 	Deliveries       int64   `json:"deliveries"`
 	DeliveriesPerSec float64 `json:"deliveries_per_sec"`
@@ -34,17 +48,10 @@ type Summary struct {
 	FirstAttemptMax float64 `json:"first_attempt_max_ms"`
 	// PublishP99 is the p99 of PublishBatch calls.
 	PublishP99 float64 `json:"publish_p99_ms"`
-	// Duplicates are 2xx receipts beyond the first per webhook-id.
-	Duplicates int64 `json:"duplicates"`
-	// Lost is planned − received successfully; it must be 0.
-	Lost int64 `json:"lost"`
-	// Attempts per planned delivery, as the receiver saw them.
+	Checks
+	// Attempts per expected delivery, as the receiver saw them.
 	Attempts            int64   `json:"attempts"`
 	AttemptsPerDelivery float64 `json:"attempts_per_delivery"`
-	// BodyMismatch and Unknown must be 0: every attempt of a webhook-id has
-	// the same bytes, and every webhook-id was planned by a publish.
-	BodyMismatch int64 `json:"body_mismatch"`
-	Unknown      int64 `json:"unknown_ids"`
 	// Node figures: CPU seconds per 1000 deliveries, peak RSS, bytes of
 	// the data directory per delivery.
 	CPUSecPer1k          float64 `json:"cpu_s_per_1k"`
@@ -53,22 +60,106 @@ type Summary struct {
 	// DrainS is the time from the end of publishing to the last awaited
 	// delivery received.
 	DrainS float64 `json:"drain_s"`
-	// The node's own counts (ListDeliveries) for the awaited tenants.
+	// The node's own counts (ListDeliveries) for the awaited tenants: its
+	// word, reported beside the bench's, never judged.
 	NodeSucceeded int64 `json:"node_succeeded"`
 	NodePending   int64 `json:"node_pending"`
 	NodeFailed    int64 `json:"node_failed"`
 	// Throughput only: the raw loop's figure and Hookline's ratio to it.
 	RawPerSec  float64 `json:"raw_per_sec,omitempty"`
 	RatioToRaw float64 `json:"ratio_to_raw,omitempty"`
-	// Extra holds scenario-specific figures (fairness phases, crash kills).
+	// Extra holds scenario-specific measured figures (fairness phases,
+	// kills counted).
 	Extra map[string]float64 `json:"extra,omitempty"`
-	Notes []string           `json:"notes,omitempty"`
+	// Config is what the run was given (flags and defaults), not measured.
+	Config map[string]any `json:"config,omitempty"`
+	Notes  []string       `json:"notes,omitempty"`
+}
+
+// Checks are the ledger's counts that every scenario's last line carries
+// (ledger.count): all but Duplicates must be 0.
+type Checks struct {
+	// Lost is expected − delivered (received with a valid signature, a
+	// 2xx and the published bytes).
+	Lost int64 `json:"lost"`
+	// PlannedMismatch counts the expected deliveries the node did not
+	// announce and those it announced unexpected.
+	PlannedMismatch int64 `json:"planned_mismatch"`
+	// Unplanned counts the webhook-ids received that the bench never
+	// expected.
+	Unplanned int64 `json:"unplanned"`
+	// BadSignature counts the requests the receiver refused (401).
+	BadSignature int64 `json:"bad_signature"`
+	// BodyMismatch counts the deliveries received with other bytes than
+	// published.
+	BodyMismatch int64 `json:"body_mismatch"`
+	// Duplicates are 2xx receipts beyond the first per webhook-id;
+	// Unexplained those of them that no evidence the receiver holds
+	// explains (a window the bench caused between the two receipts, or a
+	// sender gone before the first answer).
+	Duplicates  int64 `json:"duplicates"`
+	Unexplained int64 `json:"duplicates_unexplained"`
+}
+
+// add adds o's counts to c.
+func (c *Checks) add(o Checks) {
+	c.Lost, c.PlannedMismatch, c.Unplanned = c.Lost+o.Lost, c.PlannedMismatch+o.PlannedMismatch, c.Unplanned+o.Unplanned
+	c.BadSignature, c.BodyMismatch = c.BadSignature+o.BadSignature, c.BodyMismatch+o.BodyMismatch
+	c.Duplicates, c.Unexplained = c.Duplicates+o.Duplicates, c.Unexplained+o.Unexplained
+}
+
+// failed lists the checks that are not 0, as "name count".
+func (c Checks) failed() []string {
+	var out []string
+	for _, k := range []struct {
+		name string
+		n    int64
+	}{{"lost", c.Lost}, {"planned_mismatch", c.PlannedMismatch}, {"unplanned", c.Unplanned},
+		{"bad_signature", c.BadSignature}, {"body_mismatch", c.BodyMismatch}, {"duplicates_unexplained", c.Unexplained}} {
+		if k.n != 0 {
+			out = append(out, fmt.Sprintf("%s %d", k.name, k.n))
+		}
+	}
+	return out
 }
 
 // summaryKeys are the keys every summary line carries; the test checks them.
-var summaryKeys = []string{"scenario", "deliveries", "deliveries_per_sec", "first_attempt_p50_ms",
-	"first_attempt_p99_ms", "first_attempt_max_ms", "publish_p99_ms", "duplicates", "lost",
-	"cpu_s_per_1k", "peak_rss_mb", "disk_bytes_per_delivery"}
+var summaryKeys = []string{"scenario", "pass", "expected", "planned", "deliveries", "deliveries_per_sec", "first_attempt_p50_ms",
+	"first_attempt_p99_ms", "first_attempt_max_ms", "publish_p99_ms", "lost", "planned_mismatch", "unplanned",
+	"bad_signature", "body_mismatch", "duplicates", "duplicates_unexplained", "cpu_s_per_1k", "peak_rss_mb",
+	"disk_bytes_per_delivery", "config"}
+
+// add adds o's counts to s.
+func (s *Summary) add(o Summary) {
+	s.Expected, s.Planned, s.Deliveries = s.Expected+o.Expected, s.Planned+o.Planned, s.Deliveries+o.Deliveries
+	s.Checks.add(o.Checks)
+}
+
+// setCounts sets s's counts to o's.
+func (s *Summary) setCounts(o Summary) {
+	s.Expected, s.Planned, s.Deliveries, s.Checks = o.Expected, o.Planned, o.Deliveries, o.Checks
+}
+
+// ErrFailed reports a run whose checks failed; its summary was printed.
+var ErrFailed = errors.New("hookbench: the run failed its checks")
+
+// judge sets Pass and Failed: every check 0, and something delivered.
+func (s *Summary) judge() {
+	s.Failed = s.Checks.failed()
+	if s.Deliveries == 0 {
+		s.Failed = append(s.Failed, fmt.Sprintf("nothing delivered (%d expected)", s.Expected))
+	}
+	s.Pass = len(s.Failed) == 0
+}
+
+// verdict is nil when the summary passed, else ErrFailed with the checks
+// missed.
+func (s *Summary) verdict() error {
+	if s.Pass {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrFailed, strings.Join(s.Failed, ", "))
+}
 
 // percentiles returns the q-quantiles (0..1, nearest rank) of ds in
 // milliseconds; ds is sorted in place. Empty ds gives zeros.
@@ -98,7 +189,10 @@ func round(x float64, digits int) float64 {
 func (s Summary) Print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "scenario\t%s\n", s.Scenario)
-	fmt.Fprintf(tw, "deliveries\t%d of %d planned (lost %d, duplicates %d)\n", s.Deliveries, s.Planned, s.Lost, s.Duplicates)
+	fmt.Fprintf(tw, "deliveries\t%d of %d expected (the node planned %d; lost %d, duplicates %d, unexplained %d)\n",
+		s.Deliveries, s.Expected, s.Planned, s.Lost, s.Duplicates, s.Unexplained)
+	fmt.Fprintf(tw, "checks\tplanned mismatch %d, unplanned %d, bad signature %d, body mismatch %d\n",
+		s.PlannedMismatch, s.Unplanned, s.BadSignature, s.BodyMismatch)
 	fmt.Fprintf(tw, "throughput\t%.1f deliveries/s\n", s.DeliveriesPerSec)
 	if s.RawPerSec > 0 {
 		fmt.Fprintf(tw, "raw loop\t%.1f deliveries/s (Hookline at %.1f%%)\n", s.RawPerSec, 100*s.RatioToRaw)
@@ -116,9 +210,13 @@ func (s Summary) Print(w io.Writer) error {
 	for _, k := range keys {
 		fmt.Fprintf(tw, "%s\t%g\n", k, s.Extra[k])
 	}
+	for _, k := range slices.Sorted(maps.Keys(s.Config)) {
+		fmt.Fprintf(tw, "config %s\t%v\n", k, s.Config[k])
+	}
 	for _, n := range s.Notes {
 		fmt.Fprintf(tw, "note\t%s\n", n)
 	}
+	fmt.Fprintf(tw, "verdict\tpass=%v %s\n", s.Pass, strings.Join(s.Failed, ", "))
 	if err := tw.Flush(); err != nil {
 		return err
 	}

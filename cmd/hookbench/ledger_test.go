@@ -1,0 +1,121 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// TestLedgerCount counts a ledger against a receiver's records by hand:
+// what the bench expects comes from the endpoints it created, not from
+// the node's answers, and every check counts what it says.
+func TestLedgerCount(t *testing.T) {
+	// Tenant acme: type a goes to endpoints e0 and e1, type b to e1.
+	acme := &Tenant{ID: "acme", Await: true,
+		subs:  map[string][]string{"a": {"e0", "e1"}, "b": {"e1"}},
+		names: map[string]string{"e0_x": "e0", "e1_x": "e1", "e9_x": "e9"}}
+	planned := func(pairs ...string) *controlv1.PublishResponse {
+		r := &controlv1.PublishResponse{}
+		for i := 0; i < len(pairs); i += 2 {
+			r.Deliveries = append(r.Deliveries, &hooklinev1.PlannedDelivery{DeliveryId: pairs[i], EndpointId: pairs[i+1]})
+		}
+		return r
+	}
+	pub := func(id, typ string) *controlv1.PublishRequest {
+		return &controlv1.PublishRequest{EventId: id, Type: typ, Payload: []byte(`{"id":"` + id + `"}`)}
+	}
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	acme.Endpoints = []string{"e0", "e1", "e5"}
+	l := newLedger()
+	l.addTenant(acme)
+	l.record(acme, []*controlv1.PublishRequest{pub("ev1", "a"), pub("ev2", "a"), pub("ev3", "b"), pub("ev4", "b")}, []*controlv1.PublishResponse{
+		planned("d1", "e0_x", "d2", "e1_x"), // as expected
+		planned("d3", "e0_x"),               // e1 left out of the plan: a mismatch, and lost
+		planned("d5", "e1_x", "d6", "e9_x"), // e9 never subscribed to b: a mismatch
+		planned("d7", "e1_x"),
+	}, at(0), at(0.1), 0)
+	// Another tenant's event of the same id is another event.
+	globex := &Tenant{ID: "globex", Await: true, Endpoints: []string{"g0"},
+		subs: map[string][]string{"a": {"g0"}}, names: map[string]string{"g0_x": "g0"}}
+	l.addTenant(globex)
+	l.record(globex, []*controlv1.PublishRequest{pub("ev1", "a")}, []*controlv1.PublishResponse{planned("g1", "g0_x")}, at(0), at(0.1), 0)
+	l.disturbed("kill", at(5), at(6))
+
+	r, err := NewReceiver("127.0.0.1:0", nil, Behaviour{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := func(id string) []byte { return []byte(`{"id":"` + id + `"}`) }
+	r.record("d1", "ev1", "e0", body("ev1"), 200, at(1))
+	r.record("d1", "ev1", "e0", body("ev1"), 200, at(7)) // a repeat across the kill: explained
+	r.record("d2", "ev1", "e1", body("ev1"), 500, at(1))
+	r.record("d2", "ev1", "e1", body("ev1"), 200, at(2))
+	r.record("d2", "ev1", "e1", body("ev1"), 200, at(3))             // a repeat with nothing between: unexplained
+	r.record("d3", "ev2", "e0", []byte(`{"id":"ev2!"}`), 200, at(1)) // other bytes: mismatch and lost
+	if nth := r.record("d5", "ev3", "e1", body("ev3"), 200, at(1)); nth != 0 {
+		t.Fatalf("first 2xx of d5 is number %d", nth)
+	}
+	r.cut("d5", 0)                                       // its sender had gone
+	r.record("d5", "ev3", "e1", body("ev3"), 200, at(2)) // so the repeat is explained
+	r.record("d7", "ev4", "e1", body("ev4"), 200, at(1))
+	r.record("g1", "ev1", "g0", body("ev1"), 200, at(1))
+	r.record("dx", "ev4", "e1", body("ev4"), 200, at(1)) // another id for an expected delivery
+	r.record("dy", "ev9", "e0", body("ev9"), 200, at(1)) // an event nobody published
+	r.record("dz", "ev1", "e5", body("ev1"), 200, at(1)) // an endpoint the event does not go to
+
+	got := l.count(r, scope{since: t0})
+	want := tally{Expected: 7, Planned: 6, Deliveries: 5, Attempts: 10,
+		Checks: Checks{Lost: 2, PlannedMismatch: 2, Unplanned: 3, BodyMismatch: 1, Duplicates: 3, Unexplained: 1}}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(tally{}), cmpopts.IgnoreFields(tally{}, "Examples")); diff != "" {
+		t.Errorf("count (-want +got):\n%s", diff)
+	}
+	if n := len(got.Examples); n != 5 {
+		t.Errorf("%d examples, want one per lost delivery, mismatched event and unexplained duplicate (5): %v", n, got.Examples)
+	}
+	if n := len(got.firstAttempt); n != 5 {
+		t.Errorf("%d first-attempt latencies, want one per delivery (5)", n)
+	}
+	// The run waits for what the node announced, lost or not.
+	if n := l.announcedAwaited(); n != 6 {
+		t.Errorf("announced %d, want 6", n)
+	}
+	if n := l.unreceived(r); n != 0 {
+		t.Errorf("unreceived %d, want 0 (each announced id was answered 2xx)", n)
+	}
+}
+
+// TestJudge: a summary passes only when every check is 0 and something was
+// delivered; an unexplained duplicate fails it, and so it does a fault of
+// the acceptance run.
+func TestJudge(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    Summary
+		want []string
+	}{
+		{"clean", Summary{Expected: 10, Deliveries: 10, Checks: Checks{Duplicates: 2}}, nil},
+		{"nothing delivered", Summary{}, []string{"nothing delivered (0 expected)"}},
+		{"unexplained", Summary{Expected: 10, Deliveries: 10, Checks: Checks{Duplicates: 2, Unexplained: 1}}, []string{"duplicates_unexplained 1"}},
+		{"every check", Summary{Expected: 10, Deliveries: 8, Checks: Checks{Lost: 2, PlannedMismatch: 1, Unplanned: 3, BadSignature: 4, BodyMismatch: 5}},
+			[]string{"lost 2", "planned_mismatch 1", "unplanned 3", "bad_signature 4", "body_mismatch 5"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.s
+			s.judge()
+			if diff := cmp.Diff(tc.want, s.Failed); diff != "" || s.Pass != (tc.want == nil) {
+				t.Errorf("pass %v, failed (-want +got):\n%s", s.Pass, diff)
+			}
+		})
+	}
+	r := FaultResult{Expected: 10, Checks: Checks{Duplicates: 3, Unexplained: 1}, Reconcile: "clean"}
+	judge(&r)
+	if r.Pass || len(r.Why) != 1 {
+		t.Errorf("a fault with an unexplained duplicate: pass %v, why %v", r.Pass, r.Why)
+	}
+}
