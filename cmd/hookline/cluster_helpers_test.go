@@ -305,9 +305,11 @@ func attemptedBy(nodes []*node) map[string][]int {
 
 // arrival is one webhook a receiver accepted.
 type arrival struct {
-	at  time.Time
-	id  string // webhook-id: the delivery id
-	cut bool   // the sender gave up before the answer: its attempt was cut short
+	at    time.Time
+	id    string // webhook-id: the delivery id
+	event string // webhook-event-id
+	body  string
+	cut   bool // the sender gave up before the answer: its attempt was cut short
 }
 
 // timedReceiver is a receiver (restart_test.go) that also remembers when
@@ -338,7 +340,8 @@ func (r *timedReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.receiver.ServeHTTP(sw, req)
 	if sw.code < 300 {
 		r.mu.Lock()
-		r.arrivals = append(r.arrivals, arrival{at: time.Now(), id: req.Header.Get("webhook-id"), cut: cut})
+		r.arrivals = append(r.arrivals, arrival{at: time.Now(), id: req.Header.Get("webhook-id"), event: req.Header.Get("webhook-event-id"),
+			body: string(body), cut: cut})
 		r.mu.Unlock()
 	}
 }
@@ -509,13 +512,14 @@ type publisher struct {
 	prefix, eventType string
 	token             string
 
-	mu       sync.Mutex // guards the fields below
-	targets  []*api
-	next     int
-	planned  map[string]string // delivery id -> endpoint id
-	events   int
-	retried  int
-	failures []string
+	mu        sync.Mutex // guards the fields below
+	targets   []*api
+	next      int
+	planned   map[string]string   // delivery id -> endpoint id
+	announced map[string][]string // event id -> the endpoints its publish planned
+	events    int
+	retried   int
+	failures  []string
 
 	stop chan struct{} // closed when the test ends: publish no more
 	done chan struct{} // closed when run has returned
@@ -525,7 +529,7 @@ type publisher struct {
 // itself after max events or limit; it is stopped when the test ends.
 func startPublisher(t *testing.T, token, prefix, eventType string, every time.Duration, max int, limit time.Duration, targets ...*node) *publisher {
 	p := &publisher{prefix: prefix, eventType: eventType, token: token,
-		planned: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+		planned: map[string]string{}, announced: map[string][]string{}, stop: make(chan struct{}), done: make(chan struct{})}
 	p.setTargets(t, targets...)
 	t.Cleanup(func() { close(p.stop); <-p.done })
 	go p.run(every, max, limit)
@@ -566,8 +570,11 @@ func (p *publisher) run(every time.Duration, max int, limit time.Duration) {
 	}
 }
 
+// payloadOf is the payload the publisher publishes for an event.
+func payloadOf(eventID string) string { return fmt.Sprintf(`{"id":%q}`, eventID) }
+
 func (p *publisher) publish(eventID string) {
-	req := &controlv1.PublishRequest{EventId: eventID, Type: p.eventType, Payload: []byte(fmt.Sprintf(`{"id":%q}`, eventID))}
+	req := &controlv1.PublishRequest{EventId: eventID, Type: p.eventType, Payload: []byte(payloadOf(eventID))}
 	var last error
 	for try := range 6 {
 		a := p.target()
@@ -582,8 +589,10 @@ func (p *publisher) publish(eventID string) {
 		p.mu.Lock()
 		p.events++
 		p.retried += try
+		p.announced[eventID] = []string{}
 		for _, d := range res.GetDeliveries() {
 			p.planned[d.GetDeliveryId()] = d.GetEndpointId()
+			p.announced[eventID] = append(p.announced[eventID], d.GetEndpointId())
 		}
 		p.mu.Unlock()
 		return
@@ -618,6 +627,56 @@ func (p *publisher) plan() map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// checkLedger checks the receivers against the test's own ledger, not the
+// node's answers: every event published goes to every hook (all are
+// subscribed to its type), so each hook must have received each event
+// with the published bytes, and each publish must have planned exactly
+// the hooks. It fails the test for each kind of miss, with examples.
+func (p *publisher) checkLedger(t *testing.T, hooks []*hook) {
+	t.Helper()
+	p.mu.Lock()
+	announced := make(map[string][]string, len(p.announced))
+	for ev, eps := range p.announced {
+		announced[ev] = slices.Sorted(slices.Values(eps))
+	}
+	p.mu.Unlock()
+	var want []string
+	for _, h := range hooks {
+		want = append(want, h.id)
+	}
+	slices.Sort(want)
+	var lost, mismatch, badBody []string
+	for _, h := range hooks {
+		got := map[string]bool{}
+		for _, a := range h.rcv.got() {
+			if a.body != payloadOf(a.event) {
+				badBody = append(badBody, a.id)
+			}
+			got[a.event] = true
+		}
+		for ev := range announced {
+			if !got[ev] {
+				lost = append(lost, h.id+"/"+ev)
+			}
+		}
+	}
+	for ev, eps := range announced {
+		if !slices.Equal(eps, want) {
+			mismatch = append(mismatch, fmt.Sprintf("%s planned %v", ev, eps))
+		}
+	}
+	for _, miss := range []struct {
+		what string
+		ids  []string
+	}{{"expected deliveries not received", lost}, {"publishes planned other endpoints than the subscribed hooks", mismatch},
+		{"webhooks received with other bytes than published", badBody}} {
+		if len(miss.ids) > 0 {
+			slices.Sort(miss.ids)
+			t.Errorf("%d %s (e.g. %v)", len(miss.ids), miss.what, first(miss.ids, 5))
+		}
+	}
 }
 
 // outcome is one outcome event of a delivery stream.

@@ -14,7 +14,9 @@ import (
 // memberlist membership, one PostgreSQL log.
 // Each test runs a paced publisher through the nodes' APIs while it stops a
 // node, and then checks the contract against the receivers and the log:
-// nothing lost, every delivery ended with exactly one success, and
+// nothing lost (counted against the test's own ledger: every event to
+// every subscribed hook, with the published bytes, not against what the
+// node said it planned), every delivery ended with exactly one success, and
 // duplicates only where an attempt was cut short, with its webhook-id.
 // The figures (failover time, duplicates) are logged with the prefix
 // "FIGURE".
@@ -178,6 +180,7 @@ func TestFailoverKill(t *testing.T) {
 	settled := time.Now()
 	log := f.waitTerminal(t, planned)
 	checkSingleWriter(t, planned, log)
+	pub.checkLedger(t, hooks)
 
 	// The contract: nothing lost, nothing foreign, every signature valid.
 	if len(tl.unplanned) > 0 || tl.badSigs > 0 {
@@ -289,6 +292,7 @@ func TestFailoverGracefulStopAndRejoin(t *testing.T) {
 	settled := time.Now()
 	log := f.waitTerminal(t, planned)
 	checkSingleWriter(t, planned, log)
+	pub.checkLedger(t, hooks)
 	if len(tl.unplanned) > 0 || tl.badSigs > 0 {
 		t.Errorf("receivers got %d unplanned webhook-ids (%v) and %d bad signatures", len(tl.unplanned), first(tl.unplanned, 5), tl.badSigs)
 	}
@@ -394,6 +398,7 @@ func TestFailoverSplitBrain(t *testing.T) {
 	tl := waitReceived(t, hooks, planned, 90*time.Second)
 	log := f.waitTerminal(t, planned)
 	writers := checkSingleWriter(t, planned, log)
+	pub.checkLedger(t, hooks)
 	stops := a.count(lostOwnership) + b.count(lostOwnership)
 	onA := len(placement([]*node{a}, split, time.Now().Add(time.Hour)))
 	onB := len(placement([]*node{b}, split, time.Now().Add(time.Hour)))
@@ -432,6 +437,7 @@ func TestFailoverSplitBrain(t *testing.T) {
 	tl2 := waitReceived(t, hooks, planned2, 60*time.Second)
 	log2 := f.waitTerminal(t, planned2)
 	writers2 := checkSingleWriter(t, planned2, log2)
+	pub2.checkLedger(t, hooks)
 
 	dupes2 := 0
 	for id := range planned2 {
