@@ -127,10 +127,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}))
 	rc := remote.Configure(cfg.Host, cfg.remotePort(), remoteOpts...)
 	rc.MaxRetryCount = remoteRetries
-	lk := &lookup{activationTimeout: cfg.RequestTimeout, partitioned: cfg.PartitionedKind}
-	if cfg.OnPartitions != nil {
-		lk.onPartitions = func(t *partitionTable) { cfg.OnPartitions(t.owned(system.Address())) }
-	}
+	lk := &lookup{activationTimeout: cfg.RequestTimeout, partitioned: cfg.PartitionedKind, owners: cfg.Owners, onTopology: cfg.OnTopology}
 	cc := pcluster.Configure(cfg.Name, provider, lk, rc,
 		pcluster.WithKinds(cfg.Kinds...),
 		pcluster.WithRequestTimeout(cfg.RequestTimeout),
@@ -287,13 +284,19 @@ func (n *Node) TellLocal(kind, identity string, msg any) bool {
 }
 
 // PartitionOwner returns the address of the member that owns partition p
-// now; "" when none does.
+// now ([Config.Owners], or p's target); "" when none does.
 func (n *Node) PartitionOwner(p events.Partition) string {
-	if t := n.lookup.parts.Load(); t != nil {
-		return t.owner(p)
-	}
-	return ""
+	return n.lookup.partitionOwner(p)
 }
+
+// Ranking returns the ranking of the members hosting the partitioned kind,
+// as of the last topology this node applied.
+func (n *Node) Ranking() *Ranking { return n.lookup.ranking.Load() }
+
+// Rebalance stops the grains of this member that another member owns now
+// (after a change of [Config.Owners]); their next request activates them
+// on their owner.
+func (n *Node) Rebalance() { n.system.Root.Send(n.lookup.placement, rebalance{}) }
 
 // errNotDelivered marks an attempt that cannot have reached the grain.
 var errNotDelivered = errors.New("not delivered")
@@ -357,6 +360,12 @@ func (n *Node) attempt(ctx context.Context, kind, identity string, msg proto.Mes
 	go func() {
 		defer n.attempts.Done()
 		pid, _ := n.cluster.PidCache.Get(identity, kind)
+		if pid != nil && kind == n.cfg.PartitionedKind && pid.Address != n.PartitionOwner(events.PartitionOf(identity)) {
+			// The partition moved since: the cached grain is not its
+			// owner's, and may still run there for a moment.
+			n.cluster.PidCache.Remove(identity, kind)
+			pid = nil
+		}
 		if pid != nil && pid.Address == n.system.Address() {
 			if _, alive := n.system.ProcessRegistry.GetLocal(pid.Id); !alive {
 				// A grain of this node that stopped (passivated): ask the

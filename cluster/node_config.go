@@ -66,10 +66,17 @@ type Config struct {
 	// (events.PartitionOf). Empty places every kind by its identity.
 	PartitionedKind string
 
-	// OnPartitions, when set, is told the delivery partitions this member
-	// owns, at start and on every change of the member set. It is called
-	// from protoactor's event stream and must not block.
-	OnPartitions func(owned events.PartitionSet)
+	// Owners, when set, names the member that owns each delivery
+	// partition now (the node's partition table): the grains of
+	// PartitionedKind are placed on it, and a member activates such a grain
+	// only while Owners names it. Nil places them on each partition's
+	// target in the [Ranking].
+	Owners PartitionOwners
+
+	// OnTopology, when set, is told the [Ranking] of the members hosting
+	// PartitionedKind, at start and on every change of the member set. It
+	// is called from protoactor's event stream and must not block.
+	OnTopology func(*Ranking)
 
 	// RequestTimeout bounds one attempt of [Node.Request]; a request makes
 	// at most three attempts, each also bounded by the caller's context.
@@ -99,6 +106,13 @@ type Config struct {
 	// warn level and above only; memberlist's at debug. Default
 	// slog.Default().
 	Logger *slog.Logger
+}
+
+// PartitionOwners names the member that owns each delivery partition now.
+// It must be safe for concurrent use and must not block.
+type PartitionOwners interface {
+	// Owner returns the owner's address; "" when no member owns p.
+	Owner(p events.Partition) string
 }
 
 // Validate reports whether c can start a node. Each error names the field

@@ -22,7 +22,8 @@ const placementActorName = "hookline-placement"
 // by the member that rendezvous hashing of (kind, identity) over the
 // members hosting the kind picks, except the grains of the partitioned kind
 // (endpoints), owned by the owner of their delivery partition
-// (partitionTable), so that they run where their due work is; the owner's
+// (Config.Owners, or the partition's target in the Ranking), so that they
+// run where their due work is; the owner's
 // placement actor activates the grain on first request and stops it when a
 // topology change gives the identity to another member, so the next
 // request re-activates it there.
@@ -39,15 +40,17 @@ const placementActorName = "hookline-placement"
 type lookup struct {
 	activationTimeout time.Duration
 	// partitioned is the kind whose grains are placed by delivery
-	// partition (see partitionTable); "" for none. onPartitions, when set,
-	// is told each new table, from protoactor's event stream: it must not
-	// block.
-	partitioned  string
-	onPartitions func(*partitionTable)
+	// partition; "" for none. owners, when set, names each partition's
+	// owner; else the partition's target in the ranking owns it.
+	// onTopology, when set, is told each new ranking, from protoactor's
+	// event stream: it must not block.
+	partitioned string
+	owners      PartitionOwners
+	onTopology  func(*Ranking)
 
 	cluster   *pcluster.Cluster
 	rdv       atomic.Pointer[pcluster.Rendezvous]
-	parts     atomic.Pointer[partitionTable]
+	ranking   atomic.Pointer[Ranking]
 	placement *actor.PID
 	sub       *eventstream.Subscription
 	stopOnce  sync.Once
@@ -59,9 +62,9 @@ var _ pcluster.IdentityLookup = (*lookup)(nil)
 func (l *lookup) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 	l.cluster = c
 	l.rdv.Store(pcluster.NewRendezvous())
-	l.parts.Store(&partitionTable{})
+	l.ranking.Store(&Ranking{})
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &placement{cluster: c, partitioned: l.partitioned, grains: map[string]grain{}}
+		return &placement{cluster: c, lookup: l, grains: map[string]grain{}}
 	})
 	pid, err := c.ActorSystem.Root.SpawnNamed(props, placementActorName)
 	if err != nil {
@@ -78,29 +81,49 @@ func (l *lookup) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 		rdv := pcluster.NewRendezvous()
 		rdv.UpdateMembers(t.Members)
 		l.rdv.Store(rdv)
-		table := newPartitionTable(t.Members, l.partitioned)
-		l.parts.Store(table)
-		c.ActorSystem.Root.Send(l.placement, t)
-		if l.onPartitions != nil {
-			l.onPartitions(table)
+		ranking := NewRanking(hosting(t.Members, l.partitioned))
+		l.ranking.Store(ranking)
+		c.ActorSystem.Root.Send(l.placement, rebalance{})
+		if l.onTopology != nil {
+			l.onTopology(ranking)
 		}
 	})
+}
+
+// hosting returns the addresses of the members that host kind.
+func hosting(ms []*pcluster.Member, kind string) []string {
+	var out []string
+	for _, m := range ms {
+		if m.HasKind(kind) {
+			out = append(out, m.Address())
+		}
+	}
+	return out
+}
+
+// partitionOwner returns the address of the member that owns partition p:
+// the owners' answer when set, else p's target.
+func (l *lookup) partitionOwner(p events.Partition) string {
+	if l.owners != nil {
+		return l.owners.Owner(p)
+	}
+	return l.ranking.Load().Target(p)
 }
 
 // ownerOf returns the address of the member that owns the grain: by its
 // partition for the partitioned kind, by rendezvous hashing of its
 // identity for the others.
-func ownerOf(ci *pcluster.ClusterIdentity, partitioned string, rdv *pcluster.Rendezvous, parts *partitionTable) string {
-	if partitioned != "" && ci.Kind == partitioned {
-		return parts.owner(events.PartitionOf(ci.Identity))
+func (l *lookup) ownerOf(ci *pcluster.ClusterIdentity) string {
+	if l.partitioned != "" && ci.Kind == l.partitioned {
+		return l.partitionOwner(events.PartitionOf(ci.Identity))
 	}
-	return rdv.GetByClusterIdentity(ci)
+	return l.rdv.Load().GetByClusterIdentity(ci)
 }
 
 // Get returns the PID of the grain, activating it on its owner, or nil if
 // no member hosts the kind or the owner did not answer in time.
 func (l *lookup) Get(ci *pcluster.ClusterIdentity) *actor.PID {
-	owner := ownerOf(ci, l.partitioned, l.rdv.Load(), l.parts.Load())
+	owner := l.ownerOf(ci)
 	if owner == "" {
 		return nil
 	}
@@ -139,20 +162,26 @@ type grain struct {
 	pid *actor.PID
 }
 
+// rebalance asks the placement actor to stop the grains this member no
+// longer owns.
+type rebalance struct{}
+
 // placement activates the grains this member owns, as its children, and
-// stops those a topology change gives to another member.
+// stops those that a topology change, or a change of a partition's owner,
+// gives to another member. It activates no grain of a partition this
+// member does not own: the caller's next attempt asks the lookup again.
 type placement struct {
-	cluster     *pcluster.Cluster
-	partitioned string
-	grains      map[string]grain // by ClusterIdentity.AsKey()
+	cluster *pcluster.Cluster
+	lookup  *lookup
+	grains  map[string]grain // by ClusterIdentity.AsKey()
 }
 
 func (p *placement) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *pcluster.ActivationRequest:
 		p.activate(ctx, msg.ClusterIdentity)
-	case *pcluster.ClusterTopology:
-		p.rebalance(ctx, msg)
+	case rebalance:
+		p.rebalance(ctx)
 	case *actor.Terminated:
 		p.terminated(msg.Who)
 	case *actor.Stopping:
@@ -175,7 +204,10 @@ func (p *placement) activate(ctx actor.Context, ci *pcluster.ClusterIdentity) {
 		return
 	}
 	kind, ok := p.cluster.TryGetClusterKind(ci.Kind)
-	if !ok {
+	if !ok || p.lookup.ownerOf(ci) != p.cluster.ActorSystem.Address() {
+		// Not a kind of this member, or not its grain (any more, or not
+		// yet: a caller whose view of the owners lags): the caller asks
+		// again and reaches the owner.
 		ctx.Respond(&pcluster.ActivationResponse{Failed: true})
 		return
 	}
@@ -185,15 +217,12 @@ func (p *placement) activate(ctx actor.Context, ci *pcluster.ClusterIdentity) {
 	ctx.Respond(&pcluster.ActivationResponse{Pid: pid})
 }
 
-// rebalance stops the grains that the new topology gives to another
-// member; their next request activates them there.
-func (p *placement) rebalance(ctx actor.Context, t *pcluster.ClusterTopology) {
-	rdv := pcluster.NewRendezvous()
-	rdv.UpdateMembers(t.Members)
-	parts := newPartitionTable(t.Members, p.partitioned)
+// rebalance stops the grains that another member owns now; their next
+// request activates them there.
+func (p *placement) rebalance(ctx actor.Context) {
 	me := p.cluster.ActorSystem.Address()
 	for _, g := range p.grains {
-		if ownerOf(g.id, p.partitioned, rdv, parts) != me {
+		if p.lookup.ownerOf(g.id) != me {
 			ctx.Poison(g.pid)
 		}
 	}

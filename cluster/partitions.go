@@ -7,89 +7,114 @@ import (
 	"fmt"
 	"slices"
 
-	pcluster "github.com/asynkron/protoactor-go/cluster"
-
 	"github.com/hookline/hookline/events"
 )
 
-// partitionTable places each delivery partition on one member: of the
-// members hosting the partitioned kind, the one whose (address, partition)
-// scores highest (rendezvous hashing), unless that member already has 10%
-// more than its even share (bounded loads; then the next best). A member
-// that joins takes about 1/n of the partitions, from every other member
-// alike; one that leaves spreads its own over the rest; few others move
-// (those the bound pushes to another member). Addresses, not member ids,
-// are hashed, so a node restarted on the same address gets its partitions
-// back and resumes them from its own checkpoints.
+// Ranking orders, for each delivery partition, the members hosting the
+// partitioned kind by rendezvous score of (partition, address), highest
+// first. The first member is the partition's target owner, the next ones
+// its standbys, in order. So a member that joins becomes the target of
+// about 1/n of the partitions, taken from every member alike; one that
+// leaves hands each of its partitions to the member ranked next, its first
+// standby; no other partition changes target. Addresses, not member ids,
+// are hashed: a node restarted on the same address ranks as before.
 //
-// The grains of the partitioned kind (endpoints) are placed by their
-// partition, on the same member: an endpoint grain pulls its due work from
-// the node it runs on. A table is immutable once built.
-type partitionTable struct {
-	owners [events.Partitions + 1]string // by partition; "" when no member hosts the kind
+// Plain rendezvous hashing balances 256 partitions over three members
+// within a few points of even (about 36 % for the largest in the median
+// case, 43 % at worst); a bound on loads would move partitions between
+// members that did not change. A Ranking is immutable; the zero value
+// ranks no member.
+type Ranking struct {
+	order [events.Partitions + 1][]string // by partition; nil for NoPartition
 }
 
-func newPartitionTable(members []*pcluster.Member, kind string) *partitionTable {
-	t := &partitionTable{}
-	type candidate struct {
+// NewRanking ranks addrs for every partition.
+func NewRanking(addrs []string) *Ranking {
+	r := &Ranking{}
+	if len(addrs) == 0 {
+		return r
+	}
+	type scored struct {
 		addr  string
-		load  int
-		score uint64 // for the partition being placed
+		score uint64
 	}
-	var cs []*candidate
-	for _, m := range members {
-		if m.HasKind(kind) {
-			cs = append(cs, &candidate{addr: m.Address()})
-		}
-	}
-	if len(cs) == 0 {
-		return t
-	}
-	// Bounded loads: a member takes at most 10% more than its even share,
-	// so that no member ends up with, say, 47% of three members' work
-	// (plain rendezvous hashing's partition counts vary binomially). A
-	// partition whose best member is full goes to the next best.
-	limit := (events.Partitions*11 + 10*len(cs) - 1) / (10 * len(cs))
-	ranked := make([]*candidate, len(cs))
+	cs := make([]scored, len(addrs))
 	for p := events.Partition(1); p <= events.Partitions; p++ {
-		for _, c := range cs {
-			sum := sha256.Sum256(fmt.Appendf(nil, "%d/%s", p, c.addr))
-			c.score = binary.BigEndian.Uint64(sum[:8])
+		for i, a := range addrs {
+			sum := sha256.Sum256(fmt.Appendf(nil, "%d/%s", p, a))
+			cs[i] = scored{addr: a, score: binary.BigEndian.Uint64(sum[:8])}
 		}
-		copy(ranked, cs)
-		slices.SortFunc(ranked, func(a, b *candidate) int {
+		slices.SortFunc(cs, func(a, b scored) int {
 			if a.score != b.score {
 				return cmp.Compare(b.score, a.score) // highest first
 			}
 			return cmp.Compare(a.addr, b.addr)
 		})
-		for _, c := range ranked {
-			if c.load < limit {
-				c.load++
-				t.owners[p] = c.addr
-				break
-			}
+		order := make([]string, len(cs))
+		for i, c := range cs {
+			order[i] = c.addr
 		}
+		r.order[p] = order
 	}
-	return t
+	return r
 }
 
-// owner returns the address of the member that owns partition p; "" when
-// none hosts the partitioned kind.
-func (t *partitionTable) owner(p events.Partition) string {
-	if !p.Valid() {
-		return ""
+// Target returns the member partition p belongs to: the first ranked; ""
+// when no member hosts the partitioned kind or p is not a partition.
+func (r *Ranking) Target(p events.Partition) string {
+	if o := r.Order(p); len(o) > 0 {
+		return o[0]
 	}
-	return t.owners[p]
+	return ""
 }
 
-// owned returns the partitions of the member at addr.
-func (t *partitionTable) owned(addr string) events.PartitionSet {
+// Standbys returns the k members ranked after p's target (fewer when
+// fewer members host the kind).
+func (r *Ranking) Standbys(p events.Partition, k int) []string {
+	o := r.Order(p)
+	if len(o) <= 1 || k <= 0 {
+		return nil
+	}
+	return o[1:min(len(o), 1+k)]
+}
+
+// Order returns every member hosting the kind, best ranked first, for p.
+// The caller must not change it.
+func (r *Ranking) Order(p events.Partition) []string {
+	if r == nil || !p.Valid() {
+		return nil
+	}
+	return r.order[p]
+}
+
+// Targeted returns the partitions whose target is addr.
+func (r *Ranking) Targeted(addr string) events.PartitionSet {
 	var s events.PartitionSet
 	for p := events.Partition(1); p <= events.Partitions; p++ {
-		if t.owners[p] == addr {
+		if r.Target(p) == addr {
 			s.Add(p)
 		}
 	}
 	return s
+}
+
+// Followed returns the partitions addr is the target or one of the k
+// standbys of: those whose records it applies.
+func (r *Ranking) Followed(addr string, k int) events.PartitionSet {
+	var s events.PartitionSet
+	for p := events.Partition(1); p <= events.Partitions; p++ {
+		if o := r.Order(p); slices.Contains(o[:min(len(o), 1+max(k, 0))], addr) {
+			s.Add(p)
+		}
+	}
+	return s
+}
+
+// Without returns the ranking of the same members but addr.
+func (r *Ranking) Without(addr string) *Ranking {
+	out := &Ranking{}
+	for p := events.Partition(1); p <= events.Partitions; p++ {
+		out.order[p] = slices.DeleteFunc(slices.Clone(r.Order(p)), func(a string) bool { return a == addr })
+	}
+	return out
 }

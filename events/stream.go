@@ -20,6 +20,11 @@ const (
 	RecoveryCategory = "recovery"
 )
 
+// OwnersStream is the cluster's partition table: PartitionsAssigned events,
+// which say which member serves each delivery partition from where they
+// stand in the log on (projections/owners applies them).
+const OwnersStream = "partitions-owners"
+
 // TenantStream names the stream of a tenant.
 func TenantStream(tenantID string) string { return TenantCategory + "-" + tenantID }
 

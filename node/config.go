@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -105,6 +106,11 @@ type Config struct {
 	// grain does not pull before reconcile reports it; 0 means
 	// reconcile.DefaultNotPulledAfter (1 min).
 	NotPulledAfter time.Duration
+	// Standbys is how many members besides its owner apply each delivery
+	// partition's records, ready to take it over without catching up: 0
+	// means 1 (the default), negative none. A cluster of n members has at
+	// most n-1 standbys per partition.
+	Standbys int
 	// IdleAfter is the quiet period after which an idle tenant or endpoint
 	// grain passivates (leaves memory until its next message); zero means
 	// the grains' default (2 min).
@@ -172,6 +178,7 @@ func (c Config) withDefaults() Config {
 	if c.Policy == nil {
 		c.Policy = &attempt.Policy{}
 	}
+	c.Standbys = cmp.Or(c.Standbys, 1)
 	// Endpoint grains run on the owner of their delivery partition, which
 	// applies that partition's records to its projections.
 	c.Cluster.PartitionedKind = endpoint.Kind
@@ -191,6 +198,11 @@ const (
 	// new connections wait in the kernel's backlog.
 	maxConns = 4096
 	// drainTimeout bounds the wait for running attempts on a graceful
-	// stop: one attempt's default timeout.
+	// stop, and for those of a partition handed over: one attempt's
+	// default timeout.
 	drainTimeout = 15 * time.Second
+	// leaveTimeout bounds the hand-over of every partition on a graceful
+	// stop; stopTimeout the whole stop.
+	leaveTimeout = 20 * time.Second
+	stopTimeout  = 45 * time.Second
 )

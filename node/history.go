@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,16 +41,19 @@ func (h *histories) served() events.PartitionSet {
 	return s
 }
 
-// Search answers a search from every member's part. Each member is asked
-// for about its share of the page (memberLimit), not for a whole page:
-// the parts that stopped too early for a full page are continued after
-// their frontiers (history.Behind), for the partitions of their first
-// answer, in a few more rounds at most. So a search reads about one page
-// and a half over the cluster, not one page per member, and its pages are
-// as full as a single store's. When some partitions are served by no
-// member that answered (a member down, or catching up after partitions
-// moved), or a continued part's partitions moved meanwhile, it fails with
-// [history.ErrIncomplete] rather than answer a page that another node
+// Search answers a search from the members' parts. Each partition is
+// asked of one member: its owner, or, when its owner is not a member now or
+// did not answer for it, the next member in its ranking that holds it (a
+// standby, which applies the same records), so that searches go on through
+// a change of members. Each member is asked for about its share of the
+// page (memberLimit), not for a whole page: the parts that stopped too
+// early for a full page are continued after their frontiers
+// (history.Behind), for the partitions of their first answer, in a few
+// more rounds at most. So a search reads about one page and a half over
+// the cluster, not one page per member, and its pages are as full as a
+// single store's. When some partitions are held by no member that
+// answered, or a continued part's partitions moved meanwhile, it fails
+// with [history.ErrIncomplete] rather than answer a page that another node
 // would answer differently.
 func (h *histories) Search(ctx context.Context, q history.Query) (history.Page, error) {
 	after, err := history.CursorKey(q)
@@ -59,73 +63,126 @@ func (h *histories) Search(ctx context.Context, q history.Query) (history.Page, 
 	members := h.members()
 	limit := history.LimitOf(q)
 	per := memberLimit(limit, len(members))
-	parts := make([]history.Partial, len(members))
-	sets := make([]events.PartitionSet, len(members)) // what each answered for
-	answered := make([]int, 0, len(members))          // members with a part
-	ask := make([]int, len(members))
+	parts, err := h.firstParts(ctx, q, members, after, per)
+	if err != nil {
+		return history.Page{}, err
+	}
+	ask := make([]int, len(parts))
 	for i := range ask {
 		ask[i] = i
 	}
-	for round := 0; ; round++ {
-		reqs := make([]*internalv1.HistoryScan, len(members))
-		for _, i := range ask {
-			r := &internalv1.HistoryScan{
-				TenantId: q.TenantID, EndpointId: q.EndpointID, Status: int32(q.Status), EventType: q.EventType,
-				Since: stamp(q.Since), Until: stamp(q.Until), Limit: int32(per), After: after,
-			}
-			if round > 0 {
-				r.After, r.Partitions = parts[i].Frontier, sets[i].Words()
-			}
-			reqs[i] = r
+	for round := 1; ; round++ {
+		have := make([]history.Partial, len(parts))
+		for i, pt := range parts {
+			have[i] = pt.partial
 		}
-		answers := h.scan(ctx, members, reqs)
-		for _, i := range ask {
-			a := answers[i]
+		behind := history.Behind(q, have)
+		if len(behind) == 0 || round == maxSearchRounds {
+			return history.Merge(q, have), nil // a short page at worst: its cursor goes on
+		}
+		per = min(limit, 2*per)
+		targets := make([]scanTarget, len(behind))
+		for j, i := range behind {
+			pt := parts[i]
+			r := scanRequest(q, per, pt.partial.Frontier)
+			r.Partitions = pt.set.Words()
+			targets[j] = scanTarget{addr: members[pt.member], req: r}
+		}
+		for j, a := range h.scan(ctx, targets) {
+			pt := parts[behind[j]]
+			if a.err != nil {
+				return history.Page{}, fmt.Errorf("%w: member %s did not answer the rest of its part; retry", history.ErrIncomplete, members[pt.member])
+			}
+			if got := events.PartitionSetOfWords(a.v.GetPartitions()); got != pt.set {
+				return history.Page{}, fmt.Errorf("%w: partitions %s moved away from member %s during the search; retry in a few seconds",
+					history.ErrIncomplete, pt.set.Minus(got), members[pt.member])
+			}
+			pt.partial.Continue(partialOf(a.v))
+		}
+	}
+}
+
+// searchPart is one member's part of a search: the partitions it answered
+// for and what it found.
+type searchPart struct {
+	member  int
+	set     events.PartitionSet
+	partial history.Partial
+}
+
+// firstParts asks every partition of one member, in at most three passes:
+// first each partition's owner (or first ranked member), then, for the
+// partitions nobody answered for, the next candidates in their ranking.
+func (h *histories) firstParts(ctx context.Context, q history.Query, members []string, after []byte, per int) ([]*searchPart, error) {
+	var parts []*searchPart
+	missing := allPartitions()
+	for pass := 0; pass < searchPasses && !missing.IsEmpty(); pass++ {
+		var targets []scanTarget
+		var of []int // member index of each target
+		for i, set := range h.assign(members, missing, pass) {
+			if set.IsEmpty() {
+				continue // an empty set would ask for every partition it holds
+			}
+			r := scanRequest(q, per, after)
+			r.Partitions = set.Words()
+			targets, of = append(targets, scanTarget{addr: members[i], req: r}), append(of, i)
+		}
+		for j, a := range h.scan(ctx, targets) {
 			if a.err != nil {
 				if errors.Is(a.err, history.ErrBadQuery) || errors.Is(a.err, history.ErrBadCursor) {
-					return history.Page{}, a.err
+					return nil, a.err
 				}
-				h.logger.Warn("history search: a member did not answer", slog.String("member", members[i]), slog.Any("error", a.err))
-				if round > 0 {
-					return history.Page{}, fmt.Errorf("%w: member %s did not answer the rest of its part; retry", history.ErrIncomplete, members[i])
-				}
+				h.logger.Warn("history search: a member did not answer", slog.String("member", members[of[j]]), slog.Any("error", a.err))
 				continue
 			}
 			got := events.PartitionSetOfWords(a.v.GetPartitions())
-			if round == 0 {
-				parts[i], sets[i] = partialOf(a.v), got
-				answered = append(answered, i)
-				continue
+			parts = append(parts, &searchPart{member: of[j], set: got, partial: partialOf(a.v)})
+			missing = missing.Minus(got)
+		}
+	}
+	if !missing.IsEmpty() {
+		return nil, fmt.Errorf("%w: %d of %d partitions (%s) are held by no member that answered; retry in a few seconds",
+			history.ErrIncomplete, missing.Len(), events.Partitions, missing)
+	}
+	return parts, nil
+}
+
+// searchPasses bounds the members asked for one partition in a search.
+const searchPasses = 3
+
+// assign gives each partition of missing to one member, by member index:
+// in pass 0 its owner if a member, else the first member in its ranking;
+// in pass k the k-th candidate after that.
+func (h *histories) assign(members []string, missing events.PartitionSet, pass int) []events.PartitionSet {
+	index := map[string]int{}
+	for i, m := range members {
+		index[m] = i
+	}
+	out := make([]events.PartitionSet, len(members))
+	ranking := h.node.Ranking()
+	missing.Each(func(p events.Partition) {
+		candidates := make([]string, 0, len(members)+1)
+		if o := h.node.PartitionOwner(p); o != "" {
+			candidates = append(candidates, o)
+		}
+		for _, m := range ranking.Order(p) {
+			if !slices.Contains(candidates, m) {
+				candidates = append(candidates, m)
 			}
-			if got != sets[i] {
-				return history.Page{}, fmt.Errorf("%w: partitions %s moved away from member %s during the search; retry in a few seconds",
-					history.ErrIncomplete, sets[i].Minus(got), members[i])
-			}
-			parts[i].Continue(partialOf(a.v))
 		}
-		if round == 0 {
-			var covered events.PartitionSet
-			for _, i := range answered {
-				covered = covered.Union(sets[i])
-			}
-			if missing := allPartitions().Minus(covered); !missing.IsEmpty() {
-				return history.Page{}, fmt.Errorf("%w: %d of %d partitions (%s) have no node serving them now; retry in a few seconds",
-					history.ErrIncomplete, missing.Len(), events.Partitions, missing)
-			}
+		candidates = slices.DeleteFunc(candidates, func(m string) bool { _, ok := index[m]; return !ok })
+		if pass < len(candidates) {
+			out[index[candidates[pass]]].Add(p)
 		}
-		have := make([]history.Partial, len(answered))
-		for j, i := range answered {
-			have[j] = parts[i]
-		}
-		behind := history.Behind(q, have)
-		if len(behind) == 0 || round == maxSearchRounds-1 {
-			return history.Merge(q, have), nil // a short page at worst: its cursor goes on
-		}
-		ask = ask[:0]
-		for _, j := range behind {
-			ask = append(ask, answered[j])
-		}
-		per = min(limit, 2*per)
+	})
+	return out
+}
+
+// scanRequest is a search's request of one part.
+func scanRequest(q history.Query, limit int, after []byte) *internalv1.HistoryScan {
+	return &internalv1.HistoryScan{
+		TenantId: q.TenantID, EndpointId: q.EndpointID, Status: int32(q.Status), EventType: q.EventType,
+		Since: stamp(q.Since), Until: stamp(q.Until), Limit: int32(limit), After: after,
 	}
 }
 
@@ -144,60 +201,57 @@ func memberLimit(limit, n int) int {
 	return min(limit, share+share/2+8)
 }
 
-// scan asks the members with a request in reqs (by member index, nil for
-// none) for their parts, this node's own read here, and returns the
-// answers by member index.
-func (h *histories) scan(ctx context.Context, members []string, reqs []*internalv1.HistoryScan) []reply[*internalv1.HistoryScanned] {
-	self := -1
-	for i, addr := range members {
-		if addr == h.node.Address() && reqs[i] != nil {
-			self = i
-		}
+// scanTarget is one part's request to one member.
+type scanTarget struct {
+	addr string
+	req  *internalv1.HistoryScan
+}
+
+// scan sends each target's request to its member (this node's read here),
+// at once, and returns the answers in the targets' order.
+func (h *histories) scan(ctx context.Context, targets []scanTarget) []reply[*internalv1.HistoryScanned] {
+	addrs := make([]string, len(targets))
+	for i, t := range targets {
+		addrs[i] = t.addr
 	}
-	own := make(chan reply[*internalv1.HistoryScanned], 1)
-	if self >= 0 {
-		go func() {
-			v, err := h.scanHere(reqs[self])
-			own <- reply[*internalv1.HistoryScanned]{v: v, err: err}
-		}()
-	}
-	answers := askOthers[*internalv1.HistoryScanned](ctx, h, members, func(i int) proto.Message {
-		if reqs[i] == nil {
-			return nil
-		}
-		return reqs[i]
+	return askEach(ctx, h, addrs, func(i int) proto.Message { return targets[i].req }, func(i int) (*internalv1.HistoryScanned, error) {
+		return h.scanHere(targets[i].req)
 	})
-	if self >= 0 {
-		answers[self] = <-own
-	}
-	return answers
 }
 
 // Get returns a delivery with its attempts from the member that serves its
 // partition, once that member has applied the log up to atLeast.
 func (h *histories) Get(ctx context.Context, tenantID, deliveryID string, atLeast events.Position) (history.Delivery, []history.Attempt, bool, error) {
 	req := &internalv1.HistoryGet{TenantId: tenantID, DeliveryId: deliveryID, AtLeastCommit: atLeast.Commit, AtLeastPrepare: atLeast.Prepare}
-	// Most reads concern this node's own partitions, or at least find out
-	// here which partition the delivery is in.
-	if got, err := h.answerGet(ctx, req); err == nil && got.GetFound() {
-		d, attempts := gotOf(got)
-		return d, attempts, true, nil
+	// Most reads concern this node's own partitions (or those it stands by
+	// for), or at least find out here which partition the delivery is in.
+	var covered events.PartitionSet
+	if got, err := h.answerGet(ctx, req); err == nil {
+		if got.GetFound() {
+			d, attempts := gotOf(got)
+			return d, attempts, true, nil
+		}
+		covered = events.PartitionSetOfWords(got.GetLive())
 	}
 	members := h.members()
-	answers := askOthers[*internalv1.HistoryGot](ctx, h, members, func(int) proto.Message { return req })
-	failed := 0
+	answers := askEach[*internalv1.HistoryGot](ctx, h, members, func(int) proto.Message { return req }, nil)
 	for i, a := range answers {
 		switch {
 		case a.v.GetFound():
 			d, attempts := gotOf(a.v)
 			return d, attempts, true, nil
 		case a.err != nil:
-			failed++
 			h.logger.Warn("history read: a member did not answer", slog.String("member", members[i]), slog.Any("error", a.err))
+		case a.v != nil:
+			covered = covered.Union(events.PartitionSetOfWords(a.v.GetLive()))
 		}
 	}
-	if failed > 0 {
-		return history.Delivery{}, nil, false, fmt.Errorf("%w: %d member(s) did not answer; retry", history.ErrIncomplete, failed)
+	// Not found: in none of the partitions some member has live. If some
+	// partition is live nowhere (a member down or catching up, or one that
+	// did not answer), the delivery may be there: UNAVAILABLE, not
+	// NOT_FOUND.
+	if missing := allPartitions().Minus(covered); !missing.IsEmpty() {
+		return history.Delivery{}, nil, false, fmt.Errorf("%w: %d partitions are live on no member that answered; retry", history.ErrIncomplete, missing.Len())
 	}
 	return history.Delivery{}, nil, false, nil
 }
@@ -212,12 +266,13 @@ func (h *histories) answerGet(ctx context.Context, req *internalv1.HistoryGet) (
 			return nil, err
 		}
 	}
+	live := h.served() // before the read: not found here means in none of these
 	d, ok, err := h.local.Get(req.GetTenantId(), req.GetDeliveryId())
 	if err != nil {
 		return nil, err
 	}
-	if !ok || !h.runner.Live().Has(events.PartitionOf(d.EndpointID)) {
-		return &internalv1.HistoryGot{}, nil
+	if !ok || !live.Has(events.PartitionOf(d.EndpointID)) {
+		return &internalv1.HistoryGot{Live: live.Words()}, nil
 	}
 	attempts, err := h.local.Attempts(ctx, d.ID)
 	if err != nil {
@@ -285,23 +340,29 @@ type reply[T any] struct {
 	err error
 }
 
-// askOthers sends reqOf(i) to the history actor of every member i but this
-// node (none when reqOf returns nil), at once, and returns their answers by
-// member index (the slots of this node and of those not asked left empty).
-func askOthers[T interface {
-	*internalv1.HistoryScanned | *internalv1.HistoryGot
+// askEach sends reqOf(i) to the history service of every member addrs[i]
+// (none when reqOf returns nil), at once, and returns their answers by
+// index; here answers this node's own, or, when nil, this node is not
+// asked (its slot left empty).
+func askEach[T interface {
 	GetError() string
 	proto.Message
-}](ctx context.Context, h *histories, members []string, reqOf func(i int) proto.Message) []reply[T] {
-	out := make([]reply[T], len(members))
+}](ctx context.Context, h *histories, addrs []string, reqOf func(i int) proto.Message, here func(i int) (T, error)) []reply[T] {
+	out := make([]reply[T], len(addrs))
 	var wg sync.WaitGroup
-	for i, addr := range members {
+	for i, addr := range addrs {
 		req := reqOf(i)
-		if addr == h.node.Address() || req == nil {
+		if req == nil || (addr == h.node.Address() && here == nil) {
 			continue
 		}
 		wg.Go(func() {
-			v, err := ask[T](ctx, h.node, addr, historyService, req, h.timeout)
+			var v T
+			var err error
+			if addr == h.node.Address() {
+				v, err = here(i)
+			} else {
+				v, err = ask[T](ctx, h.node, addr, historyService, req, h.timeout)
+			}
 			switch {
 			case err != nil:
 				out[i].err = err

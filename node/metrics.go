@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -170,8 +171,14 @@ func (m *metrics) reconcileGauges(s *Server) {
 }
 
 // metricsView is the projection that counts outcomes from the log. Its
-// counters move only after the batch that applied the events committed.
+// counters move only after the batch that applied the events committed,
+// and only for the partitions this node serves when it applies them: a
+// standby applies the same records without counting them, and a partition
+// that moves here is not counted again, so the cluster's sum counts each
+// outcome once (the member that served it).
 type metricsView struct {
+	served atomic.Pointer[events.PartitionSet] // the partitions counted
+
 	mu      sync.Mutex           // guards planned, circuit, attempted, all
 	planned map[string]time.Time // delivery id → planned time, until its first attempt
 	circuit map[string]string    // endpoint id → state, open or half-open only
@@ -196,13 +203,20 @@ func (*metricsView) Filter() events.Filter {
 // Apply counts msg once its batch commits; the runner decodes every record
 // into a message of its own, so msg may be kept.
 func (v *metricsView) Apply(b *projections.Batch, rec *events.Record, msg proto.Message) error {
+	p := rec.Partition
+	if e, ok := msg.(interface{ GetEndpointId() string }); ok && p == events.NoPartition {
+		p = events.PartitionOf(e.GetEndpointId()) // a circuit: its endpoint's partition
+	}
+	if s := v.served.Load(); s == nil || !s.Has(p) {
+		return nil
+	}
 	b.OnCommit(func() { v.count(msg) })
 	return nil
 }
 
 // PartitionsChanged implements projections.Partitioned: the view counts the
-// outcomes of the node's partitions; it keeps nothing per partition.
-func (*metricsView) PartitionsChanged(events.PartitionSet) {}
+// outcomes of the partitions served here; it keeps nothing per partition.
+func (v *metricsView) PartitionsChanged(served events.PartitionSet) { v.served.Store(&served) }
 
 func (v *metricsView) count(msg proto.Message) {
 	v.mu.Lock()

@@ -29,6 +29,7 @@ import (
 	"github.com/hookline/hookline/projections"
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
+	"github.com/hookline/hookline/projections/owners"
 	"github.com/hookline/hookline/projections/portal"
 	"github.com/hookline/hookline/projections/registry"
 	"github.com/hookline/hookline/reconcile"
@@ -44,6 +45,8 @@ type Server struct {
 	runner   *projections.Runner
 	registry *registry.Registry
 	portal   *portal.Tokens
+	owners   *owners.Owners // the partition table, from the log
+	parts    *partitions    // decides which partitions this node applies and serves
 	due      *due.Due
 	history  *history.History
 	opsFeed  *operational.Feed    // Hookline's own events, by partition
@@ -148,6 +151,9 @@ func (s *Server) openProjections(context.Context) error {
 	if s.portal, err = portal.New(s.runner); err != nil {
 		return err
 	}
+	if s.owners, err = owners.New(s.runner); err != nil {
+		return err
+	}
 	if _, err := s.runner.Register(s.metrics.view); err != nil {
 		return err
 	}
@@ -158,8 +164,11 @@ func (s *Server) openProjections(context.Context) error {
 	if s.history, err = history.New(s.runner, history.Config{Log: s.log, Now: cfg.Now, Logger: cfg.Logger}); err != nil {
 		return err
 	}
-	s.opsFeed, err = operational.NewFeed(s.runner, operational.Config{Now: cfg.Now})
-	return err
+	if s.opsFeed, err = operational.NewFeed(s.runner, operational.Config{Now: cfg.Now}); err != nil {
+		return err
+	}
+	s.parts = newPartitions(s)
+	return nil
 }
 
 // buildDelivery makes what the endpoint grains deliver with: the fair
@@ -177,7 +186,8 @@ func (s *Server) buildDelivery(context.Context) error {
 func (s *Server) startMember(ctx context.Context) error {
 	cfg := s.cfg.Cluster
 	cfg.Kinds = append(cfg.Kinds, s.kinds()...)
-	cfg.OnPartitions = s.runner.Own
+	cfg.Owners = s.parts
+	cfg.OnTopology = func(*cluster.Ranking) { s.parts.wake() }
 	n, err := cluster.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -185,6 +195,7 @@ func (s *Server) startMember(ctx context.Context) error {
 	s.node = n
 	s.started.Store(n)
 	s.waker.setNode(n)
+	s.parts.start(n)
 	return nil
 }
 
@@ -198,6 +209,7 @@ func (s *Server) startServices(context.Context) error {
 		s.node.Serve(historyService, timeout, s.hist.serve),
 		s.node.Serve(statusService, 2*time.Second, s.serveStatus),
 		s.node.Receive(handOverService, s.receiveHandOver),
+		s.node.Receive(partitionsService, s.parts.onReady),
 		s.node.Serve(settleService, timeout, s.settle.serve),
 	} {
 		if err != nil {
@@ -291,6 +303,14 @@ func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
 // HTTPAddr returns the bound address of the REST API.
 func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
 
+// Serving returns the delivery partitions this node serves now (runs their
+// endpoint grains, attempts their deliveries), caught up.
+func (s *Server) Serving() events.PartitionSet {
+	p := s.runner.Serving()
+	p.Remove(events.NoPartition)
+	return p
+}
+
 // TLS reports whether the control API serves TLS.
 func (s *Server) TLS() bool { return s.certs != nil }
 
@@ -299,18 +319,24 @@ func (s *Server) TLS() bool { return s.certs != nil }
 // the log close. It returns the first error of any part.
 func (s *Server) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return ignoreCancel(s.runner.Run(gctx)) })
-	g.Go(func() error { return ignoreCancel(s.due.Run(gctx)) })
-	g.Go(func() error { return ignoreCancel(s.history.Run(gctx)) })
-	g.Go(func() error { return ignoreCancel(s.waker.Run(gctx, wakeWorkers)) })
-	g.Go(func() error { return ignoreCancel(s.opsEmit.Run(gctx)) })
-	g.Go(func() error { return ignoreCancel(s.resumeRecoveries(gctx)) })
+	// The node's own workers run until it has handed its partitions over:
+	// on a stop they go on while it leaves (see stop).
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	run := func(f func(context.Context) error) { g.Go(func() error { return ignoreCancel(f(work)) }) }
+	run(s.runner.Run)
+	run(s.due.Run)
+	run(s.history.Run)
+	run(func(ctx context.Context) error { return s.waker.Run(ctx, wakeWorkers) })
+	run(s.opsEmit.Run)
+	run(s.resumeRecoveries)
+	run(s.parts.Run)
 	if s.backdrop != nil {
-		g.Go(func() error { return ignoreCancel(s.backdrop.Run(gctx)) })
+		run(s.backdrop.Run)
 	}
 	// The log's own maintenance: retention, partitions.
 	if l, ok := s.rawLog.(interface{ Run(context.Context) error }); ok && s.ownsLog {
-		g.Go(func() error { return ignoreCancel(l.Run(gctx)) })
+		run(l.Run)
 	}
 	g.Go(func() error { return ignoreClosed(s.grpc.Serve(s.grpcLis)) })
 	g.Go(func() error {
@@ -324,16 +350,8 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	g.Go(func() error {
 		<-gctx.Done()
-		s.control.Shutdown()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		s.drainAttempts(sctx)
-		if s.pprof != nil {
-			_ = s.pprof.Close()
-		}
-		_ = s.http.Shutdown(sctx)
-		stopGRPC(sctx, s.grpc)
-		return s.node.Stop(sctx)
+		defer stopWork()
+		return s.stop(context.WithoutCancel(ctx))
 	})
 	err := g.Wait()
 	// The grains are stopped; let their attempts and pulls end before the
@@ -347,6 +365,26 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.close()
 	return err
+}
+
+// stop stops the node gracefully: it hands every partition it owns to its
+// next owner (each drained first: no attempt cut, none repeated), then the
+// API refuses new calls and drains, any attempt left finishes, and the
+// node leaves the cluster.
+func (s *Server) stop(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
+	defer cancel()
+	lctx, lcancel := context.WithTimeout(ctx, leaveTimeout)
+	s.parts.leave(lctx)
+	lcancel()
+	s.control.Shutdown()
+	s.drainAttempts(ctx)
+	if s.pprof != nil {
+		_ = s.pprof.Close()
+	}
+	_ = s.http.Shutdown(ctx)
+	stopGRPC(ctx, s.grpc)
+	return s.node.Stop(ctx)
 }
 
 func (s *Server) close() {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/cluster"
+	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/embedded"
 	"github.com/hookline/hookline/node"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -37,13 +38,23 @@ type testServer struct {
 
 func startServer(t *testing.T, l *embedded.Log, dir string, seeds ...string) *testServer {
 	t.Helper()
+	return startServerWith(t, l, dir, nil, seeds...)
+}
+
+// startServerWith starts a node on l, with edit applied to its config.
+func startServerWith(t *testing.T, l *embedded.Log, dir string, edit func(*node.Config), seeds ...string) *testServer {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := node.New(ctx, node.Config{
+	cfg := node.Config{
 		DataDir: dir, Log: l, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 		Cluster:    cluster.Config{Port: cluster.AnyPort, GossipPort: cluster.AnyPort, Seeds: seeds, Gossip: fastGossip, Logger: testLogger()},
 		AdminToken: admin, MasterKey: "aGVsbG8taG9va2xpbmUtdGVzdC1tYXN0ZXIta2V5ISE=",
 		Policy: &attempt.Policy{AllowPrivate: true}, Logger: testLogger(),
-	})
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	srv, err := node.New(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -104,6 +115,11 @@ func TestTwoNodesShareOneLog(t *testing.T) {
 	b := startServer(t, l, filepath.Join(dir, "b"), a.srv.Node().GossipAddress())
 	poll(t, 10*time.Second, "both nodes see two members", func() bool {
 		return len(a.srv.Node().Members()) == 2 && len(b.srv.Node().Members()) == 2
+	})
+	// b warms up the partitions it joins for, then a hands them over.
+	poll(t, 10*time.Second, "both nodes serve their share", func() bool {
+		sa, sb := a.srv.Serving(), b.srv.Serving()
+		return sa.Len() > 0 && sb.Len() > 0 && sa.Union(sb).Len() == events.Partitions && sa.Intersect(sb).IsEmpty()
 	})
 
 	ctx, cancel := bearer(admin)

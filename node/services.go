@@ -28,6 +28,9 @@ const (
 	// handOverService receives the plans other members published for this
 	// node's partitions.
 	handOverService = "hookline-handover"
+	// partitionsService receives the PartitionsReady of the members that
+	// should take partitions this node owns.
+	partitionsService = "hookline-partitions"
 )
 
 // ask asks the service name of the member at addr and checks the type of

@@ -79,14 +79,16 @@ func (s *Server) nodeStatus(ctx context.Context) *internalv1.NodeStatusReply {
 		ns.Error = "projection lag: " + err.Error()
 	}
 	ns.ProjectionLagSeconds, ns.ProjectionBehind, ns.ProjectionRecords = lag.Age.Seconds(), lag.Behind, lag.Events
-	rs := s.runner.Stats()
-	ns.PartitionsOwned, ns.PartitionsLive = int32(rs.Owned), int32(rs.Live)
+	claimed, live, serving := *s.parts.claimed.Load(), s.runner.Live(), s.runner.Serving()
+	serving.Remove(events.NoPartition)
+	live.Remove(events.NoPartition)
+	ns.PartitionsOwned, ns.PartitionsLive, ns.PartitionsStandby = int32(claimed.Len()), int32(serving.Len()), int32(live.Minus(serving).Len())
 	ds := s.due.Stats(s.cfg.Now())
 	ns.OldestNewSeconds, ns.OldestRetrySeconds, ns.DueEndpoints = ds.OldestNew.Seconds(), ds.OldestRetry.Seconds(), int32(ds.Endpoints)
 	dp := s.dispatch.Stats()
 	ns.SlotsUsed, ns.Slots, ns.WaitingNew, ns.WaitingRetry = int32(dp.Used), int32(dp.Slots), int32(dp.Waiting[0]), int32(dp.Waiting[1])
 	ns.Throttled = s.throttled()
-	return &internalv1.NodeStatusReply{Status: ns, Live: s.hist.served().Words()}
+	return &internalv1.NodeStatusReply{Status: ns, Live: serving.Words()}
 }
 
 // serveStatus answers another member's NodeStatusQuery.

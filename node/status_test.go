@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/embedded"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -30,6 +31,11 @@ func TestConsoleViewsOnTwoNodes(t *testing.T) {
 	b := startServer(t, l, filepath.Join(dir, "b"), a.srv.Node().GossipAddress())
 	poll(t, 10*time.Second, "both nodes see two members", func() bool {
 		return len(a.srv.Node().Members()) == 2 && len(b.srv.Node().Members()) == 2
+	})
+	// b warms up the partitions it joins for, then a hands them over.
+	poll(t, 10*time.Second, "both nodes serve their share", func() bool {
+		sa, sb := a.srv.Serving(), b.srv.Serving()
+		return sa.Len() > 0 && sb.Len() > 0 && sa.Union(sb).Len() == events.Partitions && sa.Intersect(sb).IsEmpty()
 	})
 	ctx, cancel := bearer(admin)
 	defer cancel()

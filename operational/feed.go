@@ -201,8 +201,7 @@ func (f *Feed) entries(live events.PartitionSet, max int) ([]entry, error) {
 		if err != nil || len(out) >= max || p == events.NoPartition {
 			return
 		}
-		lo := binary.BigEndian.AppendUint16([]byte{outboxPrefix}, uint16(p))
-		hi := binary.BigEndian.AppendUint16([]byte{outboxPrefix}, uint16(p)+1)
+		lo, hi := partitionRange(p)
 		err = f.scan(lo, hi, func(key []byte, ev Event) bool {
 			out = append(out, entry{key: key, part: p, ev: ev})
 			return len(out) < max
@@ -265,4 +264,45 @@ func (f *Feed) Pending() (int, error) {
 		return true, nil
 	})
 	return n, err
+}
+
+// partitionRange is the key range of partition p's outbox entries.
+func partitionRange(p events.Partition) (lo, hi []byte) {
+	return binary.BigEndian.AppendUint16([]byte{outboxPrefix}, uint16(p)),
+		binary.BigEndian.AppendUint16([]byte{outboxPrefix}, uint16(p)+1)
+}
+
+// PendingIn returns how many entries partition p's outbox holds: a node
+// that hands p over waits until it has emitted them.
+func (f *Feed) PendingIn(p events.Partition) (int, error) {
+	lo, hi := partitionRange(p)
+	n := 0
+	err := f.store.Scan(lo, hi, func(_, _ []byte) (bool, error) {
+		n++
+		return true, nil
+	})
+	return n, err
+}
+
+// Forget drops partition p's entries whose cause comes before pos in the
+// log or was recorded before olderThan, and returns how many it dropped. A
+// node that starts serving p calls it: before a hand-over's position the
+// previous owner emitted everything (it waits for that before it hands p
+// over); after a crash it may not have, and only the recent entries are
+// kept for emitting again (a repeat is answered as a duplicate), not the
+// day of causes a standby has kept.
+func (f *Feed) Forget(p events.Partition, pos events.Position, olderThan time.Time) (int, error) {
+	lo, hi := partitionRange(p)
+	cut := outboxKey(p, pos)
+	var keys [][]byte
+	err := f.scan(lo, hi, func(key []byte, ev Event) bool {
+		if bytes.Compare(key, cut) < 0 || ev.Recorded.Before(olderThan) {
+			keys = append(keys, key)
+		}
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	return len(keys), f.remove(keys)
 }

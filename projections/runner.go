@@ -27,6 +27,9 @@ var (
 	// ErrRunning means a projection was registered after Run started, or Run
 	// was called twice.
 	ErrRunning = errors.New("projections: runner already running")
+	// ErrNotLive means a wait for partitions ended while some were not
+	// live on this node: not owned here, or still catching up.
+	ErrNotLive = errors.New("projections: partition not live on this node")
 )
 
 // Projection turns events into queryable state. Implementations are called
@@ -50,8 +53,9 @@ type Projection interface {
 // of no partition.
 type Partitioned interface {
 	Projection
-	// PartitionsChanged tells the projection which partitions are live: caught
-	// up, their records applied as they come. It is called when the set
+	// PartitionsChanged tells the projection which partitions are live and
+	// served here (see [Runner.Serve]): caught up, their records applied as
+	// they come, and acted for by this node. It is called when the set
 	// changes, serialised with Apply and the commit hooks, and must not
 	// block. Records of a partition are applied before it is live (while it
 	// catches up) and stop when it is no longer owned.
@@ -131,6 +135,7 @@ type Runner struct {
 	runErr   error
 	owned    events.PartitionSet // the node's partitions, NoPartition always
 	live     events.PartitionSet // owned and caught up: the main lane applies them
+	serving  events.PartitionSet // the partitions the node acts for (Serve); all until Serve is called
 	mainPos  events.Position     // the main lane's position
 	recorded time.Time           // Recorded of the last applied record
 	records  uint64              // records applied to at least one projection since Open
@@ -187,9 +192,10 @@ func Open(l events.Log, cfg Config) (*Runner, error) {
 	}
 	return &Runner{
 		log: l, db: db, logger: cfg.Logger, now: cfg.Now, closeFlushTimeout: cfg.CloseFlushTimeout,
-		owned:  events.NewPartitionSet(events.NoPartition),
-		live:   events.NewPartitionSet(events.NoPartition),
-		notify: make(chan struct{}), changed: make(chan struct{}, 1),
+		owned:   events.NewPartitionSet(events.NoPartition),
+		live:    events.NewPartitionSet(events.NoPartition),
+		serving: events.AllPartitions(),
+		notify:  make(chan struct{}), changed: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -259,11 +265,44 @@ func (r *Runner) Own(owned events.PartitionSet) {
 	r.signalChange()
 }
 
-// partitionsChanged tells the partitioned projections; applyMu is held.
+// Serve sets the partitions the node acts for: of the live ones, only
+// those are passed to the partitioned projections' PartitionsChanged (the
+// due index wakes their endpoints, the operational feed emits their
+// entries). The others it owns are applied all the same, as a standby
+// applies them, ready to be served without catching up. Until Serve is
+// first called the node serves every partition it owns.
+func (r *Runner) Serve(serving events.PartitionSet) {
+	serving.Add(events.NoPartition)
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	r.mu.Lock()
+	if serving == r.serving {
+		r.mu.Unlock()
+		return
+	}
+	r.serving = serving
+	live := r.live
+	r.mu.Unlock()
+	r.partitionsChanged(live)
+}
+
+// Serving returns the partitions the node serves and has caught up:
+// those passed to PartitionsChanged. NoPartition is included.
+func (r *Runner) Serving() events.PartitionSet {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.live.Intersect(r.serving)
+}
+
+// partitionsChanged tells the partitioned projections which live
+// partitions the node serves; applyMu is held, mu is not.
 func (r *Runner) partitionsChanged(live events.PartitionSet) {
+	r.mu.Lock()
+	served := live.Intersect(r.serving)
+	r.mu.Unlock()
 	for _, p := range r.projs {
 		if p.part != nil {
-			p.part.PartitionsChanged(live)
+			p.part.PartitionsChanged(served)
 		}
 	}
 }
@@ -345,7 +384,7 @@ func (r *Runner) WaitForPartitions(ctx context.Context, ps events.PartitionSet, 
 		case <-ch:
 		case <-ctx.Done():
 			if !live {
-				return fmt.Errorf("wait for partitions %s (not live on this node) at %s: %w", ps, pos, ctx.Err())
+				return fmt.Errorf("wait for partitions %s at %s: %w: %w", ps, pos, ErrNotLive, ctx.Err())
 			}
 			return fmt.Errorf("wait for %s (applied %s): %w", pos, applied, ctx.Err())
 		}

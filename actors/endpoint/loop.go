@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections"
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
@@ -121,10 +123,12 @@ func newLoop(g *grain) *loop {
 }
 
 // catchUp waits, off the mailbox, for the projections to reach the log's
-// head; the loop starts pulling once they have (onCaughtUp).
+// head; the loop starts pulling once they have (onCaughtUp). A partition
+// that is not live here within the I/O timeout is not this node's: the
+// grain stops rather than wait for it (onCaughtUp).
 func (l *loop) catchUp(ctx actor.Context) {
 	log, proj, part := l.cfg.Log, l.cfg.Projections, l.partition()
-	l.async(ctx, 0, func(c context.Context) any {
+	l.async(ctx, l.cfg.IOTimeout, func(c context.Context) any {
 		head, err := log.Head(c)
 		if err == nil {
 			err = proj.WaitForPartition(c, part, head)
@@ -142,6 +146,9 @@ func (l *loop) stop() {
 	}
 	if l.cfg.Dispatcher != nil {
 		l.cfg.Dispatcher.Leave(l.state.TenantID, l.id)
+	}
+	for _, f := range l.flights {
+		l.setBusy(f, false)
 	}
 }
 
@@ -228,6 +235,11 @@ func (l *loop) receive(ctx actor.Context, msg any) {
 // onCaughtUp starts pulling once the projections have caught up, or
 // tries again in a second.
 func (l *loop) onCaughtUp(ctx actor.Context, m *caughtUp) {
+	if errors.Is(m.err, projections.ErrNotLive) {
+		l.log.Warn("endpoint grain's partition is not live on this node; stopping", "error", m.err)
+		l.core.Stop(ctx, internalv1.GrainError_CODE_UNAVAILABLE, "the endpoint's partition is not served on this node now; retry")
+		return
+	}
 	if m.err != nil {
 		l.log.Error("endpoint grain cannot wait for the projections; retrying", "error", m.err)
 		l.arm(ctx, l.cfg.Now().Add(time.Second))
@@ -259,7 +271,7 @@ func (l *loop) ownRecorded(ctx actor.Context) {
 
 // attempting reports whether the endpoint may attempt now.
 func (l *loop) attempting() bool {
-	return l.state.Live() && l.state.Status == controlv1.Endpoint_STATUS_ACTIVE && !l.gone && !l.cfg.Drain.Draining()
+	return l.state.Live() && l.state.Status == controlv1.Endpoint_STATUS_ACTIVE && !l.gone && !l.cfg.Drain.Draining(l.id)
 }
 
 // paused reports whether the endpoint exists and is paused or disabled: it

@@ -73,6 +73,7 @@ func (l *loop) onSlot(ctx actor.Context) {
 		return
 	}
 	l.running++
+	l.setBusy(f, true)
 	f.stage, f.probe = stageRunning, probe
 	l.startLineage(f, now)
 	req, err := l.request(f)

@@ -49,6 +49,9 @@ type flight struct {
 	asking  *replayOrder
 	// lin is what its current attempt noted on its way (loop_lineage.go).
 	lin flightLineage
+	// busy is set from the start of an attempt until its outcome is
+	// recorded (or the flight is let go): Drain counts it.
+	busy bool
 }
 
 // class is what f asks a slot for: a replay asks as a retry, whatever

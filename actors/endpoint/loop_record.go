@@ -101,6 +101,7 @@ func (l *loop) onRecorded(ctx actor.Context, m *recorded) {
 		return
 	}
 	// An outcome: the flight is settled.
+	l.setBusy(f, false)
 	l.exportSpans(m.msgs)
 	f.lin = flightLineage{}
 	if replayOf != nil {
@@ -142,11 +143,26 @@ func (l *loop) recordAgain(ctx actor.Context, f *flight) {
 	l.record(ctx, f, l.outcomeEvent(f, o, l.cfg.Now()))
 }
 
+// setBusy marks f as attempting (from the start of an attempt until its
+// outcome is recorded) or not, for the node's Drain.
+func (l *loop) setBusy(f *flight, busy bool) {
+	if f.busy == busy {
+		return
+	}
+	f.busy = busy
+	if busy {
+		l.cfg.Drain.add(l.id, 1)
+	} else {
+		l.cfg.Drain.add(l.id, -1)
+	}
+}
+
 // drop lets go of a flight without an outcome: it stays due, or it had
 // ended. Replays waiting on it are answered, as for a replay that could
 // not start. ctx may be nil when no replay waits (a paused endpoint lets
 // go of its ready flights).
 func (l *loop) drop(ctx actor.Context, f *flight) {
+	l.setBusy(f, false)
 	delete(l.flights, f.item.DeliveryID)
 	for _, o := range f.replays {
 		l.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, "the delivery could not be read; retry")

@@ -1,6 +1,7 @@
 package memberlist
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,19 @@ const (
 	DefaultPort              = 7946 // memberlist's customary port, TCP and UDP
 	DefaultLeaveTimeout      = 2 * time.Second
 	DefaultJoinRetryInterval = time.Second
+
+	// Failure detection: a member that stops answering is probed within
+	// about two probe intervals, suspected after one more, and declared
+	// dead DefaultSuspicionMult probe intervals later: about 1.2 s in
+	// all, under 1.5 s at worst, so that its partitions are served again
+	// within 2 s. A live member that is suspected refutes it at once; one
+	// that cannot answer for over half a second (a stalled process) is
+	// taken for dead, and its partitions move, safely (see
+	// docs/operations.md).
+	DefaultProbeInterval  = 300 * time.Millisecond
+	DefaultProbeTimeout   = 200 * time.Millisecond
+	DefaultGossipInterval = 100 * time.Millisecond
+	DefaultSuspicionMult  = 2
 )
 
 // Config configures a [Provider]. The zero value is a usable configuration
@@ -64,10 +78,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Timing tunes memberlist. Zero fields take memberlist.DefaultLANConfig's
-// values (probe every 1 s with a 500 ms timeout, gossip every 200 ms,
-// suspicion multiplier 4, full state sync every 30 s), which suit nodes on
-// one network; tests shorten them to detect a dead node within a second.
+// Timing tunes memberlist. Zero fields take this package's defaults (probe
+// every 300 ms with a 200 ms timeout, gossip every 100 ms, suspicion
+// multiplier 2: a dead member is declared so in about 1.2 s) and, for the
+// full state sync, memberlist's LAN default (30 s).
 type Timing struct {
 	ProbeInterval    time.Duration
 	ProbeTimeout     time.Duration
@@ -152,21 +166,11 @@ func (c Config) memberlistConfig(name string) (*hml.Config, error) {
 	mc.BindPort = port
 	mc.AdvertisePort = port
 	t := c.Timing
-	if t.ProbeInterval > 0 {
-		mc.ProbeInterval = t.ProbeInterval
-	}
-	if t.ProbeTimeout > 0 {
-		mc.ProbeTimeout = t.ProbeTimeout
-	}
-	if t.GossipInterval > 0 {
-		mc.GossipInterval = t.GossipInterval
-	}
-	if t.PushPullInterval > 0 {
-		mc.PushPullInterval = t.PushPullInterval
-	}
-	if t.SuspicionMult > 0 {
-		mc.SuspicionMult = t.SuspicionMult
-	}
+	mc.ProbeInterval = cmp.Or(t.ProbeInterval, DefaultProbeInterval)
+	mc.ProbeTimeout = cmp.Or(t.ProbeTimeout, DefaultProbeTimeout)
+	mc.GossipInterval = cmp.Or(t.GossipInterval, DefaultGossipInterval)
+	mc.PushPullInterval = cmp.Or(t.PushPullInterval, mc.PushPullInterval)
+	mc.SuspicionMult = cmp.Or(t.SuspicionMult, DefaultSuspicionMult)
 	mc.Logger = newStdLogger(c.Logger)
 	if len(c.Keys) > 0 {
 		kr, err := hml.NewKeyring(c.Keys, c.Keys[0])

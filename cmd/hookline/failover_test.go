@@ -352,17 +352,18 @@ func firstAttempt(n *node, from time.Time) time.Time {
 	return time.Time{}
 }
 
-// TestFailoverSplitBrain forces two owners of one endpoint at once: two
-// nodes on the same log that do not join each other (two clusters of one,
-// a split brain) both activate the endpoint's grain, and both pull and
-// attempt its deliveries. Fencing by expected revision must keep the log
-// single-writer: every delivery ends with exactly one success and no two
-// outcomes of one attempt number; each activation that loses a race on a
-// delivery stream stops on the wrong revision (its log line is counted),
-// so duplicates at the receiver are bounded by the in-flight limit per
-// stop. Then the split is healed (one node restarts joining the other) and
-// the endpoint has exactly one owner: one node attempts, one activation
-// writes, no duplicate.
+// TestFailoverSplitBrain runs two nodes on the same log that do not join
+// each other (two clusters of one, a split brain): each sees the other as
+// dead. The partition table in the log settles it: B takes the endpoint's
+// partition over from A once (FAILOVER), and A, which reads the table, stops
+// serving it and does not take it back while it was taken from it lately.
+// Fencing by expected revision keeps the log single-writer throughout:
+// every delivery ends with exactly one success and no two outcomes of one
+// attempt number; duplicates at the receiver come only from what A had in
+// flight when B took over, bounded by the in-flight limit. Then the split
+// is healed (one node restarts joining the other) and the endpoint has
+// exactly one owner: one node attempts, one activation writes, no
+// duplicate.
 func TestFailoverSplitBrain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs two nodes")
@@ -405,20 +406,16 @@ func TestFailoverSplitBrain(t *testing.T) {
 	t.Logf("FIGURE split brain: %d deliveries, %d requests, %d duplicates (%d requests cut short by a stopping activation, at most %d copies of one delivery); outcomes written by %d activations; %d stops on a wrong revision; attempts on node A: %v, on node B: %v",
 		len(planned), tl.requests, tl.duplicates(), tl.cut, tl.maxCopies, len(writers[ep]), stops, onA > 0, onB > 0)
 	explainDuplicates(t, tl, []*node{a, b}, planned)
-	if onA == 0 || onB == 0 {
-		t.Errorf("only one side attempted (A: %v, B: %v): the double activation was not exercised", onA > 0, onB > 0)
+	if onA == 0 && onB == 0 {
+		t.Errorf("neither side attempted")
 	}
-	if stops == 0 {
-		t.Errorf("no activation stopped on a wrong revision: want the loser of a race to stop (fencing)")
-	}
-	// The duplicates of a double activation are the attempts the losing
-	// activation started before it learned it lost: those in flight when it
-	// stopped, and those finished whose outcomes it had not recorded yet
-	// (each bounded by the in-flight limit). The node then quarantines the
-	// endpoint (actors/endpoint.Quarantine), so the loser does not come
-	// back on the next wake to race again.
-	if d := tl.duplicates(); d > stops*2*limit {
-		t.Errorf("%d duplicates for %d deliveries, more than twice the in-flight limit %d per stop on a wrong revision (%d stops)",
+	// The duplicates of the split are the attempts A started before it
+	// learned that B took the partition: those in flight then, and those
+	// finished whose outcomes it had not recorded (each bounded by the
+	// in-flight limit), and as many again for each activation that lost a
+	// race on a delivery stream and stopped on a wrong revision.
+	if d := tl.duplicates(); d > (stops+1)*2*limit {
+		t.Errorf("%d duplicates for %d deliveries, more than twice the in-flight limit %d for the take-over and for each stop on a wrong revision (%d stops)",
 			d, len(planned), limit, stops)
 	}
 	if len(tl.unplanned) > 0 || tl.badSigs > 0 {

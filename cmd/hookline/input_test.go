@@ -169,7 +169,8 @@ func TestBadInputRefused(t *testing.T) {
 		}
 	}
 	slices.Sort(streams)
-	want := []string{events.TenantStream("acme"), events.TenantStream("globex"), seal.RegistryStream}
+	// The node's own: the master key's registry and the partition table.
+	want := []string{events.TenantStream("acme"), events.TenantStream("globex"), seal.RegistryStream, events.OwnersStream}
 	for _, id := range mine {
 		want = append(want, events.EndpointStream(id))
 	}
@@ -177,8 +178,8 @@ func TestBadInputRefused(t *testing.T) {
 	if !slices.Equal(streams, want) {
 		t.Fatalf("the log holds streams %v, want only %v", streams, want)
 	}
-	if len(recs) != 8 {
-		t.Fatalf("the log holds %d events, want 8 (2 × TenantCreated + ApiKeyIssued, 3 × EndpointCreated, MasterKeyRegistered)", len(recs))
+	if len(recs) != 9 {
+		t.Fatalf("the log holds %d events, want 9 (2 × TenantCreated + ApiKeyIssued, 3 × EndpointCreated, MasterKeyRegistered, PartitionsAssigned)", len(recs))
 	}
 }
 

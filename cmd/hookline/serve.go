@@ -66,6 +66,8 @@ func (s *serveSettings) check() error {
 		return errors.New("--http-read-timeout, --max-in-flight and --max-in-flight-per-caller must be 0 (the default) or positive")
 	case n.IdleAfter < 0:
 		return fmt.Errorf("--idle-after %v: must be 0 (the default, 2m) or positive", n.IdleAfter)
+	case s.standbys < 0 || s.standbys > 2:
+		return fmt.Errorf("--standbys %d: give 0, 1 (the default) or 2", s.standbys)
 	case (n.TLSCertFile == "") != (n.TLSKeyFile == ""):
 		return errors.New("--tls-cert and --tls-key go together: give both, or neither for plaintext on loopback")
 	}
@@ -88,6 +90,10 @@ func newLogger(stderr io.Writer, level string) (*slog.Logger, error) {
 func (s *serveSettings) config(logger *slog.Logger) (node.Config, error) {
 	cfg := s.node
 	cfg.Logger, cfg.Cluster.Logger = logger, logger
+	cfg.Standbys = s.standbys
+	if s.standbys == 0 {
+		cfg.Standbys = -1 // none
+	}
 	cfg.AdminToken = os.Getenv("HOOKLINE_ADMIN_TOKEN")
 	cfg.MasterKey = os.Getenv("HOOKLINE_MASTER_KEY")
 	var err error

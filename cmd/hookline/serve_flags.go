@@ -28,6 +28,8 @@ type serveSettings struct {
 	logLevel        string
 	otlpEndpoint    string
 	faults          string
+	// standbys becomes Standbys (0 here: none there).
+	standbys int
 }
 
 // serveFlag is one flag of serve: a row of serveFlags.
@@ -98,6 +100,8 @@ var serveFlags = []serveFlag{
 		func(s *serveSettings) any { return &s.node.ReconcileEvery }},
 	{"not-pulled-after", "HOOKLINE_NOT_PULLED_AFTER", "", "report due work that no grain pulled for this long; 0 means 1m",
 		func(s *serveSettings) any { return &s.node.NotPulledAfter }},
+	{"standbys", "HOOKLINE_STANDBYS", "1", "members besides its owner that apply each delivery partition's records, ready to take it over at once if the owner is lost: 0, 1 or 2",
+		func(s *serveSettings) any { return &s.standbys }},
 	{"idle-after", "HOOKLINE_IDLE_AFTER", "", "quiet period after which an idle tenant or endpoint grain leaves memory (the next wake or command brings it back from its stream); 0 means 2m",
 		func(s *serveSettings) any { return &s.node.IdleAfter }},
 	{"otlp-endpoint", "HOOKLINE_OTLP_ENDPOINT", "", "an OpenTelemetry collector's OTLP/HTTP URL, e.g. http://collector:4318: export this node's spans (each attempt, each publish) there; empty exports none. OTEL_EXPORTER_OTLP_HEADERS and the other OTEL_EXPORTER_OTLP_* variables apply",

@@ -368,11 +368,14 @@ func (x *HistoryAttempt) GetNextAttemptAt() *timestamppb.Timestamp {
 }
 
 type HistoryGot struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
-	Delivery      *v1.DeliveryRecord     `protobuf:"bytes,2,opt,name=delivery,proto3" json:"delivery,omitempty"`
-	Attempts      []*HistoryAttempt      `protobuf:"bytes,3,rep,name=attempts,proto3" json:"attempts,omitempty"`
-	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Found    bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Delivery *v1.DeliveryRecord     `protobuf:"bytes,2,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	Attempts []*HistoryAttempt      `protobuf:"bytes,3,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	Error    string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// live are the words of the set of partitions the node has live (as
+	// owner or standby): a delivery it did not find is in none of them.
+	Live          []uint64 `protobuf:"fixed64,5,rep,packed,name=live,proto3" json:"live,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -433,6 +436,13 @@ func (x *HistoryGot) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *HistoryGot) GetLive() []uint64 {
+	if x != nil {
+		return x.Live
+	}
+	return nil
 }
 
 // WaitApplied asks a node to answer once its projections have applied the
@@ -924,6 +934,63 @@ func (x *ReconcilePartDone) GetError() string {
 	return ""
 }
 
+// PartitionsReady tells the owner of some partitions that the member that
+// sends it has them live (it stood by for them, or warmed up after it
+// joined) and is their target: the owner drains them and hands them over
+// (a PartitionsAssigned in the log). Sent again every second while the
+// move is pending; a lost one only delays the move.
+type PartitionsReady struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	Partitions    []uint32               `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionsReady) Reset() {
+	*x = PartitionsReady{}
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionsReady) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionsReady) ProtoMessage() {}
+
+func (x *PartitionsReady) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionsReady.ProtoReflect.Descriptor instead.
+func (*PartitionsReady) Descriptor() ([]byte, []int) {
+	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PartitionsReady) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *PartitionsReady) GetPartitions() []uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 type HistoryScanned_Entry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -934,7 +1001,7 @@ type HistoryScanned_Entry struct {
 
 func (x *HistoryScanned_Entry) Reset() {
 	*x = HistoryScanned_Entry{}
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[12]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1013,7 @@ func (x *HistoryScanned_Entry) String() string {
 func (*HistoryScanned_Entry) ProtoMessage() {}
 
 func (x *HistoryScanned_Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[12]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,13 +1084,14 @@ const file_hookline_internal_v1_cluster_proto_rawDesc = "" +
 	"\tsucceeded\x18\x01 \x01(\bR\tsucceeded\x12.\n" +
 	"\aattempt\x18\x02 \x01(\v2\x14.hookline.v1.AttemptR\aattempt\x12\x1c\n" +
 	"\tretryable\x18\x03 \x01(\bR\tretryable\x12B\n" +
-	"\x0fnext_attempt_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\"\xb3\x01\n" +
+	"\x0fnext_attempt_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\"\xc7\x01\n" +
 	"\n" +
 	"HistoryGot\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x127\n" +
 	"\bdelivery\x18\x02 \x01(\v2\x1b.hookline.v1.DeliveryRecordR\bdelivery\x12@\n" +
 	"\battempts\x18\x03 \x03(\v2$.hookline.internal.v1.HistoryAttemptR\battempts\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"?\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x12\n" +
+	"\x04live\x18\x05 \x03(\x06R\x04live\"?\n" +
 	"\vWaitApplied\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\x04R\x06commit\x12\x18\n" +
 	"\aprepare\x18\x02 \x01(\x04R\aprepare\"\x1f\n" +
@@ -1063,7 +1131,12 @@ const file_hookline_internal_v1_cluster_proto_rawDesc = "" +
 	"\brepaired\x18\b \x01(\x03R\brepaired\x12\x14\n" +
 	"\x05notes\x18\t \x03(\tR\x05notes\x12\x14\n" +
 	"\x05error\x18\n" +
-	" \x01(\tR\x05errorBGZEgithub.com/hookline/hookline/proto/gen/hookline/internalv1;internalv1b\x06proto3"
+	" \x01(\tR\x05error\"I\n" +
+	"\x0fPartitionsReady\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\rR\n" +
+	"partitionsBGZEgithub.com/hookline/hookline/proto/gen/hookline/internalv1;internalv1b\x06proto3"
 
 var (
 	file_hookline_internal_v1_cluster_proto_rawDescOnce sync.Once
@@ -1077,7 +1150,7 @@ func file_hookline_internal_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_hookline_internal_v1_cluster_proto_rawDescData
 }
 
-var file_hookline_internal_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_hookline_internal_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_hookline_internal_v1_cluster_proto_goTypes = []any{
 	(*HistoryScan)(nil),                // 0: hookline.internal.v1.HistoryScan
 	(*HistoryScanned)(nil),             // 1: hookline.internal.v1.HistoryScanned
@@ -1091,36 +1164,37 @@ var file_hookline_internal_v1_cluster_proto_goTypes = []any{
 	(*NodeStatusReply)(nil),            // 9: hookline.internal.v1.NodeStatusReply
 	(*ReconcilePart)(nil),              // 10: hookline.internal.v1.ReconcilePart
 	(*ReconcilePartDone)(nil),          // 11: hookline.internal.v1.ReconcilePartDone
-	(*HistoryScanned_Entry)(nil),       // 12: hookline.internal.v1.HistoryScanned.Entry
-	(*timestamppb.Timestamp)(nil),      // 13: google.protobuf.Timestamp
-	(*v1.Attempt)(nil),                 // 14: hookline.v1.Attempt
-	(*v1.DeliveryRecord)(nil),          // 15: hookline.v1.DeliveryRecord
-	(*v1.EventPublished)(nil),          // 16: hookline.v1.EventPublished
-	(*v1.DeliveriesPlanned)(nil),       // 17: hookline.v1.DeliveriesPlanned
-	(*controlv1.NodeStatus)(nil),       // 18: hookline.v1.NodeStatus
-	(*v1.Actor)(nil),                   // 19: hookline.v1.Actor
-	(*controlv1.ReconcileTenant)(nil),  // 20: hookline.v1.ReconcileTenant
-	(*controlv1.ReconcileCheck)(nil),   // 21: hookline.v1.ReconcileCheck
-	(*controlv1.Discrepancy)(nil),      // 22: hookline.v1.Discrepancy
-	(*controlv1.ProjectionDigest)(nil), // 23: hookline.v1.ProjectionDigest
+	(*PartitionsReady)(nil),            // 12: hookline.internal.v1.PartitionsReady
+	(*HistoryScanned_Entry)(nil),       // 13: hookline.internal.v1.HistoryScanned.Entry
+	(*timestamppb.Timestamp)(nil),      // 14: google.protobuf.Timestamp
+	(*v1.Attempt)(nil),                 // 15: hookline.v1.Attempt
+	(*v1.DeliveryRecord)(nil),          // 16: hookline.v1.DeliveryRecord
+	(*v1.EventPublished)(nil),          // 17: hookline.v1.EventPublished
+	(*v1.DeliveriesPlanned)(nil),       // 18: hookline.v1.DeliveriesPlanned
+	(*controlv1.NodeStatus)(nil),       // 19: hookline.v1.NodeStatus
+	(*v1.Actor)(nil),                   // 20: hookline.v1.Actor
+	(*controlv1.ReconcileTenant)(nil),  // 21: hookline.v1.ReconcileTenant
+	(*controlv1.ReconcileCheck)(nil),   // 22: hookline.v1.ReconcileCheck
+	(*controlv1.Discrepancy)(nil),      // 23: hookline.v1.Discrepancy
+	(*controlv1.ProjectionDigest)(nil), // 24: hookline.v1.ProjectionDigest
 }
 var file_hookline_internal_v1_cluster_proto_depIdxs = []int32{
-	13, // 0: hookline.internal.v1.HistoryScan.since:type_name -> google.protobuf.Timestamp
-	13, // 1: hookline.internal.v1.HistoryScan.until:type_name -> google.protobuf.Timestamp
-	12, // 2: hookline.internal.v1.HistoryScanned.entries:type_name -> hookline.internal.v1.HistoryScanned.Entry
-	14, // 3: hookline.internal.v1.HistoryAttempt.attempt:type_name -> hookline.v1.Attempt
-	13, // 4: hookline.internal.v1.HistoryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
-	15, // 5: hookline.internal.v1.HistoryGot.delivery:type_name -> hookline.v1.DeliveryRecord
+	14, // 0: hookline.internal.v1.HistoryScan.since:type_name -> google.protobuf.Timestamp
+	14, // 1: hookline.internal.v1.HistoryScan.until:type_name -> google.protobuf.Timestamp
+	13, // 2: hookline.internal.v1.HistoryScanned.entries:type_name -> hookline.internal.v1.HistoryScanned.Entry
+	15, // 3: hookline.internal.v1.HistoryAttempt.attempt:type_name -> hookline.v1.Attempt
+	14, // 4: hookline.internal.v1.HistoryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
+	16, // 5: hookline.internal.v1.HistoryGot.delivery:type_name -> hookline.v1.DeliveryRecord
 	3,  // 6: hookline.internal.v1.HistoryGot.attempts:type_name -> hookline.internal.v1.HistoryAttempt
-	16, // 7: hookline.internal.v1.PlansHandedOver.event:type_name -> hookline.v1.EventPublished
-	17, // 8: hookline.internal.v1.PlansHandedOver.plan:type_name -> hookline.v1.DeliveriesPlanned
-	18, // 9: hookline.internal.v1.NodeStatusReply.status:type_name -> hookline.v1.NodeStatus
-	19, // 10: hookline.internal.v1.ReconcilePart.issued_by:type_name -> hookline.v1.Actor
-	20, // 11: hookline.internal.v1.ReconcilePartDone.tenants:type_name -> hookline.v1.ReconcileTenant
-	21, // 12: hookline.internal.v1.ReconcilePartDone.checks:type_name -> hookline.v1.ReconcileCheck
-	22, // 13: hookline.internal.v1.ReconcilePartDone.discrepancies:type_name -> hookline.v1.Discrepancy
-	23, // 14: hookline.internal.v1.ReconcilePartDone.projections:type_name -> hookline.v1.ProjectionDigest
-	15, // 15: hookline.internal.v1.HistoryScanned.Entry.delivery:type_name -> hookline.v1.DeliveryRecord
+	17, // 7: hookline.internal.v1.PlansHandedOver.event:type_name -> hookline.v1.EventPublished
+	18, // 8: hookline.internal.v1.PlansHandedOver.plan:type_name -> hookline.v1.DeliveriesPlanned
+	19, // 9: hookline.internal.v1.NodeStatusReply.status:type_name -> hookline.v1.NodeStatus
+	20, // 10: hookline.internal.v1.ReconcilePart.issued_by:type_name -> hookline.v1.Actor
+	21, // 11: hookline.internal.v1.ReconcilePartDone.tenants:type_name -> hookline.v1.ReconcileTenant
+	22, // 12: hookline.internal.v1.ReconcilePartDone.checks:type_name -> hookline.v1.ReconcileCheck
+	23, // 13: hookline.internal.v1.ReconcilePartDone.discrepancies:type_name -> hookline.v1.Discrepancy
+	24, // 14: hookline.internal.v1.ReconcilePartDone.projections:type_name -> hookline.v1.ProjectionDigest
+	16, // 15: hookline.internal.v1.HistoryScanned.Entry.delivery:type_name -> hookline.v1.DeliveryRecord
 	16, // [16:16] is the sub-list for method output_type
 	16, // [16:16] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
@@ -1139,7 +1213,7 @@ func file_hookline_internal_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_internal_v1_cluster_proto_rawDesc), len(file_hookline_internal_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

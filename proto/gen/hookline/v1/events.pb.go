@@ -568,6 +568,63 @@ func (RetryDecision_RetryAfter) EnumDescriptor() ([]byte, []int) {
 	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32, 1}
 }
 
+type PartitionsAssigned_Reason int32
+
+const (
+	PartitionsAssigned_REASON_UNSPECIFIED PartitionsAssigned_Reason = 0
+	// START: the partitions had no owner yet.
+	PartitionsAssigned_REASON_START PartitionsAssigned_Reason = 1
+	// HANDOVER: their owner drained them (no attempt running, every
+	// outcome recorded) and hands them to owner.
+	PartitionsAssigned_REASON_HANDOVER PartitionsAssigned_Reason = 2
+	// FAILOVER: their owner left the cluster without handing them over
+	// (a crash, or a suspicion); owner takes them.
+	PartitionsAssigned_REASON_FAILOVER PartitionsAssigned_Reason = 3
+)
+
+// Enum value maps for PartitionsAssigned_Reason.
+var (
+	PartitionsAssigned_Reason_name = map[int32]string{
+		0: "REASON_UNSPECIFIED",
+		1: "REASON_START",
+		2: "REASON_HANDOVER",
+		3: "REASON_FAILOVER",
+	}
+	PartitionsAssigned_Reason_value = map[string]int32{
+		"REASON_UNSPECIFIED": 0,
+		"REASON_START":       1,
+		"REASON_HANDOVER":    2,
+		"REASON_FAILOVER":    3,
+	}
+)
+
+func (x PartitionsAssigned_Reason) Enum() *PartitionsAssigned_Reason {
+	p := new(PartitionsAssigned_Reason)
+	*p = x
+	return p
+}
+
+func (x PartitionsAssigned_Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PartitionsAssigned_Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_events_proto_enumTypes[9].Descriptor()
+}
+
+func (PartitionsAssigned_Reason) Type() protoreflect.EnumType {
+	return &file_hookline_v1_events_proto_enumTypes[9]
+}
+
+func (x PartitionsAssigned_Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PartitionsAssigned_Reason.Descriptor instead.
+func (PartitionsAssigned_Reason) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42, 0}
+}
+
 type ReconcileRepaired_Kind int32
 
 const (
@@ -609,11 +666,11 @@ func (x ReconcileRepaired_Kind) String() string {
 }
 
 func (ReconcileRepaired_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[9].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[10].Descriptor()
 }
 
 func (ReconcileRepaired_Kind) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[9]
+	return &file_hookline_v1_events_proto_enumTypes[10]
 }
 
 func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
@@ -622,7 +679,7 @@ func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
 func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43, 0}
 }
 
 // Actor names who issued the command that caused an event.
@@ -4557,6 +4614,103 @@ func (x *MasterKeyRetired) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// PartitionsAssigned records which member serves delivery partitions from
+// this event's position on: it runs their endpoint grains and attempts
+// their deliveries. The stream is the cluster's partition table, in log
+// order, so that every node sees each change at the same place among the
+// records it applies. Writers append with the revision they read and, on a
+// wrong revision, read again and decide again: the member that releases
+// partitions it drained (HANDOVER), or the member that takes partitions
+// that have no live owner (START, FAILOVER).
+type PartitionsAssigned struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// partitions are delivery partitions (events.Partition: 1 to 256).
+	Partitions []uint32 `protobuf:"varint,1,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	// owner is the address (host:port) of the member that serves them now.
+	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// previous is the member that served them before; empty for START.
+	Previous string                    `protobuf:"bytes,3,opt,name=previous,proto3" json:"previous,omitempty"`
+	Reason   PartitionsAssigned_Reason `protobuf:"varint,4,opt,name=reason,proto3,enum=hookline.v1.PartitionsAssigned_Reason" json:"reason,omitempty"`
+	At       *timestamppb.Timestamp    `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	// cut counts attempts still running when a HANDOVER's drain ran out of
+	// time (their deliveries may be attempted again by owner).
+	Cut           int32 `protobuf:"varint,6,opt,name=cut,proto3" json:"cut,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionsAssigned) Reset() {
+	*x = PartitionsAssigned{}
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionsAssigned) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionsAssigned) ProtoMessage() {}
+
+func (x *PartitionsAssigned) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionsAssigned.ProtoReflect.Descriptor instead.
+func (*PartitionsAssigned) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *PartitionsAssigned) GetPartitions() []uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *PartitionsAssigned) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *PartitionsAssigned) GetPrevious() string {
+	if x != nil {
+		return x.Previous
+	}
+	return ""
+}
+
+func (x *PartitionsAssigned) GetReason() PartitionsAssigned_Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return PartitionsAssigned_REASON_UNSPECIFIED
+}
+
+func (x *PartitionsAssigned) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *PartitionsAssigned) GetCut() int32 {
+	if x != nil {
+		return x.Cut
+	}
+	return 0
+}
+
 // ReconcileRepaired records one repair of a reconcile run, with its reason:
 // every repair is in the log, beside what it changed.
 type ReconcileRepaired struct {
@@ -4580,7 +4734,7 @@ type ReconcileRepaired struct {
 
 func (x *ReconcileRepaired) Reset() {
 	*x = ReconcileRepaired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	mi := &file_hookline_v1_events_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4592,7 +4746,7 @@ func (x *ReconcileRepaired) String() string {
 func (*ReconcileRepaired) ProtoMessage() {}
 
 func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	mi := &file_hookline_v1_events_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4605,7 +4759,7 @@ func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
 func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReconcileRepaired) GetRunId() string {
@@ -5150,7 +5304,21 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x10MasterKeyRetired\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12/\n" +
 	"\tissued_by\x18\x02 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xdc\x03\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc2\x02\n" +
+	"\x12PartitionsAssigned\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\rR\n" +
+	"partitions\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1a\n" +
+	"\bprevious\x18\x03 \x01(\tR\bprevious\x12>\n" +
+	"\x06reason\x18\x04 \x01(\x0e2&.hookline.v1.PartitionsAssigned.ReasonR\x06reason\x12*\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x10\n" +
+	"\x03cut\x18\x06 \x01(\x05R\x03cut\"\\\n" +
+	"\x06Reason\x12\x16\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fREASON_START\x10\x01\x12\x13\n" +
+	"\x0fREASON_HANDOVER\x10\x02\x12\x13\n" +
+	"\x0fREASON_FAILOVER\x10\x03\"\xdc\x03\n" +
 	"\x11ReconcileRepaired\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x127\n" +
 	"\x04kind\x18\x02 \x01(\x0e2#.hookline.v1.ReconcileRepaired.KindR\x04kind\x12\x16\n" +
@@ -5198,167 +5366,171 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_events_proto_rawDescData
 }
 
-var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_hookline_v1_events_proto_goTypes = []any{
-	(ErrorClass)(0),               // 0: hookline.v1.ErrorClass
-	(Actor_Kind)(0),               // 1: hookline.v1.Actor.Kind
-	(ApiKeyRevoked_Reason)(0),     // 2: hookline.v1.ApiKeyRevoked.Reason
-	(SecretRetired_Reason)(0),     // 3: hookline.v1.SecretRetired.Reason
-	(EndpointPaused_Reason)(0),    // 4: hookline.v1.EndpointPaused.Reason
-	(RecoveryFinished_Reason)(0),  // 5: hookline.v1.RecoveryFinished.Reason
-	(AttemptTrigger_Kind)(0),      // 6: hookline.v1.AttemptTrigger.Kind
-	(RetryDecision_Outcome)(0),    // 7: hookline.v1.RetryDecision.Outcome
-	(RetryDecision_RetryAfter)(0), // 8: hookline.v1.RetryDecision.RetryAfter
-	(ReconcileRepaired_Kind)(0),   // 9: hookline.v1.ReconcileRepaired.Kind
-	(*Actor)(nil),                 // 10: hookline.v1.Actor
-	(*Quota)(nil),                 // 11: hookline.v1.Quota
-	(*TenantCreated)(nil),         // 12: hookline.v1.TenantCreated
-	(*TenantQuotaChanged)(nil),    // 13: hookline.v1.TenantQuotaChanged
-	(*ApiKeyIssued)(nil),          // 14: hookline.v1.ApiKeyIssued
-	(*ApiKeyRevoked)(nil),         // 15: hookline.v1.ApiKeyRevoked
-	(*EndpointConfig)(nil),        // 16: hookline.v1.EndpointConfig
-	(*SealedSecret)(nil),          // 17: hookline.v1.SealedSecret
-	(*EndpointCreated)(nil),       // 18: hookline.v1.EndpointCreated
-	(*EndpointUpdated)(nil),       // 19: hookline.v1.EndpointUpdated
-	(*SecretRotated)(nil),         // 20: hookline.v1.SecretRotated
-	(*SecretRetired)(nil),         // 21: hookline.v1.SecretRetired
-	(*EndpointPaused)(nil),        // 22: hookline.v1.EndpointPaused
-	(*EndpointResumed)(nil),       // 23: hookline.v1.EndpointResumed
-	(*EndpointDisabled)(nil),      // 24: hookline.v1.EndpointDisabled
-	(*EndpointDeleted)(nil),       // 25: hookline.v1.EndpointDeleted
-	(*CircuitOpened)(nil),         // 26: hookline.v1.CircuitOpened
-	(*CircuitHalfOpened)(nil),     // 27: hookline.v1.CircuitHalfOpened
-	(*CircuitClosed)(nil),         // 28: hookline.v1.CircuitClosed
-	(*RecoveryStarted)(nil),       // 29: hookline.v1.RecoveryStarted
-	(*RecoveryProgressed)(nil),    // 30: hookline.v1.RecoveryProgressed
-	(*RecoveryFinished)(nil),      // 31: hookline.v1.RecoveryFinished
-	(*RecoveryListed)(nil),        // 32: hookline.v1.RecoveryListed
-	(*EventPublished)(nil),        // 33: hookline.v1.EventPublished
-	(*PlannedDelivery)(nil),       // 34: hookline.v1.PlannedDelivery
-	(*FilteredEndpoint)(nil),      // 35: hookline.v1.FilteredEndpoint
-	(*DeliveriesPlanned)(nil),     // 36: hookline.v1.DeliveriesPlanned
-	(*PlanRepair)(nil),            // 37: hookline.v1.PlanRepair
-	(*Attempt)(nil),               // 38: hookline.v1.Attempt
-	(*AttemptTrigger)(nil),        // 39: hookline.v1.AttemptTrigger
-	(*AttemptWaits)(nil),          // 40: hookline.v1.AttemptWaits
-	(*AttemptTrace)(nil),          // 41: hookline.v1.AttemptTrace
-	(*RetryDecision)(nil),         // 42: hookline.v1.RetryDecision
-	(*AttemptSucceeded)(nil),      // 43: hookline.v1.AttemptSucceeded
-	(*AttemptFailed)(nil),         // 44: hookline.v1.AttemptFailed
-	(*DeliveryExpired)(nil),       // 45: hookline.v1.DeliveryExpired
-	(*ReplayRequested)(nil),       // 46: hookline.v1.ReplayRequested
-	(*PortalTokenIssued)(nil),     // 47: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),    // 48: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),        // 49: hookline.v1.SecretResealed
-	(*MasterKeyRegistered)(nil),   // 50: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),      // 51: hookline.v1.MasterKeyRetired
-	(*ReconcileRepaired)(nil),     // 52: hookline.v1.ReconcileRepaired
-	nil,                           // 53: hookline.v1.EndpointConfig.MetadataEntry
-	nil,                           // 54: hookline.v1.EventPublished.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 55: google.protobuf.Timestamp
+	(ErrorClass)(0),                // 0: hookline.v1.ErrorClass
+	(Actor_Kind)(0),                // 1: hookline.v1.Actor.Kind
+	(ApiKeyRevoked_Reason)(0),      // 2: hookline.v1.ApiKeyRevoked.Reason
+	(SecretRetired_Reason)(0),      // 3: hookline.v1.SecretRetired.Reason
+	(EndpointPaused_Reason)(0),     // 4: hookline.v1.EndpointPaused.Reason
+	(RecoveryFinished_Reason)(0),   // 5: hookline.v1.RecoveryFinished.Reason
+	(AttemptTrigger_Kind)(0),       // 6: hookline.v1.AttemptTrigger.Kind
+	(RetryDecision_Outcome)(0),     // 7: hookline.v1.RetryDecision.Outcome
+	(RetryDecision_RetryAfter)(0),  // 8: hookline.v1.RetryDecision.RetryAfter
+	(PartitionsAssigned_Reason)(0), // 9: hookline.v1.PartitionsAssigned.Reason
+	(ReconcileRepaired_Kind)(0),    // 10: hookline.v1.ReconcileRepaired.Kind
+	(*Actor)(nil),                  // 11: hookline.v1.Actor
+	(*Quota)(nil),                  // 12: hookline.v1.Quota
+	(*TenantCreated)(nil),          // 13: hookline.v1.TenantCreated
+	(*TenantQuotaChanged)(nil),     // 14: hookline.v1.TenantQuotaChanged
+	(*ApiKeyIssued)(nil),           // 15: hookline.v1.ApiKeyIssued
+	(*ApiKeyRevoked)(nil),          // 16: hookline.v1.ApiKeyRevoked
+	(*EndpointConfig)(nil),         // 17: hookline.v1.EndpointConfig
+	(*SealedSecret)(nil),           // 18: hookline.v1.SealedSecret
+	(*EndpointCreated)(nil),        // 19: hookline.v1.EndpointCreated
+	(*EndpointUpdated)(nil),        // 20: hookline.v1.EndpointUpdated
+	(*SecretRotated)(nil),          // 21: hookline.v1.SecretRotated
+	(*SecretRetired)(nil),          // 22: hookline.v1.SecretRetired
+	(*EndpointPaused)(nil),         // 23: hookline.v1.EndpointPaused
+	(*EndpointResumed)(nil),        // 24: hookline.v1.EndpointResumed
+	(*EndpointDisabled)(nil),       // 25: hookline.v1.EndpointDisabled
+	(*EndpointDeleted)(nil),        // 26: hookline.v1.EndpointDeleted
+	(*CircuitOpened)(nil),          // 27: hookline.v1.CircuitOpened
+	(*CircuitHalfOpened)(nil),      // 28: hookline.v1.CircuitHalfOpened
+	(*CircuitClosed)(nil),          // 29: hookline.v1.CircuitClosed
+	(*RecoveryStarted)(nil),        // 30: hookline.v1.RecoveryStarted
+	(*RecoveryProgressed)(nil),     // 31: hookline.v1.RecoveryProgressed
+	(*RecoveryFinished)(nil),       // 32: hookline.v1.RecoveryFinished
+	(*RecoveryListed)(nil),         // 33: hookline.v1.RecoveryListed
+	(*EventPublished)(nil),         // 34: hookline.v1.EventPublished
+	(*PlannedDelivery)(nil),        // 35: hookline.v1.PlannedDelivery
+	(*FilteredEndpoint)(nil),       // 36: hookline.v1.FilteredEndpoint
+	(*DeliveriesPlanned)(nil),      // 37: hookline.v1.DeliveriesPlanned
+	(*PlanRepair)(nil),             // 38: hookline.v1.PlanRepair
+	(*Attempt)(nil),                // 39: hookline.v1.Attempt
+	(*AttemptTrigger)(nil),         // 40: hookline.v1.AttemptTrigger
+	(*AttemptWaits)(nil),           // 41: hookline.v1.AttemptWaits
+	(*AttemptTrace)(nil),           // 42: hookline.v1.AttemptTrace
+	(*RetryDecision)(nil),          // 43: hookline.v1.RetryDecision
+	(*AttemptSucceeded)(nil),       // 44: hookline.v1.AttemptSucceeded
+	(*AttemptFailed)(nil),          // 45: hookline.v1.AttemptFailed
+	(*DeliveryExpired)(nil),        // 46: hookline.v1.DeliveryExpired
+	(*ReplayRequested)(nil),        // 47: hookline.v1.ReplayRequested
+	(*PortalTokenIssued)(nil),      // 48: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),     // 49: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),         // 50: hookline.v1.SecretResealed
+	(*MasterKeyRegistered)(nil),    // 51: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),       // 52: hookline.v1.MasterKeyRetired
+	(*PartitionsAssigned)(nil),     // 53: hookline.v1.PartitionsAssigned
+	(*ReconcileRepaired)(nil),      // 54: hookline.v1.ReconcileRepaired
+	nil,                            // 55: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                            // 56: hookline.v1.EventPublished.HeadersEntry
+	(*timestamppb.Timestamp)(nil),  // 57: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	1,  // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
-	11, // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
-	10, // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	55, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
-	11, // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
-	10, // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	55, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
-	10, // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	55, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
-	10, // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	55, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	12, // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
+	11, // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
+	57, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	12, // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
+	11, // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
+	57, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	11, // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
+	57, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	11, // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
+	57, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
 	2,  // 11: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
-	53, // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
-	16, // 13: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
-	17, // 14: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
-	10, // 15: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	55, // 16: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
-	16, // 17: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
-	10, // 18: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	55, // 19: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
-	17, // 20: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
-	17, // 21: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	55, // 22: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
-	10, // 23: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	55, // 24: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	55, // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	17, // 13: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
+	18, // 14: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
+	11, // 15: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
+	57, // 16: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	17, // 17: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
+	11, // 18: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
+	57, // 19: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	18, // 20: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
+	18, // 21: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
+	57, // 22: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	11, // 23: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
+	57, // 24: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
 	3,  // 25: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
-	10, // 26: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	55, // 27: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	11, // 26: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
+	57, // 27: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
 	4,  // 28: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
-	10, // 29: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	55, // 30: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
-	10, // 31: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	55, // 32: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
-	10, // 33: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	55, // 34: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
-	10, // 35: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	55, // 36: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	11, // 29: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
+	57, // 30: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	11, // 31: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
+	57, // 32: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	11, // 33: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
+	57, // 34: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	11, // 35: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
+	57, // 36: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
 	0,  // 37: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	55, // 38: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	55, // 39: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	55, // 40: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	55, // 41: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	55, // 42: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
-	55, // 43: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
-	10, // 44: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
-	55, // 45: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
-	55, // 46: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	57, // 38: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	57, // 39: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	57, // 40: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	57, // 41: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	57, // 42: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	57, // 43: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	11, // 44: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
+	57, // 45: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	57, // 46: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
 	5,  // 47: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
-	55, // 48: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
-	55, // 49: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
-	55, // 50: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
-	10, // 51: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	55, // 52: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	54, // 53: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
-	34, // 54: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	55, // 55: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	55, // 56: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	37, // 57: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	35, // 58: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
-	10, // 59: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	55, // 60: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	55, // 61: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	57, // 48: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	57, // 49: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
+	57, // 50: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	11, // 51: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
+	57, // 52: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	56, // 53: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	35, // 54: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	57, // 55: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	57, // 56: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	38, // 57: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	36, // 58: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
+	11, // 59: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	57, // 60: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	57, // 61: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 62: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	10, // 63: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	39, // 64: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
-	40, // 65: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
-	41, // 66: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
-	42, // 67: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
+	11, // 63: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	40, // 64: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
+	41, // 65: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
+	42, // 66: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
+	43, // 67: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
 	6,  // 68: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
-	55, // 69: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
-	10, // 70: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
+	57, // 69: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
+	11, // 70: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
 	7,  // 71: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
-	55, // 72: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
+	57, // 72: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
 	8,  // 73: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
-	38, // 74: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	38, // 75: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	55, // 76: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	55, // 77: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	55, // 78: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	10, // 79: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	55, // 80: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	55, // 81: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 82: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	55, // 83: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	10, // 84: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	55, // 85: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	17, // 86: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	10, // 87: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	55, // 88: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	55, // 89: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	10, // 90: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	55, // 91: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	9,  // 92: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	10, // 93: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	55, // 94: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	95, // [95:95] is the sub-list for method output_type
-	95, // [95:95] is the sub-list for method input_type
-	95, // [95:95] is the sub-list for extension type_name
-	95, // [95:95] is the sub-list for extension extendee
-	0,  // [0:95] is the sub-list for field type_name
+	39, // 74: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	39, // 75: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	57, // 76: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	57, // 77: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	57, // 78: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	11, // 79: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	57, // 80: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	57, // 81: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	11, // 82: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	57, // 83: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	11, // 84: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	57, // 85: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	18, // 86: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	11, // 87: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	57, // 88: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	57, // 89: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	11, // 90: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	57, // 91: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	9,  // 92: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
+	57, // 93: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
+	10, // 94: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	11, // 95: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	57, // 96: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	97, // [97:97] is the sub-list for method output_type
+	97, // [97:97] is the sub-list for method input_type
+	97, // [97:97] is the sub-list for extension type_name
+	97, // [97:97] is the sub-list for extension extendee
+	0,  // [0:97] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -5371,8 +5543,8 @@ func file_hookline_v1_events_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
-			NumEnums:      10,
-			NumMessages:   45,
+			NumEnums:      11,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -802,9 +802,11 @@ type NodeStatus struct {
 	// error is set when the member did not answer; the figures are then 0.
 	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// grains active on the member, by kind.
-	Grains          map[string]int32 `protobuf:"bytes,6,rep,name=grains,proto3" json:"grains,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	PartitionsOwned int32            `protobuf:"varint,7,opt,name=partitions_owned,json=partitionsOwned,proto3" json:"partitions_owned,omitempty"`
-	PartitionsLive  int32            `protobuf:"varint,8,opt,name=partitions_live,json=partitionsLive,proto3" json:"partitions_live,omitempty"`
+	Grains map[string]int32 `protobuf:"bytes,6,rep,name=grains,proto3" json:"grains,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// partitions_owned: the delivery partitions the member serves (runs their
+	// endpoint grains); partitions_live: those of them caught up.
+	PartitionsOwned int32 `protobuf:"varint,7,opt,name=partitions_owned,json=partitionsOwned,proto3" json:"partitions_owned,omitempty"`
+	PartitionsLive  int32 `protobuf:"varint,8,opt,name=partitions_live,json=partitionsLive,proto3" json:"partitions_live,omitempty"`
 	// projection_lag_seconds bounds how stale the member's projections are.
 	ProjectionLagSeconds float64 `protobuf:"fixed64,9,opt,name=projection_lag_seconds,json=projectionLagSeconds,proto3" json:"projection_lag_seconds,omitempty"`
 	// projection_behind is the head minus the applied position, in the
@@ -824,6 +826,9 @@ type NodeStatus struct {
 	// slot (tenant throttling).
 	WaitingNew   int32 `protobuf:"varint,17,opt,name=waiting_new,json=waitingNew,proto3" json:"waiting_new,omitempty"`
 	WaitingRetry int32 `protobuf:"varint,18,opt,name=waiting_retry,json=waitingRetry,proto3" json:"waiting_retry,omitempty"`
+	// partitions_standby: the partitions the member applies, caught up,
+	// without serving them: ready to take them over.
+	PartitionsStandby int32 `protobuf:"varint,19,opt,name=partitions_standby,json=partitionsStandby,proto3" json:"partitions_standby,omitempty"`
 	// throttled are the tenants whose work the member held back most over
 	// the last minute, most first: at most 20, not every tenant.
 	Throttled     []*TenantThrottle `protobuf:"bytes,20,rep,name=throttled,proto3" json:"throttled,omitempty"`
@@ -983,6 +988,13 @@ func (x *NodeStatus) GetWaitingNew() int32 {
 func (x *NodeStatus) GetWaitingRetry() int32 {
 	if x != nil {
 		return x.WaitingRetry
+	}
+	return 0
+}
+
+func (x *NodeStatus) GetPartitionsStandby() int32 {
+	if x != nil {
+		return x.PartitionsStandby
 	}
 	return 0
 }
@@ -1858,7 +1870,7 @@ const file_hookline_v1_console_proto_rawDesc = "" +
 	"partitions\x12\x1a\n" +
 	"\bunserved\x18\x03 \x01(\x05R\bunserved\x12\x14\n" +
 	"\x05store\x18\x04 \x01(\tR\x05store\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xa4\x06\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd3\x06\n" +
 	"\n" +
 	"NodeStatus\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x18\n" +
@@ -1881,7 +1893,8 @@ const file_hookline_v1_console_proto_rawDesc = "" +
 	"\x05slots\x18\x10 \x01(\x05R\x05slots\x12\x1f\n" +
 	"\vwaiting_new\x18\x11 \x01(\x05R\n" +
 	"waitingNew\x12#\n" +
-	"\rwaiting_retry\x18\x12 \x01(\x05R\fwaitingRetry\x129\n" +
+	"\rwaiting_retry\x18\x12 \x01(\x05R\fwaitingRetry\x12-\n" +
+	"\x12partitions_standby\x18\x13 \x01(\x05R\x11partitionsStandby\x129\n" +
 	"\tthrottled\x18\x14 \x03(\v2\x1b.hookline.v1.TenantThrottleR\tthrottled\x1a9\n" +
 	"\vGrainsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +

@@ -1,0 +1,260 @@
+//go:build !race
+
+// Two nodes in one process race inside protoactor-go; .ci/run runs this
+// file without -race (see server_test.go).
+
+package node_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/events/embedded"
+	"github.com/hookline/hookline/node"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// TestHandOver stops one of two nodes gracefully under the eyes of a
+// reader: the stopping node hands its partitions to the other, drained,
+// and side effects move once.
+//
+// With a standby (the default), the other node applies the stopping
+// node's partitions all along: every GET of an existing delivery through
+// it answers, before, during and after the move; the outcome counters it
+// exports do not count the moved partitions' past outcomes again (the sum
+// over the nodes stays the number of attempts); it does not publish again
+// the operational event the stopping node emitted; and no attempt is
+// repeated. Without a standby, the other node catches the partitions up
+// after the move: meanwhile a GET answers UNAVAILABLE, never NOT_FOUND.
+func TestHandOver(t *testing.T) {
+	t.Run("with a standby", func(t *testing.T) { testHandOver(t, 0) })
+	t.Run("without a standby", func(t *testing.T) { testHandOver(t, -1) })
+}
+
+func testHandOver(t *testing.T, standbys int) {
+	dir := t.TempDir()
+	l, err := embedded.Open(embedded.Config{Dir: filepath.Join(dir, "log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	edit := func(c *node.Config) { c.Standbys = standbys }
+	a := startServerWith(t, l, filepath.Join(dir, "a"), edit)
+	b := startServerWith(t, l, filepath.Join(dir, "b"), edit, a.srv.Node().GossipAddress())
+	poll(t, 20*time.Second, "both nodes serve their share", func() bool {
+		sa, sb := a.srv.Serving(), b.srv.Serving()
+		return sa.Len() > 0 && sb.Len() > 0 && sa.Union(sb).Len() == events.Partitions
+	})
+	recv := newCountingReceiver(t)
+	key := tenantWithKey(t, a)
+	kctx, kcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer kcancel()
+	kctx = metadata.AppendToOutgoingContext(kctx, "authorization", "Bearer "+key)
+	api := controlv1.NewEndpointServiceClient(a.cc)
+
+	// Endpoints on both nodes' partitions, and one for operational events.
+	var onA, onB []string
+	for i := 0; len(onA) < 3 || len(onB) < 3; i++ {
+		r, err := api.CreateEndpoint(kctx, &controlv1.CreateEndpointRequest{
+			EndpointId: fmt.Sprintf("ep_%02d", i), Settings: &controlv1.EndpointSettings{Url: recv.URL + "/in", EventTypes: []string{"order.paid"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := r.GetEndpoint().GetEndpointId()
+		if b.srv.Serving().Has(events.PartitionOf(id)) {
+			onB = append(onB, id)
+		} else {
+			onA = append(onA, id)
+		}
+	}
+	if _, err := api.CreateEndpoint(kctx, &controlv1.CreateEndpointRequest{
+		EndpointId: "ops", Settings: &controlv1.EndpointSettings{Url: recv.URL + "/ops", EventTypes: []string{"hookline.*"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Deliveries to every endpoint, all succeeded: enough history that a
+	// node without a standby takes a while to catch b's partitions up.
+	var deliveries, ofB []string
+	for i := range 8 {
+		batch := &controlv1.PublishBatchRequest{}
+		for j := range 50 {
+			batch.Events = append(batch.Events, &controlv1.PublishRequest{
+				EventId: fmt.Sprintf("ord_%d_%d", i, j), Type: "order.paid", Payload: []byte(`{"n":` + strconv.Itoa(i*50+j) + `}`),
+			})
+		}
+		r, err := controlv1.NewEventServiceClient(a.cc).PublishBatch(kctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, res := range r.GetResults() {
+			for _, d := range res.GetResponse().GetDeliveries() {
+				deliveries = append(deliveries, d.GetDeliveryId())
+				if b.srv.Serving().Has(events.PartitionOf(d.GetEndpointId())) && len(ofB) < 100 {
+					ofB = append(ofB, d.GetDeliveryId())
+				}
+			}
+		}
+	}
+	poll(t, 60*time.Second, "every delivery received", func() bool { return recv.distinct("/in") == len(deliveries) })
+	// An operational event caused on b's partition: b emits it.
+	if _, err := api.PauseEndpoint(kctx, &controlv1.PauseEndpointRequest{EndpointId: onB[0]}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "the operational event received", func() bool { return recv.distinct("/ops") == 1 })
+	// One attempt each: the deliveries and the operational event.
+	poll(t, 10*time.Second, "every outcome counted once", func() bool {
+		return metric(t, a, "hookline_attempts_total")+metric(t, b, "hookline_attempts_total") == float64(len(deliveries)+1)
+	})
+	attemptsOnA, emittedByA := metric(t, a, "hookline_attempts_total"), metric(t, a, `hookline_operational_events_total{result="emitted"}`)
+
+	// A reader polls deliveries of b's partitions through a while b stops.
+	stop := make(chan struct{})
+	var notFound, unavailable, reads atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		dapi := controlv1.NewDeliveryServiceClient(a.cc)
+		tick := time.NewTicker(50 * time.Millisecond) // a round of reads at most every 50 ms
+		defer tick.Stop()
+		for range tick.C {
+			for _, id := range ofB {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := dapi.GetDelivery(kctx, &controlv1.GetDeliveryRequest{DeliveryId: id})
+				reads.Add(1)
+				switch status.Code(err) {
+				case codes.NotFound:
+					notFound.Add(1)
+				case codes.Unavailable:
+					unavailable.Add(1)
+				}
+			}
+		}
+	})
+	b.stop(t)
+	poll(t, 60*time.Second, "a serves every partition", func() bool { return a.srv.Serving().Len() == events.Partitions })
+	before := reads.Load()
+	poll(t, 10*time.Second, "the reader read them all again", func() bool { return reads.Load() >= before+int64(len(ofB)) })
+	close(stop)
+	wg.Wait()
+
+	t.Logf("FIGURE hand-over (standbys %d): %d reads during the move, %d NOT_FOUND, %d UNAVAILABLE", standbys, reads.Load(), notFound.Load(), unavailable.Load())
+	if n := notFound.Load(); n > 0 {
+		t.Errorf("%d reads of existing deliveries answered NOT_FOUND during the move; want UNAVAILABLE at worst", n)
+	}
+	if standbys == 0 && unavailable.Load() > 0 {
+		t.Errorf("%d reads answered UNAVAILABLE: with a standby, the other node answers all along", unavailable.Load())
+	}
+	if got := metric(t, a, "hookline_attempts_total"); got != attemptsOnA {
+		t.Errorf("a counts %v attempts after the move, %v before: it counted the moved partitions' outcomes again", got, attemptsOnA)
+	}
+	if got := metric(t, a, `hookline_operational_events_total{result="emitted"}`); got != emittedByA {
+		t.Errorf("a emitted %v operational events after the move, %v before: it published b's again", got, emittedByA)
+	}
+	if d := recv.duplicates(); d > 0 {
+		t.Errorf("%d deliveries received more than once: a drained hand-over repeats none", d)
+	}
+}
+
+// tenantWithKey creates tenant acme through ts and returns an API key.
+func tenantWithKey(t *testing.T, ts *testServer) string {
+	t.Helper()
+	ctx, cancel := bearer(admin)
+	defer cancel()
+	tenants := controlv1.NewTenantServiceClient(ts.cc)
+	if _, err := tenants.CreateTenant(ctx, &controlv1.CreateTenantRequest{TenantId: "acme", Name: "Acme"}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := tenants.IssueApiKey(ctx, &controlv1.IssueApiKeyRequest{TenantId: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.GetApiKey()
+}
+
+// metric reads one series of ts's /metrics: the sum of the lines whose
+// name (with labels, when given) starts with name.
+func metric(t *testing.T, ts *testServer, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + ts.srv.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) || strings.HasPrefix(line, "#") {
+			continue
+		}
+		rest := line[len(name):]
+		if rest != "" && rest[0] != ' ' && rest[0] != '{' {
+			continue // another metric with this prefix
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// countingReceiver answers 200 and counts each webhook-id by path.
+type countingReceiver struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen map[string]map[string]int // path → webhook-id → count
+}
+
+func newCountingReceiver(t *testing.T) *countingReceiver {
+	r := &countingReceiver{seen: map[string]map[string]int{}}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		if r.seen[req.URL.Path] == nil {
+			r.seen[req.URL.Path] = map[string]int{}
+		}
+		r.seen[req.URL.Path][req.Header.Get("webhook-id")]++
+		r.mu.Unlock()
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *countingReceiver) distinct(path string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.seen[path])
+}
+
+func (r *countingReceiver) duplicates() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := 0
+	for _, ids := range r.seen {
+		for _, n := range ids {
+			d += n - 1
+		}
+	}
+	return d
+}

@@ -1,0 +1,514 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/actors/endpoint"
+	"github.com/hookline/hookline/cluster"
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/operational"
+	"github.com/hookline/hookline/projections"
+	"github.com/hookline/hookline/projections/owners"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+)
+
+// Timing of the partition manager.
+const (
+	// partitionStep is how often the manager looks again without a cause
+	// (a drain's progress, a lost message); changes of the members, of the
+	// table and messages wake it at once.
+	partitionStep = 100 * time.Millisecond
+	// readyEvery is how often a target tells a partition's owner that it
+	// is ready to take it, while the move is pending; readyFor is how long
+	// the owner takes it at its word.
+	readyEvery = time.Second
+	readyFor   = 3 * readyEvery
+	// drainSettle is the least a drain lasts: a grain that checked just
+	// before the drain began may still start an attempt, within
+	// microseconds; after this, one counted busy is one that started.
+	drainSettle = 100 * time.Millisecond
+	// failoverKeep is how recent a cause must be for its operational entry
+	// to be emitted again by a member that takes a partition over from a
+	// member that died (which may not have emitted it).
+	failoverKeep = time.Minute
+	// failoverBackoff is how long a member that was taken for dead, and
+	// whose partitions were taken over, leaves them to their new owner even
+	// if it does not see that owner either (a split brain: two groups of
+	// members on one log, each seeing the other as dead): without it, the
+	// two would take the partitions from each other at every step.
+	failoverBackoff = 10 * time.Second
+	// joinGrace is how long a member started with seeds waits to see
+	// another member before it takes partitions over from members it does
+	// not see: at its start it sees only itself, for a moment.
+	joinGrace = 30 * time.Second
+)
+
+// partitions is the node's partition manager. From the members alive (the
+// cluster's Ranking) and the partition table in the log (projections/owners)
+// it decides, for every delivery partition, whether this node applies its
+// records (as its owner, its target, or a standby), whether it serves it
+// (runs its endpoint grains and attempts its deliveries), and when it
+// takes, hands over or gives up a partition, by appending
+// PartitionsAssigned to the table:
+//
+//   - a partition with no owner yet is served by its target, which records
+//     it (START);
+//   - a partition whose owner left the cluster is taken by its target once
+//     the target has it live (FAILOVER): its first standby, which has
+//     applied its records all along, so it catches up its lag, not the
+//     history;
+//   - a partition whose target is not its owner (a member joined, or came
+//     back) moves once the target has it live and says so (PartitionsReady):
+//     the owner stops starting attempts for it, lets those running finish
+//     and be recorded, emits its pending operational events, and then
+//     records the hand-over (HANDOVER); the target serves it from there. A
+//     member that leaves hands over every partition it owns the same way.
+//
+// It is safe for concurrent use; Owner is on the path of every request to
+// an endpoint grain and takes no lock.
+type partitions struct {
+	log      events.Log
+	runner   *projections.Runner
+	owners   *owners.Owners
+	drain    *endpoint.Drain
+	feed     *operational.Feed
+	standbys int
+	seeds    bool      // the node joins others: it takes nothing over before it has seen one
+	started  time.Time // for joinGrace
+	logger   *slog.Logger
+	now      func() time.Time
+
+	node    atomic.Pointer[cluster.Node]
+	claimed atomic.Pointer[events.PartitionSet] // the partitions this node serves, or will once live
+	kick    chan struct{}
+
+	mu       sync.Mutex // guards the fields below
+	leaving  bool
+	joined   bool // has seen another member (or has no seeds)
+	ready    [events.Partitions + 1]readyMark // a target that said it has the partition live
+	pending  [events.Partitions + 1]change    // this node's last change, until the table has it
+	draining [events.Partitions + 1]time.Time // since when, for a hand-over; zero when not
+	told     map[string]time.Time             // owner → when this node last sent it PartitionsReady
+}
+
+// change is a change of the table this node appended: until its projection
+// of the table reaches it, the node goes by what it appended.
+type change struct {
+	at   events.Position // zero: none pending
+	mine bool            // taken (true) or handed over (false)
+}
+
+// readyMark is a PartitionsReady a target sent.
+type readyMark struct {
+	member string
+	at     time.Time
+}
+
+func newPartitions(s *Server) *partitions {
+	k := max(s.cfg.Standbys, 0) // negative: none
+	m := &partitions{
+		log: s.log, runner: s.runner, owners: s.owners, drain: &s.drain, feed: s.opsFeed, standbys: k,
+		seeds: len(s.cfg.Cluster.Seeds) > 0, started: s.cfg.Now(),
+		logger: s.logger, now: s.cfg.Now, kick: make(chan struct{}, 1), told: map[string]time.Time{},
+	}
+	m.claimed.Store(&events.PartitionSet{})
+	return m
+}
+
+// Owner implements cluster.PartitionOwners: this node for the partitions
+// it claims; else the owner in the table, or the target of a partition
+// that never had one; "" for a partition this node owns in the table but
+// does not claim (it handed it over, or has not started serving it).
+func (m *partitions) Owner(p events.Partition) string {
+	n := m.node.Load()
+	if n == nil || !p.Valid() {
+		return ""
+	}
+	self := n.Address()
+	if m.claimed.Load().Has(p) {
+		return self
+	}
+	owner := m.owners.Owner(p)
+	if owner == "" {
+		owner = n.Ranking().Target(p)
+	}
+	if owner == self {
+		return ""
+	}
+	return owner
+}
+
+// wake asks for a step now.
+func (m *partitions) wake() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// start gives the manager the cluster member, once started.
+func (m *partitions) start(n *cluster.Node) {
+	m.node.Store(n)
+	m.wake()
+}
+
+// onReady takes note of a target's PartitionsReady.
+func (m *partitions) onReady(msg proto.Message) {
+	r, ok := msg.(*internalv1.PartitionsReady)
+	if !ok {
+		return
+	}
+	now := m.now()
+	m.mu.Lock()
+	for _, p := range r.GetPartitions() {
+		if part := events.Partition(p); part.Valid() {
+			m.ready[part] = readyMark{member: r.GetMember(), at: now}
+		}
+	}
+	m.mu.Unlock()
+	m.wake()
+}
+
+// Run steps whenever something changed, and every partitionStep, until
+// ctx ends.
+func (m *partitions) Run(ctx context.Context) error {
+	tick := time.NewTicker(partitionStep)
+	defer tick.Stop()
+	for {
+		changed := m.owners.Changed()
+		m.step(ctx)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.kick:
+		case <-changed:
+		case <-tick.C:
+		}
+	}
+}
+
+// leave hands every partition this node owns to its next owner, draining
+// each first, and returns once the table names another owner for all of
+// them, or ctx ends (then the others take them over as from a member that
+// died).
+func (m *partitions) leave(ctx context.Context) {
+	n := m.node.Load()
+	if n == nil {
+		return
+	}
+	m.mu.Lock()
+	m.leaving = true
+	m.mu.Unlock()
+	m.wake()
+	self := n.Address()
+	for {
+		owned := 0
+		t := m.owners.Table()
+		for p := events.Partition(1); p <= events.Partitions; p++ {
+			if t.Owners[p].Address == self && n.Ranking().Without(self).Target(p) != "" {
+				owned++
+			}
+		}
+		if owned == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			m.logger.Warn("stopping before every partition was handed over; the others take the rest over as from a member that died", slog.Int("partitions", owned))
+			return
+		case <-m.owners.Changed():
+		case <-time.After(partitionStep):
+		}
+	}
+}
+
+// plan is what one step decided.
+type plan struct {
+	follow, claim events.PartitionSet
+	take          map[hooklinev1.PartitionsAssigned_Reason]map[string][]events.Partition // by reason, by previous owner
+	hand          map[string][]events.Partition                                          // by target
+	tell          map[string][]uint32                                                    // by owner
+}
+
+// step looks at every partition once, then acts: the partitions to apply
+// and serve, the drains, the table's changes, the PartitionsReady to send.
+func (m *partitions) step(ctx context.Context) {
+	n := m.node.Load()
+	if n == nil {
+		return
+	}
+	self := n.Address()
+	ranking := n.Ranking()
+	alive := map[string]bool{}
+	for _, a := range ranking.Order(1) {
+		alive[a] = true
+	}
+	m.mu.Lock()
+	if m.leaving {
+		ranking = ranking.Without(self)
+	}
+	if len(alive) > 1 || !m.seeds || m.now().Sub(m.started) > joinGrace {
+		m.joined = true
+	}
+	pl := m.decide(self, ranking, alive, m.owners.Table(), m.runner.Live())
+	m.mu.Unlock()
+
+	m.runner.Own(pl.follow)
+	before := *m.claimed.Load()
+	if gained := pl.claim.Minus(before); !gained.IsEmpty() {
+		m.forget(gained) // before the emitter may see them served
+	}
+	m.claimed.Store(&pl.claim)
+	m.runner.Serve(pl.claim)
+	if lost := before.Minus(pl.claim); !lost.IsEmpty() {
+		n.Rebalance() // their grains stop here; the next request reaches the new owner
+	}
+	m.drainFor(pl.hand)
+	m.record(ctx, self, pl)
+	m.tellReady(n, self, pl.tell)
+}
+
+// decide computes one step's plan; mu is held.
+func (m *partitions) decide(self string, ranking *cluster.Ranking, alive map[string]bool, t *owners.Table, live events.PartitionSet) plan {
+	pl := plan{
+		take: map[hooklinev1.PartitionsAssigned_Reason]map[string][]events.Partition{},
+		hand: map[string][]events.Partition{}, tell: map[string][]uint32{},
+	}
+	add := func(r hooklinev1.PartitionsAssigned_Reason, previous string, p events.Partition) {
+		if pl.take[r] == nil {
+			pl.take[r] = map[string][]events.Partition{}
+		}
+		pl.take[r][previous] = append(pl.take[r][previous], p)
+	}
+	now := m.now()
+	for p := events.Partition(1); p <= events.Partitions; p++ {
+		owner, target := t.Owners[p].Address, ranking.Target(p)
+		mine := owner == self
+		if c := m.pending[p]; !c.at.IsStart() {
+			if t.Owners[p].Since.Less(c.at) {
+				mine = c.mine // the table has not caught up with this node's change
+			} else {
+				m.pending[p] = change{}
+			}
+		}
+		if mine || target == self || slices.Contains(ranking.Standbys(p, m.standbys), self) {
+			pl.follow.Add(p)
+		}
+		handing := false
+		switch {
+		case mine:
+			pl.claim.Add(p)
+			if target != "" && target != self && (m.leaving || m.isReady(p, target, now)) {
+				handing = true
+				pl.hand[target] = append(pl.hand[target], p)
+			}
+		case owner == self || target != self:
+			// Handed over and not in the table yet; or another's.
+		case owner == "":
+			if m.joined {
+				pl.claim.Add(p) // never owned: its target serves it at once
+				add(hooklinev1.PartitionsAssigned_REASON_START, "", p)
+			}
+		case !alive[owner]:
+			if live.Has(p) && m.mayTakeOver(t.Owners[p], self, now) {
+				add(hooklinev1.PartitionsAssigned_REASON_FAILOVER, owner, p)
+			}
+		case live.Has(p):
+			pl.tell[owner] = append(pl.tell[owner], uint32(p))
+		}
+		if !handing {
+			m.draining[p] = time.Time{}
+		}
+	}
+	return pl
+}
+
+// mayTakeOver reports whether this node may take a partition over from an
+// owner it does not see: not before it has joined the cluster, nor for a
+// while after that owner took the partition from this very node (a split
+// brain, seen from both sides).
+func (m *partitions) mayTakeOver(o owners.Owner, self string, now time.Time) bool {
+	if !m.joined {
+		return false
+	}
+	return !(o.Reason == hooklinev1.PartitionsAssigned_REASON_FAILOVER && o.Previous == self && now.Sub(o.At) < failoverBackoff)
+}
+
+// isReady reports whether target said, lately, that it has p live.
+func (m *partitions) isReady(p events.Partition, target string, now time.Time) bool {
+	r := m.ready[p]
+	return r.member == target && now.Sub(r.at) < readyFor
+}
+
+// drainFor drains the partitions to hand over, and only those.
+func (m *partitions) drainFor(hand map[string][]events.Partition) {
+	var s events.PartitionSet
+	now := m.now()
+	m.mu.Lock()
+	for _, ps := range hand {
+		for _, p := range ps {
+			s.Add(p)
+			if m.draining[p].IsZero() {
+				m.draining[p] = now
+			}
+		}
+	}
+	m.mu.Unlock()
+	m.drain.Partitions(s)
+}
+
+// drained returns, of the partitions to hand to one target, those with no
+// attempt running or unrecorded and no operational event left to emit
+// (or whose drain ran out of time), with the attempts cut.
+func (m *partitions) drained(ps []events.Partition) (done []events.Partition, cut int) {
+	now := m.now()
+	for _, p := range ps {
+		m.mu.Lock()
+		since := m.draining[p]
+		m.mu.Unlock()
+		if since.IsZero() || now.Sub(since) < drainSettle {
+			continue
+		}
+		busy := m.drain.Busy(p)
+		pending, err := m.feed.PendingIn(p)
+		if err != nil {
+			pending = 0 // the next owner emits what is left (a repeat is a duplicate)
+		}
+		switch {
+		case busy == 0 && pending == 0:
+			done = append(done, p)
+		case now.Sub(since) >= drainTimeout:
+			done, cut = append(done, p), cut+busy
+		}
+	}
+	return done, cut
+}
+
+// record appends the step's changes to the table: takes, then hand-overs
+// of drained partitions. A wrong revision means another member changed the
+// table meanwhile: the next step decides again on the table as it is then.
+func (m *partitions) record(ctx context.Context, self string, pl plan) {
+	t := m.owners.Table()
+	expected := t.Expected()
+	for _, reason := range []hooklinev1.PartitionsAssigned_Reason{hooklinev1.PartitionsAssigned_REASON_START, hooklinev1.PartitionsAssigned_REASON_FAILOVER} {
+		for previous, ps := range pl.take[reason] {
+			pos, ok := m.assign(ctx, &expected, ps, self, previous, reason, 0)
+			if !ok {
+				return
+			}
+			m.settle(ps, pos, true)
+		}
+	}
+	for _, target := range slices.Sorted(maps.Keys(pl.hand)) {
+		ps, cut := m.drained(pl.hand[target])
+		if len(ps) == 0 {
+			continue
+		}
+		pos, ok := m.assign(ctx, &expected, ps, target, self, hooklinev1.PartitionsAssigned_REASON_HANDOVER, cut)
+		if !ok {
+			return
+		}
+		m.settle(ps, pos, false)
+		if cut > 0 {
+			m.logger.Warn("handed partitions over with attempts still running; their deliveries may be attempted again", slog.String("to", target), slog.Int("attempts", cut))
+		}
+		m.wake() // serve no more: the next step gives them up
+	}
+}
+
+// settle notes this node's change of ps at pos, taken or handed over,
+// until its table has it.
+func (m *partitions) settle(ps []events.Partition, pos events.Position, mine bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range ps {
+		m.pending[p] = change{at: pos, mine: mine}
+		m.draining[p] = time.Time{}
+	}
+}
+
+// assign appends one PartitionsAssigned with the expected revision, which
+// it advances; it reports whether the append landed, and its position.
+func (m *partitions) assign(ctx context.Context, expected *events.ExpectedRevision, ps []events.Partition, owner, previous string, reason hooklinev1.PartitionsAssigned_Reason, cut int) (events.Position, bool) {
+	slices.Sort(ps)
+	ev := &hooklinev1.PartitionsAssigned{Owner: owner, Previous: previous, Reason: reason, At: timestamppb.New(m.now()), Cut: int32(cut)}
+	for _, p := range ps {
+		ev.Partitions = append(ev.Partitions, uint32(p))
+	}
+	sum := sha256.Sum256(fmt.Append(nil, ev.GetPartitions(), owner, previous, reason))
+	e, err := events.Encode(ev, fmt.Sprintf("partitions/%v/%s", *expected, hex.EncodeToString(sum[:8])), events.OwnersStream)
+	if err != nil {
+		m.logger.Error("cannot encode a change of the partition table", slog.Any("error", err))
+		return events.Position{}, false
+	}
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := m.log.Append(actx, events.OwnersStream, *expected, e)
+	switch {
+	case errors.Is(err, events.ErrWrongRevision):
+		m.logger.Debug("the partition table changed meanwhile; deciding again", slog.Any("error", err))
+		if head, herr := m.log.Head(actx); herr == nil {
+			_ = m.runner.WaitFor(actx, head)
+		}
+		return events.Position{}, false
+	case err != nil:
+		m.logger.Warn("cannot record a change of the partition table; trying again", slog.String("reason", reason.String()), slog.Any("error", err))
+		return events.Position{}, false
+	}
+	*expected = events.ExpectAfter(res.Revision, true)
+	m.logger.Info("partitions assigned", slog.String("owner", owner), slog.String("previous", previous),
+		slog.String("reason", reason.String()), slog.Int("partitions", len(ps)), slog.Int("cut", cut))
+	return res.Position, true
+}
+
+// forget drops, for the partitions this node starts serving, the
+// operational entries their previous owner emitted (before a hand-over's
+// position) or that are older than failoverKeep (after a failover): a
+// standby keeps a day of them, which must not be emitted again.
+func (m *partitions) forget(gained events.PartitionSet) {
+	t := m.owners.Table()
+	olderThan := m.now().Add(-failoverKeep)
+	gained.Each(func(p events.Partition) {
+		if p == events.NoPartition {
+			return
+		}
+		var before events.Position
+		if o := t.Owners[p]; o.Reason == hooklinev1.PartitionsAssigned_REASON_HANDOVER {
+			before = o.Since
+		}
+		if _, err := m.feed.Forget(p, before, olderThan); err != nil {
+			m.logger.Warn("cannot drop the operational entries another member emitted; some may be emitted again", slog.Int("partition", int(p)), slog.Any("error", err))
+		}
+	})
+}
+
+// tellReady tells each owner the partitions this node is the target of and
+// has live, at most every readyEvery.
+func (m *partitions) tellReady(n *cluster.Node, self string, tell map[string][]uint32) {
+	now := m.now()
+	for owner, ps := range tell {
+		m.mu.Lock()
+		due := now.Sub(m.told[owner]) >= readyEvery
+		if due {
+			m.told[owner] = now
+		}
+		m.mu.Unlock()
+		if due {
+			n.Send(owner, partitionsService, &internalv1.PartitionsReady{Member: self, Partitions: ps})
+		}
+	}
+}
