@@ -68,6 +68,7 @@ var scenarios = map[string]scenario{
 		defaults: RunConfig{Duration: 40 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 50, Drain: 60 * time.Second, Kills: 1},
 		run:      clusterFailover, config: []string{"nodes", "kills", "kill_at", "pg"}, cluster: true,
 	},
+	"flood": {summary: "three nodes on one PostgreSQL log; anonymous calls flood one with made-up hk_ then hlp_ bearers beside a tenant publishing through it: CPU per call, publish p99, the other members, the log pool", defaults: RunConfig{Duration: 15 * time.Second, Tenants: 1, Endpoints: 10, Fanout: 4, Rate: 50, Drain: 60 * time.Second}, run: flood, cluster: true},
 	"cluster-scale": {
 		summary: "sustained deliveries/s and CPU per delivery with 1, 2 and 3 nodes on one PostgreSQL log (4 tenants × 50 endpoints, fan-out 4, as fast as accepted; --duration each)",
 		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 4, Endpoints: 50, Fanout: 4, MaxBacklog: 4000, EndpointRate: 1000,
