@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -151,36 +152,18 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) defaults() {
-	if c.MaxPayload == 0 {
-		c.MaxPayload = 256 << 10
-	}
-	if c.MaxBatch == 0 {
-		c.MaxBatch = 100
-	}
-	if c.MaxPlanned == 0 {
-		c.MaxPlanned = DefaultMaxPlanned
-	}
-	if c.DeliveryDeadline == 0 {
-		c.DeliveryDeadline = 24 * time.Hour
-	}
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = DefaultMaxInFlight
-	}
-	if c.MaxInFlightPerCaller == 0 {
-		c.MaxInFlightPerCaller = DefaultMaxInFlightPerCaller
-	}
-	if c.MaxBodyBytesInFlight == 0 {
-		c.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
-	}
-	if c.MaxMessage == 0 {
-		c.MaxMessage = DefaultMaxMessage
-	}
+	c.MaxPayload = cmp.Or(c.MaxPayload, 256<<10)
+	c.MaxBatch = cmp.Or(c.MaxBatch, 100)
+	c.MaxPlanned = cmp.Or(c.MaxPlanned, DefaultMaxPlanned)
+	c.DeliveryDeadline = cmp.Or(c.DeliveryDeadline, 24*time.Hour)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
+	c.MaxInFlightPerCaller = cmp.Or(c.MaxInFlightPerCaller, DefaultMaxInFlightPerCaller)
+	c.MaxBodyBytesInFlight = cmp.Or(c.MaxBodyBytesInFlight, DefaultMaxBodyBytesInFlight)
+	c.MaxMessage = cmp.Or(c.MaxMessage, DefaultMaxMessage)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 }
 
 // Server implements the control API's gRPC services. It is safe for

@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"cmp"
 	"crypto/rand"
 	"errors"
 	"io"
@@ -70,26 +71,12 @@ func (c Config) withDefaults() Config {
 	if c.Rand == nil {
 		c.Rand = rand.Reader
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.IOTimeout == 0 {
-		c.IOTimeout = DefaultIOTimeout
-	}
-	if c.ReadPage == 0 {
-		c.ReadPage = DefaultReadPage
-	}
-	if c.LeaseDuration == 0 {
-		c.LeaseDuration = DefaultLeaseDuration
-	}
-	if c.DefaultAttemptsPerSecond == 0 {
-		c.DefaultAttemptsPerSecond = DefaultAttemptsPerSecond
-	}
-	if c.DefaultMaxInFlight == 0 {
-		c.DefaultMaxInFlight = DefaultMaxInFlight
-	}
-	if c.IdleAfter == 0 {
-		c.IdleAfter = DefaultIdleAfter
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.IOTimeout = cmp.Or(c.IOTimeout, DefaultIOTimeout)
+	c.ReadPage = cmp.Or(c.ReadPage, DefaultReadPage)
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, DefaultLeaseDuration)
+	c.DefaultAttemptsPerSecond = cmp.Or(c.DefaultAttemptsPerSecond, DefaultAttemptsPerSecond)
+	c.DefaultMaxInFlight = cmp.Or(c.DefaultMaxInFlight, DefaultMaxInFlight)
+	c.IdleAfter = cmp.Or(c.IdleAfter, DefaultIdleAfter)
 	return c
 }
