@@ -178,6 +178,16 @@ func (a *API) CountEndpoints(ctx context.Context, tenant string) (int, error) {
 	return n, nil
 }
 
+// Search asks for the first page (10) of a tenant's deliveries, as a
+// dashboard would; it returns the call's error (a gRPC status).
+func (a *API) Search(ctx context.Context, tenant string) error {
+	cc, _, _ := a.conn()
+	ctx, cancel := a.ctx(ctx)
+	defer cancel()
+	_, err := controlv1.NewDeliveryServiceClient(cc).ListDeliveries(ctx, &controlv1.ListDeliveriesRequest{TenantId: tenant, PageSize: 10})
+	return err
+}
+
 // GetDelivery returns a tenant's delivery with its attempts (read from the
 // log).
 func (a *API) GetDelivery(ctx context.Context, tenant, id string) (*controlv1.Delivery, error) {

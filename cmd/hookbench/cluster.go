@@ -42,8 +42,9 @@ type ClusterConfig struct {
 // a schema of its own, joined into one cluster through the first node's
 // gossip address. The nodes share a master key and an admin token; each has
 // its own data directory (projections). Create it with StartCluster; Close
-// stops the nodes and drops the schema. Its fields are set at start and
-// read-only after, so reading them is safe from any goroutine.
+// stops the nodes and drops the schema. Its fields are set at start; Join
+// appends to Nodes and APIs, so a goroutine other than Join's caller reads
+// them before or after a Join, never during.
 type Cluster struct {
 	Nodes  []*Node
 	APIs   []*API // APIs[i] talks to Nodes[i]
@@ -52,6 +53,7 @@ type Cluster struct {
 
 	cfg ClusterConfig
 	dir string
+	env []string // every node's environment: the master key
 }
 
 // StartCluster starts cfg.Nodes nodes one after another, the first on its
@@ -73,27 +75,11 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (_ *Cluster, err error
 	}()
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // crypto/rand.Read never fails
-	env := []string{"HOOKLINE_MASTER_KEY=" + base64.StdEncoding.EncodeToString(key)}
+	c.env = []string{"HOOKLINE_MASTER_KEY=" + base64.StdEncoding.EncodeToString(key)}
 	for i := range cfg.Nodes {
-		args := []string{"--store", cfg.DSN, "--store-schema", c.Schema}
-		if i > 0 {
-			args = append(args, "--join", c.Nodes[0].GossipAddr())
-		}
-		args = append(args, cfg.Args...)
-		n, err := StartNode(ctx, NodeConfig{Binary: cfg.Binary, DataDir: filepath.Join(dir, "node"+strconv.Itoa(i)),
-			AdminToken: c.Token, Log: cfg.Log, Args: args, Env: env})
-		if err != nil {
+		if err := c.start(ctx); err != nil {
 			return nil, fmt.Errorf("start node %d of %d: %w", i+1, cfg.Nodes, err)
 		}
-		c.Nodes = append(c.Nodes, n)
-		if n.GossipAddr() == "" {
-			return nil, fmt.Errorf("node %d serves but logged no \"cluster node started\" line with its gossip address:\n%s", i+1, n.Tail())
-		}
-		api, err := Dial(n.GRPCAddr(), c.Token)
-		if err != nil {
-			return nil, err
-		}
-		c.APIs = append(c.APIs, api)
 	}
 	if err := c.waitSettled(ctx, time.Minute); err != nil {
 		return nil, err
@@ -101,9 +87,66 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (_ *Cluster, err error
 	return c, nil
 }
 
+// args are node i's serve arguments: the log, and a member to join (none
+// for a cluster's first node).
+func (c *Cluster) args(join string) []string {
+	args := []string{"--store", c.cfg.DSN, "--store-schema", c.Schema}
+	if join != "" {
+		args = append(args, "--join", join)
+	}
+	return append(args, c.cfg.Args...)
+}
+
+// start starts one more node, joining the first, and dials it.
+func (c *Cluster) start(ctx context.Context) error {
+	i, join := len(c.Nodes), ""
+	if i > 0 {
+		join = c.Nodes[0].GossipAddr()
+	}
+	n, err := StartNode(ctx, NodeConfig{Binary: c.cfg.Binary, DataDir: filepath.Join(c.dir, "node"+strconv.Itoa(i)),
+		AdminToken: c.Token, Log: c.cfg.Log, Args: c.args(join), Env: c.env})
+	if err != nil {
+		return err
+	}
+	c.Nodes = append(c.Nodes, n)
+	if n.GossipAddr() == "" {
+		return fmt.Errorf("node %d serves but logged no \"cluster node started\" line with its gossip address:\n%s", i+1, n.Tail())
+	}
+	api, err := Dial(n.GRPCAddr(), c.Token)
+	if err != nil {
+		return err
+	}
+	c.APIs = append(c.APIs, api)
+	return nil
+}
+
+// Join starts one more node, which joins the cluster (scale-out), and
+// returns its API. It does not wait for the partitions to move (see
+// waitSettled).
+func (c *Cluster) Join(ctx context.Context) (*API, error) {
+	if err := c.start(ctx); err != nil {
+		return nil, fmt.Errorf("join node %d: %w", len(c.Nodes)+1, err)
+	}
+	return c.APIs[len(c.APIs)-1], nil
+}
+
+// Roll stops node i with SIGTERM (SIGKILL after timeout) and starts it
+// again on its data, joining another member, and points its API at it:
+// one step of a rolling restart. It does not wait for the partitions to
+// come back (see waitSettled).
+func (c *Cluster) Roll(ctx context.Context, i int, timeout time.Duration) error {
+	join := c.Nodes[(i+1)%len(c.Nodes)].GossipAddr()
+	if err := c.Nodes[i].RestartWith(ctx, timeout, c.args(join)); err != nil {
+		return fmt.Errorf("restart node %d: %w", i+1, err)
+	}
+	return c.APIs[i].Reconnect(c.Nodes[i].GRPCAddr())
+}
+
 // waitSettled waits until the nodes share the delivery partitions: every
-// node owns some, and all of them are live (caught up) on their owners.
-// A load started before that lands for a while on the first node alone.
+// node owns some, each has all it owns live (caught up), and together
+// they have every partition live (more than 256 when the nodes count the
+// partitions they keep as standbys). A load started before that lands for
+// a while on the first node alone.
 func (c *Cluster) waitSettled(ctx context.Context, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
@@ -120,10 +163,10 @@ func (c *Cluster) waitSettled(ctx context.Context, within time.Duration) error {
 			}
 			live += l
 		}
-		if settled && live == 256 {
+		if settled && live >= 256 {
 			return nil
 		}
-		if live != 256 && last == "" {
+		if live < 256 && last == "" {
 			last = fmt.Sprintf("%.0f of 256 partitions live", live)
 		}
 		if time.Now().After(deadline) {
@@ -228,7 +271,7 @@ func (b *Bench) startCluster(ctx context.Context, n int) (*Cluster, func(), erro
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := ClusterConfig{Nodes: n, DSN: b.cfg.PG, Binary: bin, KeepData: b.cfg.KeepData, Args: faultArgs(b.cfg.NodeFaults)}
+	cfg := ClusterConfig{Nodes: n, DSN: b.cfg.PG, Binary: bin, KeepData: b.cfg.KeepData, Args: b.cfg.clusterArgs()}
 	if b.cfg.NodeLog {
 		cfg.Log = b.stderr
 	}

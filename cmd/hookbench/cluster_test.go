@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"testing"
 	"time"
 )
@@ -32,6 +33,34 @@ func TestParseRunCluster(t *testing.T) {
 	}
 	if _, err := parseRun([]string{"cluster", "--pg", "postgres://x", "--nodes", "1"}, &stderr); err == nil {
 		t.Error("a cluster of one node to kill: no error")
+	}
+	// --history: each scenario's default unless given, 0 included.
+	for _, tc := range []struct {
+		args  []string
+		nodes int
+		want  int64
+	}{
+		{[]string{"cluster"}, 3, 0},
+		{[]string{"cluster", "--history", "4000"}, 3, 4000},
+		{[]string{"rolling"}, 3, 300_000},
+		{[]string{"rolling", "--history", "0"}, 3, 0},
+		{[]string{"scale-out"}, 2, 300_000},
+	} {
+		c, err := parseRun(append(tc.args, "--pg", "postgres://x"), &stderr)
+		if err != nil || c.History != tc.want || c.Nodes != tc.nodes {
+			t.Errorf("%v: history %d, nodes %d, %v; want %d, %d", tc.args, c.History, c.Nodes, err, tc.want, tc.nodes)
+		}
+	}
+	if c, err := parseRun([]string{"cluster-scale", "--pg", "postgres://x", "--standbys", "1"}, &stderr); err != nil || !slices.Equal(c.clusterArgs(), []string{"--standbys", "1"}) {
+		t.Errorf("--standbys 1: %v, %v", c.clusterArgs(), err)
+	}
+	if c, err := parseRun([]string{"cluster-scale", "--pg", "postgres://x"}, &stderr); err != nil || len(c.clusterArgs()) != 0 {
+		t.Errorf("no --standbys: %v, %v", c.clusterArgs(), err)
+	}
+	for _, bad := range [][]string{{"rolling", "--nodes", "1"}, {"cluster-scale", "--standbys", "3"}} {
+		if _, err := parseRun(append(bad, "--pg", "postgres://x"), &stderr); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
 	}
 }
 

@@ -47,10 +47,17 @@ type RunConfig struct {
 	EndpointRate     float64 // endpoint rate_per_second (and burst)
 	EndpointInFlight int     // endpoint max_in_flight
 
-	PG     string        // cluster: PostgreSQL URL of the shared log
-	Nodes  int           // cluster, acceptance --pg: nodes started
-	KillAt time.Duration // cluster: publishing time before the first SIGKILL
-	Rounds int           // cluster-scale: rounds of the three sizes
+	PG    string // cluster: PostgreSQL URL of the shared log
+	Nodes int    // cluster, rolling, scale-out, acceptance --pg: nodes started
+	// History is the deliveries published and delivered before the
+	// measured run (cluster, rolling, scale-out); negative means the
+	// scenario's default.
+	History int64
+	// Standbys is given to every node of a cluster as `serve --standbys`;
+	// "" gives none (the node's default).
+	Standbys string
+	KillAt   time.Duration // cluster: publishing time before the first SIGKILL
+	Rounds   int           // cluster-scale: rounds of the three sizes
 
 	Kills         int           // crash, cluster, acceptance
 	Storm         time.Duration // retry-storm: 429s for this long
@@ -85,6 +92,9 @@ func (c RunConfig) withDefaults(d RunConfig) RunConfig {
 	fillF(&c.EndpointRate, d.EndpointRate)
 	fill(&c.EndpointInFlight, d.EndpointInFlight, 0)
 	fill(&c.Nodes, d.Nodes, 3)
+	if c.History < 0 {
+		c.History = max(d.History, 0)
+	}
 	fill(&c.PGRestarts, d.PGRestarts, 1)
 	fillD(&c.KillAt, d.KillAt, c.Duration/2)
 	fill(&c.Kills, d.Kills, 6)
@@ -125,8 +135,12 @@ func (c RunConfig) Validate() error {
 		return fmt.Errorf("--kills %d: the crash scenario needs at least 5", c.Kills)
 	case c.Scenario == "cluster" && (c.Nodes < 2 || c.Kills < 1):
 		return fmt.Errorf("--nodes %d, --kills %d: the cluster scenario kills one node at a time and needs at least 2 nodes and 1 kill", c.Nodes, c.Kills)
+	case c.Scenario == "rolling" && c.Nodes < 2:
+		return fmt.Errorf("--nodes %d: a rolling restart needs at least 2 nodes, so that one serves while another restarts", c.Nodes)
 	case c.Nodes < 1:
 		return fmt.Errorf("--nodes %d: give at least 1", c.Nodes)
+	case c.Standbys != "" && c.Standbys != "0" && c.Standbys != "1" && c.Standbys != "2":
+		return fmt.Errorf("--standbys %q: give 0, 1 or 2 (or nothing: the node's default)", c.Standbys)
 	case c.NodeFaults != "" && c.Node != "":
 		return errors.New("--node-faults is given to the nodes hookbench starts: drop --node")
 	}
@@ -173,9 +187,13 @@ func (c RunConfig) view(own []string) map[string]any {
 		"nodes": n(int64(c.Nodes)), "kills": n(int64(c.Kills)), "kill_at": d(c.KillAt), "rounds": n(int64(c.Rounds)),
 		"storm": d(c.Storm), "retry_after": d(c.RetryAfter), "hang_endpoints": n(int64(c.HangEndpoints)),
 		"hang_rate": f(c.HangRate), "hang_timeout": d(c.HangTimeout), "pg": pg, "pg_restarts": n(int64(c.PGRestarts)),
+		"history": n(c.History),
 	}
 	if c.NodeFaults != "" {
 		all["node_faults"] = c.NodeFaults
+	}
+	if c.Standbys != "" {
+		all["standbys"] = c.Standbys
 	}
 	if len(c.Only) > 0 {
 		all["only"] = strings.Join(c.Only, ",")
@@ -231,7 +249,9 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.Float64Var(&c.EndpointRate, "endpoint-rate", 0, "endpoints' rate_per_second and burst (throughput, latency 1000; 0: the node's default)")
 	fs.IntVar(&c.EndpointInFlight, "endpoint-in-flight", 0, "endpoints' max_in_flight (throughput, latency 50; 0: the node's default)")
 	fs.StringVar(&c.PG, "pg", os.Getenv("HOOKLINE_POSTGRES_URL"), "cluster, cluster-scale: PostgreSQL URL of the shared log (HOOKLINE_POSTGRES_URL); a fresh schema per run, dropped at the end. acceptance: three nodes on PostgreSQL: \"private\" starts a server of its own (initdb, another port) that the pg-restart fault restarts; a URL uses that server (no pg-restart)")
-	fs.IntVar(&c.Nodes, "nodes", 0, "cluster, acceptance --pg: nodes to start (3)")
+	fs.IntVar(&c.Nodes, "nodes", 0, "cluster, rolling, acceptance --pg: nodes to start (3); scale-out: nodes before the one that joins (2)")
+	fs.Int64Var(&c.History, "history", -1, "cluster, rolling, scale-out: deliveries published and delivered before the measured run, as fast as accepted (cluster 0, rolling and scale-out 300000)")
+	fs.StringVar(&c.Standbys, "standbys", "", "cluster scenarios: give every node serve --standbys N (0, 1 or 2); empty gives none (the node's default)")
 	fs.DurationVar(&c.KillAt, "kill-at", 0, "cluster: kill -9 the first node after this much publishing (half of --duration); further --kills follow at even intervals")
 	fs.IntVar(&c.Kills, "kills", 0, "crash: kill -9 this many times, at least 5 (6); cluster: kill -9 this many times, one node at a time, each restarted before the next kill (1); acceptance: kills per killing fault (3)")
 	fs.IntVar(&c.Rounds, "rounds", 0, "cluster-scale: rounds of 1, 2 and 3 nodes, in alternating order; figures are medians (1)")

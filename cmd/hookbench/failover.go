@@ -9,7 +9,8 @@ import (
 )
 
 // clusterFailover is the cluster scenario: --nodes nodes on one PostgreSQL
-// log, a steady rate published through every node's API round robin, and
+// log, a --history published and delivered first (none by default), a
+// steady rate published through every node's API round robin, and
 // --kills SIGKILLs from --kill-at on, at even intervals up to the end of
 // publishing, each of a node other than the first (the seed the others
 // joined), in turn from the last. A killed node is started again on its
@@ -31,6 +32,10 @@ func clusterFailover(ctx context.Context, b *Bench) (Summary, error) {
 	}
 	stopProgress := b.withProgress(ctx)
 	defer stopProgress()
+	history, err := b.publishHistory(ctx, ts, c.APIs)
+	if err != nil {
+		return Summary{}, err
+	}
 
 	start := time.Now()
 	kctx, stopKills := context.WithCancel(ctx)
@@ -53,7 +58,10 @@ func clusterFailover(ctx context.Context, b *Bench) (Summary, error) {
 		return Summary{}, awaitErr
 	}
 	stopProgress()
-	s := b.Summarize("cluster", start)
+	s := b.Summarize("cluster", start, 0)
+	if history > 0 {
+		s.Checks.add(b.Summarize("history", time.Time{}, historyPhase).Checks)
+	}
 	s.DrainS = round(time.Since(published).Seconds(), 2)
 	if awaitErr != nil {
 		s.Notes = append(s.Notes, awaitErr.Error())
@@ -61,6 +69,7 @@ func clusterFailover(ctx context.Context, b *Bench) (Summary, error) {
 	g := b.arrivalGaps(start, kills[0], published)
 	addExtra(&s, map[string]float64{
 		"nodes":               float64(len(c.Nodes)),
+		"history":             float64(history),
 		"kills":               float64(len(kills)),
 		"kill_at_s":           round(kills[0].Sub(start).Seconds(), 2),
 		"failover_s":          round(g.failover.Seconds(), 3),

@@ -89,11 +89,12 @@ var faultList = []faultSpec{
 		},
 		during: func(ctx context.Context, a *acceptance, fr *faultRun) error {
 			l := a.b.load(fr.extra, a.b.cfg.HangRate, a.b.cfg.Duration, fr.phase)
-			l.MaxBacklog, l.Retry = 0, true
+			l.MaxBacklog, l.Retry, l.Until = 0, true, ctx.Done()
 			if len(a.apis) > 1 {
 				l.APIs = a.apis
 			}
-			_, err := a.b.Publish(ctx, l)
+			// The load ends with the fault, its calls under way answered.
+			_, err := a.b.Publish(context.WithoutCancel(ctx), l)
 			return err
 		},
 		after: func(_ context.Context, a *acceptance, fr *faultRun) {
@@ -118,10 +119,11 @@ var faultList = []faultSpec{
 		pgOnly: true, explains: true,
 		during: func(ctx context.Context, a *acceptance, fr *faultRun) error {
 			n := max(a.b.cfg.PGRestarts, 1)
-			every := a.b.cfg.Duration / time.Duration(n+1)
+			start, every := time.Now(), a.b.cfg.Duration/time.Duration(n+1)
 			var most time.Duration
 			for i := range n {
-				if err := sleepCtx(ctx, every); err != nil {
+				if err := sleepCtx(ctx, time.Until(start.Add(time.Duration(i+1)*every))); err != nil {
+					fr.notes = append(fr.notes, fmt.Sprintf("%d of %d restarts fit in the load: lengthen --duration (a restart takes seconds)", i, n))
 					return nil
 				}
 				took, err := a.pg.restart(ctx)

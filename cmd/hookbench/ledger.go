@@ -335,6 +335,37 @@ func (t *tally) tallyReceived(l *ledger, e *entry, rec Record, oks []Receipt, bo
 	}
 }
 
+// deliveryRef names a delivery of a tenant.
+type deliveryRef struct{ tenant, id string }
+
+// delivered returns up to n deliveries of awaited tenants that the node
+// announced and the receiver answered 2xx: deliveries that exist.
+func (l *ledger) delivered(r *Receiver, n int) []deliveryRef {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []deliveryRef
+	for _, e := range l.events {
+		if !e.tenant.Await {
+			continue
+		}
+		var ids []string
+		for _, id := range e.ids {
+			if id != "" {
+				ids = append(ids, id)
+			}
+		}
+		r.Lookup(ids, func(id string, rec Record) {
+			if rec.Successes > 0 && len(out) < n {
+				out = append(out, deliveryRef{tenant: e.tenant.ID, id: id})
+			}
+		})
+		if len(out) >= n {
+			break
+		}
+	}
+	return out
+}
+
 // arrivals returns, by endpoint, the first arrival of every expected
 // delivery of awaited tenants received.
 func (l *ledger) arrivals(r *Receiver) map[string][]time.Time {

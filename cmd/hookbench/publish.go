@@ -39,6 +39,14 @@ type Load struct {
 	// answered as a duplicate with the first's deliveries
 	// (Bench.republished, Bench.republishDiffer).
 	Twice bool
+	// Events, when above 0, ends publishing once that many events were
+	// accepted, before Duration if need be.
+	Events int64
+	// Until, when set, ends publishing once it is closed: the batches
+	// under way are answered first, so that the bench knows every event
+	// the node took (cancelling a call instead would leave events the
+	// node took and the ledger never saw).
+	Until <-chan struct{}
 }
 
 // Publish runs a load to its end and returns the events accepted.
@@ -47,14 +55,26 @@ func (b *Bench) Publish(ctx context.Context, l Load) (int64, error) {
 	l.Batch = min(max(l.Batch, 1), 100)
 	start := time.Now()
 	end := start.Add(l.Duration)
-	var accepted atomic.Int64
+	var accepted, reserved atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
+	// waits end with the load: at its context's end or at Until.
+	waits, stopWaits := context.WithCancel(gctx)
+	defer stopWaits()
+	if l.Until != nil {
+		go func() {
+			select {
+			case <-l.Until:
+				stopWaits()
+			case <-waits.Done():
+			}
+		}()
+	}
 	for p := range l.Publishers {
 		g.Go(func() error {
 			var sent int64
 			for k := 0; ; k++ {
 				now := time.Now()
-				if !now.Before(end) || gctx.Err() != nil {
+				if !now.Before(end) || waits.Err() != nil {
 					return nil
 				}
 				n := int64(l.Batch)
@@ -63,17 +83,22 @@ func (b *Bench) Publish(ctx context.Context, l Load) (int64, error) {
 					due := int64(now.Sub(start).Seconds()*perPub) + 1
 					if n = min(n, due-sent); n <= 0 {
 						next := start.Add(time.Duration(float64(sent) / perPub * float64(time.Second)))
-						if err := sleepCtx(gctx, min(next.Sub(now), end.Sub(now))); err != nil {
+						if err := sleepCtx(waits, min(next.Sub(now), end.Sub(now))); err != nil {
 							return nil
 						}
 						continue
 					}
 				}
 				if l.MaxBacklog > 0 && b.backlog() > l.MaxBacklog {
-					if err := sleepCtx(gctx, 20*time.Millisecond); err != nil {
+					if err := sleepCtx(waits, 20*time.Millisecond); err != nil {
 						return nil
 					}
 					continue
+				}
+				if l.Events > 0 {
+					if n = min(n, l.Events-reserved.Add(n)+n); n <= 0 {
+						return nil
+					}
 				}
 				t := l.Tenants[(p+k)%len(l.Tenants)]
 				evs := make([]*controlv1.PublishRequest, n)

@@ -66,14 +66,26 @@ var scenarios = map[string]scenario{
 	"cluster": {
 		summary:  "--nodes nodes (3) on one PostgreSQL log, publishing round robin; kill -9 one node --kills times (1), from --kill-at: lost = 0, failover_s, duplicates_per_kill",
 		defaults: RunConfig{Duration: 40 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 50, Drain: 60 * time.Second, Kills: 1},
-		run:      clusterFailover, config: []string{"nodes", "kills", "kill_at", "pg"}, cluster: true,
+		run:      clusterFailover, config: []string{"nodes", "kills", "kill_at", "history", "standbys", "pg"}, cluster: true,
+	},
+	"rolling": {
+		summary: "--nodes nodes (3) on one PostgreSQL log, a --history (300,000 deliveries), a steady load, then each node in turn stopped with SIGTERM and started again once the cluster is stable: lost, duplicates, max_stall_s, p99 steady and rolling, unavailable_answers",
+		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 50, Drain: 60 * time.Second,
+			Nodes: 3, History: 300_000},
+		run: rolling, config: []string{"nodes", "history", "standbys", "pg"}, cluster: true,
+	},
+	"scale-out": {
+		summary: "--nodes nodes (2) on one PostgreSQL log under load with a --history (300,000 deliveries), then a third joins: as rolling, plus warmup_s",
+		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 50, Drain: 60 * time.Second,
+			Nodes: 2, History: 300_000},
+		run: scaleOut, config: []string{"nodes", "history", "standbys", "pg"}, cluster: true,
 	},
 	"flood": {summary: "three nodes on one PostgreSQL log; anonymous calls flood one with made-up hk_ then hlp_ bearers beside a tenant publishing through it: CPU per call, publish p99, the other members, the log pool", defaults: RunConfig{Duration: 15 * time.Second, Tenants: 1, Endpoints: 10, Fanout: 4, Rate: 50, Drain: 60 * time.Second}, run: flood, cluster: true},
 	"cluster-scale": {
 		summary: "sustained deliveries/s and CPU per delivery with 1, 2 and 3 nodes on one PostgreSQL log (4 tenants × 50 endpoints, fan-out 4, as fast as accepted; --duration each)",
 		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 4, Endpoints: 50, Fanout: 4, MaxBacklog: 4000, EndpointRate: 1000,
 			EndpointInFlight: 50, Drain: 30 * time.Second},
-		run: clusterScale, config: []string{"rounds", "pg"}, cluster: true,
+		run: clusterScale, config: []string{"rounds", "standbys", "pg"}, cluster: true,
 	},
 	"acceptance": {
 		summary: "every fault of the seed, one after another, on a fresh node (--pg: --nodes nodes on PostgreSQL): durable counts, the ledger's checks, duplicates explained, queue ages, healthy p99, reconcile's verdict, pass or fail",
@@ -233,6 +245,16 @@ func faultArgs(spec string) []string {
 	return []string{"--faults", spec}
 }
 
+// clusterArgs are the serve arguments of every node of a cluster: the
+// faults, and the standbys when given.
+func (c RunConfig) clusterArgs() []string {
+	args := faultArgs(c.NodeFaults)
+	if c.Standbys != "" {
+		args = append(args, "--standbys", c.Standbys)
+	}
+	return args
+}
+
 // settings are the endpoint settings from the flags.
 func (c RunConfig) settings() *controlv1.EndpointSettings {
 	return &controlv1.EndpointSettings{RatePerSecond: c.EndpointRate, Burst: int32(c.EndpointRate),
@@ -358,19 +380,17 @@ func fairness(ctx context.Context, b *Bench) (Summary, error) {
 		return alone, err
 	}
 	fmt.Fprintf(b.stderr, "hookbench: phase 2: tenant A (%d hanging endpoints, %.0f events/s) beside B\n", b.cfg.HangEndpoints, b.cfg.HangRate)
-	actx, stopA := context.WithCancel(ctx)
+	stopA := make(chan struct{})
 	aDone := make(chan error, 1)
 	go func() {
 		la := b.load([]*Tenant{ta}, b.cfg.HangRate, b.cfg.Duration+b.cfg.Drain, 3)
-		la.MaxBacklog = 0
-		_, err := b.Publish(actx, la)
+		la.MaxBacklog, la.Until = 0, stopA
+		_, err := b.Publish(ctx, la)
 		aDone <- err
 	}()
 	with, err := b.publishAndAwait(ctx, "fairness", b.load([]*Tenant{tb}, b.cfg.Rate, b.cfg.Duration, 2))
-	stopA()
-	// A's publisher ends by being cancelled: its error then says so (as a
-	// context error or a gRPC Canceled status), and is no failure.
-	if aerr := <-aDone; aerr != nil && actx.Err() == nil && err == nil {
+	close(stopA)
+	if aerr := <-aDone; aerr != nil && err == nil {
 		err = fmt.Errorf("tenant A publisher: %w", aerr)
 	}
 	all := b.Summarize("fairness", time.Time{}, 1, 2, 3)
