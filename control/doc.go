@@ -13,10 +13,12 @@
 // in guard, which answers 401 at once. The token is the admin token
 // (HOOKLINE_ADMIN_TOKEN), a tenant API key, or a portal token (hlp_…, the
 // tenant portal's short-lived access, portal.go), compared in constant time
-// or looked up by hash. The same step admits the call under the bounds of
-// calls in flight, per caller (a tenant's keys together, or the admin) and
-// per node (limits.go), and REST caps each route's body at what it needs
-// (gateway.go). A tenant key or portal token acts only on its own tenant: a
+// or looked up by hash: one local lookup, whatever the token, under a
+// small bound of calls being authenticated at once. The same step admits
+// the call under the bounds of calls in flight, per caller (a tenant's
+// keys and portal tokens together, or the admin; a refusal carries a
+// RetryInfo) and per node (limits.go), and REST caps each route's body at
+// what it needs (gateway.go). A tenant key or portal token acts only on its own tenant: a
 // resource of another tenant answers NOT_FOUND, never revealing that it
 // exists, and endpoint ids a client chooses are scoped to its tenant, so
 // that ALREADY_EXISTS reveals nothing either. A portal token may call only

@@ -19,7 +19,8 @@ const (
 	// and over REST each.
 	DefaultMaxInFlight = 512
 	// DefaultMaxInFlightPerCaller bounds the calls of one caller (a
-	// tenant, whatever key it uses, or the admin) being served at once.
+	// tenant, whatever key or portal token it uses, or the admin) being
+	// served at once.
 	DefaultMaxInFlightPerCaller = 64
 	// DefaultMaxBodyBytesInFlight bounds the REST request bodies held in
 	// memory at once, in bytes.
