@@ -65,7 +65,8 @@ func TestParseRunCluster(t *testing.T) {
 }
 
 // TestRunCluster runs the cluster scenario end to end with a small load:
-// three nodes on PostgreSQL, one killed with SIGKILL, nothing lost.
+// three nodes on PostgreSQL, two killed with SIGKILL in turn (the first
+// started again before the second kill), nothing lost.
 func TestRunCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs three hookline nodes on PostgreSQL")
@@ -81,10 +82,13 @@ func TestRunCluster(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	err := run(ctx, []string{"run", "cluster", "--hookline", bin, "--pg", pg, "--duration", "12s", "--kill-at", "4s", "--kills", "2",
 		"--tenants", "1", "--endpoints", "4", "--fanout", "2", "--rate", "20", "--drain", "60s", "--progress", "2s"}, &stdout, &stderr)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, stderr.String())
-	}
 	t.Logf("%s\n%s", stderr.String(), stdout.String())
+	if err != nil && !errors.Is(err, ErrFailed) {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Errorf("the run failed: %v", err)
+	}
 	m := lastJSON(t, stdout.String())
 	checksZero(t, m)
 	extra := m["extra"].(map[string]any)
