@@ -77,6 +77,9 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 	if isOpen(info.FullMethodName) {
 		return ctx, nil
 	}
+	if err := s.awaitReady(ctx); err != nil {
+		return nil, err
+	}
 	c, err := s.grpcLimits.authenticate(func() (Caller, error) {
 		return s.callerFromToken(bearer(info.Header.Get("authorization")...))
 	})

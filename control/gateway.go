@@ -28,7 +28,8 @@ const maxOtherBody = 256 << 10
 // Handler returns the REST API over conn, a client connection to this
 // node's gRPC server (so that REST calls pass the same authentication): the
 // paths of gateway.yaml, the OpenAPI document at /openapi.json, and health
-// at /healthz. JSON uses the proto field names.
+// at /healthz (503 until the node is ready, see Ready). JSON uses the proto
+// field names.
 //
 // Every other request is authenticated from its Authorization header
 // before its body is read, and answered 401 at once without it. Then it
@@ -69,7 +70,13 @@ func (s *Server) Handler(ctx context.Context, conn *grpc.ClientConn) (http.Handl
 		_, _ = w.Write(proto.OpenAPI)
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "ok\n")
+		select {
+		case <-s.ready:
+			_, _ = io.WriteString(w, "ok\n")
+		default:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "catching up with the log\n")
+		}
 	})
 	mux.Handle("POST /v1/events", s.guard(s.publishBodyCap(false), rawData(gw, false)))
 	mux.Handle("POST /v1/events/batch", s.guard(s.publishBodyCap(true), rawData(gw, true)))
@@ -104,6 +111,10 @@ func (s *Server) publishBodyCap(batch bool) int64 {
 // and close the connection when the client has a body left to send.
 func (s *Server) guard(limit int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.awaitReady(r.Context()); err != nil {
+			refuse(w, err)
+			return
+		}
 		c, err := s.restLimits.authenticate(func() (Caller, error) {
 			return s.callerFromToken(bearer(r.Header.Values("Authorization")...))
 		})

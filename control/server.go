@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -181,6 +183,11 @@ type Server struct {
 
 	cfg    Config
 	health *health.Server
+	// ready is closed once the node's projections have applied the log as
+	// it was at the node's start (Ready).
+	ready     chan struct{}
+	readyOnce sync.Once
+	waiting   atomic.Int32 // calls waiting for ready
 	// filters are the endpoints' compiled filters, by config version.
 	filters filter.Cache
 	// grpcLimits and restLimits bound the calls in flight on each side.
@@ -195,7 +202,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.defaults()
 	return &Server{
-		cfg: cfg, health: health.NewServer(),
+		cfg: cfg, health: health.NewServer(), ready: make(chan struct{}),
 		grpcLimits: newLimiter(cfg.MaxInFlight, cfg.MaxInFlightPerCaller, 0),
 		restLimits: newLimiter(cfg.MaxInFlight, cfg.MaxInFlightPerCaller, cfg.MaxBodyBytesInFlight),
 	}, nil
@@ -229,7 +236,7 @@ func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	controlv1.RegisterReconcileServiceServer(g, s)
 	grpc_health_v1.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
-	s.health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_NOT_SERVING) // until Ready
 	return g
 }
 

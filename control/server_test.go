@@ -93,6 +93,7 @@ func start(t *testing.T, cfg control.Config) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.Ready() // the test's projections are current
 	g := srv.NewGRPCServer()
 	go func() { _ = g.Serve(lis) }()
 	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -331,6 +331,7 @@ func (s *Server) Run(ctx context.Context) error {
 	run(s.opsEmit.Run)
 	run(s.resumeRecoveries)
 	run(s.parts.Run)
+	run(s.becomeReady)
 	if s.backdrop != nil {
 		run(s.backdrop.Run)
 	}
@@ -365,6 +366,33 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.close()
 	return err
+}
+
+// becomeReady marks the API ready once the projections have applied the
+// log as it was when the node started: until then the registry may lag the
+// log (its store keeps no write-ahead log: a crash loses its last
+// batches), and a publish would plan for no endpoint, a valid key be
+// refused. Calls wait for it (control.Server.Ready).
+func (s *Server) becomeReady(ctx context.Context) error {
+	for {
+		head, err := s.log.Head(ctx)
+		if err == nil {
+			err = s.runner.WaitFor(ctx, head)
+		}
+		if err == nil {
+			s.control.Ready()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.logger.Warn("cannot tell whether the projections caught up with the log; trying again", slog.Any("error", err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // stop stops the node gracefully: it hands every partition it owns to its

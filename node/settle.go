@@ -38,6 +38,9 @@ func (s *settlement) WaitFor(ctx context.Context, pos events.Position) error {
 		return err
 	}
 	msg := &internalv1.WaitApplied{Commit: pos.Commit, Prepare: pos.Prepare}
+	if d, ok := ctx.Deadline(); ok {
+		msg.WaitMs = max(time.Until(d).Milliseconds(), 1)
+	}
 	var wg sync.WaitGroup
 	for _, m := range s.node.Members() {
 		if m.Address == s.node.Address() {
@@ -66,6 +69,12 @@ func (s *settlement) serve(ctx context.Context, msg proto.Message) proto.Message
 		return nil
 	}
 	out := &internalv1.Applied{}
+	if ms := m.GetWaitMs(); ms > 0 {
+		// No longer than the asking call may wait.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
+		defer cancel()
+	}
 	if err := s.runner.WaitFor(ctx, events.Position{Commit: m.GetCommit(), Prepare: m.GetPrepare()}); err != nil {
 		out.Error = err.Error()
 	}

@@ -449,9 +449,12 @@ func (x *HistoryGot) GetLive() []uint64 {
 // log up to a position: a command that changed the registry waits for
 // every node, so that a publish on any node sees it.
 type WaitApplied struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Commit        uint64                 `protobuf:"varint,1,opt,name=commit,proto3" json:"commit,omitempty"`
-	Prepare       uint64                 `protobuf:"varint,2,opt,name=prepare,proto3" json:"prepare,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Commit  uint64                 `protobuf:"varint,1,opt,name=commit,proto3" json:"commit,omitempty"`
+	Prepare uint64                 `protobuf:"varint,2,opt,name=prepare,proto3" json:"prepare,omitempty"`
+	// wait_ms bounds the wait: what is left of the asking call's deadline
+	// (0: the member's own request timeout).
+	WaitMs        int64 `protobuf:"varint,3,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -496,6 +499,13 @@ func (x *WaitApplied) GetCommit() uint64 {
 func (x *WaitApplied) GetPrepare() uint64 {
 	if x != nil {
 		return x.Prepare
+	}
+	return 0
+}
+
+func (x *WaitApplied) GetWaitMs() int64 {
+	if x != nil {
+		return x.WaitMs
 	}
 	return 0
 }
@@ -1091,10 +1101,11 @@ const file_hookline_internal_v1_cluster_proto_rawDesc = "" +
 	"\bdelivery\x18\x02 \x01(\v2\x1b.hookline.v1.DeliveryRecordR\bdelivery\x12@\n" +
 	"\battempts\x18\x03 \x03(\v2$.hookline.internal.v1.HistoryAttemptR\battempts\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x12\n" +
-	"\x04live\x18\x05 \x03(\x06R\x04live\"?\n" +
+	"\x04live\x18\x05 \x03(\x06R\x04live\"X\n" +
 	"\vWaitApplied\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\x04R\x06commit\x12\x18\n" +
-	"\aprepare\x18\x02 \x01(\x04R\aprepare\"\x1f\n" +
+	"\aprepare\x18\x02 \x01(\x04R\aprepare\x12\x17\n" +
+	"\await_ms\x18\x03 \x01(\x03R\x06waitMs\"\x1f\n" +
 	"\aApplied\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\"\xaa\x01\n" +
 	"\x0fPlansHandedOver\x121\n" +
