@@ -55,15 +55,22 @@ func TestIdleSubscribersSleep(t *testing.T) {
 	defer wg.Wait()
 	defer cancel()
 
-	// Idle for a while: a polling loop in 100 subscribers would show here.
+	// Idle for a while: a polling loop in 100 subscribers would show in
+	// every window; the subscribers' start, the race detector's or the
+	// garbage collector's work in one of them would not show in all.
 	// This waits on purpose; it synchronises nothing.
-	const idle = 300 * time.Millisecond
-	cpu0, wall0 := cpuTime(t), time.Now()
-	time.Sleep(idle)
-	cpu, wall := cpuTime(t)-cpu0, time.Since(wall0)
-	t.Logf("%d idle subscribers: %s CPU in %s", subscribers, cpu, wall)
-	if cpu > wall/5 {
-		t.Errorf("%d idle subscribers used %s of CPU in %s: something polls", subscribers, cpu, wall)
+	const idle, windows = 300 * time.Millisecond, 3
+	least, wall := time.Duration(1<<62), time.Duration(0)
+	for range windows {
+		cpu0, wall0 := cpuTime(t), time.Now()
+		time.Sleep(idle)
+		if cpu := cpuTime(t) - cpu0; cpu < least {
+			least, wall = cpu, time.Since(wall0)
+		}
+	}
+	t.Logf("%d idle subscribers: %s CPU in %s (the least of %d windows)", subscribers, least, wall, windows)
+	if least > wall/5 {
+		t.Errorf("%d idle subscribers used %s of CPU in %s, in each of %d windows: something polls", subscribers, least, wall, windows)
 	}
 
 	sent := time.Now()
