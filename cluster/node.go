@@ -218,9 +218,16 @@ func (n *Node) Request(ctx context.Context, kind, identity string, msg proto.Mes
 	for attempt := 1; attempt <= requestAttempts; attempt++ {
 		if attempt > 1 {
 			// The failure may have been a stale cached PID; forget it so
-			// the identity lookup is asked again.
+			// the identity lookup is asked again. A grain that stopped (a
+			// dead letter: it passivated, or moved away) is looked up again
+			// at once; other failures may be a topology change in flight,
+			// given time to land.
 			n.cluster.PidCache.Remove(identity, kind)
-			if err := pause(ctx, retryPause<<(attempt-2)); err != nil {
+			d := retryPause << (attempt - 2)
+			if attempt == 2 && errors.Is(last, errNotDelivered) {
+				d = 0
+			}
+			if err := pause(ctx, d); err != nil {
 				return nil, fmt.Errorf("request %s/%s: %w", kind, identity, err)
 			}
 		}

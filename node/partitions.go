@@ -37,10 +37,9 @@ const (
 	// the owner takes it at its word.
 	readyEvery = time.Second
 	readyFor   = 3 * readyEvery
-	// drainSettle is the least a drain lasts: a grain that checked just
-	// before the drain began may still start an attempt, within
-	// microseconds; after this, one counted busy is one that started.
-	drainSettle = 100 * time.Millisecond
+	// drainPoll is how often a drain under way is looked at again: the
+	// partition's new deliveries wait for it.
+	drainPoll = 10 * time.Millisecond
 	// failoverKeep is how recent a cause must be for its operational entry
 	// to be emitted again by a member that takes a partition over from a
 	// member that died (which may not have emitted it).
@@ -98,7 +97,7 @@ type partitions struct {
 
 	mu       sync.Mutex // guards the fields below
 	leaving  bool
-	joined   bool // has seen another member (or has no seeds)
+	joined   bool                             // has seen another member (or has no seeds)
 	ready    [events.Partitions + 1]readyMark // a target that said it has the partition live
 	pending  [events.Partitions + 1]change    // this node's last change, until the table has it
 	draining [events.Partitions + 1]time.Time // since when, for a hand-over; zero when not
@@ -354,7 +353,8 @@ func (m *partitions) isReady(p events.Partition, target string, now time.Time) b
 	return r.member == target && now.Sub(r.at) < readyFor
 }
 
-// drainFor drains the partitions to hand over, and only those.
+// drainFor drains the partitions to hand over, and only those, and looks
+// again soon while any drain is under way.
 func (m *partitions) drainFor(hand map[string][]events.Partition) {
 	var s events.PartitionSet
 	now := m.now()
@@ -369,6 +369,9 @@ func (m *partitions) drainFor(hand map[string][]events.Partition) {
 	}
 	m.mu.Unlock()
 	m.drain.Partitions(s)
+	if !s.IsEmpty() {
+		time.AfterFunc(drainPoll, m.wake)
+	}
 }
 
 // drained returns, of the partitions to hand to one target, those with no
@@ -380,7 +383,7 @@ func (m *partitions) drained(ps []events.Partition) (done []events.Partition, cu
 		m.mu.Lock()
 		since := m.draining[p]
 		m.mu.Unlock()
-		if since.IsZero() || now.Sub(since) < drainSettle {
+		if since.IsZero() {
 			continue
 		}
 		busy := m.drain.Busy(p)

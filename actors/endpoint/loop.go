@@ -148,7 +148,7 @@ func (l *loop) stop() {
 		l.cfg.Dispatcher.Leave(l.state.TenantID, l.id)
 	}
 	for _, f := range l.flights {
-		l.setBusy(f, false)
+		l.unbusy(f)
 	}
 }
 

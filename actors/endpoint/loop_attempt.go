@@ -54,6 +54,15 @@ func (l *loop) onSlot(ctx actor.Context) {
 		l.pump(ctx)
 		return
 	}
+	if !l.cfg.Drain.Begin(l.id) {
+		// A drain began since the check above: the slot goes back.
+		l.release()
+		if probe {
+			l.breaker.Cancel()
+		}
+		l.pump(ctx)
+		return
+	}
 	now := l.cfg.Now()
 	var f *flight
 	for len(l.ready) > 0 && f == nil {
@@ -65,6 +74,7 @@ func (l *loop) onSlot(ctx actor.Context) {
 		}
 	}
 	if f == nil {
+		l.cfg.Drain.End(l.id)
 		l.release()
 		if probe {
 			l.breaker.Cancel()
@@ -73,7 +83,7 @@ func (l *loop) onSlot(ctx actor.Context) {
 		return
 	}
 	l.running++
-	l.setBusy(f, true)
+	f.busy = true // counted by Begin
 	f.stage, f.probe = stageRunning, probe
 	l.startLineage(f, now)
 	req, err := l.request(f)

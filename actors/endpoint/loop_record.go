@@ -101,7 +101,7 @@ func (l *loop) onRecorded(ctx actor.Context, m *recorded) {
 		return
 	}
 	// An outcome: the flight is settled.
-	l.setBusy(f, false)
+	l.unbusy(f)
 	l.exportSpans(m.msgs)
 	f.lin = flightLineage{}
 	if replayOf != nil {
@@ -143,17 +143,13 @@ func (l *loop) recordAgain(ctx actor.Context, f *flight) {
 	l.record(ctx, f, l.outcomeEvent(f, o, l.cfg.Now()))
 }
 
-// setBusy marks f as attempting (from the start of an attempt until its
-// outcome is recorded) or not, for the node's Drain.
-func (l *loop) setBusy(f *flight, busy bool) {
-	if f.busy == busy {
-		return
-	}
-	f.busy = busy
-	if busy {
-		l.cfg.Drain.add(l.id, 1)
-	} else {
-		l.cfg.Drain.add(l.id, -1)
+// unbusy marks f as no longer attempting (its outcome is recorded, or it
+// is let go), for the node's Drain, which counted it from the start of its
+// attempt (Drain.Begin).
+func (l *loop) unbusy(f *flight) {
+	if f.busy {
+		f.busy = false
+		l.cfg.Drain.End(l.id)
 	}
 }
 
@@ -162,7 +158,7 @@ func (l *loop) setBusy(f *flight, busy bool) {
 // not start. ctx may be nil when no replay waits (a paused endpoint lets
 // go of its ready flights).
 func (l *loop) drop(ctx actor.Context, f *flight) {
-	l.setBusy(f, false)
+	l.unbusy(f)
 	delete(l.flights, f.item.DeliveryID)
 	for _, o := range f.replays {
 		l.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, "the delivery could not be read; retry")
