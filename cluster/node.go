@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookline/hookline/cluster/memberlist"
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/internal/pause"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 )
 
@@ -227,7 +228,7 @@ func (n *Node) Request(ctx context.Context, kind, identity string, msg proto.Mes
 			if attempt == 2 && errors.Is(last, errNotDelivered) {
 				d = 0
 			}
-			if err := pause(ctx, d); err != nil {
+			if err := pause.For(ctx, d); err != nil {
 				return nil, fmt.Errorf("request %s/%s: %w", kind, identity, err)
 			}
 		}
@@ -510,18 +511,6 @@ func shutdown(c *pcluster.Cluster) (err error) {
 	}()
 	c.Shutdown(true)
 	return nil
-}
-
-// pause waits d or until ctx ends.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func panicError(r any) error {

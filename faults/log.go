@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/internal/pause"
 )
 
 // Log wraps l with the log's faults of s (slow-append, unknown-every,
@@ -26,12 +27,8 @@ type faultyLog struct {
 func (f *faultyLog) Append(ctx context.Context, stream string, expected events.ExpectedRevision, evs ...events.Event) (events.AppendResult, error) {
 	s := f.s
 	if s.SlowAppend > 0 {
-		t := time.NewTimer(s.SlowAppend)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return events.AppendResult{}, ctx.Err()
+		if err := pause.For(ctx, s.SlowAppend); err != nil {
+			return events.AppendResult{}, err
 		}
 	}
 	if s.KillInPlan > 0 && multiChunk(evs) && s.count(&s.plans) == s.KillInPlan {
@@ -83,12 +80,8 @@ func (h *hidingLog) Subscribe(ctx context.Context, from events.Position, filter 
 		if s.LagProjections > 0 && len(recs) > 0 {
 			// Apply no record before it is LagProjections old.
 			if wait := time.Until(recs[len(recs)-1].Recorded.Add(s.LagProjections)); wait > 0 {
-				t := time.NewTimer(wait)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-					return ctx.Err()
+				if err := pause.For(ctx, wait); err != nil {
+					return err
 				}
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/hookline/hookline/internal/pause"
 )
 
 // ErrRejected marks a publish that can never succeed (the event is
@@ -97,25 +99,21 @@ func (e *Emitter) Run(ctx context.Context) error {
 	sweep := time.NewTicker(e.cfg.SweepEvery)
 	defer sweep.Stop()
 	e.sweep()
-	var pause time.Duration
+	var backoff time.Duration
 	for {
 		more, err := e.pass(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if err != nil {
-			pause = min(max(2*pause, e.cfg.Retry), e.cfg.MaxRetry)
-			e.cfg.Logger.Warn("operational events: publishing failed; trying again", "error", err, "retry_in", pause)
-			t := time.NewTimer(pause)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
+			backoff = min(max(2*backoff, e.cfg.Retry), e.cfg.MaxRetry)
+			e.cfg.Logger.Warn("operational events: publishing failed; trying again", "error", err, "retry_in", backoff)
+			if err := pause.For(ctx, backoff); err != nil {
+				return err
 			}
 			continue
 		}
-		pause = 0
+		backoff = 0
 		if more {
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/internal/pause"
 )
 
 // A lane is one subscription of the runner, applying the records of a set
@@ -106,7 +107,7 @@ func (r *Runner) runLanes(ctx context.Context) error {
 				// past them.
 				wait := lost.next()
 				r.logger.Warn("projections lost the log; subscribing again", slog.Bool("main", l.main), slog.Duration("retry_in", wait), slog.Any("error", l.err))
-				if err := sleep(ctx, wait); err != nil {
+				if err := pause.For(ctx, wait); err != nil {
 					return err
 				}
 			}
@@ -368,16 +369,4 @@ func (l *logLoss) next() time.Duration {
 	}
 	l.last = now
 	return l.wait
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

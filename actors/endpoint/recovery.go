@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/hookline/hookline/internal/pause"
 	"github.com/hookline/hookline/projections/history"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
@@ -210,12 +211,5 @@ func wait(c context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-c.Done():
-		return c.Err()
-	}
+	return pause.For(c, d)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/internal/pause"
 )
 
 // Subscription tuning. A dropped subscription is made again from the last
@@ -69,12 +70,8 @@ func (l *Log) Subscribe(ctx context.Context, from events.Position, filter events
 		}
 		l.log.Warn("esdb subscription dropped, resubscribing",
 			"position", last.String(), "attempt", drops, "delay", delay, "error", err)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := pause.For(ctx, delay); err != nil {
+			return err
 		}
 		delay = min(2*delay, resubscribeMax)
 	}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hookline/hookline/client"
+	"github.com/hookline/hookline/internal/pause"
 )
 
 // Worker moves committed outbox rows into Hookline until its context ends.
@@ -117,14 +118,10 @@ func (w *Worker) backoff(n int) time.Duration {
 }
 
 // sleep waits d or until ctx ends. It paces polling and backoff; nothing
-// waits on it to synchronise.
+// waits on it to synchronise. Its loops test ctx themselves, so the error
+// that ended a wait is not needed here.
 func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	_ = pause.For(ctx, d)
 }
 
 // waiting are the rows a batch may take: neither relayed nor refused.
