@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -117,14 +118,6 @@ func liveEndpoints(ctx context.Context, log events.Log) ([]endpointRef, error) {
 	for id, tenant := range live {
 		out = append(out, endpointRef{id: id, tenantID: tenant})
 	}
-	slices.SortFunc(out, func(a, b endpointRef) int {
-		switch {
-		case a.id < b.id:
-			return -1
-		case a.id > b.id:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b endpointRef) int { return strings.Compare(a.id, b.id) })
 	return out, nil
 }

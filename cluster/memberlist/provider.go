@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -274,15 +275,7 @@ func (p *Provider) liveMembers(ml *hml.Memberlist) []*pcluster.Member {
 		}
 		members = append(members, m.member())
 	}
-	slices.SortFunc(members, func(a, b *pcluster.Member) int {
-		switch {
-		case a.Id < b.Id:
-			return -1
-		case a.Id > b.Id:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(members, func(a, b *pcluster.Member) int { return strings.Compare(a.Id, b.Id) })
 	return members
 }
 

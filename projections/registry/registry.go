@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -242,15 +243,7 @@ func (r *Registry) endpointsForType(tenantID, eventType string) ([]EndpointRef, 
 		return nil, err
 	}
 	refs = append(refs, all...)
-	slices.SortFunc(refs, func(a, b EndpointRef) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(refs, func(a, b EndpointRef) int { return strings.Compare(a.ID, b.ID) })
 	return slices.CompactFunc(refs, func(a, b EndpointRef) bool { return a.ID == b.ID }), nil
 }
 
