@@ -3,13 +3,13 @@ package embedded
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/internal/confcheck"
 )
 
 // Defaults of the zero Config.
@@ -46,23 +46,15 @@ type Config struct {
 
 // Validate reports whether c can be opened.
 func (c Config) Validate() error {
-	var errs []error
+	var dir error
 	if c.Dir == "" {
-		errs = append(errs, errors.New("dir is required"))
+		dir = errors.New("dir is required")
 	}
-	if c.MaxEventSize < 0 {
-		errs = append(errs, fmt.Errorf("max event size %d is negative", c.MaxEventSize))
-	}
-	if c.Retention < 0 {
-		errs = append(errs, fmt.Errorf("retention %s is negative", c.Retention))
-	}
-	if c.RetainEvery < 0 {
-		errs = append(errs, fmt.Errorf("retain every %s is negative", c.RetainEvery))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("embedded config: %w", err)
-	}
-	return nil
+	return confcheck.All("embedded config", dir,
+		confcheck.NotNegative("max event size", c.MaxEventSize),
+		confcheck.NotNegative("retention", c.Retention),
+		confcheck.NotNegative("retain every", c.RetainEvery),
+	)
 }
 
 // withDefaults returns c with its zero fields set to their defaults.

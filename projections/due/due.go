@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/internal/confcheck"
 	"github.com/hookline/hookline/projections"
 )
 
@@ -94,17 +95,10 @@ type Config struct {
 
 // Validate reports whether c can be used.
 func (c Config) Validate() error {
-	var errs []error
-	if c.SweepInterval < 0 {
-		errs = append(errs, fmt.Errorf("sweep interval %s is negative", c.SweepInterval))
-	}
-	if c.StaleAfter < 0 {
-		errs = append(errs, fmt.Errorf("stale after %s is negative", c.StaleAfter))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("due config: %w", err)
-	}
-	return nil
+	return confcheck.All("due config",
+		confcheck.NotNegative("sweep interval", c.SweepInterval),
+		confcheck.NotNegative("stale after", c.StaleAfter),
+	)
 }
 
 func (c Config) withDefaults() Config {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/internal/confcheck"
 	"github.com/hookline/hookline/projections"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
@@ -111,20 +112,11 @@ type Config struct {
 
 // Validate reports whether c can be used.
 func (c Config) Validate() error {
-	var errs []error
-	if c.Retention < 0 {
-		errs = append(errs, fmt.Errorf("retention %s is negative", c.Retention))
-	}
-	if c.PruneEvery < 0 {
-		errs = append(errs, fmt.Errorf("prune every %s is negative", c.PruneEvery))
-	}
-	if c.ScanBudget < 0 {
-		errs = append(errs, fmt.Errorf("scan budget %d is negative", c.ScanBudget))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("history config: %w", err)
-	}
-	return nil
+	return confcheck.All("history config",
+		confcheck.NotNegative("retention", c.Retention),
+		confcheck.NotNegative("prune every", c.PruneEvery),
+		confcheck.NotNegative("scan budget", c.ScanBudget),
+	)
 }
 
 func (c Config) withDefaults() Config {
