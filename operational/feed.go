@@ -84,12 +84,7 @@ func NewFeed(r *projections.Runner, cfg Config) (*Feed, error) {
 		return nil, err
 	}
 	f := &Feed{cfg: cfg.withDefaults(), added: make(chan struct{}, 1)}
-	s, err := r.Register(f)
-	if err != nil {
-		return nil, err
-	}
-	f.store = s
-	return f, nil
+	return projections.Registered(r, f, func(s *projections.Store) { f.store = s })
 }
 
 // Name implements projections.Projection.

@@ -229,6 +229,20 @@ func (r *Runner) Register(p Projection) (*Store, error) {
 	return &Store{view: view{rd: r.db, prefix: reg.prefix}, r: r}, nil
 }
 
+// Registered registers p with r and hands p its Store through keep, then
+// returns p: the closing steps of every projection's constructor, which
+// keeps its Store in a field of its own. On an error of [Runner.Register]
+// keep is not called and the zero P is returned.
+func Registered[P Projection](r *Runner, p P, keep func(*Store)) (P, error) {
+	s, err := r.Register(p)
+	if err != nil {
+		var zero P
+		return zero, err
+	}
+	keep(s)
+	return p, nil
+}
+
 // Own sets the delivery partitions this node owns (NoPartition is always
 // included). Partitions it gains catch up from their checkpoints in a lane
 // of their own and become live once they reach the main lane; partitions it

@@ -185,12 +185,7 @@ func New(r *projections.Runner, cfg Config) (*Due, error) {
 		waker: cfg.Waker, now: cfg.Now, sweep: cfg.SweepInterval, stale: cfg.StaleAfter, logger: cfg.Logger,
 		touched: make(map[string]head), recent: projections.NewRecent[Item](recentItems), heads: make(map[string]head), scheduled: make(map[string]time.Time), kick: make(chan struct{}, 1),
 	}
-	s, err := r.Register(d)
-	if err != nil {
-		return nil, err
-	}
-	d.store = s
-	return d, nil
+	return projections.Registered(r, d, func(s *projections.Store) { d.store = s })
 }
 
 // PartitionsChanged implements [projections.Partitioned]: it forgets the

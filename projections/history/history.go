@@ -150,12 +150,7 @@ func New(r *projections.Runner, cfg Config) (*History, error) {
 		return nil, err
 	}
 	h := &History{cfg: cfg.withDefaults(), recent: projections.NewRecent[Delivery](recentDeliveries)}
-	s, err := r.Register(h)
-	if err != nil {
-		return nil, err
-	}
-	h.store = s
-	return h, nil
+	return projections.Registered(r, h, func(s *projections.Store) { h.store = s })
 }
 
 // Name implements [projections.Projection].

@@ -113,12 +113,7 @@ var ErrBadCursor = errors.New("portal: malformed cursor")
 // New registers a Tokens projection with r.
 func New(r *projections.Runner) (*Tokens, error) {
 	t := &Tokens{}
-	s, err := r.Register(t)
-	if err != nil {
-		return nil, err
-	}
-	t.store = s
-	return t, nil
+	return projections.Registered(r, t, func(s *projections.Store) { t.store = s })
 }
 
 // Name implements [projections.Projection]. It became "portal_tokens.v2"

@@ -131,12 +131,7 @@ func (r *Registry) remembered(key string, fill func() (any, bool, error)) (any, 
 // New registers a Registry with r.
 func New(r *projections.Runner) (*Registry, error) {
 	reg := &Registry{cache: map[string]cached{}}
-	s, err := r.Register(reg)
-	if err != nil {
-		return nil, err
-	}
-	reg.store = s
-	return reg, nil
+	return projections.Registered(r, reg, func(s *projections.Store) { reg.store = s })
 }
 
 // Name implements [projections.Projection].
