@@ -71,22 +71,25 @@ func newTally(node string, max int) *tally {
 	return &tally{node: node, max: max, tenants: map[string]*controlv1.ReconcileTenant{}, checks: map[string]*controlv1.ReconcileCheck{}}
 }
 
+// tenant returns the counts of tenant id, made on first use.
 func (p *tally) tenant(id string) *controlv1.ReconcileTenant {
-	t, ok := p.tenants[id]
-	if !ok {
-		t = &controlv1.ReconcileTenant{TenantId: id}
-		p.tenants[id] = t
-	}
-	return t
+	return entry(p.tenants, id, func() *controlv1.ReconcileTenant { return &controlv1.ReconcileTenant{TenantId: id} })
 }
 
+// check returns the counts of the check name, made on first use.
 func (p *tally) check(name string) *controlv1.ReconcileCheck {
-	c, ok := p.checks[name]
+	return entry(p.checks, name, func() *controlv1.ReconcileCheck { return &controlv1.ReconcileCheck{Name: name} })
+}
+
+// entry returns m[k], first storing fresh() there when k is absent: the
+// tally's maps fill as the checks meet tenants and checks.
+func entry[K comparable, V any](m map[K]V, k K, fresh func() V) V {
+	v, ok := m[k]
 	if !ok {
-		c = &controlv1.ReconcileCheck{Name: name}
-		p.checks[name] = c
+		v = fresh()
+		m[k] = v
 	}
-	return c
+	return v
 }
 
 // examined counts n things examined by a check.
