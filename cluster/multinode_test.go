@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/cluster"
+	"github.com/hookline/hookline/cluster/memberlist"
 )
 
 // Multi-node tests run the second node in a child process: this test binary
@@ -386,4 +387,58 @@ func TestCrashedMemberGrainsMove(t *testing.T) {
 	if n := len(a.Members()); n != 1 {
 		t.Errorf("survivor sees %d members, want 1", n)
 	}
+}
+
+// TestKilledMemberLeavesOnRefusal: a member whose process ended refuses
+// connections on its ports, and the survivor drops it at once, long before
+// its failure detector could: here memberlist is slowed to need over ten
+// seconds, and the member must be gone within five.
+func TestKilledMemberLeavesOnRefusal(t *testing.T) {
+	cfg := testConfig(nil)
+	cfg.Gossip = memberlist.Timing{ProbeInterval: 5 * time.Second, ProbeTimeout: 2 * time.Second,
+		GossipInterval: 50 * time.Millisecond, SuspicionMult: 4, LeaveTimeout: time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := cluster.Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("start node: %v", err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = a.Stop(sctx)
+	})
+	b := startChild(t, a.GossipAddress())
+	waitTwo(t, a, b)
+	var onB string
+	for _, id := range identities(20) {
+		where, err := ask(ctx, a, id)
+		if err != nil {
+			t.Fatalf("request %s: %v", id, err)
+		}
+		if where == b.address {
+			onB = id // a now holds a connection to b's actor port
+			break
+		}
+	}
+	if onB == "" {
+		t.Fatal("no grain was placed on the child")
+	}
+
+	killed := time.Now()
+	b.kill()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for len(a.Members()) != 1 {
+		if time.Since(killed) > 5*time.Second {
+			t.Fatalf("the survivor still lists the killed member %v after the kill (memberlist alone needs over 10s)", time.Since(killed))
+		}
+		<-tick.C
+	}
+	gone := time.Since(killed)
+	where, err := ask(ctx, a, onB)
+	if err != nil || where != a.Address() {
+		t.Fatalf("grain %s of the killed member: answered from %q, error %v; want the survivor", onB, where, err)
+	}
+	t.Logf("the killed member left the survivor's topology %v after the kill", gone)
 }

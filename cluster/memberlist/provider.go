@@ -53,6 +53,10 @@ type Provider struct {
 	cluster  *pcluster.Cluster
 	members  []*pcluster.Member // last set handed to protoactor
 	shutdown bool
+	// refused marks the members taken for dead because their ports refuse
+	// connections, and checking those being checked (see refused.go).
+	refused  map[string]bool
+	checking map[string]bool
 }
 
 // New returns a provider for cfg, or the error of cfg.Validate.
@@ -122,9 +126,11 @@ func (p *Provider) start(c *pcluster.Cluster, kinds []string, client bool) error
 
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	p.stopLoops = stopLoops
-	p.loops.Add(2)
+	p.refused, p.checking = map[string]bool{}, map[string]bool{}
+	p.loops.Add(3)
 	go p.drain(loopCtx)
 	go p.publish(loopCtx, ml, c)
+	go p.watchRefused(loopCtx, ml, c.ActorSystem.EventStream)
 	p.signal()
 
 	log := p.cfg.Logger.With(slog.String("member_id", c.ActorSystem.ID), slog.String("gossip_address", ml.LocalNode().Address()))
@@ -259,12 +265,17 @@ func (p *Provider) publish(ctx context.Context, ml *hml.Memberlist, c *pcluster.
 }
 
 // liveMembers converts memberlist's live nodes into protoactor members,
-// skipping clients, nodes of another cluster and nodes whose metadata
-// cannot be read.
+// skipping clients, nodes of another cluster, nodes whose metadata cannot
+// be read and nodes whose ports refuse connections (refused.go).
 func (p *Provider) liveMembers(ml *hml.Memberlist) []*pcluster.Member {
 	nodes := ml.Members()
 	members := make([]*pcluster.Member, 0, len(nodes))
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for _, n := range nodes {
+		if p.refused[n.Name] {
+			continue
+		}
 		m, err := decodeMeta(n.Meta)
 		if err != nil {
 			p.cfg.Logger.Debug("memberlist node ignored", slog.String("node", n.Name), slog.Any("error", err))
