@@ -414,6 +414,7 @@ func (m *partitions) record(ctx context.Context, self string, pl plan) {
 				return
 			}
 			m.settle(ps, pos, true)
+			m.wake() // serve them now, not when the table has them
 		}
 	}
 	for _, target := range slices.Sorted(maps.Keys(pl.hand)) {

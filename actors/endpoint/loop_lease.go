@@ -12,8 +12,11 @@ import (
 )
 
 const (
-	// leaseTimeout bounds one lease request.
-	leaseTimeout = 500 * time.Millisecond
+	// leaseTimeout bounds one lease request. A tenant grain answers in
+	// milliseconds; one that does not answer within this is most likely on
+	// a member that died, and the endpoint's attempts wait for the answer,
+	// so the wait is short and the fallback lease covers the rest.
+	leaseTimeout = 250 * time.Millisecond
 	// fallbackLease is how long the grain goes on without a lease when the
 	// tenant grain cannot be reached.
 	fallbackLease = 5 * time.Second
