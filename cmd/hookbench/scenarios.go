@@ -65,18 +65,18 @@ var scenarios = map[string]scenario{
 	},
 	"cluster": {
 		summary:  "--nodes nodes (3) on one PostgreSQL log, publishing round robin; kill -9 one node --kills times (1), from --kill-at: lost = 0, failover_s, duplicates_per_kill",
-		defaults: RunConfig{Duration: 40 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 50, Drain: 60 * time.Second, Kills: 1},
+		defaults: RunConfig{Duration: 40 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 200, Drain: 60 * time.Second, Kills: 1},
 		run:      clusterFailover, config: []string{"nodes", "kills", "kill_at", "history", "standbys", "pg"}, cluster: true,
 	},
 	"rolling": {
 		summary: "--nodes nodes (3) on one PostgreSQL log, a --history (300,000 deliveries), a steady load, then each node in turn stopped with SIGTERM and started again once the cluster is stable: lost, duplicates, max_stall_s, p99 steady and rolling, unavailable_answers",
-		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 50, Drain: 60 * time.Second,
+		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 200, Drain: 60 * time.Second,
 			Nodes: 3, History: 300_000},
 		run: rolling, config: []string{"nodes", "history", "standbys", "pg"}, cluster: true,
 	},
 	"scale-out": {
 		summary: "--nodes nodes (2) on one PostgreSQL log under load with a --history (300,000 deliveries), then a third joins: as rolling, plus warmup_s",
-		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 50, Drain: 60 * time.Second,
+		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 200, Drain: 60 * time.Second,
 			Nodes: 2, History: 300_000},
 		run: scaleOut, config: []string{"nodes", "history", "standbys", "pg"}, cluster: true,
 	},
