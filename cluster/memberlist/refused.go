@@ -34,6 +34,12 @@ const (
 	// refusedRecheck is how often a member taken for dead on refusal is
 	// dialled again while memberlist still lists it.
 	refusedRecheck = time.Second
+	// refusedTries is how many times a member whose connection was lost
+	// is dialled, refusedAgain apart, before the loss is taken for a
+	// network's and left to memberlist: a process that is ending closes
+	// its connections and its listeners a moment apart.
+	refusedTries = 4
+	refusedAgain = 150 * time.Millisecond
 )
 
 // watchRefused follows protoactor's reports of lost connections until ctx
@@ -85,8 +91,9 @@ func (p *Provider) memberAt(ml *hml.Memberlist, addr string) (id, gossip string,
 	return "", "", false
 }
 
-// checkRefused dials the member's two ports: if both refuse, it marks the
-// member dead and keeps dialling until it answers or memberlist drops it.
+// checkRefused dials the member's two ports a few times: if both refuse,
+// it marks the member dead and keeps dialling until it answers or
+// memberlist drops it.
 func (p *Provider) checkRefused(ctx context.Context, ml *hml.Memberlist, id, addr, gossip string) {
 	defer p.loops.Done()
 	defer func() {
@@ -99,7 +106,7 @@ func (p *Provider) checkRefused(ctx context.Context, ml *hml.Memberlist, id, add
 			p.signal()
 		}
 	}()
-	for {
+	for tries := 1; ; tries++ {
 		if _, _, listed := p.memberAt(ml, addr); !listed {
 			return // memberlist dropped it (or it is another member now)
 		}
@@ -116,10 +123,14 @@ func (p *Provider) checkRefused(ctx context.Context, ml *hml.Memberlist, id, add
 		case !dead && was:
 			p.cfg.Logger.Info("member answers again; memberlist decides", slog.String("member_id", id))
 			p.signal()
-		case !dead:
+		case !dead && tries >= refusedTries:
 			return // it answers: a lost connection, not a lost member
 		}
-		t := time.NewTimer(refusedRecheck)
+		wait := refusedRecheck
+		if !dead {
+			wait = refusedAgain // a process that is ending may still listen
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
