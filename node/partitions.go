@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,14 @@ const (
 	// members on one log, each seeing the other as dead): without it, the
 	// two would take the partitions from each other at every step.
 	failoverBackoff = 10 * time.Second
+	// standbyDelay is how long a member that left keeps its place as a
+	// standby in every other member's reckoning: its partitions' owners
+	// change at once, but no member starts following them as a new
+	// standby, from the start of the log for partitions it never held,
+	// before then. A member restarted within it (a rolling upgrade, a
+	// crash and restart) finds its standbys where they were, and the
+	// others spend nothing; one that stays away is replaced after it.
+	standbyDelay = time.Minute
 	// joinGrace is how long a member started with seeds waits to see
 	// another member before it takes partitions over from members it does
 	// not see: at its start it sees only itself, for a moment.
@@ -102,6 +111,15 @@ type partitions struct {
 	pending  [events.Partitions + 1]change    // this node's last change, until the table has it
 	draining [events.Partitions + 1]time.Time // since when, for a hand-over; zero when not
 	told     map[string]time.Time             // owner → when this node last sent it PartitionsReady
+	seen     map[string]time.Time             // member → when it was last among those alive
+	standbyR standbyRanking                   // the ranking standbys are chosen by, cached
+}
+
+// standbyRanking is a ranking of the members alive and of those that left
+// less than standbyDelay ago, and the members it ranks.
+type standbyRanking struct {
+	members string // sorted, comma-separated
+	ranking *cluster.Ranking
 }
 
 // change is a change of the table this node appended: until its projection
@@ -122,7 +140,7 @@ func newPartitions(s *Server) *partitions {
 	m := &partitions{
 		log: s.log, runner: s.runner, owners: s.owners, drain: &s.drain, feed: s.opsFeed, standbys: k,
 		seeds: len(s.cfg.Cluster.Seeds) > 0, started: s.cfg.Now(),
-		logger: s.logger, now: s.cfg.Now, kick: make(chan struct{}, 1), told: map[string]time.Time{},
+		logger: s.logger, now: s.cfg.Now, kick: make(chan struct{}, 1), told: map[string]time.Time{}, seen: map[string]time.Time{},
 	}
 	m.claimed.Store(&events.PartitionSet{})
 	return m
@@ -257,13 +275,14 @@ func (m *partitions) step(ctx context.Context) {
 		alive[a] = true
 	}
 	m.mu.Lock()
+	standbys := m.standbysBy(alive)
 	if m.leaving {
-		ranking = ranking.Without(self)
+		ranking, standbys = ranking.Without(self), standbys.Without(self)
 	}
 	if len(alive) > 1 || !m.seeds || m.now().Sub(m.started) > joinGrace {
 		m.joined = true
 	}
-	pl := m.decide(self, ranking, alive, m.owners.Table(), m.runner.Live())
+	pl := m.decide(self, ranking, standbys, alive, m.owners.Table(), m.runner.Live())
 	m.mu.Unlock()
 
 	m.runner.Own(pl.follow)
@@ -281,8 +300,32 @@ func (m *partitions) step(ctx context.Context) {
 	m.tellReady(n, self, pl.tell)
 }
 
-// decide computes one step's plan; mu is held.
-func (m *partitions) decide(self string, ranking *cluster.Ranking, alive map[string]bool, t *owners.Table, live events.PartitionSet) plan {
+// standbysBy returns the ranking standbys are chosen by: of the members
+// alive and of those that left less than standbyDelay ago; mu is held.
+func (m *partitions) standbysBy(alive map[string]bool) *cluster.Ranking {
+	now := m.now()
+	for a := range alive {
+		m.seen[a] = now
+	}
+	members := make([]string, 0, len(m.seen))
+	for a, at := range m.seen {
+		if now.Sub(at) > standbyDelay {
+			delete(m.seen, a)
+			continue
+		}
+		members = append(members, a)
+	}
+	slices.Sort(members)
+	key := strings.Join(members, ",")
+	if m.standbyR.ranking == nil || m.standbyR.members != key {
+		m.standbyR = standbyRanking{members: key, ranking: cluster.NewRanking(members)}
+	}
+	return m.standbyR.ranking
+}
+
+// decide computes one step's plan; mu is held. ranking ranks the members
+// alive, standbys those the standbys are chosen among.
+func (m *partitions) decide(self string, ranking, standbys *cluster.Ranking, alive map[string]bool, t *owners.Table, live events.PartitionSet) plan {
 	pl := plan{
 		take: map[hooklinev1.PartitionsAssigned_Reason]map[string][]events.Partition{},
 		hand: map[string][]events.Partition{}, tell: map[string][]uint32{},
@@ -304,7 +347,7 @@ func (m *partitions) decide(self string, ranking *cluster.Ranking, alive map[str
 				m.pending[p] = change{}
 			}
 		}
-		if mine || target == self || slices.Contains(ranking.Standbys(p, m.standbys), self) {
+		if mine || target == self || slices.Contains(standbys.Standbys(p, m.standbys), self) {
 			pl.follow.Add(p)
 		}
 		handing := false

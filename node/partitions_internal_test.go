@@ -1,0 +1,61 @@
+package node
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hookline/hookline/cluster"
+	"github.com/hookline/hookline/events"
+)
+
+// TestLeftMemberKeepsItsStandbyPlace: for standbyDelay after a member left,
+// no other member becomes a standby in its place (a rolling restart must
+// not make the others catch partitions up from the start of the log);
+// after it, the survivors follow every partition again.
+func TestLeftMemberKeepsItsStandbyPlace(t *testing.T) {
+	now := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	m := &partitions{now: func() time.Time { return now }, seen: map[string]time.Time{}, standbys: 1}
+	all := []string{"a:1", "b:1", "c:1"}
+	alive := func(ms ...string) map[string]bool {
+		out := map[string]bool{}
+		for _, a := range ms {
+			out[a] = true
+		}
+		return out
+	}
+	follows := func(r *cluster.Ranking, self string) int {
+		n := 0
+		for p := events.Partition(1); p <= events.Partitions; p++ {
+			if r.Target(p) == self || slices.Contains(r.Standbys(p, m.standbys), self) {
+				n++
+			}
+		}
+		return n
+	}
+	before := follows(m.standbysBy(alive(all...)), "a:1")
+	if before == 0 || before == events.Partitions {
+		t.Fatalf("a follows %d partitions of three members' %d; want about two thirds", before, events.Partitions)
+	}
+
+	now = now.Add(time.Second) // c stops
+	r := m.standbysBy(alive("a:1", "b:1"))
+	if got := r.Order(1); len(got) != 3 {
+		t.Fatalf("the standby ranking a second after c left ranks %v; want c still in it", got)
+	}
+	now = now.Add(standbyDelay - 2*time.Second)
+	if got := len(m.standbysBy(alive("a:1", "b:1")).Order(1)); got != 3 {
+		t.Fatalf("c left %v ago and the standby ranking has %d members; want 3 until %v", standbyDelay-time.Second, got, standbyDelay)
+	}
+
+	now = now.Add(5 * time.Second) // c stayed away
+	r = m.standbysBy(alive("a:1", "b:1"))
+	if got := follows(r, "a:1"); got != events.Partitions {
+		t.Fatalf("a follows %d partitions once c is gone for good; want all %d (owner or standby of each)", got, events.Partitions)
+	}
+
+	now = now.Add(time.Second) // c comes back
+	if got := follows(m.standbysBy(alive(all...)), "a:1"); got != before {
+		t.Fatalf("a follows %d partitions with c back; want %d as before", got, before)
+	}
+}
