@@ -111,7 +111,7 @@ func (s *Server) publish(ctx context.Context, tenantID string, caller Caller, re
 	}
 	if len(refs) > s.cfg.MaxPlanned {
 		return nil, status.Errorf(codes.FailedPrecondition,
-			"type: %q reaches %d endpoints of tenant %s, over the %d deliveries one publish may plan; subscribe fewer endpoints to this type, or have the operator raise the node's limit (control.Config.MaxPlanned)",
+			"type: %q reaches %d endpoints of tenant %s, over the %d deliveries one publish may plan; subscribe fewer endpoints to this type, or have the operator raise the node's limit (hookline serve --max-planned)",
 			published.GetEventType(), len(refs), tenantID, s.cfg.MaxPlanned)
 	}
 	resp, err := s.record(ctx, published, refs)

@@ -91,6 +91,9 @@ type Config struct {
 	// in flight, in total and per tenant (or admin); zero means the
 	// control package's defaults (512 and 64).
 	MaxInFlight, MaxInFlightPerCaller int
+	// MaxPlanned caps the deliveries one publish may plan (the endpoints
+	// its type reaches); 0 means control.DefaultMaxPlanned (10,000).
+	MaxPlanned int
 	// HTTPReadTimeout bounds the reading of a whole REST request, body
 	// included, so that a client trickling its body cannot hold a
 	// connection; default 30 s.
@@ -146,8 +149,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node: store %q is not a log: use \"embedded\", a PostgreSQL URL (postgres://user:pass@host:5432/db) or a KurrentDB connection string (kurrentdb://host:2113?tls=false)", redact(c.Store))
 	case c.Log == nil && storeKind(c.Store) == "embedded" && len(c.Cluster.Seeds) > 0:
 		return ErrEmbeddedJoin
-	case c.Slots < 0, c.HTTPReadTimeout < 0, c.MaxInFlight < 0, c.MaxInFlightPerCaller < 0, c.IdleAfter < 0:
-		return errors.New("node: Slots, HTTPReadTimeout, MaxInFlight, MaxInFlightPerCaller and IdleAfter must not be negative (zero means the default)")
+	case c.Slots < 0, c.HTTPReadTimeout < 0, c.MaxInFlight < 0, c.MaxInFlightPerCaller < 0, c.MaxPlanned < 0, c.IdleAfter < 0:
+		return errors.New("node: Slots, HTTPReadTimeout, MaxInFlight, MaxInFlightPerCaller, MaxPlanned and IdleAfter must not be negative (zero means the default)")
 	}
 	return nil
 }

@@ -234,7 +234,7 @@ func (s *Server) buildAPI(context.Context) error {
 		History: s.hist, Reconciler: s.recon, AdminToken: cfg.AdminToken, Keyring: s.keyring, Now: cfg.Now, Logger: cfg.Logger,
 		Portal: s.portal, Cluster: &statuses{srv: s, store: storeKind(cfg.Store), timeout: s.node.RequestTimeout()},
 		AuditLink: auditLink, AuditUI: auditUI,
-		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerCaller: cfg.MaxInFlightPerCaller,
+		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerCaller: cfg.MaxInFlightPerCaller, MaxPlanned: cfg.MaxPlanned,
 		HandOver:  s,
 		Spans:     controlSpans(cfg.Spans),
 		PlanFault: cfg.Faults,

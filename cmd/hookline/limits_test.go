@@ -322,3 +322,31 @@ func holdSlot(t *testing.T, addr, token string) {
 	}
 	t.Error("no slot held in 100 tries")
 }
+
+// TestMaxPlannedFlag: serve --max-planned caps the deliveries one publish
+// plans; a publish whose type reaches more endpoints is refused, naming
+// the flag, and plans nothing.
+func TestMaxPlannedFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	n := startNode(t, t.TempDir(), "--max-planned", "2")
+	admin := n.as(t, adminToken)
+	must(admin.tenants().CreateTenant(admin.ctx(), &controlv1.CreateTenantRequest{TenantId: "acme", Name: "Acme"}))
+	acme := n.as(t, must(admin.tenants().IssueApiKey(admin.ctx(), &controlv1.IssueApiKeyRequest{TenantId: "acme"})).GetApiKey())
+	publish := func(i int) error {
+		_, err := acme.events().Publish(acme.ctx(), &controlv1.PublishRequest{Type: "order.shipped", EventId: fmt.Sprintf("ord_%d", i), Payload: []byte(`{}`)})
+		return err
+	}
+	for i := range 3 {
+		must(acme.endpoints().CreateEndpoint(acme.ctx(), &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{
+			Url: fmt.Sprintf("http://127.0.0.1:9/in/%d", i), EventTypes: []string{"order.shipped"}}}))
+		err := publish(i)
+		switch {
+		case i < 2 && err != nil:
+			t.Fatalf("publish to %d endpoints with --max-planned 2: %v", i+1, err)
+		case i == 2 && (status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "--max-planned")):
+			t.Fatalf("publish to 3 endpoints with --max-planned 2: %v; want FAILED_PRECONDITION naming --max-planned", err)
+		}
+	}
+}

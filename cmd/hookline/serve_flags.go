@@ -94,6 +94,8 @@ var serveFlags = []serveFlag{
 		func(s *serveSettings) any { return &s.node.MaxInFlight }},
 	{"max-in-flight-per-caller", "HOOKLINE_MAX_IN_FLIGHT_PER_CALLER", "", "API calls of one tenant (or the admin) served at once; 0 means 64",
 		func(s *serveSettings) any { return &s.node.MaxInFlightPerCaller }},
+	{"max-planned", "HOOKLINE_MAX_PLANNED", "", "deliveries one publish may plan (endpoints its type reaches in one tenant); a publish over it is refused; 0 means 10000",
+		func(s *serveSettings) any { return &s.node.MaxPlanned }},
 	{"log-level", "HOOKLINE_LOG_LEVEL", "info", "debug, info, warn or error",
 		func(s *serveSettings) any { return &s.logLevel }},
 	{"reconcile-every", "HOOKLINE_RECONCILE_EVERY", "", "how often the background reconciler runs its cheap checks; 0 means 30s, negative turns it off",
