@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,11 +52,27 @@ type Node struct {
 	tail     []string // the last log lines, for errors
 	past     Usage    // summed over the processes that ended
 	starts   int
+	// bound are the addresses the first process was given by the system:
+	// later processes of the node listen on the same ones, as a node
+	// restarted in a rolling upgrade or after a crash does (a member's
+	// address is its place in the partitions' ranking).
+	bound boundAddrs
+}
+
+// boundAddrs are a node's listening addresses; empty until learnt.
+type boundAddrs struct{ grpc, http, cluster, gossip string }
+
+// flags returns serve's address flags: the addresses learnt, or a port the
+// system chooses for each not learnt yet.
+func (a boundAddrs) flags() []string {
+	or := func(s string) string { return cmp.Or(s, "127.0.0.1:0") }
+	return []string{"--grpc-addr", or(a.grpc), "--http-addr", or(a.http),
+		"--cluster-addr", or(a.cluster), "--gossip-addr", or(a.gossip)}
 }
 
 var (
 	servingLine = regexp.MustCompile(`hookline serving" grpc_addr=(\S+) http_addr=(\S+)`)
-	startedLine = regexp.MustCompile(`msg="cluster node started" .*gossip_address=(\S+)`)
+	startedLine = regexp.MustCompile(`msg="cluster node started" .*\saddress=(\S+) gossip_address=(\S+)`)
 )
 
 // BuildNode builds cmd/hookline into dir with `go build`; it must run inside
@@ -84,10 +101,10 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 }
 
 func (n *Node) start(ctx context.Context) error {
-	cmd := exec.Command(n.cfg.Binary, "serve", "--data", n.cfg.DataDir,
-		"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
-		"--cluster-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0",
-		"--allow-private-targets")
+	n.mu.Lock()
+	addrs := n.bound.flags()
+	n.mu.Unlock()
+	cmd := exec.Command(n.cfg.Binary, append([]string{"serve", "--data", n.cfg.DataDir, "--allow-private-targets"}, addrs...)...)
 	cmd.Args = append(cmd.Args, n.cfg.Args...)
 	cmd.Env = append(append(os.Environ(), "HOOKLINE_ADMIN_TOKEN="+n.cfg.AdminToken), n.cfg.Env...)
 	stderr, err := cmd.StderrPipe()
@@ -120,12 +137,14 @@ func (n *Node) start(ctx context.Context) error {
 			}
 			if m := startedLine.FindStringSubmatch(line); m != nil {
 				n.mu.Lock()
-				n.gossip = m[1]
+				n.gossip = m[2]
+				n.bound.cluster, n.bound.gossip = m[1], m[2]
 				n.mu.Unlock()
 			}
 			if m := servingLine.FindStringSubmatch(line); m != nil {
 				n.mu.Lock()
 				n.httpAddr = m[2]
+				n.bound.grpc, n.bound.http = m[1], m[2]
 				n.mu.Unlock()
 				select {
 				case ready <- m[1]:
