@@ -59,6 +59,12 @@ func (a *API) Reconnect(addr string) error {
 	return nil
 }
 
+// Addr returns the address of the node the API calls.
+func (a *API) Addr() string {
+	cc, _, _ := a.conn()
+	return cc.CanonicalTarget()
+}
+
 // Close closes the connection.
 func (a *API) Close() error {
 	a.mu.Lock()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,10 +28,14 @@ type reader struct {
 
 	calls, unavailable, errs atomic.Int64
 
-	mu   sync.Mutex // guards apis and down
-	apis []*API
-	down map[int]bool // nodes being restarted: not asked
+	mu       sync.Mutex // guards apis, down and examples
+	apis     []*API
+	down     map[int]bool // nodes being restarted: not asked
+	examples []string     // the first unavailable answers, for the notes
 }
+
+// maxUnavailableExamples bounds the unavailable answers the reader keeps.
+const maxUnavailableExamples = 3
 
 // startReader starts a reader of apis until stop.
 func (b *Bench) startReader(ctx context.Context, apis []*API) *reader {
@@ -85,9 +90,11 @@ func (r *reader) run(ctx context.Context) {
 		d := sample[k%len(sample)]
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		var err error
+		call := "search of " + d.tenant
 		if k%2 == 0 {
 			err = api.Search(cctx, d.tenant)
 		} else {
+			call = "GET of " + d.id
 			_, err = api.GetDelivery(cctx, d.tenant, d.id)
 		}
 		cancel()
@@ -99,6 +106,11 @@ func (r *reader) run(ctx context.Context) {
 		case codes.OK:
 		case codes.Unavailable, codes.NotFound:
 			r.unavailable.Add(1)
+			r.mu.Lock()
+			if len(r.examples) < maxUnavailableExamples {
+				r.examples = append(r.examples, fmt.Sprintf("%s %s through %s: %v", time.Now().Format("15:04:05.000"), call, api.Addr(), err))
+			}
+			r.mu.Unlock()
 		default:
 			r.errs.Add(1)
 		}
@@ -115,4 +127,12 @@ func (r *reader) target(k int) *API {
 		}
 	}
 	return nil
+}
+
+// unavailableExamples returns the first unavailable answers, each with its
+// time, call and node.
+func (r *reader) unavailableExamples() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.examples...)
 }

@@ -157,6 +157,9 @@ func (b *Bench) changeRun(ctx context.Context, name string, n int, ch change) (S
 		"publish_retries":              float64(b.retries.Load()),
 	})
 	s.Notes = append(s.Notes, "history: deliveries published and delivered before the measured run (their checks count in the summary's); max_stall_s: the longest gap between first arrivals at one endpoint overlapping the change (max_stall_steady_s: the same in the steady phase); first_attempt_p99_ms_rolling: during the change; unavailable_answers: the reader's searches and single GETs of delivered deliveries answered UNAVAILABLE or NOT_FOUND by a node that was up")
+	for _, e := range r.unavailableExamples() {
+		s.Notes = append(s.Notes, "unavailable answer: "+e)
+	}
 	b.clusterFigures(ctx, c, &s)
 	return s, nil
 }
