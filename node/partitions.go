@@ -38,6 +38,15 @@ const (
 	// the owner takes it at its word.
 	readyEvery = time.Second
 	readyFor   = 3 * readyEvery
+	// readyLag is how far behind the log, in the age of the last record
+	// its projections applied, a member may be and still tell an owner it
+	// is ready to take a partition: a member that has just joined has its
+	// partitions live as soon as they reach its own main lane, which may
+	// still be replaying the history.
+	readyLag = 2 * time.Second
+	// lagEvery is how often the lag is read again (a read of the log's
+	// head) while this member has partitions to ask for.
+	lagEvery = 500 * time.Millisecond
 	// drainPoll is how often a drain under way is looked at again: the
 	// partition's new deliveries wait for it.
 	drainPoll = 10 * time.Millisecond
@@ -80,7 +89,8 @@ const (
 //     applied its records all along, so it catches up its lag, not the
 //     history;
 //   - a partition whose target is not its owner (a member joined, or came
-//     back) moves once the target has it live and says so (PartitionsReady):
+//     back) moves once the target has it live, its projections are within
+//     readyLag of the log's head, and it says so (PartitionsReady):
 //     the owner stops starting attempts for it, lets those running finish
 //     and be recorded, emits its pending operational events, and then
 //     records the hand-over (HANDOVER); the target serves it from there. A
@@ -113,6 +123,13 @@ type partitions struct {
 	told     map[string]time.Time             // owner → when this node last sent it PartitionsReady
 	seen     map[string]time.Time             // member → when it was last among those alive
 	standbyR standbyRanking                   // the ranking standbys are chosen by, cached
+	near     nearHead                         // whether the projections are near the log's head
+}
+
+// nearHead is the last reading of the projections' lag.
+type nearHead struct {
+	ok bool
+	at time.Time
 }
 
 // standbyRanking is a ranking of the members alive and of those that left
@@ -297,7 +314,29 @@ func (m *partitions) step(ctx context.Context) {
 	}
 	m.drainFor(pl.hand)
 	m.record(ctx, self, pl)
-	m.tellReady(n, self, pl.tell)
+	if len(pl.tell) > 0 && m.nearHead(ctx) {
+		m.tellReady(n, self, pl.tell)
+	}
+}
+
+// nearHead reports whether the projections are within readyLag of the
+// log's head, reading the lag at most every lagEvery.
+func (m *partitions) nearHead(ctx context.Context) bool {
+	now := m.now()
+	m.mu.Lock()
+	near := m.near
+	m.mu.Unlock()
+	if !near.at.IsZero() && now.Sub(near.at) < lagEvery {
+		return near.ok
+	}
+	lctx, cancel := context.WithTimeout(ctx, time.Second)
+	lag, err := m.runner.Lag(lctx)
+	cancel()
+	near = nearHead{ok: err == nil && lag.Age <= readyLag, at: now}
+	m.mu.Lock()
+	m.near = near
+	m.mu.Unlock()
+	return near.ok
 }
 
 // standbysBy returns the ranking standbys are chosen by: of the members
