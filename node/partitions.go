@@ -332,7 +332,8 @@ func (m *partitions) nearHead(ctx context.Context) bool {
 	lctx, cancel := context.WithTimeout(ctx, time.Second)
 	lag, err := m.runner.Lag(lctx)
 	cancel()
-	near = nearHead{ok: err == nil && lag.Age <= readyLag, at: now}
+	// Behind with no age: nothing applied yet since the start.
+	near = nearHead{ok: err == nil && (lag.Behind == 0 || (lag.Age > 0 && lag.Age <= readyLag)), at: now}
 	m.mu.Lock()
 	m.near = near
 	m.mu.Unlock()

@@ -143,23 +143,33 @@ func (c *Cluster) Roll(ctx context.Context, i int, timeout time.Duration) error 
 }
 
 // waitSettled waits until the nodes share the delivery partitions: every
-// node owns some, each has all it owns live (caught up), and together
+// node owns some, each has all it owns live (caught up) and its
+// projections within 2 s of the log's head, and together
 // they have every partition live (more than 256 when the nodes count the
 // partitions they keep as standbys). A load started before that lands for
 // a while on the first node alone.
 func (c *Cluster) waitSettled(ctx context.Context, within time.Duration) error {
+	const settledLag = 2 * time.Second // as close to the log as a member must be to take partitions
 	deadline := time.Now().Add(within)
 	for {
 		live, settled, last := 0.0, true, ""
 		for i, n := range c.Nodes {
 			owned, ok1, err1 := n.Metric(ctx, "hookline_partitions_owned")
 			l, ok2, err2 := n.Metric(ctx, "hookline_partitions_live")
-			if err := errors.Join(err1, err2); err != nil || !ok1 || !ok2 {
+			lag, ok3, err3 := n.Metric(ctx, "hookline_projection_lag_seconds")
+			applied, ok4, err4 := n.Metric(ctx, "hookline_projection_records_total")
+			if err := errors.Join(err1, err2, err3, err4); err != nil || !ok1 || !ok2 || !ok3 || !ok4 {
 				settled, last = false, fmt.Sprintf("node %d: metrics: %v", i+1, err)
 				continue
 			}
-			if owned == 0 || l != owned {
+			switch {
+			case owned == 0 || l != owned:
 				settled, last = false, fmt.Sprintf("node %d owns %.0f partitions, %.0f live", i+1, owned, l)
+			case applied == 0 || lag < 0 || lag > settledLag.Seconds():
+				// Live partitions of a member still replaying the log are
+				// live only up to its own position, far behind; one that
+				// applied nothing yet has no lag to tell.
+				settled, last = false, fmt.Sprintf("node %d's projections are %.1f s behind the log (%.0f records applied)", i+1, lag, applied)
 			}
 			live += l
 		}
