@@ -13,7 +13,7 @@ import (
 func TestParseRunCluster(t *testing.T) {
 	var stderr bytes.Buffer
 	c, err := parseRun([]string{"cluster", "--pg", "postgres://x"}, &stderr)
-	if err != nil || c.Duration != 40*time.Second || c.KillAt != 20*time.Second || c.Rate != 50 || c.Nodes != 3 || c.Kills != 1 {
+	if err != nil || c.Duration != 40*time.Second || c.KillAt != 20*time.Second || c.Rate != 200 || c.Nodes != 3 || c.Kills != 1 {
 		t.Errorf("cluster defaults: %+v, %v", c, err)
 	}
 	c, err = parseRun([]string{"cluster-scale", "--pg", "postgres://x"}, &stderr)
