@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/asynkron/protoactor-go/remote"
 	hml "github.com/hashicorp/memberlist"
+	"github.com/hookline/hookline/internal/pause"
 )
 
 // A member whose process is gone is told apart from a slow one at once by
@@ -130,12 +131,8 @@ func (p *Provider) checkRefused(ctx context.Context, ml *hml.Memberlist, id, add
 		if !dead {
 			wait = refusedAgain // a process that is ending may still listen
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if pause.For(ctx, wait) != nil {
 			return
-		case <-t.C:
 		}
 	}
 }
