@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,11 +121,20 @@ func (l *lookup) ownerOf(ci *pcluster.ClusterIdentity) string {
 	return l.rdv.Load().GetByClusterIdentity(ci)
 }
 
+// alive reports whether addr is this node or a member hosting the
+// partitioned kind.
+func (l *lookup) alive(addr string) bool {
+	return addr == l.cluster.ActorSystem.Address() || slices.Contains(l.ranking.Load().Order(1), addr)
+}
+
 // Get returns the PID of the grain, activating it on its owner, or nil if
 // no member hosts the kind or the owner did not answer in time.
 func (l *lookup) Get(ci *pcluster.ClusterIdentity) *actor.PID {
 	owner := l.ownerOf(ci)
-	if owner == "" {
+	if owner == "" || (ci.Kind == l.partitioned && !l.alive(owner)) {
+		// No owner, or a partition owner that is not a member (the table
+		// may still name a member that died): the caller retries once the
+		// table moves on.
 		return nil
 	}
 	req := &pcluster.ActivationRequest{ClusterIdentity: ci}
