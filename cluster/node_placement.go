@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
 
+	"github.com/hookline/hookline/cluster/memberlist"
 	"github.com/hookline/hookline/events"
 )
 
@@ -55,6 +57,9 @@ type lookup struct {
 	placement *actor.PID
 	sub       *eventstream.Subscription
 	stopOnce  sync.Once
+
+	mu      sync.Mutex
+	refused map[string]time.Time // owners outside the membership that refused, and when
 }
 
 var _ pcluster.IdentityLookup = (*lookup)(nil)
@@ -62,6 +67,7 @@ var _ pcluster.IdentityLookup = (*lookup)(nil)
 // Setup starts the placement actor and follows topology changes.
 func (l *lookup) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 	l.cluster = c
+	l.refused = map[string]time.Time{}
 	l.rdv.Store(pcluster.NewRendezvous())
 	l.ranking.Store(&Ranking{})
 	props := actor.PropsFromProducer(func() actor.Actor {
@@ -121,20 +127,48 @@ func (l *lookup) ownerOf(ci *pcluster.ClusterIdentity) string {
 	return l.rdv.Load().GetByClusterIdentity(ci)
 }
 
-// alive reports whether addr is this node or a member hosting the
-// partitioned kind.
-func (l *lookup) alive(addr string) bool {
-	return addr == l.cluster.ActorSystem.Address() || slices.Contains(l.ranking.Load().Order(1), addr)
+// refusedFor is how long a partition owner outside the membership whose
+// port refused a connection is taken for gone without dialling it again.
+const refusedFor = time.Second
+
+// reachable reports whether an activation request may be sent to addr:
+// this node, a member hosting the partitioned kind, or a process outside
+// the membership that the partition table names and that still listens (a
+// split brain: another group of members on the same log, whose owner can
+// still answer for its partitions). A dead process the table still names
+// (until a failover is recorded) refuses its port: it gets no request,
+// which protoactor's remote would otherwise open a connection for while it
+// may be shutting down.
+func (l *lookup) reachable(addr string) bool {
+	if addr == l.cluster.ActorSystem.Address() || slices.Contains(l.ranking.Load().Order(1), addr) {
+		return true
+	}
+	l.mu.Lock()
+	at, ok := l.refused[addr]
+	l.mu.Unlock()
+	if ok && time.Since(at) < refusedFor {
+		return false
+	}
+	if !memberlist.Refuses(context.Background(), addr) {
+		return true
+	}
+	l.mu.Lock()
+	if len(l.refused) >= 64 { // forget old marks: a dial costs little
+		clear(l.refused)
+	}
+	l.refused[addr] = time.Now()
+	l.mu.Unlock()
+	return false
 }
 
 // Get returns the PID of the grain, activating it on its owner, or nil if
 // no member hosts the kind or the owner did not answer in time.
 func (l *lookup) Get(ci *pcluster.ClusterIdentity) *actor.PID {
 	owner := l.ownerOf(ci)
-	if owner == "" || (ci.Kind == l.partitioned && !l.alive(owner)) {
-		// No owner, or a partition owner that is not a member (the table
-		// may still name a member that died): the caller retries once the
-		// table moves on.
+	if owner == "" || (ci.Kind == l.partitioned && !l.reachable(owner)) {
+		// No owner, or a partition owner that is gone (the table may still
+		// name a member that died): the caller retries once the table
+		// moves on.
 		return nil
 	}
 	req := &pcluster.ActivationRequest{ClusterIdentity: ci}

@@ -13,6 +13,11 @@ import (
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 )
 
+// ErrUnavailable marks a grain request that no member could serve now (its
+// owner is moving, or not reachable from this node); the caller may retry.
+// [Grains] implementations wrap it.
+var ErrUnavailable = errors.New("no member could serve it now; retry the request")
+
 // fieldError is a bad input: the field at fault and how to fix it.
 type fieldError struct {
 	field string
@@ -61,7 +66,7 @@ func toStatus(err error) error {
 		return status.Error(codes.Canceled, "the request was cancelled")
 	case errors.Is(err, events.ErrClosed):
 		return status.Error(codes.Unavailable, "the node is shutting down; retry on another node")
-	case errors.Is(err, history.ErrIncomplete):
+	case errors.Is(err, history.ErrIncomplete), errors.Is(err, ErrUnavailable):
 		return status.Error(codes.Unavailable, err.Error())
 	}
 	return status.Error(codes.Internal, "internal error: "+err.Error())

@@ -26,8 +26,8 @@ import (
 	"github.com/hookline/hookline/seal"
 )
 
-// Grains sends a message to a grain and waits for its answer.
-// *cluster.Node satisfies it.
+// Grains sends a message to a grain and waits for its answer. An error
+// that wraps [ErrUnavailable] answers UNAVAILABLE, and the caller may retry.
 type Grains interface {
 	Request(ctx context.Context, kind, identity string, msg proto.Message) (proto.Message, error)
 }

@@ -230,7 +230,7 @@ func (s *Server) buildAPI(context.Context) error {
 	}
 	var err error
 	s.control, err = control.New(control.Config{
-		Log: s.log, Grains: s.node, Registry: s.registry, Projections: s.settle,
+		Log: s.log, Grains: controlGrains{s.node}, Registry: s.registry, Projections: s.settle,
 		History: s.hist, Reconciler: s.recon, AdminToken: cfg.AdminToken, Keyring: s.keyring, Now: cfg.Now, Logger: cfg.Logger,
 		Portal: s.portal, Cluster: &statuses{srv: s, store: storeKind(cfg.Store), timeout: s.node.RequestTimeout()},
 		AuditLink: auditLink, AuditUI: auditUI,
@@ -476,9 +476,21 @@ type lateGrains struct{ node *atomic.Pointer[cluster.Node] }
 func (g lateGrains) Request(ctx context.Context, kind, identity string, msg proto.Message) (proto.Message, error) {
 	n := g.node.Load()
 	if n == nil {
-		return nil, cluster.ErrUnavailable
+		return nil, fmt.Errorf("%w: the node is starting", control.ErrUnavailable)
 	}
-	return n.Request(ctx, kind, identity, msg)
+	return controlGrains{n}.Request(ctx, kind, identity, msg)
+}
+
+// controlGrains reaches grains through the node for the control API: a
+// request no member could serve answers UNAVAILABLE, so its caller retries.
+type controlGrains struct{ node *cluster.Node }
+
+func (g controlGrains) Request(ctx context.Context, kind, identity string, msg proto.Message) (proto.Message, error) {
+	m, err := g.node.Request(ctx, kind, identity, msg)
+	if errors.Is(err, cluster.ErrUnavailable) {
+		err = fmt.Errorf("%w: %w", control.ErrUnavailable, err)
+	}
+	return m, err
 }
 
 func (s *Server) grainsOnceStarted() endpoint.Grains { return lateGrains{&s.started} }

@@ -111,7 +111,7 @@ func (p *Provider) checkRefused(ctx context.Context, ml *hml.Memberlist, id, add
 		if _, _, listed := p.memberAt(ml, addr); !listed {
 			return // memberlist dropped it (or it is another member now)
 		}
-		dead := refuses(ctx, addr) && refuses(ctx, gossip)
+		dead := Refuses(ctx, addr) && Refuses(ctx, gossip)
 		p.mu.Lock()
 		was := p.refused[id]
 		p.refused[id] = dead
@@ -137,10 +137,10 @@ func (p *Provider) checkRefused(ctx context.Context, ml *hml.Memberlist, id, add
 	}
 }
 
-// refuses reports whether a TCP connection to addr is refused: nothing
+// Refuses reports whether a TCP connection to addr is refused: nothing
 // listens there. A connection made, a timeout or any other error is not a
 // refusal.
-func refuses(ctx context.Context, addr string) bool {
+func Refuses(ctx context.Context, addr string) bool {
 	d := net.Dialer{Timeout: refusedDial}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err == nil {

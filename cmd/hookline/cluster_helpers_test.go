@@ -23,7 +23,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/postgres"
@@ -381,7 +383,19 @@ func createHooks(t *testing.T, a *api, n int, eventType string, settings *contro
 		if settings != nil {
 			s.RatePerSecond, s.Burst, s.MaxInFlight = settings.GetRatePerSecond(), settings.GetBurst(), settings.GetMaxInFlight()
 		}
-		created := must(a.endpoints().CreateEndpoint(a.ctx(), &controlv1.CreateEndpointRequest{EndpointId: h.id, Settings: s}))
+		// A member whose table names an owner it cannot reach (a split
+		// brain, a move under way) answers UNAVAILABLE: retry, as a client
+		// does.
+		created := waitFor(t, func() (*controlv1.CreateEndpointResponse, bool) {
+			r, err := a.endpoints().CreateEndpoint(a.ctx(), &controlv1.CreateEndpointRequest{EndpointId: h.id, Settings: s})
+			if status.Code(err) == codes.Unavailable {
+				return nil, false
+			}
+			if err != nil {
+				t.Fatalf("create endpoint %s: %v", h.id, err)
+			}
+			return r, true
+		})
 		h.id = created.GetEndpoint().GetEndpointId() // the name scoped to the tenant
 		wh, err := standardwebhooks.NewWebhook(created.GetSecret())
 		if err != nil {
