@@ -12,7 +12,14 @@ root=$PWD
 dir=$(mktemp -d)
 cleanup() {
   # Stop what the walk-through started in the background, if still running.
+  # Wait for them to end (a node stopping still writes to its data
+  # directory) before the directory goes; then make sure.
   pkill -f "$dir/gopath/bin/hookline" 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    pgrep -f "$dir/gopath/bin/hookline" >/dev/null || break
+    sleep 0.1
+  done
+  pkill -9 -f "$dir/gopath/bin/hookline" 2>/dev/null || true
   rm -rf "$dir"
 }
 trap cleanup EXIT
