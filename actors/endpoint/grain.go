@@ -139,6 +139,7 @@ func (g *grain) startLoop(ctx actor.Context) {
 	}
 	g.loop = newLoop(g)
 	g.loop.catchUp(ctx)
+	g.loop.prefetchLease(ctx)
 }
 
 // idle reports whether the delivery loop holds nothing that passivating

@@ -26,19 +26,33 @@ const (
 // grain: a number of attempts and of attempts in flight, until it expires.
 // With Config.Grains set, the loop starts attempts only within it, and
 // asks for a new one when it has expired or is used up, one request at a
-// time. When the tenant grain cannot be reached, it goes on under a
-// fallback lease of its own in-flight limit for fallbackLease (fail open,
-// logged).
+// time. A busy endpoint asks ahead, in its lease's last quarter: the
+// tenant grants the next period's lease at once (see tenant.Leases), held
+// in next until the current one ends, so attempts go on across the
+// boundary without waiting for a round trip to the tenant's grain, which
+// may be on another member or moving to one. When the tenant grain cannot
+// be reached, it goes on under a fallback lease of its own in-flight limit
+// for fallbackLease (fail open, logged); when it was asking ahead, the
+// fallback follows the current lease.
 type leaseState struct {
+	leaseBucket
+	granted  time.Time    // when the current lease began, as seen here
+	next     *leaseBucket // the next period's, granted ahead
+	asking   bool
+	aheadFor time.Time // the current lease's expiry when it was renewed ahead
+}
+
+// leaseBucket is one period's lease.
+type leaseBucket struct {
 	attempts int32
 	inFlight int32
 	expires  time.Time
-	asking   bool
 }
 
 type leaseReply struct {
 	lease *internalv1.QuotaLease
 	err   error
+	ahead bool // asked ahead, while the current lease was valid
 }
 
 // leaseAllows reports whether the lease covers one more attempt at now; if
@@ -49,7 +63,18 @@ func (l *loop) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
 		return true, time.Time{}
 	}
 	ls := &l.lease
+	if !now.Before(ls.expires) && ls.next != nil {
+		ls.granted, ls.leaseBucket, ls.next = ls.expires, *ls.next, nil
+	}
 	valid := now.Before(ls.expires)
+	ahead := time.Time{} // when to ask ahead
+	if valid && ls.next == nil && !ls.granted.IsZero() && !ls.aheadFor.Equal(ls.expires) {
+		ahead = ls.expires.Add(-ls.expires.Sub(ls.granted) / 4)
+		if !now.Before(ahead) && !ls.asking {
+			ls.aheadFor = ls.expires
+			l.askLease(ctx, true)
+		}
+	}
 	if valid && ls.attempts > 0 && int32(l.asks+l.running) < ls.inFlight {
 		return true, time.Time{}
 	}
@@ -59,10 +84,16 @@ func (l *loop) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
 	if valid && ls.attempts > 0 {
 		return false, time.Time{} // in flight at the lease's limit: an outcome pumps
 	}
-	if valid && !ls.expires.IsZero() && ls.attempts <= 0 && ls.inFlight <= 0 {
-		return false, ls.expires // granted nothing: wait for the lease to end
+	if valid && (ls.next != nil || (!ls.expires.IsZero() && ls.inFlight <= 0)) {
+		// Used up, with the next period's lease in hand; or granted
+		// nothing more this period: wait for the period's end, or until
+		// it is time to ask ahead.
+		if now.Before(ahead) {
+			return false, ahead
+		}
+		return false, ls.expires
 	}
-	l.askLease(ctx)
+	l.askLease(ctx, false)
 	return false, time.Time{}
 }
 
@@ -73,8 +104,18 @@ func (l *loop) useLease() {
 	}
 }
 
-// askLease asks the tenant grain for a lease, off the mailbox.
-func (l *loop) askLease(ctx actor.Context) {
+// prefetchLease asks for a first lease while the loop catches up, so that
+// a grain activated for due work (a partition moved here, a wake) does
+// not wait for the answer after its catch-up.
+func (l *loop) prefetchLease(ctx actor.Context) {
+	if l.cfg.Grains != nil && !l.lease.asking && l.state.TenantID != "" {
+		l.askLease(ctx, false)
+	}
+}
+
+// askLease asks the tenant grain for a lease, off the mailbox; ahead
+// while the current one is valid.
+func (l *loop) askLease(ctx actor.Context, ahead bool) {
 	l.lease.asking = true
 	grains, tenantID := l.cfg.Grains, l.state.TenantID
 	want := &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Lease{Lease: &internalv1.QuotaLeaseRequest{
@@ -83,31 +124,49 @@ func (l *loop) askLease(ctx actor.Context) {
 	l.async(ctx, leaseTimeout, func(c context.Context) any {
 		res, err := grains.Request(c, tenant.Kind, tenantID, want)
 		if err != nil {
-			return &leaseReply{err: err}
+			return &leaseReply{err: err, ahead: ahead}
 		}
 		rep, ok := res.(*internalv1.TenantReply)
 		switch {
 		case !ok:
-			return &leaseReply{err: fmt.Errorf("the tenant grain answered %T, not a TenantReply", res)}
+			return &leaseReply{err: fmt.Errorf("the tenant grain answered %T, not a TenantReply", res), ahead: ahead}
 		case rep.GetError() != nil:
-			return &leaseReply{err: fmt.Errorf("the tenant grain refused the lease: %s", rep.GetError().GetMessage())}
+			return &leaseReply{err: fmt.Errorf("the tenant grain refused the lease: %s", rep.GetError().GetMessage()), ahead: ahead}
 		}
-		return &leaseReply{lease: rep.GetLease()}
+		return &leaseReply{lease: rep.GetLease(), ahead: ahead}
 	})
 }
 
 // onLease takes the tenant grain's lease, or a fallback lease when it
-// could not be reached.
+// could not be reached: the current one, or the next one when the current
+// is still valid and the answer is for the period after it.
 func (l *loop) onLease(ctx actor.Context, m *leaseReply) {
 	ls := &l.lease
 	ls.asking = false
 	now := l.cfg.Now()
+	valid := now.Before(ls.expires)
+	var b leaseBucket
 	if m.err != nil {
 		l.log.Warn("endpoint grain cannot get a quota lease; going on under a fallback lease", "error", m.err)
 		n := int32(l.maxInFlight())
-		ls.attempts, ls.inFlight, ls.expires = n*int32(fallbackLease/time.Second), n, now.Add(fallbackLease)
+		b = leaseBucket{attempts: n * int32(fallbackLease/time.Second), inFlight: n, expires: now.Add(fallbackLease)}
+		if m.ahead && valid {
+			b.expires = ls.expires.Add(fallbackLease)
+		}
 	} else {
-		ls.attempts, ls.inFlight, ls.expires = m.lease.GetAttempts(), m.lease.GetInFlight(), m.lease.GetExpiresAt().AsTime()
+		b = leaseBucket{attempts: m.lease.GetAttempts(), inFlight: m.lease.GetInFlight(), expires: m.lease.GetExpiresAt().AsTime()}
+	}
+	switch {
+	case valid && b.expires.After(ls.expires):
+		ls.next = &b // the next period's: it follows the current one
+	case valid && b.expires.Equal(ls.expires):
+		// More of the current period's share.
+		ls.attempts += b.attempts
+		if b.attempts > 0 || ls.attempts <= 0 {
+			ls.inFlight = b.inFlight // none left: 0, wait for the period's end
+		}
+	default:
+		ls.granted, ls.leaseBucket, ls.next = now, b, nil
 	}
 	l.pump(ctx)
 }

@@ -191,3 +191,66 @@ func TestRetriesGoOnBesideCappedTenant(t *testing.T) {
 		t.Fatalf("acme's first delivery was attempted %d times, want 2 (the failure and its retry)", got)
 	}
 }
+
+// gatedGrains is localGrains behind a link that can go down: the tenant's
+// grain then cannot be reached, as when its member died or it moves. It
+// counts the lease requests that reached the tenant grain.
+type gatedGrains struct {
+	localGrains
+	down  atomic.Bool
+	asked atomic.Int32
+}
+
+func (g *gatedGrains) Request(ctx context.Context, kind, identity string, msg proto.Message) (proto.Message, error) {
+	if g.down.Load() {
+		return nil, fmt.Errorf("%s/%s cannot be reached", kind, identity)
+	}
+	res, err := g.localGrains.Request(ctx, kind, identity, msg)
+	g.asked.Add(1)
+	return res, err
+}
+
+// TestLeaseRenewedAhead: a busy endpoint renews its lease in the period's
+// last quarter and goes on across the period's end under the lease granted
+// ahead, without asking its tenant's grain then, so that attempts never
+// wait at a period's end for a round trip, nor for the tenant grain while
+// it cannot be reached; the tenant's 10 attempts per second still hold.
+// When the tenant grain cannot be reached for the next renewal, the
+// fallback lease follows the current one.
+func TestLeaseRenewedAhead(t *testing.T) {
+	b := newBench(t)
+	tp := b.sys.Root.Spawn(tenant.Props(tenant.Config{Log: b.log, Now: b.clk.Now, Logger: quiet}, "acme"))
+	t.Cleanup(func() { b.sys.Root.StopFuture(tp).Wait() })
+	res, err := b.sys.Root.RequestFuture(tp, &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Create{Create: &controlv1.CreateTenantRequest{
+		Name: "Acme", Quota: &hooklinev1.Quota{AttemptsPerSecond: 10, MaxInFlight: 10},
+	}}}, 5*time.Second).Result()
+	if err != nil || res.(*internalv1.TenantReply).GetError() != nil {
+		t.Fatalf("create tenant: %v %v", res, err)
+	}
+	g := &gatedGrains{localGrains: localGrains{sys: b.sys, pids: map[string]*actor.PID{tenant.Kind + "/acme": tp}}}
+	b.cfg.Grains = g
+
+	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusOK) })
+	b.endpoint("acme", "ep_1", rc.URL+"/in", nil)
+	for j := range 30 {
+		b.publish("acme", fmt.Sprint("evt_", j), "ep_1")
+	}
+	received := func(n int) func() bool { return func() bool { return len(rc.all()) >= n } }
+	waitUntil(t, "the first period's 10 attempts", received(10))
+	// Used up, it asked once more in vain, and waits: no request spins.
+	waitUntil(t, "the period's share spent", func() bool { return g.asked.Load() >= 2 })
+	if n, asked := len(rc.all()), g.asked.Load(); n != 10 || asked != 2 {
+		t.Fatalf("first period: %d attempts, %d lease requests; want 10, and 2 requests", n, asked)
+	}
+	b.advance(800 * time.Millisecond) // the period's last quarter
+	waitUntil(t, "the next period's lease asked ahead", func() bool { return g.asked.Load() >= 3 })
+	g.down.Store(true)
+	b.advance(200 * time.Millisecond) // the period ends: the lease granted ahead is used
+	waitUntil(t, "the second period's 10 attempts", received(20))
+	if n, asked := len(rc.all()), g.asked.Load(); n != 20 || asked != 3 {
+		t.Fatalf("second period: %d attempts, %d lease requests; want 20, and no request at the period's end", n, asked)
+	}
+	b.advance(800 * time.Millisecond) // asks ahead again: unreachable, a fallback follows
+	b.advance(200 * time.Millisecond)
+	waitUntil(t, "the rest under the fallback lease", received(30))
+}

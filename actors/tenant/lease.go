@@ -17,6 +17,12 @@ import (
 // endpoints exceed the budget; when a newcomer arrives, the others' shares
 // shrink as their leases are renewed, within one lease period.
 //
+// An endpoint that asks again in the last quarter of its period gets the
+// next period's lease at once (renewed ahead): it holds it until its
+// current one ends and then goes on without waiting for an answer, so a
+// busy endpoint never stops at a period's end for a round trip to its
+// tenant, nor for longer while the tenant's grain moves to another member.
+//
 // Leases is memory only and not safe for concurrent use; the tenant grain
 // owns it. Its zero value is not usable: build it with [NewLeases].
 type Leases struct {
@@ -55,7 +61,9 @@ func NewLeases(duration, window time.Duration) *Leases {
 
 // Grant hands endpointID a lease at now, given what it wants and the
 // tenant's budget: attemptsPerSecond (turned into attempts per lease,
-// rounded down) and maxInFlight. Negative wants count as zero.
+// rounded down) and maxInFlight. Negative wants count as zero. Asked in
+// the last quarter of the endpoint's period, the grant is for the next
+// period: it expires a period after the current one ends.
 func (l *Leases) Grant(now time.Time, endpointID string, wantAttempts, wantInFlight int32, attemptsPerSecond float64, maxInFlight int32) Grant {
 	stale := false
 	for id, e := range l.byID {
@@ -71,7 +79,13 @@ func (l *Leases) Grant(now time.Time, endpointID string, wantAttempts, wantInFli
 		stale = true
 	}
 	wantAttempts, wantInFlight = max(wantAttempts, 0), max(wantInFlight, 0)
+	// at is the start of the period the grant is for: now, or the end of
+	// the endpoint's current period when it renews ahead.
+	at := now
 	renewal := e.expires.After(now)
+	if renewal && e.expires.Sub(now) <= l.duration/4 {
+		at, renewal = e.expires, false
+	}
 	if renewal {
 		// The period's demand: what the endpoint took in it and what it
 		// wants now.
@@ -94,7 +108,7 @@ func (l *Leases) Grant(now time.Time, endpointID string, wantAttempts, wantInFli
 	}
 	var heldA, heldF int32
 	for id, o := range l.byID {
-		if id != endpointID && o.expires.After(now) {
+		if id != endpointID && o.expires.After(at) {
 			heldA += o.attempts
 			heldF += o.inFlight
 		}
@@ -111,7 +125,7 @@ func (l *Leases) Grant(now time.Time, endpointID string, wantAttempts, wantInFli
 		e.attempts += attempts
 	} else {
 		e.attempts = attempts
-		e.expires = now.Add(l.duration)
+		e.expires = at.Add(l.duration)
 	}
 	if attempts == 0 {
 		inFlight = 0 // nothing to start: the endpoint waits for the period's end

@@ -76,7 +76,9 @@ func TestLeases(t *testing.T) {
 // TestLeaseRenewedEarly: an endpoint that used up its lease and asks
 // again before the lease ends gets only what is left of its share for
 // that period, and then nothing until the period ends: the tenant's
-// attempts per second hold however often an endpoint asks.
+// attempts per second hold however often an endpoint asks. Asked in the
+// period's last quarter, the lease of the next period is granted ahead,
+// once.
 func TestLeaseRenewedEarly(t *testing.T) {
 	l := tenant.NewLeases(time.Second, 3*time.Second)
 	end := t0.Add(time.Second)
@@ -86,8 +88,12 @@ func TestLeaseRenewedEarly(t *testing.T) {
 	}{
 		{0, tenant.Grant{Attempts: 10, InFlight: 100, Expires: end}},
 		{100 * time.Millisecond, tenant.Grant{Expires: end}}, // used up: wait for the period's end
-		{900 * time.Millisecond, tenant.Grant{Expires: end}},
-		{time.Second, tenant.Grant{Attempts: 10, InFlight: 100, Expires: t0.Add(2 * time.Second)}},
+		{700 * time.Millisecond, tenant.Grant{Expires: end}},
+		// In the period's last quarter: the next period's lease, ahead.
+		{800 * time.Millisecond, tenant.Grant{Attempts: 10, InFlight: 100, Expires: t0.Add(2 * time.Second)}},
+		// Asked again once it began: that period's share is spent.
+		{time.Second, tenant.Grant{Expires: t0.Add(2 * time.Second)}},
+		{1900 * time.Millisecond, tenant.Grant{Attempts: 10, InFlight: 100, Expires: t0.Add(3 * time.Second)}},
 	}
 	granted := int32(0)
 	for i, st := range steps {
@@ -97,8 +103,8 @@ func TestLeaseRenewedEarly(t *testing.T) {
 		}
 		granted += got.Attempts
 	}
-	if granted != 20 {
-		t.Fatalf("%d attempts granted over two periods at 10 per second, want 20", granted)
+	if granted != 30 {
+		t.Fatalf("%d attempts granted for three periods at 10 per second, want 30", granted)
 	}
 	// Within a budget that covers it, an endpoint that asks again gets
 	// what it wants, as often as it asks.
