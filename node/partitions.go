@@ -312,7 +312,7 @@ func (m *partitions) step(ctx context.Context) {
 	if lost := before.Minus(pl.claim); !lost.IsEmpty() {
 		n.Rebalance() // their grains stop here; the next request reaches the new owner
 	}
-	m.drainFor(pl.hand)
+	m.drainFor(pl.hand, pl.claim)
 	m.record(ctx, self, pl)
 	if len(pl.tell) > 0 && m.nearHead(ctx) {
 		m.tellReady(n, self, pl.tell)
@@ -436,10 +436,13 @@ func (m *partitions) isReady(p events.Partition, target string, now time.Time) b
 	return r.member == target && now.Sub(r.at) < readyFor
 }
 
-// drainFor drains the partitions to hand over, and only those, and looks
-// again soon while any drain is under way.
-func (m *partitions) drainFor(hand map[string][]events.Partition) {
-	var s events.PartitionSet
+// drainFor drains the partitions to hand over, and every partition this
+// node does not serve, and looks again soon while a hand-over is under
+// way. A partition handed over stays drained: its grains here stop only
+// once the placement sees the change, and until then one with deliveries
+// already pulled must not start them, which the new owner attempts too.
+func (m *partitions) drainFor(hand map[string][]events.Partition, claim events.PartitionSet) {
+	s := events.AllPartitions().Minus(claim)
 	now := m.now()
 	m.mu.Lock()
 	for _, ps := range hand {
@@ -452,7 +455,7 @@ func (m *partitions) drainFor(hand map[string][]events.Partition) {
 	}
 	m.mu.Unlock()
 	m.drain.Partitions(s)
-	if !s.IsEmpty() {
+	if len(hand) > 0 {
 		time.AfterFunc(drainPoll, m.wake)
 	}
 }

@@ -1,10 +1,12 @@
 package node
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/hookline/hookline/actors/endpoint"
 	"github.com/hookline/hookline/cluster"
 	"github.com/hookline/hookline/events"
 )
@@ -58,4 +60,37 @@ func TestLeftMemberKeepsItsStandbyPlace(t *testing.T) {
 	if got := follows(m.standbysBy(alive(all...)), "a:1"); got != before {
 		t.Fatalf("a follows %d partitions with c back; want %d as before", got, before)
 	}
+}
+
+// TestHandedOverPartitionStaysDrained: a partition being handed over is
+// drained, and stays drained once the table has the hand-over: its grains
+// here stop only when the placement sees the change, and one with
+// deliveries already pulled must not start them, which the new owner
+// attempts too. A partition the node serves is not drained; one it never
+// served is.
+func TestHandedOverPartitionStaysDrained(t *testing.T) {
+	in := func(p events.Partition) string { // an endpoint id of partition p
+		for i := 0; ; i++ {
+			if id := fmt.Sprintf("ep_%d", i); events.PartitionOf(id) == p {
+				return id
+			}
+		}
+	}
+	now := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	d := &endpoint.Drain{}
+	m := &partitions{now: func() time.Time { return now }, drain: d}
+	handed, kept, other := in(5), in(6), in(7)
+
+	m.drainFor(map[string][]events.Partition{"b:1": {5}}, events.NewPartitionSet(5, 6))
+	if !d.Draining(handed) || d.Draining(kept) || !d.Draining(other) {
+		t.Fatalf("while handing 5 over: draining 5 %v, 6 %v, 7 %v; want true, false, true", d.Draining(handed), d.Draining(kept), d.Draining(other))
+	}
+	m.drainFor(nil, events.NewPartitionSet(6)) // the table has the hand-over
+	if !d.Draining(handed) || d.Begin(handed) {
+		t.Fatal("a partition handed over is no longer drained: a grain not stopped yet could start an attempt the new owner makes too")
+	}
+	if !d.Begin(kept) {
+		t.Fatal("a served partition is drained")
+	}
+	d.End(kept)
 }
