@@ -14,6 +14,7 @@ import (
 
 	"github.com/hookline/hookline/cluster"
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/internal/pause"
 	"github.com/hookline/hookline/projections"
 	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
@@ -113,13 +114,24 @@ type searchPart struct {
 // firstParts asks every partition of one member, in at most three passes:
 // first each partition's owner (or first ranked member), then, for the
 // partitions nobody answered for, the next candidates in their ranking.
+// Partitions still missing are asked again once, after missingPause: a
+// partition moving between members (its old holder has let it go, its
+// table not yet read by this node) is held again within moments.
 func (h *histories) firstParts(ctx context.Context, q history.Query, members []string, after []byte, per int) ([]*searchPart, error) {
 	var parts []*searchPart
 	missing := allPartitions()
-	for pass := 0; pass < searchPasses && !missing.IsEmpty(); pass++ {
+	for pass := 0; !missing.IsEmpty(); pass++ {
+		if pass == searchPasses {
+			if pause.For(ctx, missingPause) != nil {
+				break
+			}
+		}
+		if pass == 2*searchPasses {
+			break
+		}
 		var targets []scanTarget
 		var of []int // member index of each target
-		for i, set := range h.assign(members, missing, pass) {
+		for i, set := range h.assign(members, missing, pass%searchPasses) {
 			if set.IsEmpty() {
 				continue // an empty set would ask for every partition it holds
 			}
@@ -147,8 +159,12 @@ func (h *histories) firstParts(ctx context.Context, q history.Query, members []s
 	return parts, nil
 }
 
-// searchPasses bounds the members asked for one partition in a search.
-const searchPasses = 3
+// searchPasses bounds the members asked for one partition in one round of
+// a search's first parts; missingPause is the pause before the second.
+const (
+	searchPasses = 3
+	missingPause = 250 * time.Millisecond
+)
 
 // assign gives each partition of missing to one member, by member index:
 // in pass 0 its owner if a member, else the first member in its ranking;

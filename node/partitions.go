@@ -42,8 +42,10 @@ const (
 	// its projections applied, a member may be and still tell an owner it
 	// is ready to take a partition: a member that has just joined has its
 	// partitions live as soon as they reach its own main lane, which may
-	// still be replaying the history.
-	readyLag = 2 * time.Second
+	// still be replaying the history. Its grains wait, after the move,
+	// for their partition to reach the log's head: the bound is part of
+	// the move's pause.
+	readyLag = 500 * time.Millisecond
 	// lagEvery is how often the lag is read again (a read of the log's
 	// head) while this member has partitions to ask for.
 	lagEvery = 500 * time.Millisecond
@@ -302,6 +304,10 @@ func (m *partitions) step(ctx context.Context) {
 	pl := m.decide(self, ranking, standbys, alive, m.owners.Table(), m.runner.Live())
 	m.mu.Unlock()
 
+	// The drain first: a partition gained leaves it before its grains
+	// are woken (a grain refused by the drain waits for its next wake),
+	// and one handed over is in it already.
+	m.drainFor(pl.hand, pl.claim)
 	m.runner.Own(pl.follow)
 	before := *m.claimed.Load()
 	if gained := pl.claim.Minus(before); !gained.IsEmpty() {
@@ -312,7 +318,6 @@ func (m *partitions) step(ctx context.Context) {
 	if lost := before.Minus(pl.claim); !lost.IsEmpty() {
 		n.Rebalance() // their grains stop here; the next request reaches the new owner
 	}
-	m.drainFor(pl.hand, pl.claim)
 	m.record(ctx, self, pl)
 	if len(pl.tell) > 0 && m.nearHead(ctx) {
 		m.tellReady(n, self, pl.tell)
