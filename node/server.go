@@ -380,6 +380,9 @@ func (s *Server) becomeReady(ctx context.Context) error {
 			err = s.runner.WaitFor(ctx, head)
 		}
 		if err == nil {
+			err = s.waitOwned(ctx)
+		}
+		if err == nil {
 			s.control.Ready()
 			return nil
 		}
@@ -391,6 +394,28 @@ func (s *Server) becomeReady(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(time.Second):
+		}
+	}
+}
+
+// waitOwned returns once every delivery partition has an owner in the
+// table: at a cluster's first start, until the first member has recorded
+// its START, no grain of an endpoint can be placed, and a call would spend
+// its attempts on "no owner" and time out on the last.
+func (s *Server) waitOwned(ctx context.Context) error {
+	for {
+		changed := s.owners.Changed()
+		t, all := s.owners.Table(), true
+		for p := events.Partition(1); p <= events.Partitions && all; p++ {
+			all = t.Owners[p].Address != ""
+		}
+		if all {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
 		}
 	}
 }
