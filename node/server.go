@@ -501,9 +501,9 @@ type lateGrains struct{ node *atomic.Pointer[cluster.Node] }
 func (g lateGrains) Request(ctx context.Context, kind, identity string, msg proto.Message) (proto.Message, error) {
 	n := g.node.Load()
 	if n == nil {
-		return nil, fmt.Errorf("%w: the node is starting", control.ErrUnavailable)
+		return nil, cluster.ErrUnavailable
 	}
-	return controlGrains{n}.Request(ctx, kind, identity, msg)
+	return n.Request(ctx, kind, identity, msg)
 }
 
 // controlGrains reaches grains through the node for the control API: a

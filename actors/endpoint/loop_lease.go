@@ -122,18 +122,20 @@ func (l *loop) askLease(ctx actor.Context, ahead bool) {
 		EndpointId: l.id, WantAttempts: int32(len(l.ready) + l.maxInFlight()), WantInFlight: int32(l.maxInFlight()),
 	}}}
 	l.async(ctx, leaseTimeout, func(c context.Context) any {
+		r := &leaseReply{ahead: ahead}
 		res, err := grains.Request(c, tenant.Kind, tenantID, want)
-		if err != nil {
-			return &leaseReply{err: err, ahead: ahead}
-		}
 		rep, ok := res.(*internalv1.TenantReply)
 		switch {
+		case err != nil:
+			r.err = err
 		case !ok:
-			return &leaseReply{err: fmt.Errorf("the tenant grain answered %T, not a TenantReply", res), ahead: ahead}
+			r.err = fmt.Errorf("the tenant grain answered %T, not a TenantReply", res)
 		case rep.GetError() != nil:
-			return &leaseReply{err: fmt.Errorf("the tenant grain refused the lease: %s", rep.GetError().GetMessage()), ahead: ahead}
+			r.err = fmt.Errorf("the tenant grain refused the lease: %s", rep.GetError().GetMessage())
+		default:
+			r.lease = rep.GetLease()
 		}
-		return &leaseReply{lease: rep.GetLease(), ahead: ahead}
+		return r
 	})
 }
 

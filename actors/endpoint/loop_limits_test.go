@@ -76,6 +76,21 @@ func TestDispatcherIsolatesHangingTenant(t *testing.T) {
 	}
 }
 
+// tenant spawns the tenant grain of id, created with quota; it stops at
+// the end of the test.
+func (b *bench) tenant(id string, quota *hooklinev1.Quota) *actor.PID {
+	b.t.Helper()
+	tp := b.sys.Root.Spawn(tenant.Props(tenant.Config{Log: b.log, Now: b.clk.Now, Logger: quiet}, id))
+	b.t.Cleanup(func() { b.sys.Root.StopFuture(tp).Wait() })
+	res, err := b.sys.Root.RequestFuture(tp, &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Create{Create: &controlv1.CreateTenantRequest{
+		Name: id, Quota: quota,
+	}}}, 5*time.Second).Result()
+	if err != nil || res.(*internalv1.TenantReply).GetError() != nil {
+		b.t.Fatalf("create tenant: %v %v", res, err)
+	}
+	return tp
+}
+
 // localGrains reaches grains spawned in the test's actor system: the
 // node's Request without the cluster.
 type localGrains struct {
@@ -95,14 +110,7 @@ func (g localGrains) Request(ctx context.Context, kind, identity string, msg pro
 // 2), below its own limit (10).
 func TestTenantLease(t *testing.T) {
 	b := newBench(t)
-	tp := b.sys.Root.Spawn(tenant.Props(tenant.Config{Log: b.log, Now: b.clk.Now, Logger: quiet}, "acme"))
-	t.Cleanup(func() { b.sys.Root.StopFuture(tp).Wait() })
-	res, err := b.sys.Root.RequestFuture(tp, &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Create{Create: &controlv1.CreateTenantRequest{
-		Name: "Acme", Quota: &hooklinev1.Quota{AttemptsPerSecond: 1000, MaxInFlight: 2},
-	}}}, 5*time.Second).Result()
-	if err != nil || res.(*internalv1.TenantReply).GetError() != nil {
-		t.Fatalf("create tenant: %v %v", res, err)
-	}
+	tp := b.tenant("acme", &hooklinev1.Quota{AttemptsPerSecond: 1000, MaxInFlight: 2})
 	b.cfg.Grains = localGrains{sys: b.sys, pids: map[string]*actor.PID{tenant.Kind + "/acme": tp}}
 
 	gate := make(chan struct{})
@@ -219,14 +227,7 @@ func (g *gatedGrains) Request(ctx context.Context, kind, identity string, msg pr
 // fallback lease follows the current one.
 func TestLeaseRenewedAhead(t *testing.T) {
 	b := newBench(t)
-	tp := b.sys.Root.Spawn(tenant.Props(tenant.Config{Log: b.log, Now: b.clk.Now, Logger: quiet}, "acme"))
-	t.Cleanup(func() { b.sys.Root.StopFuture(tp).Wait() })
-	res, err := b.sys.Root.RequestFuture(tp, &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Create{Create: &controlv1.CreateTenantRequest{
-		Name: "Acme", Quota: &hooklinev1.Quota{AttemptsPerSecond: 10, MaxInFlight: 10},
-	}}}, 5*time.Second).Result()
-	if err != nil || res.(*internalv1.TenantReply).GetError() != nil {
-		t.Fatalf("create tenant: %v %v", res, err)
-	}
+	tp := b.tenant("acme", &hooklinev1.Quota{AttemptsPerSecond: 10, MaxInFlight: 10})
 	g := &gatedGrains{localGrains: localGrains{sys: b.sys, pids: map[string]*actor.PID{tenant.Kind + "/acme": tp}}}
 	b.cfg.Grains = g
 

@@ -149,7 +149,7 @@ func (c *Cluster) Roll(ctx context.Context, i int, timeout time.Duration) error 
 // partitions they keep as standbys). A load started before that lands for
 // a while on the first node alone.
 func (c *Cluster) waitSettled(ctx context.Context, within time.Duration) error {
-	const settledLag = 2 * time.Second // as close to the log as a member must be to take partitions
+	const settledLag = 2 * time.Second // near the log's head: a member takes partitions only then
 	deadline := time.Now().Add(within)
 	for {
 		live, settled, last := 0.0, true, ""
