@@ -22,8 +22,8 @@
 // Retention (see [Log.Retain]) deletes whole event and delivery streams, so
 // readers of the global log see gaps in the sequence numbers; they are
 // skipped like any other missing key, and subscriptions do not stall on them.
-// Sequence numbers are never reused: m seq survives the deletion of the
-// newest events.
+// The sequence numbers of acknowledged appends are never reused: m seq
+// survives the deletion of the newest events.
 //
 // # Group commit and durability
 //
@@ -43,6 +43,14 @@
 // last l key. Pebble calls its logger's Fatalf on failures after which going
 // on could lose data (a failed WAL sync); it then logs and exits the process,
 // as Pebble's own default logger does.
+//
+// Pebble makes a batch visible to readers before its WAL sync ends, so a
+// reader could see a group that a power cut then takes back, and whose
+// sequence numbers the next appends reuse. Reads therefore stop at the last
+// seq the writer stored, which it stores only once the group's commit has
+// returned: Head, ReadAll, Subscribe and ReadStream return durable records
+// only. A projection that checkpointed a record no append ever acknowledged
+// would otherwise skip the record later written at its position.
 //
 // Append's context bounds only the wait for the writer to take the append;
 // once taken, Append waits for the commit (at most one group away), so the

@@ -37,7 +37,12 @@ type Log struct {
 	writerDone chan struct{}   // closed when the writer goroutine ends
 
 	// seq is the last sequence number assigned; owned by the writer, read
-	// atomically elsewhere.
+	// atomically elsewhere. The writer stores it only once the group's
+	// batch is synced, so it is also the last durable record: Pebble makes
+	// a batch visible to readers before its write-ahead log is synced, and
+	// every read of the log stops at seq, so that no reader (a projection
+	// that checkpoints what it applied, above all) acts on a record that a
+	// power cut could take back and whose position a later append reuses.
 	seq atomic.Uint64
 
 	// notifyMu guards notify, a channel closed and replaced after every
@@ -116,16 +121,21 @@ func (l *Log) recoverSeq() (uint64, error) {
 		seq = beUint64(v)
 		closer.Close()
 	}
-	last, err := l.lastLogSeq()
+	last, err := l.lastLogSeqTo(^uint64(0))
 	if err != nil {
 		return 0, err
 	}
 	return max(seq, last), nil
 }
 
-// lastLogSeq returns the sequence number of the last record (0 when none).
-func (l *Log) lastLogSeq() (uint64, error) {
-	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: logKey(0), UpperBound: logUpper})
+// lastLogSeqTo returns the sequence number of the last record up to seq
+// included (0 when none).
+func (l *Log) lastLogSeqTo(seq uint64) (uint64, error) {
+	upper := logUpper
+	if seq != ^uint64(0) {
+		upper = logKey(seq + 1)
+	}
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: logKey(0), UpperBound: upper})
 	if err != nil {
 		return 0, err
 	}
@@ -170,14 +180,14 @@ func (l *Log) Close() error {
 	return nil
 }
 
-// Head returns the position of the last event in the log.
+// Head returns the position of the last durable event in the log.
 func (l *Log) Head(ctx context.Context) (events.Position, error) {
 	if err := ctx.Err(); err != nil {
 		return events.Position{}, err
 	}
 	var seq uint64
 	err := l.use(func() (err error) {
-		seq, err = l.lastLogSeq()
+		seq, err = l.lastLogSeqTo(l.seq.Load())
 		return err
 	})
 	if err != nil {
@@ -198,6 +208,7 @@ func (l *Log) ReadStream(ctx context.Context, stream string, dir events.Directio
 	}
 	var recs []events.Record
 	err := l.use(func() error {
+		durable := l.seq.Load() // before the snapshot, which holds at least that
 		snap := l.db.NewSnapshot()
 		defer snap.Close()
 		// The stream's index is read without its head first: a stream
@@ -219,10 +230,15 @@ func (l *Log) ReadStream(ctx context.Context, stream string, dir events.Directio
 		if dir == events.Backwards {
 			valid, step = it.Last, it.Prev
 		}
+		unsynced := false // the stream has records not yet durable
 		for ok := valid(); ok && len(recs) < max; ok = step() {
 			e, err := decodeIndex(it.Value())
 			if err != nil {
 				return err
+			}
+			if e.seq > durable {
+				unsynced = true
+				continue
 			}
 			r, err := getRecord(snap, e.seq)
 			if err != nil {
@@ -235,7 +251,7 @@ func (l *Log) ReadStream(ctx context.Context, stream string, dir events.Directio
 		}
 		if _, ok, err := readHead(snap, stream); err != nil {
 			return err
-		} else if !ok {
+		} else if !ok || unsynced && !durableStart(snap, stream, durable) {
 			return events.ErrStreamNotFound
 		}
 		return nil
@@ -262,16 +278,33 @@ func (l *Log) ReadAll(ctx context.Context, from events.Position, max int) ([]eve
 	return recs, nil
 }
 
-// scan reads the log after seq: up to max records, keeping those that pass
-// filter (appended to buf). It returns the records and the last sequence
+// durableStart reports whether stream's first record (the first that
+// retention left) is durable, that is whether the stream exists for
+// readers.
+func durableStart(snap *pebble.Snapshot, stream string, durable uint64) bool {
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: indexKey(stream, 0), UpperBound: indexUpper(stream)})
+	if err != nil {
+		return true
+	}
+	defer it.Close()
+	if !it.First() {
+		return true
+	}
+	e, err := decodeIndex(it.Value())
+	return err != nil || e.seq <= durable
+}
+
+// scan reads the durable log after seq: up to max records, keeping those
+// that pass filter (appended to buf). It returns the records and the last sequence
 // number it looked at (seq when there was nothing after it).
 func (l *Log) scan(seq uint64, max int, filter events.Filter, buf []events.Record) ([]events.Record, uint64, error) {
 	last := seq
 	err := l.use(func() error {
-		if seq == ^uint64(0) {
+		durable := l.seq.Load()
+		if seq >= durable {
 			return nil
 		}
-		it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: logKey(seq + 1), UpperBound: logUpper})
+		it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: logKey(seq + 1), UpperBound: logKey(durable + 1)})
 		if err != nil {
 			return err
 		}
