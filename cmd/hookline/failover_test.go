@@ -45,7 +45,36 @@ func (f *fleet) startThree(t *testing.T) ([]*node, []string) {
 	nodes := []*node{first, f.start(dirs[1], first.gossip(t)), f.start(dirs[2], first.gossip(t))}
 	waitMembers(t, nodes...)
 	t.Cleanup(func() { stopAll(t, nodes...) }) // before each node's own cleanup
+	waitShared(t, nodes...)
 	return nodes, dirs
+}
+
+// waitShared waits until the nodes share the delivery partitions: each
+// serves some, all it owns caught up, and together they serve every one.
+// Members that join warm their partitions up first and take them over
+// after: until then the first member serves them, and an endpoint
+// attempted before and after such a move is attempted by two nodes.
+func waitShared(t *testing.T, nodes ...*node) {
+	t.Helper()
+	admin := nodes[0].as(t, adminToken)
+	console := controlv1.NewOperatorServiceClient(admin.cc)
+	waitForLong(t, 60*time.Second, func() (string, bool) {
+		st, err := console.GetClusterStatus(admin.ctx(), &controlv1.GetClusterStatusRequest{})
+		if err != nil {
+			return fmt.Sprintf("cluster status: %v", err), false
+		}
+		owned := int32(0)
+		for _, ns := range st.GetNodes() {
+			if ns.GetError() != "" || ns.GetPartitionsOwned() == 0 || ns.GetPartitionsLive() != ns.GetPartitionsOwned() {
+				return fmt.Sprintf("member %s: %d partitions served, %d caught up (%s)", ns.GetMemberId(), ns.GetPartitionsOwned(), ns.GetPartitionsLive(), ns.GetError()), false
+			}
+			owned += ns.GetPartitionsOwned()
+		}
+		if len(st.GetNodes()) != len(nodes) || owned != st.GetPartitions() || st.GetUnserved() != 0 {
+			return fmt.Sprintf("%d members serve %d of %d partitions, %d unserved", len(st.GetNodes()), owned, st.GetPartitions(), st.GetUnserved()), false
+		}
+		return "", true
+	})
 }
 
 // warmUp waits until every endpoint has received a few webhooks (its grain
