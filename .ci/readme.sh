@@ -9,17 +9,31 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-dir=$(mktemp -d)
+dir=$(cd "$(mktemp -d)" && pwd -P)
+# left prints the processes that run in $dir: what the walk-through started
+# in the background (they are started as plain `hookline`, found on PATH,
+# so their command lines do not name $dir).
+left() {
+  local p
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/cwd" 2>/dev/null)" = "$dir" ] && echo "${p#/proc/}"
+  done
+  return 0
+}
 cleanup() {
-  # Stop what the walk-through started in the background, if still running.
-  # Wait for them to end (a node stopping still writes to its data
-  # directory) before the directory goes; then make sure.
-  pkill -f "$dir/gopath/bin/hookline" 2>/dev/null || true
+  # Stop what the walk-through started, if still running, and wait for it
+  # to end (a node stopping still writes to its data directory) before the
+  # directory goes; then make sure.
+  cd /
+  local pids
+  pids=$(left)
+  [ -z "$pids" ] || kill $pids 2>/dev/null || true
   for _ in $(seq 1 100); do
-    pgrep -f "$dir/gopath/bin/hookline" >/dev/null || break
+    [ -n "$(left)" ] || break
     sleep 0.1
   done
-  pkill -9 -f "$dir/gopath/bin/hookline" 2>/dev/null || true
+  pids=$(left)
+  [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
   rm -rf "$dir"
 }
 trap cleanup EXIT
