@@ -28,9 +28,9 @@ const (
 // asks for a new one when it has expired or is used up, one request at a
 // time. A busy endpoint asks ahead, in its lease's last quarter: the
 // tenant grants the next period's lease at once (see tenant.Leases), held
-// in next until the current one ends, so attempts go on across the
-// boundary without waiting for a round trip to the tenant's grain, which
-// may be on another member or moving to one. When the tenant grain cannot
+// in next until the current one ends or is used up, so attempts go on
+// across the boundary without waiting for a round trip to the tenant's
+// grain, which may be on another member or moving to one. When the tenant grain cannot
 // be reached, it goes on under a fallback lease of its own in-flight limit
 // for fallbackLease (fail open, logged); when it was asking ahead, the
 // fallback follows the current lease.
@@ -63,7 +63,16 @@ func (l *loop) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
 		return true, time.Time{}
 	}
 	ls := &l.lease
-	if !now.Before(ls.expires) && ls.next != nil {
+	if ls.next != nil && (!now.Before(ls.expires) || ls.attempts <= 0 && ls.next.attempts > 0) {
+		// The current lease ended, or it is used up while the next
+		// period's is in hand: go on under the next one. Started early,
+		// it is started a quarter of a period early at most (it is asked
+		// for in the last quarter), and the next is asked for a quarter
+		// before it ends as usual: each period's grant is used once, and
+		// the quota holds per period, shifted. Waiting for the current
+		// period's end instead held a busy endpoint whose share outgrew
+		// its last ask for up to a quarter of a period (a p99 of ~190 ms
+		// for a tenant far from its quota).
 		ls.granted, ls.leaseBucket, ls.next = ls.expires, *ls.next, nil
 	}
 	valid := now.Before(ls.expires)
@@ -85,9 +94,9 @@ func (l *loop) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
 		return false, time.Time{} // in flight at the lease's limit: an outcome pumps
 	}
 	if valid && (ls.next != nil || (!ls.expires.IsZero() && ls.inFlight <= 0)) {
-		// Used up, with the next period's lease in hand; or granted
-		// nothing more this period: wait for the period's end, or until
-		// it is time to ask ahead.
+		// Used up, with a next period's lease of no attempts in hand; or
+		// granted nothing more this period: wait for the period's end, or
+		// until it is time to ask ahead.
 		if now.Before(ahead) {
 			return false, ahead
 		}

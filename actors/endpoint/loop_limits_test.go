@@ -244,14 +244,48 @@ func TestLeaseRenewedAhead(t *testing.T) {
 		t.Fatalf("first period: %d attempts, %d lease requests; want 10, and 2 requests", n, asked)
 	}
 	b.advance(800 * time.Millisecond) // the period's last quarter
-	waitUntil(t, "the next period's lease asked ahead", func() bool { return g.asked.Load() >= 3 })
+	// Asked ahead, the first period's lease used up: the second's goes on
+	// at once, until it is used up too and asked once more in vain.
+	waitUntil(t, "the next period's lease asked ahead and spent", func() bool { return g.asked.Load() >= 4 })
 	g.down.Store(true)
-	b.advance(200 * time.Millisecond) // the period ends: the lease granted ahead is used
+	b.advance(200 * time.Millisecond) // the period ends, under the lease granted ahead
 	waitUntil(t, "the second period's 10 attempts", received(20))
-	if n, asked := len(rc.all()), g.asked.Load(); n != 20 || asked != 3 {
+	if n, asked := len(rc.all()), g.asked.Load(); n != 20 || asked != 4 {
 		t.Fatalf("second period: %d attempts, %d lease requests; want 20, and no request at the period's end", n, asked)
 	}
 	b.advance(800 * time.Millisecond) // asks ahead again: unreachable, a fallback follows
 	b.advance(200 * time.Millisecond)
 	waitUntil(t, "the rest under the fallback lease", received(30))
+}
+
+// TestLeaseUsedUpGoesOnUnderNext: an endpoint that has used its lease up
+// when the next period's comes, asked ahead, goes on under it at once
+// instead of waiting for the current period's end: a busy endpoint whose
+// share grew past its last ask waited up to a quarter of a period at every
+// period's end. The tenant's quota holds per period: the next period's 10
+// attempts, started early, are all it gets until that lease is renewed.
+func TestLeaseUsedUpGoesOnUnderNext(t *testing.T) {
+	b := newBench(t)
+	tp := b.tenant("acme", &hooklinev1.Quota{AttemptsPerSecond: 10, MaxInFlight: 10})
+	g := &gatedGrains{localGrains: localGrains{sys: b.sys, pids: map[string]*actor.PID{tenant.Kind + "/acme": tp}}}
+	b.cfg.Grains = g
+
+	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusOK) })
+	b.endpoint("acme", "ep_1", rc.URL+"/in", nil)
+	for j := range 30 {
+		b.publish("acme", fmt.Sprint("evt_", j), "ep_1")
+	}
+	received := func(n int) func() bool { return func() bool { return len(rc.all()) >= n } }
+	waitUntil(t, "the first period's 10 attempts", received(10))
+	waitUntil(t, "the period's share spent", func() bool { return g.asked.Load() >= 2 })
+	b.advance(800 * time.Millisecond) // the period's last quarter: asks ahead
+	// The clock stays in the first period: the next period's attempts
+	// start under the lease granted ahead.
+	waitUntil(t, "the next period's 10 attempts, started as its lease came", received(20))
+	// Used up again, it asks once more in vain, and the quota holds: two
+	// periods' grants, no more.
+	waitUntil(t, "the next period's share spent", func() bool { return g.asked.Load() >= 4 })
+	if n, asked := len(rc.all()), g.asked.Load(); n != 20 || asked != 4 {
+		t.Fatalf("%d attempts and %d lease requests once the lease granted ahead was used; want 20 and 4 (per period: one for the lease, one in vain)", n, asked)
+	}
 }
