@@ -169,8 +169,12 @@ func TestPartitionMovesWhileDue(t *testing.T) {
 	}
 	f.waitTerminal(t, planned)
 	// History, from any node, agrees: nothing is pending.
+	apis := make([]*api, len(nodes))
 	for i, n := range nodes {
-		a := n.as(t, tenant.token)
+		apis[i] = n.as(t, tenant.token)
+	}
+	waitHistory(t, apis, planned)
+	for i, a := range apis {
 		resp := must(a.deliveriesClient().ListDeliveries(a.ctx(), &controlv1.ListDeliveriesRequest{Status: "pending"}))
 		if len(resp.GetDeliveries()) != 0 {
 			t.Errorf("node %d: %d deliveries still pending in history", i, len(resp.GetDeliveries()))
@@ -179,6 +183,33 @@ func TestPartitionMovesWhileDue(t *testing.T) {
 	slices.Sort(moved)
 	t.Logf("FIGURE partition move: endpoints attempted on the joining node while their retries were due: %v; %d deliveries received, %d duplicates",
 		moved, tl.unique, tl.duplicates())
+}
+
+// waitHistory waits until the search of every node lists each planned
+// delivery as ended. The log holds the outcomes (waitTerminal) a moment
+// before the members' history projections have applied them.
+func waitHistory(t *testing.T, apis []*api, planned map[string]string) {
+	t.Helper()
+	for i, a := range apis {
+		waitForLong(t, 30*time.Second, func() (string, bool) {
+			ended, cursor := 0, ""
+			for {
+				resp, err := a.deliveriesClient().ListDeliveries(a.ctx(), &controlv1.ListDeliveriesRequest{PageSize: 100, Cursor: cursor})
+				if err != nil {
+					return fmt.Sprintf("node %d: %v", i, err), false
+				}
+				for _, d := range resp.GetDeliveries() {
+					if _, ok := planned[d.GetDeliveryId()]; ok && d.GetStatus() != "pending" {
+						ended++
+					}
+				}
+				if cursor = resp.GetNextCursor(); cursor == "" {
+					break
+				}
+			}
+			return fmt.Sprintf("node %d's history shows %d of %d deliveries ended", i, ended, len(planned)), ended == len(planned)
+		})
+	}
 }
 
 // TestSearchSameOnEveryNode: with three nodes, each keeping the history of
@@ -215,6 +246,7 @@ func TestSearchSameOnEveryNode(t *testing.T) {
 	for i, n := range nodes {
 		apis[i] = n.as(t, tenant.token)
 	}
+	waitHistory(t, apis, planned)
 	queries := []*controlv1.ListDeliveriesRequest{
 		{},
 		{PageSize: 7},
