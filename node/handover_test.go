@@ -26,6 +26,7 @@ import (
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/embedded"
 	"github.com/hookline/hookline/node"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
@@ -180,7 +181,11 @@ func tenantWithKey(t *testing.T, ts *testServer) string {
 	ctx, cancel := bearer(admin)
 	defer cancel()
 	tenants := controlv1.NewTenantServiceClient(ts.cc)
-	if _, err := tenants.CreateTenant(ctx, &controlv1.CreateTenantRequest{TenantId: "acme", Name: "Acme"}); err != nil {
+	// A quota well above what the tests send: at the default 100 attempts
+	// a second, delivering a hand-over test's 3,200 to 4,000 deliveries
+	// took 32 to 40 s of its 60 s, and a slow moment made it miss.
+	if _, err := tenants.CreateTenant(ctx, &controlv1.CreateTenantRequest{TenantId: "acme", Name: "Acme",
+		Quota: &hooklinev1.Quota{AttemptsPerSecond: 5000, MaxInFlight: 1000}}); err != nil {
 		t.Fatal(err)
 	}
 	k, err := tenants.IssueApiKey(ctx, &controlv1.IssueApiKeyRequest{TenantId: "acme"})
