@@ -30,10 +30,10 @@ const (
 // tenant grants the next period's lease at once (see tenant.Leases), held
 // in next until the current one ends or is used up, so attempts go on
 // across the boundary without waiting for a round trip to the tenant's
-// grain, which may be on another member or moving to one. When the tenant grain cannot
-// be reached, it goes on under a fallback lease of its own in-flight limit
-// for fallbackLease (fail open, logged); when it was asking ahead, the
-// fallback follows the current lease.
+// grain, which may be on another member or moving to one. When the tenant
+// grain cannot be reached, it goes on under a fallback lease of its own
+// in-flight limit for fallbackLease (fail open, logged); when it was
+// asking ahead, the fallback follows the current lease.
 type leaseState struct {
 	leaseBucket
 	granted  time.Time    // when the current lease began, as seen here

@@ -218,14 +218,12 @@ func (g *gatedGrains) Request(ctx context.Context, kind, identity string, msg pr
 	return res, err
 }
 
-// TestLeaseRenewedAhead: a busy endpoint renews its lease in the period's
-// last quarter and goes on across the period's end under the lease granted
-// ahead, without asking its tenant's grain then, so that attempts never
-// wait at a period's end for a round trip, nor for the tenant grain while
-// it cannot be reached; the tenant's 10 attempts per second still hold.
-// When the tenant grain cannot be reached for the next renewal, the
-// fallback lease follows the current one.
-func TestLeaseRenewedAhead(t *testing.T) {
+// firstPeriodSpent starts an endpoint of a tenant allowed 10 attempts a
+// second, with 30 deliveries, and returns once the first period's 10
+// attempts are made and its share is spent: used up, the endpoint asked
+// once more in vain, and waits (no request spins).
+func firstPeriodSpent(t *testing.T) (*bench, *gatedGrains, *receiver) {
+	t.Helper()
 	b := newBench(t)
 	tp := b.tenant("acme", &hooklinev1.Quota{AttemptsPerSecond: 10, MaxInFlight: 10})
 	g := &gatedGrains{localGrains: localGrains{sys: b.sys, pids: map[string]*actor.PID{tenant.Kind + "/acme": tp}}}
@@ -236,10 +234,21 @@ func TestLeaseRenewedAhead(t *testing.T) {
 	for j := range 30 {
 		b.publish("acme", fmt.Sprint("evt_", j), "ep_1")
 	}
-	received := func(n int) func() bool { return func() bool { return len(rc.all()) >= n } }
-	waitUntil(t, "the first period's 10 attempts", received(10))
-	// Used up, it asked once more in vain, and waits: no request spins.
+	waitUntil(t, "the first period's 10 attempts", func() bool { return len(rc.all()) >= 10 })
 	waitUntil(t, "the period's share spent", func() bool { return g.asked.Load() >= 2 })
+	return b, g, rc
+}
+
+// TestLeaseRenewedAhead: a busy endpoint renews its lease in the period's
+// last quarter and goes on across the period's end under the lease granted
+// ahead, without asking its tenant's grain then, so that attempts never
+// wait at a period's end for a round trip, nor for the tenant grain while
+// it cannot be reached; the tenant's 10 attempts per second still hold.
+// When the tenant grain cannot be reached for the next renewal, the
+// fallback lease follows the current one.
+func TestLeaseRenewedAhead(t *testing.T) {
+	b, g, rc := firstPeriodSpent(t)
+	received := func(n int) func() bool { return func() bool { return len(rc.all()) >= n } }
 	if n, asked := len(rc.all()), g.asked.Load(); n != 10 || asked != 2 {
 		t.Fatalf("first period: %d attempts, %d lease requests; want 10, and 2 requests", n, asked)
 	}
@@ -265,19 +274,8 @@ func TestLeaseRenewedAhead(t *testing.T) {
 // period's end. The tenant's quota holds per period: the next period's 10
 // attempts, started early, are all it gets until that lease is renewed.
 func TestLeaseUsedUpGoesOnUnderNext(t *testing.T) {
-	b := newBench(t)
-	tp := b.tenant("acme", &hooklinev1.Quota{AttemptsPerSecond: 10, MaxInFlight: 10})
-	g := &gatedGrains{localGrains: localGrains{sys: b.sys, pids: map[string]*actor.PID{tenant.Kind + "/acme": tp}}}
-	b.cfg.Grains = g
-
-	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusOK) })
-	b.endpoint("acme", "ep_1", rc.URL+"/in", nil)
-	for j := range 30 {
-		b.publish("acme", fmt.Sprint("evt_", j), "ep_1")
-	}
+	b, g, rc := firstPeriodSpent(t)
 	received := func(n int) func() bool { return func() bool { return len(rc.all()) >= n } }
-	waitUntil(t, "the first period's 10 attempts", received(10))
-	waitUntil(t, "the period's share spent", func() bool { return g.asked.Load() >= 2 })
 	b.advance(800 * time.Millisecond) // the period's last quarter: asks ahead
 	// The clock stays in the first period: the next period's attempts
 	// start under the lease granted ahead.

@@ -121,20 +121,16 @@ func (l *Log) recoverSeq() (uint64, error) {
 		seq = beUint64(v)
 		closer.Close()
 	}
-	last, err := l.lastLogSeqTo(^uint64(0))
+	last, err := l.lastLogSeq(logUpper)
 	if err != nil {
 		return 0, err
 	}
 	return max(seq, last), nil
 }
 
-// lastLogSeqTo returns the sequence number of the last record up to seq
-// included (0 when none).
-func (l *Log) lastLogSeqTo(seq uint64) (uint64, error) {
-	upper := logUpper
-	if seq != ^uint64(0) {
-		upper = logKey(seq + 1)
-	}
+// lastLogSeq returns the sequence number of the last record before the
+// key upper (0 when none).
+func (l *Log) lastLogSeq(upper []byte) (uint64, error) {
 	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: logKey(0), UpperBound: upper})
 	if err != nil {
 		return 0, err
@@ -187,7 +183,7 @@ func (l *Log) Head(ctx context.Context) (events.Position, error) {
 	}
 	var seq uint64
 	err := l.use(func() (err error) {
-		seq, err = l.lastLogSeqTo(l.seq.Load())
+		seq, err = l.lastLogSeq(logKey(l.seq.Load() + 1))
 		return err
 	})
 	if err != nil {
@@ -295,8 +291,8 @@ func durableStart(snap *pebble.Snapshot, stream string, durable uint64) bool {
 }
 
 // scan reads the durable log after seq: up to max records, keeping those
-// that pass filter (appended to buf). It returns the records and the last sequence
-// number it looked at (seq when there was nothing after it).
+// that pass filter (appended to buf). It returns the records and the last
+// sequence number it looked at (seq when there was nothing after it).
 func (l *Log) scan(seq uint64, max int, filter events.Filter, buf []events.Record) ([]events.Record, uint64, error) {
 	last := seq
 	err := l.use(func() error {
