@@ -150,6 +150,7 @@ func (s *Server) record(ctx context.Context, published *hooklinev1.EventPublishe
 		s.cfg.HandOver.HandOver(published, &hooklinev1.DeliveriesPlanned{
 			TenantId: tenantID, EventId: published.GetEventId(), EventType: published.GetEventType(),
 			Deliveries: planned, At: timestamppb.New(now), ExpiresAt: timestamppb.New(now.Add(s.cfg.DeliveryDeadline)),
+			OrderingKey: published.GetOrderingKey(),
 		}, res.Position)
 	}
 	return &controlv1.PublishResponse{EventId: published.GetEventId(), Deliveries: planned, Filtered: filtered, TraceId: traceID(published)}, nil
@@ -170,6 +171,9 @@ func (s *Server) route(published *hooklinev1.EventPublished, refs []registry.End
 			DeliveryId:    events.DeliveryID(published.GetTenantId(), published.GetEventId(), ref.ID),
 			EndpointId:    ref.ID,
 			ConfigVersion: ref.ConfigVersion,
+		}
+		if published.GetOrderingKey() != "" {
+			d.Ordering = ref.Ordering
 		}
 		if ref.Filter != "" {
 			if in == nil {
@@ -236,6 +240,9 @@ func (s *Server) eventOf(tenantID string, caller Caller, req *controlv1.PublishR
 	if err != nil {
 		return nil, err
 	}
+	if err := checkOrderingKey(req.GetOrderingKey()); err != nil {
+		return nil, err
+	}
 	payload := req.GetPayload()
 	contentType := req.GetContentType()
 	if req.GetData() != nil {
@@ -283,7 +290,25 @@ func (s *Server) eventOf(tenantID string, caller Caller, req *controlv1.PublishR
 		IssuedBy:      caller.Actor(),
 		At:            timestamppb.New(now),
 		Headers:       headers,
+		OrderingKey:   req.GetOrderingKey(),
 	}, nil
+}
+
+// maxOrderingKeyLen bounds an ordering key.
+const maxOrderingKeyLen = 256
+
+// checkOrderingKey validates a publish's ordering key: empty, or 1 to 256
+// printable ASCII characters (it travels in a webhook header).
+func checkOrderingKey(k string) error {
+	if len(k) > maxOrderingKeyLen {
+		return invalid("ordering_key", "is %d characters long; use at most %d (an id of the object the event is about)", len(k), maxOrderingKeyLen)
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return invalid("ordering_key", "has a character that is not printable ASCII at byte %d; use letters, digits and punctuation (it is sent as the webhook-ordering-key header)", i)
+		}
+	}
+	return nil
 }
 
 // plan encodes EventPublished and its DeliveriesPlanned chunks: the
@@ -307,15 +332,16 @@ func (s *Server) plan(stream string, published *hooklinev1.EventPublished, plann
 	expires := timestamppb.New(now.Add(s.cfg.DeliveryDeadline))
 	for i, c := range chunks {
 		dp := &hooklinev1.DeliveriesPlanned{
-			TenantId:   published.GetTenantId(),
-			EventId:    published.GetEventId(),
-			EventType:  published.GetEventType(),
-			Deliveries: c.Deliveries,
-			Filtered:   c.Filtered,
-			Chunk:      int32(i),
-			Chunks:     int32(len(chunks)),
-			At:         at,
-			ExpiresAt:  expires,
+			TenantId:    published.GetTenantId(),
+			EventId:     published.GetEventId(),
+			EventType:   published.GetEventType(),
+			Deliveries:  c.Deliveries,
+			Filtered:    c.Filtered,
+			Chunk:       int32(i),
+			Chunks:      int32(len(chunks)),
+			At:          at,
+			ExpiresAt:   expires,
+			OrderingKey: published.GetOrderingKey(),
 		}
 		ev, err := events.EncodeIn(dp, fmt.Sprintf("plan/%d/%s", i, digest(dp)), stream, c.Partition)
 		if err != nil {

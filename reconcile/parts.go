@@ -267,8 +267,8 @@ func (r *Reconciler) checkGrains(ctx context.Context, p *tally, l *local) error 
 			t.Held++
 		}
 		since := it.DueAt
-		if it.Class == due.ClassRetry && since.After(l.now) {
-			continue // not due yet
+		if it.Waiting || (it.Class == due.ClassRetry && since.After(l.now)) {
+			continue // not due yet, or waiting for its ordering key's turn
 		}
 		w := byEndpoint[it.EndpointID]
 		if w == nil {

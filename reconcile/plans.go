@@ -23,8 +23,10 @@ type publication struct {
 	tenant    string
 	event     string
 	eventType string
-	published bool
-	position  events.Position // of EventPublished
+	// orderingKey is the event's ordering key (from EventPublished).
+	orderingKey string
+	published   bool
+	position    events.Position // of EventPublished
 	// expected is the snapshot: endpoint → config version (and filter)
 	// subscribed at the EventPublished's position.
 	expected map[string]subscribed
@@ -71,7 +73,7 @@ func (r *Reconciler) Plans(ctx context.Context, run Run) (*internalv1.ReconcileP
 		case *hooklinev1.EventPublished:
 			pb := get(rec.Stream)
 			pb.tenant, pb.event, pb.eventType = m.GetTenantId(), m.GetEventId(), m.GetEventType()
-			pb.published, pb.position = true, rec.Position
+			pb.published, pb.position, pb.orderingKey = true, rec.Position, m.GetOrderingKey()
 			pb.expected = subs.snapshot(pb.tenant, pb.eventType)
 		case *hooklinev1.DeliveriesPlanned:
 			pb := get(rec.Stream)
@@ -305,6 +307,9 @@ func (r *Reconciler) replanned(ctx context.Context, pb *publication, missing map
 			continue
 		}
 		pd := &hooklinev1.PlannedDelivery{DeliveryId: id, EndpointId: ep, ConfigVersion: sub.cv}
+		if pb.orderingKey != "" {
+			pd.Ordering = sub.ordering
+		}
 		if sub.filter != "" {
 			if in == nil {
 				if in, err = r.filterInput(ctx, pb.stream); err != nil {
@@ -340,7 +345,7 @@ func (r *Reconciler) planEvents(run Run, pb *publication, repair *hooklinev1.Pla
 		dp := &hooklinev1.DeliveriesPlanned{
 			TenantId: pb.tenant, EventId: pb.event, EventType: pb.eventType, Deliveries: c.Deliveries, Filtered: c.Filtered,
 			Chunk: int32(i), Chunks: int32(len(chunks)), At: timestamppb.New(now),
-			ExpiresAt: timestamppb.New(now.Add(r.cfg.Deadline)), Repair: repair,
+			ExpiresAt: timestamppb.New(now.Add(r.cfg.Deadline)), Repair: repair, OrderingKey: pb.orderingKey,
 		}
 		ev, err := events.EncodeIn(dp, fmt.Sprintf("replan/%s/%d", run.ID, i), pb.stream, c.Partition)
 		if err != nil {

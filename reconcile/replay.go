@@ -278,8 +278,9 @@ func digest[V any](m map[string]V, skip map[string]bool, enc func(V) []byte) str
 }
 
 func encodeItem(it due.Item) []byte {
-	return fmt.Appendf(nil, "%s|%s|%s|%s|%s|%d|%d|%t|%d|%d|%d|%d", it.DeliveryID, it.TenantID, it.EventID, it.EventType, it.EndpointID,
-		it.ConfigVersion, it.Class, it.Manual, it.DueAt.UnixNano(), it.PlannedAt.UnixNano(), it.ExpiresAt.UnixNano(), it.Attempts)
+	return fmt.Appendf(nil, "%s|%s|%s|%s|%s|%d|%d|%t|%d|%d|%d|%d|%d|%q|%d|%t", it.DeliveryID, it.TenantID, it.EventID, it.EventType, it.EndpointID,
+		it.ConfigVersion, it.Class, it.Manual, it.DueAt.UnixNano(), it.PlannedAt.UnixNano(), it.ExpiresAt.UnixNano(), it.Attempts,
+		it.Ordering, it.OrderingKey, it.Sequence, it.Waiting)
 }
 
 func encodeRecord(d history.Delivery) []byte {

@@ -34,9 +34,10 @@ type subscriptions struct {
 type subscriber struct {
 	id, tenant string
 	cv         int64
-	filter     string   // the endpoint's filter at cv, "" for none
-	all        bool     // subscribed to every type
-	types      []string // sorted, when not all
+	filter     string                 // the endpoint's filter at cv, "" for none
+	ordering   hooklinev1.KeyOrdering // at cv
+	all        bool                   // subscribed to every type
+	types      []string               // sorted, when not all
 	paused     bool
 	disabled   bool
 	deleted    bool
@@ -58,7 +59,7 @@ func (s *subscriptions) apply(rec *events.Record, msg proto.Message) {
 		if _, exists := s.endpoints[c.GetEndpointId()]; exists {
 			return
 		}
-		e := &subscriber{id: c.GetEndpointId(), tenant: c.GetTenantId(), cv: c.GetConfigVersion(), filter: c.GetConfig().GetFilter(), last: rec.Position}
+		e := &subscriber{id: c.GetEndpointId(), tenant: c.GetTenantId(), cv: c.GetConfigVersion(), filter: c.GetConfig().GetFilter(), ordering: c.GetConfig().GetOrdering(), last: rec.Position}
 		e.setTypes(c.GetConfig().GetEventTypes())
 		s.endpoints[e.id] = e
 		s.byTenant[e.tenant] = append(s.byTenant[e.tenant], e)
@@ -76,7 +77,7 @@ func (s *subscriptions) apply(rec *events.Record, msg proto.Message) {
 	e.last = rec.Position
 	switch m := msg.(type) {
 	case *hooklinev1.EndpointUpdated:
-		e.cv, e.filter = m.GetConfigVersion(), m.GetConfig().GetFilter()
+		e.cv, e.filter, e.ordering = m.GetConfigVersion(), m.GetConfig().GetFilter(), m.GetConfig().GetOrdering()
 		e.setTypes(m.GetConfig().GetEventTypes())
 	case *hooklinev1.EndpointPaused:
 		e.paused = true
@@ -119,8 +120,9 @@ func (e *subscriber) subscribes(t string) bool {
 // subscribed is an endpoint's subscription at a publish: its config
 // version and its filter then.
 type subscribed struct {
-	cv     int64
-	filter string
+	cv       int64
+	filter   string
+	ordering hooklinev1.KeyOrdering
 }
 
 // snapshot returns the endpoints of tenant subscribed to eventType now,
@@ -132,7 +134,7 @@ func (s *subscriptions) snapshot(tenant, eventType string) map[string]subscribed
 			if out == nil {
 				out = map[string]subscribed{}
 			}
-			out[e.id] = subscribed{cv: e.cv, filter: e.filter}
+			out[e.id] = subscribed{cv: e.cv, filter: e.filter, ordering: e.ordering}
 		}
 	}
 	return out

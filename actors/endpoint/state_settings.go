@@ -49,7 +49,41 @@ func configOf(s *controlv1.EndpointSettings) *hooklinev1.EndpointConfig {
 		SignEd25519:   s.GetSignEd25519(),
 		Metadata:      maps.Clone(s.GetMetadata()),
 		Filter:        s.GetFilter(),
+		Ordering:      orderingOf(s.GetOrdering(), s.GetKeyFailure()),
 	}
+}
+
+// Words of the ordering settings.
+const (
+	orderingNone       = "none"
+	orderingKey        = "key"
+	keyFailureContinue = "continue"
+	keyFailurePark     = "park"
+)
+
+// orderingOf maps the settings' ordering and key_failure (validated) to
+// the configuration's KeyOrdering.
+func orderingOf(ordering, keyFailure string) hooklinev1.KeyOrdering {
+	switch {
+	case ordering != orderingKey:
+		return hooklinev1.KeyOrdering_KEY_ORDERING_NONE
+	case keyFailure == keyFailurePark:
+		return hooklinev1.KeyOrdering_KEY_ORDERING_PARK
+	default:
+		return hooklinev1.KeyOrdering_KEY_ORDERING_CONTINUE
+	}
+}
+
+// orderingWords is orderingOf's inverse: an unordered endpoint shows
+// neither word, an ordered one both.
+func orderingWords(o hooklinev1.KeyOrdering) (ordering, keyFailure string) {
+	switch o {
+	case hooklinev1.KeyOrdering_KEY_ORDERING_CONTINUE:
+		return orderingKey, keyFailureContinue
+	case hooklinev1.KeyOrdering_KEY_ORDERING_PARK:
+		return orderingKey, keyFailurePark
+	}
+	return "", ""
 }
 
 // SettingsOf is the API's view of an endpoint configuration (copied, so
@@ -58,6 +92,7 @@ func SettingsOf(c *hooklinev1.EndpointConfig) *controlv1.EndpointSettings {
 	if c == nil {
 		return nil
 	}
+	ordering, keyFailure := orderingWords(c.GetOrdering())
 	return &controlv1.EndpointSettings{
 		Url:           c.GetUrl(),
 		EventTypes:    slices.Clone(c.GetEventTypes()),
@@ -70,6 +105,8 @@ func SettingsOf(c *hooklinev1.EndpointConfig) *controlv1.EndpointSettings {
 		SignEd25519:   c.GetSignEd25519(),
 		Metadata:      maps.Clone(c.GetMetadata()),
 		Filter:        c.GetFilter(),
+		Ordering:      ordering,
+		KeyFailure:    keyFailure,
 	}
 }
 
@@ -184,6 +221,17 @@ func validateSettings(s *controlv1.EndpointSettings) error {
 	}
 	if n := s.GetMaxAttempts(); n < 0 || n > MaxAttempts {
 		return command.Invalid("settings.max_attempts", "must be between 0 and %d (0 means the default)", MaxAttempts)
+	}
+	switch s.GetOrdering() {
+	case "", orderingNone, orderingKey:
+	default:
+		return command.Invalid("settings.ordering", "is %q; use \"none\" (the default) or \"key\" (one delivery of an ordering key at a time)", s.GetOrdering())
+	}
+	switch kf := s.GetKeyFailure(); {
+	case kf != "" && kf != keyFailureContinue && kf != keyFailurePark:
+		return command.Invalid("settings.key_failure", "is %q; use \"continue\" (the default) or \"park\"", kf)
+	case kf != "" && s.GetOrdering() != orderingKey:
+		return command.Invalid("settings.key_failure", "applies only to an endpoint ordered by key; set settings.ordering to \"key\" too, or leave key_failure out")
 	}
 	md := s.GetMetadata()
 	if len(md) > MaxMetadata {

@@ -78,6 +78,8 @@ type EndpointRef struct {
 	// Filter is the endpoint's filter at ConfigVersion (a CEL expression,
 	// see package filter); empty passes every event.
 	Filter string `json:",omitempty"`
+	// Ordering is the endpoint's ordering by key at ConfigVersion.
+	Ordering hooklinev1.KeyOrdering `json:",omitempty"`
 }
 
 // Registry is the projection of tenants, API keys and endpoints. Register it
@@ -400,7 +402,7 @@ func (r *Registry) createEndpoint(b *projections.Batch, m *hooklinev1.EndpointCr
 	rec := endpointRecord{
 		ID: m.GetEndpointId(), TenantID: m.GetTenantId(), ConfigVersion: m.GetConfigVersion(),
 		Config: cfg, EventTypes: m.GetConfig().GetEventTypes(), Filter: m.GetConfig().GetFilter(),
-		CreatedAt: asTime(m.GetAt()), UpdatedAt: asTime(m.GetAt()),
+		Ordering: m.GetConfig().GetOrdering(), CreatedAt: asTime(m.GetAt()), UpdatedAt: asTime(m.GetAt()),
 	}
 	if s := m.GetSecret(); s != nil {
 		rec.SecretVersions = []int32{s.GetVersion()}
@@ -428,7 +430,7 @@ func endpointChange(msg proto.Message) (id string, change func(e *endpointRecord
 		}
 		return m.GetEndpointId(), func(e *endpointRecord, exists bool) bool {
 			e.ConfigVersion, e.Config, e.EventTypes = m.GetConfigVersion(), cfg, m.GetConfig().GetEventTypes()
-			e.Filter = m.GetConfig().GetFilter()
+			e.Filter, e.Ordering = m.GetConfig().GetFilter(), m.GetConfig().GetOrdering()
 			if s := m.GetNewSecret(); s != nil && !slices.Contains(e.SecretVersions, s.GetVersion()) {
 				e.SecretVersions = append(e.SecretVersions, s.GetVersion())
 			}
@@ -537,7 +539,7 @@ func putIndexes(b *projections.Batch, e *endpointRecord) error {
 		return nil
 	}
 	for _, t := range indexTypes(e.EventTypes) {
-		if err := put(b, typeKey(e.TenantID, t, e.ID), EndpointRef{ConfigVersion: e.ConfigVersion, Paused: e.Paused, Filter: e.Filter}); err != nil {
+		if err := put(b, typeKey(e.TenantID, t, e.ID), EndpointRef{ConfigVersion: e.ConfigVersion, Paused: e.Paused, Filter: e.Filter, Ordering: e.Ordering}); err != nil {
 			return err
 		}
 	}
@@ -562,7 +564,8 @@ type endpointRecord struct {
 	ConfigVersion  int64
 	Config         []byte
 	EventTypes     []string
-	Filter         string `json:",omitempty"`
+	Filter         string                 `json:",omitempty"`
+	Ordering       hooklinev1.KeyOrdering `json:",omitempty"`
 	SecretVersions []int32
 	Paused         bool
 	PauseReason    hooklinev1.EndpointPaused_Reason

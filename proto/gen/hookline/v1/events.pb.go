@@ -27,6 +27,64 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// KeyOrdering is an endpoint's ordering by key: whether the deliveries of
+// events published with the same ordering_key are attempted one at a
+// time, in the log's order, and what a failed one does to the next.
+type KeyOrdering int32
+
+const (
+	// KEY_ORDERING_NONE: deliveries are attempted in any order (the default).
+	KeyOrdering_KEY_ORDERING_NONE KeyOrdering = 0
+	// KEY_ORDERING_CONTINUE: one delivery of a key at a time; when it ends
+	// failed (its retries spent, or its deadline), the next one goes.
+	KeyOrdering_KEY_ORDERING_CONTINUE KeyOrdering = 1
+	// KEY_ORDERING_PARK: one delivery of a key at a time; when it ends
+	// failed, the key waits until a person skips it or replays its head
+	// successfully.
+	KeyOrdering_KEY_ORDERING_PARK KeyOrdering = 2
+)
+
+// Enum value maps for KeyOrdering.
+var (
+	KeyOrdering_name = map[int32]string{
+		0: "KEY_ORDERING_NONE",
+		1: "KEY_ORDERING_CONTINUE",
+		2: "KEY_ORDERING_PARK",
+	}
+	KeyOrdering_value = map[string]int32{
+		"KEY_ORDERING_NONE":     0,
+		"KEY_ORDERING_CONTINUE": 1,
+		"KEY_ORDERING_PARK":     2,
+	}
+)
+
+func (x KeyOrdering) Enum() *KeyOrdering {
+	p := new(KeyOrdering)
+	*p = x
+	return p
+}
+
+func (x KeyOrdering) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (KeyOrdering) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_events_proto_enumTypes[0].Descriptor()
+}
+
+func (KeyOrdering) Type() protoreflect.EnumType {
+	return &file_hookline_v1_events_proto_enumTypes[0]
+}
+
+func (x KeyOrdering) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use KeyOrdering.Descriptor instead.
+func (KeyOrdering) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{0}
+}
+
 // ErrorClass classifies why an attempt did not succeed.
 type ErrorClass int32
 
@@ -86,11 +144,11 @@ func (x ErrorClass) String() string {
 }
 
 func (ErrorClass) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[0].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[1].Descriptor()
 }
 
 func (ErrorClass) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[0]
+	return &file_hookline_v1_events_proto_enumTypes[1]
 }
 
 func (x ErrorClass) Number() protoreflect.EnumNumber {
@@ -99,7 +157,7 @@ func (x ErrorClass) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorClass.Descriptor instead.
 func (ErrorClass) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{1}
 }
 
 type Actor_Kind int32
@@ -146,11 +204,11 @@ func (x Actor_Kind) String() string {
 }
 
 func (Actor_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[1].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[2].Descriptor()
 }
 
 func (Actor_Kind) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[1]
+	return &file_hookline_v1_events_proto_enumTypes[2]
 }
 
 func (x Actor_Kind) Number() protoreflect.EnumNumber {
@@ -197,11 +255,11 @@ func (x ApiKeyRevoked_Reason) String() string {
 }
 
 func (ApiKeyRevoked_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[2].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[3].Descriptor()
 }
 
 func (ApiKeyRevoked_Reason) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[2]
+	return &file_hookline_v1_events_proto_enumTypes[3]
 }
 
 func (x ApiKeyRevoked_Reason) Number() protoreflect.EnumNumber {
@@ -246,11 +304,11 @@ func (x SecretRetired_Reason) String() string {
 }
 
 func (SecretRetired_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[3].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[4].Descriptor()
 }
 
 func (SecretRetired_Reason) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[3]
+	return &file_hookline_v1_events_proto_enumTypes[4]
 }
 
 func (x SecretRetired_Reason) Number() protoreflect.EnumNumber {
@@ -296,11 +354,11 @@ func (x EndpointPaused_Reason) String() string {
 }
 
 func (EndpointPaused_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[4].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[5].Descriptor()
 }
 
 func (EndpointPaused_Reason) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[4]
+	return &file_hookline_v1_events_proto_enumTypes[5]
 }
 
 func (x EndpointPaused_Reason) Number() protoreflect.EnumNumber {
@@ -352,11 +410,11 @@ func (x RecoveryFinished_Reason) String() string {
 }
 
 func (RecoveryFinished_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[5].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[6].Descriptor()
 }
 
 func (RecoveryFinished_Reason) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[5]
+	return &file_hookline_v1_events_proto_enumTypes[6]
 }
 
 func (x RecoveryFinished_Reason) Number() protoreflect.EnumNumber {
@@ -412,11 +470,11 @@ func (x AttemptTrigger_Kind) String() string {
 }
 
 func (AttemptTrigger_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[6].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[7].Descriptor()
 }
 
 func (AttemptTrigger_Kind) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[6]
+	return &file_hookline_v1_events_proto_enumTypes[7]
 }
 
 func (x AttemptTrigger_Kind) Number() protoreflect.EnumNumber {
@@ -483,11 +541,11 @@ func (x RetryDecision_Outcome) String() string {
 }
 
 func (RetryDecision_Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[7].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[8].Descriptor()
 }
 
 func (RetryDecision_Outcome) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[7]
+	return &file_hookline_v1_events_proto_enumTypes[8]
 }
 
 func (x RetryDecision_Outcome) Number() protoreflect.EnumNumber {
@@ -552,11 +610,11 @@ func (x RetryDecision_RetryAfter) String() string {
 }
 
 func (RetryDecision_RetryAfter) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[8].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[9].Descriptor()
 }
 
 func (RetryDecision_RetryAfter) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[8]
+	return &file_hookline_v1_events_proto_enumTypes[9]
 }
 
 func (x RetryDecision_RetryAfter) Number() protoreflect.EnumNumber {
@@ -609,11 +667,11 @@ func (x PartitionsAssigned_Reason) String() string {
 }
 
 func (PartitionsAssigned_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[9].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[10].Descriptor()
 }
 
 func (PartitionsAssigned_Reason) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[9]
+	return &file_hookline_v1_events_proto_enumTypes[10]
 }
 
 func (x PartitionsAssigned_Reason) Number() protoreflect.EnumNumber {
@@ -666,11 +724,11 @@ func (x ReconcileRepaired_Kind) String() string {
 }
 
 func (ReconcileRepaired_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[10].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[11].Descriptor()
 }
 
 func (ReconcileRepaired_Kind) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[10]
+	return &file_hookline_v1_events_proto_enumTypes[11]
 }
 
 func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
@@ -1178,7 +1236,10 @@ type EndpointConfig struct {
 	// filter is a CEL expression over the event (see the filter package):
 	// only the events of event_types for which it is true are planned for
 	// the endpoint. Empty: every event of event_types.
-	Filter        string `protobuf:"bytes,11,opt,name=filter,proto3" json:"filter,omitempty"`
+	Filter string `protobuf:"bytes,11,opt,name=filter,proto3" json:"filter,omitempty"`
+	// ordering says how the deliveries of one ordering key are attempted;
+	// unset: unordered.
+	Ordering      KeyOrdering `protobuf:"varint,12,opt,name=ordering,proto3,enum=hookline.v1.KeyOrdering" json:"ordering,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1288,6 +1349,13 @@ func (x *EndpointConfig) GetFilter() string {
 		return x.Filter
 	}
 	return ""
+}
+
+func (x *EndpointConfig) GetOrdering() KeyOrdering {
+	if x != nil {
+		return x.Ordering
+	}
+	return KeyOrdering_KEY_ORDERING_NONE
 }
 
 // SealedSecret is a signing secret sealed with AES-256-GCM under a master key.
@@ -2792,8 +2860,11 @@ type EventPublished struct {
 	// at publish (traceparent normalised to version 00): every attempt's
 	// span is a child of it, in its trace. Empty: the event's attempts
 	// carry a trace of the event's own.
-	Traceparent   string `protobuf:"bytes,14,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
-	Tracestate    string `protobuf:"bytes,15,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	Traceparent string `protobuf:"bytes,14,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate  string `protobuf:"bytes,15,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	// ordering_key names the object whose events an ordered endpoint
+	// receives one at a time, in the log's order; empty: none.
+	OrderingKey   string `protobuf:"bytes,16,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2933,6 +3004,13 @@ func (x *EventPublished) GetTracestate() string {
 	return ""
 }
 
+func (x *EventPublished) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
+}
+
 type PlannedDelivery struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	DeliveryId    string                 `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
@@ -2940,7 +3018,10 @@ type PlannedDelivery struct {
 	ConfigVersion int64                  `protobuf:"varint,3,opt,name=config_version,json=configVersion,proto3" json:"config_version,omitempty"`
 	// filter_passed is set when the endpoint had a filter (at
 	// config_version) and the event passed it.
-	FilterPassed  bool `protobuf:"varint,4,opt,name=filter_passed,json=filterPassed,proto3" json:"filter_passed,omitempty"`
+	FilterPassed bool `protobuf:"varint,4,opt,name=filter_passed,json=filterPassed,proto3" json:"filter_passed,omitempty"`
+	// ordering is the endpoint's ordering (at config_version) when the
+	// event has an ordering key; unset otherwise: the delivery is unordered.
+	Ordering      KeyOrdering `protobuf:"varint,5,opt,name=ordering,proto3,enum=hookline.v1.KeyOrdering" json:"ordering,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3001,6 +3082,13 @@ func (x *PlannedDelivery) GetFilterPassed() bool {
 		return x.FilterPassed
 	}
 	return false
+}
+
+func (x *PlannedDelivery) GetOrdering() KeyOrdering {
+	if x != nil {
+		return x.Ordering
+	}
+	return KeyOrdering_KEY_ORDERING_NONE
 }
 
 // FilteredEndpoint is an endpoint subscribed to the event's type whose
@@ -3090,7 +3178,10 @@ type DeliveriesPlanned struct {
 	// filter did not pass the event, so that history and reconciliation
 	// tell "filtered out" from "missing". Counted with deliveries in a
 	// chunk's bound.
-	Filtered      []*FilteredEndpoint `protobuf:"bytes,10,rep,name=filtered,proto3" json:"filtered,omitempty"`
+	Filtered []*FilteredEndpoint `protobuf:"bytes,10,rep,name=filtered,proto3" json:"filtered,omitempty"`
+	// ordering_key is the event's ordering key (EventPublished's), for the
+	// projections that order deliveries by it.
+	OrderingKey   string `protobuf:"bytes,11,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3193,6 +3284,13 @@ func (x *DeliveriesPlanned) GetFiltered() []*FilteredEndpoint {
 		return x.Filtered
 	}
 	return nil
+}
+
+func (x *DeliveriesPlanned) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
 }
 
 // PlanRepair says why a DeliveriesPlanned was appended by reconciliation.
@@ -3324,7 +3422,13 @@ type Attempt struct {
 	Trace *AttemptTrace `protobuf:"bytes,26,opt,name=trace,proto3" json:"trace,omitempty"`
 	// retry is what the failure decided: when the next automatic attempt
 	// runs and why then, or why there is none. Unset on success.
-	Retry         *RetryDecision `protobuf:"bytes,27,opt,name=retry,proto3" json:"retry,omitempty"`
+	Retry *RetryDecision `protobuf:"bytes,27,opt,name=retry,proto3" json:"retry,omitempty"`
+	// ordering_key and sequence are the webhook-ordering-key and
+	// webhook-sequence the request carried: set on an ordered endpoint's
+	// deliveries of events with an ordering key (sequence counts from 1 per
+	// endpoint and key, in the log's order of their plans).
+	OrderingKey   string `protobuf:"bytes,28,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	Sequence      int64  `protobuf:"varint,29,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3546,6 +3650,20 @@ func (x *Attempt) GetRetry() *RetryDecision {
 		return x.Retry
 	}
 	return nil
+}
+
+func (x *Attempt) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
+}
+
+func (x *Attempt) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
 }
 
 // AttemptTrigger says why an attempt was made.
@@ -4895,7 +5013,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10REASON_REQUESTED\x10\x01\x12\x12\n" +
-	"\x0eREASON_UNSHOWN\x10\x02\"\xc8\x03\n" +
+	"\x0eREASON_UNSHOWN\x10\x02\"\xfe\x03\n" +
 	"\x0eEndpointConfig\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -4910,7 +5028,8 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\fsign_ed25519\x18\t \x01(\bR\vsignEd25519\x12E\n" +
 	"\bmetadata\x18\n" +
 	" \x03(\v2).hookline.v1.EndpointConfig.MetadataEntryR\bmetadata\x12\x16\n" +
-	"\x06filter\x18\v \x01(\tR\x06filter\x1a;\n" +
+	"\x06filter\x18\v \x01(\tR\x06filter\x124\n" +
+	"\bordering\x18\f \x01(\x0e2\x18.hookline.v1.KeyOrderingR\bordering\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x01\n" +
@@ -5085,7 +5204,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x05chunk\x18\x04 \x01(\x05R\x05chunk\x12\x16\n" +
 	"\x06chunks\x18\x05 \x01(\x05R\x06chunks\x12!\n" +
 	"\fdelivery_ids\x18\x06 \x03(\tR\vdeliveryIds\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x92\x05\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xb5\x05\n" +
 	"\x0eEventPublished\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1d\n" +
@@ -5106,22 +5225,24 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\vtraceparent\x18\x0e \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\x0f \x01(\tR\n" +
-	"tracestate\x1a:\n" +
+	"tracestate\x12!\n" +
+	"\fordering_key\x18\x10 \x01(\tR\vorderingKey\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x01\n" +
 	"\x0fPlannedDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12%\n" +
 	"\x0econfig_version\x18\x03 \x01(\x03R\rconfigVersion\x12#\n" +
-	"\rfilter_passed\x18\x04 \x01(\bR\ffilterPassed\"p\n" +
+	"\rfilter_passed\x18\x04 \x01(\bR\ffilterPassed\x124\n" +
+	"\bordering\x18\x05 \x01(\x0e2\x18.hookline.v1.KeyOrderingR\bordering\"p\n" +
 	"\x10FilteredEndpoint\x12\x1f\n" +
 	"\vendpoint_id\x18\x01 \x01(\tR\n" +
 	"endpointId\x12%\n" +
 	"\x0econfig_version\x18\x02 \x01(\x03R\rconfigVersion\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\xa9\x03\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xcc\x03\n" +
 	"\x11DeliveriesPlanned\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1d\n" +
@@ -5137,14 +5258,15 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12/\n" +
 	"\x06repair\x18\t \x01(\v2\x17.hookline.v1.PlanRepairR\x06repair\x129\n" +
 	"\bfiltered\x18\n" +
-	" \x03(\v2\x1d.hookline.v1.FilteredEndpointR\bfiltered\"\xc4\x01\n" +
+	" \x03(\v2\x1d.hookline.v1.FilteredEndpointR\bfiltered\x12!\n" +
+	"\fordering_key\x18\v \x01(\tR\vorderingKey\"\xc4\x01\n" +
 	"\n" +
 	"PlanRepair\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12)\n" +
 	"\x10published_commit\x18\x03 \x01(\x04R\x0fpublishedCommit\x12+\n" +
 	"\x11published_prepare\x18\x04 \x01(\x04R\x10publishedPrepare\x12/\n" +
-	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"\xad\b\n" +
+	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"\xec\b\n" +
 	"\aAttempt\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -5184,7 +5306,9 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"headers_us\x18\x19 \x01(\x03R\theadersUs\x12/\n" +
 	"\x05trace\x18\x1a \x01(\v2\x19.hookline.v1.AttemptTraceR\x05trace\x120\n" +
-	"\x05retry\x18\x1b \x01(\v2\x1a.hookline.v1.RetryDecisionR\x05retry\"\xec\x02\n" +
+	"\x05retry\x18\x1b \x01(\v2\x1a.hookline.v1.RetryDecisionR\x05retry\x12!\n" +
+	"\fordering_key\x18\x1c \x01(\tR\vorderingKey\x12\x1a\n" +
+	"\bsequence\x18\x1d \x01(\x03R\bsequence\"\xec\x02\n" +
 	"\x0eAttemptTrigger\x124\n" +
 	"\x04kind\x18\x01 \x01(\x0e2 .hookline.v1.AttemptTrigger.KindR\x04kind\x12\x14\n" +
 	"\x05retry\x18\x02 \x01(\x05R\x05retry\x121\n" +
@@ -5340,7 +5464,11 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x0eKIND_REPLANNED\x10\x01\x12\x0e\n" +
 	"\n" +
 	"KIND_WOKEN\x10\x02\x12\x10\n" +
-	"\fKIND_REBUILT\x10\x03*\x8b\x02\n" +
+	"\fKIND_REBUILT\x10\x03*V\n" +
+	"\vKeyOrdering\x12\x15\n" +
+	"\x11KEY_ORDERING_NONE\x10\x00\x12\x19\n" +
+	"\x15KEY_ORDERING_CONTINUE\x10\x01\x12\x15\n" +
+	"\x11KEY_ORDERING_PARK\x10\x02*\x8b\x02\n" +
 	"\n" +
 	"ErrorClass\x12\x1b\n" +
 	"\x17ERROR_CLASS_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -5366,171 +5494,174 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_events_proto_rawDescData
 }
 
-var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
+var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
 var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_hookline_v1_events_proto_goTypes = []any{
-	(ErrorClass)(0),                // 0: hookline.v1.ErrorClass
-	(Actor_Kind)(0),                // 1: hookline.v1.Actor.Kind
-	(ApiKeyRevoked_Reason)(0),      // 2: hookline.v1.ApiKeyRevoked.Reason
-	(SecretRetired_Reason)(0),      // 3: hookline.v1.SecretRetired.Reason
-	(EndpointPaused_Reason)(0),     // 4: hookline.v1.EndpointPaused.Reason
-	(RecoveryFinished_Reason)(0),   // 5: hookline.v1.RecoveryFinished.Reason
-	(AttemptTrigger_Kind)(0),       // 6: hookline.v1.AttemptTrigger.Kind
-	(RetryDecision_Outcome)(0),     // 7: hookline.v1.RetryDecision.Outcome
-	(RetryDecision_RetryAfter)(0),  // 8: hookline.v1.RetryDecision.RetryAfter
-	(PartitionsAssigned_Reason)(0), // 9: hookline.v1.PartitionsAssigned.Reason
-	(ReconcileRepaired_Kind)(0),    // 10: hookline.v1.ReconcileRepaired.Kind
-	(*Actor)(nil),                  // 11: hookline.v1.Actor
-	(*Quota)(nil),                  // 12: hookline.v1.Quota
-	(*TenantCreated)(nil),          // 13: hookline.v1.TenantCreated
-	(*TenantQuotaChanged)(nil),     // 14: hookline.v1.TenantQuotaChanged
-	(*ApiKeyIssued)(nil),           // 15: hookline.v1.ApiKeyIssued
-	(*ApiKeyRevoked)(nil),          // 16: hookline.v1.ApiKeyRevoked
-	(*EndpointConfig)(nil),         // 17: hookline.v1.EndpointConfig
-	(*SealedSecret)(nil),           // 18: hookline.v1.SealedSecret
-	(*EndpointCreated)(nil),        // 19: hookline.v1.EndpointCreated
-	(*EndpointUpdated)(nil),        // 20: hookline.v1.EndpointUpdated
-	(*SecretRotated)(nil),          // 21: hookline.v1.SecretRotated
-	(*SecretRetired)(nil),          // 22: hookline.v1.SecretRetired
-	(*EndpointPaused)(nil),         // 23: hookline.v1.EndpointPaused
-	(*EndpointResumed)(nil),        // 24: hookline.v1.EndpointResumed
-	(*EndpointDisabled)(nil),       // 25: hookline.v1.EndpointDisabled
-	(*EndpointDeleted)(nil),        // 26: hookline.v1.EndpointDeleted
-	(*CircuitOpened)(nil),          // 27: hookline.v1.CircuitOpened
-	(*CircuitHalfOpened)(nil),      // 28: hookline.v1.CircuitHalfOpened
-	(*CircuitClosed)(nil),          // 29: hookline.v1.CircuitClosed
-	(*RecoveryStarted)(nil),        // 30: hookline.v1.RecoveryStarted
-	(*RecoveryProgressed)(nil),     // 31: hookline.v1.RecoveryProgressed
-	(*RecoveryFinished)(nil),       // 32: hookline.v1.RecoveryFinished
-	(*RecoveryListed)(nil),         // 33: hookline.v1.RecoveryListed
-	(*EventPublished)(nil),         // 34: hookline.v1.EventPublished
-	(*PlannedDelivery)(nil),        // 35: hookline.v1.PlannedDelivery
-	(*FilteredEndpoint)(nil),       // 36: hookline.v1.FilteredEndpoint
-	(*DeliveriesPlanned)(nil),      // 37: hookline.v1.DeliveriesPlanned
-	(*PlanRepair)(nil),             // 38: hookline.v1.PlanRepair
-	(*Attempt)(nil),                // 39: hookline.v1.Attempt
-	(*AttemptTrigger)(nil),         // 40: hookline.v1.AttemptTrigger
-	(*AttemptWaits)(nil),           // 41: hookline.v1.AttemptWaits
-	(*AttemptTrace)(nil),           // 42: hookline.v1.AttemptTrace
-	(*RetryDecision)(nil),          // 43: hookline.v1.RetryDecision
-	(*AttemptSucceeded)(nil),       // 44: hookline.v1.AttemptSucceeded
-	(*AttemptFailed)(nil),          // 45: hookline.v1.AttemptFailed
-	(*DeliveryExpired)(nil),        // 46: hookline.v1.DeliveryExpired
-	(*ReplayRequested)(nil),        // 47: hookline.v1.ReplayRequested
-	(*PortalTokenIssued)(nil),      // 48: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),     // 49: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),         // 50: hookline.v1.SecretResealed
-	(*MasterKeyRegistered)(nil),    // 51: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),       // 52: hookline.v1.MasterKeyRetired
-	(*PartitionsAssigned)(nil),     // 53: hookline.v1.PartitionsAssigned
-	(*ReconcileRepaired)(nil),      // 54: hookline.v1.ReconcileRepaired
-	nil,                            // 55: hookline.v1.EndpointConfig.MetadataEntry
-	nil,                            // 56: hookline.v1.EventPublished.HeadersEntry
-	(*timestamppb.Timestamp)(nil),  // 57: google.protobuf.Timestamp
+	(KeyOrdering)(0),               // 0: hookline.v1.KeyOrdering
+	(ErrorClass)(0),                // 1: hookline.v1.ErrorClass
+	(Actor_Kind)(0),                // 2: hookline.v1.Actor.Kind
+	(ApiKeyRevoked_Reason)(0),      // 3: hookline.v1.ApiKeyRevoked.Reason
+	(SecretRetired_Reason)(0),      // 4: hookline.v1.SecretRetired.Reason
+	(EndpointPaused_Reason)(0),     // 5: hookline.v1.EndpointPaused.Reason
+	(RecoveryFinished_Reason)(0),   // 6: hookline.v1.RecoveryFinished.Reason
+	(AttemptTrigger_Kind)(0),       // 7: hookline.v1.AttemptTrigger.Kind
+	(RetryDecision_Outcome)(0),     // 8: hookline.v1.RetryDecision.Outcome
+	(RetryDecision_RetryAfter)(0),  // 9: hookline.v1.RetryDecision.RetryAfter
+	(PartitionsAssigned_Reason)(0), // 10: hookline.v1.PartitionsAssigned.Reason
+	(ReconcileRepaired_Kind)(0),    // 11: hookline.v1.ReconcileRepaired.Kind
+	(*Actor)(nil),                  // 12: hookline.v1.Actor
+	(*Quota)(nil),                  // 13: hookline.v1.Quota
+	(*TenantCreated)(nil),          // 14: hookline.v1.TenantCreated
+	(*TenantQuotaChanged)(nil),     // 15: hookline.v1.TenantQuotaChanged
+	(*ApiKeyIssued)(nil),           // 16: hookline.v1.ApiKeyIssued
+	(*ApiKeyRevoked)(nil),          // 17: hookline.v1.ApiKeyRevoked
+	(*EndpointConfig)(nil),         // 18: hookline.v1.EndpointConfig
+	(*SealedSecret)(nil),           // 19: hookline.v1.SealedSecret
+	(*EndpointCreated)(nil),        // 20: hookline.v1.EndpointCreated
+	(*EndpointUpdated)(nil),        // 21: hookline.v1.EndpointUpdated
+	(*SecretRotated)(nil),          // 22: hookline.v1.SecretRotated
+	(*SecretRetired)(nil),          // 23: hookline.v1.SecretRetired
+	(*EndpointPaused)(nil),         // 24: hookline.v1.EndpointPaused
+	(*EndpointResumed)(nil),        // 25: hookline.v1.EndpointResumed
+	(*EndpointDisabled)(nil),       // 26: hookline.v1.EndpointDisabled
+	(*EndpointDeleted)(nil),        // 27: hookline.v1.EndpointDeleted
+	(*CircuitOpened)(nil),          // 28: hookline.v1.CircuitOpened
+	(*CircuitHalfOpened)(nil),      // 29: hookline.v1.CircuitHalfOpened
+	(*CircuitClosed)(nil),          // 30: hookline.v1.CircuitClosed
+	(*RecoveryStarted)(nil),        // 31: hookline.v1.RecoveryStarted
+	(*RecoveryProgressed)(nil),     // 32: hookline.v1.RecoveryProgressed
+	(*RecoveryFinished)(nil),       // 33: hookline.v1.RecoveryFinished
+	(*RecoveryListed)(nil),         // 34: hookline.v1.RecoveryListed
+	(*EventPublished)(nil),         // 35: hookline.v1.EventPublished
+	(*PlannedDelivery)(nil),        // 36: hookline.v1.PlannedDelivery
+	(*FilteredEndpoint)(nil),       // 37: hookline.v1.FilteredEndpoint
+	(*DeliveriesPlanned)(nil),      // 38: hookline.v1.DeliveriesPlanned
+	(*PlanRepair)(nil),             // 39: hookline.v1.PlanRepair
+	(*Attempt)(nil),                // 40: hookline.v1.Attempt
+	(*AttemptTrigger)(nil),         // 41: hookline.v1.AttemptTrigger
+	(*AttemptWaits)(nil),           // 42: hookline.v1.AttemptWaits
+	(*AttemptTrace)(nil),           // 43: hookline.v1.AttemptTrace
+	(*RetryDecision)(nil),          // 44: hookline.v1.RetryDecision
+	(*AttemptSucceeded)(nil),       // 45: hookline.v1.AttemptSucceeded
+	(*AttemptFailed)(nil),          // 46: hookline.v1.AttemptFailed
+	(*DeliveryExpired)(nil),        // 47: hookline.v1.DeliveryExpired
+	(*ReplayRequested)(nil),        // 48: hookline.v1.ReplayRequested
+	(*PortalTokenIssued)(nil),      // 49: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),     // 50: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),         // 51: hookline.v1.SecretResealed
+	(*MasterKeyRegistered)(nil),    // 52: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),       // 53: hookline.v1.MasterKeyRetired
+	(*PartitionsAssigned)(nil),     // 54: hookline.v1.PartitionsAssigned
+	(*ReconcileRepaired)(nil),      // 55: hookline.v1.ReconcileRepaired
+	nil,                            // 56: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                            // 57: hookline.v1.EventPublished.HeadersEntry
+	(*timestamppb.Timestamp)(nil),  // 58: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
-	1,  // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
-	12, // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
-	11, // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	57, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
-	12, // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
-	11, // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	57, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
-	11, // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	57, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
-	11, // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	57, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
-	2,  // 11: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
-	55, // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
-	17, // 13: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
-	18, // 14: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
-	11, // 15: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	57, // 16: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
-	17, // 17: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
-	11, // 18: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	57, // 19: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
-	18, // 20: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
-	18, // 21: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	57, // 22: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
-	11, // 23: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	57, // 24: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
-	3,  // 25: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
-	11, // 26: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	57, // 27: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
-	4,  // 28: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
-	11, // 29: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	57, // 30: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
-	11, // 31: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	57, // 32: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
-	11, // 33: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	57, // 34: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
-	11, // 35: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	57, // 36: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
-	0,  // 37: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	57, // 38: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	57, // 39: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	57, // 40: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	57, // 41: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	57, // 42: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
-	57, // 43: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
-	11, // 44: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
-	57, // 45: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
-	57, // 46: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
-	5,  // 47: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
-	57, // 48: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
-	57, // 49: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
-	57, // 50: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
-	11, // 51: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	57, // 52: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	56, // 53: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
-	35, // 54: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	57, // 55: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	57, // 56: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	38, // 57: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	36, // 58: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
-	11, // 59: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	57, // 60: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	57, // 61: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 62: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	11, // 63: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	40, // 64: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
-	41, // 65: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
-	42, // 66: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
-	43, // 67: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
-	6,  // 68: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
-	57, // 69: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
-	11, // 70: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
-	7,  // 71: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
-	57, // 72: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
-	8,  // 73: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
-	39, // 74: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	39, // 75: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	57, // 76: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	57, // 77: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	57, // 78: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	11, // 79: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	57, // 80: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	57, // 81: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	11, // 82: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	57, // 83: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	11, // 84: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	57, // 85: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	18, // 86: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	11, // 87: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	57, // 88: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	57, // 89: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	11, // 90: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	57, // 91: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	9,  // 92: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
-	57, // 93: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
-	10, // 94: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	11, // 95: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	57, // 96: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	97, // [97:97] is the sub-list for method output_type
-	97, // [97:97] is the sub-list for method input_type
-	97, // [97:97] is the sub-list for extension type_name
-	97, // [97:97] is the sub-list for extension extendee
-	0,  // [0:97] is the sub-list for field type_name
+	2,  // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
+	13, // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
+	12, // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
+	58, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	13, // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
+	12, // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
+	58, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	12, // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
+	58, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	12, // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
+	58, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	3,  // 11: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
+	56, // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	0,  // 13: hookline.v1.EndpointConfig.ordering:type_name -> hookline.v1.KeyOrdering
+	18, // 14: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
+	19, // 15: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
+	12, // 16: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
+	58, // 17: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	18, // 18: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
+	12, // 19: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
+	58, // 20: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	19, // 21: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
+	19, // 22: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
+	58, // 23: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	12, // 24: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
+	58, // 25: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	4,  // 26: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
+	12, // 27: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
+	58, // 28: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	5,  // 29: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
+	12, // 30: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
+	58, // 31: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	12, // 32: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
+	58, // 33: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	12, // 34: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
+	58, // 35: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	12, // 36: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
+	58, // 37: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	1,  // 38: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
+	58, // 39: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	58, // 40: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	58, // 41: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	58, // 42: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	58, // 43: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	58, // 44: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	12, // 45: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
+	58, // 46: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	58, // 47: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	6,  // 48: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
+	58, // 49: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	58, // 50: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
+	58, // 51: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	12, // 52: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
+	58, // 53: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	57, // 54: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	0,  // 55: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
+	36, // 56: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	58, // 57: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	58, // 58: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	39, // 59: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	37, // 60: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
+	12, // 61: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	58, // 62: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	58, // 63: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	1,  // 64: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	12, // 65: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	41, // 66: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
+	42, // 67: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
+	43, // 68: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
+	44, // 69: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
+	7,  // 70: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
+	58, // 71: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
+	12, // 72: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
+	8,  // 73: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
+	58, // 74: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
+	9,  // 75: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
+	40, // 76: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	40, // 77: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	58, // 78: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	58, // 79: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	58, // 80: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	12, // 81: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	58, // 82: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	58, // 83: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 84: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	58, // 85: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	12, // 86: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	58, // 87: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	19, // 88: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	12, // 89: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	58, // 90: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	58, // 91: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	12, // 92: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	58, // 93: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	10, // 94: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
+	58, // 95: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
+	11, // 96: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	12, // 97: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	58, // 98: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	99, // [99:99] is the sub-list for method output_type
+	99, // [99:99] is the sub-list for method input_type
+	99, // [99:99] is the sub-list for extension type_name
+	99, // [99:99] is the sub-list for extension extendee
+	0,  // [0:99] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -5543,7 +5674,7 @@ func file_hookline_v1_events_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
-			NumEnums:      11,
+			NumEnums:      12,
 			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,

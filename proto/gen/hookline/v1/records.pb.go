@@ -98,8 +98,13 @@ type DeliveryRecord struct {
 	EndedAt        *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
 	Expired        bool                   `protobuf:"varint,16,opt,name=expired,proto3" json:"expired,omitempty"`
 	Replays        int32                  `protobuf:"varint,17,opt,name=replays,proto3" json:"replays,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// ordering_key is the event's key on an endpoint that orders by key;
+	// sequence the delivery's place among that key's (known from its first
+	// attempt; 0 before).
+	OrderingKey   string `protobuf:"bytes,18,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	Sequence      int64  `protobuf:"varint,19,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeliveryRecord) Reset() {
@@ -251,11 +256,25 @@ func (x *DeliveryRecord) GetReplays() int32 {
 	return 0
 }
 
+func (x *DeliveryRecord) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
+}
+
+func (x *DeliveryRecord) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
 var File_hookline_v1_records_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x19hookline/v1/records.proto\x12\vhookline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa8\x06\n" +
+	"\x19hookline/v1/records.proto\x12\vhookline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe7\x06\n" +
 	"\x0eDeliveryRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x1f\n" +
@@ -279,7 +298,9 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x0fnext_attempt_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\x125\n" +
 	"\bended_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12\x18\n" +
 	"\aexpired\x18\x10 \x01(\bR\aexpired\x12\x18\n" +
-	"\areplays\x18\x11 \x01(\x05R\areplays\"]\n" +
+	"\areplays\x18\x11 \x01(\x05R\areplays\x12!\n" +
+	"\fordering_key\x18\x12 \x01(\tR\vorderingKey\x12\x1a\n" +
+	"\bsequence\x18\x13 \x01(\x03R\bsequence\"]\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATUS_PENDING\x10\x01\x12\x14\n" +

@@ -893,7 +893,15 @@ type EndpointSettings struct {
 	// which it is true are delivered. Checked when set: an error names the
 	// position of the mistake; a filter that may cost too much is refused.
 	// Empty: every event of event_types.
-	Filter        string `protobuf:"bytes,11,opt,name=filter,proto3" json:"filter,omitempty"`
+	Filter string `protobuf:"bytes,11,opt,name=filter,proto3" json:"filter,omitempty"`
+	// ordering: "none" (the default) or "key": the deliveries of events
+	// with the same ordering_key are attempted one at a time, in the log's
+	// order; other keys go on.
+	Ordering string `protobuf:"bytes,12,opt,name=ordering,proto3" json:"ordering,omitempty"`
+	// key_failure, for ordering "key": what follows when a key's delivery
+	// ends failed: "continue" (the default: the key's next one goes) or
+	// "park" (the key waits until its head is skipped or replayed).
+	KeyFailure    string `protobuf:"bytes,13,opt,name=key_failure,json=keyFailure,proto3" json:"key_failure,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1001,6 +1009,20 @@ func (x *EndpointSettings) GetMetadata() map[string]string {
 func (x *EndpointSettings) GetFilter() string {
 	if x != nil {
 		return x.Filter
+	}
+	return ""
+}
+
+func (x *EndpointSettings) GetOrdering() string {
+	if x != nil {
+		return x.Ordering
+	}
+	return ""
+}
+
+func (x *EndpointSettings) GetKeyFailure() string {
+	if x != nil {
+		return x.KeyFailure
 	}
 	return ""
 }
@@ -2921,8 +2943,11 @@ type PublishRequest struct {
 	// that span. Empty: the gRPC metadata (or HTTP header) traceparent of
 	// the call, if valid; else the event gets a trace of its own.
 	// tracestate is passed on to receivers with it.
-	Traceparent   string `protobuf:"bytes,12,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
-	Tracestate    string `protobuf:"bytes,13,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	Traceparent string `protobuf:"bytes,12,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate  string `protobuf:"bytes,13,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	// ordering_key names the object the event is about, for endpoints that
+	// order by key: up to 256 printable ASCII characters. Empty: none.
+	OrderingKey   string `protobuf:"bytes,14,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3044,6 +3069,13 @@ func (x *PublishRequest) GetTraceparent() string {
 func (x *PublishRequest) GetTracestate() string {
 	if x != nil {
 		return x.Tracestate
+	}
+	return ""
+}
+
+func (x *PublishRequest) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
 	}
 	return ""
 }
@@ -3738,8 +3770,13 @@ type Delivery struct {
 	// response digests, trace context.
 	Attempts       []*v1.Attempt `protobuf:"bytes,11,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	LastHttpStatus int32         `protobuf:"varint,12,opt,name=last_http_status,json=lastHttpStatus,proto3" json:"last_http_status,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// ordering_key is the event's ordering key on an ordered endpoint, and
+	// sequence the delivery's place among that key's (from its first
+	// attempt; 0 before).
+	OrderingKey   string `protobuf:"bytes,13,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	Sequence      int64  `protobuf:"varint,14,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Delivery) Reset() {
@@ -3856,6 +3893,20 @@ func (x *Delivery) GetLastHttpStatus() int32 {
 	return 0
 }
 
+func (x *Delivery) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
+}
+
+func (x *Delivery) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
 var File_hookline_v1_control_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_control_proto_rawDesc = "" +
@@ -3905,7 +3956,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\bapi_keys\x18\x04 \x03(\v2\x13.hookline.v1.ApiKeyR\aapiKeys\x129\n" +
 	"\n" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12&\n" +
-	"\x05as_of\x18\x06 \x01(\v2\x11.hookline.v1.AsOfR\x04asOf\"\xcc\x03\n" +
+	"\x05as_of\x18\x06 \x01(\v2\x11.hookline.v1.AsOfR\x04asOf\"\x89\x04\n" +
 	"\x10EndpointSettings\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -3920,7 +3971,10 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\fsign_ed25519\x18\t \x01(\bR\vsignEd25519\x12G\n" +
 	"\bmetadata\x18\n" +
 	" \x03(\v2+.hookline.v1.EndpointSettings.MetadataEntryR\bmetadata\x12\x16\n" +
-	"\x06filter\x18\v \x01(\tR\x06filter\x1a;\n" +
+	"\x06filter\x18\v \x01(\tR\x06filter\x12\x1a\n" +
+	"\bordering\x18\f \x01(\tR\bordering\x12\x1f\n" +
+	"\vkey_failure\x18\r \x01(\tR\n" +
+	"keyFailure\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x01\n" +
@@ -4120,7 +4174,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x0fVERDICT_DELETED\x10\x05\x12\x14\n" +
 	"\x10VERDICT_DISABLED\x10\x06\x12\x19\n" +
 	"\x15VERDICT_CREATED_LATER\x10\a\x12\x17\n" +
-	"\x13VERDICT_NOT_PLANNED\x10\b\"\xaf\x04\n" +
+	"\x13VERDICT_NOT_PLANNED\x10\b\"\xd2\x04\n" +
 	"\x0ePublishRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x12\n" +
@@ -4138,7 +4192,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\vtraceparent\x18\f \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\r \x01(\tR\n" +
-	"tracestate\x1a:\n" +
+	"tracestate\x12!\n" +
+	"\fordering_key\x18\x0e \x01(\tR\vorderingKey\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xde\x01\n" +
@@ -4196,7 +4251,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x15ReplayDeliveryRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vdelivery_id\x18\x02 \x01(\tR\n" +
-	"deliveryId\"\xf8\x03\n" +
+	"deliveryId\"\xb7\x04\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x1b\n" +
@@ -4215,7 +4270,9 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x120\n" +
 	"\battempts\x18\v \x03(\v2\x14.hookline.v1.AttemptR\battempts\x12(\n" +
-	"\x10last_http_status\x18\f \x01(\x05R\x0elastHttpStatus2\xc7\x03\n" +
+	"\x10last_http_status\x18\f \x01(\x05R\x0elastHttpStatus\x12!\n" +
+	"\fordering_key\x18\r \x01(\tR\vorderingKey\x12\x1a\n" +
+	"\bsequence\x18\x0e \x01(\x03R\bsequence2\xc7\x03\n" +
 	"\rTenantService\x12E\n" +
 	"\fCreateTenant\x12 .hookline.v1.CreateTenantRequest\x1a\x13.hookline.v1.Tenant\x12?\n" +
 	"\tGetTenant\x12\x1d.hookline.v1.GetTenantRequest\x1a\x13.hookline.v1.Tenant\x12P\n" +
