@@ -45,29 +45,54 @@ func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) e
 		// the event was published again: then it replaces the old item,
 		// so that every key is set once between deletes (see put).
 		for _, it := range PlannedItems(m) {
-			if err := d.remove(b, it.DeliveryID); err != nil {
+			if _, err := d.remove(b, it.DeliveryID); err != nil {
 				return err
 			}
-			if err := d.put(b, it); err != nil {
+			if err := d.plan(b, it); err != nil {
 				return err
 			}
 		}
 	case *hooklinev1.AttemptSucceeded:
-		return d.remove(b, m.GetAttempt().GetDeliveryId())
+		a := m.GetAttempt()
+		it, err := d.remove(b, a.GetDeliveryId())
+		if err != nil {
+			return err
+		}
+		// A replay of a parked head carries its key in the attempt only.
+		if key := a.GetOrderingKey(); key != "" && it.OrderingKey == "" {
+			it.EndpointID, it.OrderingKey, it.DeliveryID = a.GetEndpointId(), key, a.GetDeliveryId()
+		}
+		return d.endedItem(b, it, false, asTime(a.GetFinishedAt()))
 	case *hooklinev1.DeliveryExpired:
-		return d.remove(b, m.GetDeliveryId())
+		it, err := d.remove(b, m.GetDeliveryId())
+		if err != nil {
+			return err
+		}
+		return d.endedItem(b, it, true, asTime(m.GetAt()))
 	case *hooklinev1.AttemptFailed:
 		a := m.GetAttempt()
 		if m.GetNextAttemptAt() == nil {
-			return d.remove(b, a.GetDeliveryId())
+			it, err := d.remove(b, a.GetDeliveryId())
+			if err != nil {
+				return err
+			}
+			return d.endedItem(b, it, true, asTime(a.GetFinishedAt()))
 		}
 		it, ok, err := d.lookup(b, a.GetDeliveryId())
 		if err != nil {
 			return err
 		}
 		if ok {
+			if it.Waiting {
+				return nil // a manual attempt of a delivery behind its key's head
+			}
 			if err := d.delete(b, it); err != nil {
 				return err
+			}
+			if it.Ordered() {
+				if err := d.blocked(b, &it, asTime(a.GetFinishedAt())); err != nil {
+					return err
+				}
 			}
 		} else {
 			it = Item{
@@ -84,8 +109,8 @@ func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) e
 			return err
 		}
 		if ok {
-			if it.Class == ClassNew || !it.DueAt.After(at) {
-				return nil // already due
+			if it.Waiting || it.Class == ClassNew || !it.DueAt.After(at) {
+				return nil // already due, or due in its key's turn
 			}
 			if err := d.delete(b, it); err != nil {
 				return err
@@ -102,7 +127,8 @@ func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) e
 // PlannedItems returns the deliveries of a plan as the index holds them
 // once it has applied it: new work, due at the planned time. The publish
 // path hands the same items to the endpoint grains of its node at once
-// (see actors/endpoint's Planned), before the index has them.
+// (see actors/endpoint's Planned), before the index has them; it leaves
+// out the ordered ones, whose sequence and turn only the index knows.
 func PlannedItems(m *hooklinev1.DeliveriesPlanned) []Item {
 	items := make([]Item, 0, len(m.GetDeliveries()))
 	for _, p := range m.GetDeliveries() {
@@ -110,6 +136,7 @@ func PlannedItems(m *hooklinev1.DeliveriesPlanned) []Item {
 			DeliveryID: p.GetDeliveryId(), TenantID: m.GetTenantId(), EventID: m.GetEventId(),
 			EventType: m.GetEventType(), EndpointID: p.GetEndpointId(), ConfigVersion: p.GetConfigVersion(),
 			Class: ClassNew, DueAt: asTime(m.GetAt()), PlannedAt: asTime(m.GetAt()), ExpiresAt: asTime(m.GetExpiresAt()),
+			Ordering: p.GetOrdering(), OrderingKey: m.GetOrderingKey(),
 		})
 	}
 	return items
@@ -123,7 +150,7 @@ func PlannedItems(m *hooklinev1.DeliveriesPlanned) []Item {
 func (d *Due) put(b *projections.Batch, it Item) error {
 	d.buf = encodeItem(d.buf[:0], &it) // the batch copies it
 	v := d.buf
-	k := itemKey(it.EndpointID, it.Class, it.DueAt, it.DeliveryID)
+	k := it.storeKey()
 	if err := b.Set(k, v); err != nil {
 		return err
 	}
@@ -131,6 +158,9 @@ func (d *Due) put(b *projections.Batch, it Item) error {
 		return err
 	}
 	d.recent.Put(it.DeliveryID, it)
+	if it.Waiting {
+		return nil // not due: the endpoint's work is unchanged
+	}
 	d.touch(b, it.EndpointID, &it)
 	return nil
 }
@@ -138,20 +168,33 @@ func (d *Due) put(b *projections.Batch, it Item) error {
 // delete removes it's item key and reverse entry (see put).
 func (d *Due) delete(b *projections.Batch, it Item) error {
 	d.recent.Forget(it.DeliveryID)
-	d.touch(b, it.EndpointID, nil)
-	if err := b.SingleDelete(itemKey(it.EndpointID, it.Class, it.DueAt, it.DeliveryID)); err != nil {
+	if !it.Waiting {
+		d.touch(b, it.EndpointID, nil)
+	}
+	if err := b.SingleDelete(it.storeKey()); err != nil {
 		return err
 	}
 	return b.SingleDelete(reverseKey(it.DeliveryID))
 }
 
-// remove drops a delivery, if it is in the index.
-func (d *Due) remove(b *projections.Batch, deliveryID string) error {
+// remove drops a delivery, if it is in the index, and returns its item
+// (the zero Item when it was not there).
+func (d *Due) remove(b *projections.Batch, deliveryID string) (Item, error) {
 	it, ok, err := d.lookup(b, deliveryID)
 	if err != nil || !ok {
-		return err
+		return Item{}, err
 	}
-	return d.delete(b, it)
+	return it, d.delete(b, it)
+}
+
+// endedItem moves the key of an ordered delivery that ended on; failed
+// says it ended without success.
+func (d *Due) endedItem(b *projections.Batch, it Item, failed bool, at time.Time) error {
+	if it.OrderingKey == "" || it.Waiting {
+		return nil
+	}
+	park := failed && it.Ordering == hooklinev1.KeyOrdering_KEY_ORDERING_PARK
+	return d.ended(b, it.EndpointID, it.OrderingKey, it.DeliveryID, park, at)
 }
 
 // lookup finds a delivery's item: among those put recently, or through the

@@ -11,6 +11,7 @@ import (
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/internal/confcheck"
 	"github.com/hookline/hookline/projections"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
 
 // Name is the due index's projection name; renaming it rebuilds it. It
@@ -66,6 +67,21 @@ type Item struct {
 	ExpiresAt time.Time
 	// Attempts counts the attempts made so far, as of the last failure.
 	Attempts int32
+
+	// Ordering, OrderingKey and Sequence are set on a delivery that its
+	// endpoint orders by key (see order.go): its event's key, and its place
+	// among that key's deliveries on the endpoint, from 1.
+	Ordering    hooklinev1.KeyOrdering
+	OrderingKey string
+	Sequence    int64
+	// Waiting says the delivery waits behind its key's head: it is not due
+	// and no pull returns it.
+	Waiting bool
+}
+
+// Ordered reports whether the delivery is attempted in its key's order.
+func (it *Item) Ordered() bool {
+	return it.Ordering != hooklinev1.KeyOrdering_KEY_ORDERING_NONE && it.OrderingKey != ""
 }
 
 // Waker is told that an endpoint has work due, so that its grain pulls.

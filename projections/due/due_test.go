@@ -136,7 +136,7 @@ func (f *fixture) publish(eventID string, at time.Time, endpoints ...string) {
 }
 
 func attempt(deliveryID string, n int32) *hooklinev1.Attempt {
-	return &hooklinev1.Attempt{TenantId: "acme", DeliveryId: deliveryID, EndpointId: "A", EventId: "x", EventType: "invoice.paid", Number: n, ConfigVersion: 3}
+	return &hooklinev1.Attempt{TenantId: "acme", DeliveryId: deliveryID, EndpointId: "A", EventId: "x", EventType: "invoice.paid", Number: n, ConfigVersion: 3, FinishedAt: timestamppb.New(t0)}
 }
 
 func (f *fixture) outcome(deliveryID string, m proto.Message) {

@@ -1,6 +1,7 @@
 package due
 
 import (
+	"encoding/binary"
 	"time"
 
 	"github.com/hookline/hookline/events"
@@ -12,23 +13,19 @@ import (
 // returning an error stops it with that error. It reads a consistent
 // snapshot of nothing: items the runner changes meanwhile may or may not
 // be seen. Reconciliation compares the index with the log through it.
+//
+// The deliveries waiting behind their ordering key's head follow the due
+// ones, in endpoint, key and sequence order.
 func (d *Due) Each(p events.Partition, fn func(Item) error) error {
-	pp := partitionPrefix(p)
-	it, err := d.store.NewIter(pp, projections.PrefixEnd(pp))
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
-		v, err := it.Value()
+	for _, pp := range [][]byte{partitionPrefix(p), binary.BigEndian.AppendUint16([]byte{'w'}, uint16(p))} {
+		err := d.store.Scan(pp, projections.PrefixEnd(pp), func(_, v []byte) (bool, error) {
+			item, err := decodeItem(v)
+			if err != nil {
+				return false, err
+			}
+			return true, fn(item)
+		})
 		if err != nil {
-			return err
-		}
-		item, err := decodeItem(v)
-		if err != nil {
-			return err
-		}
-		if err := fn(item); err != nil {
 			return err
 		}
 	}

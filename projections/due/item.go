@@ -5,10 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
 
-// itemV1 starts an item's binary encoding.
-const itemV1 = 1
+// itemV1 starts an item's binary encoding; itemV2 one that may end with
+// the ordering fields (flagOrdered).
+const (
+	itemV1 = 1
+	itemV2 = 2
+)
 
 // Flags of the binary encoding.
 const (
@@ -16,6 +22,8 @@ const (
 	flagDue
 	flagPlanned
 	flagExpires
+	flagOrdered
+	flagWaiting
 )
 
 var errShortItem = errors.New("due: truncated item")
@@ -39,7 +47,13 @@ func encodeItem(buf []byte, it *Item) []byte {
 	if !it.ExpiresAt.IsZero() {
 		flags |= flagExpires
 	}
-	buf = append(buf, itemV1, flags, byte(it.Class))
+	if it.Ordered() {
+		flags |= flagOrdered
+	}
+	if it.Waiting {
+		flags |= flagWaiting
+	}
+	buf = append(buf, itemV2, flags, byte(it.Class))
 	for _, s := range [...]string{it.DeliveryID, it.TenantID, it.EventID, it.EventType, it.EndpointID} {
 		buf = binary.AppendUvarint(buf, uint64(len(s)))
 		buf = append(buf, s...)
@@ -54,6 +68,12 @@ func encodeItem(buf []byte, it *Item) []byte {
 			buf = binary.AppendVarint(buf, t.at.UnixNano())
 		}
 	}
+	if flags&flagOrdered != 0 {
+		buf = append(buf, byte(it.Ordering))
+		buf = binary.AppendUvarint(buf, uint64(len(it.OrderingKey)))
+		buf = append(buf, it.OrderingKey...)
+		buf = binary.AppendVarint(buf, it.Sequence)
+	}
 	return buf
 }
 
@@ -61,11 +81,11 @@ func encodeItem(buf []byte, it *Item) []byte {
 // may be a buffer the store reuses.
 func decodeItem(v []byte) (Item, error) {
 	var it Item
-	if len(v) < 3 || v[0] != itemV1 {
+	if len(v) < 3 || (v[0] != itemV1 && v[0] != itemV2) {
 		return Item{}, fmt.Errorf("decode item: unknown encoding")
 	}
 	flags := v[1]
-	it.Class, it.Manual = Class(v[2]), flags&flagManual != 0
+	it.Class, it.Manual, it.Waiting = Class(v[2]), flags&flagManual != 0, flags&flagWaiting != 0
 	rest := v[3:]
 	for _, s := range [...]*string{&it.DeliveryID, &it.TenantID, &it.EventID, &it.EventType, &it.EndpointID} {
 		n, k := binary.Uvarint(rest)
@@ -96,6 +116,22 @@ func decodeItem(v []byte) (Item, error) {
 			return Item{}, errShortItem
 		}
 		*t.at, rest = time.Unix(0, x).UTC(), rest[k:]
+	}
+	if flags&flagOrdered != 0 {
+		if len(rest) < 1 {
+			return Item{}, errShortItem
+		}
+		it.Ordering, rest = hooklinev1.KeyOrdering(rest[0]), rest[1:]
+		n, k := binary.Uvarint(rest)
+		if k <= 0 || uint64(len(rest)-k) < n {
+			return Item{}, errShortItem
+		}
+		it.OrderingKey, rest = string(rest[k:k+int(n)]), rest[k+int(n):]
+		x, k := binary.Varint(rest)
+		if k <= 0 {
+			return Item{}, errShortItem
+		}
+		it.Sequence = x
 	}
 	return it, nil
 }

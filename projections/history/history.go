@@ -79,6 +79,11 @@ type Delivery struct {
 	Expired bool
 	// Replays counts the manual replays requested.
 	Replays int32
+	// OrderingKey is the event's ordering key on an endpoint that orders
+	// by key, and Sequence the delivery's place among that key's, from its
+	// first attempt (0 before).
+	OrderingKey string `json:",omitempty"`
+	Sequence    int64  `json:",omitempty"`
 }
 
 // Attempt is one recorded attempt of a delivery.
@@ -268,6 +273,9 @@ func (h *History) Apply(b *projections.Batch, rec *events.Record, msg proto.Mess
 				EventID: m.GetEventId(), EventType: m.GetEventType(), ConfigVersion: p.GetConfigVersion(),
 				Status: Pending, PlannedAt: asTime(m.GetAt()), ExpiresAt: asTime(m.GetExpiresAt()),
 			}
+			if p.GetOrdering() != hooklinev1.KeyOrdering_KEY_ORDERING_NONE {
+				d.OrderingKey = m.GetOrderingKey()
+			}
 			if err := b.Set(idKey(d.ID), projections.AppendTimeDesc(nil, d.PlannedAt)); err != nil {
 				return err
 			}
@@ -365,6 +373,9 @@ func noteAttempt(d *Delivery, a *hooklinev1.Attempt) {
 	d.Attempts++
 	d.LastAttemptAt = asTime(a.GetStartedAt())
 	d.LastHTTPStatus, d.LastError = a.GetHttpStatus(), a.GetError()
+	if a.GetSequence() > 0 {
+		d.OrderingKey, d.Sequence = a.GetOrderingKey(), a.GetSequence()
+	}
 }
 
 func (h *History) putRecord(b *projections.Batch, d *Delivery) error {

@@ -1,0 +1,322 @@
+package due
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections"
+)
+
+// Ordering by key. On an endpoint that orders by key, the deliveries of
+// one ordering key are attempted one at a time, in the log's order of
+// their plans. The index enforces it by holding only each key's head
+// among the due items: the key's later deliveries wait under their own
+// keys, in sequence order, and the next one becomes due (as new work, at
+// its planned time) when the head's outcome ends it. Every replica of a
+// partition applies the same records in the same order, so the sequence
+// numbers, the heads and the queues are the same on every member, and
+// after any rebuild.
+//
+// Keys, beside the item keys (see apply.go):
+//
+//	n P S(endpoint) S(key)              the key's last sequence (uvarint)
+//	k P S(endpoint) S(key)              the key's head (encodeKeyState)
+//	w P S(endpoint) S(key) seq(8 bytes) a waiting Item
+//
+// A key's n entry stays for the life of the endpoint, so that sequences
+// never repeat; its k entry lives while the key has a head.
+
+// KeyState is an ordering key with a head: the delivery it waits on.
+type KeyState struct {
+	EndpointID  string
+	OrderingKey string
+	// Head is the delivery the key's later ones wait behind.
+	Head string
+	// Parked says the head ended failed on an endpoint that parks keys:
+	// the key waits for a person (a skip, or a successful replay).
+	Parked bool
+	// BlockedSince is when the head first failed; zero while it has not.
+	BlockedSince time.Time
+	// Waiting counts the key's deliveries behind the head (filled by
+	// [Due.Keys] only).
+	Waiting int
+}
+
+// Blocked reports whether the key's head has failed at least once.
+func (k *KeyState) Blocked() bool { return k.Parked || !k.BlockedSince.IsZero() }
+
+// keysPrefix starts the keys of tag for an endpoint's ordering keys.
+func keysPrefix(tag byte, endpointID string) []byte {
+	b := binary.BigEndian.AppendUint16([]byte{tag}, uint16(events.PartitionOf(endpointID)))
+	return projections.AppendString(b, endpointID)
+}
+
+func keyPrefix(tag byte, endpointID, key string) []byte {
+	return projections.AppendString(keysPrefix(tag, endpointID), key)
+}
+
+func waitKey(endpointID, key string, seq int64) []byte {
+	return binary.BigEndian.AppendUint64(keyPrefix('w', endpointID, key), uint64(seq))
+}
+
+// storeKey is where it is kept: among the due items, or waiting.
+func (it *Item) storeKey() []byte {
+	if it.Waiting {
+		return waitKey(it.EndpointID, it.OrderingKey, it.Sequence)
+	}
+	return itemKey(it.EndpointID, it.Class, it.DueAt, it.DeliveryID)
+}
+
+const keyParked byte = 1
+
+// keyStateBytes encodes s: version, flags, the head (length-prefixed) and
+// the blocked time (Unix nanoseconds, 0 for none).
+func keyStateBytes(s *KeyState) []byte {
+	var flags byte
+	if s.Parked {
+		flags |= keyParked
+	}
+	b := []byte{1, flags}
+	b = binary.AppendUvarint(b, uint64(len(s.Head)))
+	b = append(b, s.Head...)
+	var since int64
+	if !s.BlockedSince.IsZero() {
+		since = s.BlockedSince.UnixNano()
+	}
+	return binary.AppendVarint(b, since)
+}
+
+func decodeKeyState(v []byte, s *KeyState) error {
+	if len(v) < 2 || v[0] != 1 {
+		return fmt.Errorf("due: unknown key state encoding")
+	}
+	s.Parked = v[1]&keyParked != 0
+	rest := v[2:]
+	n, k := binary.Uvarint(rest)
+	if k <= 0 || uint64(len(rest)-k) < n {
+		return errShortItem
+	}
+	s.Head, rest = string(rest[k:k+int(n)]), rest[k+int(n):]
+	since, k := binary.Varint(rest)
+	if k <= 0 {
+		return errShortItem
+	}
+	s.BlockedSince = time.Time{}
+	if since != 0 {
+		s.BlockedSince = time.Unix(0, since).UTC()
+	}
+	return nil
+}
+
+type reader interface {
+	Get(key []byte) ([]byte, bool, error)
+}
+
+// keyState reads a key's state; ok is false when the key has no head.
+func keyState(r reader, endpointID, key string) (s KeyState, ok bool, err error) {
+	v, ok, err := r.Get(keyPrefix('k', endpointID, key))
+	if err != nil || !ok {
+		return KeyState{}, false, err
+	}
+	s.EndpointID, s.OrderingKey = endpointID, key
+	return s, true, decodeKeyState(v, &s)
+}
+
+func putKeyState(b *projections.Batch, s *KeyState) error {
+	return b.Set(keyPrefix('k', s.EndpointID, s.OrderingKey), keyStateBytes(s))
+}
+
+// nextSequence assigns the next sequence number of an endpoint's key.
+func nextSequence(b *projections.Batch, endpointID, key string) (int64, error) {
+	k := keyPrefix('n', endpointID, key)
+	v, ok, err := b.Get(k)
+	if err != nil {
+		return 0, err
+	}
+	var last uint64
+	if ok {
+		n, c := binary.Uvarint(v)
+		if c <= 0 {
+			return 0, fmt.Errorf("due: bad sequence of %s key %q", endpointID, key)
+		}
+		last = n
+	}
+	last++
+	return int64(last), b.Set(k, binary.AppendUvarint(nil, last))
+}
+
+// plan adds a newly planned delivery: due if it is unordered or its key
+// has no head (it becomes the head), else waiting behind the head.
+func (d *Due) plan(b *projections.Batch, it Item) error {
+	if !it.Ordered() {
+		return d.put(b, it)
+	}
+	seq, err := nextSequence(b, it.EndpointID, it.OrderingKey)
+	if err != nil {
+		return err
+	}
+	it.Sequence = seq
+	s, busy, err := keyState(b, it.EndpointID, it.OrderingKey)
+	if err != nil {
+		return err
+	}
+	// A delivery planned again (its event published again after its
+	// stream expired) that was its key's head stays the head.
+	if busy && s.Head != it.DeliveryID {
+		it.Waiting = true
+		return d.put(b, it)
+	}
+	if err := putKeyState(b, &KeyState{EndpointID: it.EndpointID, OrderingKey: it.OrderingKey, Head: it.DeliveryID}); err != nil {
+		return err
+	}
+	return d.put(b, it)
+}
+
+// ended moves a key on when its head delivery ended: a failed head of an
+// endpoint that parks keys parks the key; otherwise the key's next
+// delivery becomes its head and due. A delivery that is not the key's
+// head changes nothing.
+func (d *Due) ended(b *projections.Batch, endpointID, key, deliveryID string, park bool, at time.Time) error {
+	s, ok, err := keyState(b, endpointID, key)
+	if err != nil || !ok || s.Head != deliveryID {
+		return err
+	}
+	if park {
+		s.Parked = true
+		if s.BlockedSince.IsZero() {
+			s.BlockedSince = at
+		}
+		return putKeyState(b, &s)
+	}
+	return d.promote(b, endpointID, key)
+}
+
+// blocked records that a key's head failed an attempt and waits for a
+// retry.
+func (d *Due) blocked(b *projections.Batch, it *Item, at time.Time) error {
+	s, ok, err := keyState(b, it.EndpointID, it.OrderingKey)
+	if err != nil || !ok || s.Head != it.DeliveryID || !s.BlockedSince.IsZero() {
+		return err
+	}
+	s.BlockedSince = at
+	return putKeyState(b, &s)
+}
+
+// promote makes the first waiting delivery of a key its head, due now as
+// new work, or forgets the key's head when none waits.
+func (d *Due) promote(b *projections.Batch, endpointID, key string) error {
+	prefix := keyPrefix('w', endpointID, key)
+	it, err := b.NewIter(prefix, projections.PrefixEnd(prefix))
+	if err != nil {
+		return err
+	}
+	var next Item
+	found := it.First()
+	if found {
+		v, verr := it.Value()
+		if verr == nil {
+			next, verr = decodeItem(v)
+		}
+		err = verr
+	}
+	_ = it.Close()
+	if err != nil {
+		return err
+	}
+	if !found {
+		return b.Delete(keyPrefix('k', endpointID, key))
+	}
+	if err := d.delete(b, next); err != nil {
+		return err
+	}
+	next.Waiting, next.Class, next.DueAt = false, ClassNew, next.PlannedAt
+	if err := putKeyState(b, &KeyState{EndpointID: endpointID, OrderingKey: key, Head: next.DeliveryID}); err != nil {
+		return err
+	}
+	return d.put(b, next)
+}
+
+// Keys returns the ordering keys of an endpoint that have a head, with the
+// number of deliveries waiting behind each; blockedOnly keeps those whose
+// head has failed (blocked or parked). It reads the committed store.
+func (d *Due) Keys(endpointID string, blockedOnly bool, limit int) ([]KeyState, error) {
+	prefix := keysPrefix('k', endpointID)
+	it, err := d.store.NewIter(prefix, projections.PrefixEnd(prefix))
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []KeyState
+	for ok := it.First(); ok && (limit <= 0 || len(out) < limit); ok = it.Next() {
+		key, _, err := projections.ReadString(it.Key()[len(prefix):])
+		if err != nil {
+			return nil, err
+		}
+		v, err := it.Value()
+		if err != nil {
+			return nil, err
+		}
+		s := KeyState{EndpointID: endpointID, OrderingKey: key}
+		if err := decodeKeyState(v, &s); err != nil {
+			return nil, err
+		}
+		if blockedOnly && !s.Blocked() {
+			continue
+		}
+		if s.Waiting, err = d.waiting(endpointID, key); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// waiting counts a key's deliveries behind its head.
+func (d *Due) waiting(endpointID, key string) (int, error) {
+	prefix := keyPrefix('w', endpointID, key)
+	n := 0
+	err := d.store.Scan(prefix, projections.PrefixEnd(prefix), func(_, _ []byte) (bool, error) {
+		n++
+		return true, nil
+	})
+	return n, err
+}
+
+// KeyStats counts, over the live partitions, the ordering keys whose head
+// has failed, and the longest any of them has been blocked as of now.
+type KeyStats struct {
+	Blocked       int
+	OldestBlocked time.Duration
+}
+
+// BlockedKeys summarises the blocked keys of the live partitions, reading
+// the store: its cost grows with the number of keys that have a head.
+func (d *Due) BlockedKeys(now time.Time) (KeyStats, error) {
+	d.mu.Lock()
+	live := d.live
+	d.mu.Unlock()
+	var st KeyStats
+	var err error
+	live.Each(func(p events.Partition) {
+		if err != nil || p == events.NoPartition {
+			return
+		}
+		prefix := binary.BigEndian.AppendUint16([]byte{'k'}, uint16(p))
+		err = d.store.Scan(prefix, projections.PrefixEnd(prefix), func(_, v []byte) (bool, error) {
+			var s KeyState
+			if err := decodeKeyState(v, &s); err != nil {
+				return false, err
+			}
+			if s.Blocked() {
+				st.Blocked++
+				if !s.BlockedSince.IsZero() {
+					st.OldestBlocked = max(st.OldestBlocked, now.Sub(s.BlockedSince))
+				}
+			}
+			return true, nil
+		})
+	})
+	return st, err
+}
