@@ -27,6 +27,11 @@ type Request struct {
 	OccurredAt    time.Time // sent as webhook-occurred-at (RFC 3339) unless zero
 	SchemaVersion string    // sent as webhook-schema-version unless empty
 
+	// OrderingKey and Sequence are sent as webhook-ordering-key and
+	// webhook-sequence on an endpoint ordered by key (unless empty or 0).
+	OrderingKey string
+	Sequence    int64
+
 	Payload     []byte // the stored bytes, sent and signed as they are
 	ContentType string // empty means application/json
 
@@ -178,6 +183,12 @@ func setHeaders(h http.Header, req Request, o *Outcome, sig string) {
 	}
 	if req.SchemaVersion != "" {
 		h.Set("webhook-schema-version", req.SchemaVersion)
+	}
+	if req.OrderingKey != "" {
+		h.Set("webhook-ordering-key", req.OrderingKey)
+		if req.Sequence > 0 {
+			h.Set("webhook-sequence", strconv.FormatInt(req.Sequence, 10))
+		}
 	}
 	if req.Traceparent != "" {
 		h.Set("traceparent", req.Traceparent)

@@ -46,6 +46,10 @@ type Event struct {
 	// (INVALID_ARGUMENT).
 	Traceparent string
 	Tracestate  string
+	// OrderingKey names the object the event is about: an endpoint
+	// ordered by key gets the deliveries of one key one at a time, in the
+	// order they were published. Up to 256 printable ASCII characters.
+	OrderingKey string
 }
 
 // request returns ev as a PublishRequest.
@@ -62,6 +66,7 @@ func (ev *Event) request() *controlv1.PublishRequest {
 		Headers:       ev.Headers,
 		Traceparent:   ev.Traceparent,
 		Tracestate:    ev.Tracestate,
+		OrderingKey:   ev.OrderingKey,
 	}
 	if !ev.OccurredAt.IsZero() {
 		r.OccurredAt = timestamppb.New(ev.OccurredAt)

@@ -181,6 +181,8 @@ func deliveryView(d history.Delivery, attempts []history.Attempt) *controlv1.Del
 		NextAttemptAt:  ts(d.NextAttemptAt),
 		FinishedAt:     ts(d.EndedAt),
 		LastHttpStatus: d.LastHTTPStatus,
+		OrderingKey:    d.OrderingKey,
+		Sequence:       d.Sequence,
 	}
 	if len(attempts) > 0 {
 		v.Attempts = attemptsView(attempts)

@@ -104,6 +104,20 @@ func (m *metrics) nodeGauges(s *Server) {
 		Name: "hookline_projection_records_total",
 		Help: "Log records this node's projections applied since it started (its share of the cluster's).",
 	}, func() float64 { return float64(s.runner.Stats().Records) }))
+	gauge("hookline_ordering_blocked_keys", "Ordering keys of this node's partitions whose head delivery has failed (waiting for a retry, or parked).", func() float64 {
+		st, err := s.due.BlockedKeys(s.cfg.Now())
+		if err != nil {
+			return -1
+		}
+		return float64(st.Blocked)
+	})
+	gauge("hookline_ordering_oldest_blocked_seconds", "How long the longest-blocked ordering key of this node's partitions has waited.", func() float64 {
+		st, err := s.due.BlockedKeys(s.cfg.Now())
+		if err != nil {
+			return -1
+		}
+		return st.OldestBlocked.Seconds()
+	})
 	gauge("hookline_partitions_owned", "Delivery partitions this node owns.", func() float64 { return float64(s.runner.Stats().Owned) })
 	gauge("hookline_partitions_live", "Owned delivery partitions that are caught up and served.", func() float64 { return float64(s.runner.Stats().Live) })
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{

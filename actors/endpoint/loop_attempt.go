@@ -119,6 +119,7 @@ func (l *loop) request(f *flight) (attempt.Request, error) {
 	return attempt.Request{
 		URL: l.state.Config.GetUrl(), DeliveryID: f.item.DeliveryID, EventID: f.item.EventID, EventType: f.eventType(),
 		OccurredAt: asTime(ev.GetOccurredAt()), SchemaVersion: ev.GetSchemaVersion(),
+		OrderingKey: f.item.OrderingKey, Sequence: f.item.Sequence,
 		Payload: ev.GetPayload(), ContentType: ev.GetContentType(), Secrets: secrets, SigningKey: seed,
 		Traceparent: traceparent, Tracestate: tracestate,
 		Timeout: time.Duration(l.state.Config.GetTimeoutMs()) * time.Millisecond, Now: l.cfg.Now,
@@ -205,7 +206,8 @@ func (l *loop) attemptRecord(f *flight, o attempt.Outcome, number int32) *hookli
 		SecretVersions: o.KeyVersions, StartedAt: timestamppb.New(o.Started), FinishedAt: timestamppb.New(o.Finished),
 		LatencyUs: o.Latency.Microseconds(), HttpStatus: int32(o.Status), ErrorClass: o.ErrorClass, Error: o.Error,
 		ResponseSha256: o.ResponseSHA256, ResponsePrefix: o.ResponsePrefix,
-		IssuedBy: &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_SYSTEM, Id: "delivery"},
+		IssuedBy:    &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_SYSTEM, Id: "delivery"},
+		OrderingKey: f.item.OrderingKey, Sequence: f.item.Sequence,
 	}
 	if f.d.replay != nil {
 		a.IssuedBy = f.d.replay.GetIssuedBy()

@@ -52,8 +52,8 @@ func (l *loop) onPlanned(ctx actor.Context, m *Planned) {
 	}
 	taken := 0
 	for _, it := range m.Items {
-		if it.EndpointID != l.id {
-			continue
+		if it.EndpointID != l.id || it.Ordered() {
+			continue // ordered: only the due index knows its turn
 		}
 		if _, held := l.flights[it.DeliveryID]; held {
 			continue

@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -29,6 +30,13 @@ type replayOrder struct {
 func (l *loop) replay(ctx actor.Context, o *replayOrder) {
 	d := o.view
 	f := l.flights[d.ID]
+	if f == nil && d.OrderingKey != "" && d.Status == history.Pending && d.Attempts == 0 {
+		// An ordered delivery not attempted yet waits for its key's turn
+		// (or is about to be attempted): a replay would break the order.
+		l.abandon(ctx, o, internalv1.GrainError_CODE_FAILED_PRECONDITION, fmt.Sprintf(
+			"delivery %s waits for its turn on ordering key %q: it is attempted once the key's earlier deliveries have ended; skip the key's head to let it go sooner", d.ID, d.OrderingKey))
+		return
+	}
 	if f == nil {
 		if len(l.flights) >= l.capacity() {
 			if o.sender != nil {
@@ -42,6 +50,9 @@ func (l *loop) replay(ctx actor.Context, o *replayOrder) {
 			DeliveryID: d.ID, TenantID: d.TenantID, EventID: d.EventID, EventType: d.EventType, EndpointID: d.EndpointID,
 			ConfigVersion: d.ConfigVersion, Class: due.ClassRetry, Manual: true, DueAt: l.cfg.Now(),
 			PlannedAt: d.PlannedAt, ExpiresAt: d.ExpiresAt,
+			// Sent with the key and sequence it had, outside the key's
+			// turn: a person asked for it.
+			OrderingKey: d.OrderingKey, Sequence: d.Sequence,
 		}}
 		f.replays = []*replayOrder{o}
 		l.flights[d.ID] = f

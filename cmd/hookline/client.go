@@ -200,6 +200,8 @@ func settingsFlags(fs *flag.FlagSet) func() (*controlv1.EndpointSettings, []stri
 	timeout := fs.Duration("attempt-timeout", 0, "timeout of one attempt (0: 15s, at most 30s)")
 	ed := fs.Bool("ed25519", false, "also sign with ed25519 (v1a)")
 	filt := fs.String("filter", "", "a CEL filter over the event, e.g. 'data.amount >= 1000' (\"\" removes it; see the README)")
+	ordering := fs.String("ordering", "", "\"key\": one delivery of an ordering key at a time, in order; \"none\": unordered (the default)")
+	keyFailure := fs.String("key-failure", "", "with --ordering key: \"continue\" (a failed delivery lets the key's next go, the default) or \"park\"")
 	return func() (*controlv1.EndpointSettings, []string) {
 		var paths []string
 		fs.Visit(func(f *flag.Flag) {
@@ -220,6 +222,10 @@ func settingsFlags(fs *flag.FlagSet) func() (*controlv1.EndpointSettings, []stri
 				s.SignEd25519, paths = *ed, append(paths, "sign_ed25519")
 			case "filter":
 				s.Filter, paths = *filt, append(paths, "filter")
+			case "ordering":
+				s.Ordering, paths = *ordering, append(paths, "ordering")
+			case "key-failure":
+				s.KeyFailure, paths = *keyFailure, append(paths, "key_failure")
 			}
 		})
 		return s, paths
@@ -354,6 +360,9 @@ func printEndpoint(w io.Writer, e *controlv1.Endpoint) {
 		fmt.Fprintf(w, "as of        position %s, recorded %s (%d events)\ncircuit      %s\n", a.GetPosition(), fmtTime(a.GetRecordedAt()), a.GetEvents(),
 			strings.ToLower(strings.TrimPrefix(e.GetCircuit().String(), "CIRCUIT_")))
 	}
+	if s.GetOrdering() == "key" {
+		fmt.Fprintf(w, "ordering     by key, %s on failure\n", s.GetKeyFailure())
+	}
 	if s.GetFilter() != "" {
 		fmt.Fprintf(w, "filter       %s\n", s.GetFilter())
 	}
@@ -391,6 +400,7 @@ func eventsPublish(fs *flag.FlagSet) func(context.Context, *conn) error {
 	fs.Var(headers, "header", "a header for endpoint filters, name=value (repeatable)")
 	traceparent := fs.String("traceparent", "", "the producer's W3C traceparent (00-<trace id>-<span id>-<flags>): each attempt carries a child span of it")
 	tracestate := fs.String("tracestate", "", "the W3C tracestate that goes with --traceparent")
+	orderingKey := fs.String("ordering-key", "", "the object the event is about: an endpoint ordered by key gets one key's deliveries one at a time, in order")
 	return func(ctx context.Context, c *conn) error {
 		payload, err := readData(*data)
 		if err != nil {
@@ -401,7 +411,7 @@ func eventsPublish(fs *flag.FlagSet) func(context.Context, *conn) error {
 		}
 		ev := client.Event{
 			TenantID: *tenant, ID: *id, Type: *typ, Payload: payload, SchemaVersion: *schema, ObjectID: *object,
-			Headers: headers, Traceparent: *traceparent, Tracestate: *tracestate,
+			Headers: headers, Traceparent: *traceparent, Tracestate: *tracestate, OrderingKey: *orderingKey,
 		}
 		return show(ctx, c, c.Publish, ev, func(w io.Writer, r *controlv1.PublishResponse) {
 			dup := ""

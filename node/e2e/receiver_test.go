@@ -60,6 +60,10 @@ type receipt struct {
 	// traceparent and tracestate are the request's W3C trace context
 	// headers, signatures its webhook-signature.
 	traceparent, tracestate, signatures string
+	// orderingKey and sequence are webhook-ordering-key and
+	// webhook-sequence (0 when absent).
+	orderingKey string
+	sequence    int64
 }
 
 // answer answers every request with status.
@@ -115,8 +119,9 @@ func (rc *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		path: r.URL.Path, id: r.Header.Get("webhook-id"), eventID: r.Header.Get("webhook-event-id"),
 		eventType: r.Header.Get("webhook-event-type"), body: body, at: at, timestamp: time.Unix(unix, 0),
 		traceparent: r.Header.Get("traceparent"), tracestate: r.Header.Get("tracestate"),
-		signatures: r.Header.Get("webhook-signature"),
+		signatures: r.Header.Get("webhook-signature"), orderingKey: r.Header.Get("webhook-ordering-key"),
 	}
+	rec.sequence, _ = strconv.ParseInt(r.Header.Get("webhook-sequence"), 10, 64)
 	rc.mu.Lock()
 	n := 1
 	for _, g := range rc.got {
