@@ -46,6 +46,10 @@ type RunConfig struct {
 
 	EndpointRate     float64 // endpoint rate_per_second (and burst)
 	EndpointInFlight int     // endpoint max_in_flight
+	// OrderingKeys, above 0, makes every endpoint order by key and gives
+	// every event one of this many ordering keys, shared out among the
+	// publishers; the receiver checks each key's order.
+	OrderingKeys int
 
 	PG    string // cluster: PostgreSQL URL of the shared log
 	Nodes int    // cluster, rolling, scale-out, acceptance --pg: nodes started
@@ -117,6 +121,11 @@ func (c RunConfig) Validate() error {
 		return fmt.Errorf("--fanout %d is more than --endpoints %d", c.Fanout, c.Endpoints)
 	case c.Batch > 100:
 		return fmt.Errorf("--batch %d: the node takes at most 100 events per PublishBatch", c.Batch)
+	case c.OrderingKeys < 0:
+		return fmt.Errorf("--ordering-keys %d is negative", c.OrderingKeys)
+	case c.OrderingKeys > 0 && c.OrderingKeys/max(c.Publishers, 1) < c.Batch:
+		return fmt.Errorf("--ordering-keys %d gives each of the %d publishers %d keys, fewer than --batch %d: a batch must not carry a key twice (the bench knows a key's order only between batches); give more keys or a smaller batch",
+			c.OrderingKeys, c.Publishers, c.OrderingKeys/c.Publishers, c.Batch)
 	case c.Rate < 0 || c.EndpointRate < 0 || c.HangRate < 0:
 		return errors.New("--rate, --endpoint-rate and --hang-rate must not be negative")
 	case c.Node != "" && c.Token == "":
@@ -187,7 +196,7 @@ func (c RunConfig) view(own []string) map[string]any {
 		"nodes": n(int64(c.Nodes)), "kills": n(int64(c.Kills)), "kill_at": d(c.KillAt), "rounds": n(int64(c.Rounds)),
 		"storm": d(c.Storm), "retry_after": d(c.RetryAfter), "hang_endpoints": n(int64(c.HangEndpoints)),
 		"hang_rate": f(c.HangRate), "hang_timeout": d(c.HangTimeout), "pg": pg, "pg_restarts": n(int64(c.PGRestarts)),
-		"history": n(c.History),
+		"history": n(c.History), "ordering_keys": n(int64(c.OrderingKeys)),
 	}
 	if c.NodeFaults != "" {
 		all["node_faults"] = c.NodeFaults
@@ -247,6 +256,7 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.DurationVar(&c.FirstDelivery, "first-delivery", 0, "give up when nothing is delivered this long after the first publish (30s)")
 	fs.DurationVar(&c.Progress, "progress", 0, "progress line interval on stderr (5s)")
 	fs.Float64Var(&c.EndpointRate, "endpoint-rate", 0, "endpoints' rate_per_second and burst (throughput, latency 1000; 0: the node's default)")
+	fs.IntVar(&c.OrderingKeys, "ordering-keys", 0, "events carry one of this many ordering keys (shared out among the publishers) and every endpoint orders by key; the receiver checks each key's order (ordering: 1000)")
 	fs.IntVar(&c.EndpointInFlight, "endpoint-in-flight", 0, "endpoints' max_in_flight (throughput, latency 50; 0: the node's default)")
 	fs.StringVar(&c.PG, "pg", os.Getenv("HOOKLINE_POSTGRES_URL"), "cluster, cluster-scale: PostgreSQL URL of the shared log (HOOKLINE_POSTGRES_URL); a fresh schema per run, dropped at the end. acceptance: three nodes on PostgreSQL: \"private\" starts a server of its own (initdb, another port) that the pg-restart fault restarts; a URL uses that server (no pg-restart)")
 	fs.IntVar(&c.Nodes, "nodes", 0, "cluster, rolling, acceptance --pg: nodes to start (3); scale-out: nodes before the one that joins (2)")

@@ -28,7 +28,14 @@ type ledger struct {
 	// expected deliveries of awaited tenants: what the run waits for.
 	announced []string
 	windows   []window
+	// keys lists each ordering key's events in the order they were
+	// published: a key is only ever published by one publisher, one batch
+	// after another and at most once per batch (see Publish).
+	keys map[keyRef][]string
 }
+
+// keyRef names a tenant's ordering key.
+type keyRef struct{ tenant, key string }
 
 // eventKey names an event: event ids are unique per tenant.
 type eventKey struct{ tenant, event string }
@@ -62,7 +69,9 @@ type window struct {
 // then.
 const windowSlack = time.Second
 
-func newLedger() *ledger { return &ledger{events: map[eventKey]*entry{}, tenants: map[string]string{}} }
+func newLedger() *ledger {
+	return &ledger{events: map[eventKey]*entry{}, tenants: map[string]string{}, keys: map[keyRef][]string{}}
+}
 
 // addTenant enters the tenant of t's endpoints: a receipt's endpoint says
 // whose event it carries.
@@ -94,6 +103,10 @@ func (l *ledger) record(t *Tenant, evs []*controlv1.PublishRequest, resps []*con
 			e = &entry{id: ev.GetEventId(), tenant: t, phase: phase, sent: sent, ack: ack, body: BodyHash(ev.GetPayload()),
 				endpoints: eps, ids: make([]string, len(eps))}
 			l.events[k] = e
+			if key := ev.GetOrderingKey(); key != "" {
+				kr := keyRef{t.ID, key}
+				l.keys[kr] = append(l.keys[kr], ev.GetEventId())
+			}
 		}
 		for _, d := range resps[i].GetDeliveries() {
 			id := d.GetDeliveryId()
@@ -258,6 +271,7 @@ func (l *ledger) count(r *Receiver, sc scope) tally {
 		// the lock is released.
 		recs[k] = got{rec: *rec, oks: slices.Clone(oks), bodies: slices.Clone(bodies)}
 	})
+	l.orderViolations(r, sc, &t)
 	for _, e := range l.events {
 		if !sc.has(e.phase) {
 			continue
@@ -299,6 +313,43 @@ func (l *ledger) count(r *Receiver, sc scope) tally {
 		}
 	}
 	return t
+}
+
+// orderViolations checks the requests of every ordered delivery against
+// the order its key's events were published in, for each endpoint that
+// orders by key (ordered, by the bench's endpoint names): a request for an
+// event must be for the key's first event not yet accepted, or a repeat of
+// the last one accepted. Anything else (a later event before an earlier
+// one was accepted, an older one again) is a violation. Only events of
+// the scope's phases count. l.mu must be held.
+func (l *ledger) orderViolations(r *Receiver, sc scope, t *tally) {
+	r.EachOrdered(func(endpoint, key string, arrivals []OrderedArrival) {
+		tenant := l.tenants[endpoint]
+		var order []string // the key's events this endpoint must receive
+		for _, id := range l.keys[keyRef{tenant, key}] {
+			if e := l.events[eventKey{tenant, id}]; e != nil && slices.Contains(e.endpoints, endpoint) {
+				order = append(order, id)
+			}
+		}
+		next := 0 // the first event of order not yet accepted
+		for _, a := range arrivals {
+			j := slices.Index(order, a.EventID)
+			e := l.events[eventKey{tenant, a.EventID}]
+			if j < 0 || e == nil || !sc.has(e.phase) {
+				continue
+			}
+			switch {
+			case j == next:
+				if a.OK {
+					next++
+				}
+			case j == next-1: // a repeat of the last one accepted
+			default:
+				t.OrderViolations++
+				t.example("order_violations: endpoint %s key %s: event %s (#%d of the key) arrived while #%d was the next due", endpoint, key, a.EventID, j+1, next+1)
+			}
+		}
+	})
 }
 
 // maxExamples bounds the examples of each check in a tally.

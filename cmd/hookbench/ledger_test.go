@@ -119,3 +119,50 @@ func TestJudge(t *testing.T) {
 		t.Errorf("a fault with an unexplained duplicate: pass %v, why %v", r.Pass, r.Why)
 	}
 }
+
+// TestLedgerOrder counts order violations against the order the bench
+// published each key's events in: the key's next event, or a repeat of
+// the last one accepted, is in order; a later one before an earlier was
+// accepted, or an older one again, is not. Each endpoint is judged on the
+// events it subscribed to.
+func TestLedgerOrder(t *testing.T) {
+	acme := &Tenant{ID: "acme", Await: true, Endpoints: []string{"e0", "e1"},
+		subs:  map[string][]string{"a": {"e0", "e1"}, "b": {"e1"}},
+		names: map[string]string{"e0_x": "e0", "e1_x": "e1"}}
+	pub := func(id, typ, key string) *controlv1.PublishRequest {
+		return &controlv1.PublishRequest{EventId: id, Type: typ, OrderingKey: key, Payload: []byte(id)}
+	}
+	l := newLedger()
+	l.addTenant(acme)
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	// Key k: ev1 (a), ev2 (b: e1 only), ev3 (a); key j: ev4 (a).
+	l.record(acme, []*controlv1.PublishRequest{pub("ev1", "a", "k"), pub("ev4", "a", "j")}, make([]*controlv1.PublishResponse, 2), t0, t0, 0)
+	l.record(acme, []*controlv1.PublishRequest{pub("ev2", "b", "k")}, make([]*controlv1.PublishResponse, 1), t0, t0, 0)
+	l.record(acme, []*controlv1.PublishRequest{pub("ev3", "a", "k")}, make([]*controlv1.PublishResponse, 1), t0, t0, 0)
+
+	r, err := NewReceiver("127.0.0.1:0", nil, Behaviour{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrive := func(ep, key, ev string, status int) { r.recordOrdered(ep, key, ev, status) }
+	// e0 gets k's ev1 then ev3 (ev2 is not its): in order, with a retry
+	// and a repeat of the last accepted.
+	arrive("e0", "k", "ev1", 503)
+	arrive("e0", "k", "ev1", 200)
+	arrive("e0", "k", "ev1", 200)
+	arrive("e0", "k", "ev3", 200)
+	// e1 gets k's ev3 before ev2 was accepted (1), then ev1 again after
+	// ev2 was (2).
+	arrive("e1", "k", "ev1", 200)
+	arrive("e1", "k", "ev2", 500)
+	arrive("e1", "k", "ev3", 200)
+	arrive("e1", "k", "ev2", 200)
+	arrive("e1", "k", "ev1", 200)
+	arrive("e1", "j", "ev4", 200)
+
+	var tl tally
+	l.orderViolations(r, scope{}, &tl)
+	if tl.OrderViolations != 2 {
+		t.Errorf("order violations = %d, want 2; examples %v", tl.OrderViolations, tl.Examples)
+	}
+}

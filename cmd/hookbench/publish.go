@@ -27,6 +27,10 @@ type Load struct {
 	// MaxBacklog pauses publishing while more awaited deliveries are
 	// planned than received; 0 means no bound.
 	MaxBacklog int64
+	// Keys, above 0, gives each event an ordering key: each publisher
+	// takes Keys/Publishers keys of its own, in turn, so that a key is
+	// published by one publisher, once per batch, one batch after another.
+	Keys int
 	// Retry retries a failed batch (same event ids, so idempotent) until it
 	// is accepted: for runs where the node is killed.
 	Retry bool
@@ -106,6 +110,9 @@ func (b *Bench) Publish(ctx context.Context, l Load) (int64, error) {
 					id := fmt.Sprintf("%s-p%d-%d-%d", b.runID, l.Phase, p, sent+int64(i))
 					evs[i] = &controlv1.PublishRequest{EventId: id, Type: t.Types[rand.IntN(len(t.Types))],
 						Payload: Payload(l.Payload, id), OccurredAt: timestamppb.New(now)}
+					if per := int64(l.Keys / max(l.Publishers, 1)); per > 0 {
+						evs[i].OrderingKey = fmt.Sprintf("p%d-k%d", p, (sent+int64(i))%per)
+					}
 				}
 				if err := b.publishBatch(gctx, t, evs, l); err != nil {
 					return err

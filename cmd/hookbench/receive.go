@@ -175,7 +175,20 @@ type Receiver struct {
 	records   map[string]*Record
 	attemptBy map[string]int64 // verified attempts, by endpoint
 	okBy      map[string]int64 // webhook-ids answered 2xx, by endpoint
-	stats     Stats
+	// ordered are the requests that carried webhook-ordering-key, by
+	// endpoint and key, in the order they were read.
+	ordered map[orderedKey][]OrderedArrival
+	stats   Stats
+}
+
+// orderedKey names one endpoint's ordering key.
+type orderedKey struct{ endpoint, key string }
+
+// OrderedArrival is one request of an ordered delivery: its event and
+// whether it was answered 2xx.
+type OrderedArrival struct {
+	EventID string
+	OK      bool
 }
 
 // NewReceiver listens on addr (loopback, e.g. 127.0.0.1:0) with the default
@@ -191,6 +204,7 @@ func NewReceiver(addr string, secrets []string, def Behaviour) (*Receiver, error
 		records:   map[string]*Record{},
 		attemptBy: map[string]int64{},
 		okBy:      map[string]int64{},
+		ordered:   map[orderedKey][]OrderedArrival{},
 		stats:     Stats{ByStatus: map[string]int{}},
 	}
 	if len(secrets) > 0 {
@@ -363,6 +377,9 @@ func (r *Receiver) serveWebhook(w http.ResponseWriter, req *http.Request) {
 	}
 	id := req.Header.Get(verify.HeaderID)
 	nth := r.record(id, req.Header.Get("webhook-event-id"), endpoint, body, status, now)
+	if key := req.Header.Get("webhook-ordering-key"); key != "" {
+		r.recordOrdered(endpoint, key, req.Header.Get("webhook-event-id"), status)
+	}
 
 	if b.Hang {
 		r.hang(req.Context())
@@ -454,6 +471,26 @@ func (r *Receiver) record(id, eventID, endpoint string, body []byte, status int,
 		r.stats.Duplicates++
 	}
 	return len(rec.oks) - 1
+}
+
+// recordOrdered notes a request of an ordered delivery. The node sends a
+// key's next request only once the previous one was answered, so the
+// requests of one key are noted in the order they were sent.
+func (r *Receiver) recordOrdered(endpoint, key, eventID string, status int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := orderedKey{endpoint, key}
+	r.ordered[k] = append(r.ordered[k], OrderedArrival{EventID: eventID, OK: status/100 == 2})
+}
+
+// EachOrdered calls f with each endpoint's ordering key and its requests,
+// in the order they were read, under the receiver's lock.
+func (r *Receiver) EachOrdered(f func(endpoint, key string, arrivals []OrderedArrival)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, a := range r.ordered {
+		f(k.endpoint, k.key, a)
+	}
 }
 
 func statusKey(status int) string {

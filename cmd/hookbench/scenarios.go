@@ -43,6 +43,11 @@ var scenarios = map[string]scenario{
 		defaults: RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50},
 		run:      throughput, config: []string{"raw_duration", "raw_workers"},
 	},
+	"ordering": {
+		summary:  "as throughput, once with unordered endpoints, then with endpoints ordered by key and events of --ordering-keys keys (1000): deliveries/s ratio, each key's order checked",
+		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50, OrderingKeys: 1000},
+		run:      ordering, config: []string{"ordering_keys"},
+	},
 	"latency": {
 		summary:  "a fixed rate at half the maximum (--rate events/s, or measured first): first-attempt latency",
 		defaults: RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50},
@@ -257,8 +262,12 @@ func (c RunConfig) clusterArgs() []string {
 
 // settings are the endpoint settings from the flags.
 func (c RunConfig) settings() *controlv1.EndpointSettings {
-	return &controlv1.EndpointSettings{RatePerSecond: c.EndpointRate, Burst: int32(c.EndpointRate),
+	s := &controlv1.EndpointSettings{RatePerSecond: c.EndpointRate, Burst: int32(c.EndpointRate),
 		MaxInFlight: int32(c.EndpointInFlight)}
+	if c.OrderingKeys > 0 {
+		s.Ordering = "key"
+	}
+	return s
 }
 
 // tenants makes cfg.Tenants awaited tenants named t0, t1, ...
@@ -277,7 +286,7 @@ func (b *Bench) makeTenants(ctx context.Context, prefix string) ([]*Tenant, erro
 
 func (b *Bench) load(ts []*Tenant, rate float64, d time.Duration, phase int) Load {
 	return Load{Tenants: ts, Rate: rate, Duration: d, Publishers: b.cfg.Publishers, Batch: b.cfg.Batch,
-		Payload: b.cfg.Payload, Phase: phase, MaxBacklog: b.cfg.MaxBacklog}
+		Payload: b.cfg.Payload, Phase: phase, MaxBacklog: b.cfg.MaxBacklog, Keys: b.cfg.OrderingKeys}
 }
 
 // publishAndAwait publishes one load, waits for its deliveries and
@@ -332,6 +341,39 @@ func throughput(ctx context.Context, b *Bench) (Summary, error) {
 		s.RatioToRaw = round(s.DeliveriesPerSec/raw.PerSec, 4)
 	}
 	return s, nil
+}
+
+// ordering runs the throughput load twice in one run: to unordered
+// endpoints, then to endpoints ordered by key with events of
+// cfg.OrderingKeys keys.
+func ordering(ctx context.Context, b *Bench) (Summary, error) {
+	keys := b.cfg.OrderingKeys
+	b.cfg.OrderingKeys = 0
+	ts, err := b.makeTenants(ctx, "u")
+	if err != nil {
+		return Summary{}, err
+	}
+	fmt.Fprintf(b.stderr, "hookbench: phase 1: unordered endpoints for %v\n", b.cfg.Duration)
+	unordered, err := b.publishAndAwait(ctx, "ordering", b.load(ts, 0, b.cfg.Duration, 1))
+	if err != nil {
+		return unordered, err
+	}
+	b.cfg.OrderingKeys = keys
+	if ts, err = b.makeTenants(ctx, "o"); err != nil {
+		return unordered, err
+	}
+	fmt.Fprintf(b.stderr, "hookbench: phase 2: endpoints ordered by key, %d keys, for %v\n", keys, b.cfg.Duration)
+	ordered, err := b.publishAndAwait(ctx, "ordering", b.load(ts, 0, b.cfg.Duration, 2))
+	ordered.setCounts(b.Summarize("ordering", time.Time{}, 1, 2))
+	addExtra(&ordered, map[string]float64{
+		"unordered_deliveries_per_sec":   unordered.DeliveriesPerSec,
+		"unordered_first_attempt_p99_ms": unordered.FirstAttemptP99,
+	})
+	if unordered.DeliveriesPerSec > 0 {
+		ordered.Extra["ordered_to_unordered"] = round(ordered.DeliveriesPerSec/unordered.DeliveriesPerSec, 3)
+	}
+	ordered.Notes = append(ordered.Notes, "deliveries_per_sec and first_attempt_* are the ordered phase's; the counts and checks cover both phases")
+	return ordered, err
 }
 
 func latency(ctx context.Context, b *Bench) (Summary, error) {

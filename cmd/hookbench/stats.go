@@ -99,6 +99,9 @@ type Checks struct {
 	// sender gone before the first answer).
 	Duplicates  int64 `json:"duplicates"`
 	Unexplained int64 `json:"duplicates_unexplained"`
+	// OrderViolations counts the requests of ordered deliveries that came
+	// out of their key's order (see ledger.orderViolations).
+	OrderViolations int64 `json:"order_violations"`
 }
 
 // add adds o's counts to c.
@@ -106,6 +109,7 @@ func (c *Checks) add(o Checks) {
 	c.Lost, c.PlannedMismatch, c.Unplanned = c.Lost+o.Lost, c.PlannedMismatch+o.PlannedMismatch, c.Unplanned+o.Unplanned
 	c.BadSignature, c.BodyMismatch = c.BadSignature+o.BadSignature, c.BodyMismatch+o.BodyMismatch
 	c.Duplicates, c.Unexplained = c.Duplicates+o.Duplicates, c.Unexplained+o.Unexplained
+	c.OrderViolations += o.OrderViolations
 }
 
 // failed lists the checks that are not 0, as "name count".
@@ -115,7 +119,8 @@ func (c Checks) failed() []string {
 		name string
 		n    int64
 	}{{"lost", c.Lost}, {"planned_mismatch", c.PlannedMismatch}, {"unplanned", c.Unplanned},
-		{"bad_signature", c.BadSignature}, {"body_mismatch", c.BodyMismatch}, {"duplicates_unexplained", c.Unexplained}} {
+		{"bad_signature", c.BadSignature}, {"body_mismatch", c.BodyMismatch}, {"duplicates_unexplained", c.Unexplained},
+		{"order_violations", c.OrderViolations}} {
 		if k.n != 0 {
 			out = append(out, fmt.Sprintf("%s %d", k.name, k.n))
 		}
@@ -126,7 +131,7 @@ func (c Checks) failed() []string {
 // summaryKeys are the keys every summary line carries; the test checks them.
 var summaryKeys = []string{"scenario", "pass", "expected", "planned", "deliveries", "deliveries_per_sec", "first_attempt_p50_ms",
 	"first_attempt_p99_ms", "first_attempt_max_ms", "publish_p99_ms", "lost", "planned_mismatch", "unplanned",
-	"bad_signature", "body_mismatch", "duplicates", "duplicates_unexplained", "cpu_s_per_1k", "peak_rss_mb",
+	"bad_signature", "body_mismatch", "duplicates", "duplicates_unexplained", "order_violations", "cpu_s_per_1k", "peak_rss_mb",
 	"disk_bytes_per_delivery", "config"}
 
 // add adds o's counts to s.
