@@ -104,3 +104,20 @@ func (c *Client) GetRecovery(ctx context.Context, req *controlv1.GetRecoveryRequ
 func (c *Client) ListRecoveries(ctx context.Context, req *controlv1.ListRecoveriesRequest) (*controlv1.ListRecoveriesResponse, error) {
 	return call(ctx, c, "list recoveries", idempotent, req, c.endpoints.ListRecoveries)
 }
+
+// ListOrderingKeys lists an endpoint's ordering keys that have a head
+// delivery (state "blocked", the default, or "all"). Retried.
+func (c *Client) ListOrderingKeys(ctx context.Context, req *controlv1.ListOrderingKeysRequest) (*controlv1.ListOrderingKeysResponse, error) {
+	return call(ctx, c, "list ordering keys", idempotent, req, c.endpoints.ListOrderingKeys)
+}
+
+// SkipOrderingKey ends an ordering key's head delivery so that the key's
+// next one goes. Retried only with HeadDeliveryId set: a retry then finds
+// the key moved on and is refused instead of skipping its next head.
+func (c *Client) SkipOrderingKey(ctx context.Context, req *controlv1.SkipOrderingKeyRequest) (*controlv1.OrderingKey, error) {
+	r := once
+	if req.GetHeadDeliveryId() != "" {
+		r = idempotent
+	}
+	return call(ctx, c, "skip ordering key", r, req, c.endpoints.SkipOrderingKey)
+}

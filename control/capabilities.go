@@ -19,6 +19,7 @@ var portalMethods = map[string]string{
 	controlv1.EndpointService_ListEndpoints_FullMethodName:           portal.Read,
 	controlv1.EndpointService_GetEndpoint_FullMethodName:             portal.Read,
 	controlv1.EndpointService_GetRecovery_FullMethodName:             portal.Read,
+	controlv1.EndpointService_ListOrderingKeys_FullMethodName:        portal.Read,
 	controlv1.EndpointHealthService_GetEndpointHealth_FullMethodName: portal.Read,
 	controlv1.DeliveryService_ListDeliveries_FullMethodName:          portal.Read,
 	controlv1.DeliveryService_GetDelivery_FullMethodName:             portal.Read,
@@ -33,6 +34,7 @@ var portalMethods = map[string]string{
 	controlv1.EndpointService_DeleteEndpoint_FullMethodName:          portal.ManageEndpoints,
 	controlv1.DeliveryService_ReplayDelivery_FullMethodName:          portal.Replay,
 	controlv1.EndpointService_RecoverEndpoint_FullMethodName:         portal.Replay,
+	controlv1.EndpointService_SkipOrderingKey_FullMethodName:         portal.Replay,
 }
 
 // allow refuses a call that the caller's portal token does not permit.

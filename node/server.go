@@ -265,7 +265,7 @@ func (s *Server) kinds() []*pcluster.Kind {
 		}),
 		endpoint.NewKind(endpoint.Config{
 			Log: s.log, Keyring: s.keyring, Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger,
-			Due: s.pulls, Projections: s.runner, History: s.history, Attempts: s.cfg.Faults.Attempter(s.attempts),
+			Due: s.pulls, OrderingKeys: s.due, Projections: s.runner, History: s.history, Attempts: s.cfg.Faults.Attempter(s.attempts),
 			Dispatcher: s.dispatch, Grains: s.grainsOnceStarted(), Schedule: s.cfg.Schedule,
 			Tasks: &s.tasks, Breaker: s.cfg.Breaker, Quarantine: endpoint.NewQuarantine(0, 0), Drain: &s.drain,
 			IdleAfter: s.cfg.IdleAfter, Spans: endpointSpans(s.cfg.Spans),

@@ -12,7 +12,7 @@ import (
 )
 
 // deliveryTypes are the records of a delivery's life.
-var deliveryTypes = []string{"DeliveriesPlanned", "AttemptSucceeded", "AttemptFailed", "DeliveryExpired", "ReplayRequested"}
+var deliveryTypes = []string{"DeliveriesPlanned", "AttemptSucceeded", "AttemptFailed", "DeliveryExpired", "ReplayRequested", "OrderingKeySkipped"}
 
 // delivery is one delivery as the log has it up to the head: what the
 // projections should show of it, folded by the same rules as theirs (see
@@ -97,6 +97,10 @@ func (ds *deliveries) apply(rec *events.Record, msg proto.Message) {
 	case *hooklinev1.ReplayRequested:
 		d := ds.outcome(m.GetDeliveryId(), m.GetTenantId(), m.GetEventId(), m.GetEndpointId())
 		d.due = true
+	case *hooklinev1.OrderingKeySkipped:
+		// A pending head ends failed; a parked one had ended.
+		d := ds.outcome(m.GetDeliveryId(), m.GetTenantId(), m.GetEventId(), m.GetEndpointId())
+		d.settle(history.Failed, false)
 	}
 }
 

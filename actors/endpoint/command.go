@@ -37,6 +37,12 @@ func (g *grain) handle(ctx actor.Context, r *request) {
 		case *internalv1.EndpointCommand_ListRecoveries:
 			g.handleListRecoveries(ctx, r)
 			return
+		case *internalv1.EndpointCommand_ListOrderingKeys:
+			g.handleListOrderingKeys(ctx, r)
+			return
+		case *internalv1.EndpointCommand_SkipOrderingKey:
+			g.handleSkipOrderingKey(ctx, r)
+			return
 		}
 	}
 	raw := g.state.URLToCheck(r.Cmd)

@@ -92,6 +92,9 @@ type Config struct {
 	// Due is the due projection the grain pulls its deliveries from
 	// (*due.Due).
 	Due Due
+	// OrderingKeys reads the endpoint's ordering keys (*due.Due); nil
+	// refuses ListOrderingKeys and SkipOrderingKey.
+	OrderingKeys OrderingKeys
 	// Projections is the node's projection runner (*projections.Runner): on
 	// activation the grain waits until it has reached the log's head, and
 	// before each pull until it has applied the grain's own outcomes.

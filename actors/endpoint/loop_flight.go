@@ -47,6 +47,8 @@ type flight struct {
 	// whose ReplayRequested is being appended.
 	replays []*replayOrder
 	asking  *replayOrder
+	// skipping is the skip of its ordering key's head it is held for.
+	skipping *skipOrder
 	// lin is what its current attempt noted on its way (loop_lineage.go).
 	lin flightLineage
 	// busy is set from the start of an attempt until its outcome is
@@ -152,6 +154,10 @@ func (l *loop) onRead(ctx actor.Context, m *readDone) {
 	f.d = m.r
 	if f.outcome != nil {
 		l.recordAgain(ctx, f) // a fresh flight's stream existed after all
+		return
+	}
+	if f.skipping != nil {
+		l.appendSkip(ctx, f)
 		return
 	}
 	if len(f.replays) > 0 {

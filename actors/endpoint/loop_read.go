@@ -105,6 +105,9 @@ func (r *deliveryRead) apply(msg proto.Message) {
 	case *hooklinev1.DeliveryExpired:
 		r.ended, r.replay, r.autoPending, r.lastNext = true, nil, false, time.Time{}
 		r.lastAt = asTime(m.GetAt())
+	case *hooklinev1.OrderingKeySkipped:
+		// A pending head ends; a pending replay of it is cancelled.
+		r.ended, r.replay, r.autoPending, r.lastNext = true, nil, false, time.Time{}
 	case *hooklinev1.ReplayRequested:
 		if r.replay == nil {
 			r.autoPending = !r.ended

@@ -100,6 +100,10 @@ func (l *loop) onRecorded(ctx actor.Context, m *recorded) {
 		l.replayed(ctx, f)
 		return
 	}
+	if _, ok := m.msgs[0].(*hooklinev1.OrderingKeySkipped); ok {
+		l.skipped(ctx, f, m.res.Position)
+		return
+	}
 	// An outcome: the flight is settled.
 	l.unbusy(f)
 	l.exportSpans(m.msgs)
@@ -164,6 +168,10 @@ func (l *loop) drop(ctx actor.Context, f *flight) {
 		l.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, "the delivery could not be read; retry")
 	}
 	f.replays = nil
+	if o := f.skipping; o != nil {
+		reply(ctx, o.sender, errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, "the key's head could not be read; retry the skip"))
+		f.skipping = nil
+	}
 }
 
 // encodeDelivery gives a delivery event of partition p a deterministic id whose cause is

@@ -151,7 +151,10 @@ func (l *loop) abandonAll(ctx actor.Context, e *internalv1.GrainError) {
 		for _, o := range f.replays {
 			answer(o)
 		}
-		f.asking, f.replays = nil, nil
+		if f.skipping != nil && f.skipping.sender != nil {
+			reply(ctx, f.skipping.sender, &internalv1.EndpointReply{Error: e})
+		}
+		f.asking, f.replays, f.skipping = nil, nil, nil
 	}
 	for _, o := range l.replays {
 		answer(o)

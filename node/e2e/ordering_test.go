@@ -212,6 +212,10 @@ func TestOrderingParksKey(t *testing.T) {
 	if d := c.waitDelivery(t, second[0], "pending", hasStatus("pending")); d.GetAttemptCount() != 0 {
 		t.Errorf("the parked key's next delivery had %d attempts, want 0", d.GetAttemptCount())
 	}
+	res, err := c.endpoints.ListOrderingKeys(c.ctx(), &controlv1.ListOrderingKeysRequest{EndpointId: c.ids["ep_park"]})
+	if err != nil || len(res.GetKeys()) != 1 || res.GetKeys()[0].GetState() != "parked" || res.GetKeys()[0].GetHeadDeliveryId() != first[0] {
+		t.Errorf("blocked keys: %v, %v; want k parked on %s", res.GetKeys(), err, first[0])
+	}
 	refuse.Store(false)
 	if _, err := c.deliveries.ReplayDelivery(c.ctx(), &controlv1.ReplayDeliveryRequest{DeliveryId: first[0]}); err != nil {
 		t.Fatalf("replay the parked head: %v", err)
@@ -220,5 +224,71 @@ func TestOrderingParksKey(t *testing.T) {
 	rs := rc.receipts(second[0])
 	if len(rs) == 0 || rs[0].orderingKey != "k" || rs[0].sequence != 2 {
 		t.Errorf("the key's next delivery carried %+v, want ordering key k and sequence 2", rs)
+	}
+}
+
+// TestOrderingSkipKey: a key whose head keeps failing is listed as
+// blocked with what waits behind it; skipping its head (naming it, so a
+// key that moved on is not skipped twice) ends the head failed and lets
+// the key's next delivery go.
+func TestOrderingSkipKey(t *testing.T) {
+	rc := newHookReceiver(t, nil)
+	n := startE2E(t, node.Config{Schedule: attempt.Schedule{Base: 50 * time.Millisecond, Cap: 200 * time.Millisecond, MaxAttempts: 100}})
+	c := n.tenant(t, "acme", nil)
+	c.endpoint(t, rc, "ep_ordered", []string{"order.updated"}, func(s *controlv1.EndpointSettings) {
+		s.Ordering, s.MaxAttempts = "key", 100
+	}, func(w http.ResponseWriter, r *http.Request, _ int) {
+		if r.Header.Get("webhook-event-id") == "ev_s_1" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	epID := c.ids["ep_ordered"]
+	head := c.publishKeyed(t, "ev_s_1", "order.updated", "s")
+	next := c.publishKeyed(t, "ev_s_2", "order.updated", "s")
+	c.waitDelivery(t, head[0], "attempted", hasAttempts(2))
+
+	var keys []*controlv1.OrderingKey
+	eventually(t, 10*time.Second, "the key listed as blocked", func() bool {
+		res, err := c.endpoints.ListOrderingKeys(c.ctx(), &controlv1.ListOrderingKeysRequest{EndpointId: epID})
+		if err != nil {
+			t.Fatalf("list ordering keys: %v", err)
+		}
+		keys = res.GetKeys()
+		return len(keys) == 1
+	})
+	if k := keys[0]; k.GetOrderingKey() != "s" || k.GetHeadDeliveryId() != head[0] || k.GetState() != "blocked" || k.GetWaiting() != 1 || k.GetBlockedSince() == nil {
+		t.Errorf("blocked key = %v, want s blocked on %s with 1 waiting", k, head[0])
+	}
+	_, err := c.endpoints.SkipOrderingKey(c.ctx(), &controlv1.SkipOrderingKeyRequest{EndpointId: epID, OrderingKey: "s", HeadDeliveryId: next[0]})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "head_delivery_id") {
+		t.Errorf("skip naming another head: %v, want FAILED_PRECONDITION naming head_delivery_id", err)
+	}
+	_, err = c.endpoints.SkipOrderingKey(c.ctx(), &controlv1.SkipOrderingKeyRequest{EndpointId: epID, OrderingKey: "none"})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("skip of a key with nothing waiting: %v, want NOT_FOUND", err)
+	}
+	eventually(t, 10*time.Second, "the skip of the key's head", func() bool {
+		k, err := c.endpoints.SkipOrderingKey(c.ctx(), &controlv1.SkipOrderingKeyRequest{EndpointId: epID, OrderingKey: "s", HeadDeliveryId: head[0]})
+		if status.Code(err) == codes.Unavailable {
+			return false // an attempt of the head was under way
+		}
+		if err != nil || k.GetState() != "skipped" {
+			t.Fatalf("skip: %v, %v", k, err)
+		}
+		return true
+	})
+	c.waitDelivery(t, next[0], "succeeded", hasStatus("succeeded"))
+	d := c.waitDelivery(t, head[0], "failed", hasStatus("failed"))
+	if d.GetSequence() != 1 {
+		t.Errorf("the skipped head's sequence = %d, want 1", d.GetSequence())
+	}
+	if rs := rc.receipts(next[0]); len(rs) == 0 || rs[0].sequence != 2 {
+		t.Errorf("the key's next delivery carried %+v, want sequence 2", rs)
+	}
+	res, err := c.endpoints.ListOrderingKeys(c.ctx(), &controlv1.ListOrderingKeysRequest{EndpointId: epID, State: "all"})
+	if err != nil || len(res.GetKeys()) != 0 {
+		t.Errorf("keys after the skip: %v, %v; want none", res.GetKeys(), err)
 	}
 }

@@ -17,7 +17,7 @@ import (
 func (*Due) Filter() events.Filter {
 	return events.Filter{
 		StreamPrefixes: []string{events.EventCategory + "-", events.DeliveryCategory + "-"},
-		Types:          []string{"DeliveriesPlanned", "AttemptSucceeded", "AttemptFailed", "DeliveryExpired", "ReplayRequested"},
+		Types:          []string{"DeliveriesPlanned", "AttemptSucceeded", "AttemptFailed", "DeliveryExpired", "ReplayRequested", "OrderingKeySkipped"},
 	}
 }
 
@@ -102,6 +102,8 @@ func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) e
 		}
 		it.Class, it.Manual, it.DueAt, it.Attempts = ClassRetry, false, asTime(m.GetNextAttemptAt()), a.GetNumber()
 		return d.put(b, it)
+	case *hooklinev1.OrderingKeySkipped:
+		return d.skipped(b, m)
 	case *hooklinev1.ReplayRequested:
 		at := asTime(m.GetAt())
 		it, ok, err := d.lookup(b, m.GetDeliveryId())

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
 
 // Ordering by key. On an endpoint that orders by key, the deliveries of
@@ -236,6 +237,30 @@ func (d *Due) promote(b *projections.Batch, endpointID, key string) error {
 		return err
 	}
 	return d.put(b, next)
+}
+
+// Key returns an endpoint's ordering key with its head, from the
+// committed store; ok is false when the key has no head.
+func (d *Due) Key(endpointID, key string) (s KeyState, ok bool, err error) {
+	s, ok, err = keyState(d.store, endpointID, key)
+	if err != nil || !ok {
+		return s, ok, err
+	}
+	s.Waiting, err = d.waiting(endpointID, key)
+	return s, true, err
+}
+
+// skipped ends a key's head at a person's request: a pending head leaves
+// the index, and the key's next delivery becomes due.
+func (d *Due) skipped(b *projections.Batch, m *hooklinev1.OrderingKeySkipped) error {
+	s, ok, err := keyState(b, m.GetEndpointId(), m.GetOrderingKey())
+	if err != nil || !ok || s.Head != m.GetDeliveryId() {
+		return err
+	}
+	if _, err := d.remove(b, m.GetDeliveryId()); err != nil {
+		return err
+	}
+	return d.promote(b, m.GetEndpointId(), m.GetOrderingKey())
 }
 
 // Keys returns the ordering keys of an endpoint that have a head, with the

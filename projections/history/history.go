@@ -169,7 +169,7 @@ func (*History) PartitionsChanged(events.PartitionSet) {}
 func (*History) Filter() events.Filter {
 	return events.Filter{
 		StreamPrefixes: []string{events.EventCategory + "-", events.DeliveryCategory + "-"},
-		Types:          []string{"DeliveriesPlanned", "AttemptSucceeded", "AttemptFailed", "DeliveryExpired", "ReplayRequested"},
+		Types:          []string{"DeliveriesPlanned", "AttemptSucceeded", "AttemptFailed", "DeliveryExpired", "ReplayRequested", "OrderingKeySkipped"},
 	}
 }
 
@@ -324,6 +324,14 @@ func (h *History) Apply(b *projections.Batch, rec *events.Record, msg proto.Mess
 	case *hooklinev1.ReplayRequested:
 		return h.update(b, m.GetDeliveryId(), func(d *Delivery) error {
 			d.Replays++
+			return nil
+		})
+	case *hooklinev1.OrderingKeySkipped:
+		return h.update(b, m.GetDeliveryId(), func(d *Delivery) error {
+			if d.Status == Pending {
+				d.Status, d.EndedAt, d.NextAttemptAt = Failed, asTime(m.GetAt()), time.Time{}
+				d.LastError = "skipped: its ordering key moved on to the next delivery at a person's request"
+			}
 			return nil
 		})
 	}

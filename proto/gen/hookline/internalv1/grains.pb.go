@@ -539,6 +539,8 @@ type EndpointCommand struct {
 	//	*EndpointCommand_Wake
 	//	*EndpointCommand_Reseal
 	//	*EndpointCommand_ListRecoveries
+	//	*EndpointCommand_ListOrderingKeys
+	//	*EndpointCommand_SkipOrderingKey
 	Command isEndpointCommand_Command `protobuf_oneof:"command"`
 	// request_id names this command (the control API sets it): a retry of it
 	// with the same id gets the original answer and changes nothing again.
@@ -724,6 +726,24 @@ func (x *EndpointCommand) GetListRecoveries() *controlv1.ListRecoveriesRequest {
 	return nil
 }
 
+func (x *EndpointCommand) GetListOrderingKeys() *controlv1.ListOrderingKeysRequest {
+	if x != nil {
+		if x, ok := x.Command.(*EndpointCommand_ListOrderingKeys); ok {
+			return x.ListOrderingKeys
+		}
+	}
+	return nil
+}
+
+func (x *EndpointCommand) GetSkipOrderingKey() *controlv1.SkipOrderingKeyRequest {
+	if x != nil {
+		if x, ok := x.Command.(*EndpointCommand_SkipOrderingKey); ok {
+			return x.SkipOrderingKey
+		}
+	}
+	return nil
+}
+
 func (x *EndpointCommand) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
@@ -792,6 +812,14 @@ type EndpointCommand_ListRecoveries struct {
 	ListRecoveries *controlv1.ListRecoveriesRequest `protobuf:"bytes,16,opt,name=list_recoveries,json=listRecoveries,proto3,oneof"`
 }
 
+type EndpointCommand_ListOrderingKeys struct {
+	ListOrderingKeys *controlv1.ListOrderingKeysRequest `protobuf:"bytes,41,opt,name=list_ordering_keys,json=listOrderingKeys,proto3,oneof"`
+}
+
+type EndpointCommand_SkipOrderingKey struct {
+	SkipOrderingKey *controlv1.SkipOrderingKeyRequest `protobuf:"bytes,42,opt,name=skip_ordering_key,json=skipOrderingKey,proto3,oneof"`
+}
+
 func (*EndpointCommand_Create) isEndpointCommand_Command() {}
 
 func (*EndpointCommand_Get) isEndpointCommand_Command() {}
@@ -819,6 +847,10 @@ func (*EndpointCommand_Wake) isEndpointCommand_Command() {}
 func (*EndpointCommand_Reseal) isEndpointCommand_Command() {}
 
 func (*EndpointCommand_ListRecoveries) isEndpointCommand_Command() {}
+
+func (*EndpointCommand_ListOrderingKeys) isEndpointCommand_Command() {}
+
+func (*EndpointCommand_SkipOrderingKey) isEndpointCommand_Command() {}
 
 // Reseal asks an endpoint grain to seal each of its live secrets that is
 // not sealed under the current master key anew, under the current key
@@ -891,10 +923,12 @@ type EndpointReply struct {
 	Error    *GrainError            `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
 	Endpoint *controlv1.Endpoint    `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	// secret is set once, by create and rotate.
-	Secret        string                `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
-	Delivery      *controlv1.Delivery   `protobuf:"bytes,4,opt,name=delivery,proto3" json:"delivery,omitempty"`
-	Recovery      *controlv1.Recovery   `protobuf:"bytes,5,opt,name=recovery,proto3" json:"recovery,omitempty"`
-	Recoveries    []*controlv1.Recovery `protobuf:"bytes,6,rep,name=recoveries,proto3" json:"recoveries,omitempty"`
+	Secret        string                   `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	Delivery      *controlv1.Delivery      `protobuf:"bytes,4,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	Recovery      *controlv1.Recovery      `protobuf:"bytes,5,opt,name=recovery,proto3" json:"recovery,omitempty"`
+	Recoveries    []*controlv1.Recovery    `protobuf:"bytes,6,rep,name=recoveries,proto3" json:"recoveries,omitempty"`
+	OrderingKeys  []*controlv1.OrderingKey `protobuf:"bytes,7,rep,name=ordering_keys,json=orderingKeys,proto3" json:"ordering_keys,omitempty"`
+	OrderingKey   *controlv1.OrderingKey   `protobuf:"bytes,8,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -967,6 +1001,20 @@ func (x *EndpointReply) GetRecovery() *controlv1.Recovery {
 func (x *EndpointReply) GetRecoveries() []*controlv1.Recovery {
 	if x != nil {
 		return x.Recoveries
+	}
+	return nil
+}
+
+func (x *EndpointReply) GetOrderingKeys() []*controlv1.OrderingKey {
+	if x != nil {
+		return x.OrderingKeys
+	}
+	return nil
+}
+
+func (x *EndpointReply) GetOrderingKey() *controlv1.OrderingKey {
+	if x != nil {
+		return x.OrderingKey
 	}
 	return nil
 }
@@ -1056,7 +1104,7 @@ const file_hookline_internal_v1_grains_proto_rawDesc = "" +
 	"\battempts\x18\x01 \x01(\x05R\battempts\x12\x1b\n" +
 	"\tin_flight\x18\x02 \x01(\x05R\binFlight\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xe7\a\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x90\t\n" +
 	"\x0fEndpointCommand\x12/\n" +
 	"\tissued_by\x18\x01 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12<\n" +
@@ -1074,7 +1122,9 @@ const file_hookline_internal_v1_grains_proto_rawDesc = "" +
 	"\fget_recovery\x18\r \x01(\v2\x1f.hookline.v1.GetRecoveryRequestH\x00R\vgetRecovery\x120\n" +
 	"\x04wake\x18\x0e \x01(\v2\x1a.hookline.internal.v1.WakeH\x00R\x04wake\x126\n" +
 	"\x06reseal\x18( \x01(\v2\x1c.hookline.internal.v1.ResealH\x00R\x06reseal\x12M\n" +
-	"\x0flist_recoveries\x18\x10 \x01(\v2\".hookline.v1.ListRecoveriesRequestH\x00R\x0elistRecoveries\x12\x1d\n" +
+	"\x0flist_recoveries\x18\x10 \x01(\v2\".hookline.v1.ListRecoveriesRequestH\x00R\x0elistRecoveries\x12T\n" +
+	"\x12list_ordering_keys\x18) \x01(\v2$.hookline.v1.ListOrderingKeysRequestH\x00R\x10listOrderingKeys\x12Q\n" +
+	"\x11skip_ordering_key\x18* \x01(\v2#.hookline.v1.SkipOrderingKeyRequestH\x00R\x0fskipOrderingKey\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x0f \x01(\tR\trequestIdB\t\n" +
 	"\acommand\"]\n" +
@@ -1082,7 +1132,7 @@ const file_hookline_internal_v1_grains_proto_rawDesc = "" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12\x15\n" +
-	"\x06key_id\x18\x03 \x01(\tR\x05keyId\"\xaf\x02\n" +
+	"\x06key_id\x18\x03 \x01(\tR\x05keyId\"\xab\x03\n" +
 	"\rEndpointReply\x126\n" +
 	"\x05error\x18\x01 \x01(\v2 .hookline.internal.v1.GrainErrorR\x05error\x121\n" +
 	"\bendpoint\x18\x02 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x12\x16\n" +
@@ -1091,7 +1141,9 @@ const file_hookline_internal_v1_grains_proto_rawDesc = "" +
 	"\brecovery\x18\x05 \x01(\v2\x15.hookline.v1.RecoveryR\brecovery\x125\n" +
 	"\n" +
 	"recoveries\x18\x06 \x03(\v2\x15.hookline.v1.RecoveryR\n" +
-	"recoveries\"\x06\n" +
+	"recoveries\x12=\n" +
+	"\rordering_keys\x18\a \x03(\v2\x18.hookline.v1.OrderingKeyR\forderingKeys\x12;\n" +
+	"\fordering_key\x18\b \x01(\v2\x18.hookline.v1.OrderingKeyR\vorderingKey\"\x06\n" +
 	"\x04WakeBGZEgithub.com/hookline/hookline/proto/gen/hookline/internalv1;internalv1b\x06proto3"
 
 var (
@@ -1109,40 +1161,43 @@ func file_hookline_internal_v1_grains_proto_rawDescGZIP() []byte {
 var file_hookline_internal_v1_grains_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_hookline_internal_v1_grains_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_hookline_internal_v1_grains_proto_goTypes = []any{
-	(GrainError_Code)(0),                     // 0: hookline.internal.v1.GrainError.Code
-	(*GrainError)(nil),                       // 1: hookline.internal.v1.GrainError
-	(*TenantCommand)(nil),                    // 2: hookline.internal.v1.TenantCommand
-	(*TenantReply)(nil),                      // 3: hookline.internal.v1.TenantReply
-	(*QuotaLeaseRequest)(nil),                // 4: hookline.internal.v1.QuotaLeaseRequest
-	(*QuotaLease)(nil),                       // 5: hookline.internal.v1.QuotaLease
-	(*EndpointCommand)(nil),                  // 6: hookline.internal.v1.EndpointCommand
-	(*Reseal)(nil),                           // 7: hookline.internal.v1.Reseal
-	(*EndpointReply)(nil),                    // 8: hookline.internal.v1.EndpointReply
-	(*Wake)(nil),                             // 9: hookline.internal.v1.Wake
-	(*v1.Actor)(nil),                         // 10: hookline.v1.Actor
-	(*controlv1.CreateTenantRequest)(nil),    // 11: hookline.v1.CreateTenantRequest
-	(*controlv1.GetTenantRequest)(nil),       // 12: hookline.v1.GetTenantRequest
-	(*controlv1.IssueApiKeyRequest)(nil),     // 13: hookline.v1.IssueApiKeyRequest
-	(*controlv1.RevokeApiKeyRequest)(nil),    // 14: hookline.v1.RevokeApiKeyRequest
-	(*controlv1.SetQuotaRequest)(nil),        // 15: hookline.v1.SetQuotaRequest
-	(*controlv1.Tenant)(nil),                 // 16: hookline.v1.Tenant
-	(*controlv1.IssueApiKeyResponse)(nil),    // 17: hookline.v1.IssueApiKeyResponse
-	(*timestamppb.Timestamp)(nil),            // 18: google.protobuf.Timestamp
-	(*controlv1.CreateEndpointRequest)(nil),  // 19: hookline.v1.CreateEndpointRequest
-	(*controlv1.GetEndpointRequest)(nil),     // 20: hookline.v1.GetEndpointRequest
-	(*controlv1.UpdateEndpointRequest)(nil),  // 21: hookline.v1.UpdateEndpointRequest
-	(*controlv1.RotateSecretRequest)(nil),    // 22: hookline.v1.RotateSecretRequest
-	(*controlv1.RetireSecretRequest)(nil),    // 23: hookline.v1.RetireSecretRequest
-	(*controlv1.PauseEndpointRequest)(nil),   // 24: hookline.v1.PauseEndpointRequest
-	(*controlv1.ResumeEndpointRequest)(nil),  // 25: hookline.v1.ResumeEndpointRequest
-	(*controlv1.DeleteEndpointRequest)(nil),  // 26: hookline.v1.DeleteEndpointRequest
-	(*controlv1.ReplayDeliveryRequest)(nil),  // 27: hookline.v1.ReplayDeliveryRequest
-	(*controlv1.RecoverEndpointRequest)(nil), // 28: hookline.v1.RecoverEndpointRequest
-	(*controlv1.GetRecoveryRequest)(nil),     // 29: hookline.v1.GetRecoveryRequest
-	(*controlv1.ListRecoveriesRequest)(nil),  // 30: hookline.v1.ListRecoveriesRequest
-	(*controlv1.Endpoint)(nil),               // 31: hookline.v1.Endpoint
-	(*controlv1.Delivery)(nil),               // 32: hookline.v1.Delivery
-	(*controlv1.Recovery)(nil),               // 33: hookline.v1.Recovery
+	(GrainError_Code)(0),                      // 0: hookline.internal.v1.GrainError.Code
+	(*GrainError)(nil),                        // 1: hookline.internal.v1.GrainError
+	(*TenantCommand)(nil),                     // 2: hookline.internal.v1.TenantCommand
+	(*TenantReply)(nil),                       // 3: hookline.internal.v1.TenantReply
+	(*QuotaLeaseRequest)(nil),                 // 4: hookline.internal.v1.QuotaLeaseRequest
+	(*QuotaLease)(nil),                        // 5: hookline.internal.v1.QuotaLease
+	(*EndpointCommand)(nil),                   // 6: hookline.internal.v1.EndpointCommand
+	(*Reseal)(nil),                            // 7: hookline.internal.v1.Reseal
+	(*EndpointReply)(nil),                     // 8: hookline.internal.v1.EndpointReply
+	(*Wake)(nil),                              // 9: hookline.internal.v1.Wake
+	(*v1.Actor)(nil),                          // 10: hookline.v1.Actor
+	(*controlv1.CreateTenantRequest)(nil),     // 11: hookline.v1.CreateTenantRequest
+	(*controlv1.GetTenantRequest)(nil),        // 12: hookline.v1.GetTenantRequest
+	(*controlv1.IssueApiKeyRequest)(nil),      // 13: hookline.v1.IssueApiKeyRequest
+	(*controlv1.RevokeApiKeyRequest)(nil),     // 14: hookline.v1.RevokeApiKeyRequest
+	(*controlv1.SetQuotaRequest)(nil),         // 15: hookline.v1.SetQuotaRequest
+	(*controlv1.Tenant)(nil),                  // 16: hookline.v1.Tenant
+	(*controlv1.IssueApiKeyResponse)(nil),     // 17: hookline.v1.IssueApiKeyResponse
+	(*timestamppb.Timestamp)(nil),             // 18: google.protobuf.Timestamp
+	(*controlv1.CreateEndpointRequest)(nil),   // 19: hookline.v1.CreateEndpointRequest
+	(*controlv1.GetEndpointRequest)(nil),      // 20: hookline.v1.GetEndpointRequest
+	(*controlv1.UpdateEndpointRequest)(nil),   // 21: hookline.v1.UpdateEndpointRequest
+	(*controlv1.RotateSecretRequest)(nil),     // 22: hookline.v1.RotateSecretRequest
+	(*controlv1.RetireSecretRequest)(nil),     // 23: hookline.v1.RetireSecretRequest
+	(*controlv1.PauseEndpointRequest)(nil),    // 24: hookline.v1.PauseEndpointRequest
+	(*controlv1.ResumeEndpointRequest)(nil),   // 25: hookline.v1.ResumeEndpointRequest
+	(*controlv1.DeleteEndpointRequest)(nil),   // 26: hookline.v1.DeleteEndpointRequest
+	(*controlv1.ReplayDeliveryRequest)(nil),   // 27: hookline.v1.ReplayDeliveryRequest
+	(*controlv1.RecoverEndpointRequest)(nil),  // 28: hookline.v1.RecoverEndpointRequest
+	(*controlv1.GetRecoveryRequest)(nil),      // 29: hookline.v1.GetRecoveryRequest
+	(*controlv1.ListRecoveriesRequest)(nil),   // 30: hookline.v1.ListRecoveriesRequest
+	(*controlv1.ListOrderingKeysRequest)(nil), // 31: hookline.v1.ListOrderingKeysRequest
+	(*controlv1.SkipOrderingKeyRequest)(nil),  // 32: hookline.v1.SkipOrderingKeyRequest
+	(*controlv1.Endpoint)(nil),                // 33: hookline.v1.Endpoint
+	(*controlv1.Delivery)(nil),                // 34: hookline.v1.Delivery
+	(*controlv1.Recovery)(nil),                // 35: hookline.v1.Recovery
+	(*controlv1.OrderingKey)(nil),             // 36: hookline.v1.OrderingKey
 }
 var file_hookline_internal_v1_grains_proto_depIdxs = []int32{
 	0,  // 0: hookline.internal.v1.GrainError.code:type_name -> hookline.internal.v1.GrainError.Code
@@ -1173,16 +1228,20 @@ var file_hookline_internal_v1_grains_proto_depIdxs = []int32{
 	9,  // 25: hookline.internal.v1.EndpointCommand.wake:type_name -> hookline.internal.v1.Wake
 	7,  // 26: hookline.internal.v1.EndpointCommand.reseal:type_name -> hookline.internal.v1.Reseal
 	30, // 27: hookline.internal.v1.EndpointCommand.list_recoveries:type_name -> hookline.v1.ListRecoveriesRequest
-	1,  // 28: hookline.internal.v1.EndpointReply.error:type_name -> hookline.internal.v1.GrainError
-	31, // 29: hookline.internal.v1.EndpointReply.endpoint:type_name -> hookline.v1.Endpoint
-	32, // 30: hookline.internal.v1.EndpointReply.delivery:type_name -> hookline.v1.Delivery
-	33, // 31: hookline.internal.v1.EndpointReply.recovery:type_name -> hookline.v1.Recovery
-	33, // 32: hookline.internal.v1.EndpointReply.recoveries:type_name -> hookline.v1.Recovery
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	31, // 28: hookline.internal.v1.EndpointCommand.list_ordering_keys:type_name -> hookline.v1.ListOrderingKeysRequest
+	32, // 29: hookline.internal.v1.EndpointCommand.skip_ordering_key:type_name -> hookline.v1.SkipOrderingKeyRequest
+	1,  // 30: hookline.internal.v1.EndpointReply.error:type_name -> hookline.internal.v1.GrainError
+	33, // 31: hookline.internal.v1.EndpointReply.endpoint:type_name -> hookline.v1.Endpoint
+	34, // 32: hookline.internal.v1.EndpointReply.delivery:type_name -> hookline.v1.Delivery
+	35, // 33: hookline.internal.v1.EndpointReply.recovery:type_name -> hookline.v1.Recovery
+	35, // 34: hookline.internal.v1.EndpointReply.recoveries:type_name -> hookline.v1.Recovery
+	36, // 35: hookline.internal.v1.EndpointReply.ordering_keys:type_name -> hookline.v1.OrderingKey
+	36, // 36: hookline.internal.v1.EndpointReply.ordering_key:type_name -> hookline.v1.OrderingKey
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_hookline_internal_v1_grains_proto_init() }
@@ -1213,6 +1272,8 @@ func file_hookline_internal_v1_grains_proto_init() {
 		(*EndpointCommand_Wake)(nil),
 		(*EndpointCommand_Reseal)(nil),
 		(*EndpointCommand_ListRecoveries)(nil),
+		(*EndpointCommand_ListOrderingKeys)(nil),
+		(*EndpointCommand_SkipOrderingKey)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

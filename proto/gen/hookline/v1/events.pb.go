@@ -680,7 +680,7 @@ func (x PartitionsAssigned_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PartitionsAssigned_Reason.Descriptor instead.
 func (PartitionsAssigned_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43, 0}
 }
 
 type ReconcileRepaired_Kind int32
@@ -737,7 +737,7 @@ func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
 func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{44, 0}
 }
 
 // Actor names who issued the command that caused an event.
@@ -4341,6 +4341,111 @@ func (x *ReplayRequested) GetRequestId() string {
 	return ""
 }
 
+// OrderingKeySkipped ends the head delivery of an ordering key on an
+// endpoint ordered by key, at a person's request, so that the key's next
+// delivery goes: a pending head ends failed without another attempt, a
+// parked key is released. It is appended to the head's delivery stream by
+// the endpoint's grain.
+type OrderingKeySkipped struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	DeliveryId    string                 `protobuf:"bytes,3,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	EventId       string                 `protobuf:"bytes,4,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	OrderingKey   string                 `protobuf:"bytes,5,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	IssuedBy      *Actor                 `protobuf:"bytes,6,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	RequestId     string                 `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrderingKeySkipped) Reset() {
+	*x = OrderingKeySkipped{}
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrderingKeySkipped) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrderingKeySkipped) ProtoMessage() {}
+
+func (x *OrderingKeySkipped) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrderingKeySkipped.ProtoReflect.Descriptor instead.
+func (*OrderingKeySkipped) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *OrderingKeySkipped) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *OrderingKeySkipped) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *OrderingKeySkipped) GetDeliveryId() string {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return ""
+}
+
+func (x *OrderingKeySkipped) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *OrderingKeySkipped) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
+}
+
+func (x *OrderingKeySkipped) GetIssuedBy() *Actor {
+	if x != nil {
+		return x.IssuedBy
+	}
+	return nil
+}
+
+func (x *OrderingKeySkipped) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *OrderingKeySkipped) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // PortalTokenIssued records a portal token: short-lived access to one
 // tenant's portal, with capabilities. The token itself is shown once to the
 // caller; only its SHA-256 is recorded.
@@ -4362,7 +4467,7 @@ type PortalTokenIssued struct {
 
 func (x *PortalTokenIssued) Reset() {
 	*x = PortalTokenIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4374,7 +4479,7 @@ func (x *PortalTokenIssued) String() string {
 func (*PortalTokenIssued) ProtoMessage() {}
 
 func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4387,7 +4492,7 @@ func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenIssued.ProtoReflect.Descriptor instead.
 func (*PortalTokenIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PortalTokenIssued) GetTenantId() string {
@@ -4459,7 +4564,7 @@ type PortalTokenRevoked struct {
 
 func (x *PortalTokenRevoked) Reset() {
 	*x = PortalTokenRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4471,7 +4576,7 @@ func (x *PortalTokenRevoked) String() string {
 func (*PortalTokenRevoked) ProtoMessage() {}
 
 func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4484,7 +4589,7 @@ func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenRevoked.ProtoReflect.Descriptor instead.
 func (*PortalTokenRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PortalTokenRevoked) GetTenantId() string {
@@ -4533,7 +4638,7 @@ type SecretResealed struct {
 
 func (x *SecretResealed) Reset() {
 	*x = SecretResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[39]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4545,7 +4650,7 @@ func (x *SecretResealed) String() string {
 func (*SecretResealed) ProtoMessage() {}
 
 func (x *SecretResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[39]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4558,7 +4663,7 @@ func (x *SecretResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResealed.ProtoReflect.Descriptor instead.
 func (*SecretResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SecretResealed) GetTenantId() string {
@@ -4613,7 +4718,7 @@ type MasterKeyRegistered struct {
 
 func (x *MasterKeyRegistered) Reset() {
 	*x = MasterKeyRegistered{}
-	mi := &file_hookline_v1_events_proto_msgTypes[40]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4625,7 +4730,7 @@ func (x *MasterKeyRegistered) String() string {
 func (*MasterKeyRegistered) ProtoMessage() {}
 
 func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[40]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4638,7 +4743,7 @@ func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRegistered.ProtoReflect.Descriptor instead.
 func (*MasterKeyRegistered) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MasterKeyRegistered) GetKeyId() string {
@@ -4683,7 +4788,7 @@ type MasterKeyRetired struct {
 
 func (x *MasterKeyRetired) Reset() {
 	*x = MasterKeyRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[41]
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4695,7 +4800,7 @@ func (x *MasterKeyRetired) String() string {
 func (*MasterKeyRetired) ProtoMessage() {}
 
 func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[41]
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4708,7 +4813,7 @@ func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRetired.ProtoReflect.Descriptor instead.
 func (*MasterKeyRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MasterKeyRetired) GetKeyId() string {
@@ -4759,7 +4864,7 @@ type PartitionsAssigned struct {
 
 func (x *PartitionsAssigned) Reset() {
 	*x = PartitionsAssigned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	mi := &file_hookline_v1_events_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4771,7 +4876,7 @@ func (x *PartitionsAssigned) String() string {
 func (*PartitionsAssigned) ProtoMessage() {}
 
 func (x *PartitionsAssigned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	mi := &file_hookline_v1_events_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4784,7 +4889,7 @@ func (x *PartitionsAssigned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionsAssigned.ProtoReflect.Descriptor instead.
 func (*PartitionsAssigned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PartitionsAssigned) GetPartitions() []uint32 {
@@ -4852,7 +4957,7 @@ type ReconcileRepaired struct {
 
 func (x *ReconcileRepaired) Reset() {
 	*x = ReconcileRepaired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[43]
+	mi := &file_hookline_v1_events_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4864,7 +4969,7 @@ func (x *ReconcileRepaired) String() string {
 func (*ReconcileRepaired) ProtoMessage() {}
 
 func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[43]
+	mi := &file_hookline_v1_events_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4877,7 +4982,7 @@ func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
 func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReconcileRepaired) GetRunId() string {
@@ -5397,6 +5502,18 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\tissued_by\x18\x06 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
 	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
 	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"\xad\x02\n" +
+	"\x12OrderingKeySkipped\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12\x1f\n" +
+	"\vdelivery_id\x18\x03 \x01(\tR\n" +
+	"deliveryId\x12\x19\n" +
+	"\bevent_id\x18\x04 \x01(\tR\aeventId\x12!\n" +
+	"\fordering_key\x18\x05 \x01(\tR\vorderingKey\x12/\n" +
+	"\tissued_by\x18\x06 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
 	"request_id\x18\b \x01(\tR\trequestId\"\xc0\x02\n" +
 	"\x11PortalTokenIssued\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
@@ -5495,7 +5612,7 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(KeyOrdering)(0),               // 0: hookline.v1.KeyOrdering
 	(ErrorClass)(0),                // 1: hookline.v1.ErrorClass
@@ -5546,122 +5663,125 @@ var file_hookline_v1_events_proto_goTypes = []any{
 	(*AttemptFailed)(nil),          // 46: hookline.v1.AttemptFailed
 	(*DeliveryExpired)(nil),        // 47: hookline.v1.DeliveryExpired
 	(*ReplayRequested)(nil),        // 48: hookline.v1.ReplayRequested
-	(*PortalTokenIssued)(nil),      // 49: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),     // 50: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),         // 51: hookline.v1.SecretResealed
-	(*MasterKeyRegistered)(nil),    // 52: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),       // 53: hookline.v1.MasterKeyRetired
-	(*PartitionsAssigned)(nil),     // 54: hookline.v1.PartitionsAssigned
-	(*ReconcileRepaired)(nil),      // 55: hookline.v1.ReconcileRepaired
-	nil,                            // 56: hookline.v1.EndpointConfig.MetadataEntry
-	nil,                            // 57: hookline.v1.EventPublished.HeadersEntry
-	(*timestamppb.Timestamp)(nil),  // 58: google.protobuf.Timestamp
+	(*OrderingKeySkipped)(nil),     // 49: hookline.v1.OrderingKeySkipped
+	(*PortalTokenIssued)(nil),      // 50: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),     // 51: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),         // 52: hookline.v1.SecretResealed
+	(*MasterKeyRegistered)(nil),    // 53: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),       // 54: hookline.v1.MasterKeyRetired
+	(*PartitionsAssigned)(nil),     // 55: hookline.v1.PartitionsAssigned
+	(*ReconcileRepaired)(nil),      // 56: hookline.v1.ReconcileRepaired
+	nil,                            // 57: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                            // 58: hookline.v1.EventPublished.HeadersEntry
+	(*timestamppb.Timestamp)(nil),  // 59: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
-	2,  // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
-	13, // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
-	12, // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	58, // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
-	13, // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
-	12, // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	58, // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
-	12, // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	58, // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
-	12, // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	58, // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
-	3,  // 11: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
-	56, // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
-	0,  // 13: hookline.v1.EndpointConfig.ordering:type_name -> hookline.v1.KeyOrdering
-	18, // 14: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
-	19, // 15: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
-	12, // 16: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	58, // 17: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
-	18, // 18: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
-	12, // 19: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	58, // 20: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
-	19, // 21: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
-	19, // 22: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	58, // 23: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
-	12, // 24: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	58, // 25: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
-	4,  // 26: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
-	12, // 27: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	58, // 28: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
-	5,  // 29: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
-	12, // 30: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	58, // 31: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
-	12, // 32: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	58, // 33: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
-	12, // 34: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	58, // 35: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
-	12, // 36: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	58, // 37: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
-	1,  // 38: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	58, // 39: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	58, // 40: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	58, // 41: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	58, // 42: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	58, // 43: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
-	58, // 44: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
-	12, // 45: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
-	58, // 46: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
-	58, // 47: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
-	6,  // 48: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
-	58, // 49: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
-	58, // 50: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
-	58, // 51: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
-	12, // 52: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	58, // 53: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	57, // 54: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
-	0,  // 55: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
-	36, // 56: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	58, // 57: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	58, // 58: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	39, // 59: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	37, // 60: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
-	12, // 61: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	58, // 62: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	58, // 63: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	1,  // 64: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	12, // 65: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	41, // 66: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
-	42, // 67: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
-	43, // 68: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
-	44, // 69: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
-	7,  // 70: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
-	58, // 71: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
-	12, // 72: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
-	8,  // 73: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
-	58, // 74: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
-	9,  // 75: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
-	40, // 76: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	40, // 77: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	58, // 78: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	58, // 79: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	58, // 80: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	12, // 81: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	58, // 82: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	58, // 83: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	12, // 84: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	58, // 85: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	12, // 86: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	58, // 87: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	19, // 88: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	12, // 89: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	58, // 90: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	58, // 91: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	12, // 92: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	58, // 93: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	10, // 94: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
-	58, // 95: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
-	11, // 96: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	12, // 97: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	58, // 98: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	99, // [99:99] is the sub-list for method output_type
-	99, // [99:99] is the sub-list for method input_type
-	99, // [99:99] is the sub-list for extension type_name
-	99, // [99:99] is the sub-list for extension extendee
-	0,  // [0:99] is the sub-list for field type_name
+	2,   // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
+	13,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
+	12,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
+	59,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	13,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
+	12,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
+	59,  // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	12,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
+	59,  // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	12,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
+	59,  // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	3,   // 11: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
+	57,  // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	0,   // 13: hookline.v1.EndpointConfig.ordering:type_name -> hookline.v1.KeyOrdering
+	18,  // 14: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
+	19,  // 15: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
+	12,  // 16: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
+	59,  // 17: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	18,  // 18: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
+	12,  // 19: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
+	59,  // 20: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	19,  // 21: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
+	19,  // 22: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
+	59,  // 23: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	12,  // 24: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
+	59,  // 25: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	4,   // 26: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
+	12,  // 27: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
+	59,  // 28: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	5,   // 29: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
+	12,  // 30: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
+	59,  // 31: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	12,  // 32: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
+	59,  // 33: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	12,  // 34: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
+	59,  // 35: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	12,  // 36: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
+	59,  // 37: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	1,   // 38: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
+	59,  // 39: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	59,  // 40: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	59,  // 41: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	59,  // 42: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	59,  // 43: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	59,  // 44: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	12,  // 45: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
+	59,  // 46: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	59,  // 47: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	6,   // 48: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
+	59,  // 49: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	59,  // 50: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
+	59,  // 51: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	12,  // 52: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
+	59,  // 53: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	58,  // 54: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	0,   // 55: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
+	36,  // 56: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	59,  // 57: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	59,  // 58: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	39,  // 59: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	37,  // 60: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
+	12,  // 61: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	59,  // 62: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	59,  // 63: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	1,   // 64: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	12,  // 65: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	41,  // 66: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
+	42,  // 67: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
+	43,  // 68: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
+	44,  // 69: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
+	7,   // 70: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
+	59,  // 71: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
+	12,  // 72: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
+	8,   // 73: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
+	59,  // 74: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
+	9,   // 75: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
+	40,  // 76: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	40,  // 77: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	59,  // 78: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	59,  // 79: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	59,  // 80: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	12,  // 81: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	59,  // 82: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	12,  // 83: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
+	59,  // 84: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
+	59,  // 85: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	12,  // 86: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	59,  // 87: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	12,  // 88: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	59,  // 89: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	19,  // 90: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	12,  // 91: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	59,  // 92: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	59,  // 93: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	12,  // 94: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	59,  // 95: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	10,  // 96: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
+	59,  // 97: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
+	11,  // 98: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	12,  // 99: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	59,  // 100: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	101, // [101:101] is the sub-list for method output_type
+	101, // [101:101] is the sub-list for method input_type
+	101, // [101:101] is the sub-list for extension type_name
+	101, // [101:101] is the sub-list for extension extendee
+	0,   // [0:101] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -5675,7 +5795,7 @@ func file_hookline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   46,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -209,7 +209,7 @@ func (x RoutingVerdict_Verdict) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RoutingVerdict_Verdict.Descriptor instead.
 func (RoutingVerdict_Verdict) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38, 0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42, 0}
 }
 
 type ResealSecretsRequest struct {
@@ -2276,6 +2276,283 @@ func (x *ListRecoveriesResponse) GetRecoveries() []*Recovery {
 	return nil
 }
 
+type ListOrderingKeysRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	// state: "blocked" (the default) or "all".
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// page_size bounds the answer: 100 by default, at most 1000.
+	PageSize      int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOrderingKeysRequest) Reset() {
+	*x = ListOrderingKeysRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOrderingKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOrderingKeysRequest) ProtoMessage() {}
+
+func (x *ListOrderingKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOrderingKeysRequest.ProtoReflect.Descriptor instead.
+func (*ListOrderingKeysRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ListOrderingKeysRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *ListOrderingKeysRequest) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *ListOrderingKeysRequest) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ListOrderingKeysRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+type ListOrderingKeysResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []*OrderingKey         `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOrderingKeysResponse) Reset() {
+	*x = ListOrderingKeysResponse{}
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOrderingKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOrderingKeysResponse) ProtoMessage() {}
+
+func (x *ListOrderingKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOrderingKeysResponse.ProtoReflect.Descriptor instead.
+func (*ListOrderingKeysResponse) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ListOrderingKeysResponse) GetKeys() []*OrderingKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type SkipOrderingKeyRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TenantId    string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId  string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	OrderingKey string                 `protobuf:"bytes,3,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	// head_delivery_id, when given, is the head the caller means to skip
+	// (from ListOrderingKeys): if the key has moved on since, the call is
+	// refused (FAILED_PRECONDITION) instead of skipping the new head.
+	HeadDeliveryId string `protobuf:"bytes,4,opt,name=head_delivery_id,json=headDeliveryId,proto3" json:"head_delivery_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SkipOrderingKeyRequest) Reset() {
+	*x = SkipOrderingKeyRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SkipOrderingKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SkipOrderingKeyRequest) ProtoMessage() {}
+
+func (x *SkipOrderingKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SkipOrderingKeyRequest.ProtoReflect.Descriptor instead.
+func (*SkipOrderingKeyRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SkipOrderingKeyRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *SkipOrderingKeyRequest) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *SkipOrderingKeyRequest) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
+}
+
+func (x *SkipOrderingKeyRequest) GetHeadDeliveryId() string {
+	if x != nil {
+		return x.HeadDeliveryId
+	}
+	return ""
+}
+
+// OrderingKey is one ordering key of an endpoint ordered by key, with its
+// head delivery.
+type OrderingKey struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	OrderingKey    string                 `protobuf:"bytes,1,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	HeadDeliveryId string                 `protobuf:"bytes,2,opt,name=head_delivery_id,json=headDeliveryId,proto3" json:"head_delivery_id,omitempty"`
+	// state: "active" (its head has not failed), "blocked" (its head failed
+	// and waits for a retry) or "parked" (its head ended failed on an
+	// endpoint that parks keys); "skipped" in SkipOrderingKey's answer.
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// blocked_since is when its head first failed; waited_seconds how long
+	// ago that was.
+	BlockedSince  *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=blocked_since,json=blockedSince,proto3" json:"blocked_since,omitempty"`
+	WaitedSeconds int64                  `protobuf:"varint,5,opt,name=waited_seconds,json=waitedSeconds,proto3" json:"waited_seconds,omitempty"`
+	// waiting counts the key's deliveries behind its head.
+	Waiting       int32 `protobuf:"varint,6,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrderingKey) Reset() {
+	*x = OrderingKey{}
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrderingKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrderingKey) ProtoMessage() {}
+
+func (x *OrderingKey) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrderingKey.ProtoReflect.Descriptor instead.
+func (*OrderingKey) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *OrderingKey) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
+}
+
+func (x *OrderingKey) GetHeadDeliveryId() string {
+	if x != nil {
+		return x.HeadDeliveryId
+	}
+	return ""
+}
+
+func (x *OrderingKey) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *OrderingKey) GetBlockedSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BlockedSince
+	}
+	return nil
+}
+
+func (x *OrderingKey) GetWaitedSeconds() int64 {
+	if x != nil {
+		return x.WaitedSeconds
+	}
+	return 0
+}
+
+func (x *OrderingKey) GetWaiting() int32 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
+}
+
 type Recovery struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	RecoveryId string                 `protobuf:"bytes,1,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
@@ -2309,7 +2586,7 @@ type Recovery struct {
 
 func (x *Recovery) Reset() {
 	*x = Recovery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2598,7 @@ func (x *Recovery) String() string {
 func (*Recovery) ProtoMessage() {}
 
 func (x *Recovery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2611,7 @@ func (x *Recovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recovery.ProtoReflect.Descriptor instead.
 func (*Recovery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Recovery) GetRecoveryId() string {
@@ -2450,7 +2727,7 @@ type ListOperationalEventTypesRequest struct {
 
 func (x *ListOperationalEventTypesRequest) Reset() {
 	*x = ListOperationalEventTypesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2739,7 @@ func (x *ListOperationalEventTypesRequest) String() string {
 func (*ListOperationalEventTypesRequest) ProtoMessage() {}
 
 func (x *ListOperationalEventTypesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2752,7 @@ func (x *ListOperationalEventTypesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationalEventTypesRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationalEventTypesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
 }
 
 // OperationalEventType is one of Hookline's own event types.
@@ -2493,7 +2770,7 @@ type OperationalEventType struct {
 
 func (x *OperationalEventType) Reset() {
 	*x = OperationalEventType{}
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2505,7 +2782,7 @@ func (x *OperationalEventType) String() string {
 func (*OperationalEventType) ProtoMessage() {}
 
 func (x *OperationalEventType) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2518,7 +2795,7 @@ func (x *OperationalEventType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationalEventType.ProtoReflect.Descriptor instead.
 func (*OperationalEventType) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *OperationalEventType) GetType() string {
@@ -2551,7 +2828,7 @@ type ListOperationalEventTypesResponse struct {
 
 func (x *ListOperationalEventTypesResponse) Reset() {
 	*x = ListOperationalEventTypesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2563,7 +2840,7 @@ func (x *ListOperationalEventTypesResponse) String() string {
 func (*ListOperationalEventTypesResponse) ProtoMessage() {}
 
 func (x *ListOperationalEventTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2576,7 +2853,7 @@ func (x *ListOperationalEventTypesResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListOperationalEventTypesResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationalEventTypesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListOperationalEventTypesResponse) GetTypes() []*OperationalEventType {
@@ -2596,7 +2873,7 @@ type ExplainRoutingRequest struct {
 
 func (x *ExplainRoutingRequest) Reset() {
 	*x = ExplainRoutingRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2885,7 @@ func (x *ExplainRoutingRequest) String() string {
 func (*ExplainRoutingRequest) ProtoMessage() {}
 
 func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2898,7 @@ func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRoutingRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRoutingRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExplainRoutingRequest) GetTenantId() string {
@@ -2656,7 +2933,7 @@ type EventRouting struct {
 
 func (x *EventRouting) Reset() {
 	*x = EventRouting{}
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2668,7 +2945,7 @@ func (x *EventRouting) String() string {
 func (*EventRouting) ProtoMessage() {}
 
 func (x *EventRouting) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2681,7 +2958,7 @@ func (x *EventRouting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventRouting.ProtoReflect.Descriptor instead.
 func (*EventRouting) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *EventRouting) GetEventId() string {
@@ -2740,7 +3017,7 @@ type FilterValue struct {
 
 func (x *FilterValue) Reset() {
 	*x = FilterValue{}
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2752,7 +3029,7 @@ func (x *FilterValue) String() string {
 func (*FilterValue) ProtoMessage() {}
 
 func (x *FilterValue) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2765,7 +3042,7 @@ func (x *FilterValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterValue.ProtoReflect.Descriptor instead.
 func (*FilterValue) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FilterValue) GetExpr() string {
@@ -2815,7 +3092,7 @@ type RoutingVerdict struct {
 
 func (x *RoutingVerdict) Reset() {
 	*x = RoutingVerdict{}
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +3104,7 @@ func (x *RoutingVerdict) String() string {
 func (*RoutingVerdict) ProtoMessage() {}
 
 func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +3117,7 @@ func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingVerdict.ProtoReflect.Descriptor instead.
 func (*RoutingVerdict) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RoutingVerdict) GetEndpointId() string {
@@ -2954,7 +3231,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2966,7 +3243,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2979,7 +3256,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PublishRequest) GetTenantId() string {
@@ -3098,7 +3375,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3387,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3400,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PublishResponse) GetEventId() string {
@@ -3171,7 +3448,7 @@ type PublishBatchRequest struct {
 
 func (x *PublishBatchRequest) Reset() {
 	*x = PublishBatchRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3183,7 +3460,7 @@ func (x *PublishBatchRequest) String() string {
 func (*PublishBatchRequest) ProtoMessage() {}
 
 func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3196,7 +3473,7 @@ func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchRequest.ProtoReflect.Descriptor instead.
 func (*PublishBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PublishBatchRequest) GetTenantId() string {
@@ -3225,7 +3502,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3514,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3527,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PublishResult) GetResponse() *PublishResponse {
@@ -3283,7 +3560,7 @@ type PublishBatchResponse struct {
 
 func (x *PublishBatchResponse) Reset() {
 	*x = PublishBatchResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[43]
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3295,7 +3572,7 @@ func (x *PublishBatchResponse) String() string {
 func (*PublishBatchResponse) ProtoMessage() {}
 
 func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[43]
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3308,7 +3585,7 @@ func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchResponse.ProtoReflect.Descriptor instead.
 func (*PublishBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PublishBatchResponse) GetResults() []*PublishResult {
@@ -3329,7 +3606,7 @@ type LookupEventsRequest struct {
 
 func (x *LookupEventsRequest) Reset() {
 	*x = LookupEventsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[44]
+	mi := &file_hookline_v1_control_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3341,7 +3618,7 @@ func (x *LookupEventsRequest) String() string {
 func (*LookupEventsRequest) ProtoMessage() {}
 
 func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[44]
+	mi := &file_hookline_v1_control_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3354,7 +3631,7 @@ func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsRequest.ProtoReflect.Descriptor instead.
 func (*LookupEventsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LookupEventsRequest) GetTenantId() string {
@@ -3385,7 +3662,7 @@ type AcceptedEvent struct {
 
 func (x *AcceptedEvent) Reset() {
 	*x = AcceptedEvent{}
-	mi := &file_hookline_v1_control_proto_msgTypes[45]
+	mi := &file_hookline_v1_control_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3397,7 +3674,7 @@ func (x *AcceptedEvent) String() string {
 func (*AcceptedEvent) ProtoMessage() {}
 
 func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[45]
+	mi := &file_hookline_v1_control_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3410,7 +3687,7 @@ func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptedEvent.ProtoReflect.Descriptor instead.
 func (*AcceptedEvent) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AcceptedEvent) GetEventId() string {
@@ -3453,7 +3730,7 @@ type LookupEventsResponse struct {
 
 func (x *LookupEventsResponse) Reset() {
 	*x = LookupEventsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[46]
+	mi := &file_hookline_v1_control_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3465,7 +3742,7 @@ func (x *LookupEventsResponse) String() string {
 func (*LookupEventsResponse) ProtoMessage() {}
 
 func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[46]
+	mi := &file_hookline_v1_control_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3478,7 +3755,7 @@ func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsResponse.ProtoReflect.Descriptor instead.
 func (*LookupEventsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{46}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *LookupEventsResponse) GetFound() []*AcceptedEvent {
@@ -3512,7 +3789,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	mi := &file_hookline_v1_control_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3524,7 +3801,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	mi := &file_hookline_v1_control_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3537,7 +3814,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListDeliveriesRequest) GetTenantId() string {
@@ -3606,7 +3883,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	mi := &file_hookline_v1_control_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3618,7 +3895,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	mi := &file_hookline_v1_control_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3631,7 +3908,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -3658,7 +3935,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[49]
+	mi := &file_hookline_v1_control_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3670,7 +3947,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[49]
+	mi := &file_hookline_v1_control_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3683,7 +3960,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{49}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetDeliveryRequest) GetTenantId() string {
@@ -3710,7 +3987,7 @@ type ReplayDeliveryRequest struct {
 
 func (x *ReplayDeliveryRequest) Reset() {
 	*x = ReplayDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[50]
+	mi := &file_hookline_v1_control_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3722,7 +3999,7 @@ func (x *ReplayDeliveryRequest) String() string {
 func (*ReplayDeliveryRequest) ProtoMessage() {}
 
 func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[50]
+	mi := &file_hookline_v1_control_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3735,7 +4012,7 @@ func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ReplayDeliveryRequest) GetTenantId() string {
@@ -3781,7 +4058,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[51]
+	mi := &file_hookline_v1_control_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3793,7 +4070,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[51]
+	mi := &file_hookline_v1_control_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3806,7 +4083,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -4101,7 +4378,28 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x16ListRecoveriesResponse\x125\n" +
 	"\n" +
 	"recoveries\x18\x01 \x03(\v2\x15.hookline.v1.RecoveryR\n" +
-	"recoveries\"\xb3\x04\n" +
+	"recoveries\"\x8a\x01\n" +
+	"\x17ListOrderingKeysRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\"H\n" +
+	"\x18ListOrderingKeysResponse\x12,\n" +
+	"\x04keys\x18\x01 \x03(\v2\x18.hookline.v1.OrderingKeyR\x04keys\"\xa3\x01\n" +
+	"\x16SkipOrderingKeyRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12!\n" +
+	"\fordering_key\x18\x03 \x01(\tR\vorderingKey\x12(\n" +
+	"\x10head_delivery_id\x18\x04 \x01(\tR\x0eheadDeliveryId\"\xf2\x01\n" +
+	"\vOrderingKey\x12!\n" +
+	"\fordering_key\x18\x01 \x01(\tR\vorderingKey\x12(\n" +
+	"\x10head_delivery_id\x18\x02 \x01(\tR\x0eheadDeliveryId\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12?\n" +
+	"\rblocked_since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\fblockedSince\x12%\n" +
+	"\x0ewaited_seconds\x18\x05 \x01(\x03R\rwaitedSeconds\x12\x18\n" +
+	"\awaiting\x18\x06 \x01(\x05R\awaiting\"\xb3\x04\n" +
 	"\bRecovery\x12\x1f\n" +
 	"\vrecovery_id\x18\x01 \x01(\tR\n" +
 	"recoveryId\x12\x1f\n" +
@@ -4279,7 +4577,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\vIssueApiKey\x12\x1f.hookline.v1.IssueApiKeyRequest\x1a .hookline.v1.IssueApiKeyResponse\x12E\n" +
 	"\fRevokeApiKey\x12 .hookline.v1.RevokeApiKeyRequest\x1a\x13.hookline.v1.Tenant\x12=\n" +
 	"\bSetQuota\x12\x1c.hookline.v1.SetQuotaRequest\x1a\x13.hookline.v1.Tenant\x12V\n" +
-	"\rResealSecrets\x12!.hookline.v1.ResealSecretsRequest\x1a\".hookline.v1.ResealSecretsResponse2\xcc\a\n" +
+	"\rResealSecrets\x12!.hookline.v1.ResealSecretsRequest\x1a\".hookline.v1.ResealSecretsResponse2\xff\b\n" +
 	"\x0fEndpointService\x12Y\n" +
 	"\x0eCreateEndpoint\x12\".hookline.v1.CreateEndpointRequest\x1a#.hookline.v1.CreateEndpointResponse\x12E\n" +
 	"\vGetEndpoint\x12\x1f.hookline.v1.GetEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12V\n" +
@@ -4292,7 +4590,9 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x0eDeleteEndpoint\x12\".hookline.v1.DeleteEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12M\n" +
 	"\x0fRecoverEndpoint\x12#.hookline.v1.RecoverEndpointRequest\x1a\x15.hookline.v1.Recovery\x12E\n" +
 	"\vGetRecovery\x12\x1f.hookline.v1.GetRecoveryRequest\x1a\x15.hookline.v1.Recovery\x12Y\n" +
-	"\x0eListRecoveries\x12\".hookline.v1.ListRecoveriesRequest\x1a#.hookline.v1.ListRecoveriesResponse2\xcb\x03\n" +
+	"\x0eListRecoveries\x12\".hookline.v1.ListRecoveriesRequest\x1a#.hookline.v1.ListRecoveriesResponse\x12_\n" +
+	"\x10ListOrderingKeys\x12$.hookline.v1.ListOrderingKeysRequest\x1a%.hookline.v1.ListOrderingKeysResponse\x12P\n" +
+	"\x0fSkipOrderingKey\x12#.hookline.v1.SkipOrderingKeyRequest\x1a\x18.hookline.v1.OrderingKey2\xcb\x03\n" +
 	"\fEventService\x12D\n" +
 	"\aPublish\x12\x1b.hookline.v1.PublishRequest\x1a\x1c.hookline.v1.PublishResponse\x12S\n" +
 	"\fPublishBatch\x12 .hookline.v1.PublishBatchRequest\x1a!.hookline.v1.PublishBatchResponse\x12S\n" +
@@ -4317,7 +4617,7 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_hookline_v1_control_proto_goTypes = []any{
 	(Endpoint_Status)(0),                      // 0: hookline.v1.Endpoint.Status
 	(Endpoint_Circuit)(0),                     // 1: hookline.v1.Endpoint.Circuit
@@ -4353,154 +4653,164 @@ var file_hookline_v1_control_proto_goTypes = []any{
 	(*GetRecoveryRequest)(nil),                // 31: hookline.v1.GetRecoveryRequest
 	(*ListRecoveriesRequest)(nil),             // 32: hookline.v1.ListRecoveriesRequest
 	(*ListRecoveriesResponse)(nil),            // 33: hookline.v1.ListRecoveriesResponse
-	(*Recovery)(nil),                          // 34: hookline.v1.Recovery
-	(*ListOperationalEventTypesRequest)(nil),  // 35: hookline.v1.ListOperationalEventTypesRequest
-	(*OperationalEventType)(nil),              // 36: hookline.v1.OperationalEventType
-	(*ListOperationalEventTypesResponse)(nil), // 37: hookline.v1.ListOperationalEventTypesResponse
-	(*ExplainRoutingRequest)(nil),             // 38: hookline.v1.ExplainRoutingRequest
-	(*EventRouting)(nil),                      // 39: hookline.v1.EventRouting
-	(*FilterValue)(nil),                       // 40: hookline.v1.FilterValue
-	(*RoutingVerdict)(nil),                    // 41: hookline.v1.RoutingVerdict
-	(*PublishRequest)(nil),                    // 42: hookline.v1.PublishRequest
-	(*PublishResponse)(nil),                   // 43: hookline.v1.PublishResponse
-	(*PublishBatchRequest)(nil),               // 44: hookline.v1.PublishBatchRequest
-	(*PublishResult)(nil),                     // 45: hookline.v1.PublishResult
-	(*PublishBatchResponse)(nil),              // 46: hookline.v1.PublishBatchResponse
-	(*LookupEventsRequest)(nil),               // 47: hookline.v1.LookupEventsRequest
-	(*AcceptedEvent)(nil),                     // 48: hookline.v1.AcceptedEvent
-	(*LookupEventsResponse)(nil),              // 49: hookline.v1.LookupEventsResponse
-	(*ListDeliveriesRequest)(nil),             // 50: hookline.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil),            // 51: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),                // 52: hookline.v1.GetDeliveryRequest
-	(*ReplayDeliveryRequest)(nil),             // 53: hookline.v1.ReplayDeliveryRequest
-	(*Delivery)(nil),                          // 54: hookline.v1.Delivery
-	nil,                                       // 55: hookline.v1.EndpointSettings.MetadataEntry
-	nil,                                       // 56: hookline.v1.EventRouting.HeadersEntry
-	nil,                                       // 57: hookline.v1.PublishRequest.HeadersEntry
-	(*v1.Quota)(nil),                          // 58: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),             // 59: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),             // 60: google.protobuf.FieldMask
-	(*structpb.Value)(nil),                    // 61: google.protobuf.Value
-	(*v1.PlannedDelivery)(nil),                // 62: hookline.v1.PlannedDelivery
-	(*v1.FilteredEndpoint)(nil),               // 63: hookline.v1.FilteredEndpoint
-	(*v1.Attempt)(nil),                        // 64: hookline.v1.Attempt
+	(*ListOrderingKeysRequest)(nil),           // 34: hookline.v1.ListOrderingKeysRequest
+	(*ListOrderingKeysResponse)(nil),          // 35: hookline.v1.ListOrderingKeysResponse
+	(*SkipOrderingKeyRequest)(nil),            // 36: hookline.v1.SkipOrderingKeyRequest
+	(*OrderingKey)(nil),                       // 37: hookline.v1.OrderingKey
+	(*Recovery)(nil),                          // 38: hookline.v1.Recovery
+	(*ListOperationalEventTypesRequest)(nil),  // 39: hookline.v1.ListOperationalEventTypesRequest
+	(*OperationalEventType)(nil),              // 40: hookline.v1.OperationalEventType
+	(*ListOperationalEventTypesResponse)(nil), // 41: hookline.v1.ListOperationalEventTypesResponse
+	(*ExplainRoutingRequest)(nil),             // 42: hookline.v1.ExplainRoutingRequest
+	(*EventRouting)(nil),                      // 43: hookline.v1.EventRouting
+	(*FilterValue)(nil),                       // 44: hookline.v1.FilterValue
+	(*RoutingVerdict)(nil),                    // 45: hookline.v1.RoutingVerdict
+	(*PublishRequest)(nil),                    // 46: hookline.v1.PublishRequest
+	(*PublishResponse)(nil),                   // 47: hookline.v1.PublishResponse
+	(*PublishBatchRequest)(nil),               // 48: hookline.v1.PublishBatchRequest
+	(*PublishResult)(nil),                     // 49: hookline.v1.PublishResult
+	(*PublishBatchResponse)(nil),              // 50: hookline.v1.PublishBatchResponse
+	(*LookupEventsRequest)(nil),               // 51: hookline.v1.LookupEventsRequest
+	(*AcceptedEvent)(nil),                     // 52: hookline.v1.AcceptedEvent
+	(*LookupEventsResponse)(nil),              // 53: hookline.v1.LookupEventsResponse
+	(*ListDeliveriesRequest)(nil),             // 54: hookline.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil),            // 55: hookline.v1.ListDeliveriesResponse
+	(*GetDeliveryRequest)(nil),                // 56: hookline.v1.GetDeliveryRequest
+	(*ReplayDeliveryRequest)(nil),             // 57: hookline.v1.ReplayDeliveryRequest
+	(*Delivery)(nil),                          // 58: hookline.v1.Delivery
+	nil,                                       // 59: hookline.v1.EndpointSettings.MetadataEntry
+	nil,                                       // 60: hookline.v1.EventRouting.HeadersEntry
+	nil,                                       // 61: hookline.v1.PublishRequest.HeadersEntry
+	(*v1.Quota)(nil),                          // 62: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),             // 63: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),             // 64: google.protobuf.FieldMask
+	(*structpb.Value)(nil),                    // 65: google.protobuf.Value
+	(*v1.PlannedDelivery)(nil),                // 66: hookline.v1.PlannedDelivery
+	(*v1.FilteredEndpoint)(nil),               // 67: hookline.v1.FilteredEndpoint
+	(*v1.Attempt)(nil),                        // 68: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	58, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	59, // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
-	58, // 2: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	59, // 3: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	58, // 4: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	62, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	63, // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
+	62, // 2: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	63, // 3: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	62, // 4: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
 	12, // 5: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	59, // 6: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	63, // 6: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
 	7,  // 7: hookline.v1.Tenant.as_of:type_name -> hookline.v1.AsOf
-	55, // 8: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
+	59, // 8: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
 	14, // 9: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
 	28, // 10: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
 	28, // 11: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
 	14, // 12: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	60, // 13: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	64, // 13: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
 	28, // 14: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	59, // 15: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	59, // 16: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	63, // 15: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	63, // 16: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
 	14, // 17: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
 	0,  // 18: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
 	1,  // 19: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
 	27, // 20: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	59, // 21: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	59, // 22: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	63, // 21: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	63, // 22: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
 	7,  // 23: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
-	59, // 24: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	59, // 25: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	59, // 26: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
-	59, // 27: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
-	34, // 28: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
-	59, // 29: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	59, // 30: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	59, // 31: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	59, // 32: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
-	30, // 33: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
-	36, // 34: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
-	59, // 35: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
-	56, // 36: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
-	41, // 37: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
-	61, // 38: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
-	2,  // 39: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
-	40, // 40: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
-	59, // 41: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	61, // 42: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	57, // 43: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
-	62, // 44: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	63, // 45: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
-	42, // 46: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
-	43, // 47: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
-	45, // 48: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	59, // 49: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
-	48, // 50: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
-	59, // 51: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	59, // 52: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	54, // 53: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	59, // 54: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	59, // 55: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	59, // 56: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	64, // 57: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	5,  // 58: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	6,  // 59: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	8,  // 60: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	10, // 61: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	11, // 62: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	3,  // 63: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
-	15, // 64: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	17, // 65: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	18, // 66: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	20, // 67: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	21, // 68: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	23, // 69: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	24, // 70: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	25, // 71: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	26, // 72: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	29, // 73: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	31, // 74: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	32, // 75: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
-	42, // 76: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	44, // 77: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	47, // 78: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
-	38, // 79: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
-	35, // 80: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
-	50, // 81: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	52, // 82: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	53, // 83: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	13, // 84: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	13, // 85: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	9,  // 86: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	13, // 87: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	13, // 88: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	4,  // 89: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
-	16, // 90: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	28, // 91: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	19, // 92: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	28, // 93: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	22, // 94: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	28, // 95: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	28, // 96: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	28, // 97: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	28, // 98: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	34, // 99: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	34, // 100: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	33, // 101: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
-	43, // 102: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	46, // 103: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	49, // 104: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
-	39, // 105: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
-	37, // 106: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
-	51, // 107: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	54, // 108: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	54, // 109: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	84, // [84:110] is the sub-list for method output_type
-	58, // [58:84] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	63, // 24: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	63, // 25: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	63, // 26: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
+	63, // 27: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
+	38, // 28: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
+	37, // 29: hookline.v1.ListOrderingKeysResponse.keys:type_name -> hookline.v1.OrderingKey
+	63, // 30: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
+	63, // 31: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	63, // 32: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	63, // 33: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	63, // 34: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	30, // 35: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
+	40, // 36: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
+	63, // 37: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
+	60, // 38: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
+	45, // 39: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
+	65, // 40: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
+	2,  // 41: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
+	44, // 42: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
+	63, // 43: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	65, // 44: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	61, // 45: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
+	66, // 46: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	67, // 47: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
+	46, // 48: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
+	47, // 49: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
+	49, // 50: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
+	63, // 51: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	52, // 52: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
+	63, // 53: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	63, // 54: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	58, // 55: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	63, // 56: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	63, // 57: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	63, // 58: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	68, // 59: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	5,  // 60: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	6,  // 61: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	8,  // 62: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	10, // 63: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	11, // 64: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	3,  // 65: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
+	15, // 66: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	17, // 67: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	18, // 68: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	20, // 69: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	21, // 70: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	23, // 71: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	24, // 72: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	25, // 73: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	26, // 74: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	29, // 75: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	31, // 76: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	32, // 77: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
+	34, // 78: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
+	36, // 79: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
+	46, // 80: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	48, // 81: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	51, // 82: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	42, // 83: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
+	39, // 84: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
+	54, // 85: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	56, // 86: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	57, // 87: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	13, // 88: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	13, // 89: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	9,  // 90: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	13, // 91: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	13, // 92: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	4,  // 93: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
+	16, // 94: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	28, // 95: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	19, // 96: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	28, // 97: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	22, // 98: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	28, // 99: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	28, // 100: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	28, // 101: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	28, // 102: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	38, // 103: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	38, // 104: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	33, // 105: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
+	35, // 106: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
+	37, // 107: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
+	47, // 108: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	50, // 109: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	53, // 110: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	43, // 111: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
+	41, // 112: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
+	55, // 113: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	58, // 114: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	58, // 115: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	88, // [88:116] is the sub-list for method output_type
+	60, // [60:88] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
@@ -4514,7 +4824,7 @@ func file_hookline_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   55,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

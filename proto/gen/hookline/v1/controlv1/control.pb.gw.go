@@ -937,6 +937,120 @@ func local_request_EndpointService_ListRecoveries_0(ctx context.Context, marshal
 	return msg, metadata, err
 }
 
+var filter_EndpointService_ListOrderingKeys_0 = &utilities.DoubleArray{Encoding: map[string]int{"endpoint_id": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+
+func request_EndpointService_ListOrderingKeys_0(ctx context.Context, marshaler runtime.Marshaler, client EndpointServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListOrderingKeysRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["endpoint_id"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "endpoint_id")
+	}
+	protoReq.EndpointId, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "endpoint_id", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_EndpointService_ListOrderingKeys_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListOrderingKeys(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_EndpointService_ListOrderingKeys_0(ctx context.Context, marshaler runtime.Marshaler, server EndpointServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListOrderingKeysRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["endpoint_id"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "endpoint_id")
+	}
+	protoReq.EndpointId, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "endpoint_id", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_EndpointService_ListOrderingKeys_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListOrderingKeys(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_EndpointService_SkipOrderingKey_0(ctx context.Context, marshaler runtime.Marshaler, client EndpointServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq SkipOrderingKeyRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["endpoint_id"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "endpoint_id")
+	}
+	protoReq.EndpointId, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "endpoint_id", err)
+	}
+	val, ok = pathParams["ordering_key"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "ordering_key")
+	}
+	protoReq.OrderingKey, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "ordering_key", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.SkipOrderingKey(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_EndpointService_SkipOrderingKey_0(ctx context.Context, marshaler runtime.Marshaler, server EndpointServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq SkipOrderingKeyRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["endpoint_id"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "endpoint_id")
+	}
+	protoReq.EndpointId, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "endpoint_id", err)
+	}
+	val, ok = pathParams["ordering_key"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "ordering_key")
+	}
+	protoReq.OrderingKey, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "ordering_key", err)
+	}
+	msg, err := server.SkipOrderingKey(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 func request_EventService_Publish_0(ctx context.Context, marshaler runtime.Marshaler, client EventServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq PublishRequest
@@ -1609,6 +1723,46 @@ func RegisterEndpointServiceHandlerServer(ctx context.Context, mux *runtime.Serv
 		}
 		forward_EndpointService_ListRecoveries_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodGet, pattern_EndpointService_ListOrderingKeys_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/hookline.v1.EndpointService/ListOrderingKeys", runtime.WithHTTPPathPattern("/v1/webhook-endpoints/{endpoint_id}/ordering-keys"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_EndpointService_ListOrderingKeys_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_EndpointService_ListOrderingKeys_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_EndpointService_SkipOrderingKey_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/hookline.v1.EndpointService/SkipOrderingKey", runtime.WithHTTPPathPattern("/v1/webhook-endpoints/{endpoint_id}/ordering-keys/{ordering_key}/skip"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_EndpointService_SkipOrderingKey_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_EndpointService_SkipOrderingKey_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 
 	return nil
 }
@@ -2192,37 +2346,75 @@ func RegisterEndpointServiceHandlerClient(ctx context.Context, mux *runtime.Serv
 		}
 		forward_EndpointService_ListRecoveries_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodGet, pattern_EndpointService_ListOrderingKeys_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/hookline.v1.EndpointService/ListOrderingKeys", runtime.WithHTTPPathPattern("/v1/webhook-endpoints/{endpoint_id}/ordering-keys"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_EndpointService_ListOrderingKeys_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_EndpointService_ListOrderingKeys_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_EndpointService_SkipOrderingKey_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/hookline.v1.EndpointService/SkipOrderingKey", runtime.WithHTTPPathPattern("/v1/webhook-endpoints/{endpoint_id}/ordering-keys/{ordering_key}/skip"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_EndpointService_SkipOrderingKey_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_EndpointService_SkipOrderingKey_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
 var (
-	pattern_EndpointService_CreateEndpoint_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "webhook-endpoints"}, ""))
-	pattern_EndpointService_GetEndpoint_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "webhook-endpoints", "endpoint_id"}, ""))
-	pattern_EndpointService_ListEndpoints_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "webhook-endpoints"}, ""))
-	pattern_EndpointService_UpdateEndpoint_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "webhook-endpoints", "endpoint_id"}, ""))
-	pattern_EndpointService_RotateSecret_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "webhook-endpoints", "endpoint_id", "rotate-secret"}, ""))
-	pattern_EndpointService_RetireSecret_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v1", "webhook-endpoints", "endpoint_id", "secrets", "version", "retire"}, ""))
-	pattern_EndpointService_PauseEndpoint_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "webhook-endpoints", "endpoint_id", "pause"}, ""))
-	pattern_EndpointService_ResumeEndpoint_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "webhook-endpoints", "endpoint_id", "resume"}, ""))
-	pattern_EndpointService_DeleteEndpoint_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "webhook-endpoints", "endpoint_id"}, ""))
-	pattern_EndpointService_RecoverEndpoint_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "webhook-endpoints", "endpoint_id", "recover"}, ""))
-	pattern_EndpointService_GetRecovery_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "webhook-endpoints", "endpoint_id", "recoveries", "recovery_id"}, ""))
-	pattern_EndpointService_ListRecoveries_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "webhook-endpoints", "endpoint_id", "recoveries"}, ""))
+	pattern_EndpointService_CreateEndpoint_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "webhook-endpoints"}, ""))
+	pattern_EndpointService_GetEndpoint_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "webhook-endpoints", "endpoint_id"}, ""))
+	pattern_EndpointService_ListEndpoints_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "webhook-endpoints"}, ""))
+	pattern_EndpointService_UpdateEndpoint_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "webhook-endpoints", "endpoint_id"}, ""))
+	pattern_EndpointService_RotateSecret_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "webhook-endpoints", "endpoint_id", "rotate-secret"}, ""))
+	pattern_EndpointService_RetireSecret_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v1", "webhook-endpoints", "endpoint_id", "secrets", "version", "retire"}, ""))
+	pattern_EndpointService_PauseEndpoint_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "webhook-endpoints", "endpoint_id", "pause"}, ""))
+	pattern_EndpointService_ResumeEndpoint_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "webhook-endpoints", "endpoint_id", "resume"}, ""))
+	pattern_EndpointService_DeleteEndpoint_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "webhook-endpoints", "endpoint_id"}, ""))
+	pattern_EndpointService_RecoverEndpoint_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "webhook-endpoints", "endpoint_id", "recover"}, ""))
+	pattern_EndpointService_GetRecovery_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "webhook-endpoints", "endpoint_id", "recoveries", "recovery_id"}, ""))
+	pattern_EndpointService_ListRecoveries_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "webhook-endpoints", "endpoint_id", "recoveries"}, ""))
+	pattern_EndpointService_ListOrderingKeys_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "webhook-endpoints", "endpoint_id", "ordering-keys"}, ""))
+	pattern_EndpointService_SkipOrderingKey_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v1", "webhook-endpoints", "endpoint_id", "ordering-keys", "ordering_key", "skip"}, ""))
 )
 
 var (
-	forward_EndpointService_CreateEndpoint_0  = runtime.ForwardResponseMessage
-	forward_EndpointService_GetEndpoint_0     = runtime.ForwardResponseMessage
-	forward_EndpointService_ListEndpoints_0   = runtime.ForwardResponseMessage
-	forward_EndpointService_UpdateEndpoint_0  = runtime.ForwardResponseMessage
-	forward_EndpointService_RotateSecret_0    = runtime.ForwardResponseMessage
-	forward_EndpointService_RetireSecret_0    = runtime.ForwardResponseMessage
-	forward_EndpointService_PauseEndpoint_0   = runtime.ForwardResponseMessage
-	forward_EndpointService_ResumeEndpoint_0  = runtime.ForwardResponseMessage
-	forward_EndpointService_DeleteEndpoint_0  = runtime.ForwardResponseMessage
-	forward_EndpointService_RecoverEndpoint_0 = runtime.ForwardResponseMessage
-	forward_EndpointService_GetRecovery_0     = runtime.ForwardResponseMessage
-	forward_EndpointService_ListRecoveries_0  = runtime.ForwardResponseMessage
+	forward_EndpointService_CreateEndpoint_0   = runtime.ForwardResponseMessage
+	forward_EndpointService_GetEndpoint_0      = runtime.ForwardResponseMessage
+	forward_EndpointService_ListEndpoints_0    = runtime.ForwardResponseMessage
+	forward_EndpointService_UpdateEndpoint_0   = runtime.ForwardResponseMessage
+	forward_EndpointService_RotateSecret_0     = runtime.ForwardResponseMessage
+	forward_EndpointService_RetireSecret_0     = runtime.ForwardResponseMessage
+	forward_EndpointService_PauseEndpoint_0    = runtime.ForwardResponseMessage
+	forward_EndpointService_ResumeEndpoint_0   = runtime.ForwardResponseMessage
+	forward_EndpointService_DeleteEndpoint_0   = runtime.ForwardResponseMessage
+	forward_EndpointService_RecoverEndpoint_0  = runtime.ForwardResponseMessage
+	forward_EndpointService_GetRecovery_0      = runtime.ForwardResponseMessage
+	forward_EndpointService_ListRecoveries_0   = runtime.ForwardResponseMessage
+	forward_EndpointService_ListOrderingKeys_0 = runtime.ForwardResponseMessage
+	forward_EndpointService_SkipOrderingKey_0  = runtime.ForwardResponseMessage
 )
 
 // RegisterEventServiceHandlerFromEndpoint is same as RegisterEventServiceHandler but

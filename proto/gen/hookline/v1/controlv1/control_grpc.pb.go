@@ -334,18 +334,20 @@ var TenantService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	EndpointService_CreateEndpoint_FullMethodName  = "/hookline.v1.EndpointService/CreateEndpoint"
-	EndpointService_GetEndpoint_FullMethodName     = "/hookline.v1.EndpointService/GetEndpoint"
-	EndpointService_ListEndpoints_FullMethodName   = "/hookline.v1.EndpointService/ListEndpoints"
-	EndpointService_UpdateEndpoint_FullMethodName  = "/hookline.v1.EndpointService/UpdateEndpoint"
-	EndpointService_RotateSecret_FullMethodName    = "/hookline.v1.EndpointService/RotateSecret"
-	EndpointService_RetireSecret_FullMethodName    = "/hookline.v1.EndpointService/RetireSecret"
-	EndpointService_PauseEndpoint_FullMethodName   = "/hookline.v1.EndpointService/PauseEndpoint"
-	EndpointService_ResumeEndpoint_FullMethodName  = "/hookline.v1.EndpointService/ResumeEndpoint"
-	EndpointService_DeleteEndpoint_FullMethodName  = "/hookline.v1.EndpointService/DeleteEndpoint"
-	EndpointService_RecoverEndpoint_FullMethodName = "/hookline.v1.EndpointService/RecoverEndpoint"
-	EndpointService_GetRecovery_FullMethodName     = "/hookline.v1.EndpointService/GetRecovery"
-	EndpointService_ListRecoveries_FullMethodName  = "/hookline.v1.EndpointService/ListRecoveries"
+	EndpointService_CreateEndpoint_FullMethodName   = "/hookline.v1.EndpointService/CreateEndpoint"
+	EndpointService_GetEndpoint_FullMethodName      = "/hookline.v1.EndpointService/GetEndpoint"
+	EndpointService_ListEndpoints_FullMethodName    = "/hookline.v1.EndpointService/ListEndpoints"
+	EndpointService_UpdateEndpoint_FullMethodName   = "/hookline.v1.EndpointService/UpdateEndpoint"
+	EndpointService_RotateSecret_FullMethodName     = "/hookline.v1.EndpointService/RotateSecret"
+	EndpointService_RetireSecret_FullMethodName     = "/hookline.v1.EndpointService/RetireSecret"
+	EndpointService_PauseEndpoint_FullMethodName    = "/hookline.v1.EndpointService/PauseEndpoint"
+	EndpointService_ResumeEndpoint_FullMethodName   = "/hookline.v1.EndpointService/ResumeEndpoint"
+	EndpointService_DeleteEndpoint_FullMethodName   = "/hookline.v1.EndpointService/DeleteEndpoint"
+	EndpointService_RecoverEndpoint_FullMethodName  = "/hookline.v1.EndpointService/RecoverEndpoint"
+	EndpointService_GetRecovery_FullMethodName      = "/hookline.v1.EndpointService/GetRecovery"
+	EndpointService_ListRecoveries_FullMethodName   = "/hookline.v1.EndpointService/ListRecoveries"
+	EndpointService_ListOrderingKeys_FullMethodName = "/hookline.v1.EndpointService/ListOrderingKeys"
+	EndpointService_SkipOrderingKey_FullMethodName  = "/hookline.v1.EndpointService/SkipOrderingKey"
 )
 
 // EndpointServiceClient is the client API for EndpointService service.
@@ -378,6 +380,16 @@ type EndpointServiceClient interface {
 	// ListRecoveries lists the endpoint's recent recoveries, newest first:
 	// the one running, if any, and the last ones finished.
 	ListRecoveries(ctx context.Context, in *ListRecoveriesRequest, opts ...grpc.CallOption) (*ListRecoveriesResponse, error)
+	// ListOrderingKeys lists the ordering keys of an endpoint ordered by key
+	// that have a head delivery: with state "blocked" (the default) those
+	// whose head has failed (waiting for a retry, or parked), with "all"
+	// every one, each with how long it has waited and how many deliveries
+	// wait behind it.
+	ListOrderingKeys(ctx context.Context, in *ListOrderingKeysRequest, opts ...grpc.CallOption) (*ListOrderingKeysResponse, error)
+	// SkipOrderingKey ends a key's head delivery (a pending one ends failed
+	// without another attempt; a parked key is released), recorded with who
+	// asked, and lets the key's next delivery go.
+	SkipOrderingKey(ctx context.Context, in *SkipOrderingKeyRequest, opts ...grpc.CallOption) (*OrderingKey, error)
 }
 
 type endpointServiceClient struct {
@@ -508,6 +520,26 @@ func (c *endpointServiceClient) ListRecoveries(ctx context.Context, in *ListReco
 	return out, nil
 }
 
+func (c *endpointServiceClient) ListOrderingKeys(ctx context.Context, in *ListOrderingKeysRequest, opts ...grpc.CallOption) (*ListOrderingKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListOrderingKeysResponse)
+	err := c.cc.Invoke(ctx, EndpointService_ListOrderingKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *endpointServiceClient) SkipOrderingKey(ctx context.Context, in *SkipOrderingKeyRequest, opts ...grpc.CallOption) (*OrderingKey, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OrderingKey)
+	err := c.cc.Invoke(ctx, EndpointService_SkipOrderingKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EndpointServiceServer is the server API for EndpointService service.
 // All implementations must embed UnimplementedEndpointServiceServer
 // for forward compatibility.
@@ -538,6 +570,16 @@ type EndpointServiceServer interface {
 	// ListRecoveries lists the endpoint's recent recoveries, newest first:
 	// the one running, if any, and the last ones finished.
 	ListRecoveries(context.Context, *ListRecoveriesRequest) (*ListRecoveriesResponse, error)
+	// ListOrderingKeys lists the ordering keys of an endpoint ordered by key
+	// that have a head delivery: with state "blocked" (the default) those
+	// whose head has failed (waiting for a retry, or parked), with "all"
+	// every one, each with how long it has waited and how many deliveries
+	// wait behind it.
+	ListOrderingKeys(context.Context, *ListOrderingKeysRequest) (*ListOrderingKeysResponse, error)
+	// SkipOrderingKey ends a key's head delivery (a pending one ends failed
+	// without another attempt; a parked key is released), recorded with who
+	// asked, and lets the key's next delivery go.
+	SkipOrderingKey(context.Context, *SkipOrderingKeyRequest) (*OrderingKey, error)
 	mustEmbedUnimplementedEndpointServiceServer()
 }
 
@@ -583,6 +625,12 @@ func (UnimplementedEndpointServiceServer) GetRecovery(context.Context, *GetRecov
 }
 func (UnimplementedEndpointServiceServer) ListRecoveries(context.Context, *ListRecoveriesRequest) (*ListRecoveriesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRecoveries not implemented")
+}
+func (UnimplementedEndpointServiceServer) ListOrderingKeys(context.Context, *ListOrderingKeysRequest) (*ListOrderingKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListOrderingKeys not implemented")
+}
+func (UnimplementedEndpointServiceServer) SkipOrderingKey(context.Context, *SkipOrderingKeyRequest) (*OrderingKey, error) {
+	return nil, status.Error(codes.Unimplemented, "method SkipOrderingKey not implemented")
 }
 func (UnimplementedEndpointServiceServer) mustEmbedUnimplementedEndpointServiceServer() {}
 func (UnimplementedEndpointServiceServer) testEmbeddedByValue()                         {}
@@ -821,6 +869,42 @@ func _EndpointService_ListRecoveries_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EndpointService_ListOrderingKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListOrderingKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EndpointServiceServer).ListOrderingKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EndpointService_ListOrderingKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EndpointServiceServer).ListOrderingKeys(ctx, req.(*ListOrderingKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EndpointService_SkipOrderingKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SkipOrderingKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EndpointServiceServer).SkipOrderingKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EndpointService_SkipOrderingKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EndpointServiceServer).SkipOrderingKey(ctx, req.(*SkipOrderingKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EndpointService_ServiceDesc is the grpc.ServiceDesc for EndpointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -875,6 +959,14 @@ var EndpointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListRecoveries",
 			Handler:    _EndpointService_ListRecoveries_Handler,
+		},
+		{
+			MethodName: "ListOrderingKeys",
+			Handler:    _EndpointService_ListOrderingKeys_Handler,
+		},
+		{
+			MethodName: "SkipOrderingKey",
+			Handler:    _EndpointService_SkipOrderingKey_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
