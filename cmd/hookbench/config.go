@@ -106,6 +106,7 @@ func (c RunConfig) withDefaults(d RunConfig) RunConfig {
 	fillD(&c.Storm, d.Storm, 20*time.Second)
 	fillD(&c.RetryAfter, d.RetryAfter, 5*time.Second)
 	fill(&c.HangEndpoints, d.HangEndpoints, 500)
+	setDefault(&c.OrderingKeys, d.OrderingKeys)
 	fillF(&c.HangRate, d.HangRate)
 	fillD(&c.HangTimeout, d.HangTimeout, 5*time.Second)
 	return c

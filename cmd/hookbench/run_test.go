@@ -94,6 +94,12 @@ func TestParseRun(t *testing.T) {
 	if c.Duration != 5*time.Second || c.Tenants != 10 || c.Endpoints != 10 || c.Fanout != 4 || c.RawDuration != 10*time.Second || c.Publishers != 8 {
 		t.Errorf("throughput defaults: %+v", c)
 	}
+	if c, err = parseRun([]string{"ordering"}, &stderr); err != nil || c.OrderingKeys != 1000 {
+		t.Errorf("ordering: %d keys, %v; want the scenario's 1000", c.OrderingKeys, err)
+	}
+	if _, err = parseRun([]string{"crash", "--ordering-keys", "100", "--batch", "50"}, &stderr); err == nil || !strings.Contains(err.Error(), "--ordering-keys") {
+		t.Errorf("100 keys for 8 publishers of 50-event batches: %v, want a refusal naming --ordering-keys", err)
+	}
 	c, err = parseRun([]string{"--rate", "20", "crash"}, &stderr)
 	if err != nil || c.Scenario != "crash" || c.Rate != 20 || c.Kills != 6 || c.Duration != time.Minute {
 		t.Errorf("crash: %+v, %v", c, err)
