@@ -47,7 +47,7 @@ func (s *Server) HandOver(published *hooklinev1.EventPublished, plan *hooklinev1
 func part(plan *hooklinev1.DeliveriesPlanned, ds []*hooklinev1.PlannedDelivery) *hooklinev1.DeliveriesPlanned {
 	return &hooklinev1.DeliveriesPlanned{
 		TenantId: plan.GetTenantId(), EventId: plan.GetEventId(), EventType: plan.GetEventType(),
-		Deliveries: ds, At: plan.GetAt(), ExpiresAt: plan.GetExpiresAt(),
+		Deliveries: ds, At: plan.GetAt(), ExpiresAt: plan.GetExpiresAt(), OrderingKey: plan.GetOrderingKey(),
 	}
 }
 

@@ -346,7 +346,7 @@ func (l *ledger) orderViolations(r *Receiver, sc scope, t *tally) {
 			case j == next-1: // a repeat of the last one accepted
 			default:
 				t.OrderViolations++
-				t.example("order_violations: endpoint %s key %s: event %s (#%d of the key) arrived while #%d was the next due", endpoint, key, a.EventID, j+1, next+1)
+				t.example("order_violations: endpoint %s key %s: event %s (#%d of the key as published; webhook-sequence %d) arrived while #%d was the next due", endpoint, key, a.EventID, j+1, a.Sequence, next+1)
 			}
 		}
 	})

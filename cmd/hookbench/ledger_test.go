@@ -144,7 +144,7 @@ func TestLedgerOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	arrive := func(ep, key, ev string, status int) { r.recordOrdered(ep, key, ev, status) }
+	arrive := func(ep, key, ev string, status int) { r.recordOrdered(ep, key, ev, 0, status) }
 	// e0 gets k's ev1 then ev3 (ev2 is not its): in order, with a retry
 	// and a repeat of the last accepted.
 	arrive("e0", "k", "ev1", 503)

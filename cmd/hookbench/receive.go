@@ -189,6 +189,9 @@ type orderedKey struct{ endpoint, key string }
 type OrderedArrival struct {
 	EventID string
 	OK      bool
+	// Sequence is the webhook-sequence the node sent (0 none): not judged,
+	// shown with a violation.
+	Sequence int64
 }
 
 // NewReceiver listens on addr (loopback, e.g. 127.0.0.1:0) with the default
@@ -378,7 +381,8 @@ func (r *Receiver) serveWebhook(w http.ResponseWriter, req *http.Request) {
 	id := req.Header.Get(verify.HeaderID)
 	nth := r.record(id, req.Header.Get("webhook-event-id"), endpoint, body, status, now)
 	if key := req.Header.Get("webhook-ordering-key"); key != "" {
-		r.recordOrdered(endpoint, key, req.Header.Get("webhook-event-id"), status)
+		seq, _ := strconv.ParseInt(req.Header.Get("webhook-sequence"), 10, 64)
+		r.recordOrdered(endpoint, key, req.Header.Get("webhook-event-id"), seq, status)
 	}
 
 	if b.Hang {
@@ -476,11 +480,11 @@ func (r *Receiver) record(id, eventID, endpoint string, body []byte, status int,
 // recordOrdered notes a request of an ordered delivery. The node sends a
 // key's next request only once the previous one was answered, so the
 // requests of one key are noted in the order they were sent.
-func (r *Receiver) recordOrdered(endpoint, key, eventID string, status int) {
+func (r *Receiver) recordOrdered(endpoint, key, eventID string, seq int64, status int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := orderedKey{endpoint, key}
-	r.ordered[k] = append(r.ordered[k], OrderedArrival{EventID: eventID, OK: status/100 == 2})
+	r.ordered[k] = append(r.ordered[k], OrderedArrival{EventID: eventID, OK: status/100 == 2, Sequence: seq})
 }
 
 // EachOrdered calls f with each endpoint's ordering key and its requests,

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -179,8 +181,7 @@ func (b *Bench) AddTenant(ctx context.Context, spec TenantSpec) (*Tenant, error)
 }
 
 func cloneSettings(s *controlv1.EndpointSettings) *controlv1.EndpointSettings {
-	return &controlv1.EndpointSettings{RatePerSecond: s.GetRatePerSecond(), Burst: s.GetBurst(),
-		MaxInFlight: s.GetMaxInFlight(), TimeoutMs: s.GetTimeoutMs(), MaxAttempts: s.GetMaxAttempts()}
+	return proto.CloneOf(s)
 }
 
 // counts returns the awaited deliveries the node announced, those

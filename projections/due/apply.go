@@ -138,8 +138,10 @@ func PlannedItems(m *hooklinev1.DeliveriesPlanned) []Item {
 			DeliveryID: p.GetDeliveryId(), TenantID: m.GetTenantId(), EventID: m.GetEventId(),
 			EventType: m.GetEventType(), EndpointID: p.GetEndpointId(), ConfigVersion: p.GetConfigVersion(),
 			Class: ClassNew, DueAt: asTime(m.GetAt()), PlannedAt: asTime(m.GetAt()), ExpiresAt: asTime(m.GetExpiresAt()),
-			Ordering: p.GetOrdering(), OrderingKey: m.GetOrderingKey(),
 		})
+		if o := p.GetOrdering(); o != hooklinev1.KeyOrdering_KEY_ORDERING_NONE && m.GetOrderingKey() != "" {
+			items[len(items)-1].Ordering, items[len(items)-1].OrderingKey = o, m.GetOrderingKey()
+		}
 	}
 	return items
 }
