@@ -197,7 +197,10 @@ func (c RunConfig) view(own []string) map[string]any {
 		"nodes": n(int64(c.Nodes)), "kills": n(int64(c.Kills)), "kill_at": d(c.KillAt), "rounds": n(int64(c.Rounds)),
 		"storm": d(c.Storm), "retry_after": d(c.RetryAfter), "hang_endpoints": n(int64(c.HangEndpoints)),
 		"hang_rate": f(c.HangRate), "hang_timeout": d(c.HangTimeout), "pg": pg, "pg_restarts": n(int64(c.PGRestarts)),
-		"history": n(c.History), "ordering_keys": n(int64(c.OrderingKeys)),
+		"history": n(c.History),
+	}
+	if c.OrderingKeys > 0 {
+		all["ordering_keys"] = n(int64(c.OrderingKeys))
 	}
 	if c.NodeFaults != "" {
 		all["node_faults"] = c.NodeFaults
@@ -212,7 +215,7 @@ func (c RunConfig) view(own []string) map[string]any {
 		all["node"] = "given"
 	}
 	keys := append([]string{"duration", "rate", "tenants", "endpoints", "fanout", "publishers", "batch", "payload_bytes",
-		"max_backlog", "endpoint_rate", "endpoint_in_flight", "drain", "node_faults", "node"}, own...)
+		"max_backlog", "endpoint_rate", "endpoint_in_flight", "drain", "node_faults", "node", "ordering_keys"}, own...)
 	out := map[string]any{}
 	for _, k := range keys {
 		if v := all[k]; v != nil {

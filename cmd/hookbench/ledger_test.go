@@ -165,4 +165,15 @@ func TestLedgerOrder(t *testing.T) {
 	if tl.OrderViolations != 2 {
 		t.Errorf("order violations = %d, want 2; examples %v", tl.OrderViolations, tl.Examples)
 	}
+
+	// A later phase's count: the earlier phase's events still move the
+	// key on, and are not judged again.
+	l.record(acme, []*controlv1.PublishRequest{pub("ev5", "a", "j")}, make([]*controlv1.PublishResponse, 1), t0, t0, 1)
+	arrive("e0", "j", "ev4", 200)
+	arrive("e0", "j", "ev5", 200)
+	tl = tally{}
+	l.orderViolations(r, scope{phases: []int{1}}, &tl)
+	if tl.OrderViolations != 0 {
+		t.Errorf("phase 1: order violations = %d, want 0; examples %v", tl.OrderViolations, tl.Examples)
+	}
 }

@@ -178,7 +178,10 @@ type Receiver struct {
 	// ordered are the requests that carried webhook-ordering-key, by
 	// endpoint and key, in the order they were read.
 	ordered map[orderedKey][]OrderedArrival
-	stats   Stats
+	// failKey's requests are answered 503 until failUntil.
+	failKey   string
+	failUntil time.Time
+	stats     Stats
 }
 
 // orderedKey names one endpoint's ordering key.
@@ -378,6 +381,9 @@ func (r *Receiver) serveWebhook(w http.ResponseWriter, req *http.Request) {
 	if !b.Hang {
 		status = b.status()
 	}
+	if r.failing(req.Header.Get("webhook-ordering-key"), now) {
+		status = http.StatusServiceUnavailable
+	}
 	id := req.Header.Get(verify.HeaderID)
 	nth := r.record(id, req.Header.Get("webhook-event-id"), endpoint, body, status, now)
 	if key := req.Header.Get("webhook-ordering-key"); key != "" {
@@ -475,6 +481,22 @@ func (r *Receiver) record(id, eventID, endpoint string, body []byte, status int,
 		r.stats.Duplicates++
 	}
 	return len(rec.oks) - 1
+}
+
+// FailKey answers every request of ordering key key with 503 until until.
+func (r *Receiver) FailKey(key string, until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failKey, r.failUntil = key, until
+}
+
+func (r *Receiver) failing(key string, now time.Time) bool {
+	if key == "" {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return key == r.failKey && now.Before(r.failUntil)
 }
 
 // recordOrdered notes a request of an ordered delivery. The node sends a

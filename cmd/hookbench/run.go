@@ -324,7 +324,13 @@ func (b *Bench) Confirm(ctx context.Context, s *Summary, timeout time.Duration) 
 // awaited tenants, their latency, and the checks of every tenant (see
 // ledger.count).
 func (b *Bench) Summarize(name string, since time.Time, phases ...int) Summary {
+	return b.summarize(name, scope{phases: phases, since: since})
+}
+
+// summarize is Summarize over a scope.
+func (b *Bench) summarize(name string, sc scope) Summary {
 	s := Summary{Scenario: name}
+	since, phases := sc.since, sc.phases
 	inPhase := func(p int) bool { return len(phases) == 0 || slices.Contains(phases, p) }
 	b.mu.Lock()
 	var pubs []time.Duration
@@ -335,7 +341,7 @@ func (b *Bench) Summarize(name string, since time.Time, phases ...int) Summary {
 	}
 	b.mu.Unlock()
 
-	t := b.ledger.count(b.recv, scope{phases: phases, since: since})
+	t := b.ledger.count(b.recv, sc)
 	s.Expected, s.Planned, s.Deliveries, s.Checks, s.Attempts = t.Expected, t.Planned, t.Deliveries, t.Checks, t.Attempts
 	s.Notes = append(s.Notes, t.Examples...)
 	s.BadSignature = b.recv.Stats().BadSignature

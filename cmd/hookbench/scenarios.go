@@ -48,6 +48,11 @@ var scenarios = map[string]scenario{
 		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50, OrderingKeys: 1000},
 		run:      ordering, config: []string{"ordering_keys"},
 	},
+	"ordering-failure": {
+		summary:  "endpoints ordered by key at a fixed rate (--rate 100 events/s, --ordering-keys 1000), then again while one key's receiver answers 503 for --storm (30s): the other keys' first-attempt p99 ratio, each key's order checked",
+		defaults: RunConfig{Duration: 30 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, OrderingKeys: 1000, Storm: 30 * time.Second, Drain: 120 * time.Second},
+		run:      orderingFailure, config: []string{"ordering_keys", "storm"},
+	},
 	"latency": {
 		summary:  "a fixed rate at half the maximum (--rate events/s, or measured first): first-attempt latency",
 		defaults: RunConfig{Duration: 30 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50},
@@ -374,6 +379,43 @@ func ordering(ctx context.Context, b *Bench) (Summary, error) {
 	}
 	ordered.Notes = append(ordered.Notes, "deliveries_per_sec and first_attempt_* are the ordered phase's; the counts and checks cover both phases")
 	return ordered, err
+}
+
+// failingKey is the ordering key whose receiver fails in
+// ordering-failure: publisher 0's first key, in every tenant.
+const failingKey = "p0-k0"
+
+// orderingFailure publishes to ordered endpoints at a fixed rate twice:
+// once calm, once while one key's requests are answered 503 for
+// cfg.Storm; the other keys' first-attempt p99 should hardly move.
+func orderingFailure(ctx context.Context, b *Bench) (Summary, error) {
+	ts, err := b.makeTenants(ctx, "o")
+	if err != nil {
+		return Summary{}, err
+	}
+	fmt.Fprintf(b.stderr, "hookbench: phase 1: %.0f events/s to ordered endpoints for %v\n", b.cfg.Rate, b.cfg.Duration)
+	if _, err := b.publishAndAwait(ctx, "ordering-failure", b.load(ts, b.cfg.Rate, b.cfg.Duration, 1)); err != nil {
+		return Summary{}, err
+	}
+	calm := b.summarize("ordering-failure", scope{phases: []int{1}, latencyWithout: failingKey})
+	fmt.Fprintf(b.stderr, "hookbench: phase 2: the same while key %s answers 503 for %v\n", failingKey, b.cfg.Storm)
+	b.recv.FailKey(failingKey, time.Now().Add(b.cfg.Storm))
+	if _, err := b.publishAndAwait(ctx, "ordering-failure", b.load(ts, b.cfg.Rate, b.cfg.Duration, 2)); err != nil {
+		return Summary{}, err
+	}
+	s := b.summarize("ordering-failure", scope{phases: []int{2}, latencyWithout: failingKey})
+	failing := b.summarize("ordering-failure", scope{phases: []int{2}})
+	s.setCounts(b.Summarize("ordering-failure", time.Time{}, 1, 2))
+	addExtra(&s, map[string]float64{
+		"calm_other_keys_p99_ms":       calm.FirstAttemptP99,
+		"calm_other_keys_p50_ms":       calm.FirstAttemptP50,
+		"all_keys_with_failure_max_ms": failing.FirstAttemptMax,
+	})
+	if calm.FirstAttemptP99 > 0 {
+		s.Extra["other_keys_p99_ratio"] = round(s.FirstAttemptP99/calm.FirstAttemptP99, 3)
+	}
+	s.Notes = append(s.Notes, "first_attempt_* are the other keys' during the failure (phase 2); the counts and checks, order included, cover both phases")
+	return s, nil
 }
 
 func latency(ctx context.Context, b *Bench) (Summary, error) {
