@@ -49,9 +49,10 @@ var scenarios = map[string]scenario{
 		run:      ordering, config: []string{"ordering_keys"},
 	},
 	"ordering-failure": {
-		summary:  "endpoints ordered by key at a fixed rate (--rate 100 events/s, --ordering-keys 1000), then again while one key's receiver answers 503 for --storm (30s): the other keys' first-attempt p99 ratio, each key's order checked",
-		defaults: RunConfig{Duration: 30 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, OrderingKeys: 1000, Storm: 30 * time.Second, Drain: 120 * time.Second},
-		run:      orderingFailure, config: []string{"ordering_keys", "storm"},
+		summary: "one tenant's endpoints ordered by key, 1,000 keys × 10 events (--rate 200 events/s for 50 s), then again while one key's receiver answers 503 for --storm (30s): the other keys' first-attempt p99 ratio, each key's order checked",
+		defaults: RunConfig{Duration: 50 * time.Second, Tenants: 1, Endpoints: 10, Fanout: 4, Rate: 200, OrderingKeys: 1000, Storm: 30 * time.Second, Drain: 120 * time.Second,
+			EndpointRate: 1000, EndpointInFlight: 50},
+		run: orderingFailure, config: []string{"ordering_keys", "storm"},
 	},
 	"latency": {
 		summary:  "a fixed rate at half the maximum (--rate events/s, or measured first): first-attempt latency",
