@@ -133,7 +133,11 @@ func TestReconcileRebuildsDivergentProjections(t *testing.T) {
 	c.publish(t, "e1", "a")
 	id := events.DeliveryID("acme", "e1", c.ids["ep_1"])
 	eventually(t, 10*time.Second, "delivered", func() bool { return rc.onPath("/ep_1") == 1 })
-	if d := c.waitDelivery(t, id, "attempted", func(*controlv1.Delivery) bool { return true }); d.GetStatus() != "pending" {
+	// The attempt is in the delivery's stream (GetDelivery reads it there)
+	// once the success is durable; the history, having missed it, still
+	// says pending. Before, the run could begin while the success was
+	// being appended, and then found the delivery moving: clean.
+	if d := c.waitDelivery(t, id, "attempted", func(d *controlv1.Delivery) bool { return len(d.GetAttempts()) > 0 }); d.GetStatus() != "pending" {
 		t.Fatalf("the history, having missed the success, says %s", d.GetStatus())
 	}
 
