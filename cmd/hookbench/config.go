@@ -50,6 +50,9 @@ type RunConfig struct {
 	// every event one of this many ordering keys, shared out among the
 	// publishers; the receiver checks each key's order.
 	OrderingKeys int
+	// FailKey, with OrderingKeys, answers every request of one key
+	// (failingKey) 503 for this long from the start of publishing.
+	FailKey time.Duration
 
 	PG    string // cluster: PostgreSQL URL of the shared log
 	Nodes int    // cluster, rolling, scale-out, acceptance --pg: nodes started
@@ -122,6 +125,8 @@ func (c RunConfig) Validate() error {
 		return fmt.Errorf("--fanout %d is more than --endpoints %d", c.Fanout, c.Endpoints)
 	case c.Batch > 100:
 		return fmt.Errorf("--batch %d: the node takes at most 100 events per PublishBatch", c.Batch)
+	case c.FailKey != 0 && (c.OrderingKeys == 0 || c.FailKey < 0):
+		return fmt.Errorf("--fail-key %v needs --ordering-keys and a positive duration", c.FailKey)
 	case c.OrderingKeys < 0:
 		return fmt.Errorf("--ordering-keys %d is negative", c.OrderingKeys)
 	case c.OrderingKeys > 0 && c.OrderingKeys/max(c.Publishers, 1) < c.Batch:
@@ -202,6 +207,9 @@ func (c RunConfig) view(own []string) map[string]any {
 	if c.OrderingKeys > 0 {
 		all["ordering_keys"] = n(int64(c.OrderingKeys))
 	}
+	if c.FailKey > 0 {
+		all["fail_key"] = d(c.FailKey)
+	}
 	if c.NodeFaults != "" {
 		all["node_faults"] = c.NodeFaults
 	}
@@ -215,7 +223,7 @@ func (c RunConfig) view(own []string) map[string]any {
 		all["node"] = "given"
 	}
 	keys := append([]string{"duration", "rate", "tenants", "endpoints", "fanout", "publishers", "batch", "payload_bytes",
-		"max_backlog", "endpoint_rate", "endpoint_in_flight", "drain", "node_faults", "node", "ordering_keys"}, own...)
+		"max_backlog", "endpoint_rate", "endpoint_in_flight", "drain", "node_faults", "node", "ordering_keys", "fail_key"}, own...)
 	out := map[string]any{}
 	for _, k := range keys {
 		if v := all[k]; v != nil {
@@ -261,6 +269,7 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.DurationVar(&c.Progress, "progress", 0, "progress line interval on stderr (5s)")
 	fs.Float64Var(&c.EndpointRate, "endpoint-rate", 0, "endpoints' rate_per_second and burst (throughput, latency 1000; 0: the node's default)")
 	fs.IntVar(&c.OrderingKeys, "ordering-keys", 0, "events carry one of this many ordering keys (shared out among the publishers) and every endpoint orders by key; the receiver checks each key's order (ordering: 1000)")
+	fs.DurationVar(&c.FailKey, "fail-key", 0, "with --ordering-keys: answer every request of ordering key "+failingKey+" 503 for this long from the start of publishing (its later events wait, in order)")
 	fs.IntVar(&c.EndpointInFlight, "endpoint-in-flight", 0, "endpoints' max_in_flight (throughput, latency 50; 0: the node's default)")
 	fs.StringVar(&c.PG, "pg", os.Getenv("HOOKLINE_POSTGRES_URL"), "cluster, cluster-scale: PostgreSQL URL of the shared log (HOOKLINE_POSTGRES_URL); a fresh schema per run, dropped at the end. acceptance: three nodes on PostgreSQL: \"private\" starts a server of its own (initdb, another port) that the pg-restart fault restarts; a URL uses that server (no pg-restart)")
 	fs.IntVar(&c.Nodes, "nodes", 0, "cluster, rolling, acceptance --pg: nodes to start (3); scale-out: nodes before the one that joins (2)")

@@ -55,6 +55,9 @@ type Load struct {
 
 // Publish runs a load to its end and returns the events accepted.
 func (b *Bench) Publish(ctx context.Context, l Load) (int64, error) {
+	if b.cfg.FailKey > 0 && l.Keys > 0 {
+		b.failKeyOnce.Do(func() { b.recv.FailKey(failingKey, time.Now().Add(b.cfg.FailKey)) })
+	}
 	l.Publishers = max(l.Publishers, 1)
 	l.Batch = min(max(l.Batch, 1), 100)
 	start := time.Now()

@@ -602,3 +602,26 @@ func (r *Receiver) serveSetSecret(w http.ResponseWriter, req *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// Take is the receiver's side of a pulled delivery: it checks the
+// message's signature with endpoint's secrets, as for a request, and
+// records it as answered 2xx. It reports whether the signature held (a
+// consumer acknowledges only those).
+func (r *Receiver) Take(endpoint string, h http.Header, body []byte) bool {
+	now := time.Now()
+	r.mu.Lock()
+	r.stats.Requests++
+	v, ok := r.secrets[endpoint]
+	if !ok {
+		v = r.defSecret
+	}
+	r.mu.Unlock()
+	if v == nil || v.Verify(h, body) != nil {
+		r.mu.Lock()
+		r.stats.BadSignature++
+		r.mu.Unlock()
+		return false
+	}
+	r.record(h.Get(verify.HeaderID), h.Get("webhook-event-id"), endpoint, body, http.StatusOK, now)
+	return true
+}

@@ -27,10 +27,14 @@ var ErrNoDelivery = errors.New("hookbench: the node delivered nothing")
 // ledger of every delivery published. Its methods are safe for concurrent
 // use.
 type Bench struct {
-	cfg  RunConfig
-	recv *Receiver
-	node *Node // nil when the run targets a running node
-	api  *API
+	cfg RunConfig
+	// failKeyOnce starts --fail-key with the first keyed publishing.
+	failKeyOnce sync.Once
+	// pullEndpoints makes the endpoints AddTenant creates pull endpoints.
+	pullEndpoints bool
+	recv          *Receiver
+	node          *Node // nil when the run targets a running node
+	api           *API
 	// apis, when set, are every node of a cluster: AddTenant waits until
 	// each one's registry lists the new endpoints (a publish on a node
 	// whose registry lags the log plans without them).
@@ -138,6 +142,9 @@ func (b *Bench) AddTenant(ctx context.Context, spec TenantSpec) (*Tenant, error)
 				s = cloneSettings(spec.Settings)
 			}
 			s.Url = b.recv.URL(ep)
+			if b.pullEndpoints {
+				s.Url, s.Delivery = "", "pull"
+			}
 			s.EventTypes = types[j]
 			if spec.Behaviour != nil {
 				b.recv.SetBehaviour(ep, *spec.Behaviour)

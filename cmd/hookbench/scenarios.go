@@ -48,6 +48,11 @@ var scenarios = map[string]scenario{
 		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50, OrderingKeys: 1000},
 		run:      ordering, config: []string{"ordering_keys"},
 	},
+	"pull": {
+		summary:  "as throughput, once to push endpoints, then to pull endpoints drained by one consumer each (lease 30 s, up to 100 a pull): deliveries/s ratio",
+		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50},
+		run:      pullVsPush,
+	},
 	"ordering-failure": {
 		summary: "one tenant's endpoints ordered by key, 1,000 keys × 10 events (--rate 200 events/s for 50 s), then again while one key's receiver answers 503 for --storm (30s): the other keys' first-attempt p99 ratio, each key's order checked",
 		defaults: RunConfig{Duration: 50 * time.Second, Tenants: 1, Endpoints: 10, Fanout: 4, Rate: 200, OrderingKeys: 1000, Storm: 30 * time.Second, Drain: 120 * time.Second,
