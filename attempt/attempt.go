@@ -227,3 +227,21 @@ func statusText(status int) string {
 
 // errorTextErr is errorText as an error, for wrapping.
 func errorTextErr(err error) error { return fmt.Errorf("%s", errorText(err)) }
+
+// Headers returns the headers an attempt of req started at would send,
+// signed with every secret of req: what a pull consumer gets in place of
+// the request, so that the same verifier checks both.
+func Headers(req Request, at time.Time) (http.Header, error) {
+	sig, err := Sign(req.DeliveryID, at, req.Payload, req.Secrets, req.SigningKey)
+	if err != nil {
+		return nil, err
+	}
+	o := Outcome{Started: at}
+	for _, s := range req.Secrets {
+		o.KeyVersions = append(o.KeyVersions, s.Version)
+	}
+	h := http.Header{}
+	setHeaders(h, req, &o, sig)
+	h.Del("User-Agent")
+	return h, nil
+}

@@ -121,3 +121,24 @@ func (c *Client) SkipOrderingKey(ctx context.Context, req *controlv1.SkipOrderin
 	}
 	return call(ctx, c, "skip ordering key", r, req, c.endpoints.SkipOrderingKey)
 }
+
+// Pull leases up to req.Max due deliveries of a pull endpoint, each with
+// the headers and body a push would send (check them with package
+// verify), waiting up to req.WaitSeconds when none is due. Not retried: a
+// retry would lease others (those of a lost answer are offered again once
+// their lease ends).
+func (c *Client) Pull(ctx context.Context, req *controlv1.PullDeliveriesRequest) (*controlv1.PullDeliveriesResponse, error) {
+	return call(ctx, c, "pull deliveries", once, req, c.endpoints.PullDeliveries)
+}
+
+// Ack acknowledges leased deliveries: each succeeds. Retried: an id
+// acknowledged already comes back in NotAcked.
+func (c *Client) Ack(ctx context.Context, req *controlv1.AckDeliveriesRequest) (*controlv1.AckDeliveriesResponse, error) {
+	return call(ctx, c, "ack deliveries", idempotent, req, c.endpoints.AckDeliveries)
+}
+
+// Seek offers again a pull endpoint's deliveries planned since a time, as
+// a recovery job. Not retried (a retry would start a second job).
+func (c *Client) Seek(ctx context.Context, req *controlv1.SeekDeliveriesRequest) (*controlv1.Recovery, error) {
+	return call(ctx, c, "seek deliveries", once, req, c.endpoints.SeekDeliveries)
+}

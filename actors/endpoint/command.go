@@ -43,6 +43,12 @@ func (g *grain) handle(ctx actor.Context, r *request) {
 		case *internalv1.EndpointCommand_SkipOrderingKey:
 			g.handleSkipOrderingKey(ctx, r)
 			return
+		case *internalv1.EndpointCommand_Pull:
+			g.handlePull(ctx, r)
+			return
+		case *internalv1.EndpointCommand_Ack:
+			g.handleAck(ctx, r)
+			return
 		}
 	}
 	raw := g.state.URLToCheck(r.Cmd)

@@ -327,7 +327,10 @@ func (l *loop) pump(ctx actor.Context) {
 		return
 	}
 	var wake time.Time
-	if l.attempting() {
+	switch {
+	case l.pullMode():
+		wake = l.expireLeases(ctx, now) // its consumer takes the ready ones
+	case l.attempting():
 		wake = l.startReady(ctx, now)
 	}
 	if l.wantPull && !l.pulling && !l.paused() && l.lowOnWork() {

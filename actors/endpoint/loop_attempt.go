@@ -207,7 +207,7 @@ func (l *loop) attemptRecord(f *flight, o attempt.Outcome, number int32) *hookli
 		LatencyUs: o.Latency.Microseconds(), HttpStatus: int32(o.Status), ErrorClass: o.ErrorClass, Error: o.Error,
 		ResponseSha256: o.ResponseSHA256, ResponsePrefix: o.ResponsePrefix,
 		IssuedBy:    &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_SYSTEM, Id: "delivery"},
-		OrderingKey: f.item.OrderingKey, Sequence: f.item.Sequence,
+		OrderingKey: f.item.OrderingKey, Sequence: f.item.Sequence, Pulled: !f.leasedAt.IsZero(),
 	}
 	if f.d.replay != nil {
 		a.IssuedBy = f.d.replay.GetIssuedBy()

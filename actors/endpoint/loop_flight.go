@@ -20,6 +20,7 @@ const (
 	stageReady                  // waiting for the limits and a slot
 	stageRunning                // the HTTP attempt is out
 	stageRecording              // its outcome is being appended
+	stageLeased                 // pulled by the consumer of a pull endpoint, not acknowledged yet
 )
 
 // flight is a delivery the grain holds, from the pull (or the replay
@@ -49,6 +50,8 @@ type flight struct {
 	asking  *replayOrder
 	// skipping is the skip of its ordering key's head it is held for.
 	skipping *skipOrder
+	// leasedAt and leasedUntil are its lease to a pull consumer.
+	leasedAt, leasedUntil time.Time
 	// lin is what its current attempt noted on its way (loop_lineage.go).
 	lin flightLineage
 	// busy is set from the start of an attempt until its outcome is

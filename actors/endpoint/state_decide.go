@@ -162,7 +162,8 @@ func (s *State) Decide(identity string, cmd *internalv1.EndpointCommand, env Env
 	case *internalv1.EndpointCommand_Reseal:
 		return s.decideReseal(c.Reseal, by, env)
 	case *internalv1.EndpointCommand_Replay, *internalv1.EndpointCommand_Recover, *internalv1.EndpointCommand_GetRecovery,
-		*internalv1.EndpointCommand_ListRecoveries, *internalv1.EndpointCommand_ListOrderingKeys, *internalv1.EndpointCommand_SkipOrderingKey:
+		*internalv1.EndpointCommand_ListRecoveries, *internalv1.EndpointCommand_ListOrderingKeys, *internalv1.EndpointCommand_SkipOrderingKey,
+		*internalv1.EndpointCommand_Pull, *internalv1.EndpointCommand_Ack:
 		// The delivery loop carries these out; without it (Config.Due
 		// unset) the grain only keeps the endpoint's configuration.
 		return Decision{}, command.FailedPrecondition("", "replay and recovery need the delivery loop, which this node does not run; send them to a node that serves deliveries")
@@ -203,6 +204,10 @@ func innerRequest(cmd *internalv1.EndpointCommand) interface {
 		return c.ListOrderingKeys
 	case *internalv1.EndpointCommand_SkipOrderingKey:
 		return c.SkipOrderingKey
+	case *internalv1.EndpointCommand_Pull:
+		return c.Pull
+	case *internalv1.EndpointCommand_Ack:
+		return c.Ack
 	case *internalv1.EndpointCommand_Replay:
 		return replayIDs{c.Replay}
 	case *internalv1.EndpointCommand_Reseal:

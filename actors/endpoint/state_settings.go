@@ -50,15 +50,18 @@ func configOf(s *controlv1.EndpointSettings) *hooklinev1.EndpointConfig {
 		Metadata:      maps.Clone(s.GetMetadata()),
 		Filter:        s.GetFilter(),
 		Ordering:      orderingOf(s.GetOrdering(), s.GetKeyFailure()),
+		Pull:          s.GetDelivery() == deliveryPull,
 	}
 }
 
-// Words of the ordering settings.
+// Words of the ordering and delivery settings.
 const (
 	orderingNone       = "none"
 	orderingKey        = "key"
 	keyFailureContinue = "continue"
 	keyFailurePark     = "park"
+	deliveryPush       = "push"
+	deliveryPull       = "pull"
 )
 
 // orderingOf maps the settings' ordering and key_failure (validated) to
@@ -93,6 +96,10 @@ func SettingsOf(c *hooklinev1.EndpointConfig) *controlv1.EndpointSettings {
 		return nil
 	}
 	ordering, keyFailure := orderingWords(c.GetOrdering())
+	delivery := ""
+	if c.GetPull() {
+		delivery = deliveryPull
+	}
 	return &controlv1.EndpointSettings{
 		Url:           c.GetUrl(),
 		EventTypes:    slices.Clone(c.GetEventTypes()),
@@ -107,6 +114,7 @@ func SettingsOf(c *hooklinev1.EndpointConfig) *controlv1.EndpointSettings {
 		Filter:        c.GetFilter(),
 		Ordering:      ordering,
 		KeyFailure:    keyFailure,
+		Delivery:      delivery,
 	}
 }
 
@@ -179,8 +187,13 @@ func maskTouchesURL(update *controlv1.EndpointSettings, paths []string) bool {
 // needs DNS and runs before Decide. Fields are named as in the request:
 // "settings.…".
 func validateSettings(s *controlv1.EndpointSettings) error {
-	if s.GetUrl() == "" {
-		return command.Invalid("settings.url", "is required: give the https URL that receives the webhooks")
+	switch d := s.GetDelivery(); {
+	case d != "" && d != deliveryPush && d != deliveryPull:
+		return command.Invalid("settings.delivery", "is %q; use \"push\" (the default: Hookline POSTs to url) or \"pull\" (the consumer pulls)", d)
+	case d == deliveryPull && s.GetUrl() != "":
+		return command.Invalid("settings.url", "is set on a pull endpoint; leave it out: its consumer pulls its deliveries (POST /v1/webhook-endpoints/{endpoint_id}/pull)")
+	case d != deliveryPull && s.GetUrl() == "":
+		return command.Invalid("settings.url", "is required: give the https URL that receives the webhooks, or set settings.delivery to \"pull\"")
 	}
 	types := s.GetEventTypes()
 	if len(types) == 0 {

@@ -201,6 +201,7 @@ func settingsFlags(fs *flag.FlagSet) func() (*controlv1.EndpointSettings, []stri
 	ed := fs.Bool("ed25519", false, "also sign with ed25519 (v1a)")
 	filt := fs.String("filter", "", "a CEL filter over the event, e.g. 'data.amount >= 1000' (\"\" removes it; see the README)")
 	ordering := fs.String("ordering", "", "\"key\": one delivery of an ordering key at a time, in order; \"none\": unordered (the default)")
+	delivery := fs.String("delivery", "", "\"pull\": no --url, a consumer pulls the deliveries (hookline endpoints pull); \"push\": the default")
 	keyFailure := fs.String("key-failure", "", "with --ordering key: \"continue\" (a failed delivery lets the key's next go, the default) or \"park\"")
 	return func() (*controlv1.EndpointSettings, []string) {
 		var paths []string
@@ -226,6 +227,8 @@ func settingsFlags(fs *flag.FlagSet) func() (*controlv1.EndpointSettings, []stri
 				s.Ordering, paths = *ordering, append(paths, "ordering")
 			case "key-failure":
 				s.KeyFailure, paths = *keyFailure, append(paths, "key_failure")
+			case "delivery":
+				s.Delivery, paths = *delivery, append(paths, "delivery")
 			}
 		})
 		return s, paths
@@ -359,6 +362,9 @@ func printEndpoint(w io.Writer, e *controlv1.Endpoint) {
 	if a := e.GetAsOf(); a != nil {
 		fmt.Fprintf(w, "as of        position %s, recorded %s (%d events)\ncircuit      %s\n", a.GetPosition(), fmtTime(a.GetRecordedAt()), a.GetEvents(),
 			strings.ToLower(strings.TrimPrefix(e.GetCircuit().String(), "CIRCUIT_")))
+	}
+	if s.GetDelivery() == "pull" {
+		fmt.Fprintln(w, "delivery     pull (hookline endpoints pull)")
 	}
 	if s.GetOrdering() == "key" {
 		fmt.Fprintf(w, "ordering     by key, %s on failure\n", s.GetKeyFailure())

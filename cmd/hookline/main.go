@@ -73,6 +73,7 @@ var commands = []command{
 	{name: "endpoints rotate-secret", group: groupClient, summary: "add a new signing secret; shown once", call: endpointsRotate},
 	{name: "endpoints retire-secret", group: groupClient, summary: "retire an old secret before its overlap ends", call: endpointsRetire},
 	{name: "endpoints recover", group: groupClient, summary: "replay an endpoint's deliveries in a time window (filter by status, types; --dry-run for the manifest)", call: endpointsRecover},
+	{name: "endpoints pull", group: groupClient, summary: "lease a pull endpoint's due deliveries and print them (--ack acknowledges them)", call: endpointsPull},
 	{name: "endpoints ordering-keys", group: groupClient, summary: "list an ordered endpoint's blocked keys (--state all: every key with a delivery waiting)", call: endpointsOrderingKeys},
 	{name: "endpoints skip-key", group: groupClient, summary: "end an ordering key's head delivery so that its next one goes (--key, --head)", call: endpointsSkipKey},
 	{name: "endpoints recovery", group: groupClient, summary: "show the progress of a recovery (--recovery), or list an endpoint's recoveries", call: endpointsRecovery},

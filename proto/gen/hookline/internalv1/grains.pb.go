@@ -541,6 +541,8 @@ type EndpointCommand struct {
 	//	*EndpointCommand_ListRecoveries
 	//	*EndpointCommand_ListOrderingKeys
 	//	*EndpointCommand_SkipOrderingKey
+	//	*EndpointCommand_Pull
+	//	*EndpointCommand_Ack
 	Command isEndpointCommand_Command `protobuf_oneof:"command"`
 	// request_id names this command (the control API sets it): a retry of it
 	// with the same id gets the original answer and changes nothing again.
@@ -744,6 +746,24 @@ func (x *EndpointCommand) GetSkipOrderingKey() *controlv1.SkipOrderingKeyRequest
 	return nil
 }
 
+func (x *EndpointCommand) GetPull() *controlv1.PullDeliveriesRequest {
+	if x != nil {
+		if x, ok := x.Command.(*EndpointCommand_Pull); ok {
+			return x.Pull
+		}
+	}
+	return nil
+}
+
+func (x *EndpointCommand) GetAck() *controlv1.AckDeliveriesRequest {
+	if x != nil {
+		if x, ok := x.Command.(*EndpointCommand_Ack); ok {
+			return x.Ack
+		}
+	}
+	return nil
+}
+
 func (x *EndpointCommand) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
@@ -820,6 +840,14 @@ type EndpointCommand_SkipOrderingKey struct {
 	SkipOrderingKey *controlv1.SkipOrderingKeyRequest `protobuf:"bytes,42,opt,name=skip_ordering_key,json=skipOrderingKey,proto3,oneof"`
 }
 
+type EndpointCommand_Pull struct {
+	Pull *controlv1.PullDeliveriesRequest `protobuf:"bytes,43,opt,name=pull,proto3,oneof"`
+}
+
+type EndpointCommand_Ack struct {
+	Ack *controlv1.AckDeliveriesRequest `protobuf:"bytes,44,opt,name=ack,proto3,oneof"`
+}
+
 func (*EndpointCommand_Create) isEndpointCommand_Command() {}
 
 func (*EndpointCommand_Get) isEndpointCommand_Command() {}
@@ -851,6 +879,10 @@ func (*EndpointCommand_ListRecoveries) isEndpointCommand_Command() {}
 func (*EndpointCommand_ListOrderingKeys) isEndpointCommand_Command() {}
 
 func (*EndpointCommand_SkipOrderingKey) isEndpointCommand_Command() {}
+
+func (*EndpointCommand_Pull) isEndpointCommand_Command() {}
+
+func (*EndpointCommand_Ack) isEndpointCommand_Command() {}
 
 // Reseal asks an endpoint grain to seal each of its live secrets that is
 // not sealed under the current master key anew, under the current key
@@ -923,12 +955,14 @@ type EndpointReply struct {
 	Error    *GrainError            `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
 	Endpoint *controlv1.Endpoint    `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	// secret is set once, by create and rotate.
-	Secret        string                   `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
-	Delivery      *controlv1.Delivery      `protobuf:"bytes,4,opt,name=delivery,proto3" json:"delivery,omitempty"`
-	Recovery      *controlv1.Recovery      `protobuf:"bytes,5,opt,name=recovery,proto3" json:"recovery,omitempty"`
-	Recoveries    []*controlv1.Recovery    `protobuf:"bytes,6,rep,name=recoveries,proto3" json:"recoveries,omitempty"`
-	OrderingKeys  []*controlv1.OrderingKey `protobuf:"bytes,7,rep,name=ordering_keys,json=orderingKeys,proto3" json:"ordering_keys,omitempty"`
-	OrderingKey   *controlv1.OrderingKey   `protobuf:"bytes,8,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	Secret        string                            `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	Delivery      *controlv1.Delivery               `protobuf:"bytes,4,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	Recovery      *controlv1.Recovery               `protobuf:"bytes,5,opt,name=recovery,proto3" json:"recovery,omitempty"`
+	Recoveries    []*controlv1.Recovery             `protobuf:"bytes,6,rep,name=recoveries,proto3" json:"recoveries,omitempty"`
+	OrderingKeys  []*controlv1.OrderingKey          `protobuf:"bytes,7,rep,name=ordering_keys,json=orderingKeys,proto3" json:"ordering_keys,omitempty"`
+	OrderingKey   *controlv1.OrderingKey            `protobuf:"bytes,8,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	Pulled        *controlv1.PullDeliveriesResponse `protobuf:"bytes,9,opt,name=pulled,proto3" json:"pulled,omitempty"`
+	Acked         *controlv1.AckDeliveriesResponse  `protobuf:"bytes,10,opt,name=acked,proto3" json:"acked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1019,6 +1053,20 @@ func (x *EndpointReply) GetOrderingKey() *controlv1.OrderingKey {
 	return nil
 }
 
+func (x *EndpointReply) GetPulled() *controlv1.PullDeliveriesResponse {
+	if x != nil {
+		return x.Pulled
+	}
+	return nil
+}
+
+func (x *EndpointReply) GetAcked() *controlv1.AckDeliveriesResponse {
+	if x != nil {
+		return x.Acked
+	}
+	return nil
+}
+
 // Wake tells an endpoint grain that deliveries may be due. Hints may be lost;
 // the due projection's sweeper covers that.
 type Wake struct {
@@ -1104,7 +1152,8 @@ const file_hookline_internal_v1_grains_proto_rawDesc = "" +
 	"\battempts\x18\x01 \x01(\x05R\battempts\x12\x1b\n" +
 	"\tin_flight\x18\x02 \x01(\x05R\binFlight\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x90\t\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x81\n" +
+	"\n" +
 	"\x0fEndpointCommand\x12/\n" +
 	"\tissued_by\x18\x01 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12<\n" +
@@ -1124,7 +1173,9 @@ const file_hookline_internal_v1_grains_proto_rawDesc = "" +
 	"\x06reseal\x18( \x01(\v2\x1c.hookline.internal.v1.ResealH\x00R\x06reseal\x12M\n" +
 	"\x0flist_recoveries\x18\x10 \x01(\v2\".hookline.v1.ListRecoveriesRequestH\x00R\x0elistRecoveries\x12T\n" +
 	"\x12list_ordering_keys\x18) \x01(\v2$.hookline.v1.ListOrderingKeysRequestH\x00R\x10listOrderingKeys\x12Q\n" +
-	"\x11skip_ordering_key\x18* \x01(\v2#.hookline.v1.SkipOrderingKeyRequestH\x00R\x0fskipOrderingKey\x12\x1d\n" +
+	"\x11skip_ordering_key\x18* \x01(\v2#.hookline.v1.SkipOrderingKeyRequestH\x00R\x0fskipOrderingKey\x128\n" +
+	"\x04pull\x18+ \x01(\v2\".hookline.v1.PullDeliveriesRequestH\x00R\x04pull\x125\n" +
+	"\x03ack\x18, \x01(\v2!.hookline.v1.AckDeliveriesRequestH\x00R\x03ack\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x0f \x01(\tR\trequestIdB\t\n" +
 	"\acommand\"]\n" +
@@ -1132,7 +1183,7 @@ const file_hookline_internal_v1_grains_proto_rawDesc = "" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12\x15\n" +
-	"\x06key_id\x18\x03 \x01(\tR\x05keyId\"\xab\x03\n" +
+	"\x06key_id\x18\x03 \x01(\tR\x05keyId\"\xa2\x04\n" +
 	"\rEndpointReply\x126\n" +
 	"\x05error\x18\x01 \x01(\v2 .hookline.internal.v1.GrainErrorR\x05error\x121\n" +
 	"\bendpoint\x18\x02 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x12\x16\n" +
@@ -1143,7 +1194,10 @@ const file_hookline_internal_v1_grains_proto_rawDesc = "" +
 	"recoveries\x18\x06 \x03(\v2\x15.hookline.v1.RecoveryR\n" +
 	"recoveries\x12=\n" +
 	"\rordering_keys\x18\a \x03(\v2\x18.hookline.v1.OrderingKeyR\forderingKeys\x12;\n" +
-	"\fordering_key\x18\b \x01(\v2\x18.hookline.v1.OrderingKeyR\vorderingKey\"\x06\n" +
+	"\fordering_key\x18\b \x01(\v2\x18.hookline.v1.OrderingKeyR\vorderingKey\x12;\n" +
+	"\x06pulled\x18\t \x01(\v2#.hookline.v1.PullDeliveriesResponseR\x06pulled\x128\n" +
+	"\x05acked\x18\n" +
+	" \x01(\v2\".hookline.v1.AckDeliveriesResponseR\x05acked\"\x06\n" +
 	"\x04WakeBGZEgithub.com/hookline/hookline/proto/gen/hookline/internalv1;internalv1b\x06proto3"
 
 var (
@@ -1194,10 +1248,14 @@ var file_hookline_internal_v1_grains_proto_goTypes = []any{
 	(*controlv1.ListRecoveriesRequest)(nil),   // 30: hookline.v1.ListRecoveriesRequest
 	(*controlv1.ListOrderingKeysRequest)(nil), // 31: hookline.v1.ListOrderingKeysRequest
 	(*controlv1.SkipOrderingKeyRequest)(nil),  // 32: hookline.v1.SkipOrderingKeyRequest
-	(*controlv1.Endpoint)(nil),                // 33: hookline.v1.Endpoint
-	(*controlv1.Delivery)(nil),                // 34: hookline.v1.Delivery
-	(*controlv1.Recovery)(nil),                // 35: hookline.v1.Recovery
-	(*controlv1.OrderingKey)(nil),             // 36: hookline.v1.OrderingKey
+	(*controlv1.PullDeliveriesRequest)(nil),   // 33: hookline.v1.PullDeliveriesRequest
+	(*controlv1.AckDeliveriesRequest)(nil),    // 34: hookline.v1.AckDeliveriesRequest
+	(*controlv1.Endpoint)(nil),                // 35: hookline.v1.Endpoint
+	(*controlv1.Delivery)(nil),                // 36: hookline.v1.Delivery
+	(*controlv1.Recovery)(nil),                // 37: hookline.v1.Recovery
+	(*controlv1.OrderingKey)(nil),             // 38: hookline.v1.OrderingKey
+	(*controlv1.PullDeliveriesResponse)(nil),  // 39: hookline.v1.PullDeliveriesResponse
+	(*controlv1.AckDeliveriesResponse)(nil),   // 40: hookline.v1.AckDeliveriesResponse
 }
 var file_hookline_internal_v1_grains_proto_depIdxs = []int32{
 	0,  // 0: hookline.internal.v1.GrainError.code:type_name -> hookline.internal.v1.GrainError.Code
@@ -1230,18 +1288,22 @@ var file_hookline_internal_v1_grains_proto_depIdxs = []int32{
 	30, // 27: hookline.internal.v1.EndpointCommand.list_recoveries:type_name -> hookline.v1.ListRecoveriesRequest
 	31, // 28: hookline.internal.v1.EndpointCommand.list_ordering_keys:type_name -> hookline.v1.ListOrderingKeysRequest
 	32, // 29: hookline.internal.v1.EndpointCommand.skip_ordering_key:type_name -> hookline.v1.SkipOrderingKeyRequest
-	1,  // 30: hookline.internal.v1.EndpointReply.error:type_name -> hookline.internal.v1.GrainError
-	33, // 31: hookline.internal.v1.EndpointReply.endpoint:type_name -> hookline.v1.Endpoint
-	34, // 32: hookline.internal.v1.EndpointReply.delivery:type_name -> hookline.v1.Delivery
-	35, // 33: hookline.internal.v1.EndpointReply.recovery:type_name -> hookline.v1.Recovery
-	35, // 34: hookline.internal.v1.EndpointReply.recoveries:type_name -> hookline.v1.Recovery
-	36, // 35: hookline.internal.v1.EndpointReply.ordering_keys:type_name -> hookline.v1.OrderingKey
-	36, // 36: hookline.internal.v1.EndpointReply.ordering_key:type_name -> hookline.v1.OrderingKey
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	33, // 30: hookline.internal.v1.EndpointCommand.pull:type_name -> hookline.v1.PullDeliveriesRequest
+	34, // 31: hookline.internal.v1.EndpointCommand.ack:type_name -> hookline.v1.AckDeliveriesRequest
+	1,  // 32: hookline.internal.v1.EndpointReply.error:type_name -> hookline.internal.v1.GrainError
+	35, // 33: hookline.internal.v1.EndpointReply.endpoint:type_name -> hookline.v1.Endpoint
+	36, // 34: hookline.internal.v1.EndpointReply.delivery:type_name -> hookline.v1.Delivery
+	37, // 35: hookline.internal.v1.EndpointReply.recovery:type_name -> hookline.v1.Recovery
+	37, // 36: hookline.internal.v1.EndpointReply.recoveries:type_name -> hookline.v1.Recovery
+	38, // 37: hookline.internal.v1.EndpointReply.ordering_keys:type_name -> hookline.v1.OrderingKey
+	38, // 38: hookline.internal.v1.EndpointReply.ordering_key:type_name -> hookline.v1.OrderingKey
+	39, // 39: hookline.internal.v1.EndpointReply.pulled:type_name -> hookline.v1.PullDeliveriesResponse
+	40, // 40: hookline.internal.v1.EndpointReply.acked:type_name -> hookline.v1.AckDeliveriesResponse
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_hookline_internal_v1_grains_proto_init() }
@@ -1274,6 +1336,8 @@ func file_hookline_internal_v1_grains_proto_init() {
 		(*EndpointCommand_ListRecoveries)(nil),
 		(*EndpointCommand_ListOrderingKeys)(nil),
 		(*EndpointCommand_SkipOrderingKey)(nil),
+		(*EndpointCommand_Pull)(nil),
+		(*EndpointCommand_Ack)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -1239,7 +1239,10 @@ type EndpointConfig struct {
 	Filter string `protobuf:"bytes,11,opt,name=filter,proto3" json:"filter,omitempty"`
 	// ordering says how the deliveries of one ordering key are attempted;
 	// unset: unordered.
-	Ordering      KeyOrdering `protobuf:"varint,12,opt,name=ordering,proto3,enum=hookline.v1.KeyOrdering" json:"ordering,omitempty"`
+	Ordering KeyOrdering `protobuf:"varint,12,opt,name=ordering,proto3,enum=hookline.v1.KeyOrdering" json:"ordering,omitempty"`
+	// pull: the endpoint has no URL; its consumer pulls its deliveries
+	// (PullDeliveries) and acknowledges them (AckDeliveries).
+	Pull          bool `protobuf:"varint,13,opt,name=pull,proto3" json:"pull,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1356,6 +1359,13 @@ func (x *EndpointConfig) GetOrdering() KeyOrdering {
 		return x.Ordering
 	}
 	return KeyOrdering_KEY_ORDERING_NONE
+}
+
+func (x *EndpointConfig) GetPull() bool {
+	if x != nil {
+		return x.Pull
+	}
+	return false
 }
 
 // SealedSecret is a signing secret sealed with AES-256-GCM under a master key.
@@ -3427,8 +3437,12 @@ type Attempt struct {
 	// webhook-sequence the request carried: set on an ordered endpoint's
 	// deliveries of events with an ordering key (sequence counts from 1 per
 	// endpoint and key, in the log's order of their plans).
-	OrderingKey   string `protobuf:"bytes,28,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
-	Sequence      int64  `protobuf:"varint,29,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	OrderingKey string `protobuf:"bytes,28,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	Sequence    int64  `protobuf:"varint,29,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// pulled: the delivery was pulled by the endpoint's consumer, not sent;
+	// a success is its acknowledgement, a retryable failure a lease that
+	// expired unacknowledged.
+	Pulled        bool `protobuf:"varint,30,opt,name=pulled,proto3" json:"pulled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3664,6 +3678,13 @@ func (x *Attempt) GetSequence() int64 {
 		return x.Sequence
 	}
 	return 0
+}
+
+func (x *Attempt) GetPulled() bool {
+	if x != nil {
+		return x.Pulled
+	}
+	return false
 }
 
 // AttemptTrigger says why an attempt was made.
@@ -5118,7 +5139,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10REASON_REQUESTED\x10\x01\x12\x12\n" +
-	"\x0eREASON_UNSHOWN\x10\x02\"\xfe\x03\n" +
+	"\x0eREASON_UNSHOWN\x10\x02\"\x92\x04\n" +
 	"\x0eEndpointConfig\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -5134,7 +5155,8 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\bmetadata\x18\n" +
 	" \x03(\v2).hookline.v1.EndpointConfig.MetadataEntryR\bmetadata\x12\x16\n" +
 	"\x06filter\x18\v \x01(\tR\x06filter\x124\n" +
-	"\bordering\x18\f \x01(\x0e2\x18.hookline.v1.KeyOrderingR\bordering\x1a;\n" +
+	"\bordering\x18\f \x01(\x0e2\x18.hookline.v1.KeyOrderingR\bordering\x12\x12\n" +
+	"\x04pull\x18\r \x01(\bR\x04pull\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x01\n" +
@@ -5371,7 +5393,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12)\n" +
 	"\x10published_commit\x18\x03 \x01(\x04R\x0fpublishedCommit\x12+\n" +
 	"\x11published_prepare\x18\x04 \x01(\x04R\x10publishedPrepare\x12/\n" +
-	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"\xec\b\n" +
+	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"\x84\t\n" +
 	"\aAttempt\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -5413,7 +5435,8 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x05trace\x18\x1a \x01(\v2\x19.hookline.v1.AttemptTraceR\x05trace\x120\n" +
 	"\x05retry\x18\x1b \x01(\v2\x1a.hookline.v1.RetryDecisionR\x05retry\x12!\n" +
 	"\fordering_key\x18\x1c \x01(\tR\vorderingKey\x12\x1a\n" +
-	"\bsequence\x18\x1d \x01(\x03R\bsequence\"\xec\x02\n" +
+	"\bsequence\x18\x1d \x01(\x03R\bsequence\x12\x16\n" +
+	"\x06pulled\x18\x1e \x01(\bR\x06pulled\"\xec\x02\n" +
 	"\x0eAttemptTrigger\x124\n" +
 	"\x04kind\x18\x01 \x01(\x0e2 .hookline.v1.AttemptTrigger.KindR\x04kind\x12\x14\n" +
 	"\x05retry\x18\x02 \x01(\x05R\x05retry\x121\n" +

@@ -209,7 +209,7 @@ func (x RoutingVerdict_Verdict) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RoutingVerdict_Verdict.Descriptor instead.
 func (RoutingVerdict_Verdict) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42, 0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48, 0}
 }
 
 type ResealSecretsRequest struct {
@@ -901,7 +901,11 @@ type EndpointSettings struct {
 	// key_failure, for ordering "key": what follows when a key's delivery
 	// ends failed: "continue" (the default: the key's next one goes) or
 	// "park" (the key waits until its head is skipped or replayed).
-	KeyFailure    string `protobuf:"bytes,13,opt,name=key_failure,json=keyFailure,proto3" json:"key_failure,omitempty"`
+	KeyFailure string `protobuf:"bytes,13,opt,name=key_failure,json=keyFailure,proto3" json:"key_failure,omitempty"`
+	// delivery: "push" (the default: Hookline POSTs to url) or "pull" (no
+	// url: the endpoint's consumer pulls its deliveries with
+	// PullDeliveries and acknowledges them with AckDeliveries).
+	Delivery      string `protobuf:"bytes,14,opt,name=delivery,proto3" json:"delivery,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1023,6 +1027,13 @@ func (x *EndpointSettings) GetOrdering() string {
 func (x *EndpointSettings) GetKeyFailure() string {
 	if x != nil {
 		return x.KeyFailure
+	}
+	return ""
+}
+
+func (x *EndpointSettings) GetDelivery() string {
+	if x != nil {
+		return x.Delivery
 	}
 	return ""
 }
@@ -2461,6 +2472,393 @@ func (x *SkipOrderingKeyRequest) GetHeadDeliveryId() string {
 	return ""
 }
 
+type PullDeliveriesRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	// max: 1 to 100 (0: 10).
+	Max int32 `protobuf:"varint,3,opt,name=max,proto3" json:"max,omitempty"`
+	// lease_seconds: 1 to 600 (0: 30).
+	LeaseSeconds int32 `protobuf:"varint,4,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
+	// wait_seconds: 0 to 20: how long to wait when nothing is due.
+	WaitSeconds   int32 `protobuf:"varint,5,opt,name=wait_seconds,json=waitSeconds,proto3" json:"wait_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullDeliveriesRequest) Reset() {
+	*x = PullDeliveriesRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullDeliveriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullDeliveriesRequest) ProtoMessage() {}
+
+func (x *PullDeliveriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullDeliveriesRequest.ProtoReflect.Descriptor instead.
+func (*PullDeliveriesRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *PullDeliveriesRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *PullDeliveriesRequest) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *PullDeliveriesRequest) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *PullDeliveriesRequest) GetLeaseSeconds() int32 {
+	if x != nil {
+		return x.LeaseSeconds
+	}
+	return 0
+}
+
+func (x *PullDeliveriesRequest) GetWaitSeconds() int32 {
+	if x != nil {
+		return x.WaitSeconds
+	}
+	return 0
+}
+
+type PullDeliveriesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*PulledMessage       `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullDeliveriesResponse) Reset() {
+	*x = PullDeliveriesResponse{}
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullDeliveriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullDeliveriesResponse) ProtoMessage() {}
+
+func (x *PullDeliveriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullDeliveriesResponse.ProtoReflect.Descriptor instead.
+func (*PullDeliveriesResponse) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *PullDeliveriesResponse) GetMessages() []*PulledMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// PulledMessage is one leased delivery: what a push would have sent.
+type PulledMessage struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	DeliveryId string                 `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	EventId    string                 `protobuf:"bytes,2,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Type       string                 `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	// headers are the request headers a push would send (webhook-id,
+	// webhook-timestamp, webhook-signature, …), names in lower case.
+	Headers map[string]string `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// body are the exact bytes signed (base64 in JSON).
+	Body           []byte                 `protobuf:"bytes,5,opt,name=body,proto3" json:"body,omitempty"`
+	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PulledMessage) Reset() {
+	*x = PulledMessage{}
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PulledMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PulledMessage) ProtoMessage() {}
+
+func (x *PulledMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PulledMessage.ProtoReflect.Descriptor instead.
+func (*PulledMessage) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *PulledMessage) GetDeliveryId() string {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return ""
+}
+
+func (x *PulledMessage) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *PulledMessage) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *PulledMessage) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *PulledMessage) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *PulledMessage) GetLeaseExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeaseExpiresAt
+	}
+	return nil
+}
+
+type AckDeliveriesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId    string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	DeliveryIds   []string               `protobuf:"bytes,3,rep,name=delivery_ids,json=deliveryIds,proto3" json:"delivery_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckDeliveriesRequest) Reset() {
+	*x = AckDeliveriesRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckDeliveriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckDeliveriesRequest) ProtoMessage() {}
+
+func (x *AckDeliveriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckDeliveriesRequest.ProtoReflect.Descriptor instead.
+func (*AckDeliveriesRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *AckDeliveriesRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *AckDeliveriesRequest) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *AckDeliveriesRequest) GetDeliveryIds() []string {
+	if x != nil {
+		return x.DeliveryIds
+	}
+	return nil
+}
+
+type AckDeliveriesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Acked int32                  `protobuf:"varint,1,opt,name=acked,proto3" json:"acked,omitempty"`
+	// not_acked are the ids that were not leased (any more) by this
+	// endpoint: their lease expired, or they were never pulled.
+	NotAcked      []string `protobuf:"bytes,2,rep,name=not_acked,json=notAcked,proto3" json:"not_acked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckDeliveriesResponse) Reset() {
+	*x = AckDeliveriesResponse{}
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckDeliveriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckDeliveriesResponse) ProtoMessage() {}
+
+func (x *AckDeliveriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckDeliveriesResponse.ProtoReflect.Descriptor instead.
+func (*AckDeliveriesResponse) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *AckDeliveriesResponse) GetAcked() int32 {
+	if x != nil {
+		return x.Acked
+	}
+	return 0
+}
+
+func (x *AckDeliveriesResponse) GetNotAcked() []string {
+	if x != nil {
+		return x.NotAcked
+	}
+	return nil
+}
+
+type SeekDeliveriesRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	// since is an RFC 3339 time: deliveries planned at or after it are
+	// offered again.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeekDeliveriesRequest) Reset() {
+	*x = SeekDeliveriesRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeekDeliveriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeekDeliveriesRequest) ProtoMessage() {}
+
+func (x *SeekDeliveriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeekDeliveriesRequest.ProtoReflect.Descriptor instead.
+func (*SeekDeliveriesRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *SeekDeliveriesRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *SeekDeliveriesRequest) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *SeekDeliveriesRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 // OrderingKey is one ordering key of an endpoint ordered by key, with its
 // head delivery.
 type OrderingKey struct {
@@ -2483,7 +2881,7 @@ type OrderingKey struct {
 
 func (x *OrderingKey) Reset() {
 	*x = OrderingKey{}
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2893,7 @@ func (x *OrderingKey) String() string {
 func (*OrderingKey) ProtoMessage() {}
 
 func (x *OrderingKey) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2906,7 @@ func (x *OrderingKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderingKey.ProtoReflect.Descriptor instead.
 func (*OrderingKey) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *OrderingKey) GetOrderingKey() string {
@@ -2586,7 +2984,7 @@ type Recovery struct {
 
 func (x *Recovery) Reset() {
 	*x = Recovery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2996,7 @@ func (x *Recovery) String() string {
 func (*Recovery) ProtoMessage() {}
 
 func (x *Recovery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +3009,7 @@ func (x *Recovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recovery.ProtoReflect.Descriptor instead.
 func (*Recovery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Recovery) GetRecoveryId() string {
@@ -2727,7 +3125,7 @@ type ListOperationalEventTypesRequest struct {
 
 func (x *ListOperationalEventTypesRequest) Reset() {
 	*x = ListOperationalEventTypesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +3137,7 @@ func (x *ListOperationalEventTypesRequest) String() string {
 func (*ListOperationalEventTypesRequest) ProtoMessage() {}
 
 func (x *ListOperationalEventTypesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +3150,7 @@ func (x *ListOperationalEventTypesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationalEventTypesRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationalEventTypesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
 }
 
 // OperationalEventType is one of Hookline's own event types.
@@ -2770,7 +3168,7 @@ type OperationalEventType struct {
 
 func (x *OperationalEventType) Reset() {
 	*x = OperationalEventType{}
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2782,7 +3180,7 @@ func (x *OperationalEventType) String() string {
 func (*OperationalEventType) ProtoMessage() {}
 
 func (x *OperationalEventType) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2795,7 +3193,7 @@ func (x *OperationalEventType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationalEventType.ProtoReflect.Descriptor instead.
 func (*OperationalEventType) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *OperationalEventType) GetType() string {
@@ -2828,7 +3226,7 @@ type ListOperationalEventTypesResponse struct {
 
 func (x *ListOperationalEventTypesResponse) Reset() {
 	*x = ListOperationalEventTypesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +3238,7 @@ func (x *ListOperationalEventTypesResponse) String() string {
 func (*ListOperationalEventTypesResponse) ProtoMessage() {}
 
 func (x *ListOperationalEventTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +3251,7 @@ func (x *ListOperationalEventTypesResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListOperationalEventTypesResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationalEventTypesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListOperationalEventTypesResponse) GetTypes() []*OperationalEventType {
@@ -2873,7 +3271,7 @@ type ExplainRoutingRequest struct {
 
 func (x *ExplainRoutingRequest) Reset() {
 	*x = ExplainRoutingRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2885,7 +3283,7 @@ func (x *ExplainRoutingRequest) String() string {
 func (*ExplainRoutingRequest) ProtoMessage() {}
 
 func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2898,7 +3296,7 @@ func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRoutingRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRoutingRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ExplainRoutingRequest) GetTenantId() string {
@@ -2933,7 +3331,7 @@ type EventRouting struct {
 
 func (x *EventRouting) Reset() {
 	*x = EventRouting{}
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2945,7 +3343,7 @@ func (x *EventRouting) String() string {
 func (*EventRouting) ProtoMessage() {}
 
 func (x *EventRouting) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2958,7 +3356,7 @@ func (x *EventRouting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventRouting.ProtoReflect.Descriptor instead.
 func (*EventRouting) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *EventRouting) GetEventId() string {
@@ -3017,7 +3415,7 @@ type FilterValue struct {
 
 func (x *FilterValue) Reset() {
 	*x = FilterValue{}
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3029,7 +3427,7 @@ func (x *FilterValue) String() string {
 func (*FilterValue) ProtoMessage() {}
 
 func (x *FilterValue) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3042,7 +3440,7 @@ func (x *FilterValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterValue.ProtoReflect.Descriptor instead.
 func (*FilterValue) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *FilterValue) GetExpr() string {
@@ -3092,7 +3490,7 @@ type RoutingVerdict struct {
 
 func (x *RoutingVerdict) Reset() {
 	*x = RoutingVerdict{}
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3104,7 +3502,7 @@ func (x *RoutingVerdict) String() string {
 func (*RoutingVerdict) ProtoMessage() {}
 
 func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3117,7 +3515,7 @@ func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingVerdict.ProtoReflect.Descriptor instead.
 func (*RoutingVerdict) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RoutingVerdict) GetEndpointId() string {
@@ -3231,7 +3629,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[43]
+	mi := &file_hookline_v1_control_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3243,7 +3641,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[43]
+	mi := &file_hookline_v1_control_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3256,7 +3654,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PublishRequest) GetTenantId() string {
@@ -3375,7 +3773,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[44]
+	mi := &file_hookline_v1_control_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3387,7 +3785,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[44]
+	mi := &file_hookline_v1_control_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3400,7 +3798,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PublishResponse) GetEventId() string {
@@ -3448,7 +3846,7 @@ type PublishBatchRequest struct {
 
 func (x *PublishBatchRequest) Reset() {
 	*x = PublishBatchRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[45]
+	mi := &file_hookline_v1_control_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3460,7 +3858,7 @@ func (x *PublishBatchRequest) String() string {
 func (*PublishBatchRequest) ProtoMessage() {}
 
 func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[45]
+	mi := &file_hookline_v1_control_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3473,7 +3871,7 @@ func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchRequest.ProtoReflect.Descriptor instead.
 func (*PublishBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PublishBatchRequest) GetTenantId() string {
@@ -3502,7 +3900,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_hookline_v1_control_proto_msgTypes[46]
+	mi := &file_hookline_v1_control_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3514,7 +3912,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[46]
+	mi := &file_hookline_v1_control_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3527,7 +3925,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{46}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PublishResult) GetResponse() *PublishResponse {
@@ -3560,7 +3958,7 @@ type PublishBatchResponse struct {
 
 func (x *PublishBatchResponse) Reset() {
 	*x = PublishBatchResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	mi := &file_hookline_v1_control_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3572,7 +3970,7 @@ func (x *PublishBatchResponse) String() string {
 func (*PublishBatchResponse) ProtoMessage() {}
 
 func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	mi := &file_hookline_v1_control_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3585,7 +3983,7 @@ func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchResponse.ProtoReflect.Descriptor instead.
 func (*PublishBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PublishBatchResponse) GetResults() []*PublishResult {
@@ -3606,7 +4004,7 @@ type LookupEventsRequest struct {
 
 func (x *LookupEventsRequest) Reset() {
 	*x = LookupEventsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	mi := &file_hookline_v1_control_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3618,7 +4016,7 @@ func (x *LookupEventsRequest) String() string {
 func (*LookupEventsRequest) ProtoMessage() {}
 
 func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	mi := &file_hookline_v1_control_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3631,7 +4029,7 @@ func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsRequest.ProtoReflect.Descriptor instead.
 func (*LookupEventsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *LookupEventsRequest) GetTenantId() string {
@@ -3662,7 +4060,7 @@ type AcceptedEvent struct {
 
 func (x *AcceptedEvent) Reset() {
 	*x = AcceptedEvent{}
-	mi := &file_hookline_v1_control_proto_msgTypes[49]
+	mi := &file_hookline_v1_control_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3674,7 +4072,7 @@ func (x *AcceptedEvent) String() string {
 func (*AcceptedEvent) ProtoMessage() {}
 
 func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[49]
+	mi := &file_hookline_v1_control_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3687,7 +4085,7 @@ func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptedEvent.ProtoReflect.Descriptor instead.
 func (*AcceptedEvent) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{49}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *AcceptedEvent) GetEventId() string {
@@ -3730,7 +4128,7 @@ type LookupEventsResponse struct {
 
 func (x *LookupEventsResponse) Reset() {
 	*x = LookupEventsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[50]
+	mi := &file_hookline_v1_control_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3742,7 +4140,7 @@ func (x *LookupEventsResponse) String() string {
 func (*LookupEventsResponse) ProtoMessage() {}
 
 func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[50]
+	mi := &file_hookline_v1_control_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3755,7 +4153,7 @@ func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsResponse.ProtoReflect.Descriptor instead.
 func (*LookupEventsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *LookupEventsResponse) GetFound() []*AcceptedEvent {
@@ -3789,7 +4187,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[51]
+	mi := &file_hookline_v1_control_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3801,7 +4199,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[51]
+	mi := &file_hookline_v1_control_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3814,7 +4212,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListDeliveriesRequest) GetTenantId() string {
@@ -3883,7 +4281,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[52]
+	mi := &file_hookline_v1_control_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3895,7 +4293,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[52]
+	mi := &file_hookline_v1_control_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3908,7 +4306,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{52}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -3935,7 +4333,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[53]
+	mi := &file_hookline_v1_control_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3947,7 +4345,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[53]
+	mi := &file_hookline_v1_control_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3960,7 +4358,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{53}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetDeliveryRequest) GetTenantId() string {
@@ -3987,7 +4385,7 @@ type ReplayDeliveryRequest struct {
 
 func (x *ReplayDeliveryRequest) Reset() {
 	*x = ReplayDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[54]
+	mi := &file_hookline_v1_control_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3999,7 +4397,7 @@ func (x *ReplayDeliveryRequest) String() string {
 func (*ReplayDeliveryRequest) ProtoMessage() {}
 
 func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[54]
+	mi := &file_hookline_v1_control_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4012,7 +4410,7 @@ func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{54}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ReplayDeliveryRequest) GetTenantId() string {
@@ -4058,7 +4456,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[55]
+	mi := &file_hookline_v1_control_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4070,7 +4468,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[55]
+	mi := &file_hookline_v1_control_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4083,7 +4481,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{55}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -4233,7 +4631,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\bapi_keys\x18\x04 \x03(\v2\x13.hookline.v1.ApiKeyR\aapiKeys\x129\n" +
 	"\n" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12&\n" +
-	"\x05as_of\x18\x06 \x01(\v2\x11.hookline.v1.AsOfR\x04asOf\"\x89\x04\n" +
+	"\x05as_of\x18\x06 \x01(\v2\x11.hookline.v1.AsOfR\x04asOf\"\xa5\x04\n" +
 	"\x10EndpointSettings\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -4251,7 +4649,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x06filter\x18\v \x01(\tR\x06filter\x12\x1a\n" +
 	"\bordering\x18\f \x01(\tR\bordering\x12\x1f\n" +
 	"\vkey_failure\x18\r \x01(\tR\n" +
-	"keyFailure\x1a;\n" +
+	"keyFailure\x12\x1a\n" +
+	"\bdelivery\x18\x0e \x01(\tR\bdelivery\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x01\n" +
@@ -4392,7 +4791,40 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12!\n" +
 	"\fordering_key\x18\x03 \x01(\tR\vorderingKey\x12(\n" +
-	"\x10head_delivery_id\x18\x04 \x01(\tR\x0eheadDeliveryId\"\xf2\x01\n" +
+	"\x10head_delivery_id\x18\x04 \x01(\tR\x0eheadDeliveryId\"\xaf\x01\n" +
+	"\x15PullDeliveriesRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12\x10\n" +
+	"\x03max\x18\x03 \x01(\x05R\x03max\x12#\n" +
+	"\rlease_seconds\x18\x04 \x01(\x05R\fleaseSeconds\x12!\n" +
+	"\fwait_seconds\x18\x05 \x01(\x05R\vwaitSeconds\"P\n" +
+	"\x16PullDeliveriesResponse\x126\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1a.hookline.v1.PulledMessageR\bmessages\"\xb8\x02\n" +
+	"\rPulledMessage\x12\x1f\n" +
+	"\vdelivery_id\x18\x01 \x01(\tR\n" +
+	"deliveryId\x12\x19\n" +
+	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12A\n" +
+	"\aheaders\x18\x04 \x03(\v2'.hookline.v1.PulledMessage.HeadersEntryR\aheaders\x12\x12\n" +
+	"\x04body\x18\x05 \x01(\fR\x04body\x12D\n" +
+	"\x10lease_expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"w\n" +
+	"\x14AckDeliveriesRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12!\n" +
+	"\fdelivery_ids\x18\x03 \x03(\tR\vdeliveryIds\"J\n" +
+	"\x15AckDeliveriesResponse\x12\x14\n" +
+	"\x05acked\x18\x01 \x01(\x05R\x05acked\x12\x1b\n" +
+	"\tnot_acked\x18\x02 \x03(\tR\bnotAcked\"\x87\x01\n" +
+	"\x15SeekDeliveriesRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xf2\x01\n" +
 	"\vOrderingKey\x12!\n" +
 	"\fordering_key\x18\x01 \x01(\tR\vorderingKey\x12(\n" +
 	"\x10head_delivery_id\x18\x02 \x01(\tR\x0eheadDeliveryId\x12\x14\n" +
@@ -4577,7 +5009,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\vIssueApiKey\x12\x1f.hookline.v1.IssueApiKeyRequest\x1a .hookline.v1.IssueApiKeyResponse\x12E\n" +
 	"\fRevokeApiKey\x12 .hookline.v1.RevokeApiKeyRequest\x1a\x13.hookline.v1.Tenant\x12=\n" +
 	"\bSetQuota\x12\x1c.hookline.v1.SetQuotaRequest\x1a\x13.hookline.v1.Tenant\x12V\n" +
-	"\rResealSecrets\x12!.hookline.v1.ResealSecretsRequest\x1a\".hookline.v1.ResealSecretsResponse2\xff\b\n" +
+	"\rResealSecrets\x12!.hookline.v1.ResealSecretsRequest\x1a\".hookline.v1.ResealSecretsResponse2\xff\n" +
+	"\n" +
 	"\x0fEndpointService\x12Y\n" +
 	"\x0eCreateEndpoint\x12\".hookline.v1.CreateEndpointRequest\x1a#.hookline.v1.CreateEndpointResponse\x12E\n" +
 	"\vGetEndpoint\x12\x1f.hookline.v1.GetEndpointRequest\x1a\x15.hookline.v1.Endpoint\x12V\n" +
@@ -4592,7 +5025,10 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\vGetRecovery\x12\x1f.hookline.v1.GetRecoveryRequest\x1a\x15.hookline.v1.Recovery\x12Y\n" +
 	"\x0eListRecoveries\x12\".hookline.v1.ListRecoveriesRequest\x1a#.hookline.v1.ListRecoveriesResponse\x12_\n" +
 	"\x10ListOrderingKeys\x12$.hookline.v1.ListOrderingKeysRequest\x1a%.hookline.v1.ListOrderingKeysResponse\x12P\n" +
-	"\x0fSkipOrderingKey\x12#.hookline.v1.SkipOrderingKeyRequest\x1a\x18.hookline.v1.OrderingKey2\xcb\x03\n" +
+	"\x0fSkipOrderingKey\x12#.hookline.v1.SkipOrderingKeyRequest\x1a\x18.hookline.v1.OrderingKey\x12Y\n" +
+	"\x0ePullDeliveries\x12\".hookline.v1.PullDeliveriesRequest\x1a#.hookline.v1.PullDeliveriesResponse\x12V\n" +
+	"\rAckDeliveries\x12!.hookline.v1.AckDeliveriesRequest\x1a\".hookline.v1.AckDeliveriesResponse\x12K\n" +
+	"\x0eSeekDeliveries\x12\".hookline.v1.SeekDeliveriesRequest\x1a\x15.hookline.v1.Recovery2\xcb\x03\n" +
 	"\fEventService\x12D\n" +
 	"\aPublish\x12\x1b.hookline.v1.PublishRequest\x1a\x1c.hookline.v1.PublishResponse\x12S\n" +
 	"\fPublishBatch\x12 .hookline.v1.PublishBatchRequest\x1a!.hookline.v1.PublishBatchResponse\x12S\n" +
@@ -4617,7 +5053,7 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_hookline_v1_control_proto_goTypes = []any{
 	(Endpoint_Status)(0),                      // 0: hookline.v1.Endpoint.Status
 	(Endpoint_Circuit)(0),                     // 1: hookline.v1.Endpoint.Circuit
@@ -4656,161 +5092,178 @@ var file_hookline_v1_control_proto_goTypes = []any{
 	(*ListOrderingKeysRequest)(nil),           // 34: hookline.v1.ListOrderingKeysRequest
 	(*ListOrderingKeysResponse)(nil),          // 35: hookline.v1.ListOrderingKeysResponse
 	(*SkipOrderingKeyRequest)(nil),            // 36: hookline.v1.SkipOrderingKeyRequest
-	(*OrderingKey)(nil),                       // 37: hookline.v1.OrderingKey
-	(*Recovery)(nil),                          // 38: hookline.v1.Recovery
-	(*ListOperationalEventTypesRequest)(nil),  // 39: hookline.v1.ListOperationalEventTypesRequest
-	(*OperationalEventType)(nil),              // 40: hookline.v1.OperationalEventType
-	(*ListOperationalEventTypesResponse)(nil), // 41: hookline.v1.ListOperationalEventTypesResponse
-	(*ExplainRoutingRequest)(nil),             // 42: hookline.v1.ExplainRoutingRequest
-	(*EventRouting)(nil),                      // 43: hookline.v1.EventRouting
-	(*FilterValue)(nil),                       // 44: hookline.v1.FilterValue
-	(*RoutingVerdict)(nil),                    // 45: hookline.v1.RoutingVerdict
-	(*PublishRequest)(nil),                    // 46: hookline.v1.PublishRequest
-	(*PublishResponse)(nil),                   // 47: hookline.v1.PublishResponse
-	(*PublishBatchRequest)(nil),               // 48: hookline.v1.PublishBatchRequest
-	(*PublishResult)(nil),                     // 49: hookline.v1.PublishResult
-	(*PublishBatchResponse)(nil),              // 50: hookline.v1.PublishBatchResponse
-	(*LookupEventsRequest)(nil),               // 51: hookline.v1.LookupEventsRequest
-	(*AcceptedEvent)(nil),                     // 52: hookline.v1.AcceptedEvent
-	(*LookupEventsResponse)(nil),              // 53: hookline.v1.LookupEventsResponse
-	(*ListDeliveriesRequest)(nil),             // 54: hookline.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil),            // 55: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),                // 56: hookline.v1.GetDeliveryRequest
-	(*ReplayDeliveryRequest)(nil),             // 57: hookline.v1.ReplayDeliveryRequest
-	(*Delivery)(nil),                          // 58: hookline.v1.Delivery
-	nil,                                       // 59: hookline.v1.EndpointSettings.MetadataEntry
-	nil,                                       // 60: hookline.v1.EventRouting.HeadersEntry
-	nil,                                       // 61: hookline.v1.PublishRequest.HeadersEntry
-	(*v1.Quota)(nil),                          // 62: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),             // 63: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),             // 64: google.protobuf.FieldMask
-	(*structpb.Value)(nil),                    // 65: google.protobuf.Value
-	(*v1.PlannedDelivery)(nil),                // 66: hookline.v1.PlannedDelivery
-	(*v1.FilteredEndpoint)(nil),               // 67: hookline.v1.FilteredEndpoint
-	(*v1.Attempt)(nil),                        // 68: hookline.v1.Attempt
+	(*PullDeliveriesRequest)(nil),             // 37: hookline.v1.PullDeliveriesRequest
+	(*PullDeliveriesResponse)(nil),            // 38: hookline.v1.PullDeliveriesResponse
+	(*PulledMessage)(nil),                     // 39: hookline.v1.PulledMessage
+	(*AckDeliveriesRequest)(nil),              // 40: hookline.v1.AckDeliveriesRequest
+	(*AckDeliveriesResponse)(nil),             // 41: hookline.v1.AckDeliveriesResponse
+	(*SeekDeliveriesRequest)(nil),             // 42: hookline.v1.SeekDeliveriesRequest
+	(*OrderingKey)(nil),                       // 43: hookline.v1.OrderingKey
+	(*Recovery)(nil),                          // 44: hookline.v1.Recovery
+	(*ListOperationalEventTypesRequest)(nil),  // 45: hookline.v1.ListOperationalEventTypesRequest
+	(*OperationalEventType)(nil),              // 46: hookline.v1.OperationalEventType
+	(*ListOperationalEventTypesResponse)(nil), // 47: hookline.v1.ListOperationalEventTypesResponse
+	(*ExplainRoutingRequest)(nil),             // 48: hookline.v1.ExplainRoutingRequest
+	(*EventRouting)(nil),                      // 49: hookline.v1.EventRouting
+	(*FilterValue)(nil),                       // 50: hookline.v1.FilterValue
+	(*RoutingVerdict)(nil),                    // 51: hookline.v1.RoutingVerdict
+	(*PublishRequest)(nil),                    // 52: hookline.v1.PublishRequest
+	(*PublishResponse)(nil),                   // 53: hookline.v1.PublishResponse
+	(*PublishBatchRequest)(nil),               // 54: hookline.v1.PublishBatchRequest
+	(*PublishResult)(nil),                     // 55: hookline.v1.PublishResult
+	(*PublishBatchResponse)(nil),              // 56: hookline.v1.PublishBatchResponse
+	(*LookupEventsRequest)(nil),               // 57: hookline.v1.LookupEventsRequest
+	(*AcceptedEvent)(nil),                     // 58: hookline.v1.AcceptedEvent
+	(*LookupEventsResponse)(nil),              // 59: hookline.v1.LookupEventsResponse
+	(*ListDeliveriesRequest)(nil),             // 60: hookline.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil),            // 61: hookline.v1.ListDeliveriesResponse
+	(*GetDeliveryRequest)(nil),                // 62: hookline.v1.GetDeliveryRequest
+	(*ReplayDeliveryRequest)(nil),             // 63: hookline.v1.ReplayDeliveryRequest
+	(*Delivery)(nil),                          // 64: hookline.v1.Delivery
+	nil,                                       // 65: hookline.v1.EndpointSettings.MetadataEntry
+	nil,                                       // 66: hookline.v1.PulledMessage.HeadersEntry
+	nil,                                       // 67: hookline.v1.EventRouting.HeadersEntry
+	nil,                                       // 68: hookline.v1.PublishRequest.HeadersEntry
+	(*v1.Quota)(nil),                          // 69: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),             // 70: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),             // 71: google.protobuf.FieldMask
+	(*structpb.Value)(nil),                    // 72: google.protobuf.Value
+	(*v1.PlannedDelivery)(nil),                // 73: hookline.v1.PlannedDelivery
+	(*v1.FilteredEndpoint)(nil),               // 74: hookline.v1.FilteredEndpoint
+	(*v1.Attempt)(nil),                        // 75: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	62, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	63, // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
-	62, // 2: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	63, // 3: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	62, // 4: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	69, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	70, // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
+	69, // 2: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	70, // 3: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	69, // 4: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
 	12, // 5: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	63, // 6: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	70, // 6: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
 	7,  // 7: hookline.v1.Tenant.as_of:type_name -> hookline.v1.AsOf
-	59, // 8: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
+	65, // 8: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
 	14, // 9: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
 	28, // 10: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
 	28, // 11: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
 	14, // 12: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	64, // 13: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	71, // 13: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
 	28, // 14: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	63, // 15: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	63, // 16: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	70, // 15: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	70, // 16: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
 	14, // 17: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
 	0,  // 18: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
 	1,  // 19: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
 	27, // 20: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	63, // 21: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	63, // 22: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	70, // 21: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	70, // 22: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
 	7,  // 23: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
-	63, // 24: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	63, // 25: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	63, // 26: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
-	63, // 27: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
-	38, // 28: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
-	37, // 29: hookline.v1.ListOrderingKeysResponse.keys:type_name -> hookline.v1.OrderingKey
-	63, // 30: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
-	63, // 31: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	63, // 32: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	63, // 33: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	63, // 34: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
-	30, // 35: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
-	40, // 36: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
-	63, // 37: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
-	60, // 38: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
-	45, // 39: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
-	65, // 40: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
-	2,  // 41: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
-	44, // 42: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
-	63, // 43: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	65, // 44: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	61, // 45: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
-	66, // 46: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	67, // 47: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
-	46, // 48: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
-	47, // 49: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
-	49, // 50: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	63, // 51: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
-	52, // 52: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
-	63, // 53: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	63, // 54: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	58, // 55: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	63, // 56: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	63, // 57: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	63, // 58: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	68, // 59: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	5,  // 60: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	6,  // 61: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	8,  // 62: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	10, // 63: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	11, // 64: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	3,  // 65: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
-	15, // 66: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	17, // 67: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	18, // 68: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	20, // 69: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	21, // 70: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	23, // 71: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	24, // 72: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	25, // 73: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	26, // 74: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	29, // 75: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	31, // 76: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	32, // 77: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
-	34, // 78: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
-	36, // 79: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
-	46, // 80: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	48, // 81: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	51, // 82: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
-	42, // 83: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
-	39, // 84: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
-	54, // 85: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	56, // 86: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	57, // 87: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	13, // 88: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	13, // 89: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	9,  // 90: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	13, // 91: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	13, // 92: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	4,  // 93: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
-	16, // 94: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	28, // 95: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	19, // 96: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	28, // 97: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	22, // 98: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	28, // 99: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	28, // 100: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	28, // 101: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	28, // 102: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	38, // 103: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	38, // 104: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	33, // 105: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
-	35, // 106: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
-	37, // 107: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
-	47, // 108: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	50, // 109: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	53, // 110: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
-	43, // 111: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
-	41, // 112: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
-	55, // 113: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	58, // 114: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	58, // 115: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	88, // [88:116] is the sub-list for method output_type
-	60, // [60:88] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	70, // 24: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	70, // 25: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	70, // 26: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
+	70, // 27: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
+	44, // 28: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
+	43, // 29: hookline.v1.ListOrderingKeysResponse.keys:type_name -> hookline.v1.OrderingKey
+	39, // 30: hookline.v1.PullDeliveriesResponse.messages:type_name -> hookline.v1.PulledMessage
+	66, // 31: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
+	70, // 32: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
+	70, // 33: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	70, // 34: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
+	70, // 35: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	70, // 36: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	70, // 37: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	70, // 38: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	30, // 39: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
+	46, // 40: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
+	70, // 41: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
+	67, // 42: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
+	51, // 43: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
+	72, // 44: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
+	2,  // 45: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
+	50, // 46: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
+	70, // 47: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	72, // 48: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	68, // 49: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
+	73, // 50: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	74, // 51: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
+	52, // 52: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
+	53, // 53: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
+	55, // 54: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
+	70, // 55: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	58, // 56: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
+	70, // 57: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	70, // 58: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	64, // 59: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	70, // 60: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	70, // 61: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	70, // 62: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	75, // 63: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	5,  // 64: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	6,  // 65: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	8,  // 66: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	10, // 67: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	11, // 68: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	3,  // 69: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
+	15, // 70: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	17, // 71: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	18, // 72: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	20, // 73: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	21, // 74: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	23, // 75: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	24, // 76: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	25, // 77: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	26, // 78: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	29, // 79: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	31, // 80: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	32, // 81: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
+	34, // 82: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
+	36, // 83: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
+	37, // 84: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
+	40, // 85: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
+	42, // 86: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
+	52, // 87: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	54, // 88: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	57, // 89: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	48, // 90: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
+	45, // 91: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
+	60, // 92: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	62, // 93: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	63, // 94: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	13, // 95: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	13, // 96: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	9,  // 97: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	13, // 98: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	13, // 99: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	4,  // 100: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
+	16, // 101: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	28, // 102: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	19, // 103: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	28, // 104: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	22, // 105: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	28, // 106: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	28, // 107: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	28, // 108: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	28, // 109: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	44, // 110: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	44, // 111: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	33, // 112: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
+	35, // 113: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
+	43, // 114: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
+	38, // 115: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
+	41, // 116: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
+	44, // 117: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
+	53, // 118: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	56, // 119: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	59, // 120: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	49, // 121: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
+	47, // 122: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
+	61, // 123: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	64, // 124: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	64, // 125: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	95, // [95:126] is the sub-list for method output_type
+	64, // [64:95] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
@@ -4824,7 +5277,7 @@ func file_hookline_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   59,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

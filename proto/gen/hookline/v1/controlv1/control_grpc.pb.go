@@ -348,6 +348,9 @@ const (
 	EndpointService_ListRecoveries_FullMethodName   = "/hookline.v1.EndpointService/ListRecoveries"
 	EndpointService_ListOrderingKeys_FullMethodName = "/hookline.v1.EndpointService/ListOrderingKeys"
 	EndpointService_SkipOrderingKey_FullMethodName  = "/hookline.v1.EndpointService/SkipOrderingKey"
+	EndpointService_PullDeliveries_FullMethodName   = "/hookline.v1.EndpointService/PullDeliveries"
+	EndpointService_AckDeliveries_FullMethodName    = "/hookline.v1.EndpointService/AckDeliveries"
+	EndpointService_SeekDeliveries_FullMethodName   = "/hookline.v1.EndpointService/SeekDeliveries"
 )
 
 // EndpointServiceClient is the client API for EndpointService service.
@@ -390,6 +393,20 @@ type EndpointServiceClient interface {
 	// without another attempt; a parked key is released), recorded with who
 	// asked, and lets the key's next delivery go.
 	SkipOrderingKey(ctx context.Context, in *SkipOrderingKeyRequest, opts ...grpc.CallOption) (*OrderingKey, error)
+	// PullDeliveries leases up to max deliveries of a pull endpoint that are
+	// due, each with the headers and body a push would send (signed), for
+	// lease_seconds; it waits up to wait_seconds when none is due. A lease
+	// that ends unacknowledged is a failed attempt: the delivery is offered
+	// again after its backoff.
+	PullDeliveries(ctx context.Context, in *PullDeliveriesRequest, opts ...grpc.CallOption) (*PullDeliveriesResponse, error)
+	// AckDeliveries settles leased deliveries: each succeeds ("pulled and
+	// acknowledged"). Ids not leased now (expired, or unknown) are listed
+	// in the answer's not_acked.
+	AckDeliveries(ctx context.Context, in *AckDeliveriesRequest, opts ...grpc.CallOption) (*AckDeliveriesResponse, error)
+	// SeekDeliveries offers again, in the order they were planned, the
+	// endpoint's deliveries planned since a time (a recovery of every
+	// status over [since, now)).
+	SeekDeliveries(ctx context.Context, in *SeekDeliveriesRequest, opts ...grpc.CallOption) (*Recovery, error)
 }
 
 type endpointServiceClient struct {
@@ -540,6 +557,36 @@ func (c *endpointServiceClient) SkipOrderingKey(ctx context.Context, in *SkipOrd
 	return out, nil
 }
 
+func (c *endpointServiceClient) PullDeliveries(ctx context.Context, in *PullDeliveriesRequest, opts ...grpc.CallOption) (*PullDeliveriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PullDeliveriesResponse)
+	err := c.cc.Invoke(ctx, EndpointService_PullDeliveries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *endpointServiceClient) AckDeliveries(ctx context.Context, in *AckDeliveriesRequest, opts ...grpc.CallOption) (*AckDeliveriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AckDeliveriesResponse)
+	err := c.cc.Invoke(ctx, EndpointService_AckDeliveries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *endpointServiceClient) SeekDeliveries(ctx context.Context, in *SeekDeliveriesRequest, opts ...grpc.CallOption) (*Recovery, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Recovery)
+	err := c.cc.Invoke(ctx, EndpointService_SeekDeliveries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EndpointServiceServer is the server API for EndpointService service.
 // All implementations must embed UnimplementedEndpointServiceServer
 // for forward compatibility.
@@ -580,6 +627,20 @@ type EndpointServiceServer interface {
 	// without another attempt; a parked key is released), recorded with who
 	// asked, and lets the key's next delivery go.
 	SkipOrderingKey(context.Context, *SkipOrderingKeyRequest) (*OrderingKey, error)
+	// PullDeliveries leases up to max deliveries of a pull endpoint that are
+	// due, each with the headers and body a push would send (signed), for
+	// lease_seconds; it waits up to wait_seconds when none is due. A lease
+	// that ends unacknowledged is a failed attempt: the delivery is offered
+	// again after its backoff.
+	PullDeliveries(context.Context, *PullDeliveriesRequest) (*PullDeliveriesResponse, error)
+	// AckDeliveries settles leased deliveries: each succeeds ("pulled and
+	// acknowledged"). Ids not leased now (expired, or unknown) are listed
+	// in the answer's not_acked.
+	AckDeliveries(context.Context, *AckDeliveriesRequest) (*AckDeliveriesResponse, error)
+	// SeekDeliveries offers again, in the order they were planned, the
+	// endpoint's deliveries planned since a time (a recovery of every
+	// status over [since, now)).
+	SeekDeliveries(context.Context, *SeekDeliveriesRequest) (*Recovery, error)
 	mustEmbedUnimplementedEndpointServiceServer()
 }
 
@@ -631,6 +692,15 @@ func (UnimplementedEndpointServiceServer) ListOrderingKeys(context.Context, *Lis
 }
 func (UnimplementedEndpointServiceServer) SkipOrderingKey(context.Context, *SkipOrderingKeyRequest) (*OrderingKey, error) {
 	return nil, status.Error(codes.Unimplemented, "method SkipOrderingKey not implemented")
+}
+func (UnimplementedEndpointServiceServer) PullDeliveries(context.Context, *PullDeliveriesRequest) (*PullDeliveriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PullDeliveries not implemented")
+}
+func (UnimplementedEndpointServiceServer) AckDeliveries(context.Context, *AckDeliveriesRequest) (*AckDeliveriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AckDeliveries not implemented")
+}
+func (UnimplementedEndpointServiceServer) SeekDeliveries(context.Context, *SeekDeliveriesRequest) (*Recovery, error) {
+	return nil, status.Error(codes.Unimplemented, "method SeekDeliveries not implemented")
 }
 func (UnimplementedEndpointServiceServer) mustEmbedUnimplementedEndpointServiceServer() {}
 func (UnimplementedEndpointServiceServer) testEmbeddedByValue()                         {}
@@ -905,6 +975,60 @@ func _EndpointService_SkipOrderingKey_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EndpointService_PullDeliveries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PullDeliveriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EndpointServiceServer).PullDeliveries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EndpointService_PullDeliveries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EndpointServiceServer).PullDeliveries(ctx, req.(*PullDeliveriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EndpointService_AckDeliveries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AckDeliveriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EndpointServiceServer).AckDeliveries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EndpointService_AckDeliveries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EndpointServiceServer).AckDeliveries(ctx, req.(*AckDeliveriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EndpointService_SeekDeliveries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SeekDeliveriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EndpointServiceServer).SeekDeliveries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EndpointService_SeekDeliveries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EndpointServiceServer).SeekDeliveries(ctx, req.(*SeekDeliveriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EndpointService_ServiceDesc is the grpc.ServiceDesc for EndpointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -967,6 +1091,18 @@ var EndpointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SkipOrderingKey",
 			Handler:    _EndpointService_SkipOrderingKey_Handler,
+		},
+		{
+			MethodName: "PullDeliveries",
+			Handler:    _EndpointService_PullDeliveries_Handler,
+		},
+		{
+			MethodName: "AckDeliveries",
+			Handler:    _EndpointService_AckDeliveries_Handler,
+		},
+		{
+			MethodName: "SeekDeliveries",
+			Handler:    _EndpointService_SeekDeliveries_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

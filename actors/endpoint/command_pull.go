@@ -1,0 +1,169 @@
+package endpoint
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/actors/command"
+	"github.com/hookline/hookline/attempt"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// Pull delivery. A pull endpoint's deliveries go through the loop as any
+// other's (pulled from the due index, their streams read, ready in due
+// order), but no request is sent: a consumer's PullDeliveries leases the
+// ready ones, with the headers and body a push would send, and its
+// AckDeliveries records each as a success. A lease that ends
+// unacknowledged is recorded as a failed attempt, so the delivery is
+// offered again after its backoff; a grain that stops forgets its leases,
+// and the deliveries, still due in the index, are offered again.
+
+// Bounds of a pull.
+const (
+	defaultPullMax   = 10
+	maxPullMax       = 100
+	defaultLease     = 30 * time.Second
+	maxLeaseSeconds  = 600
+	maxAckDeliveries = 1000
+)
+
+// pullMode reports whether the endpoint is pulled by a consumer.
+func (l *loop) pullMode() bool { return l.state.Config.GetPull() }
+
+// handlePull leases up to the asked number of ready deliveries.
+func (g *grain) handlePull(ctx actor.Context, r *request) {
+	rq := r.Cmd.GetPull()
+	e := g.checkOwn(r.Cmd.GetTenantId(), rq.GetTenantId(), rq.GetEndpointId())
+	switch {
+	case e != nil:
+	case !g.state.Config.GetPull():
+		e = command.FailedPrecondition("endpoint_id", "endpoint %s is a push endpoint (Hookline POSTs to its url); set settings.delivery to \"pull\" to pull its deliveries", g.id)
+	case g.state.Status != controlv1.Endpoint_STATUS_ACTIVE:
+		e = command.FailedPrecondition("", "endpoint %s is %s: resume it to pull its deliveries", g.id, statusWord(g.state.Status))
+	case rq.GetMax() < 0 || rq.GetMax() > maxPullMax:
+		e = command.Invalid("max", "is %d; use 1 to %d (0 means %d)", rq.GetMax(), maxPullMax, defaultPullMax)
+	case rq.GetLeaseSeconds() < 0 || rq.GetLeaseSeconds() > maxLeaseSeconds:
+		e = command.Invalid("lease_seconds", "is %d; use 1 to %d (0 means %d)", rq.GetLeaseSeconds(), maxLeaseSeconds, int(defaultLease/time.Second))
+	}
+	if e != nil {
+		refuse(ctx, r.Sender, e)
+		return
+	}
+	n, lease := int(rq.GetMax()), time.Duration(rq.GetLeaseSeconds())*time.Second
+	if n == 0 {
+		n = defaultPullMax
+	}
+	if lease == 0 {
+		lease = defaultLease
+	}
+	msgs, err := g.loop.leaseReady(n, lease)
+	if err != nil {
+		g.log.Error("endpoint grain cannot lease its deliveries", "error", err)
+		reply(ctx, r.Sender, errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, "cannot sign the deliveries; retry"))
+		return
+	}
+	reply(ctx, r.Sender, &internalv1.EndpointReply{Pulled: &controlv1.PullDeliveriesResponse{Messages: msgs}})
+	g.loop.wake(ctx) // pull more from the index for the next consumer call
+}
+
+// leaseReady takes up to n ready flights, signs each as an attempt started now
+// and leases it for d.
+func (l *loop) leaseReady(n int, d time.Duration) ([]*controlv1.PulledMessage, error) {
+	now := l.cfg.Now()
+	var out []*controlv1.PulledMessage
+	for len(out) < n && len(l.ready) > 0 {
+		f := l.ready[0]
+		req, err := l.request(f)
+		if err != nil {
+			return out, err
+		}
+		h, err := attempt.Headers(req, now)
+		if err != nil {
+			return out, err
+		}
+		l.ready = l.ready[1:]
+		l.startLineage(f, now)
+		f.stage, f.leasedAt, f.leasedUntil = stageLeased, now, now.Add(d)
+		l.noteDue(f.leasedUntil)
+		m := &controlv1.PulledMessage{
+			DeliveryId: f.item.DeliveryID, EventId: f.item.EventID, Type: f.eventType(),
+			Headers: map[string]string{}, Body: req.Payload, LeaseExpiresAt: timestamppb.New(f.leasedUntil),
+		}
+		for k, v := range h {
+			m.Headers[strings.ToLower(k)] = strings.Join(v, ", ")
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// handleAck records each leased delivery named as acknowledged.
+func (g *grain) handleAck(ctx actor.Context, r *request) {
+	rq := r.Cmd.GetAck()
+	e := g.checkOwn(r.Cmd.GetTenantId(), rq.GetTenantId(), rq.GetEndpointId())
+	switch n := len(rq.GetDeliveryIds()); {
+	case e != nil:
+	case n == 0:
+		e = command.Invalid("delivery_ids", "is empty: list the deliveries to acknowledge")
+	case n > maxAckDeliveries:
+		e = command.Invalid("delivery_ids", "has %d ids; acknowledge at most %d per call", n, maxAckDeliveries)
+	}
+	if e != nil {
+		refuse(ctx, r.Sender, e)
+		return
+	}
+	res := &controlv1.AckDeliveriesResponse{}
+	now := g.cfg.Now()
+	for _, id := range rq.GetDeliveryIds() {
+		f := g.loop.flights[id]
+		if f == nil || f.stage != stageLeased || now.After(f.leasedUntil) {
+			res.NotAcked = append(res.NotAcked, id)
+			continue
+		}
+		g.loop.settleLease(ctx, f, attempt.Outcome{Started: f.leasedAt, Finished: now, Latency: now.Sub(f.leasedAt), Class: attempt.Success{}})
+		res.Acked++
+	}
+	reply(ctx, r.Sender, &internalv1.EndpointReply{Acked: res})
+	g.loop.pump(ctx)
+}
+
+// expireLeases records the leases that ended unacknowledged as failed
+// attempts, and returns when the next one ends (zero: none).
+func (l *loop) expireLeases(ctx actor.Context, now time.Time) time.Time {
+	var next time.Time
+	for _, f := range l.flights {
+		if f.stage != stageLeased {
+			continue
+		}
+		if now.Before(f.leasedUntil) {
+			next = earliestOf(next, f.leasedUntil)
+			continue
+		}
+		l.settleLease(ctx, f, attempt.Outcome{
+			Started: f.leasedAt, Finished: now, Latency: now.Sub(f.leasedAt), Class: attempt.Retryable{},
+			ErrorClass: hooklinev1.ErrorClass_ERROR_CLASS_TIMEOUT,
+			Error:      fmt.Sprintf("pulled, not acknowledged within its %v lease", f.leasedUntil.Sub(f.leasedAt).Round(time.Second)),
+		})
+	}
+	return next
+}
+
+// settleLease records a leased flight's outcome.
+func (l *loop) settleLease(ctx actor.Context, f *flight, o attempt.Outcome) {
+	f.outcome = &o
+	l.record(ctx, f, l.outcomeEvent(f, o, l.cfg.Now()))
+}
+
+// earliestOf returns the earlier of two times, zero meaning none.
+func earliestOf(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
