@@ -1,6 +1,9 @@
 package control
 
 import (
+	"context"
+	"slices"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -37,11 +40,33 @@ var portalMethods = map[string]string{
 	controlv1.EndpointService_SkipOrderingKey_FullMethodName:         portal.Replay,
 }
 
+// pullMethods are what a pull token (a portal token with an endpoint) may
+// call, on its endpoint only.
+var pullMethods = []string{
+	controlv1.EndpointService_PullDeliveries_FullMethodName,
+	controlv1.EndpointService_AckDeliveries_FullMethodName,
+	controlv1.EndpointService_SeekDeliveries_FullMethodName,
+}
+
+// pullScope refuses a pull token's call on another endpoint than its own.
+func pullScope(ctx context.Context, endpointID string) error {
+	if c, ok := CallerFrom(ctx); ok && c.Portal != nil && c.Portal.EndpointID != "" && c.Portal.EndpointID != endpointID {
+		return status.Errorf(codes.PermissionDenied, "this pull token pulls endpoint %s only", c.Portal.EndpointID)
+	}
+	return nil
+}
+
 // allow refuses a call that the caller's portal token does not permit.
 // Admin and API-key callers pass: their limits are checked by each RPC.
 func allow(c Caller, method string) error {
 	if c.Portal == nil {
 		return nil
+	}
+	if c.Portal.EndpointID != "" {
+		if !slices.Contains(pullMethods, method) {
+			return status.Error(codes.PermissionDenied, "a pull token can only pull, acknowledge and seek its endpoint's deliveries")
+		}
+		return nil // the handler checks the endpoint (pullScope)
 	}
 	need, ok := portalMethods[method]
 	if !ok {

@@ -66,6 +66,12 @@ func (s *Server) IssuePortalToken(ctx context.Context, req *controlv1.IssuePorta
 		return nil, status.Error(codes.Unavailable, "portal tokens are not served by this node")
 	}
 	caps := []string{portal.Read}
+	if ep := req.GetEndpointId(); ep != "" {
+		if err := s.checkPullEndpoint(tenantID, ep, req.GetCapabilities()); err != nil {
+			return nil, toStatus(err)
+		}
+		caps = nil
+	}
 	for i, cp := range req.GetCapabilities() {
 		if !slices.Contains(portal.Capabilities, cp) {
 			return nil, toStatus(invalid(fmt.Sprintf("capabilities[%d]", i), "%q is not a capability; use %v", cp, portal.Capabilities))
@@ -94,6 +100,7 @@ func (s *Server) IssuePortalToken(ctx context.Context, req *controlv1.IssuePorta
 	ev := &hooklinev1.PortalTokenIssued{
 		TenantId: tenantID, TokenId: id, TokenSha256: portal.Hash(token), Capabilities: caps,
 		ExpiresAt: timestamppb.New(now.Add(ttl)), Label: req.GetLabel(), IssuedBy: c.Actor(), At: timestamppb.New(now),
+		EndpointId: req.GetEndpointId(),
 	}
 	e, err := events.Encode(ev, id, "PortalTokenIssued")
 	if err != nil {
@@ -216,6 +223,25 @@ func portalView(t portal.Token) *controlv1.PortalToken {
 	return &controlv1.PortalToken{
 		TokenId: t.ID, TenantId: t.TenantID, Capabilities: t.Capabilities, Label: t.Label,
 		CreatedAt: ts(t.CreatedAt), ExpiresAt: ts(t.ExpiresAt), Revoked: t.Revoked,
-		IssuedBy: &hooklinev1.Actor{Kind: hooklinev1.Actor_Kind(t.IssuedBy.Kind), Id: t.IssuedBy.ID},
+		IssuedBy:   &hooklinev1.Actor{Kind: hooklinev1.Actor_Kind(t.IssuedBy.Kind), Id: t.IssuedBy.ID},
+		EndpointId: t.EndpointID,
 	}
+}
+
+// checkPullEndpoint refuses a pull token for anything but a pull endpoint
+// of the tenant, or with capabilities.
+func (s *Server) checkPullEndpoint(tenantID, endpointID string, caps []string) error {
+	if len(caps) > 0 {
+		return invalid("capabilities", "are given with endpoint_id: a pull token only pulls its endpoint; leave capabilities out, or endpoint_id for a portal token")
+	}
+	e, ok, err := s.cfg.Registry.Endpoint(endpointID)
+	switch {
+	case err != nil:
+		return err
+	case !ok || e.TenantID != tenantID || e.Deleted:
+		return invalid("endpoint_id", "names no endpoint of tenant %s", tenantID)
+	case !e.Config.GetPull():
+		return invalid("endpoint_id", "%s is a push endpoint; a pull token is for an endpoint whose settings.delivery is \"pull\"", endpointID)
+	}
+	return nil
 }

@@ -25,6 +25,9 @@ const (
 // PullDeliveries leases due deliveries of a pull endpoint; with
 // wait_seconds it asks again until some are due or the wait ends.
 func (s *Server) PullDeliveries(ctx context.Context, req *controlv1.PullDeliveriesRequest) (*controlv1.PullDeliveriesResponse, error) {
+	if err := pullScope(ctx, req.GetEndpointId()); err != nil {
+		return nil, err
+	}
 	if w := req.GetWaitSeconds(); w < 0 || w > maxPullWait {
 		return nil, toStatus(invalid("wait_seconds", "is %d; use 0 to %d", w, maxPullWait))
 	}
@@ -53,6 +56,9 @@ func (s *Server) PullDeliveries(ctx context.Context, req *controlv1.PullDeliveri
 
 // AckDeliveries settles leased deliveries as acknowledged.
 func (s *Server) AckDeliveries(ctx context.Context, req *controlv1.AckDeliveriesRequest) (*controlv1.AckDeliveriesResponse, error) {
+	if err := pullScope(ctx, req.GetEndpointId()); err != nil {
+		return nil, err
+	}
 	r := proto.CloneOf(req)
 	reply, err := s.endpointCommand(ctx, req.GetTenantId(), req.GetEndpointId(), false, func(c *internalv1.EndpointCommand) {
 		c.Command = &internalv1.EndpointCommand_Ack{Ack: r}
@@ -64,6 +70,9 @@ func (s *Server) AckDeliveries(ctx context.Context, req *controlv1.AckDeliveries
 // time: a recovery of every ended status over [since, now); those still
 // pending are offered anyway.
 func (s *Server) SeekDeliveries(ctx context.Context, req *controlv1.SeekDeliveriesRequest) (*controlv1.Recovery, error) {
+	if err := pullScope(ctx, req.GetEndpointId()); err != nil {
+		return nil, err
+	}
 	if req.GetSince() == nil {
 		return nil, toStatus(invalid("since", "is required: the time (RFC 3339) from which to offer the deliveries again"))
 	}

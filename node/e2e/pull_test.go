@@ -206,3 +206,66 @@ func TestPullOrdered(t *testing.T) {
 		k.ack(msgs)
 	}
 }
+
+// TestPullToken: a pull token pulls and acknowledges its one endpoint's
+// deliveries and can do nothing else: not another endpoint, not a list,
+// not a delivery's history. It is issued only for a pull endpoint, and
+// without capabilities.
+func TestPullToken(t *testing.T) {
+	n := startE2E(t, node.Config{})
+	c := n.tenant(t, "acme", nil)
+	mk := func(name string) string {
+		res, err := c.endpoints.CreateEndpoint(c.ctx(), &controlv1.CreateEndpointRequest{EndpointId: name,
+			Settings: &controlv1.EndpointSettings{EventTypes: []string{"order.updated"}, Delivery: "pull"}})
+		if err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+		return res.GetEndpoint().GetEndpointId()
+	}
+	mine, other := mk("ep_mine"), mk("ep_other")
+	portals := controlv1.NewPortalServiceClient(n.cc)
+	if _, err := portals.IssuePortalToken(c.ctx(), &controlv1.IssuePortalTokenRequest{EndpointId: mine, Capabilities: []string{"replay"}}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a pull token with capabilities: %v, want INVALID_ARGUMENT", err)
+	}
+	issued, err := portals.IssuePortalToken(c.ctx(), &controlv1.IssuePortalTokenRequest{EndpointId: mine, Label: "consumer"})
+	if err != nil {
+		t.Fatalf("issue a pull token: %v", err)
+	}
+	if issued.GetToken().GetEndpointId() != mine || len(issued.GetToken().GetCapabilities()) != 0 {
+		t.Errorf("pull token view: %v", issued.GetToken())
+	}
+	c.publish(t, "ev_1", "order.updated")
+	as := bearer(t, issued.GetPortalToken())
+	var msgs []*controlv1.PulledMessage
+	for deadline := time.Now().Add(10 * time.Second); len(msgs) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the pull token got nothing within 10 s")
+		}
+		res, err := c.endpoints.PullDeliveries(as, &controlv1.PullDeliveriesRequest{EndpointId: mine, WaitSeconds: 1})
+		if err != nil {
+			t.Fatalf("pull with the pull token: %v", err)
+		}
+		msgs = res.GetMessages()
+	}
+	if res, err := c.endpoints.AckDeliveries(as, &controlv1.AckDeliveriesRequest{EndpointId: mine, DeliveryIds: []string{msgs[0].GetDeliveryId()}}); err != nil || res.GetAcked() != 1 {
+		t.Errorf("ack with the pull token: %v, %v", res, err)
+	}
+	for what, call := range map[string]func() error{
+		"pull another endpoint": func() error {
+			_, err := c.endpoints.PullDeliveries(as, &controlv1.PullDeliveriesRequest{EndpointId: other})
+			return err
+		},
+		"list endpoints": func() error {
+			_, err := c.endpoints.ListEndpoints(as, &controlv1.ListEndpointsRequest{})
+			return err
+		},
+		"read a delivery": func() error {
+			_, err := c.deliveries.GetDelivery(as, &controlv1.GetDeliveryRequest{DeliveryId: msgs[0].GetDeliveryId()})
+			return err
+		},
+	} {
+		if err := call(); status.Code(err) != codes.PermissionDenied {
+			t.Errorf("%s with the pull token: %v, want PERMISSION_DENIED", what, err)
+		}
+	}
+}

@@ -76,6 +76,9 @@ type Token struct {
 	ExpiresAt    time.Time
 	Revoked      bool
 	IssuedBy     Issuer
+	// EndpointID is set on a pull token: it grants no capability, only
+	// pulling that endpoint (see the control API's allow).
+	EndpointID string `json:",omitempty"`
 }
 
 // Issuer is who issued a token (the event's issued_by).
@@ -84,8 +87,10 @@ type Issuer struct {
 	ID   string
 }
 
-// Has reports whether t grants capability c.
-func (t Token) Has(c string) bool { return c == Read || slices.Contains(t.Capabilities, c) }
+// Has reports whether t grants capability c. A pull token grants none.
+func (t Token) Has(c string) bool {
+	return t.EndpointID == "" && (c == Read || slices.Contains(t.Capabilities, c))
+}
 
 // Active reports whether t opens the portal at now: not revoked, not
 // expired.
@@ -135,7 +140,8 @@ func (t *Tokens) Apply(b *projections.Batch, _ *events.Record, msg proto.Message
 			Token: Token{
 				ID: m.GetTokenId(), TenantID: m.GetTenantId(), Capabilities: m.GetCapabilities(), Label: m.GetLabel(),
 				CreatedAt: asTime(m.GetAt()), ExpiresAt: asTime(m.GetExpiresAt()),
-				IssuedBy: Issuer{Kind: int32(m.GetIssuedBy().GetKind()), ID: m.GetIssuedBy().GetId()},
+				IssuedBy:   Issuer{Kind: int32(m.GetIssuedBy().GetKind()), ID: m.GetIssuedBy().GetId()},
+				EndpointID: m.GetEndpointId(),
 			},
 			Hash: m.GetTokenSha256(),
 		}

@@ -4479,9 +4479,12 @@ type PortalTokenIssued struct {
 	Capabilities []string               `protobuf:"bytes,4,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	ExpiresAt    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// label is a note for people, e.g. "customer 42 in the billing page".
-	Label         string                 `protobuf:"bytes,6,opt,name=label,proto3" json:"label,omitempty"`
-	IssuedBy      *Actor                 `protobuf:"bytes,7,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=at,proto3" json:"at,omitempty"`
+	Label    string                 `protobuf:"bytes,6,opt,name=label,proto3" json:"label,omitempty"`
+	IssuedBy *Actor                 `protobuf:"bytes,7,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At       *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=at,proto3" json:"at,omitempty"`
+	// endpoint_id is set on a pull token: it may only pull, acknowledge and
+	// seek this endpoint's deliveries.
+	EndpointId    string `protobuf:"bytes,9,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4570,6 +4573,13 @@ func (x *PortalTokenIssued) GetAt() *timestamppb.Timestamp {
 		return x.At
 	}
 	return nil
+}
+
+func (x *PortalTokenIssued) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
 }
 
 // PortalTokenRevoked ends a portal token before it expires.
@@ -5537,7 +5547,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\tissued_by\x18\x06 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
 	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\b \x01(\tR\trequestId\"\xc0\x02\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"\xe1\x02\n" +
 	"\x11PortalTokenIssued\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\btoken_id\x18\x02 \x01(\tR\atokenId\x12!\n" +
@@ -5547,7 +5557,9 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x14\n" +
 	"\x05label\x18\x06 \x01(\tR\x05label\x12/\n" +
 	"\tissued_by\x18\a \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xa9\x01\n" +
+	"\x02at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1f\n" +
+	"\vendpoint_id\x18\t \x01(\tR\n" +
+	"endpointId\"\xa9\x01\n" +
 	"\x12PortalTokenRevoked\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\btoken_id\x18\x02 \x01(\tR\atokenId\x12/\n" +

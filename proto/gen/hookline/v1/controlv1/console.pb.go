@@ -38,7 +38,11 @@ type IssuePortalTokenRequest struct {
 	// ttl_seconds the token lives; 0 means 3600 (1 h), at most 86400 (24 h).
 	TtlSeconds int64 `protobuf:"varint,3,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
 	// label is a note for people, e.g. "customer 42, billing page".
-	Label         string `protobuf:"bytes,4,opt,name=label,proto3" json:"label,omitempty"`
+	Label string `protobuf:"bytes,4,opt,name=label,proto3" json:"label,omitempty"`
+	// endpoint_id makes a pull token: it may only pull, acknowledge and
+	// seek the deliveries of this pull endpoint, nothing else (leave
+	// capabilities out).
+	EndpointId    string `protobuf:"bytes,5,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -97,6 +101,13 @@ func (x *IssuePortalTokenRequest) GetTtlSeconds() int64 {
 func (x *IssuePortalTokenRequest) GetLabel() string {
 	if x != nil {
 		return x.Label
+	}
+	return ""
+}
+
+func (x *IssuePortalTokenRequest) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
 	}
 	return ""
 }
@@ -346,15 +357,17 @@ func (x *RevokePortalTokenRequest) GetTokenId() string {
 }
 
 type PortalToken struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TokenId       string                 `protobuf:"bytes,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
-	TenantId      string                 `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	Capabilities  []string               `protobuf:"bytes,3,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
-	Label         string                 `protobuf:"bytes,4,opt,name=label,proto3" json:"label,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	Revoked       bool                   `protobuf:"varint,7,opt,name=revoked,proto3" json:"revoked,omitempty"`
-	IssuedBy      *v1.Actor              `protobuf:"bytes,8,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	TokenId      string                 `protobuf:"bytes,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	TenantId     string                 `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Capabilities []string               `protobuf:"bytes,3,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	Label        string                 `protobuf:"bytes,4,opt,name=label,proto3" json:"label,omitempty"`
+	CreatedAt    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ExpiresAt    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	Revoked      bool                   `protobuf:"varint,7,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	IssuedBy     *v1.Actor              `protobuf:"bytes,8,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	// endpoint_id is set on a pull token: the one endpoint it pulls.
+	EndpointId    string `protobuf:"bytes,9,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -443,6 +456,13 @@ func (x *PortalToken) GetIssuedBy() *v1.Actor {
 		return x.IssuedBy
 	}
 	return nil
+}
+
+func (x *PortalToken) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
 }
 
 type GetSessionRequest struct {
@@ -1811,13 +1831,15 @@ var File_hookline_v1_console_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_console_proto_rawDesc = "" +
 	"\n" +
-	"\x19hookline/v1/console.proto\x12\vhookline.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookline/v1/control.proto\x1a\x18hookline/v1/events.proto\"\x91\x01\n" +
+	"\x19hookline/v1/console.proto\x12\vhookline.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookline/v1/control.proto\x1a\x18hookline/v1/events.proto\"\xb2\x01\n" +
 	"\x17IssuePortalTokenRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\"\n" +
 	"\fcapabilities\x18\x02 \x03(\tR\fcapabilities\x12\x1f\n" +
 	"\vttl_seconds\x18\x03 \x01(\x03R\n" +
 	"ttlSeconds\x12\x14\n" +
-	"\x05label\x18\x04 \x01(\tR\x05label\"\x8e\x01\n" +
+	"\x05label\x18\x04 \x01(\tR\x05label\x12\x1f\n" +
+	"\vendpoint_id\x18\x05 \x01(\tR\n" +
+	"endpointId\"\x8e\x01\n" +
 	"\x18IssuePortalTokenResponse\x12.\n" +
 	"\x05token\x18\x01 \x01(\v2\x18.hookline.v1.PortalTokenR\x05token\x12!\n" +
 	"\fportal_token\x18\x02 \x01(\tR\vportalToken\x12\x1f\n" +
@@ -1834,7 +1856,7 @@ const file_hookline_v1_console_proto_rawDesc = "" +
 	"nextCursor\"R\n" +
 	"\x18RevokePortalTokenRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
-	"\btoken_id\x18\x02 \x01(\tR\atokenId\"\xc0\x02\n" +
+	"\btoken_id\x18\x02 \x01(\tR\atokenId\"\xe1\x02\n" +
 	"\vPortalToken\x12\x19\n" +
 	"\btoken_id\x18\x01 \x01(\tR\atokenId\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\"\n" +
@@ -1845,7 +1867,9 @@ const file_hookline_v1_console_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x18\n" +
 	"\arevoked\x18\a \x01(\bR\arevoked\x12/\n" +
-	"\tissued_by\x18\b \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"\x13\n" +
+	"\tissued_by\x18\b \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12\x1f\n" +
+	"\vendpoint_id\x18\t \x01(\tR\n" +
+	"endpointId\"\x13\n" +
 	"\x11GetSessionRequest\"\xc4\x01\n" +
 	"\aSession\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1b\n" +
