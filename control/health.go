@@ -96,5 +96,15 @@ func (s *Server) GetEndpointHealth(ctx context.Context, req *controlv1.GetEndpoi
 	if n := out.Succeeded + out.Failed; n > 0 {
 		out.SuccessRate = float64(out.Succeeded) / float64(n)
 	}
+	if ep.GetSettings().GetOrdering() == "key" {
+		keys, err := s.ListOrderingKeys(ctx, &controlv1.ListOrderingKeysRequest{TenantId: req.GetTenantId(), EndpointId: req.GetEndpointId(), PageSize: 1000})
+		if err != nil {
+			return nil, err
+		}
+		out.BlockedKeys = int32(len(keys.GetKeys()))
+		for _, k := range keys.GetKeys() {
+			out.OldestBlockedSeconds = max(out.OldestBlockedSeconds, k.GetWaitedSeconds())
+		}
+	}
 	return out, nil
 }

@@ -33,7 +33,8 @@ export function healthChart(hl) {
   const total = Number(hl.succeeded || 0) + Number(hl.failed || 0);
   const rate = total ? `${(Number(hl.success_rate || 0) * 100).toFixed(1)} %` : 'no finished delivery';
   const summary = h('p', { id: 'health-summary' }, `Success rate ${rate} (succeeded ${hl.succeeded || 0}, failed ${hl.failed || 0}, pending ${hl.pending || 0})`,
-    hl.sampled ? ' — counted over the most recent 5,000 deliveries' : '', '. Circuit ', badge(String(hl.circuit || 'CIRCUIT_CLOSED').replace('CIRCUIT_', '')), '.');
+    hl.sampled ? ' — counted over the most recent 5,000 deliveries' : '', '. Circuit ', badge(String(hl.circuit || 'CIRCUIT_CLOSED').replace('CIRCUIT_', '')), '.',
+    Number(hl.blocked_keys || 0) ? ` Ordering: ${hl.blocked_keys} key${Number(hl.blocked_keys) === 1 ? '' : 's'} blocked behind a failed delivery, the oldest for ${hl.oldest_blocked_seconds || 0} s.` : '');
   const table = h('details', {}, h('summary', {}, 'The same figures as a table'),
     h('table', {}, h('thead', {}, h('tr', {}, ['Hour', 'Succeeded', 'Failed', 'Pending', 'p50 to deliver', 'Max'].map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', {}, buckets.filter((b) => n(b) > 0).map((b) => h('tr', {},

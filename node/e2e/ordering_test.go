@@ -261,7 +261,11 @@ func TestOrderingSkipKey(t *testing.T) {
 	if k := keys[0]; k.GetOrderingKey() != "s" || k.GetHeadDeliveryId() != head[0] || k.GetState() != "blocked" || k.GetWaiting() != 1 || k.GetBlockedSince() == nil {
 		t.Errorf("blocked key = %v, want s blocked on %s with 1 waiting", k, head[0])
 	}
-	_, err := c.endpoints.SkipOrderingKey(c.ctx(), &controlv1.SkipOrderingKeyRequest{EndpointId: epID, OrderingKey: "s", HeadDeliveryId: next[0]})
+	health, err := controlv1.NewEndpointHealthServiceClient(n.cc).GetEndpointHealth(c.ctx(), &controlv1.GetEndpointHealthRequest{EndpointId: epID})
+	if err != nil || health.GetBlockedKeys() != 1 {
+		t.Errorf("endpoint health: %d blocked keys, %v; want 1", health.GetBlockedKeys(), err)
+	}
+	_, err = c.endpoints.SkipOrderingKey(c.ctx(), &controlv1.SkipOrderingKeyRequest{EndpointId: epID, OrderingKey: "s", HeadDeliveryId: next[0]})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "head_delivery_id") {
 		t.Errorf("skip naming another head: %v, want FAILED_PRECONDITION naming head_delivery_id", err)
 	}

@@ -1636,9 +1636,14 @@ type EndpointHealth struct {
 	SuccessRate float64 `protobuf:"fixed64,9,opt,name=success_rate,json=successRate,proto3" json:"success_rate,omitempty"`
 	// sampled is set when the endpoint had more deliveries than were read
 	// (the most recent ones are counted).
-	Sampled       bool `protobuf:"varint,10,opt,name=sampled,proto3" json:"sampled,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Sampled bool `protobuf:"varint,10,opt,name=sampled,proto3" json:"sampled,omitempty"`
+	// blocked_keys counts, on an endpoint ordered by key, the keys whose
+	// head delivery has failed (up to 1,000), and oldest_blocked_seconds is
+	// how long the longest-blocked one has waited.
+	BlockedKeys          int32 `protobuf:"varint,11,opt,name=blocked_keys,json=blockedKeys,proto3" json:"blocked_keys,omitempty"`
+	OldestBlockedSeconds int64 `protobuf:"varint,12,opt,name=oldest_blocked_seconds,json=oldestBlockedSeconds,proto3" json:"oldest_blocked_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *EndpointHealth) Reset() {
@@ -1739,6 +1744,20 @@ func (x *EndpointHealth) GetSampled() bool {
 		return x.Sampled
 	}
 	return false
+}
+
+func (x *EndpointHealth) GetBlockedKeys() int32 {
+	if x != nil {
+		return x.BlockedKeys
+	}
+	return 0
+}
+
+func (x *EndpointHealth) GetOldestBlockedSeconds() int64 {
+	if x != nil {
+		return x.OldestBlockedSeconds
+	}
+	return 0
 }
 
 type HealthBucket struct {
@@ -1973,7 +1992,7 @@ const file_hookline_v1_console_proto_rawDesc = "" +
 	"\x18GetEndpointHealthRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
-	"endpointId\"\x94\x03\n" +
+	"endpointId\"\xed\x03\n" +
 	"\x0eEndpointHealth\x12\x1f\n" +
 	"\vendpoint_id\x18\x01 \x01(\tR\n" +
 	"endpointId\x127\n" +
@@ -1986,7 +2005,9 @@ const file_hookline_v1_console_proto_rawDesc = "" +
 	"\apending\x18\b \x01(\x03R\apending\x12!\n" +
 	"\fsuccess_rate\x18\t \x01(\x01R\vsuccessRate\x12\x18\n" +
 	"\asampled\x18\n" +
-	" \x01(\bR\asampled\"\xbe\x01\n" +
+	" \x01(\bR\asampled\x12!\n" +
+	"\fblocked_keys\x18\v \x01(\x05R\vblockedKeys\x124\n" +
+	"\x16oldest_blocked_seconds\x18\f \x01(\x03R\x14oldestBlockedSeconds\"\xbe\x01\n" +
 	"\fHealthBucket\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12\x1c\n" +
 	"\tsucceeded\x18\x02 \x01(\x03R\tsucceeded\x12\x16\n" +
