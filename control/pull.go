@@ -31,7 +31,8 @@ func (s *Server) PullDeliveries(ctx context.Context, req *controlv1.PullDeliveri
 	if w := req.GetWaitSeconds(); w < 0 || w > maxPullWait {
 		return nil, toStatus(invalid("wait_seconds", "is %d; use 0 to %d", w, maxPullWait))
 	}
-	deadline := s.cfg.Now().Add(time.Duration(req.GetWaitSeconds()) * time.Second)
+	// The wait is the caller's, in real time whatever the node's clock.
+	deadline := time.Now().Add(time.Duration(req.GetWaitSeconds()) * time.Second)
 	r := proto.CloneOf(req)
 	r.WaitSeconds = 0
 	for {
@@ -45,10 +46,10 @@ func (s *Server) PullDeliveries(ctx context.Context, req *controlv1.PullDeliveri
 		if out == nil {
 			out = &controlv1.PullDeliveriesResponse{}
 		}
-		if len(out.GetMessages()) > 0 || !s.cfg.Now().Before(deadline) {
+		if len(out.GetMessages()) > 0 || !time.Now().Before(deadline) {
 			return out, nil
 		}
-		if err := pause.For(ctx, min(pullPoll, deadline.Sub(s.cfg.Now()))); err != nil {
+		if err := pause.For(ctx, min(pullPoll, time.Until(deadline))); err != nil {
 			return out, nil // the caller went away
 		}
 	}
