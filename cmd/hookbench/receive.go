@@ -356,10 +356,6 @@ func (r *Receiver) serveWebhook(w http.ResponseWriter, req *http.Request) {
 	now := time.Now()
 	r.mu.Lock()
 	r.stats.Requests++
-	v, ok := r.secrets[endpoint]
-	if !ok {
-		v = r.defSecret
-	}
 	b, ok := r.behaviour[endpoint]
 	if !ok {
 		b = r.def
@@ -369,10 +365,7 @@ func (r *Receiver) serveWebhook(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if v == nil || v.Verify(req.Header, body) != nil {
-		r.mu.Lock()
-		r.stats.BadSignature++
-		r.mu.Unlock()
+	if !r.signed(endpoint, req.Header, body) {
 		http.Error(w, "signature does not verify", http.StatusUnauthorized)
 		return
 	}
@@ -603,6 +596,24 @@ func (r *Receiver) serveSetSecret(w http.ResponseWriter, req *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// signed checks a webhook's signature with endpoint's secrets (or the
+// default ones), counting a refusal.
+func (r *Receiver) signed(endpoint string, h http.Header, body []byte) bool {
+	r.mu.Lock()
+	v, ok := r.secrets[endpoint]
+	if !ok {
+		v = r.defSecret
+	}
+	r.mu.Unlock()
+	if v != nil && v.Verify(h, body) == nil {
+		return true
+	}
+	r.mu.Lock()
+	r.stats.BadSignature++
+	r.mu.Unlock()
+	return false
+}
+
 // Take is the receiver's side of a pulled delivery: it checks the
 // message's signature with endpoint's secrets, as for a request, and
 // records it as answered 2xx. It reports whether the signature held (a
@@ -611,15 +622,8 @@ func (r *Receiver) Take(endpoint string, h http.Header, body []byte) bool {
 	now := time.Now()
 	r.mu.Lock()
 	r.stats.Requests++
-	v, ok := r.secrets[endpoint]
-	if !ok {
-		v = r.defSecret
-	}
 	r.mu.Unlock()
-	if v == nil || v.Verify(h, body) != nil {
-		r.mu.Lock()
-		r.stats.BadSignature++
-		r.mu.Unlock()
+	if !r.signed(endpoint, h, body) {
 		return false
 	}
 	r.record(h.Get(verify.HeaderID), h.Get("webhook-event-id"), endpoint, body, http.StatusOK, now)
