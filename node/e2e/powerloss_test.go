@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,8 +28,19 @@ import (
 // CrashClone keeps exactly what was synced: a power cut. The log the node
 // is given records which of its appends were acknowledged, and when.
 
-// powerCuts is how many times TestPowerLoss cuts the power.
-const powerCuts = 20
+// powerCuts is how many times TestPowerLoss cuts the power;
+// HOOKLINE_POWER_CUTS sets another count, for hunting a rare loss.
+func powerCuts(t *testing.T) int {
+	v := os.Getenv("HOOKLINE_POWER_CUTS")
+	if v == "" {
+		return 20
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("HOOKLINE_POWER_CUTS=%q: give a count of cuts, 1 or more", v)
+	}
+	return n
+}
 
 // ackLog is the node's log, recording the appends it acknowledged: the
 // highest revision of each stream, and the deliveries whose success was
@@ -86,11 +100,14 @@ func (l *ackLog) before(cut time.Time) (map[string]events.Revision, []string) {
 // powerLoad publishes events of one type to a tenant, one at a time, and
 // records each publish acknowledged (its answer's deliveries) and when.
 type powerLoad struct {
-	mu      sync.Mutex           // guards the fields below
-	acks    map[string]time.Time // event id → when its publish was answered
-	planned map[string][]string  // event id → delivery ids
-	next    int
-	refused []string // publishes refused while the node was up
+	mu       sync.Mutex           // guards the fields below
+	acks     map[string]time.Time // event id → when its publish was answered
+	planned  map[string][]string  // event id → delivery ids
+	next     int
+	refused  []string // publishes refused while the node was up
+	round    int
+	rounds   map[string]int           // event id → the round whose node answered its publish
+	answered map[string]time.Duration // event id → when answered, after its round's cut
 }
 
 // powerPace paces each publisher of the load: with two of them, about 100
@@ -130,7 +147,7 @@ func (p *powerLoad) run(ctx context.Context, c *tenantClient) {
 			ids = append(ids, d.GetDeliveryId())
 		}
 		p.mu.Lock()
-		p.acks[id], p.planned[id] = at, ids
+		p.acks[id], p.planned[id], p.rounds[id] = at, ids, p.round
 		p.mu.Unlock()
 	}
 }
@@ -148,16 +165,27 @@ func TestPowerLoss(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "node")
 	rc := newHookReceiver(t, nil)
 	const endpoints = 3
-	load := &powerLoad{acks: map[string]time.Time{}, planned: map[string][]string{}}
+	load := &powerLoad{acks: map[string]time.Time{}, planned: map[string][]string{}, rounds: map[string]int{}, answered: map[string]time.Duration{}}
+	cuts := powerCuts(t)
+	var heads []events.Position             // the log's head as each round's node started
+	durable := map[string]events.Revision{} // every append acknowledged before some cut
 	var key, tenantID string
 	required := map[string]bool{} // events whose publish is durable: acknowledged before a cut, or in the last run
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 21))
-	for round := 0; round <= powerCuts; round++ {
+	for round := 0; round <= cuts; round++ {
 		l, err := embedded.Open(embedded.Config{Dir: "log", FS: mem})
 		if err != nil {
 			t.Fatalf("round %d: open the log after the cut: %v", round, err)
 		}
 		acks := &ackLog{Log: l, revisions: map[string]acked{}, succeeded: map[string]time.Time{}}
+		head, err := l.Head(context.Background())
+		if err != nil {
+			t.Fatalf("round %d: the log's head: %v", round, err)
+		}
+		heads = append(heads, head)
+		load.mu.Lock()
+		load.round = round
+		load.mu.Unlock()
 		began := time.Now()
 		n, stop := runE2E(t, node.Config{DataDir: dataDir, Log: acks, ProjectionsFS: mem})
 		started := time.Now()
@@ -186,14 +214,18 @@ func TestPowerLoss(t *testing.T) {
 		for range 2 {
 			wg.Go(func() { load.run(ctx, c) })
 		}
-		if round == powerCuts {
-			// The last run: no cut. Everything acknowledged is durable.
+		if round == cuts {
+			// The last run: no cut. Everything this node acknowledged is
+			// durable; a publish that an earlier node answered after its
+			// cut was taken back with the power, rightly.
 			endLoad()
 			wg.Wait()
-			for id := range load.acks {
-				required[id] = true
+			for id, round := range load.rounds {
+				if round == cuts {
+					required[id] = true
+				}
 			}
-			checkDelivered(t, rc, c, load, required, endpoints)
+			checkDelivered(t, rc, c, load, required, endpoints, func(id string) string { return whereIs(l, tenantID, load, heads, id) })
 			stop()
 			l.Close()
 			return
@@ -213,7 +245,11 @@ func TestPowerLoss(t *testing.T) {
 		revs, succeeded := acks.before(cut)
 		load.mu.Lock()
 		for id, at := range load.acks {
-			if at.Before(cut) && !at.Before(started) {
+			if load.rounds[id] != round {
+				continue
+			}
+			load.answered[id] = at.Sub(cut)
+			if at.Before(cut) {
 				required[id] = true
 			}
 		}
@@ -221,7 +257,12 @@ func TestPowerLoss(t *testing.T) {
 		t.Logf("round %d: started in %v, caught up in %v, cut after %v of load, stopped in %v: %d streams appended to and %d successes acknowledged before the cut", round,
 			started.Sub(began).Round(time.Millisecond), loaded.Sub(started).Round(time.Millisecond), cut.Sub(loaded).Round(time.Millisecond),
 			time.Since(cut).Round(time.Millisecond), len(revs), len(succeeded))
-		checkDurable(t, clone, revs)
+		for s, r := range revs {
+			if r >= durable[s] {
+				durable[s] = r
+			}
+		}
+		checkDurable(t, clone, durable)
 		mem = clone
 		// The next run must not attempt again what was recorded delivered:
 		// note the time from which the receiver hears the new run only.
@@ -265,7 +306,7 @@ func checkDurable(t *testing.T, fs vfs.FS, revs map[string]events.Revision) {
 // checkDelivered waits until every delivery the required publishes planned
 // was received, checks that each of them planned one delivery per
 // endpoint, and that the node says none is pending or failed.
-func checkDelivered(t *testing.T, rc *hookReceiver, c *tenantClient, load *powerLoad, required map[string]bool, endpoints int) {
+func checkDelivered(t *testing.T, rc *hookReceiver, c *tenantClient, load *powerLoad, required map[string]bool, endpoints int, where func(deliveryID string) string) {
 	t.Helper()
 	load.mu.Lock()
 	var ids []string
@@ -294,7 +335,7 @@ func checkDelivered(t *testing.T, rc *hookReceiver, c *tenantClient, load *power
 		if time.Now().After(deadline) {
 			for _, id := range missing[:min(3, len(missing))] {
 				d, err := c.deliveries.GetDelivery(c.ctx(), &controlv1.GetDeliveryRequest{DeliveryId: id})
-				t.Errorf("delivery %s never received: the node says %s, %d attempts, next at %v (%v)", id, d.GetStatus(), d.GetAttemptCount(), d.GetNextAttemptAt().AsTime(), err)
+				t.Errorf("delivery %s never received: the node says %s, %d attempts, next at %v (%v); %s", id, d.GetStatus(), d.GetAttemptCount(), d.GetNextAttemptAt().AsTime(), err, where(id))
 			}
 			t.Fatalf("%d of %d deliveries of durable publishes not received within 60 s", len(missing), len(ids))
 		}
@@ -318,4 +359,33 @@ func (n *e2eNode) client(t *testing.T, tenantID, key string) *tenantClient {
 		deliveries: controlv1.NewDeliveryServiceClient(n.cc), planned: map[string]string{},
 		ids: map[string]string{}, names: map[string]string{},
 	}
+}
+
+// whereIs says where a delivery's event is: the round whose node answered
+// its publish, and its records' positions in the log against the log's
+// head as each round started.
+func whereIs(l events.Log, tenantID string, load *powerLoad, heads []events.Position, deliveryID string) string {
+	load.mu.Lock()
+	event, round, answered := "", -1, time.Duration(0)
+	for ev, ids := range load.planned {
+		if slices.Contains(ids, deliveryID) {
+			event, round, answered = ev, load.rounds[ev], load.answered[ev]
+		}
+	}
+	load.mu.Unlock()
+	if event == "" {
+		return "no publish planned it"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "event %s, answered %v after the cut in round %d (rounds start at the log's heads %v); its records:", event, answered, round, heads)
+	recs, err := l.ReadAll(context.Background(), events.Start, 1<<20)
+	if err != nil {
+		return fmt.Sprintf("%s read the log: %v", b.String(), err)
+	}
+	for _, r := range recs {
+		if r.Stream == events.EventStream(tenantID, event) {
+			fmt.Fprintf(&b, " %s@%v (partition %d)", r.Type, r.Position, r.Partition)
+		}
+	}
+	return b.String()
 }
