@@ -38,6 +38,13 @@ type Request struct {
 	Secrets    []Secret // live HMAC secrets, each signs
 	SigningKey []byte   // optional ed25519 seed for a v1a signature
 
+	// Headers are the endpoint's static headers, sent as they are (their
+	// names were checked by CheckHeaders). HeaderPrefix replaces
+	// "webhook-" in the names of the headers Hookline sets; empty means
+	// DefaultHeaderPrefix.
+	Headers      map[string]string
+	HeaderPrefix string
+
 	// Traceparent and Tracestate are the attempt's W3C Trace Context (see
 	// the tracing package), sent as the traceparent and tracestate headers
 	// unless empty.
@@ -169,25 +176,32 @@ func (c *Client) do(parent context.Context, req Request, o *Outcome, now func() 
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 8<<10); return &b }}
 
 func setHeaders(h http.Header, req Request, o *Outcome, sig string) {
-	h.Set("webhook-id", req.DeliveryID)
-	h.Set("webhook-timestamp", strconv.FormatInt(o.Started.Unix(), 10))
-	h.Set("webhook-signature", sig)
+	for name, v := range req.Headers {
+		h.Set(name, v)
+	}
+	p := req.HeaderPrefix
+	if p == "" {
+		p = DefaultHeaderPrefix
+	}
+	h.Set(p+"id", req.DeliveryID)
+	h.Set(p+"timestamp", strconv.FormatInt(o.Started.Unix(), 10))
+	h.Set(p+"signature", sig)
 	if req.EventType != "" {
-		h.Set("webhook-event-type", req.EventType)
+		h.Set(p+"event-type", req.EventType)
 	}
 	if req.EventID != "" {
-		h.Set("webhook-event-id", req.EventID)
+		h.Set(p+"event-id", req.EventID)
 	}
 	if !req.OccurredAt.IsZero() {
-		h.Set("webhook-occurred-at", req.OccurredAt.UTC().Format(time.RFC3339Nano))
+		h.Set(p+"occurred-at", req.OccurredAt.UTC().Format(time.RFC3339Nano))
 	}
 	if req.SchemaVersion != "" {
-		h.Set("webhook-schema-version", req.SchemaVersion)
+		h.Set(p+"schema-version", req.SchemaVersion)
 	}
 	if req.OrderingKey != "" {
-		h.Set("webhook-ordering-key", req.OrderingKey)
+		h.Set(p+"ordering-key", req.OrderingKey)
 		if req.Sequence > 0 {
-			h.Set("webhook-sequence", strconv.FormatInt(req.Sequence, 10))
+			h.Set(p+"sequence", strconv.FormatInt(req.Sequence, 10))
 		}
 	}
 	if req.Traceparent != "" {
@@ -201,7 +215,7 @@ func setHeaders(h http.Header, req Request, o *Outcome, sig string) {
 		for i, n := range o.KeyVersions {
 			v[i] = strconv.Itoa(int(n))
 		}
-		h.Set("webhook-key-version", strings.Join(v, " "))
+		h.Set(p+"key-version", strings.Join(v, " "))
 	}
 	ct := req.ContentType
 	if ct == "" {

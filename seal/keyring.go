@@ -195,6 +195,12 @@ func SeedAAD(endpointID string, version int32) []byte {
 	return fmt.Appendf(nil, "endpoint/%s/ed25519/%d", endpointID, version)
 }
 
+// HeaderAAD is the additional data that binds the value of an endpoint's
+// secret header to that endpoint and header name.
+func HeaderAAD(endpointID, name string) []byte {
+	return fmt.Appendf(nil, "endpoint/%s/header/%s", endpointID, name)
+}
+
 // String describes the keyring by its key ids only, so that printing it
 // never shows a key.
 func (k *Keyring) String() string {

@@ -59,6 +59,10 @@ type Verifier struct {
 	Tolerance time.Duration
 	// Now is the clock; tests inject one.
 	Now func() time.Time
+	// HeaderPrefix replaces "webhook-" in the names of the three headers
+	// read, for an endpoint whose header_prefix is set ("svix-"); empty
+	// means "webhook-".
+	HeaderPrefix string
 }
 
 // New returns a Verifier for one or more "whsec_" secrets, checked now.
@@ -119,9 +123,10 @@ func (v *Verifier) publicKeys() ([]ed25519.PublicKey, error) {
 // decimal text that was signed. Unknown versions and malformed entries are
 // skipped.
 func (v *Verifier) Verify(headers http.Header, body []byte) error {
-	id := headers.Get(HeaderID)
-	tsText := headers.Get(HeaderTimestamp)
-	sigs := headers.Get(HeaderSignature)
+	id, tsText, sigs := headers.Get(HeaderID), headers.Get(HeaderTimestamp), headers.Get(HeaderSignature)
+	if p := v.HeaderPrefix; p != "" {
+		id, tsText, sigs = headers.Get(p+"id"), headers.Get(p+"timestamp"), headers.Get(p+"signature")
+	}
 	if id == "" || tsText == "" || sigs == "" {
 		return ErrMissingHeaders
 	}

@@ -114,6 +114,10 @@ func (l *loop) request(f *flight) (attempt.Request, error) {
 	if err != nil {
 		return attempt.Request{}, err
 	}
+	headers, err := l.state.Headers(l.cfg.Keyring)
+	if err != nil {
+		return attempt.Request{}, err
+	}
 	ev := f.d.event
 	traceparent, tracestate := f.traceHeaders()
 	return attempt.Request{
@@ -121,6 +125,7 @@ func (l *loop) request(f *flight) (attempt.Request, error) {
 		OccurredAt: asTime(ev.GetOccurredAt()), SchemaVersion: ev.GetSchemaVersion(),
 		OrderingKey: f.item.OrderingKey, Sequence: f.item.Sequence,
 		Payload: ev.GetPayload(), ContentType: ev.GetContentType(), Secrets: secrets, SigningKey: seed,
+		Headers: headers, HeaderPrefix: l.state.Config.GetHeaderPrefix(),
 		Traceparent: traceparent, Tracestate: tracestate,
 		Timeout: time.Duration(l.state.Config.GetTimeoutMs()) * time.Millisecond, Now: l.cfg.Now,
 	}, nil

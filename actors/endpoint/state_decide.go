@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -65,7 +67,7 @@ func (s *State) URLToCheck(cmd *internalv1.EndpointCommand) string {
 	case *internalv1.EndpointCommand_Create:
 		return c.Create.GetSettings().GetUrl()
 	case *internalv1.EndpointCommand_Update:
-		if !s.Live() || !maskTouchesURL(c.Update.GetSettings(), c.Update.GetUpdateMask().GetPaths()) {
+		if !s.Live() || !maskTouches(c.Update.GetSettings(), c.Update.GetUpdateMask().GetPaths(), "url") {
 			return ""
 		}
 		next, err := ApplyMask(s.Settings(), c.Update.GetSettings(), c.Update.GetUpdateMask().GetPaths())
@@ -239,6 +241,9 @@ func (s *State) decideCreate(identity, tenantID string, by *hooklinev1.Actor, ri
 	}
 	cfg := configOf(settings)
 	cfg.Url = u
+	if cfg.SealedHeaders, err = sealHeaders(identity, settings.GetSecretHeaders(), nil, env); err != nil {
+		return Decision{}, err
+	}
 	secret, sealed, err := newSealedSecret(identity, 1, cfg.GetSignEd25519(), env)
 	if err != nil {
 		return Decision{}, err
@@ -253,14 +258,29 @@ func (s *State) decideCreate(identity, tenantID string, by *hooklinev1.Actor, ri
 }
 
 func (s *State) decideUpdate(r *controlv1.UpdateEndpointRequest, by *hooklinev1.Actor, rid string, env Env) (Decision, error) {
-	next, err := ApplyMask(s.Settings(), r.GetSettings(), r.GetUpdateMask().GetPaths())
+	paths := r.GetUpdateMask().GetPaths()
+	next, err := ApplyMask(s.Settings(), r.GetSettings(), paths)
 	if err != nil {
 		return Decision{}, err
+	}
+	// Secret headers are never read back: the update replaces them when
+	// it names them, and keeps the sealed ones otherwise.
+	replaceSecret := maskTouches(r.GetSettings(), paths, "secret_headers")
+	next.SecretHeaderNames = nil
+	if !replaceSecret {
+		next.SecretHeaders = nil
+		next.SecretHeaderNames = slices.Sorted(maps.Keys(s.Config.GetSealedHeaders()))
 	}
 	if err := validateSettings(next); err != nil {
 		return Decision{}, err
 	}
 	cfg := configOf(next)
+	cfg.SealedHeaders = s.Config.GetSealedHeaders()
+	if replaceSecret {
+		if cfg.SealedHeaders, err = sealHeaders(s.EndpointID, next.GetSecretHeaders(), s.Config.GetSealedHeaders(), env); err != nil {
+			return Decision{}, err
+		}
+	}
 	if cfg.GetUrl() != s.Config.GetUrl() {
 		u, err := checkedURL(cfg.GetUrl(), env.URL)
 		if err != nil {

@@ -13,7 +13,8 @@ import (
 // decideReseal seals each live secret that is not sealed under the
 // keyring's current master key anew, under it: the same secret and
 // ed25519 seed, the same version, so receivers and signatures see no
-// change. One SecretResealed per secret; none when all are current. A
+// change. One SecretResealed per secret, and one HeadersResealed for the
+// secret headers; none when all are current. A
 // reseal that names another current key than this node's is refused: the
 // nodes do not agree on the current key yet.
 func (s *State) decideReseal(r *internalv1.Reseal, by *hooklinev1.Actor, env Env) (Decision, error) {
@@ -49,6 +50,14 @@ func (s *State) decideReseal(r *internalv1.Reseal, by *hooklinev1.Actor, env Env
 			}
 		}
 		evs = append(evs, &hooklinev1.SecretResealed{TenantId: s.TenantID, EndpointId: s.EndpointID, Secret: fresh, IssuedBy: by, At: at})
+	}
+	hr, err := s.resealHeaders(by, env)
+	if err != nil {
+		return Decision{}, err
+	}
+	if hr != nil {
+		hr.At = at
+		evs = append(evs, hr)
 	}
 	return Decision{Events: evs}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/hookline/hookline/actors/command"
+	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/operational"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -51,6 +52,8 @@ func configOf(s *controlv1.EndpointSettings) *hooklinev1.EndpointConfig {
 		Filter:        s.GetFilter(),
 		Ordering:      orderingOf(s.GetOrdering(), s.GetKeyFailure()),
 		Pull:          s.GetDelivery() == deliveryPull,
+		Headers:       maps.Clone(s.GetHeaders()),
+		HeaderPrefix:  s.GetHeaderPrefix(),
 	}
 }
 
@@ -115,6 +118,10 @@ func SettingsOf(c *hooklinev1.EndpointConfig) *controlv1.EndpointSettings {
 		Ordering:      ordering,
 		KeyFailure:    keyFailure,
 		Delivery:      delivery,
+		Headers:       maps.Clone(c.GetHeaders()),
+		HeaderPrefix:  c.GetHeaderPrefix(),
+		// Secret headers show their names only.
+		SecretHeaderNames: slices.Sorted(maps.Keys(c.GetSealedHeaders())),
 	}
 }
 
@@ -168,15 +175,19 @@ func ApplyMask(current, update *controlv1.EndpointSettings, paths []string) (*co
 	return proto.CloneOf(out), nil
 }
 
-// maskNames reports whether the mask touches the url (an empty mask touches
-// whatever update sets).
-func maskTouchesURL(update *controlv1.EndpointSettings, paths []string) bool {
+// maskTouches reports whether an update with paths changes the settings'
+// field (an empty mask touches whatever update sets).
+func maskTouches(update *controlv1.EndpointSettings, paths []string, field string) bool {
 	if len(paths) == 0 {
-		return update.GetUrl() != ""
+		if update == nil {
+			return false
+		}
+		fd := update.ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(field))
+		return fd != nil && update.ProtoReflect().Has(fd)
 	}
 	for _, p := range paths {
 		switch p {
-		case "url", "settings.url", "settings", "*", "settings.*":
+		case field, "settings." + field, "settings", "*", "settings.*":
 			return true
 		}
 	}
@@ -246,6 +257,12 @@ func validateSettings(s *controlv1.EndpointSettings) error {
 	case kf != "" && s.GetOrdering() != orderingKey:
 		return command.Invalid("settings.key_failure", "applies only to an endpoint ordered by key; set settings.ordering to \"key\" too, or leave key_failure out")
 	}
+	if err := attempt.CheckHeaderPrefix(s.GetHeaderPrefix()); err != nil {
+		return command.Invalid("settings.header_prefix", "%v", err)
+	}
+	if err := validateHeaders(s); err != nil {
+		return err
+	}
 	md := s.GetMetadata()
 	if len(md) > MaxMetadata {
 		return command.Invalid("settings.metadata", "has %d entries; use at most %d", len(md), MaxMetadata)
@@ -257,6 +274,42 @@ func validateSettings(s *controlv1.EndpointSettings) error {
 		if v := md[k]; len(v) > MaxMetadataValLen || !utf8.ValidString(v) {
 			return command.Invalid("settings.metadata", "value of %q must be at most %d bytes of UTF-8", k, MaxMetadataValLen)
 		}
+	}
+	return nil
+}
+
+// validateHeaders checks the static headers, plain and secret, as one set:
+// the names of the secret headers kept by an update are in
+// secret_header_names.
+func validateHeaders(s *controlv1.EndpointSettings) error {
+	secret := s.GetSecretHeaders()
+	if len(s.GetHeaders())+len(secret)+len(s.GetSecretHeaderNames()) > 0 && s.GetDelivery() == deliveryPull {
+		return command.Invalid("settings.headers", "are set on a pull endpoint, which is sent nothing; leave them out")
+	}
+	if err := attempt.CheckHeaders(s.GetHeaders(), s.GetHeaderPrefix()); err != nil {
+		return command.Invalid("settings.headers", "%v", err)
+	}
+	all := maps.Clone(s.GetHeaders())
+	if all == nil {
+		all = map[string]string{}
+	}
+	if names := s.GetSecretHeaderNames(); len(names) > 0 {
+		secret = maps.Clone(secret)
+		if secret == nil {
+			secret = make(map[string]string, len(names))
+		}
+		for _, name := range names {
+			secret[name] = ""
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(secret)) {
+		if _, ok := all[name]; ok {
+			return command.Invalid("settings.secret_headers", "name %q is in headers too; keep it in one of them", name)
+		}
+		all[name] = secret[name]
+	}
+	if err := attempt.CheckHeaders(all, s.GetHeaderPrefix()); err != nil {
+		return command.Invalid("settings.secret_headers", "%v", err)
 	}
 	return nil
 }

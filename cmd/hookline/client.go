@@ -8,7 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -203,6 +205,10 @@ func settingsFlags(fs *flag.FlagSet) func() (*controlv1.EndpointSettings, []stri
 	ordering := fs.String("ordering", "", "\"key\": one delivery of an ordering key at a time, in order; \"none\": unordered (the default)")
 	delivery := fs.String("delivery", "", "\"pull\": no --url, a consumer pulls the deliveries (hookline endpoints pull); \"push\": the default")
 	keyFailure := fs.String("key-failure", "", "with --ordering key: \"continue\" (a failed delivery lets the key's next go, the default) or \"park\"")
+	fs.Func("header", "a static header sent with every attempt, \"Name: value\" (repeat it; on update, the headers given replace all)", endpointHeader(&s.Headers))
+	fs.Func("secret-header", "like --header, but the value is sealed at rest and never shown (an API key, an Authorization header)", endpointHeader(&s.SecretHeaders))
+	clearHeaders := fs.Bool("clear-headers", false, "on update: remove every static header, plain and secret")
+	prefix := fs.String("header-prefix", "", "names of the signature headers: \"webhook-\" (the default) or another prefix, e.g. \"svix-\"")
 	return func() (*controlv1.EndpointSettings, []string) {
 		var paths []string
 		fs.Visit(func(f *flag.Flag) {
@@ -229,9 +235,34 @@ func settingsFlags(fs *flag.FlagSet) func() (*controlv1.EndpointSettings, []stri
 				s.KeyFailure, paths = *keyFailure, append(paths, "key_failure")
 			case "delivery":
 				s.Delivery, paths = *delivery, append(paths, "delivery")
+			case "header-prefix":
+				s.HeaderPrefix, paths = *prefix, append(paths, "header_prefix")
+			case "header":
+				paths = append(paths, "headers")
+			case "secret-header":
+				paths = append(paths, "secret_headers")
+			case "clear-headers":
+				if *clearHeaders {
+					s.Headers, s.SecretHeaders, paths = nil, nil, append(paths, "headers", "secret_headers")
+				}
 			}
 		})
 		return s, paths
+	}
+}
+
+// endpointHeader parses one --header "Name: value" of an endpoint into *m.
+func endpointHeader(m *map[string]string) func(string) error {
+	return func(v string) error {
+		name, value, ok := strings.Cut(v, ":")
+		if !ok || strings.TrimSpace(name) == "" {
+			return fmt.Errorf("%q is not \"Name: value\"", v)
+		}
+		if *m == nil {
+			*m = map[string]string{}
+		}
+		(*m)[strings.TrimSpace(name)] = strings.TrimSpace(value)
+		return nil
 	}
 }
 
@@ -371,6 +402,15 @@ func printEndpoint(w io.Writer, e *controlv1.Endpoint) {
 	}
 	if s.GetFilter() != "" {
 		fmt.Fprintf(w, "filter       %s\n", s.GetFilter())
+	}
+	if p := s.GetHeaderPrefix(); p != "" {
+		fmt.Fprintf(w, "headers as   %sid, %ssignature, …\n", p, p)
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.GetHeaders())) {
+		fmt.Fprintf(w, "header       %s: %s\n", name, s.GetHeaders()[name])
+	}
+	for _, name := range s.GetSecretHeaderNames() {
+		fmt.Fprintf(w, "header       %s: (secret, sealed)\n", name)
 	}
 	for _, sec := range e.GetSecrets() {
 		exp := ""

@@ -317,7 +317,7 @@ func (x SecretRetired_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SecretRetired_Reason.Descriptor instead.
 func (SecretRetired_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{11, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{12, 0}
 }
 
 type EndpointPaused_Reason int32
@@ -367,7 +367,7 @@ func (x EndpointPaused_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EndpointPaused_Reason.Descriptor instead.
 func (EndpointPaused_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{12, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{13, 0}
 }
 
 type RecoveryFinished_Reason int32
@@ -423,7 +423,7 @@ func (x RecoveryFinished_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RecoveryFinished_Reason.Descriptor instead.
 func (RecoveryFinished_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22, 0}
 }
 
 type AttemptTrigger_Kind int32
@@ -483,7 +483,7 @@ func (x AttemptTrigger_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AttemptTrigger_Kind.Descriptor instead.
 func (AttemptTrigger_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30, 0}
 }
 
 type RetryDecision_Outcome int32
@@ -554,7 +554,7 @@ func (x RetryDecision_Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryDecision_Outcome.Descriptor instead.
 func (RetryDecision_Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33, 0}
 }
 
 // RetryAfter says what became of the receiver's Retry-After.
@@ -623,7 +623,7 @@ func (x RetryDecision_RetryAfter) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryDecision_RetryAfter.Descriptor instead.
 func (RetryDecision_RetryAfter) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32, 1}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33, 1}
 }
 
 type PartitionsAssigned_Reason int32
@@ -680,7 +680,7 @@ func (x PartitionsAssigned_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PartitionsAssigned_Reason.Descriptor instead.
 func (PartitionsAssigned_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{45, 0}
 }
 
 type ReconcileRepaired_Kind int32
@@ -737,7 +737,7 @@ func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
 func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{44, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{46, 0}
 }
 
 // Actor names who issued the command that caused an event.
@@ -1242,7 +1242,15 @@ type EndpointConfig struct {
 	Ordering KeyOrdering `protobuf:"varint,12,opt,name=ordering,proto3,enum=hookline.v1.KeyOrdering" json:"ordering,omitempty"`
 	// pull: the endpoint has no URL; its consumer pulls its deliveries
 	// (PullDeliveries) and acknowledges them (AckDeliveries).
-	Pull          bool `protobuf:"varint,13,opt,name=pull,proto3" json:"pull,omitempty"`
+	Pull bool `protobuf:"varint,13,opt,name=pull,proto3" json:"pull,omitempty"`
+	// headers are sent with every attempt, as they are.
+	Headers map[string]string `protobuf:"bytes,14,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// header_prefix replaces "webhook-" in the names of the signature and
+	// delivery headers; empty means "webhook-".
+	HeaderPrefix string `protobuf:"bytes,15,opt,name=header_prefix,json=headerPrefix,proto3" json:"header_prefix,omitempty"`
+	// sealed_headers are sent with every attempt too; their values are
+	// sealed like signing secrets and never shown.
+	SealedHeaders map[string]*SealedValue `protobuf:"bytes,16,rep,name=sealed_headers,json=sealedHeaders,proto3" json:"sealed_headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1368,6 +1376,88 @@ func (x *EndpointConfig) GetPull() bool {
 	return false
 }
 
+func (x *EndpointConfig) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *EndpointConfig) GetHeaderPrefix() string {
+	if x != nil {
+		return x.HeaderPrefix
+	}
+	return ""
+}
+
+func (x *EndpointConfig) GetSealedHeaders() map[string]*SealedValue {
+	if x != nil {
+		return x.SealedHeaders
+	}
+	return nil
+}
+
+// SealedValue is a value sealed with AES-256-GCM under a master key.
+type SealedValue struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MasterKeyId   string                 `protobuf:"bytes,1,opt,name=master_key_id,json=masterKeyId,proto3" json:"master_key_id,omitempty"`
+	Nonce         []byte                 `protobuf:"bytes,2,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	Ciphertext    []byte                 `protobuf:"bytes,3,opt,name=ciphertext,proto3" json:"ciphertext,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealedValue) Reset() {
+	*x = SealedValue{}
+	mi := &file_hookline_v1_events_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealedValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealedValue) ProtoMessage() {}
+
+func (x *SealedValue) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealedValue.ProtoReflect.Descriptor instead.
+func (*SealedValue) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SealedValue) GetMasterKeyId() string {
+	if x != nil {
+		return x.MasterKeyId
+	}
+	return ""
+}
+
+func (x *SealedValue) GetNonce() []byte {
+	if x != nil {
+		return x.Nonce
+	}
+	return nil
+}
+
+func (x *SealedValue) GetCiphertext() []byte {
+	if x != nil {
+		return x.Ciphertext
+	}
+	return nil
+}
+
 // SealedSecret is a signing secret sealed with AES-256-GCM under a master key.
 // The clear secret never reaches the log.
 type SealedSecret struct {
@@ -1388,7 +1478,7 @@ type SealedSecret struct {
 
 func (x *SealedSecret) Reset() {
 	*x = SealedSecret{}
-	mi := &file_hookline_v1_events_proto_msgTypes[7]
+	mi := &file_hookline_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1490,7 @@ func (x *SealedSecret) String() string {
 func (*SealedSecret) ProtoMessage() {}
 
 func (x *SealedSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[7]
+	mi := &file_hookline_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1503,7 @@ func (x *SealedSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedSecret.ProtoReflect.Descriptor instead.
 func (*SealedSecret) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SealedSecret) GetVersion() int32 {
@@ -1476,7 +1566,7 @@ type EndpointCreated struct {
 
 func (x *EndpointCreated) Reset() {
 	*x = EndpointCreated{}
-	mi := &file_hookline_v1_events_proto_msgTypes[8]
+	mi := &file_hookline_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1578,7 @@ func (x *EndpointCreated) String() string {
 func (*EndpointCreated) ProtoMessage() {}
 
 func (x *EndpointCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[8]
+	mi := &file_hookline_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1591,7 @@ func (x *EndpointCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointCreated.ProtoReflect.Descriptor instead.
 func (*EndpointCreated) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EndpointCreated) GetTenantId() string {
@@ -1580,7 +1670,7 @@ type EndpointUpdated struct {
 
 func (x *EndpointUpdated) Reset() {
 	*x = EndpointUpdated{}
-	mi := &file_hookline_v1_events_proto_msgTypes[9]
+	mi := &file_hookline_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1682,7 @@ func (x *EndpointUpdated) String() string {
 func (*EndpointUpdated) ProtoMessage() {}
 
 func (x *EndpointUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[9]
+	mi := &file_hookline_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1695,7 @@ func (x *EndpointUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointUpdated.ProtoReflect.Descriptor instead.
 func (*EndpointUpdated) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EndpointUpdated) GetTenantId() string {
@@ -1685,7 +1775,7 @@ type SecretRotated struct {
 
 func (x *SecretRotated) Reset() {
 	*x = SecretRotated{}
-	mi := &file_hookline_v1_events_proto_msgTypes[10]
+	mi := &file_hookline_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1787,7 @@ func (x *SecretRotated) String() string {
 func (*SecretRotated) ProtoMessage() {}
 
 func (x *SecretRotated) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[10]
+	mi := &file_hookline_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1800,7 @@ func (x *SecretRotated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretRotated.ProtoReflect.Descriptor instead.
 func (*SecretRotated) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SecretRotated) GetTenantId() string {
@@ -1786,7 +1876,7 @@ type SecretRetired struct {
 
 func (x *SecretRetired) Reset() {
 	*x = SecretRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[11]
+	mi := &file_hookline_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1888,7 @@ func (x *SecretRetired) String() string {
 func (*SecretRetired) ProtoMessage() {}
 
 func (x *SecretRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[11]
+	mi := &file_hookline_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +1901,7 @@ func (x *SecretRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretRetired.ProtoReflect.Descriptor instead.
 func (*SecretRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SecretRetired) GetTenantId() string {
@@ -1881,7 +1971,7 @@ type EndpointPaused struct {
 
 func (x *EndpointPaused) Reset() {
 	*x = EndpointPaused{}
-	mi := &file_hookline_v1_events_proto_msgTypes[12]
+	mi := &file_hookline_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +1983,7 @@ func (x *EndpointPaused) String() string {
 func (*EndpointPaused) ProtoMessage() {}
 
 func (x *EndpointPaused) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[12]
+	mi := &file_hookline_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +1996,7 @@ func (x *EndpointPaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPaused.ProtoReflect.Descriptor instead.
 func (*EndpointPaused) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EndpointPaused) GetTenantId() string {
@@ -1973,7 +2063,7 @@ type EndpointResumed struct {
 
 func (x *EndpointResumed) Reset() {
 	*x = EndpointResumed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[13]
+	mi := &file_hookline_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2075,7 @@ func (x *EndpointResumed) String() string {
 func (*EndpointResumed) ProtoMessage() {}
 
 func (x *EndpointResumed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[13]
+	mi := &file_hookline_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2088,7 @@ func (x *EndpointResumed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointResumed.ProtoReflect.Descriptor instead.
 func (*EndpointResumed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EndpointResumed) GetTenantId() string {
@@ -2052,7 +2142,7 @@ type EndpointDisabled struct {
 
 func (x *EndpointDisabled) Reset() {
 	*x = EndpointDisabled{}
-	mi := &file_hookline_v1_events_proto_msgTypes[14]
+	mi := &file_hookline_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2064,7 +2154,7 @@ func (x *EndpointDisabled) String() string {
 func (*EndpointDisabled) ProtoMessage() {}
 
 func (x *EndpointDisabled) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[14]
+	mi := &file_hookline_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2077,7 +2167,7 @@ func (x *EndpointDisabled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointDisabled.ProtoReflect.Descriptor instead.
 func (*EndpointDisabled) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EndpointDisabled) GetTenantId() string {
@@ -2130,7 +2220,7 @@ type EndpointDeleted struct {
 
 func (x *EndpointDeleted) Reset() {
 	*x = EndpointDeleted{}
-	mi := &file_hookline_v1_events_proto_msgTypes[15]
+	mi := &file_hookline_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2232,7 @@ func (x *EndpointDeleted) String() string {
 func (*EndpointDeleted) ProtoMessage() {}
 
 func (x *EndpointDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[15]
+	mi := &file_hookline_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2245,7 @@ func (x *EndpointDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointDeleted.ProtoReflect.Descriptor instead.
 func (*EndpointDeleted) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EndpointDeleted) GetTenantId() string {
@@ -2209,7 +2299,7 @@ type CircuitOpened struct {
 
 func (x *CircuitOpened) Reset() {
 	*x = CircuitOpened{}
-	mi := &file_hookline_v1_events_proto_msgTypes[16]
+	mi := &file_hookline_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2221,7 +2311,7 @@ func (x *CircuitOpened) String() string {
 func (*CircuitOpened) ProtoMessage() {}
 
 func (x *CircuitOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[16]
+	mi := &file_hookline_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2234,7 +2324,7 @@ func (x *CircuitOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitOpened.ProtoReflect.Descriptor instead.
 func (*CircuitOpened) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CircuitOpened) GetTenantId() string {
@@ -2297,7 +2387,7 @@ type CircuitHalfOpened struct {
 
 func (x *CircuitHalfOpened) Reset() {
 	*x = CircuitHalfOpened{}
-	mi := &file_hookline_v1_events_proto_msgTypes[17]
+	mi := &file_hookline_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2309,7 +2399,7 @@ func (x *CircuitHalfOpened) String() string {
 func (*CircuitHalfOpened) ProtoMessage() {}
 
 func (x *CircuitHalfOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[17]
+	mi := &file_hookline_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2322,7 +2412,7 @@ func (x *CircuitHalfOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitHalfOpened.ProtoReflect.Descriptor instead.
 func (*CircuitHalfOpened) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CircuitHalfOpened) GetTenantId() string {
@@ -2357,7 +2447,7 @@ type CircuitClosed struct {
 
 func (x *CircuitClosed) Reset() {
 	*x = CircuitClosed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[18]
+	mi := &file_hookline_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2459,7 @@ func (x *CircuitClosed) String() string {
 func (*CircuitClosed) ProtoMessage() {}
 
 func (x *CircuitClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[18]
+	mi := &file_hookline_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2472,7 @@ func (x *CircuitClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitClosed.ProtoReflect.Descriptor instead.
 func (*CircuitClosed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CircuitClosed) GetTenantId() string {
@@ -2438,7 +2528,7 @@ type RecoveryStarted struct {
 
 func (x *RecoveryStarted) Reset() {
 	*x = RecoveryStarted{}
-	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	mi := &file_hookline_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2450,7 +2540,7 @@ func (x *RecoveryStarted) String() string {
 func (*RecoveryStarted) ProtoMessage() {}
 
 func (x *RecoveryStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	mi := &file_hookline_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2463,7 +2553,7 @@ func (x *RecoveryStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryStarted.ProtoReflect.Descriptor instead.
 func (*RecoveryStarted) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RecoveryStarted) GetTenantId() string {
@@ -2574,7 +2664,7 @@ type RecoveryProgressed struct {
 
 func (x *RecoveryProgressed) Reset() {
 	*x = RecoveryProgressed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	mi := &file_hookline_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2676,7 @@ func (x *RecoveryProgressed) String() string {
 func (*RecoveryProgressed) ProtoMessage() {}
 
 func (x *RecoveryProgressed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	mi := &file_hookline_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2599,7 +2689,7 @@ func (x *RecoveryProgressed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryProgressed.ProtoReflect.Descriptor instead.
 func (*RecoveryProgressed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RecoveryProgressed) GetTenantId() string {
@@ -2674,7 +2764,7 @@ type RecoveryFinished struct {
 
 func (x *RecoveryFinished) Reset() {
 	*x = RecoveryFinished{}
-	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +2776,7 @@ func (x *RecoveryFinished) String() string {
 func (*RecoveryFinished) ProtoMessage() {}
 
 func (x *RecoveryFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +2789,7 @@ func (x *RecoveryFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryFinished.ProtoReflect.Descriptor instead.
 func (*RecoveryFinished) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RecoveryFinished) GetTenantId() string {
@@ -2769,7 +2859,7 @@ type RecoveryListed struct {
 
 func (x *RecoveryListed) Reset() {
 	*x = RecoveryListed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2781,7 +2871,7 @@ func (x *RecoveryListed) String() string {
 func (*RecoveryListed) ProtoMessage() {}
 
 func (x *RecoveryListed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2794,7 +2884,7 @@ func (x *RecoveryListed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryListed.ProtoReflect.Descriptor instead.
 func (*RecoveryListed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RecoveryListed) GetTenantId() string {
@@ -2881,7 +2971,7 @@ type EventPublished struct {
 
 func (x *EventPublished) Reset() {
 	*x = EventPublished{}
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2893,7 +2983,7 @@ func (x *EventPublished) String() string {
 func (*EventPublished) ProtoMessage() {}
 
 func (x *EventPublished) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2906,7 +2996,7 @@ func (x *EventPublished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventPublished.ProtoReflect.Descriptor instead.
 func (*EventPublished) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *EventPublished) GetTenantId() string {
@@ -3038,7 +3128,7 @@ type PlannedDelivery struct {
 
 func (x *PlannedDelivery) Reset() {
 	*x = PlannedDelivery{}
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +3140,7 @@ func (x *PlannedDelivery) String() string {
 func (*PlannedDelivery) ProtoMessage() {}
 
 func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +3153,7 @@ func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedDelivery.ProtoReflect.Descriptor instead.
 func (*PlannedDelivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PlannedDelivery) GetDeliveryId() string {
@@ -3117,7 +3207,7 @@ type FilteredEndpoint struct {
 
 func (x *FilteredEndpoint) Reset() {
 	*x = FilteredEndpoint{}
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3129,7 +3219,7 @@ func (x *FilteredEndpoint) String() string {
 func (*FilteredEndpoint) ProtoMessage() {}
 
 func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3142,7 +3232,7 @@ func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilteredEndpoint.ProtoReflect.Descriptor instead.
 func (*FilteredEndpoint) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FilteredEndpoint) GetEndpointId() string {
@@ -3198,7 +3288,7 @@ type DeliveriesPlanned struct {
 
 func (x *DeliveriesPlanned) Reset() {
 	*x = DeliveriesPlanned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3300,7 @@ func (x *DeliveriesPlanned) String() string {
 func (*DeliveriesPlanned) ProtoMessage() {}
 
 func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3313,7 @@ func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveriesPlanned.ProtoReflect.Descriptor instead.
 func (*DeliveriesPlanned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeliveriesPlanned) GetTenantId() string {
@@ -3323,7 +3413,7 @@ type PlanRepair struct {
 
 func (x *PlanRepair) Reset() {
 	*x = PlanRepair{}
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3335,7 +3425,7 @@ func (x *PlanRepair) String() string {
 func (*PlanRepair) ProtoMessage() {}
 
 func (x *PlanRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3348,7 +3438,7 @@ func (x *PlanRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRepair.ProtoReflect.Descriptor instead.
 func (*PlanRepair) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PlanRepair) GetRunId() string {
@@ -3449,7 +3539,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3461,7 +3551,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3474,7 +3564,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Attempt) GetTenantId() string {
@@ -3709,7 +3799,7 @@ type AttemptTrigger struct {
 
 func (x *AttemptTrigger) Reset() {
 	*x = AttemptTrigger{}
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3721,7 +3811,7 @@ func (x *AttemptTrigger) String() string {
 func (*AttemptTrigger) ProtoMessage() {}
 
 func (x *AttemptTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3734,7 +3824,7 @@ func (x *AttemptTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptTrigger.ProtoReflect.Descriptor instead.
 func (*AttemptTrigger) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AttemptTrigger) GetKind() AttemptTrigger_Kind {
@@ -3800,7 +3890,7 @@ type AttemptWaits struct {
 
 func (x *AttemptWaits) Reset() {
 	*x = AttemptWaits{}
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3812,7 +3902,7 @@ func (x *AttemptWaits) String() string {
 func (*AttemptWaits) ProtoMessage() {}
 
 func (x *AttemptWaits) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3825,7 +3915,7 @@ func (x *AttemptWaits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptWaits.ProtoReflect.Descriptor instead.
 func (*AttemptWaits) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AttemptWaits) GetTotalMs() int64 {
@@ -3888,7 +3978,7 @@ type AttemptTrace struct {
 
 func (x *AttemptTrace) Reset() {
 	*x = AttemptTrace{}
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3900,7 +3990,7 @@ func (x *AttemptTrace) String() string {
 func (*AttemptTrace) ProtoMessage() {}
 
 func (x *AttemptTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3913,7 +4003,7 @@ func (x *AttemptTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptTrace.ProtoReflect.Descriptor instead.
 func (*AttemptTrace) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AttemptTrace) GetTraceparent() string {
@@ -3956,7 +4046,7 @@ type RetryDecision struct {
 
 func (x *RetryDecision) Reset() {
 	*x = RetryDecision{}
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3968,7 +4058,7 @@ func (x *RetryDecision) String() string {
 func (*RetryDecision) ProtoMessage() {}
 
 func (x *RetryDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3981,7 +4071,7 @@ func (x *RetryDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDecision.ProtoReflect.Descriptor instead.
 func (*RetryDecision) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RetryDecision) GetOutcome() RetryDecision_Outcome {
@@ -4056,7 +4146,7 @@ type AttemptSucceeded struct {
 
 func (x *AttemptSucceeded) Reset() {
 	*x = AttemptSucceeded{}
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4068,7 +4158,7 @@ func (x *AttemptSucceeded) String() string {
 func (*AttemptSucceeded) ProtoMessage() {}
 
 func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4081,7 +4171,7 @@ func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptSucceeded.ProtoReflect.Descriptor instead.
 func (*AttemptSucceeded) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AttemptSucceeded) GetAttempt() *Attempt {
@@ -4107,7 +4197,7 @@ type AttemptFailed struct {
 
 func (x *AttemptFailed) Reset() {
 	*x = AttemptFailed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4119,7 +4209,7 @@ func (x *AttemptFailed) String() string {
 func (*AttemptFailed) ProtoMessage() {}
 
 func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4132,7 +4222,7 @@ func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptFailed.ProtoReflect.Descriptor instead.
 func (*AttemptFailed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AttemptFailed) GetAttempt() *Attempt {
@@ -4180,7 +4270,7 @@ type DeliveryExpired struct {
 
 func (x *DeliveryExpired) Reset() {
 	*x = DeliveryExpired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4192,7 +4282,7 @@ func (x *DeliveryExpired) String() string {
 func (*DeliveryExpired) ProtoMessage() {}
 
 func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4205,7 +4295,7 @@ func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryExpired.ProtoReflect.Descriptor instead.
 func (*DeliveryExpired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeliveryExpired) GetTenantId() string {
@@ -4278,7 +4368,7 @@ type ReplayRequested struct {
 
 func (x *ReplayRequested) Reset() {
 	*x = ReplayRequested{}
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4290,7 +4380,7 @@ func (x *ReplayRequested) String() string {
 func (*ReplayRequested) ProtoMessage() {}
 
 func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4303,7 +4393,7 @@ func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequested.ProtoReflect.Descriptor instead.
 func (*ReplayRequested) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReplayRequested) GetTenantId() string {
@@ -4383,7 +4473,7 @@ type OrderingKeySkipped struct {
 
 func (x *OrderingKeySkipped) Reset() {
 	*x = OrderingKeySkipped{}
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4395,7 +4485,7 @@ func (x *OrderingKeySkipped) String() string {
 func (*OrderingKeySkipped) ProtoMessage() {}
 
 func (x *OrderingKeySkipped) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4408,7 +4498,7 @@ func (x *OrderingKeySkipped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderingKeySkipped.ProtoReflect.Descriptor instead.
 func (*OrderingKeySkipped) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *OrderingKeySkipped) GetTenantId() string {
@@ -4491,7 +4581,7 @@ type PortalTokenIssued struct {
 
 func (x *PortalTokenIssued) Reset() {
 	*x = PortalTokenIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4503,7 +4593,7 @@ func (x *PortalTokenIssued) String() string {
 func (*PortalTokenIssued) ProtoMessage() {}
 
 func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4516,7 +4606,7 @@ func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenIssued.ProtoReflect.Descriptor instead.
 func (*PortalTokenIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PortalTokenIssued) GetTenantId() string {
@@ -4595,7 +4685,7 @@ type PortalTokenRevoked struct {
 
 func (x *PortalTokenRevoked) Reset() {
 	*x = PortalTokenRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[39]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4607,7 +4697,7 @@ func (x *PortalTokenRevoked) String() string {
 func (*PortalTokenRevoked) ProtoMessage() {}
 
 func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[39]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4620,7 +4710,7 @@ func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenRevoked.ProtoReflect.Descriptor instead.
 func (*PortalTokenRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PortalTokenRevoked) GetTenantId() string {
@@ -4669,7 +4759,7 @@ type SecretResealed struct {
 
 func (x *SecretResealed) Reset() {
 	*x = SecretResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[40]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4681,7 +4771,7 @@ func (x *SecretResealed) String() string {
 func (*SecretResealed) ProtoMessage() {}
 
 func (x *SecretResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[40]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4694,7 +4784,7 @@ func (x *SecretResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResealed.ProtoReflect.Descriptor instead.
 func (*SecretResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SecretResealed) GetTenantId() string {
@@ -4732,6 +4822,85 @@ func (x *SecretResealed) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// HeadersResealed records an endpoint's secret headers sealed anew under
+// the current master key (the same values): a reseal after a master key
+// rotation. The configuration's version does not change.
+type HeadersResealed struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	TenantId      string                  `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId    string                  `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	SealedHeaders map[string]*SealedValue `protobuf:"bytes,3,rep,name=sealed_headers,json=sealedHeaders,proto3" json:"sealed_headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	IssuedBy      *Actor                  `protobuf:"bytes,4,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At            *timestamppb.Timestamp  `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeadersResealed) Reset() {
+	*x = HeadersResealed{}
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeadersResealed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeadersResealed) ProtoMessage() {}
+
+func (x *HeadersResealed) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeadersResealed.ProtoReflect.Descriptor instead.
+func (*HeadersResealed) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *HeadersResealed) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *HeadersResealed) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *HeadersResealed) GetSealedHeaders() map[string]*SealedValue {
+	if x != nil {
+		return x.SealedHeaders
+	}
+	return nil
+}
+
+func (x *HeadersResealed) GetIssuedBy() *Actor {
+	if x != nil {
+		return x.IssuedBy
+	}
+	return nil
+}
+
+func (x *HeadersResealed) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 // MasterKeyRegistered records, in stream keyring-master, that secrets in
 // the log may be sealed under a master key: every node registers its
 // current key before it seals anything, and at start every node checks
@@ -4749,7 +4918,7 @@ type MasterKeyRegistered struct {
 
 func (x *MasterKeyRegistered) Reset() {
 	*x = MasterKeyRegistered{}
-	mi := &file_hookline_v1_events_proto_msgTypes[41]
+	mi := &file_hookline_v1_events_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4761,7 +4930,7 @@ func (x *MasterKeyRegistered) String() string {
 func (*MasterKeyRegistered) ProtoMessage() {}
 
 func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[41]
+	mi := &file_hookline_v1_events_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4774,7 +4943,7 @@ func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRegistered.ProtoReflect.Descriptor instead.
 func (*MasterKeyRegistered) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *MasterKeyRegistered) GetKeyId() string {
@@ -4819,7 +4988,7 @@ type MasterKeyRetired struct {
 
 func (x *MasterKeyRetired) Reset() {
 	*x = MasterKeyRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	mi := &file_hookline_v1_events_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4831,7 +5000,7 @@ func (x *MasterKeyRetired) String() string {
 func (*MasterKeyRetired) ProtoMessage() {}
 
 func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	mi := &file_hookline_v1_events_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4844,7 +5013,7 @@ func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRetired.ProtoReflect.Descriptor instead.
 func (*MasterKeyRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *MasterKeyRetired) GetKeyId() string {
@@ -4895,7 +5064,7 @@ type PartitionsAssigned struct {
 
 func (x *PartitionsAssigned) Reset() {
 	*x = PartitionsAssigned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[43]
+	mi := &file_hookline_v1_events_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4907,7 +5076,7 @@ func (x *PartitionsAssigned) String() string {
 func (*PartitionsAssigned) ProtoMessage() {}
 
 func (x *PartitionsAssigned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[43]
+	mi := &file_hookline_v1_events_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4920,7 +5089,7 @@ func (x *PartitionsAssigned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionsAssigned.ProtoReflect.Descriptor instead.
 func (*PartitionsAssigned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PartitionsAssigned) GetPartitions() []uint32 {
@@ -4988,7 +5157,7 @@ type ReconcileRepaired struct {
 
 func (x *ReconcileRepaired) Reset() {
 	*x = ReconcileRepaired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[44]
+	mi := &file_hookline_v1_events_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5000,7 +5169,7 @@ func (x *ReconcileRepaired) String() string {
 func (*ReconcileRepaired) ProtoMessage() {}
 
 func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[44]
+	mi := &file_hookline_v1_events_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5013,7 +5182,7 @@ func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
 func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{44}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ReconcileRepaired) GetRunId() string {
@@ -5149,7 +5318,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10REASON_REQUESTED\x10\x01\x12\x12\n" +
-	"\x0eREASON_UNSHOWN\x10\x02\"\x92\x04\n" +
+	"\x0eREASON_UNSHOWN\x10\x02\"\xea\x06\n" +
 	"\x0eEndpointConfig\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -5166,10 +5335,25 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	" \x03(\v2).hookline.v1.EndpointConfig.MetadataEntryR\bmetadata\x12\x16\n" +
 	"\x06filter\x18\v \x01(\tR\x06filter\x124\n" +
 	"\bordering\x18\f \x01(\x0e2\x18.hookline.v1.KeyOrderingR\bordering\x12\x12\n" +
-	"\x04pull\x18\r \x01(\bR\x04pull\x1a;\n" +
+	"\x04pull\x18\r \x01(\bR\x04pull\x12B\n" +
+	"\aheaders\x18\x0e \x03(\v2(.hookline.v1.EndpointConfig.HeadersEntryR\aheaders\x12#\n" +
+	"\rheader_prefix\x18\x0f \x01(\tR\fheaderPrefix\x12U\n" +
+	"\x0esealed_headers\x18\x10 \x03(\v2..hookline.v1.EndpointConfig.SealedHeadersEntryR\rsealedHeaders\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aZ\n" +
+	"\x12SealedHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.hookline.v1.SealedValueR\x05value:\x028\x01\"g\n" +
+	"\vSealedValue\x12\"\n" +
+	"\rmaster_key_id\x18\x01 \x01(\tR\vmasterKeyId\x12\x14\n" +
+	"\x05nonce\x18\x02 \x01(\fR\x05nonce\x12\x1e\n" +
+	"\n" +
+	"ciphertext\x18\x03 \x01(\fR\n" +
+	"ciphertext\"\xdf\x01\n" +
 	"\fSealedSecret\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12\"\n" +
 	"\rmaster_key_id\x18\x02 \x01(\tR\vmasterKeyId\x12\x14\n" +
@@ -5571,7 +5755,17 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"endpointId\x121\n" +
 	"\x06secret\x18\x03 \x01(\v2\x19.hookline.v1.SealedSecretR\x06secret\x12/\n" +
 	"\tissued_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x84\x01\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe0\x02\n" +
+	"\x0fHeadersResealed\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12V\n" +
+	"\x0esealed_headers\x18\x03 \x03(\v2/.hookline.v1.HeadersResealed.SealedHeadersEntryR\rsealedHeaders\x12/\n" +
+	"\tissued_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x1aZ\n" +
+	"\x12SealedHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.hookline.v1.SealedValueR\x05value:\x028\x01\"\x84\x01\n" +
 	"\x13MasterKeyRegistered\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x14\n" +
 	"\x05nonce\x18\x02 \x01(\fR\x05nonce\x12\x14\n" +
@@ -5647,7 +5841,7 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(KeyOrdering)(0),               // 0: hookline.v1.KeyOrdering
 	(ErrorClass)(0),                // 1: hookline.v1.ErrorClass
@@ -5668,155 +5862,167 @@ var file_hookline_v1_events_proto_goTypes = []any{
 	(*ApiKeyIssued)(nil),           // 16: hookline.v1.ApiKeyIssued
 	(*ApiKeyRevoked)(nil),          // 17: hookline.v1.ApiKeyRevoked
 	(*EndpointConfig)(nil),         // 18: hookline.v1.EndpointConfig
-	(*SealedSecret)(nil),           // 19: hookline.v1.SealedSecret
-	(*EndpointCreated)(nil),        // 20: hookline.v1.EndpointCreated
-	(*EndpointUpdated)(nil),        // 21: hookline.v1.EndpointUpdated
-	(*SecretRotated)(nil),          // 22: hookline.v1.SecretRotated
-	(*SecretRetired)(nil),          // 23: hookline.v1.SecretRetired
-	(*EndpointPaused)(nil),         // 24: hookline.v1.EndpointPaused
-	(*EndpointResumed)(nil),        // 25: hookline.v1.EndpointResumed
-	(*EndpointDisabled)(nil),       // 26: hookline.v1.EndpointDisabled
-	(*EndpointDeleted)(nil),        // 27: hookline.v1.EndpointDeleted
-	(*CircuitOpened)(nil),          // 28: hookline.v1.CircuitOpened
-	(*CircuitHalfOpened)(nil),      // 29: hookline.v1.CircuitHalfOpened
-	(*CircuitClosed)(nil),          // 30: hookline.v1.CircuitClosed
-	(*RecoveryStarted)(nil),        // 31: hookline.v1.RecoveryStarted
-	(*RecoveryProgressed)(nil),     // 32: hookline.v1.RecoveryProgressed
-	(*RecoveryFinished)(nil),       // 33: hookline.v1.RecoveryFinished
-	(*RecoveryListed)(nil),         // 34: hookline.v1.RecoveryListed
-	(*EventPublished)(nil),         // 35: hookline.v1.EventPublished
-	(*PlannedDelivery)(nil),        // 36: hookline.v1.PlannedDelivery
-	(*FilteredEndpoint)(nil),       // 37: hookline.v1.FilteredEndpoint
-	(*DeliveriesPlanned)(nil),      // 38: hookline.v1.DeliveriesPlanned
-	(*PlanRepair)(nil),             // 39: hookline.v1.PlanRepair
-	(*Attempt)(nil),                // 40: hookline.v1.Attempt
-	(*AttemptTrigger)(nil),         // 41: hookline.v1.AttemptTrigger
-	(*AttemptWaits)(nil),           // 42: hookline.v1.AttemptWaits
-	(*AttemptTrace)(nil),           // 43: hookline.v1.AttemptTrace
-	(*RetryDecision)(nil),          // 44: hookline.v1.RetryDecision
-	(*AttemptSucceeded)(nil),       // 45: hookline.v1.AttemptSucceeded
-	(*AttemptFailed)(nil),          // 46: hookline.v1.AttemptFailed
-	(*DeliveryExpired)(nil),        // 47: hookline.v1.DeliveryExpired
-	(*ReplayRequested)(nil),        // 48: hookline.v1.ReplayRequested
-	(*OrderingKeySkipped)(nil),     // 49: hookline.v1.OrderingKeySkipped
-	(*PortalTokenIssued)(nil),      // 50: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),     // 51: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),         // 52: hookline.v1.SecretResealed
-	(*MasterKeyRegistered)(nil),    // 53: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),       // 54: hookline.v1.MasterKeyRetired
-	(*PartitionsAssigned)(nil),     // 55: hookline.v1.PartitionsAssigned
-	(*ReconcileRepaired)(nil),      // 56: hookline.v1.ReconcileRepaired
-	nil,                            // 57: hookline.v1.EndpointConfig.MetadataEntry
-	nil,                            // 58: hookline.v1.EventPublished.HeadersEntry
-	(*timestamppb.Timestamp)(nil),  // 59: google.protobuf.Timestamp
+	(*SealedValue)(nil),            // 19: hookline.v1.SealedValue
+	(*SealedSecret)(nil),           // 20: hookline.v1.SealedSecret
+	(*EndpointCreated)(nil),        // 21: hookline.v1.EndpointCreated
+	(*EndpointUpdated)(nil),        // 22: hookline.v1.EndpointUpdated
+	(*SecretRotated)(nil),          // 23: hookline.v1.SecretRotated
+	(*SecretRetired)(nil),          // 24: hookline.v1.SecretRetired
+	(*EndpointPaused)(nil),         // 25: hookline.v1.EndpointPaused
+	(*EndpointResumed)(nil),        // 26: hookline.v1.EndpointResumed
+	(*EndpointDisabled)(nil),       // 27: hookline.v1.EndpointDisabled
+	(*EndpointDeleted)(nil),        // 28: hookline.v1.EndpointDeleted
+	(*CircuitOpened)(nil),          // 29: hookline.v1.CircuitOpened
+	(*CircuitHalfOpened)(nil),      // 30: hookline.v1.CircuitHalfOpened
+	(*CircuitClosed)(nil),          // 31: hookline.v1.CircuitClosed
+	(*RecoveryStarted)(nil),        // 32: hookline.v1.RecoveryStarted
+	(*RecoveryProgressed)(nil),     // 33: hookline.v1.RecoveryProgressed
+	(*RecoveryFinished)(nil),       // 34: hookline.v1.RecoveryFinished
+	(*RecoveryListed)(nil),         // 35: hookline.v1.RecoveryListed
+	(*EventPublished)(nil),         // 36: hookline.v1.EventPublished
+	(*PlannedDelivery)(nil),        // 37: hookline.v1.PlannedDelivery
+	(*FilteredEndpoint)(nil),       // 38: hookline.v1.FilteredEndpoint
+	(*DeliveriesPlanned)(nil),      // 39: hookline.v1.DeliveriesPlanned
+	(*PlanRepair)(nil),             // 40: hookline.v1.PlanRepair
+	(*Attempt)(nil),                // 41: hookline.v1.Attempt
+	(*AttemptTrigger)(nil),         // 42: hookline.v1.AttemptTrigger
+	(*AttemptWaits)(nil),           // 43: hookline.v1.AttemptWaits
+	(*AttemptTrace)(nil),           // 44: hookline.v1.AttemptTrace
+	(*RetryDecision)(nil),          // 45: hookline.v1.RetryDecision
+	(*AttemptSucceeded)(nil),       // 46: hookline.v1.AttemptSucceeded
+	(*AttemptFailed)(nil),          // 47: hookline.v1.AttemptFailed
+	(*DeliveryExpired)(nil),        // 48: hookline.v1.DeliveryExpired
+	(*ReplayRequested)(nil),        // 49: hookline.v1.ReplayRequested
+	(*OrderingKeySkipped)(nil),     // 50: hookline.v1.OrderingKeySkipped
+	(*PortalTokenIssued)(nil),      // 51: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),     // 52: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),         // 53: hookline.v1.SecretResealed
+	(*HeadersResealed)(nil),        // 54: hookline.v1.HeadersResealed
+	(*MasterKeyRegistered)(nil),    // 55: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),       // 56: hookline.v1.MasterKeyRetired
+	(*PartitionsAssigned)(nil),     // 57: hookline.v1.PartitionsAssigned
+	(*ReconcileRepaired)(nil),      // 58: hookline.v1.ReconcileRepaired
+	nil,                            // 59: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                            // 60: hookline.v1.EndpointConfig.HeadersEntry
+	nil,                            // 61: hookline.v1.EndpointConfig.SealedHeadersEntry
+	nil,                            // 62: hookline.v1.EventPublished.HeadersEntry
+	nil,                            // 63: hookline.v1.HeadersResealed.SealedHeadersEntry
+	(*timestamppb.Timestamp)(nil),  // 64: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	2,   // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
 	13,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
 	12,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	59,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	64,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
 	13,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
 	12,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	59,  // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	64,  // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
 	12,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	59,  // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	64,  // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
 	12,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	59,  // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	64,  // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
 	3,   // 11: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
-	57,  // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	59,  // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
 	0,   // 13: hookline.v1.EndpointConfig.ordering:type_name -> hookline.v1.KeyOrdering
-	18,  // 14: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
-	19,  // 15: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
-	12,  // 16: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	59,  // 17: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
-	18,  // 18: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
-	12,  // 19: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	59,  // 20: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
-	19,  // 21: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
-	19,  // 22: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	59,  // 23: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
-	12,  // 24: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	59,  // 25: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
-	4,   // 26: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
-	12,  // 27: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	59,  // 28: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
-	5,   // 29: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
-	12,  // 30: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	59,  // 31: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
-	12,  // 32: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	59,  // 33: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
-	12,  // 34: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	59,  // 35: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
-	12,  // 36: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	59,  // 37: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
-	1,   // 38: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	59,  // 39: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	59,  // 40: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	59,  // 41: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	59,  // 42: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	59,  // 43: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
-	59,  // 44: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
-	12,  // 45: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
-	59,  // 46: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
-	59,  // 47: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
-	6,   // 48: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
-	59,  // 49: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
-	59,  // 50: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
-	59,  // 51: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
-	12,  // 52: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	59,  // 53: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	58,  // 54: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
-	0,   // 55: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
-	36,  // 56: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	59,  // 57: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	59,  // 58: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	39,  // 59: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	37,  // 60: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
-	12,  // 61: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	59,  // 62: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	59,  // 63: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	1,   // 64: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	12,  // 65: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	41,  // 66: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
-	42,  // 67: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
-	43,  // 68: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
-	44,  // 69: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
-	7,   // 70: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
-	59,  // 71: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
-	12,  // 72: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
-	8,   // 73: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
-	59,  // 74: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
-	9,   // 75: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
-	40,  // 76: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	40,  // 77: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	59,  // 78: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	59,  // 79: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	59,  // 80: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	12,  // 81: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	59,  // 82: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	12,  // 83: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
-	59,  // 84: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
-	59,  // 85: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	12,  // 86: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	59,  // 87: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	12,  // 88: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	59,  // 89: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	19,  // 90: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	12,  // 91: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	59,  // 92: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	59,  // 93: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	12,  // 94: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	59,  // 95: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	10,  // 96: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
-	59,  // 97: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
-	11,  // 98: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	12,  // 99: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	59,  // 100: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	101, // [101:101] is the sub-list for method output_type
-	101, // [101:101] is the sub-list for method input_type
-	101, // [101:101] is the sub-list for extension type_name
-	101, // [101:101] is the sub-list for extension extendee
-	0,   // [0:101] is the sub-list for field type_name
+	60,  // 14: hookline.v1.EndpointConfig.headers:type_name -> hookline.v1.EndpointConfig.HeadersEntry
+	61,  // 15: hookline.v1.EndpointConfig.sealed_headers:type_name -> hookline.v1.EndpointConfig.SealedHeadersEntry
+	18,  // 16: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
+	20,  // 17: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
+	12,  // 18: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
+	64,  // 19: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	18,  // 20: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
+	12,  // 21: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
+	64,  // 22: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	20,  // 23: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
+	20,  // 24: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
+	64,  // 25: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	12,  // 26: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
+	64,  // 27: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	4,   // 28: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
+	12,  // 29: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
+	64,  // 30: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	5,   // 31: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
+	12,  // 32: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
+	64,  // 33: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	12,  // 34: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
+	64,  // 35: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	12,  // 36: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
+	64,  // 37: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	12,  // 38: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
+	64,  // 39: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	1,   // 40: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
+	64,  // 41: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	64,  // 42: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	64,  // 43: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	64,  // 44: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	64,  // 45: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	64,  // 46: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	12,  // 47: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
+	64,  // 48: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	64,  // 49: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	6,   // 50: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
+	64,  // 51: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	64,  // 52: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
+	64,  // 53: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	12,  // 54: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
+	64,  // 55: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	62,  // 56: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	0,   // 57: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
+	37,  // 58: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	64,  // 59: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	64,  // 60: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	40,  // 61: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	38,  // 62: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
+	12,  // 63: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	64,  // 64: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	64,  // 65: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	1,   // 66: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	12,  // 67: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	42,  // 68: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
+	43,  // 69: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
+	44,  // 70: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
+	45,  // 71: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
+	7,   // 72: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
+	64,  // 73: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
+	12,  // 74: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
+	8,   // 75: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
+	64,  // 76: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
+	9,   // 77: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
+	41,  // 78: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	41,  // 79: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	64,  // 80: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	64,  // 81: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	64,  // 82: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	12,  // 83: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	64,  // 84: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	12,  // 85: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
+	64,  // 86: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
+	64,  // 87: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	12,  // 88: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	64,  // 89: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	12,  // 90: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	64,  // 91: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	20,  // 92: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	12,  // 93: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	64,  // 94: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	63,  // 95: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
+	12,  // 96: hookline.v1.HeadersResealed.issued_by:type_name -> hookline.v1.Actor
+	64,  // 97: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
+	64,  // 98: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	12,  // 99: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	64,  // 100: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	10,  // 101: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
+	64,  // 102: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
+	11,  // 103: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	12,  // 104: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	64,  // 105: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	19,  // 106: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	19,  // 107: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	108, // [108:108] is the sub-list for method output_type
+	108, // [108:108] is the sub-list for method input_type
+	108, // [108:108] is the sub-list for extension type_name
+	108, // [108:108] is the sub-list for extension extendee
+	0,   // [0:108] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -5830,7 +6036,7 @@ func file_hookline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   47,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

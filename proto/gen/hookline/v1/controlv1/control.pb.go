@@ -905,9 +905,29 @@ type EndpointSettings struct {
 	// delivery: "push" (the default: Hookline POSTs to url) or "pull" (no
 	// url: the endpoint's consumer pulls its deliveries with
 	// PullDeliveries and acknowledges them with AckDeliveries).
-	Delivery      string `protobuf:"bytes,14,opt,name=delivery,proto3" json:"delivery,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Delivery string `protobuf:"bytes,14,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	// headers are sent with every attempt, as they are: for a receiver that
+	// also wants a fixed header (an API key, a routing header). Up to 20;
+	// names are HTTP tokens, and may not be one Hookline sets (Host,
+	// Content-Type, Content-Length, User-Agent, traceparent, tracestate, or
+	// one that starts with header_prefix). Values are kept in the log and
+	// shown on reads as they are.
+	Headers map[string]string `protobuf:"bytes,15,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// header_prefix names the signature and delivery headers: "webhook-"
+	// (the default, Standard Webhooks: webhook-id, webhook-timestamp,
+	// webhook-signature, …) or another prefix ending in "-" for a receiver
+	// with an existing contract ("svix-" gives svix-id, svix-signature, …).
+	HeaderPrefix string `protobuf:"bytes,16,opt,name=header_prefix,json=headerPrefix,proto3" json:"header_prefix,omitempty"`
+	// secret_headers are sent with every attempt like headers, but their
+	// values are sealed at rest (like signing secrets) and never shown:
+	// reads list their names in secret_header_names. Up to 20 headers in
+	// all, under the same rules as headers. On update, naming
+	// secret_headers replaces them all; leaving it out keeps them.
+	SecretHeaders map[string]string `protobuf:"bytes,17,rep,name=secret_headers,json=secretHeaders,proto3" json:"secret_headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// secret_header_names (read only) lists the names of the secret headers.
+	SecretHeaderNames []string `protobuf:"bytes,18,rep,name=secret_header_names,json=secretHeaderNames,proto3" json:"secret_header_names,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *EndpointSettings) Reset() {
@@ -1036,6 +1056,34 @@ func (x *EndpointSettings) GetDelivery() string {
 		return x.Delivery
 	}
 	return ""
+}
+
+func (x *EndpointSettings) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *EndpointSettings) GetHeaderPrefix() string {
+	if x != nil {
+		return x.HeaderPrefix
+	}
+	return ""
+}
+
+func (x *EndpointSettings) GetSecretHeaders() map[string]string {
+	if x != nil {
+		return x.SecretHeaders
+	}
+	return nil
+}
+
+func (x *EndpointSettings) GetSecretHeaderNames() []string {
+	if x != nil {
+		return x.SecretHeaderNames
+	}
+	return nil
 }
 
 type CreateEndpointRequest struct {
@@ -4631,7 +4679,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\bapi_keys\x18\x04 \x03(\v2\x13.hookline.v1.ApiKeyR\aapiKeys\x129\n" +
 	"\n" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12&\n" +
-	"\x05as_of\x18\x06 \x01(\v2\x11.hookline.v1.AsOfR\x04asOf\"\xa5\x04\n" +
+	"\x05as_of\x18\x06 \x01(\v2\x11.hookline.v1.AsOfR\x04asOf\"\x97\a\n" +
 	"\x10EndpointSettings\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -4650,8 +4698,18 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\bordering\x18\f \x01(\tR\bordering\x12\x1f\n" +
 	"\vkey_failure\x18\r \x01(\tR\n" +
 	"keyFailure\x12\x1a\n" +
-	"\bdelivery\x18\x0e \x01(\tR\bdelivery\x1a;\n" +
+	"\bdelivery\x18\x0e \x01(\tR\bdelivery\x12D\n" +
+	"\aheaders\x18\x0f \x03(\v2*.hookline.v1.EndpointSettings.HeadersEntryR\aheaders\x12#\n" +
+	"\rheader_prefix\x18\x10 \x01(\tR\fheaderPrefix\x12W\n" +
+	"\x0esecret_headers\x18\x11 \x03(\v20.hookline.v1.EndpointSettings.SecretHeadersEntryR\rsecretHeaders\x12.\n" +
+	"\x13secret_header_names\x18\x12 \x03(\tR\x11secretHeaderNames\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a@\n" +
+	"\x12SecretHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x01\n" +
 	"\x15CreateEndpointRequest\x12\x1b\n" +
@@ -5053,7 +5111,7 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_hookline_v1_control_proto_goTypes = []any{
 	(Endpoint_Status)(0),                      // 0: hookline.v1.Endpoint.Status
 	(Endpoint_Circuit)(0),                     // 1: hookline.v1.Endpoint.Circuit
@@ -5121,149 +5179,153 @@ var file_hookline_v1_control_proto_goTypes = []any{
 	(*ReplayDeliveryRequest)(nil),             // 63: hookline.v1.ReplayDeliveryRequest
 	(*Delivery)(nil),                          // 64: hookline.v1.Delivery
 	nil,                                       // 65: hookline.v1.EndpointSettings.MetadataEntry
-	nil,                                       // 66: hookline.v1.PulledMessage.HeadersEntry
-	nil,                                       // 67: hookline.v1.EventRouting.HeadersEntry
-	nil,                                       // 68: hookline.v1.PublishRequest.HeadersEntry
-	(*v1.Quota)(nil),                          // 69: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),             // 70: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),             // 71: google.protobuf.FieldMask
-	(*structpb.Value)(nil),                    // 72: google.protobuf.Value
-	(*v1.PlannedDelivery)(nil),                // 73: hookline.v1.PlannedDelivery
-	(*v1.FilteredEndpoint)(nil),               // 74: hookline.v1.FilteredEndpoint
-	(*v1.Attempt)(nil),                        // 75: hookline.v1.Attempt
+	nil,                                       // 66: hookline.v1.EndpointSettings.HeadersEntry
+	nil,                                       // 67: hookline.v1.EndpointSettings.SecretHeadersEntry
+	nil,                                       // 68: hookline.v1.PulledMessage.HeadersEntry
+	nil,                                       // 69: hookline.v1.EventRouting.HeadersEntry
+	nil,                                       // 70: hookline.v1.PublishRequest.HeadersEntry
+	(*v1.Quota)(nil),                          // 71: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),             // 72: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),             // 73: google.protobuf.FieldMask
+	(*structpb.Value)(nil),                    // 74: google.protobuf.Value
+	(*v1.PlannedDelivery)(nil),                // 75: hookline.v1.PlannedDelivery
+	(*v1.FilteredEndpoint)(nil),               // 76: hookline.v1.FilteredEndpoint
+	(*v1.Attempt)(nil),                        // 77: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	69, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	70, // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
-	69, // 2: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	70, // 3: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	69, // 4: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	71, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	72, // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
+	71, // 2: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	72, // 3: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	71, // 4: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
 	12, // 5: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	70, // 6: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	72, // 6: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
 	7,  // 7: hookline.v1.Tenant.as_of:type_name -> hookline.v1.AsOf
 	65, // 8: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
-	14, // 9: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	28, // 10: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	28, // 11: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
-	14, // 12: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	71, // 13: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
-	28, // 14: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	70, // 15: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	70, // 16: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 17: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
-	0,  // 18: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
-	1,  // 19: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
-	27, // 20: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	70, // 21: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	70, // 22: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	7,  // 23: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
-	70, // 24: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	70, // 25: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	70, // 26: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
-	70, // 27: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
-	44, // 28: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
-	43, // 29: hookline.v1.ListOrderingKeysResponse.keys:type_name -> hookline.v1.OrderingKey
-	39, // 30: hookline.v1.PullDeliveriesResponse.messages:type_name -> hookline.v1.PulledMessage
-	66, // 31: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
-	70, // 32: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
-	70, // 33: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	70, // 34: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
-	70, // 35: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	70, // 36: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	70, // 37: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	70, // 38: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
-	30, // 39: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
-	46, // 40: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
-	70, // 41: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
-	67, // 42: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
-	51, // 43: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
-	72, // 44: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
-	2,  // 45: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
-	50, // 46: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
-	70, // 47: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	72, // 48: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	68, // 49: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
-	73, // 50: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	74, // 51: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
-	52, // 52: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
-	53, // 53: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
-	55, // 54: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	70, // 55: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
-	58, // 56: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
-	70, // 57: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	70, // 58: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	64, // 59: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	70, // 60: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	70, // 61: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	70, // 62: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	75, // 63: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	5,  // 64: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	6,  // 65: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	8,  // 66: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	10, // 67: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	11, // 68: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	3,  // 69: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
-	15, // 70: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	17, // 71: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	18, // 72: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	20, // 73: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	21, // 74: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	23, // 75: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	24, // 76: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	25, // 77: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	26, // 78: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	29, // 79: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	31, // 80: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	32, // 81: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
-	34, // 82: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
-	36, // 83: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
-	37, // 84: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
-	40, // 85: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
-	42, // 86: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
-	52, // 87: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	54, // 88: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	57, // 89: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
-	48, // 90: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
-	45, // 91: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
-	60, // 92: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	62, // 93: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	63, // 94: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	13, // 95: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	13, // 96: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	9,  // 97: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	13, // 98: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	13, // 99: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	4,  // 100: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
-	16, // 101: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	28, // 102: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	19, // 103: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	28, // 104: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	22, // 105: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	28, // 106: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	28, // 107: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	28, // 108: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	28, // 109: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	44, // 110: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	44, // 111: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	33, // 112: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
-	35, // 113: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
-	43, // 114: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
-	38, // 115: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
-	41, // 116: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
-	44, // 117: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
-	53, // 118: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	56, // 119: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	59, // 120: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
-	49, // 121: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
-	47, // 122: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
-	61, // 123: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	64, // 124: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	64, // 125: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	95, // [95:126] is the sub-list for method output_type
-	64, // [64:95] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	66, // 9: hookline.v1.EndpointSettings.headers:type_name -> hookline.v1.EndpointSettings.HeadersEntry
+	67, // 10: hookline.v1.EndpointSettings.secret_headers:type_name -> hookline.v1.EndpointSettings.SecretHeadersEntry
+	14, // 11: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
+	28, // 12: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	28, // 13: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
+	14, // 14: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
+	73, // 15: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	28, // 16: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
+	72, // 17: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	72, // 18: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 19: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
+	0,  // 20: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
+	1,  // 21: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
+	27, // 22: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
+	72, // 23: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	72, // 24: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	7,  // 25: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
+	72, // 26: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	72, // 27: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	72, // 28: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
+	72, // 29: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
+	44, // 30: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
+	43, // 31: hookline.v1.ListOrderingKeysResponse.keys:type_name -> hookline.v1.OrderingKey
+	39, // 32: hookline.v1.PullDeliveriesResponse.messages:type_name -> hookline.v1.PulledMessage
+	68, // 33: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
+	72, // 34: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
+	72, // 35: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	72, // 36: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
+	72, // 37: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	72, // 38: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	72, // 39: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	72, // 40: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	30, // 41: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
+	46, // 42: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
+	72, // 43: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
+	69, // 44: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
+	51, // 45: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
+	74, // 46: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
+	2,  // 47: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
+	50, // 48: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
+	72, // 49: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	74, // 50: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	70, // 51: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
+	75, // 52: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	76, // 53: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
+	52, // 54: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
+	53, // 55: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
+	55, // 56: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
+	72, // 57: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	58, // 58: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
+	72, // 59: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	72, // 60: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	64, // 61: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	72, // 62: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	72, // 63: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	72, // 64: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	77, // 65: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	5,  // 66: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	6,  // 67: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	8,  // 68: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	10, // 69: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	11, // 70: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	3,  // 71: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
+	15, // 72: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	17, // 73: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	18, // 74: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	20, // 75: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	21, // 76: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	23, // 77: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	24, // 78: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	25, // 79: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	26, // 80: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	29, // 81: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	31, // 82: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	32, // 83: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
+	34, // 84: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
+	36, // 85: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
+	37, // 86: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
+	40, // 87: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
+	42, // 88: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
+	52, // 89: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	54, // 90: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	57, // 91: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	48, // 92: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
+	45, // 93: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
+	60, // 94: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	62, // 95: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	63, // 96: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	13, // 97: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	13, // 98: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	9,  // 99: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	13, // 100: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	13, // 101: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	4,  // 102: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
+	16, // 103: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	28, // 104: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	19, // 105: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	28, // 106: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	22, // 107: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	28, // 108: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	28, // 109: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	28, // 110: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	28, // 111: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	44, // 112: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	44, // 113: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	33, // 114: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
+	35, // 115: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
+	43, // 116: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
+	38, // 117: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
+	41, // 118: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
+	44, // 119: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
+	53, // 120: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	56, // 121: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	59, // 122: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	49, // 123: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
+	47, // 124: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
+	61, // 125: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	64, // 126: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	64, // 127: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	97, // [97:128] is the sub-list for method output_type
+	66, // [66:97] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
@@ -5277,7 +5339,7 @@ func file_hookline_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   66,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -1,0 +1,47 @@
+package main_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/hookline/hookline/client/clienttest"
+)
+
+// TestEndpointHeaderFlags: --header and --secret-header set an endpoint's
+// static headers, the secret one shown by name only; --clear-headers
+// removes both; a header Hookline sets is refused with the field named.
+func TestEndpointHeaderFlags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	n := clienttest.Start(t, clienttest.Options{})
+	tenant := []string{"--addr", n.Addr, "--token", n.Tenant(t, "acme")}
+	run := func(args ...string) (string, error) {
+		t.Helper()
+		out, errOut, err := hookline(t, append(args, tenant...)...)
+		return out + errOut, err
+	}
+	out, err := run("endpoints", "create", "--id", "ep_h", "--url", "http://127.0.0.1:9/in", "--types", "invoice.paid",
+		"--header", "X-Region: eu", "--secret-header", "Authorization: Bearer cli-s3cret", "--header-prefix", "svix-")
+	if err != nil {
+		t.Fatalf("create: %v\n%s", err, out)
+	}
+	for _, want := range []string{"header       X-Region: eu", "header       Authorization: (secret, sealed)", "headers as   svix-id, svix-signature"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("create printed no %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "cli-s3cret") {
+		t.Errorf("create printed the secret header's value:\n%s", out)
+	}
+	id := regexp.MustCompile(`ep_h_[a-z0-9]+`).FindString(out)
+	out, err = run("endpoints", "update", "--id", id, "--clear-headers")
+	if err != nil || strings.Contains(out, "header       ") {
+		t.Errorf("update --clear-headers: %v\n%s", err, out)
+	}
+	out, err = run("endpoints", "update", "--id", id, "--header", "Svix-Id: forged")
+	if err == nil || !strings.Contains(out, "settings.headers") {
+		t.Errorf("update with a header named like the svix- signature headers: %v\n%s; want a refusal naming settings.headers", err, out)
+	}
+}
