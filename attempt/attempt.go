@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -44,6 +45,12 @@ type Request struct {
 	// DefaultHeaderPrefix.
 	Headers      map[string]string
 	HeaderPrefix string
+
+	// OAuth2, when set, makes the attempt carry a bearer token of this
+	// grant, cached under TokenKey (the endpoint and its configuration
+	// version) and shared by the attempts with the same key.
+	OAuth2   *OAuth2
+	TokenKey string
 
 	// Traceparent and Tracestate are the attempt's W3C Trace Context (see
 	// the tracing package), sent as the traceparent and tracestate headers
@@ -125,17 +132,13 @@ func (c *Client) do(parent context.Context, req Request, o *Outcome, now func() 
 		internal(err)
 		return
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(req.Payload))
-	if err != nil {
-		internal(fmt.Errorf("build request: %w", errorTextErr(err)))
+	resp, err := c.exchange(ctx, u, req, o, sig, now)
+	var te *TokenError
+	switch {
+	case errors.As(err, &te):
+		o.ErrorClass, o.Class, o.Error = hooklinev1.ErrorClass_ERROR_CLASS_TOKEN, Retryable{}, te.Error()
 		return
-	}
-	setHeaders(hreq.Header, req, o, sig)
-
-	body := sha256.Sum256(req.Payload)
-	o.BodySHA256, o.BodyBytes = body[:], int64(len(req.Payload))
-	resp, err := c.http.Do(hreq)
-	if err != nil {
+	case err != nil:
 		fail(err)
 		return
 	}
@@ -167,6 +170,46 @@ func (c *Client) do(parent context.Context, req Request, o *Outcome, now func() 
 	if readErr != nil && o.Error != "" {
 		o.Error += "; reading the body: " + errorText(readErr)
 	}
+}
+
+// exchange sends req to u, with a bearer token when req has an OAuth2
+// grant. A receiver that refuses a cached token (revoked, or its clock
+// ahead of ours) gets a new one, once. A token that cannot be had is a
+// *TokenError.
+func (c *Client) exchange(ctx context.Context, u *url.URL, req Request, o *Outcome, sig string, now func() time.Time) (*http.Response, error) {
+	var bearer string
+	fresh := false
+	if req.OAuth2 != nil {
+		var err error
+		if bearer, fresh, err = c.token(ctx, req.TokenKey, req.OAuth2, "", now); err != nil {
+			return nil, err
+		}
+	}
+	body := sha256.Sum256(req.Payload)
+	o.BodySHA256, o.BodyBytes = body[:], int64(len(req.Payload))
+	resp, err := c.send(ctx, u, req, o, sig, bearer)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || req.OAuth2 == nil || fresh {
+		return resp, err
+	}
+	resp.Body.Close()
+	if bearer, _, err = c.token(ctx, req.TokenKey, req.OAuth2, bearer, now); err != nil {
+		return nil, err
+	}
+	return c.send(ctx, u, req, o, sig, bearer)
+}
+
+// send POSTs req's payload to u with its headers, and bearer, if any, as
+// its Authorization.
+func (c *Client) send(ctx context.Context, u *url.URL, req Request, o *Outcome, sig, bearer string) (*http.Response, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(req.Payload))
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", errorTextErr(err))
+	}
+	setHeaders(hreq.Header, req, o, sig)
+	if bearer != "" {
+		hreq.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	return c.http.Do(hreq)
 }
 
 // copyBuffers hold the buffers that read answers' bodies: io.Copy would

@@ -119,6 +119,7 @@ type Client struct {
 	policy    *Policy
 	transport *http.Transport
 	http      *http.Client
+	tokens    tokens
 }
 
 // NewClient returns a client for cfg. It panics if cfg.Validate fails: the

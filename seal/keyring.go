@@ -201,6 +201,12 @@ func HeaderAAD(endpointID, name string) []byte {
 	return fmt.Appendf(nil, "endpoint/%s/header/%s", endpointID, name)
 }
 
+// OAuth2SecretAAD is the additional data that binds an endpoint's OAuth2
+// client secret to that endpoint.
+func OAuth2SecretAAD(endpointID string) []byte {
+	return fmt.Appendf(nil, "endpoint/%s/oauth2/client_secret", endpointID)
+}
+
 // String describes the keyring by its key ids only, so that printing it
 // never shows a key.
 func (k *Keyring) String() string {

@@ -88,11 +88,11 @@ func (l *loop) onSlot(ctx actor.Context) {
 	l.startLineage(f, now)
 	req, err := l.request(f)
 	if err != nil {
-		l.log.Error("endpoint grain cannot open its signing secrets", "delivery_id", f.item.DeliveryID, "error", err)
+		l.log.Error("endpoint grain cannot open its sealed secrets", "delivery_id", f.item.DeliveryID, "error", err)
 		f.lin.traced = false // no request carried it
 		ctx.Send(ctx.Self(), &attemptDone{id: f.item.DeliveryID, o: attempt.Outcome{
 			Started: now, Finished: now, Class: attempt.Retryable{},
-			ErrorClass: hooklinev1.ErrorClass_ERROR_CLASS_INTERNAL, Error: "cannot open the signing secret",
+			ErrorClass: hooklinev1.ErrorClass_ERROR_CLASS_INTERNAL, Error: "cannot open a sealed secret (signing secret, secret header or OAuth2 client secret)",
 		}})
 		return
 	}
@@ -118,6 +118,10 @@ func (l *loop) request(f *flight) (attempt.Request, error) {
 	if err != nil {
 		return attempt.Request{}, err
 	}
+	grant, tokenKey, err := l.state.OAuth2(l.cfg.Keyring)
+	if err != nil {
+		return attempt.Request{}, err
+	}
 	ev := f.d.event
 	traceparent, tracestate := f.traceHeaders()
 	return attempt.Request{
@@ -125,6 +129,7 @@ func (l *loop) request(f *flight) (attempt.Request, error) {
 		OccurredAt: asTime(ev.GetOccurredAt()), SchemaVersion: ev.GetSchemaVersion(),
 		OrderingKey: f.item.OrderingKey, Sequence: f.item.Sequence,
 		Payload: ev.GetPayload(), ContentType: ev.GetContentType(), Secrets: secrets, SigningKey: seed,
+		OAuth2: grant, TokenKey: tokenKey,
 		Headers: headers, HeaderPrefix: l.state.Config.GetHeaderPrefix(),
 		Traceparent: traceparent, Tracestate: tracestate,
 		Timeout: time.Duration(l.state.Config.GetTimeoutMs()) * time.Millisecond, Now: l.cfg.Now,

@@ -91,9 +91,7 @@ func (s *State) Apply(msg proto.Message) {
 			s.Secrets[i].Sealed = proto.CloneOf(e.GetSecret())
 		}
 	case *hooklinev1.HeadersResealed:
-		cfg := proto.CloneOf(s.Config)
-		cfg.SealedHeaders = e.GetSealedHeaders()
-		s.Config = cfg
+		s.applyResealed(e)
 	case *hooklinev1.SecretRetired:
 		if i := s.secretIndex(e.GetVersion()); i >= 0 {
 			s.Secrets = slices.Delete(s.Secrets, i, i+1)

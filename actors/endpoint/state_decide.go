@@ -241,7 +241,7 @@ func (s *State) decideCreate(identity, tenantID string, by *hooklinev1.Actor, ri
 	}
 	cfg := configOf(settings)
 	cfg.Url = u
-	if cfg.SealedHeaders, err = sealHeaders(identity, settings.GetSecretHeaders(), nil, env); err != nil {
+	if err := sealSecretSettings(identity, cfg, nil, secretsOf(settings), true, env); err != nil {
 		return Decision{}, err
 	}
 	secret, sealed, err := newSealedSecret(identity, 1, cfg.GetSignEd25519(), env)
@@ -275,11 +275,8 @@ func (s *State) decideUpdate(r *controlv1.UpdateEndpointRequest, by *hooklinev1.
 		return Decision{}, err
 	}
 	cfg := configOf(next)
-	cfg.SealedHeaders = s.Config.GetSealedHeaders()
-	if replaceSecret {
-		if cfg.SealedHeaders, err = sealHeaders(s.EndpointID, next.GetSecretHeaders(), s.Config.GetSealedHeaders(), env); err != nil {
-			return Decision{}, err
-		}
+	if err := sealSecretSettings(s.EndpointID, cfg, s.Config, secretsOf(next), replaceSecret, env); err != nil {
+		return Decision{}, err
 	}
 	if cfg.GetUrl() != s.Config.GetUrl() {
 		u, err := checkedURL(cfg.GetUrl(), env.URL)

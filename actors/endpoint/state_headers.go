@@ -4,8 +4,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/actors/command"
+	"github.com/hookline/hookline/attempt"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/seal"
 )
@@ -33,55 +37,140 @@ func (s *State) Headers(kr *seal.Keyring) (map[string]string, error) {
 	return out, nil
 }
 
-// sealHeaders seals the values of headers under the keyring's current
-// master key, each bound to the endpoint and its name. A header whose
-// value is already sealed in old, under the current key, keeps that
-// sealing, so that an update giving the same values changes nothing.
+// OAuth2 returns the endpoint's OAuth2 grant with its client secret
+// opened, and the key its tokens are cached under (the endpoint and its
+// configuration version); nil when it has none. The secret is a secret:
+// never log it.
+func (s *State) OAuth2(kr *seal.Keyring) (*attempt.OAuth2, string, error) {
+	g := s.Config.GetOauth2()
+	if g == nil {
+		return nil, "", nil
+	}
+	v := g.GetClientSecret()
+	secret, err := kr.Open(v.GetMasterKeyId(), v.GetNonce(), v.GetCiphertext(), seal.OAuth2SecretAAD(s.EndpointID))
+	if err != nil {
+		return nil, "", fmt.Errorf("open the OAuth2 client secret of %s: %w", s.EndpointID, err)
+	}
+	return &attempt.OAuth2{
+		TokenURL: g.GetTokenUrl(), ClientID: g.GetClientId(), ClientSecret: string(secret),
+		Scopes: g.GetScopes(), Audience: g.GetAudience(),
+	}, s.EndpointID + "/" + strconv.FormatInt(s.ConfigVersion, 10), nil
+}
+
+// sealValue seals value under the keyring's current master key with aad.
+// When old already seals that value under the current key, it is kept,
+// so that an update giving the same value changes nothing.
+func sealValue(value string, aad []byte, old *hooklinev1.SealedValue, env Env) (*hooklinev1.SealedValue, error) {
+	if old.GetMasterKeyId() == env.Keyring.CurrentID() {
+		if plain, err := env.Keyring.Open(old.GetMasterKeyId(), old.GetNonce(), old.GetCiphertext(), aad); err == nil && string(plain) == value {
+			return old, nil
+		}
+	}
+	keyID, nonce, ct, err := env.Keyring.Seal([]byte(value), aad)
+	if err != nil {
+		return nil, command.Internal("cannot seal a secret setting; check that this node's keyring has a current master key")
+	}
+	return &hooklinev1.SealedValue{MasterKeyId: keyID, Nonce: nonce, Ciphertext: ct}, nil
+}
+
+// sealHeaders seals the values of headers, each bound to the endpoint and
+// its name, keeping the sealings in old of unchanged values.
 func sealHeaders(endpointID string, headers map[string]string, old map[string]*hooklinev1.SealedValue, env Env) (map[string]*hooklinev1.SealedValue, error) {
 	if len(headers) == 0 {
 		return nil, nil
 	}
 	out := make(map[string]*hooklinev1.SealedValue, len(headers))
 	for _, name := range slices.Sorted(maps.Keys(headers)) {
-		aad := seal.HeaderAAD(endpointID, name)
-		if o := old[name]; o.GetMasterKeyId() == env.Keyring.CurrentID() {
-			if plain, err := env.Keyring.Open(o.GetMasterKeyId(), o.GetNonce(), o.GetCiphertext(), aad); err == nil && string(plain) == headers[name] {
-				out[name] = o
-				continue
-			}
-		}
-		keyID, nonce, ct, err := env.Keyring.Seal([]byte(headers[name]), aad)
+		v, err := sealValue(headers[name], seal.HeaderAAD(endpointID, name), old[name], env)
 		if err != nil {
-			return nil, command.Internal("cannot seal a secret header; check that this node's keyring has a current master key")
+			return nil, err
 		}
-		out[name] = &hooklinev1.SealedValue{MasterKeyId: keyID, Nonce: nonce, Ciphertext: ct}
+		out[name] = v
 	}
 	return out, nil
 }
 
-// resealHeaders seals the endpoint's secret headers anew under the current
-// master key when one of them is sealed under another; nil when all are
-// current.
-func (s *State) resealHeaders(by *hooklinev1.Actor, env Env) (*hooklinev1.HeadersResealed, error) {
+// sealSecretSettings seals into cfg the secret settings of next: its
+// secret headers when replaceHeaders (else cfg keeps those of old), and
+// its OAuth2 client secret. A grant given without a client secret keeps
+// old's when it names the same token URL and client id; otherwise the
+// secret is required.
+func sealSecretSettings(endpointID string, cfg, old *hooklinev1.EndpointConfig, next *settingsWithSecrets, replaceHeaders bool, env Env) error {
+	cfg.SealedHeaders = old.GetSealedHeaders()
+	if replaceHeaders {
+		var err error
+		if cfg.SealedHeaders, err = sealHeaders(endpointID, next.headers, old.GetSealedHeaders(), env); err != nil {
+			return err
+		}
+	}
+	g := cfg.GetOauth2()
+	if g == nil {
+		return nil
+	}
+	prev := old.GetOauth2()
+	if next.clientSecret == "" {
+		if prev == nil || prev.GetTokenUrl() != g.GetTokenUrl() || prev.GetClientId() != g.GetClientId() {
+			return command.Invalid("settings.auth.oauth2.client_secret", "is required with a new token_url or client_id: give the client secret the token endpoint issued")
+		}
+		g.ClientSecret = prev.GetClientSecret()
+		return nil
+	}
+	v, err := sealValue(next.clientSecret, seal.OAuth2SecretAAD(endpointID), prev.GetClientSecret(), env)
+	g.ClientSecret = v
+	return err
+}
+
+// settingsWithSecrets are the secret values of a command's settings,
+// which the configuration holds only sealed.
+type settingsWithSecrets struct {
+	headers      map[string]string
+	clientSecret string
+}
+
+// resealSecretSettings seals the endpoint's secret headers and OAuth2
+// client secret anew under the current master key when one of them is
+// sealed under another; nil when all are current.
+func (s *State) resealSecretSettings(by *hooklinev1.Actor, env Env) (*hooklinev1.HeadersResealed, error) {
+	current := env.Keyring.CurrentID()
 	sealed := s.Config.GetSealedHeaders()
-	stale := false
+	stale := s.Config.GetOauth2() != nil && s.Config.GetOauth2().GetClientSecret().GetMasterKeyId() != current
 	for _, v := range sealed {
-		stale = stale || v.GetMasterKeyId() != env.Keyring.CurrentID()
+		stale = stale || v.GetMasterKeyId() != current
 	}
 	if !stale {
 		return nil, nil
 	}
+	internal := command.Internal("cannot reseal a secret setting: this node does not hold its master key; load that key into the keyring")
 	plain, err := s.Headers(env.Keyring)
 	if err != nil {
-		return nil, command.Internal("cannot reseal a secret header: this node does not hold its master key; load that key into the keyring")
+		return nil, internal
 	}
 	values := make(map[string]string, len(sealed))
 	for name := range sealed {
 		values[name] = plain[name]
 	}
-	fresh, err := sealHeaders(s.EndpointID, values, nil, env)
-	if err != nil {
+	out := &hooklinev1.HeadersResealed{TenantId: s.TenantID, EndpointId: s.EndpointID, IssuedBy: by}
+	if out.SealedHeaders, err = sealHeaders(s.EndpointID, values, nil, env); err != nil {
 		return nil, err
 	}
-	return &hooklinev1.HeadersResealed{TenantId: s.TenantID, EndpointId: s.EndpointID, SealedHeaders: fresh, IssuedBy: by}, nil
+	grant, _, err := s.OAuth2(env.Keyring)
+	if err != nil {
+		return nil, internal
+	}
+	if grant != nil {
+		if out.Oauth2ClientSecret, err = sealValue(grant.ClientSecret, seal.OAuth2SecretAAD(s.EndpointID), nil, env); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// applyResealed applies a HeadersResealed to the configuration.
+func (s *State) applyResealed(e *hooklinev1.HeadersResealed) {
+	cfg := proto.CloneOf(s.Config)
+	cfg.SealedHeaders = e.GetSealedHeaders()
+	if v := e.GetOauth2ClientSecret(); v != nil && cfg.GetOauth2() != nil {
+		cfg.Oauth2.ClientSecret = v
+	}
+	s.Config = cfg
 }

@@ -79,6 +79,14 @@ func TestSecretHeaders(t *testing.T) {
 		t.Errorf("a secret header named like Hookline's: %v, want INVALID_ARGUMENT on settings.secret_headers", err)
 	}
 
+	decideApply(t, s, cmd("acme", &controlv1.UpdateEndpointRequest{
+		Settings: &controlv1.EndpointSettings{
+			Auth:          &controlv1.EndpointAuth{Oauth2: &controlv1.OAuth2Auth{TokenUrl: "https://auth.example.com/t", ClientId: "c", ClientSecret: "cs-1"}},
+			SecretHeaders: map[string]string{"X-Api-Key": "key-9"}, // Authorization is the grant's now
+		},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"auth", "secret_headers"}},
+	}), env(krOld, t0, ""))
+
 	reseal := cmd("acme", nil)
 	reseal.Command = &internalv1.EndpointCommand_Reseal{Reseal: &internalv1.Reseal{}}
 	dec = decideApply(t, s, reseal, env(krBoth, t0, ""))
@@ -91,10 +99,68 @@ func TestSecretHeaders(t *testing.T) {
 	if resealed != 1 {
 		t.Fatalf("reseal wrote %d HeadersResealed, want 1", resealed)
 	}
-	if got, err := s.Headers(krNew); err != nil || got["Authorization"] != "Bearer tok-2" {
+	if got, err := s.Headers(krNew); err != nil || got["X-Api-Key"] != "key-9" {
 		t.Fatalf("after the reseal the new key alone opens %v, %v", got, err)
+	}
+	if g, _, err := s.OAuth2(krNew); err != nil || g.ClientSecret != "cs-1" {
+		t.Fatalf("after the reseal the new key alone opens the client secret: %v", err)
 	}
 	if dec := decideApply(t, s, reseal, env(krBoth, t0, "")); len(dec.Events) != 0 {
 		t.Fatalf("a second reseal wrote %d events, want none", len(dec.Events))
+	}
+}
+
+// TestOAuth2Settings: an OAuth2 grant's client secret is sealed and never
+// shown; an update that keeps the token URL and client id may leave the
+// secret out, one that changes them may not; it reseals with the rest.
+func TestOAuth2Settings(t *testing.T) {
+	kr := keyring(t)
+	grant := func(url, id, secret string) *controlv1.EndpointAuth {
+		return &controlv1.EndpointAuth{Oauth2: &controlv1.OAuth2Auth{TokenUrl: url, ClientId: id, ClientSecret: secret, Scopes: []string{"hooks"}}}
+	}
+	update := func(a *controlv1.EndpointAuth) *internalv1.EndpointCommand {
+		return cmd("acme", &controlv1.UpdateEndpointRequest{Settings: &controlv1.EndpointSettings{Auth: a}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"auth"}}})
+	}
+	s, _ := newEndpoint(t, kr)
+	var ge *command.Error
+	if _, err := s.Decide("ep_1", update(grant("https://auth.example.com/token", "hookline", "")), env(kr, t0, "")); !errors.As(err, &ge) || !strings.Contains(err.Error(), "settings.auth.oauth2.client_secret") {
+		t.Fatalf("a new grant without a client secret: %v, want INVALID_ARGUMENT on its client_secret", err)
+	}
+	dec := decideApply(t, s, update(grant("https://auth.example.com/token", "hookline", "cs-7f1e")), env(kr, t0, ""))
+	for _, ev := range dec.Events {
+		if b, _ := proto.Marshal(ev); bytes.Contains(b, []byte("cs-7f1e")) {
+			t.Fatalf("%T holds the client secret in clear", ev)
+		}
+	}
+	if a := s.Settings().GetAuth().GetOauth2(); a.GetClientSecret() != "" || !a.GetClientSecretSet() || a.GetClientId() != "hookline" {
+		t.Fatalf("the read shows %v", a)
+	}
+	g, key, err := s.OAuth2(kr)
+	if err != nil || g.ClientSecret != "cs-7f1e" || g.TokenURL != "https://auth.example.com/token" || key == "" {
+		t.Fatalf("the grant opened: %+v, key %q, %v", g, key, err)
+	}
+	// Same URL and id, no secret: kept. Another client id: required.
+	decideApply(t, s, update(grant("https://auth.example.com/token", "hookline", "")), env(kr, t0, ""))
+	if g, _, _ := s.OAuth2(kr); g.ClientSecret != "cs-7f1e" {
+		t.Fatalf("an update without the secret lost it: %q", g.ClientSecret)
+	}
+	if _, err := s.Decide("ep_1", update(grant("https://auth.example.com/token", "other", "")), env(kr, t0, "")); !errors.As(err, &ge) {
+		t.Fatalf("another client id without its secret: %v, want INVALID_ARGUMENT", err)
+	}
+	// A static Authorization header beside a grant is refused.
+	both := cmd("acme", &controlv1.UpdateEndpointRequest{Settings: &controlv1.EndpointSettings{SecretHeaders: map[string]string{"authorization": "x"}},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"secret_headers"}}})
+	if _, err := s.Decide("ep_1", both, env(kr, t0, "")); !errors.As(err, &ge) || !strings.Contains(err.Error(), "settings.auth") {
+		t.Fatalf("an Authorization header beside a grant: %v, want INVALID_ARGUMENT on settings.auth", err)
+	}
+	for _, bad := range []*controlv1.EndpointAuth{
+		grant("ftp://auth.example.com/token", "hookline", "x"),
+		grant("https://user:pw@auth.example.com/token", "hookline", "x"),
+		grant("https://auth.example.com/token", "", "x"),
+		{Oauth2: &controlv1.OAuth2Auth{TokenUrl: "https://auth.example.com/token", ClientId: "h", ClientSecret: "x", Scopes: []string{"a b"}}},
+	} {
+		if _, err := s.Decide("ep_1", update(bad), env(kr, t0, "")); !errors.As(err, &ge) || !strings.Contains(err.Error(), "settings.auth.oauth2.") {
+			t.Errorf("grant %v: %v, want INVALID_ARGUMENT naming its field", bad, err)
+		}
 	}
 }

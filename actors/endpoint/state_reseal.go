@@ -14,7 +14,7 @@ import (
 // keyring's current master key anew, under it: the same secret and
 // ed25519 seed, the same version, so receivers and signatures see no
 // change. One SecretResealed per secret, and one HeadersResealed for the
-// secret headers; none when all are current. A
+// secret headers and the OAuth2 client secret; none when all are current. A
 // reseal that names another current key than this node's is refused: the
 // nodes do not agree on the current key yet.
 func (s *State) decideReseal(r *internalv1.Reseal, by *hooklinev1.Actor, env Env) (Decision, error) {
@@ -51,7 +51,7 @@ func (s *State) decideReseal(r *internalv1.Reseal, by *hooklinev1.Actor, env Env
 		}
 		evs = append(evs, &hooklinev1.SecretResealed{TenantId: s.TenantID, EndpointId: s.EndpointID, Secret: fresh, IssuedBy: by, At: at})
 	}
-	hr, err := s.resealHeaders(by, env)
+	hr, err := s.resealSecretSettings(by, env)
 	if err != nil {
 		return Decision{}, err
 	}

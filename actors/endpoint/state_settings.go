@@ -54,6 +54,7 @@ func configOf(s *controlv1.EndpointSettings) *hooklinev1.EndpointConfig {
 		Pull:          s.GetDelivery() == deliveryPull,
 		Headers:       maps.Clone(s.GetHeaders()),
 		HeaderPrefix:  s.GetHeaderPrefix(),
+		Oauth2:        oauth2ConfigOf(s.GetAuth().GetOauth2()),
 	}
 }
 
@@ -122,6 +123,7 @@ func SettingsOf(c *hooklinev1.EndpointConfig) *controlv1.EndpointSettings {
 		HeaderPrefix:  c.GetHeaderPrefix(),
 		// Secret headers show their names only.
 		SecretHeaderNames: slices.Sorted(maps.Keys(c.GetSealedHeaders())),
+		Auth:              authOf(c.GetOauth2()),
 	}
 }
 
@@ -261,6 +263,9 @@ func validateSettings(s *controlv1.EndpointSettings) error {
 		return command.Invalid("settings.header_prefix", "%v", err)
 	}
 	if err := validateHeaders(s); err != nil {
+		return err
+	}
+	if err := validateAuth(s); err != nil {
 		return err
 	}
 	md := s.GetMetadata()

@@ -208,6 +208,13 @@ func settingsFlags(fs *flag.FlagSet) func() (*controlv1.EndpointSettings, []stri
 	fs.Func("header", "a static header sent with every attempt, \"Name: value\" (repeat it; on update, the headers given replace all)", endpointHeader(&s.Headers))
 	fs.Func("secret-header", "like --header, but the value is sealed at rest and never shown (an API key, an Authorization header)", endpointHeader(&s.SecretHeaders))
 	clearHeaders := fs.Bool("clear-headers", false, "on update: remove every static header, plain and secret")
+	auth := &controlv1.OAuth2Auth{}
+	fs.StringVar(&auth.TokenUrl, "oauth2-token-url", "", "OAuth2 client credentials: the receiver's token endpoint (with --oauth2-client-id and --oauth2-client-secret; on update give them all)")
+	fs.StringVar(&auth.ClientId, "oauth2-client-id", "", "OAuth2 client id")
+	fs.StringVar(&auth.ClientSecret, "oauth2-client-secret", "", "OAuth2 client secret, sealed at rest (on update, empty keeps the current one)")
+	scopes := fs.String("oauth2-scopes", "", "comma-separated OAuth2 scopes")
+	fs.StringVar(&auth.Audience, "oauth2-audience", "", "OAuth2 audience parameter, when the token endpoint wants one")
+	clearAuth := fs.Bool("clear-auth", false, "on update: remove the OAuth2 grant")
 	prefix := fs.String("header-prefix", "", "names of the signature headers: \"webhook-\" (the default) or another prefix, e.g. \"svix-\"")
 	return func() (*controlv1.EndpointSettings, []string) {
 		var paths []string
@@ -241,6 +248,14 @@ func settingsFlags(fs *flag.FlagSet) func() (*controlv1.EndpointSettings, []stri
 				paths = append(paths, "headers")
 			case "secret-header":
 				paths = append(paths, "secret_headers")
+			case "oauth2-token-url", "oauth2-client-id", "oauth2-client-secret", "oauth2-scopes", "oauth2-audience":
+				auth.Scopes = splitList(*scopes)
+				s.Auth = &controlv1.EndpointAuth{Oauth2: auth}
+				paths = append(paths, "auth")
+			case "clear-auth":
+				if *clearAuth {
+					s.Auth, paths = nil, append(paths, "auth")
+				}
 			case "clear-headers":
 				if *clearHeaders {
 					s.Headers, s.SecretHeaders, paths = nil, nil, append(paths, "headers", "secret_headers")
@@ -411,6 +426,9 @@ func printEndpoint(w io.Writer, e *controlv1.Endpoint) {
 	}
 	for _, name := range s.GetSecretHeaderNames() {
 		fmt.Fprintf(w, "header       %s: (secret, sealed)\n", name)
+	}
+	if g := s.GetAuth().GetOauth2(); g != nil {
+		fmt.Fprintf(w, "oauth2       %s, client %s, scopes %q (client secret sealed)\n", g.GetTokenUrl(), g.GetClientId(), strings.Join(g.GetScopes(), " "))
 	}
 	for _, sec := range e.GetSecrets() {
 		exp := ""

@@ -10,7 +10,8 @@ import (
 
 // TestEndpointHeaderFlags: --header and --secret-header set an endpoint's
 // static headers, the secret one shown by name only; --clear-headers
-// removes both; a header Hookline sets is refused with the field named.
+// removes both; the --oauth2-* flags set a grant, its secret never
+// printed; a header Hookline sets is refused with the field named.
 func TestEndpointHeaderFlags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -39,6 +40,11 @@ func TestEndpointHeaderFlags(t *testing.T) {
 	out, err = run("endpoints", "update", "--id", id, "--clear-headers")
 	if err != nil || strings.Contains(out, "header       ") {
 		t.Errorf("update --clear-headers: %v\n%s", err, out)
+	}
+	out, err = run("endpoints", "update", "--id", id, "--oauth2-token-url", "https://auth.example.com/token",
+		"--oauth2-client-id", "hookline", "--oauth2-client-secret", "cli-cs-1", "--oauth2-scopes", "a,b")
+	if err != nil || !strings.Contains(out, `oauth2       https://auth.example.com/token, client hookline, scopes "a b" (client secret sealed)`) || strings.Contains(out, "cli-cs-1") {
+		t.Errorf("update with an OAuth2 grant: %v\n%s", err, out)
 	}
 	out, err = run("endpoints", "update", "--id", id, "--header", "Svix-Id: forged")
 	if err == nil || !strings.Contains(out, "settings.headers") {

@@ -103,21 +103,25 @@ const (
 	// ENDPOINT_GONE: the endpoint was deleted or disabled before the attempt.
 	ErrorClass_ERROR_CLASS_ENDPOINT_GONE ErrorClass = 8
 	ErrorClass_ERROR_CLASS_INTERNAL      ErrorClass = 9
+	// TOKEN: the receiver's OAuth2 token endpoint issued no token, so no
+	// request was sent to the receiver.
+	ErrorClass_ERROR_CLASS_TOKEN ErrorClass = 10
 )
 
 // Enum value maps for ErrorClass.
 var (
 	ErrorClass_name = map[int32]string{
-		0: "ERROR_CLASS_UNSPECIFIED",
-		1: "ERROR_CLASS_HTTP_STATUS",
-		2: "ERROR_CLASS_TIMEOUT",
-		3: "ERROR_CLASS_CONNECT",
-		4: "ERROR_CLASS_TLS",
-		5: "ERROR_CLASS_DNS",
-		6: "ERROR_CLASS_RESET",
-		7: "ERROR_CLASS_BLOCKED",
-		8: "ERROR_CLASS_ENDPOINT_GONE",
-		9: "ERROR_CLASS_INTERNAL",
+		0:  "ERROR_CLASS_UNSPECIFIED",
+		1:  "ERROR_CLASS_HTTP_STATUS",
+		2:  "ERROR_CLASS_TIMEOUT",
+		3:  "ERROR_CLASS_CONNECT",
+		4:  "ERROR_CLASS_TLS",
+		5:  "ERROR_CLASS_DNS",
+		6:  "ERROR_CLASS_RESET",
+		7:  "ERROR_CLASS_BLOCKED",
+		8:  "ERROR_CLASS_ENDPOINT_GONE",
+		9:  "ERROR_CLASS_INTERNAL",
+		10: "ERROR_CLASS_TOKEN",
 	}
 	ErrorClass_value = map[string]int32{
 		"ERROR_CLASS_UNSPECIFIED":   0,
@@ -130,6 +134,7 @@ var (
 		"ERROR_CLASS_BLOCKED":       7,
 		"ERROR_CLASS_ENDPOINT_GONE": 8,
 		"ERROR_CLASS_INTERNAL":      9,
+		"ERROR_CLASS_TOKEN":         10,
 	}
 )
 
@@ -317,7 +322,7 @@ func (x SecretRetired_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SecretRetired_Reason.Descriptor instead.
 func (SecretRetired_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{12, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{13, 0}
 }
 
 type EndpointPaused_Reason int32
@@ -367,7 +372,7 @@ func (x EndpointPaused_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EndpointPaused_Reason.Descriptor instead.
 func (EndpointPaused_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{13, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{14, 0}
 }
 
 type RecoveryFinished_Reason int32
@@ -423,7 +428,7 @@ func (x RecoveryFinished_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RecoveryFinished_Reason.Descriptor instead.
 func (RecoveryFinished_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23, 0}
 }
 
 type AttemptTrigger_Kind int32
@@ -483,7 +488,7 @@ func (x AttemptTrigger_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AttemptTrigger_Kind.Descriptor instead.
 func (AttemptTrigger_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31, 0}
 }
 
 type RetryDecision_Outcome int32
@@ -554,7 +559,7 @@ func (x RetryDecision_Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryDecision_Outcome.Descriptor instead.
 func (RetryDecision_Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34, 0}
 }
 
 // RetryAfter says what became of the receiver's Retry-After.
@@ -623,7 +628,7 @@ func (x RetryDecision_RetryAfter) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryDecision_RetryAfter.Descriptor instead.
 func (RetryDecision_RetryAfter) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33, 1}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34, 1}
 }
 
 type PartitionsAssigned_Reason int32
@@ -680,7 +685,7 @@ func (x PartitionsAssigned_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PartitionsAssigned_Reason.Descriptor instead.
 func (PartitionsAssigned_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{45, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{46, 0}
 }
 
 type ReconcileRepaired_Kind int32
@@ -737,7 +742,7 @@ func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
 func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{46, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{47, 0}
 }
 
 // Actor names who issued the command that caused an event.
@@ -1251,6 +1256,9 @@ type EndpointConfig struct {
 	// sealed_headers are sent with every attempt too; their values are
 	// sealed like signing secrets and never shown.
 	SealedHeaders map[string]*SealedValue `protobuf:"bytes,16,rep,name=sealed_headers,json=sealedHeaders,proto3" json:"sealed_headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// oauth2, when set, makes every attempt carry a bearer token from this
+	// client-credentials grant.
+	Oauth2        *OAuth2Config `protobuf:"bytes,17,opt,name=oauth2,proto3" json:"oauth2,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1397,6 +1405,91 @@ func (x *EndpointConfig) GetSealedHeaders() map[string]*SealedValue {
 	return nil
 }
 
+func (x *EndpointConfig) GetOauth2() *OAuth2Config {
+	if x != nil {
+		return x.Oauth2
+	}
+	return nil
+}
+
+// OAuth2Config is an endpoint's OAuth2 client-credentials grant, its
+// client secret sealed.
+type OAuth2Config struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TokenUrl      string                 `protobuf:"bytes,1,opt,name=token_url,json=tokenUrl,proto3" json:"token_url,omitempty"`
+	ClientId      string                 `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	ClientSecret  *SealedValue           `protobuf:"bytes,3,opt,name=client_secret,json=clientSecret,proto3" json:"client_secret,omitempty"`
+	Scopes        []string               `protobuf:"bytes,4,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	Audience      string                 `protobuf:"bytes,5,opt,name=audience,proto3" json:"audience,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OAuth2Config) Reset() {
+	*x = OAuth2Config{}
+	mi := &file_hookline_v1_events_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OAuth2Config) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OAuth2Config) ProtoMessage() {}
+
+func (x *OAuth2Config) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OAuth2Config.ProtoReflect.Descriptor instead.
+func (*OAuth2Config) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *OAuth2Config) GetTokenUrl() string {
+	if x != nil {
+		return x.TokenUrl
+	}
+	return ""
+}
+
+func (x *OAuth2Config) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *OAuth2Config) GetClientSecret() *SealedValue {
+	if x != nil {
+		return x.ClientSecret
+	}
+	return nil
+}
+
+func (x *OAuth2Config) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *OAuth2Config) GetAudience() string {
+	if x != nil {
+		return x.Audience
+	}
+	return ""
+}
+
 // SealedValue is a value sealed with AES-256-GCM under a master key.
 type SealedValue struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1409,7 +1502,7 @@ type SealedValue struct {
 
 func (x *SealedValue) Reset() {
 	*x = SealedValue{}
-	mi := &file_hookline_v1_events_proto_msgTypes[7]
+	mi := &file_hookline_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1514,7 @@ func (x *SealedValue) String() string {
 func (*SealedValue) ProtoMessage() {}
 
 func (x *SealedValue) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[7]
+	mi := &file_hookline_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1527,7 @@ func (x *SealedValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedValue.ProtoReflect.Descriptor instead.
 func (*SealedValue) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SealedValue) GetMasterKeyId() string {
@@ -1478,7 +1571,7 @@ type SealedSecret struct {
 
 func (x *SealedSecret) Reset() {
 	*x = SealedSecret{}
-	mi := &file_hookline_v1_events_proto_msgTypes[8]
+	mi := &file_hookline_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1583,7 @@ func (x *SealedSecret) String() string {
 func (*SealedSecret) ProtoMessage() {}
 
 func (x *SealedSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[8]
+	mi := &file_hookline_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1596,7 @@ func (x *SealedSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedSecret.ProtoReflect.Descriptor instead.
 func (*SealedSecret) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SealedSecret) GetVersion() int32 {
@@ -1566,7 +1659,7 @@ type EndpointCreated struct {
 
 func (x *EndpointCreated) Reset() {
 	*x = EndpointCreated{}
-	mi := &file_hookline_v1_events_proto_msgTypes[9]
+	mi := &file_hookline_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1671,7 @@ func (x *EndpointCreated) String() string {
 func (*EndpointCreated) ProtoMessage() {}
 
 func (x *EndpointCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[9]
+	mi := &file_hookline_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1684,7 @@ func (x *EndpointCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointCreated.ProtoReflect.Descriptor instead.
 func (*EndpointCreated) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EndpointCreated) GetTenantId() string {
@@ -1670,7 +1763,7 @@ type EndpointUpdated struct {
 
 func (x *EndpointUpdated) Reset() {
 	*x = EndpointUpdated{}
-	mi := &file_hookline_v1_events_proto_msgTypes[10]
+	mi := &file_hookline_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +1775,7 @@ func (x *EndpointUpdated) String() string {
 func (*EndpointUpdated) ProtoMessage() {}
 
 func (x *EndpointUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[10]
+	mi := &file_hookline_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +1788,7 @@ func (x *EndpointUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointUpdated.ProtoReflect.Descriptor instead.
 func (*EndpointUpdated) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EndpointUpdated) GetTenantId() string {
@@ -1775,7 +1868,7 @@ type SecretRotated struct {
 
 func (x *SecretRotated) Reset() {
 	*x = SecretRotated{}
-	mi := &file_hookline_v1_events_proto_msgTypes[11]
+	mi := &file_hookline_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1880,7 @@ func (x *SecretRotated) String() string {
 func (*SecretRotated) ProtoMessage() {}
 
 func (x *SecretRotated) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[11]
+	mi := &file_hookline_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1893,7 @@ func (x *SecretRotated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretRotated.ProtoReflect.Descriptor instead.
 func (*SecretRotated) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SecretRotated) GetTenantId() string {
@@ -1876,7 +1969,7 @@ type SecretRetired struct {
 
 func (x *SecretRetired) Reset() {
 	*x = SecretRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[12]
+	mi := &file_hookline_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +1981,7 @@ func (x *SecretRetired) String() string {
 func (*SecretRetired) ProtoMessage() {}
 
 func (x *SecretRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[12]
+	mi := &file_hookline_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +1994,7 @@ func (x *SecretRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretRetired.ProtoReflect.Descriptor instead.
 func (*SecretRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SecretRetired) GetTenantId() string {
@@ -1971,7 +2064,7 @@ type EndpointPaused struct {
 
 func (x *EndpointPaused) Reset() {
 	*x = EndpointPaused{}
-	mi := &file_hookline_v1_events_proto_msgTypes[13]
+	mi := &file_hookline_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1983,7 +2076,7 @@ func (x *EndpointPaused) String() string {
 func (*EndpointPaused) ProtoMessage() {}
 
 func (x *EndpointPaused) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[13]
+	mi := &file_hookline_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1996,7 +2089,7 @@ func (x *EndpointPaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPaused.ProtoReflect.Descriptor instead.
 func (*EndpointPaused) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EndpointPaused) GetTenantId() string {
@@ -2063,7 +2156,7 @@ type EndpointResumed struct {
 
 func (x *EndpointResumed) Reset() {
 	*x = EndpointResumed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[14]
+	mi := &file_hookline_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2168,7 @@ func (x *EndpointResumed) String() string {
 func (*EndpointResumed) ProtoMessage() {}
 
 func (x *EndpointResumed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[14]
+	mi := &file_hookline_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2181,7 @@ func (x *EndpointResumed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointResumed.ProtoReflect.Descriptor instead.
 func (*EndpointResumed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EndpointResumed) GetTenantId() string {
@@ -2142,7 +2235,7 @@ type EndpointDisabled struct {
 
 func (x *EndpointDisabled) Reset() {
 	*x = EndpointDisabled{}
-	mi := &file_hookline_v1_events_proto_msgTypes[15]
+	mi := &file_hookline_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +2247,7 @@ func (x *EndpointDisabled) String() string {
 func (*EndpointDisabled) ProtoMessage() {}
 
 func (x *EndpointDisabled) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[15]
+	mi := &file_hookline_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +2260,7 @@ func (x *EndpointDisabled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointDisabled.ProtoReflect.Descriptor instead.
 func (*EndpointDisabled) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EndpointDisabled) GetTenantId() string {
@@ -2220,7 +2313,7 @@ type EndpointDeleted struct {
 
 func (x *EndpointDeleted) Reset() {
 	*x = EndpointDeleted{}
-	mi := &file_hookline_v1_events_proto_msgTypes[16]
+	mi := &file_hookline_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2325,7 @@ func (x *EndpointDeleted) String() string {
 func (*EndpointDeleted) ProtoMessage() {}
 
 func (x *EndpointDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[16]
+	mi := &file_hookline_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2338,7 @@ func (x *EndpointDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointDeleted.ProtoReflect.Descriptor instead.
 func (*EndpointDeleted) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EndpointDeleted) GetTenantId() string {
@@ -2299,7 +2392,7 @@ type CircuitOpened struct {
 
 func (x *CircuitOpened) Reset() {
 	*x = CircuitOpened{}
-	mi := &file_hookline_v1_events_proto_msgTypes[17]
+	mi := &file_hookline_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2404,7 @@ func (x *CircuitOpened) String() string {
 func (*CircuitOpened) ProtoMessage() {}
 
 func (x *CircuitOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[17]
+	mi := &file_hookline_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2417,7 @@ func (x *CircuitOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitOpened.ProtoReflect.Descriptor instead.
 func (*CircuitOpened) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CircuitOpened) GetTenantId() string {
@@ -2387,7 +2480,7 @@ type CircuitHalfOpened struct {
 
 func (x *CircuitHalfOpened) Reset() {
 	*x = CircuitHalfOpened{}
-	mi := &file_hookline_v1_events_proto_msgTypes[18]
+	mi := &file_hookline_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2492,7 @@ func (x *CircuitHalfOpened) String() string {
 func (*CircuitHalfOpened) ProtoMessage() {}
 
 func (x *CircuitHalfOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[18]
+	mi := &file_hookline_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2505,7 @@ func (x *CircuitHalfOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitHalfOpened.ProtoReflect.Descriptor instead.
 func (*CircuitHalfOpened) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CircuitHalfOpened) GetTenantId() string {
@@ -2447,7 +2540,7 @@ type CircuitClosed struct {
 
 func (x *CircuitClosed) Reset() {
 	*x = CircuitClosed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	mi := &file_hookline_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2459,7 +2552,7 @@ func (x *CircuitClosed) String() string {
 func (*CircuitClosed) ProtoMessage() {}
 
 func (x *CircuitClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	mi := &file_hookline_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2472,7 +2565,7 @@ func (x *CircuitClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitClosed.ProtoReflect.Descriptor instead.
 func (*CircuitClosed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CircuitClosed) GetTenantId() string {
@@ -2528,7 +2621,7 @@ type RecoveryStarted struct {
 
 func (x *RecoveryStarted) Reset() {
 	*x = RecoveryStarted{}
-	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	mi := &file_hookline_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2540,7 +2633,7 @@ func (x *RecoveryStarted) String() string {
 func (*RecoveryStarted) ProtoMessage() {}
 
 func (x *RecoveryStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	mi := &file_hookline_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2553,7 +2646,7 @@ func (x *RecoveryStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryStarted.ProtoReflect.Descriptor instead.
 func (*RecoveryStarted) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RecoveryStarted) GetTenantId() string {
@@ -2664,7 +2757,7 @@ type RecoveryProgressed struct {
 
 func (x *RecoveryProgressed) Reset() {
 	*x = RecoveryProgressed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +2769,7 @@ func (x *RecoveryProgressed) String() string {
 func (*RecoveryProgressed) ProtoMessage() {}
 
 func (x *RecoveryProgressed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +2782,7 @@ func (x *RecoveryProgressed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryProgressed.ProtoReflect.Descriptor instead.
 func (*RecoveryProgressed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RecoveryProgressed) GetTenantId() string {
@@ -2764,7 +2857,7 @@ type RecoveryFinished struct {
 
 func (x *RecoveryFinished) Reset() {
 	*x = RecoveryFinished{}
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2776,7 +2869,7 @@ func (x *RecoveryFinished) String() string {
 func (*RecoveryFinished) ProtoMessage() {}
 
 func (x *RecoveryFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2789,7 +2882,7 @@ func (x *RecoveryFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryFinished.ProtoReflect.Descriptor instead.
 func (*RecoveryFinished) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RecoveryFinished) GetTenantId() string {
@@ -2859,7 +2952,7 @@ type RecoveryListed struct {
 
 func (x *RecoveryListed) Reset() {
 	*x = RecoveryListed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +2964,7 @@ func (x *RecoveryListed) String() string {
 func (*RecoveryListed) ProtoMessage() {}
 
 func (x *RecoveryListed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +2977,7 @@ func (x *RecoveryListed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryListed.ProtoReflect.Descriptor instead.
 func (*RecoveryListed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RecoveryListed) GetTenantId() string {
@@ -2971,7 +3064,7 @@ type EventPublished struct {
 
 func (x *EventPublished) Reset() {
 	*x = EventPublished{}
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2983,7 +3076,7 @@ func (x *EventPublished) String() string {
 func (*EventPublished) ProtoMessage() {}
 
 func (x *EventPublished) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2996,7 +3089,7 @@ func (x *EventPublished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventPublished.ProtoReflect.Descriptor instead.
 func (*EventPublished) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EventPublished) GetTenantId() string {
@@ -3128,7 +3221,7 @@ type PlannedDelivery struct {
 
 func (x *PlannedDelivery) Reset() {
 	*x = PlannedDelivery{}
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3140,7 +3233,7 @@ func (x *PlannedDelivery) String() string {
 func (*PlannedDelivery) ProtoMessage() {}
 
 func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3153,7 +3246,7 @@ func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedDelivery.ProtoReflect.Descriptor instead.
 func (*PlannedDelivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PlannedDelivery) GetDeliveryId() string {
@@ -3207,7 +3300,7 @@ type FilteredEndpoint struct {
 
 func (x *FilteredEndpoint) Reset() {
 	*x = FilteredEndpoint{}
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3219,7 +3312,7 @@ func (x *FilteredEndpoint) String() string {
 func (*FilteredEndpoint) ProtoMessage() {}
 
 func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3232,7 +3325,7 @@ func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilteredEndpoint.ProtoReflect.Descriptor instead.
 func (*FilteredEndpoint) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FilteredEndpoint) GetEndpointId() string {
@@ -3288,7 +3381,7 @@ type DeliveriesPlanned struct {
 
 func (x *DeliveriesPlanned) Reset() {
 	*x = DeliveriesPlanned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3300,7 +3393,7 @@ func (x *DeliveriesPlanned) String() string {
 func (*DeliveriesPlanned) ProtoMessage() {}
 
 func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3313,7 +3406,7 @@ func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveriesPlanned.ProtoReflect.Descriptor instead.
 func (*DeliveriesPlanned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeliveriesPlanned) GetTenantId() string {
@@ -3413,7 +3506,7 @@ type PlanRepair struct {
 
 func (x *PlanRepair) Reset() {
 	*x = PlanRepair{}
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3425,7 +3518,7 @@ func (x *PlanRepair) String() string {
 func (*PlanRepair) ProtoMessage() {}
 
 func (x *PlanRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3438,7 +3531,7 @@ func (x *PlanRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRepair.ProtoReflect.Descriptor instead.
 func (*PlanRepair) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PlanRepair) GetRunId() string {
@@ -3539,7 +3632,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3551,7 +3644,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3564,7 +3657,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Attempt) GetTenantId() string {
@@ -3799,7 +3892,7 @@ type AttemptTrigger struct {
 
 func (x *AttemptTrigger) Reset() {
 	*x = AttemptTrigger{}
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3811,7 +3904,7 @@ func (x *AttemptTrigger) String() string {
 func (*AttemptTrigger) ProtoMessage() {}
 
 func (x *AttemptTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3824,7 +3917,7 @@ func (x *AttemptTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptTrigger.ProtoReflect.Descriptor instead.
 func (*AttemptTrigger) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AttemptTrigger) GetKind() AttemptTrigger_Kind {
@@ -3890,7 +3983,7 @@ type AttemptWaits struct {
 
 func (x *AttemptWaits) Reset() {
 	*x = AttemptWaits{}
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3902,7 +3995,7 @@ func (x *AttemptWaits) String() string {
 func (*AttemptWaits) ProtoMessage() {}
 
 func (x *AttemptWaits) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3915,7 +4008,7 @@ func (x *AttemptWaits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptWaits.ProtoReflect.Descriptor instead.
 func (*AttemptWaits) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AttemptWaits) GetTotalMs() int64 {
@@ -3978,7 +4071,7 @@ type AttemptTrace struct {
 
 func (x *AttemptTrace) Reset() {
 	*x = AttemptTrace{}
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3990,7 +4083,7 @@ func (x *AttemptTrace) String() string {
 func (*AttemptTrace) ProtoMessage() {}
 
 func (x *AttemptTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4003,7 +4096,7 @@ func (x *AttemptTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptTrace.ProtoReflect.Descriptor instead.
 func (*AttemptTrace) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AttemptTrace) GetTraceparent() string {
@@ -4046,7 +4139,7 @@ type RetryDecision struct {
 
 func (x *RetryDecision) Reset() {
 	*x = RetryDecision{}
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4058,7 +4151,7 @@ func (x *RetryDecision) String() string {
 func (*RetryDecision) ProtoMessage() {}
 
 func (x *RetryDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4071,7 +4164,7 @@ func (x *RetryDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDecision.ProtoReflect.Descriptor instead.
 func (*RetryDecision) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RetryDecision) GetOutcome() RetryDecision_Outcome {
@@ -4146,7 +4239,7 @@ type AttemptSucceeded struct {
 
 func (x *AttemptSucceeded) Reset() {
 	*x = AttemptSucceeded{}
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4158,7 +4251,7 @@ func (x *AttemptSucceeded) String() string {
 func (*AttemptSucceeded) ProtoMessage() {}
 
 func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4171,7 +4264,7 @@ func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptSucceeded.ProtoReflect.Descriptor instead.
 func (*AttemptSucceeded) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AttemptSucceeded) GetAttempt() *Attempt {
@@ -4197,7 +4290,7 @@ type AttemptFailed struct {
 
 func (x *AttemptFailed) Reset() {
 	*x = AttemptFailed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4209,7 +4302,7 @@ func (x *AttemptFailed) String() string {
 func (*AttemptFailed) ProtoMessage() {}
 
 func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4222,7 +4315,7 @@ func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptFailed.ProtoReflect.Descriptor instead.
 func (*AttemptFailed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AttemptFailed) GetAttempt() *Attempt {
@@ -4270,7 +4363,7 @@ type DeliveryExpired struct {
 
 func (x *DeliveryExpired) Reset() {
 	*x = DeliveryExpired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4282,7 +4375,7 @@ func (x *DeliveryExpired) String() string {
 func (*DeliveryExpired) ProtoMessage() {}
 
 func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4295,7 +4388,7 @@ func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryExpired.ProtoReflect.Descriptor instead.
 func (*DeliveryExpired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeliveryExpired) GetTenantId() string {
@@ -4368,7 +4461,7 @@ type ReplayRequested struct {
 
 func (x *ReplayRequested) Reset() {
 	*x = ReplayRequested{}
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4380,7 +4473,7 @@ func (x *ReplayRequested) String() string {
 func (*ReplayRequested) ProtoMessage() {}
 
 func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4393,7 +4486,7 @@ func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequested.ProtoReflect.Descriptor instead.
 func (*ReplayRequested) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReplayRequested) GetTenantId() string {
@@ -4473,7 +4566,7 @@ type OrderingKeySkipped struct {
 
 func (x *OrderingKeySkipped) Reset() {
 	*x = OrderingKeySkipped{}
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4485,7 +4578,7 @@ func (x *OrderingKeySkipped) String() string {
 func (*OrderingKeySkipped) ProtoMessage() {}
 
 func (x *OrderingKeySkipped) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4498,7 +4591,7 @@ func (x *OrderingKeySkipped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderingKeySkipped.ProtoReflect.Descriptor instead.
 func (*OrderingKeySkipped) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *OrderingKeySkipped) GetTenantId() string {
@@ -4581,7 +4674,7 @@ type PortalTokenIssued struct {
 
 func (x *PortalTokenIssued) Reset() {
 	*x = PortalTokenIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[39]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4593,7 +4686,7 @@ func (x *PortalTokenIssued) String() string {
 func (*PortalTokenIssued) ProtoMessage() {}
 
 func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[39]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4606,7 +4699,7 @@ func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenIssued.ProtoReflect.Descriptor instead.
 func (*PortalTokenIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PortalTokenIssued) GetTenantId() string {
@@ -4685,7 +4778,7 @@ type PortalTokenRevoked struct {
 
 func (x *PortalTokenRevoked) Reset() {
 	*x = PortalTokenRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[40]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4697,7 +4790,7 @@ func (x *PortalTokenRevoked) String() string {
 func (*PortalTokenRevoked) ProtoMessage() {}
 
 func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[40]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4710,7 +4803,7 @@ func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenRevoked.ProtoReflect.Descriptor instead.
 func (*PortalTokenRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PortalTokenRevoked) GetTenantId() string {
@@ -4759,7 +4852,7 @@ type SecretResealed struct {
 
 func (x *SecretResealed) Reset() {
 	*x = SecretResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[41]
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4771,7 +4864,7 @@ func (x *SecretResealed) String() string {
 func (*SecretResealed) ProtoMessage() {}
 
 func (x *SecretResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[41]
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4784,7 +4877,7 @@ func (x *SecretResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResealed.ProtoReflect.Descriptor instead.
 func (*SecretResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SecretResealed) GetTenantId() string {
@@ -4822,9 +4915,10 @@ func (x *SecretResealed) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
-// HeadersResealed records an endpoint's secret headers sealed anew under
-// the current master key (the same values): a reseal after a master key
-// rotation. The configuration's version does not change.
+// HeadersResealed records an endpoint's secret headers, and its OAuth2
+// client secret, sealed anew under the current master key (the same
+// values): a reseal after a master key rotation. The configuration's
+// version does not change.
 type HeadersResealed struct {
 	state         protoimpl.MessageState  `protogen:"open.v1"`
 	TenantId      string                  `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -4832,13 +4926,15 @@ type HeadersResealed struct {
 	SealedHeaders map[string]*SealedValue `protobuf:"bytes,3,rep,name=sealed_headers,json=sealedHeaders,proto3" json:"sealed_headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	IssuedBy      *Actor                  `protobuf:"bytes,4,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
 	At            *timestamppb.Timestamp  `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// oauth2_client_secret is set when the endpoint has an OAuth2 grant.
+	Oauth2ClientSecret *SealedValue `protobuf:"bytes,6,opt,name=oauth2_client_secret,json=oauth2ClientSecret,proto3" json:"oauth2_client_secret,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *HeadersResealed) Reset() {
 	*x = HeadersResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	mi := &file_hookline_v1_events_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4850,7 +4946,7 @@ func (x *HeadersResealed) String() string {
 func (*HeadersResealed) ProtoMessage() {}
 
 func (x *HeadersResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	mi := &file_hookline_v1_events_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4863,7 +4959,7 @@ func (x *HeadersResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeadersResealed.ProtoReflect.Descriptor instead.
 func (*HeadersResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *HeadersResealed) GetTenantId() string {
@@ -4901,6 +4997,13 @@ func (x *HeadersResealed) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *HeadersResealed) GetOauth2ClientSecret() *SealedValue {
+	if x != nil {
+		return x.Oauth2ClientSecret
+	}
+	return nil
+}
+
 // MasterKeyRegistered records, in stream keyring-master, that secrets in
 // the log may be sealed under a master key: every node registers its
 // current key before it seals anything, and at start every node checks
@@ -4918,7 +5021,7 @@ type MasterKeyRegistered struct {
 
 func (x *MasterKeyRegistered) Reset() {
 	*x = MasterKeyRegistered{}
-	mi := &file_hookline_v1_events_proto_msgTypes[43]
+	mi := &file_hookline_v1_events_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4930,7 +5033,7 @@ func (x *MasterKeyRegistered) String() string {
 func (*MasterKeyRegistered) ProtoMessage() {}
 
 func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[43]
+	mi := &file_hookline_v1_events_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4943,7 +5046,7 @@ func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRegistered.ProtoReflect.Descriptor instead.
 func (*MasterKeyRegistered) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *MasterKeyRegistered) GetKeyId() string {
@@ -4988,7 +5091,7 @@ type MasterKeyRetired struct {
 
 func (x *MasterKeyRetired) Reset() {
 	*x = MasterKeyRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[44]
+	mi := &file_hookline_v1_events_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5000,7 +5103,7 @@ func (x *MasterKeyRetired) String() string {
 func (*MasterKeyRetired) ProtoMessage() {}
 
 func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[44]
+	mi := &file_hookline_v1_events_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5013,7 +5116,7 @@ func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRetired.ProtoReflect.Descriptor instead.
 func (*MasterKeyRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{44}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *MasterKeyRetired) GetKeyId() string {
@@ -5064,7 +5167,7 @@ type PartitionsAssigned struct {
 
 func (x *PartitionsAssigned) Reset() {
 	*x = PartitionsAssigned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[45]
+	mi := &file_hookline_v1_events_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5076,7 +5179,7 @@ func (x *PartitionsAssigned) String() string {
 func (*PartitionsAssigned) ProtoMessage() {}
 
 func (x *PartitionsAssigned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[45]
+	mi := &file_hookline_v1_events_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5089,7 +5192,7 @@ func (x *PartitionsAssigned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionsAssigned.ProtoReflect.Descriptor instead.
 func (*PartitionsAssigned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{45}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PartitionsAssigned) GetPartitions() []uint32 {
@@ -5157,7 +5260,7 @@ type ReconcileRepaired struct {
 
 func (x *ReconcileRepaired) Reset() {
 	*x = ReconcileRepaired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[46]
+	mi := &file_hookline_v1_events_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5169,7 +5272,7 @@ func (x *ReconcileRepaired) String() string {
 func (*ReconcileRepaired) ProtoMessage() {}
 
 func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[46]
+	mi := &file_hookline_v1_events_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5182,7 +5285,7 @@ func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
 func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{46}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ReconcileRepaired) GetRunId() string {
@@ -5318,7 +5421,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10REASON_REQUESTED\x10\x01\x12\x12\n" +
-	"\x0eREASON_UNSHOWN\x10\x02\"\xea\x06\n" +
+	"\x0eREASON_UNSHOWN\x10\x02\"\x9d\a\n" +
 	"\x0eEndpointConfig\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -5338,7 +5441,8 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x04pull\x18\r \x01(\bR\x04pull\x12B\n" +
 	"\aheaders\x18\x0e \x03(\v2(.hookline.v1.EndpointConfig.HeadersEntryR\aheaders\x12#\n" +
 	"\rheader_prefix\x18\x0f \x01(\tR\fheaderPrefix\x12U\n" +
-	"\x0esealed_headers\x18\x10 \x03(\v2..hookline.v1.EndpointConfig.SealedHeadersEntryR\rsealedHeaders\x1a;\n" +
+	"\x0esealed_headers\x18\x10 \x03(\v2..hookline.v1.EndpointConfig.SealedHeadersEntryR\rsealedHeaders\x121\n" +
+	"\x06oauth2\x18\x11 \x01(\v2\x19.hookline.v1.OAuth2ConfigR\x06oauth2\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -5347,7 +5451,13 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aZ\n" +
 	"\x12SealedHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
-	"\x05value\x18\x02 \x01(\v2\x18.hookline.v1.SealedValueR\x05value:\x028\x01\"g\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.hookline.v1.SealedValueR\x05value:\x028\x01\"\xbb\x01\n" +
+	"\fOAuth2Config\x12\x1b\n" +
+	"\ttoken_url\x18\x01 \x01(\tR\btokenUrl\x12\x1b\n" +
+	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12=\n" +
+	"\rclient_secret\x18\x03 \x01(\v2\x18.hookline.v1.SealedValueR\fclientSecret\x12\x16\n" +
+	"\x06scopes\x18\x04 \x03(\tR\x06scopes\x12\x1a\n" +
+	"\baudience\x18\x05 \x01(\tR\baudience\"g\n" +
 	"\vSealedValue\x12\"\n" +
 	"\rmaster_key_id\x18\x01 \x01(\tR\vmasterKeyId\x12\x14\n" +
 	"\x05nonce\x18\x02 \x01(\fR\x05nonce\x12\x1e\n" +
@@ -5755,14 +5865,15 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"endpointId\x121\n" +
 	"\x06secret\x18\x03 \x01(\v2\x19.hookline.v1.SealedSecretR\x06secret\x12/\n" +
 	"\tissued_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe0\x02\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xac\x03\n" +
 	"\x0fHeadersResealed\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12V\n" +
 	"\x0esealed_headers\x18\x03 \x03(\v2/.hookline.v1.HeadersResealed.SealedHeadersEntryR\rsealedHeaders\x12/\n" +
 	"\tissued_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x1aZ\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12J\n" +
+	"\x14oauth2_client_secret\x18\x06 \x01(\v2\x18.hookline.v1.SealedValueR\x12oauth2ClientSecret\x1aZ\n" +
 	"\x12SealedHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
 	"\x05value\x18\x02 \x01(\v2\x18.hookline.v1.SealedValueR\x05value:\x028\x01\"\x84\x01\n" +
@@ -5814,7 +5925,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\vKeyOrdering\x12\x15\n" +
 	"\x11KEY_ORDERING_NONE\x10\x00\x12\x19\n" +
 	"\x15KEY_ORDERING_CONTINUE\x10\x01\x12\x15\n" +
-	"\x11KEY_ORDERING_PARK\x10\x02*\x8b\x02\n" +
+	"\x11KEY_ORDERING_PARK\x10\x02*\xa2\x02\n" +
 	"\n" +
 	"ErrorClass\x12\x1b\n" +
 	"\x17ERROR_CLASS_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -5826,7 +5937,9 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x11ERROR_CLASS_RESET\x10\x06\x12\x17\n" +
 	"\x13ERROR_CLASS_BLOCKED\x10\a\x12\x1d\n" +
 	"\x19ERROR_CLASS_ENDPOINT_GONE\x10\b\x12\x18\n" +
-	"\x14ERROR_CLASS_INTERNAL\x10\tB?Z=github.com/hookline/hookline/proto/gen/hookline/v1;hooklinev1b\x06proto3"
+	"\x14ERROR_CLASS_INTERNAL\x10\t\x12\x15\n" +
+	"\x11ERROR_CLASS_TOKEN\x10\n" +
+	"B?Z=github.com/hookline/hookline/proto/gen/hookline/v1;hooklinev1b\x06proto3"
 
 var (
 	file_hookline_v1_events_proto_rawDescOnce sync.Once
@@ -5841,7 +5954,7 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(KeyOrdering)(0),               // 0: hookline.v1.KeyOrdering
 	(ErrorClass)(0),                // 1: hookline.v1.ErrorClass
@@ -5862,167 +5975,171 @@ var file_hookline_v1_events_proto_goTypes = []any{
 	(*ApiKeyIssued)(nil),           // 16: hookline.v1.ApiKeyIssued
 	(*ApiKeyRevoked)(nil),          // 17: hookline.v1.ApiKeyRevoked
 	(*EndpointConfig)(nil),         // 18: hookline.v1.EndpointConfig
-	(*SealedValue)(nil),            // 19: hookline.v1.SealedValue
-	(*SealedSecret)(nil),           // 20: hookline.v1.SealedSecret
-	(*EndpointCreated)(nil),        // 21: hookline.v1.EndpointCreated
-	(*EndpointUpdated)(nil),        // 22: hookline.v1.EndpointUpdated
-	(*SecretRotated)(nil),          // 23: hookline.v1.SecretRotated
-	(*SecretRetired)(nil),          // 24: hookline.v1.SecretRetired
-	(*EndpointPaused)(nil),         // 25: hookline.v1.EndpointPaused
-	(*EndpointResumed)(nil),        // 26: hookline.v1.EndpointResumed
-	(*EndpointDisabled)(nil),       // 27: hookline.v1.EndpointDisabled
-	(*EndpointDeleted)(nil),        // 28: hookline.v1.EndpointDeleted
-	(*CircuitOpened)(nil),          // 29: hookline.v1.CircuitOpened
-	(*CircuitHalfOpened)(nil),      // 30: hookline.v1.CircuitHalfOpened
-	(*CircuitClosed)(nil),          // 31: hookline.v1.CircuitClosed
-	(*RecoveryStarted)(nil),        // 32: hookline.v1.RecoveryStarted
-	(*RecoveryProgressed)(nil),     // 33: hookline.v1.RecoveryProgressed
-	(*RecoveryFinished)(nil),       // 34: hookline.v1.RecoveryFinished
-	(*RecoveryListed)(nil),         // 35: hookline.v1.RecoveryListed
-	(*EventPublished)(nil),         // 36: hookline.v1.EventPublished
-	(*PlannedDelivery)(nil),        // 37: hookline.v1.PlannedDelivery
-	(*FilteredEndpoint)(nil),       // 38: hookline.v1.FilteredEndpoint
-	(*DeliveriesPlanned)(nil),      // 39: hookline.v1.DeliveriesPlanned
-	(*PlanRepair)(nil),             // 40: hookline.v1.PlanRepair
-	(*Attempt)(nil),                // 41: hookline.v1.Attempt
-	(*AttemptTrigger)(nil),         // 42: hookline.v1.AttemptTrigger
-	(*AttemptWaits)(nil),           // 43: hookline.v1.AttemptWaits
-	(*AttemptTrace)(nil),           // 44: hookline.v1.AttemptTrace
-	(*RetryDecision)(nil),          // 45: hookline.v1.RetryDecision
-	(*AttemptSucceeded)(nil),       // 46: hookline.v1.AttemptSucceeded
-	(*AttemptFailed)(nil),          // 47: hookline.v1.AttemptFailed
-	(*DeliveryExpired)(nil),        // 48: hookline.v1.DeliveryExpired
-	(*ReplayRequested)(nil),        // 49: hookline.v1.ReplayRequested
-	(*OrderingKeySkipped)(nil),     // 50: hookline.v1.OrderingKeySkipped
-	(*PortalTokenIssued)(nil),      // 51: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),     // 52: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),         // 53: hookline.v1.SecretResealed
-	(*HeadersResealed)(nil),        // 54: hookline.v1.HeadersResealed
-	(*MasterKeyRegistered)(nil),    // 55: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),       // 56: hookline.v1.MasterKeyRetired
-	(*PartitionsAssigned)(nil),     // 57: hookline.v1.PartitionsAssigned
-	(*ReconcileRepaired)(nil),      // 58: hookline.v1.ReconcileRepaired
-	nil,                            // 59: hookline.v1.EndpointConfig.MetadataEntry
-	nil,                            // 60: hookline.v1.EndpointConfig.HeadersEntry
-	nil,                            // 61: hookline.v1.EndpointConfig.SealedHeadersEntry
-	nil,                            // 62: hookline.v1.EventPublished.HeadersEntry
-	nil,                            // 63: hookline.v1.HeadersResealed.SealedHeadersEntry
-	(*timestamppb.Timestamp)(nil),  // 64: google.protobuf.Timestamp
+	(*OAuth2Config)(nil),           // 19: hookline.v1.OAuth2Config
+	(*SealedValue)(nil),            // 20: hookline.v1.SealedValue
+	(*SealedSecret)(nil),           // 21: hookline.v1.SealedSecret
+	(*EndpointCreated)(nil),        // 22: hookline.v1.EndpointCreated
+	(*EndpointUpdated)(nil),        // 23: hookline.v1.EndpointUpdated
+	(*SecretRotated)(nil),          // 24: hookline.v1.SecretRotated
+	(*SecretRetired)(nil),          // 25: hookline.v1.SecretRetired
+	(*EndpointPaused)(nil),         // 26: hookline.v1.EndpointPaused
+	(*EndpointResumed)(nil),        // 27: hookline.v1.EndpointResumed
+	(*EndpointDisabled)(nil),       // 28: hookline.v1.EndpointDisabled
+	(*EndpointDeleted)(nil),        // 29: hookline.v1.EndpointDeleted
+	(*CircuitOpened)(nil),          // 30: hookline.v1.CircuitOpened
+	(*CircuitHalfOpened)(nil),      // 31: hookline.v1.CircuitHalfOpened
+	(*CircuitClosed)(nil),          // 32: hookline.v1.CircuitClosed
+	(*RecoveryStarted)(nil),        // 33: hookline.v1.RecoveryStarted
+	(*RecoveryProgressed)(nil),     // 34: hookline.v1.RecoveryProgressed
+	(*RecoveryFinished)(nil),       // 35: hookline.v1.RecoveryFinished
+	(*RecoveryListed)(nil),         // 36: hookline.v1.RecoveryListed
+	(*EventPublished)(nil),         // 37: hookline.v1.EventPublished
+	(*PlannedDelivery)(nil),        // 38: hookline.v1.PlannedDelivery
+	(*FilteredEndpoint)(nil),       // 39: hookline.v1.FilteredEndpoint
+	(*DeliveriesPlanned)(nil),      // 40: hookline.v1.DeliveriesPlanned
+	(*PlanRepair)(nil),             // 41: hookline.v1.PlanRepair
+	(*Attempt)(nil),                // 42: hookline.v1.Attempt
+	(*AttemptTrigger)(nil),         // 43: hookline.v1.AttemptTrigger
+	(*AttemptWaits)(nil),           // 44: hookline.v1.AttemptWaits
+	(*AttemptTrace)(nil),           // 45: hookline.v1.AttemptTrace
+	(*RetryDecision)(nil),          // 46: hookline.v1.RetryDecision
+	(*AttemptSucceeded)(nil),       // 47: hookline.v1.AttemptSucceeded
+	(*AttemptFailed)(nil),          // 48: hookline.v1.AttemptFailed
+	(*DeliveryExpired)(nil),        // 49: hookline.v1.DeliveryExpired
+	(*ReplayRequested)(nil),        // 50: hookline.v1.ReplayRequested
+	(*OrderingKeySkipped)(nil),     // 51: hookline.v1.OrderingKeySkipped
+	(*PortalTokenIssued)(nil),      // 52: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),     // 53: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),         // 54: hookline.v1.SecretResealed
+	(*HeadersResealed)(nil),        // 55: hookline.v1.HeadersResealed
+	(*MasterKeyRegistered)(nil),    // 56: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),       // 57: hookline.v1.MasterKeyRetired
+	(*PartitionsAssigned)(nil),     // 58: hookline.v1.PartitionsAssigned
+	(*ReconcileRepaired)(nil),      // 59: hookline.v1.ReconcileRepaired
+	nil,                            // 60: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                            // 61: hookline.v1.EndpointConfig.HeadersEntry
+	nil,                            // 62: hookline.v1.EndpointConfig.SealedHeadersEntry
+	nil,                            // 63: hookline.v1.EventPublished.HeadersEntry
+	nil,                            // 64: hookline.v1.HeadersResealed.SealedHeadersEntry
+	(*timestamppb.Timestamp)(nil),  // 65: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	2,   // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
 	13,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
 	12,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	64,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	65,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
 	13,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
 	12,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	64,  // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	65,  // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
 	12,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	64,  // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	65,  // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
 	12,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	64,  // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	65,  // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
 	3,   // 11: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
-	59,  // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	60,  // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
 	0,   // 13: hookline.v1.EndpointConfig.ordering:type_name -> hookline.v1.KeyOrdering
-	60,  // 14: hookline.v1.EndpointConfig.headers:type_name -> hookline.v1.EndpointConfig.HeadersEntry
-	61,  // 15: hookline.v1.EndpointConfig.sealed_headers:type_name -> hookline.v1.EndpointConfig.SealedHeadersEntry
-	18,  // 16: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
-	20,  // 17: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
-	12,  // 18: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	64,  // 19: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
-	18,  // 20: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
-	12,  // 21: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	64,  // 22: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
-	20,  // 23: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
-	20,  // 24: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	64,  // 25: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
-	12,  // 26: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	64,  // 27: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
-	4,   // 28: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
-	12,  // 29: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	64,  // 30: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
-	5,   // 31: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
-	12,  // 32: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	64,  // 33: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
-	12,  // 34: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	64,  // 35: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
-	12,  // 36: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	64,  // 37: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
-	12,  // 38: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	64,  // 39: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
-	1,   // 40: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	64,  // 41: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	64,  // 42: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	64,  // 43: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	64,  // 44: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	64,  // 45: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
-	64,  // 46: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
-	12,  // 47: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
-	64,  // 48: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
-	64,  // 49: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
-	6,   // 50: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
-	64,  // 51: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
-	64,  // 52: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
-	64,  // 53: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
-	12,  // 54: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	64,  // 55: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	62,  // 56: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
-	0,   // 57: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
-	37,  // 58: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	64,  // 59: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	64,  // 60: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	40,  // 61: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	38,  // 62: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
-	12,  // 63: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	64,  // 64: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	64,  // 65: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	1,   // 66: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	12,  // 67: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	42,  // 68: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
-	43,  // 69: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
-	44,  // 70: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
-	45,  // 71: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
-	7,   // 72: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
-	64,  // 73: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
-	12,  // 74: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
-	8,   // 75: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
-	64,  // 76: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
-	9,   // 77: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
-	41,  // 78: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	41,  // 79: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	64,  // 80: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	64,  // 81: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	64,  // 82: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	12,  // 83: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	64,  // 84: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	12,  // 85: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
-	64,  // 86: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
-	64,  // 87: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	12,  // 88: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	64,  // 89: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	12,  // 90: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	64,  // 91: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	20,  // 92: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	12,  // 93: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	64,  // 94: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	63,  // 95: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
-	12,  // 96: hookline.v1.HeadersResealed.issued_by:type_name -> hookline.v1.Actor
-	64,  // 97: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
-	64,  // 98: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	12,  // 99: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	64,  // 100: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	10,  // 101: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
-	64,  // 102: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
-	11,  // 103: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	12,  // 104: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	64,  // 105: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	19,  // 106: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
-	19,  // 107: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
-	108, // [108:108] is the sub-list for method output_type
-	108, // [108:108] is the sub-list for method input_type
-	108, // [108:108] is the sub-list for extension type_name
-	108, // [108:108] is the sub-list for extension extendee
-	0,   // [0:108] is the sub-list for field type_name
+	61,  // 14: hookline.v1.EndpointConfig.headers:type_name -> hookline.v1.EndpointConfig.HeadersEntry
+	62,  // 15: hookline.v1.EndpointConfig.sealed_headers:type_name -> hookline.v1.EndpointConfig.SealedHeadersEntry
+	19,  // 16: hookline.v1.EndpointConfig.oauth2:type_name -> hookline.v1.OAuth2Config
+	20,  // 17: hookline.v1.OAuth2Config.client_secret:type_name -> hookline.v1.SealedValue
+	18,  // 18: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
+	21,  // 19: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
+	12,  // 20: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
+	65,  // 21: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	18,  // 22: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
+	12,  // 23: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
+	65,  // 24: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	21,  // 25: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
+	21,  // 26: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
+	65,  // 27: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	12,  // 28: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
+	65,  // 29: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	4,   // 30: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
+	12,  // 31: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
+	65,  // 32: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	5,   // 33: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
+	12,  // 34: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
+	65,  // 35: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	12,  // 36: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
+	65,  // 37: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	12,  // 38: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
+	65,  // 39: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	12,  // 40: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
+	65,  // 41: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	1,   // 42: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
+	65,  // 43: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	65,  // 44: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	65,  // 45: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	65,  // 46: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	65,  // 47: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	65,  // 48: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	12,  // 49: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
+	65,  // 50: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	65,  // 51: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	6,   // 52: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
+	65,  // 53: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	65,  // 54: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
+	65,  // 55: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	12,  // 56: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
+	65,  // 57: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	63,  // 58: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	0,   // 59: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
+	38,  // 60: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	65,  // 61: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	65,  // 62: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	41,  // 63: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	39,  // 64: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
+	12,  // 65: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	65,  // 66: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	65,  // 67: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	1,   // 68: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	12,  // 69: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	43,  // 70: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
+	44,  // 71: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
+	45,  // 72: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
+	46,  // 73: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
+	7,   // 74: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
+	65,  // 75: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
+	12,  // 76: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
+	8,   // 77: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
+	65,  // 78: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
+	9,   // 79: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
+	42,  // 80: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	42,  // 81: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	65,  // 82: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	65,  // 83: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	65,  // 84: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	12,  // 85: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	65,  // 86: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	12,  // 87: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
+	65,  // 88: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
+	65,  // 89: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	12,  // 90: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	65,  // 91: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	12,  // 92: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	65,  // 93: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	21,  // 94: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	12,  // 95: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	65,  // 96: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	64,  // 97: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
+	12,  // 98: hookline.v1.HeadersResealed.issued_by:type_name -> hookline.v1.Actor
+	65,  // 99: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
+	20,  // 100: hookline.v1.HeadersResealed.oauth2_client_secret:type_name -> hookline.v1.SealedValue
+	65,  // 101: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	12,  // 102: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	65,  // 103: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	10,  // 104: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
+	65,  // 105: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
+	11,  // 106: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	12,  // 107: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	65,  // 108: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	20,  // 109: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	20,  // 110: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	111, // [111:111] is the sub-list for method output_type
+	111, // [111:111] is the sub-list for method input_type
+	111, // [111:111] is the sub-list for extension type_name
+	111, // [111:111] is the sub-list for extension extendee
+	0,   // [0:111] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -6036,7 +6153,7 @@ func file_hookline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   52,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -80,7 +80,7 @@ func (x Endpoint_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Endpoint_Status.Descriptor instead.
 func (Endpoint_Status) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25, 0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27, 0}
 }
 
 type Endpoint_Circuit int32
@@ -132,7 +132,7 @@ func (x Endpoint_Circuit) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Endpoint_Circuit.Descriptor instead.
 func (Endpoint_Circuit) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25, 1}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27, 1}
 }
 
 type RoutingVerdict_Verdict int32
@@ -209,7 +209,7 @@ func (x RoutingVerdict_Verdict) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RoutingVerdict_Verdict.Descriptor instead.
 func (RoutingVerdict_Verdict) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48, 0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50, 0}
 }
 
 type ResealSecretsRequest struct {
@@ -926,8 +926,11 @@ type EndpointSettings struct {
 	SecretHeaders map[string]string `protobuf:"bytes,17,rep,name=secret_headers,json=secretHeaders,proto3" json:"secret_headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// secret_header_names (read only) lists the names of the secret headers.
 	SecretHeaderNames []string `protobuf:"bytes,18,rep,name=secret_header_names,json=secretHeaderNames,proto3" json:"secret_header_names,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// auth authenticates every attempt the way the receiver demands, beside
+	// the signature. Unset: the signature alone.
+	Auth          *EndpointAuth `protobuf:"bytes,19,opt,name=auth,proto3" json:"auth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EndpointSettings) Reset() {
@@ -1086,6 +1089,152 @@ func (x *EndpointSettings) GetSecretHeaderNames() []string {
 	return nil
 }
 
+func (x *EndpointSettings) GetAuth() *EndpointAuth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+// EndpointAuth is how attempts authenticate to the receiver.
+type EndpointAuth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// oauth2: an OAuth2 client-credentials grant; each attempt carries
+	// "Authorization: Bearer <token>".
+	Oauth2        *OAuth2Auth `protobuf:"bytes,1,opt,name=oauth2,proto3" json:"oauth2,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndpointAuth) Reset() {
+	*x = EndpointAuth{}
+	mi := &file_hookline_v1_control_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndpointAuth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndpointAuth) ProtoMessage() {}
+
+func (x *EndpointAuth) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndpointAuth.ProtoReflect.Descriptor instead.
+func (*EndpointAuth) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *EndpointAuth) GetOauth2() *OAuth2Auth {
+	if x != nil {
+		return x.Oauth2
+	}
+	return nil
+}
+
+// OAuth2Auth is an OAuth2 client-credentials grant (RFC 6749 §4.4).
+type OAuth2Auth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// token_url is the receiver's token endpoint, reached through the same
+	// egress policy as deliveries.
+	TokenUrl string `protobuf:"bytes,1,opt,name=token_url,json=tokenUrl,proto3" json:"token_url,omitempty"`
+	ClientId string `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// client_secret is sealed at rest and never shown (write only). On an
+	// update that keeps token_url and client_id, leaving it empty keeps the
+	// current one.
+	ClientSecret string   `protobuf:"bytes,3,opt,name=client_secret,json=clientSecret,proto3" json:"client_secret,omitempty"`
+	Scopes       []string `protobuf:"bytes,4,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// audience, when set, is sent as the token request's audience parameter.
+	Audience string `protobuf:"bytes,5,opt,name=audience,proto3" json:"audience,omitempty"`
+	// client_secret_set (read only) says a client secret is stored.
+	ClientSecretSet bool `protobuf:"varint,6,opt,name=client_secret_set,json=clientSecretSet,proto3" json:"client_secret_set,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *OAuth2Auth) Reset() {
+	*x = OAuth2Auth{}
+	mi := &file_hookline_v1_control_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OAuth2Auth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OAuth2Auth) ProtoMessage() {}
+
+func (x *OAuth2Auth) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OAuth2Auth.ProtoReflect.Descriptor instead.
+func (*OAuth2Auth) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *OAuth2Auth) GetTokenUrl() string {
+	if x != nil {
+		return x.TokenUrl
+	}
+	return ""
+}
+
+func (x *OAuth2Auth) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *OAuth2Auth) GetClientSecret() string {
+	if x != nil {
+		return x.ClientSecret
+	}
+	return ""
+}
+
+func (x *OAuth2Auth) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *OAuth2Auth) GetAudience() string {
+	if x != nil {
+		return x.Audience
+	}
+	return ""
+}
+
+func (x *OAuth2Auth) GetClientSecretSet() bool {
+	if x != nil {
+		return x.ClientSecretSet
+	}
+	return false
+}
+
 type CreateEndpointRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// tenant_id: only with the admin token; a tenant key implies its tenant.
@@ -1100,7 +1249,7 @@ type CreateEndpointRequest struct {
 
 func (x *CreateEndpointRequest) Reset() {
 	*x = CreateEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[12]
+	mi := &file_hookline_v1_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1261,7 @@ func (x *CreateEndpointRequest) String() string {
 func (*CreateEndpointRequest) ProtoMessage() {}
 
 func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[12]
+	mi := &file_hookline_v1_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1274,7 @@ func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*CreateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateEndpointRequest) GetTenantId() string {
@@ -1160,7 +1309,7 @@ type CreateEndpointResponse struct {
 
 func (x *CreateEndpointResponse) Reset() {
 	*x = CreateEndpointResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[13]
+	mi := &file_hookline_v1_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1321,7 @@ func (x *CreateEndpointResponse) String() string {
 func (*CreateEndpointResponse) ProtoMessage() {}
 
 func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[13]
+	mi := &file_hookline_v1_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1334,7 @@ func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointResponse.ProtoReflect.Descriptor instead.
 func (*CreateEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateEndpointResponse) GetEndpoint() *Endpoint {
@@ -1215,7 +1364,7 @@ type GetEndpointRequest struct {
 
 func (x *GetEndpointRequest) Reset() {
 	*x = GetEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[14]
+	mi := &file_hookline_v1_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1376,7 @@ func (x *GetEndpointRequest) String() string {
 func (*GetEndpointRequest) ProtoMessage() {}
 
 func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[14]
+	mi := &file_hookline_v1_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1389,7 @@ func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointRequest.ProtoReflect.Descriptor instead.
 func (*GetEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetEndpointRequest) GetTenantId() string {
@@ -1275,7 +1424,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[15]
+	mi := &file_hookline_v1_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1436,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[15]
+	mi := &file_hookline_v1_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1449,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListEndpointsRequest) GetTenantId() string {
@@ -1334,7 +1483,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[16]
+	mi := &file_hookline_v1_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1495,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[16]
+	mi := &file_hookline_v1_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1508,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{16}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListEndpointsResponse) GetEndpoints() []*Endpoint {
@@ -1388,7 +1537,7 @@ type UpdateEndpointRequest struct {
 
 func (x *UpdateEndpointRequest) Reset() {
 	*x = UpdateEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[17]
+	mi := &file_hookline_v1_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1549,7 @@ func (x *UpdateEndpointRequest) String() string {
 func (*UpdateEndpointRequest) ProtoMessage() {}
 
 func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[17]
+	mi := &file_hookline_v1_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1562,7 @@ func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{17}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpdateEndpointRequest) GetTenantId() string {
@@ -1456,7 +1605,7 @@ type RotateSecretRequest struct {
 
 func (x *RotateSecretRequest) Reset() {
 	*x = RotateSecretRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[18]
+	mi := &file_hookline_v1_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1617,7 @@ func (x *RotateSecretRequest) String() string {
 func (*RotateSecretRequest) ProtoMessage() {}
 
 func (x *RotateSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[18]
+	mi := &file_hookline_v1_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1630,7 @@ func (x *RotateSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSecretRequest.ProtoReflect.Descriptor instead.
 func (*RotateSecretRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{18}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RotateSecretRequest) GetTenantId() string {
@@ -1515,7 +1664,7 @@ type RotateSecretResponse struct {
 
 func (x *RotateSecretResponse) Reset() {
 	*x = RotateSecretResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[19]
+	mi := &file_hookline_v1_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1676,7 @@ func (x *RotateSecretResponse) String() string {
 func (*RotateSecretResponse) ProtoMessage() {}
 
 func (x *RotateSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[19]
+	mi := &file_hookline_v1_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1689,7 @@ func (x *RotateSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSecretResponse.ProtoReflect.Descriptor instead.
 func (*RotateSecretResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RotateSecretResponse) GetEndpoint() *Endpoint {
@@ -1568,7 +1717,7 @@ type RetireSecretRequest struct {
 
 func (x *RetireSecretRequest) Reset() {
 	*x = RetireSecretRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[20]
+	mi := &file_hookline_v1_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1729,7 @@ func (x *RetireSecretRequest) String() string {
 func (*RetireSecretRequest) ProtoMessage() {}
 
 func (x *RetireSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[20]
+	mi := &file_hookline_v1_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1742,7 @@ func (x *RetireSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireSecretRequest.ProtoReflect.Descriptor instead.
 func (*RetireSecretRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RetireSecretRequest) GetTenantId() string {
@@ -1627,7 +1776,7 @@ type PauseEndpointRequest struct {
 
 func (x *PauseEndpointRequest) Reset() {
 	*x = PauseEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[21]
+	mi := &file_hookline_v1_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1788,7 @@ func (x *PauseEndpointRequest) String() string {
 func (*PauseEndpointRequest) ProtoMessage() {}
 
 func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[21]
+	mi := &file_hookline_v1_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1801,7 @@ func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseEndpointRequest.ProtoReflect.Descriptor instead.
 func (*PauseEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PauseEndpointRequest) GetTenantId() string {
@@ -1679,7 +1828,7 @@ type ResumeEndpointRequest struct {
 
 func (x *ResumeEndpointRequest) Reset() {
 	*x = ResumeEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[22]
+	mi := &file_hookline_v1_control_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +1840,7 @@ func (x *ResumeEndpointRequest) String() string {
 func (*ResumeEndpointRequest) ProtoMessage() {}
 
 func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[22]
+	mi := &file_hookline_v1_control_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +1853,7 @@ func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeEndpointRequest.ProtoReflect.Descriptor instead.
 func (*ResumeEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResumeEndpointRequest) GetTenantId() string {
@@ -1731,7 +1880,7 @@ type DeleteEndpointRequest struct {
 
 func (x *DeleteEndpointRequest) Reset() {
 	*x = DeleteEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[23]
+	mi := &file_hookline_v1_control_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +1892,7 @@ func (x *DeleteEndpointRequest) String() string {
 func (*DeleteEndpointRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[23]
+	mi := &file_hookline_v1_control_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +1905,7 @@ func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteEndpointRequest) GetTenantId() string {
@@ -1785,7 +1934,7 @@ type SecretInfo struct {
 
 func (x *SecretInfo) Reset() {
 	*x = SecretInfo{}
-	mi := &file_hookline_v1_control_proto_msgTypes[24]
+	mi := &file_hookline_v1_control_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1946,7 @@ func (x *SecretInfo) String() string {
 func (*SecretInfo) ProtoMessage() {}
 
 func (x *SecretInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[24]
+	mi := &file_hookline_v1_control_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1959,7 @@ func (x *SecretInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretInfo.ProtoReflect.Descriptor instead.
 func (*SecretInfo) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SecretInfo) GetVersion() int32 {
@@ -1857,7 +2006,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_hookline_v1_control_proto_msgTypes[25]
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1869,7 +2018,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[25]
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1882,7 +2031,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Endpoint) GetEndpointId() string {
@@ -1984,7 +2133,7 @@ type RecoverEndpointRequest struct {
 
 func (x *RecoverEndpointRequest) Reset() {
 	*x = RecoverEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[26]
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2145,7 @@ func (x *RecoverEndpointRequest) String() string {
 func (*RecoverEndpointRequest) ProtoMessage() {}
 
 func (x *RecoverEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[26]
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2158,7 @@ func (x *RecoverEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverEndpointRequest.ProtoReflect.Descriptor instead.
 func (*RecoverEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RecoverEndpointRequest) GetTenantId() string {
@@ -2095,7 +2244,7 @@ type RecoveryManifest struct {
 
 func (x *RecoveryManifest) Reset() {
 	*x = RecoveryManifest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2256,7 @@ func (x *RecoveryManifest) String() string {
 func (*RecoveryManifest) ProtoMessage() {}
 
 func (x *RecoveryManifest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2269,7 @@ func (x *RecoveryManifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryManifest.ProtoReflect.Descriptor instead.
 func (*RecoveryManifest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RecoveryManifest) GetDeliveries() int64 {
@@ -2190,7 +2339,7 @@ type GetRecoveryRequest struct {
 
 func (x *GetRecoveryRequest) Reset() {
 	*x = GetRecoveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2351,7 @@ func (x *GetRecoveryRequest) String() string {
 func (*GetRecoveryRequest) ProtoMessage() {}
 
 func (x *GetRecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2364,7 @@ func (x *GetRecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRecoveryRequest.ProtoReflect.Descriptor instead.
 func (*GetRecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetRecoveryRequest) GetTenantId() string {
@@ -2249,7 +2398,7 @@ type ListRecoveriesRequest struct {
 
 func (x *ListRecoveriesRequest) Reset() {
 	*x = ListRecoveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2410,7 @@ func (x *ListRecoveriesRequest) String() string {
 func (*ListRecoveriesRequest) ProtoMessage() {}
 
 func (x *ListRecoveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2423,7 @@ func (x *ListRecoveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecoveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListRecoveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListRecoveriesRequest) GetTenantId() string {
@@ -2300,7 +2449,7 @@ type ListRecoveriesResponse struct {
 
 func (x *ListRecoveriesResponse) Reset() {
 	*x = ListRecoveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2461,7 @@ func (x *ListRecoveriesResponse) String() string {
 func (*ListRecoveriesResponse) ProtoMessage() {}
 
 func (x *ListRecoveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2474,7 @@ func (x *ListRecoveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecoveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListRecoveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListRecoveriesResponse) GetRecoveries() []*Recovery {
@@ -2349,7 +2498,7 @@ type ListOrderingKeysRequest struct {
 
 func (x *ListOrderingKeysRequest) Reset() {
 	*x = ListOrderingKeysRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2510,7 @@ func (x *ListOrderingKeysRequest) String() string {
 func (*ListOrderingKeysRequest) ProtoMessage() {}
 
 func (x *ListOrderingKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2523,7 @@ func (x *ListOrderingKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrderingKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListOrderingKeysRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListOrderingKeysRequest) GetTenantId() string {
@@ -2414,7 +2563,7 @@ type ListOrderingKeysResponse struct {
 
 func (x *ListOrderingKeysResponse) Reset() {
 	*x = ListOrderingKeysResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2575,7 @@ func (x *ListOrderingKeysResponse) String() string {
 func (*ListOrderingKeysResponse) ProtoMessage() {}
 
 func (x *ListOrderingKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2588,7 @@ func (x *ListOrderingKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrderingKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListOrderingKeysResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListOrderingKeysResponse) GetKeys() []*OrderingKey {
@@ -2464,7 +2613,7 @@ type SkipOrderingKeyRequest struct {
 
 func (x *SkipOrderingKeyRequest) Reset() {
 	*x = SkipOrderingKeyRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2625,7 @@ func (x *SkipOrderingKeyRequest) String() string {
 func (*SkipOrderingKeyRequest) ProtoMessage() {}
 
 func (x *SkipOrderingKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2638,7 @@ func (x *SkipOrderingKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipOrderingKeyRequest.ProtoReflect.Descriptor instead.
 func (*SkipOrderingKeyRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SkipOrderingKeyRequest) GetTenantId() string {
@@ -2536,7 +2685,7 @@ type PullDeliveriesRequest struct {
 
 func (x *PullDeliveriesRequest) Reset() {
 	*x = PullDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2548,7 +2697,7 @@ func (x *PullDeliveriesRequest) String() string {
 func (*PullDeliveriesRequest) ProtoMessage() {}
 
 func (x *PullDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2561,7 +2710,7 @@ func (x *PullDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*PullDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PullDeliveriesRequest) GetTenantId() string {
@@ -2608,7 +2757,7 @@ type PullDeliveriesResponse struct {
 
 func (x *PullDeliveriesResponse) Reset() {
 	*x = PullDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2620,7 +2769,7 @@ func (x *PullDeliveriesResponse) String() string {
 func (*PullDeliveriesResponse) ProtoMessage() {}
 
 func (x *PullDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2633,7 +2782,7 @@ func (x *PullDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*PullDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PullDeliveriesResponse) GetMessages() []*PulledMessage {
@@ -2661,7 +2810,7 @@ type PulledMessage struct {
 
 func (x *PulledMessage) Reset() {
 	*x = PulledMessage{}
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2673,7 +2822,7 @@ func (x *PulledMessage) String() string {
 func (*PulledMessage) ProtoMessage() {}
 
 func (x *PulledMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2686,7 +2835,7 @@ func (x *PulledMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PulledMessage.ProtoReflect.Descriptor instead.
 func (*PulledMessage) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PulledMessage) GetDeliveryId() string {
@@ -2742,7 +2891,7 @@ type AckDeliveriesRequest struct {
 
 func (x *AckDeliveriesRequest) Reset() {
 	*x = AckDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2754,7 +2903,7 @@ func (x *AckDeliveriesRequest) String() string {
 func (*AckDeliveriesRequest) ProtoMessage() {}
 
 func (x *AckDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2767,7 +2916,7 @@ func (x *AckDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*AckDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AckDeliveriesRequest) GetTenantId() string {
@@ -2803,7 +2952,7 @@ type AckDeliveriesResponse struct {
 
 func (x *AckDeliveriesResponse) Reset() {
 	*x = AckDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +2964,7 @@ func (x *AckDeliveriesResponse) String() string {
 func (*AckDeliveriesResponse) ProtoMessage() {}
 
 func (x *AckDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +2977,7 @@ func (x *AckDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*AckDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AckDeliveriesResponse) GetAcked() int32 {
@@ -2858,7 +3007,7 @@ type SeekDeliveriesRequest struct {
 
 func (x *SeekDeliveriesRequest) Reset() {
 	*x = SeekDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +3019,7 @@ func (x *SeekDeliveriesRequest) String() string {
 func (*SeekDeliveriesRequest) ProtoMessage() {}
 
 func (x *SeekDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +3032,7 @@ func (x *SeekDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeekDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*SeekDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SeekDeliveriesRequest) GetTenantId() string {
@@ -2929,7 +3078,7 @@ type OrderingKey struct {
 
 func (x *OrderingKey) Reset() {
 	*x = OrderingKey{}
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2941,7 +3090,7 @@ func (x *OrderingKey) String() string {
 func (*OrderingKey) ProtoMessage() {}
 
 func (x *OrderingKey) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3103,7 @@ func (x *OrderingKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderingKey.ProtoReflect.Descriptor instead.
 func (*OrderingKey) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *OrderingKey) GetOrderingKey() string {
@@ -3032,7 +3181,7 @@ type Recovery struct {
 
 func (x *Recovery) Reset() {
 	*x = Recovery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3044,7 +3193,7 @@ func (x *Recovery) String() string {
 func (*Recovery) ProtoMessage() {}
 
 func (x *Recovery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3057,7 +3206,7 @@ func (x *Recovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recovery.ProtoReflect.Descriptor instead.
 func (*Recovery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Recovery) GetRecoveryId() string {
@@ -3173,7 +3322,7 @@ type ListOperationalEventTypesRequest struct {
 
 func (x *ListOperationalEventTypesRequest) Reset() {
 	*x = ListOperationalEventTypesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3185,7 +3334,7 @@ func (x *ListOperationalEventTypesRequest) String() string {
 func (*ListOperationalEventTypesRequest) ProtoMessage() {}
 
 func (x *ListOperationalEventTypesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3198,7 +3347,7 @@ func (x *ListOperationalEventTypesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationalEventTypesRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationalEventTypesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
 }
 
 // OperationalEventType is one of Hookline's own event types.
@@ -3216,7 +3365,7 @@ type OperationalEventType struct {
 
 func (x *OperationalEventType) Reset() {
 	*x = OperationalEventType{}
-	mi := &file_hookline_v1_control_proto_msgTypes[43]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3228,7 +3377,7 @@ func (x *OperationalEventType) String() string {
 func (*OperationalEventType) ProtoMessage() {}
 
 func (x *OperationalEventType) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[43]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3241,7 +3390,7 @@ func (x *OperationalEventType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationalEventType.ProtoReflect.Descriptor instead.
 func (*OperationalEventType) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *OperationalEventType) GetType() string {
@@ -3274,7 +3423,7 @@ type ListOperationalEventTypesResponse struct {
 
 func (x *ListOperationalEventTypesResponse) Reset() {
 	*x = ListOperationalEventTypesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[44]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3286,7 +3435,7 @@ func (x *ListOperationalEventTypesResponse) String() string {
 func (*ListOperationalEventTypesResponse) ProtoMessage() {}
 
 func (x *ListOperationalEventTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[44]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3299,7 +3448,7 @@ func (x *ListOperationalEventTypesResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListOperationalEventTypesResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationalEventTypesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListOperationalEventTypesResponse) GetTypes() []*OperationalEventType {
@@ -3319,7 +3468,7 @@ type ExplainRoutingRequest struct {
 
 func (x *ExplainRoutingRequest) Reset() {
 	*x = ExplainRoutingRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[45]
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3331,7 +3480,7 @@ func (x *ExplainRoutingRequest) String() string {
 func (*ExplainRoutingRequest) ProtoMessage() {}
 
 func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[45]
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3344,7 +3493,7 @@ func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRoutingRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRoutingRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ExplainRoutingRequest) GetTenantId() string {
@@ -3379,7 +3528,7 @@ type EventRouting struct {
 
 func (x *EventRouting) Reset() {
 	*x = EventRouting{}
-	mi := &file_hookline_v1_control_proto_msgTypes[46]
+	mi := &file_hookline_v1_control_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3391,7 +3540,7 @@ func (x *EventRouting) String() string {
 func (*EventRouting) ProtoMessage() {}
 
 func (x *EventRouting) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[46]
+	mi := &file_hookline_v1_control_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3404,7 +3553,7 @@ func (x *EventRouting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventRouting.ProtoReflect.Descriptor instead.
 func (*EventRouting) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{46}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *EventRouting) GetEventId() string {
@@ -3463,7 +3612,7 @@ type FilterValue struct {
 
 func (x *FilterValue) Reset() {
 	*x = FilterValue{}
-	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	mi := &file_hookline_v1_control_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3475,7 +3624,7 @@ func (x *FilterValue) String() string {
 func (*FilterValue) ProtoMessage() {}
 
 func (x *FilterValue) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	mi := &file_hookline_v1_control_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3488,7 +3637,7 @@ func (x *FilterValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterValue.ProtoReflect.Descriptor instead.
 func (*FilterValue) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *FilterValue) GetExpr() string {
@@ -3538,7 +3687,7 @@ type RoutingVerdict struct {
 
 func (x *RoutingVerdict) Reset() {
 	*x = RoutingVerdict{}
-	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	mi := &file_hookline_v1_control_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3550,7 +3699,7 @@ func (x *RoutingVerdict) String() string {
 func (*RoutingVerdict) ProtoMessage() {}
 
 func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	mi := &file_hookline_v1_control_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3563,7 +3712,7 @@ func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingVerdict.ProtoReflect.Descriptor instead.
 func (*RoutingVerdict) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RoutingVerdict) GetEndpointId() string {
@@ -3677,7 +3826,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[49]
+	mi := &file_hookline_v1_control_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3689,7 +3838,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[49]
+	mi := &file_hookline_v1_control_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3702,7 +3851,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{49}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PublishRequest) GetTenantId() string {
@@ -3821,7 +3970,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[50]
+	mi := &file_hookline_v1_control_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3833,7 +3982,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[50]
+	mi := &file_hookline_v1_control_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3846,7 +3995,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PublishResponse) GetEventId() string {
@@ -3894,7 +4043,7 @@ type PublishBatchRequest struct {
 
 func (x *PublishBatchRequest) Reset() {
 	*x = PublishBatchRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[51]
+	mi := &file_hookline_v1_control_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3906,7 +4055,7 @@ func (x *PublishBatchRequest) String() string {
 func (*PublishBatchRequest) ProtoMessage() {}
 
 func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[51]
+	mi := &file_hookline_v1_control_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3919,7 +4068,7 @@ func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchRequest.ProtoReflect.Descriptor instead.
 func (*PublishBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PublishBatchRequest) GetTenantId() string {
@@ -3948,7 +4097,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_hookline_v1_control_proto_msgTypes[52]
+	mi := &file_hookline_v1_control_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3960,7 +4109,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[52]
+	mi := &file_hookline_v1_control_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3973,7 +4122,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{52}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PublishResult) GetResponse() *PublishResponse {
@@ -4006,7 +4155,7 @@ type PublishBatchResponse struct {
 
 func (x *PublishBatchResponse) Reset() {
 	*x = PublishBatchResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[53]
+	mi := &file_hookline_v1_control_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4018,7 +4167,7 @@ func (x *PublishBatchResponse) String() string {
 func (*PublishBatchResponse) ProtoMessage() {}
 
 func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[53]
+	mi := &file_hookline_v1_control_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4031,7 +4180,7 @@ func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchResponse.ProtoReflect.Descriptor instead.
 func (*PublishBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{53}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PublishBatchResponse) GetResults() []*PublishResult {
@@ -4052,7 +4201,7 @@ type LookupEventsRequest struct {
 
 func (x *LookupEventsRequest) Reset() {
 	*x = LookupEventsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[54]
+	mi := &file_hookline_v1_control_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4064,7 +4213,7 @@ func (x *LookupEventsRequest) String() string {
 func (*LookupEventsRequest) ProtoMessage() {}
 
 func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[54]
+	mi := &file_hookline_v1_control_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4077,7 +4226,7 @@ func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsRequest.ProtoReflect.Descriptor instead.
 func (*LookupEventsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{54}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *LookupEventsRequest) GetTenantId() string {
@@ -4108,7 +4257,7 @@ type AcceptedEvent struct {
 
 func (x *AcceptedEvent) Reset() {
 	*x = AcceptedEvent{}
-	mi := &file_hookline_v1_control_proto_msgTypes[55]
+	mi := &file_hookline_v1_control_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4120,7 +4269,7 @@ func (x *AcceptedEvent) String() string {
 func (*AcceptedEvent) ProtoMessage() {}
 
 func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[55]
+	mi := &file_hookline_v1_control_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4133,7 +4282,7 @@ func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptedEvent.ProtoReflect.Descriptor instead.
 func (*AcceptedEvent) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{55}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AcceptedEvent) GetEventId() string {
@@ -4176,7 +4325,7 @@ type LookupEventsResponse struct {
 
 func (x *LookupEventsResponse) Reset() {
 	*x = LookupEventsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[56]
+	mi := &file_hookline_v1_control_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4188,7 +4337,7 @@ func (x *LookupEventsResponse) String() string {
 func (*LookupEventsResponse) ProtoMessage() {}
 
 func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[56]
+	mi := &file_hookline_v1_control_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4201,7 +4350,7 @@ func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsResponse.ProtoReflect.Descriptor instead.
 func (*LookupEventsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{56}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LookupEventsResponse) GetFound() []*AcceptedEvent {
@@ -4235,7 +4384,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[57]
+	mi := &file_hookline_v1_control_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4396,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[57]
+	mi := &file_hookline_v1_control_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4409,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{57}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListDeliveriesRequest) GetTenantId() string {
@@ -4329,7 +4478,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[58]
+	mi := &file_hookline_v1_control_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4341,7 +4490,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[58]
+	mi := &file_hookline_v1_control_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4354,7 +4503,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{58}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -4381,7 +4530,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[59]
+	mi := &file_hookline_v1_control_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4393,7 +4542,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[59]
+	mi := &file_hookline_v1_control_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4406,7 +4555,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{59}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetDeliveryRequest) GetTenantId() string {
@@ -4433,7 +4582,7 @@ type ReplayDeliveryRequest struct {
 
 func (x *ReplayDeliveryRequest) Reset() {
 	*x = ReplayDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[60]
+	mi := &file_hookline_v1_control_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4445,7 +4594,7 @@ func (x *ReplayDeliveryRequest) String() string {
 func (*ReplayDeliveryRequest) ProtoMessage() {}
 
 func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[60]
+	mi := &file_hookline_v1_control_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4458,7 +4607,7 @@ func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{60}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ReplayDeliveryRequest) GetTenantId() string {
@@ -4504,7 +4653,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[61]
+	mi := &file_hookline_v1_control_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4516,7 +4665,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[61]
+	mi := &file_hookline_v1_control_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4529,7 +4678,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{61}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -4679,7 +4828,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\bapi_keys\x18\x04 \x03(\v2\x13.hookline.v1.ApiKeyR\aapiKeys\x129\n" +
 	"\n" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12&\n" +
-	"\x05as_of\x18\x06 \x01(\v2\x11.hookline.v1.AsOfR\x04asOf\"\x97\a\n" +
+	"\x05as_of\x18\x06 \x01(\v2\x11.hookline.v1.AsOfR\x04asOf\"\xc6\a\n" +
 	"\x10EndpointSettings\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -4702,7 +4851,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\aheaders\x18\x0f \x03(\v2*.hookline.v1.EndpointSettings.HeadersEntryR\aheaders\x12#\n" +
 	"\rheader_prefix\x18\x10 \x01(\tR\fheaderPrefix\x12W\n" +
 	"\x0esecret_headers\x18\x11 \x03(\v20.hookline.v1.EndpointSettings.SecretHeadersEntryR\rsecretHeaders\x12.\n" +
-	"\x13secret_header_names\x18\x12 \x03(\tR\x11secretHeaderNames\x1a;\n" +
+	"\x13secret_header_names\x18\x12 \x03(\tR\x11secretHeaderNames\x12-\n" +
+	"\x04auth\x18\x13 \x01(\v2\x19.hookline.v1.EndpointAuthR\x04auth\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -4711,7 +4861,17 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a@\n" +
 	"\x12SecretHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"?\n" +
+	"\fEndpointAuth\x12/\n" +
+	"\x06oauth2\x18\x01 \x01(\v2\x17.hookline.v1.OAuth2AuthR\x06oauth2\"\xcb\x01\n" +
+	"\n" +
+	"OAuth2Auth\x12\x1b\n" +
+	"\ttoken_url\x18\x01 \x01(\tR\btokenUrl\x12\x1b\n" +
+	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12#\n" +
+	"\rclient_secret\x18\x03 \x01(\tR\fclientSecret\x12\x16\n" +
+	"\x06scopes\x18\x04 \x03(\tR\x06scopes\x12\x1a\n" +
+	"\baudience\x18\x05 \x01(\tR\baudience\x12*\n" +
+	"\x11client_secret_set\x18\x06 \x01(\bR\x0fclientSecretSet\"\x90\x01\n" +
 	"\x15CreateEndpointRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -5111,7 +5271,7 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_hookline_v1_control_proto_goTypes = []any{
 	(Endpoint_Status)(0),                      // 0: hookline.v1.Endpoint.Status
 	(Endpoint_Circuit)(0),                     // 1: hookline.v1.Endpoint.Circuit
@@ -5128,204 +5288,208 @@ var file_hookline_v1_control_proto_goTypes = []any{
 	(*ApiKey)(nil),                            // 12: hookline.v1.ApiKey
 	(*Tenant)(nil),                            // 13: hookline.v1.Tenant
 	(*EndpointSettings)(nil),                  // 14: hookline.v1.EndpointSettings
-	(*CreateEndpointRequest)(nil),             // 15: hookline.v1.CreateEndpointRequest
-	(*CreateEndpointResponse)(nil),            // 16: hookline.v1.CreateEndpointResponse
-	(*GetEndpointRequest)(nil),                // 17: hookline.v1.GetEndpointRequest
-	(*ListEndpointsRequest)(nil),              // 18: hookline.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),             // 19: hookline.v1.ListEndpointsResponse
-	(*UpdateEndpointRequest)(nil),             // 20: hookline.v1.UpdateEndpointRequest
-	(*RotateSecretRequest)(nil),               // 21: hookline.v1.RotateSecretRequest
-	(*RotateSecretResponse)(nil),              // 22: hookline.v1.RotateSecretResponse
-	(*RetireSecretRequest)(nil),               // 23: hookline.v1.RetireSecretRequest
-	(*PauseEndpointRequest)(nil),              // 24: hookline.v1.PauseEndpointRequest
-	(*ResumeEndpointRequest)(nil),             // 25: hookline.v1.ResumeEndpointRequest
-	(*DeleteEndpointRequest)(nil),             // 26: hookline.v1.DeleteEndpointRequest
-	(*SecretInfo)(nil),                        // 27: hookline.v1.SecretInfo
-	(*Endpoint)(nil),                          // 28: hookline.v1.Endpoint
-	(*RecoverEndpointRequest)(nil),            // 29: hookline.v1.RecoverEndpointRequest
-	(*RecoveryManifest)(nil),                  // 30: hookline.v1.RecoveryManifest
-	(*GetRecoveryRequest)(nil),                // 31: hookline.v1.GetRecoveryRequest
-	(*ListRecoveriesRequest)(nil),             // 32: hookline.v1.ListRecoveriesRequest
-	(*ListRecoveriesResponse)(nil),            // 33: hookline.v1.ListRecoveriesResponse
-	(*ListOrderingKeysRequest)(nil),           // 34: hookline.v1.ListOrderingKeysRequest
-	(*ListOrderingKeysResponse)(nil),          // 35: hookline.v1.ListOrderingKeysResponse
-	(*SkipOrderingKeyRequest)(nil),            // 36: hookline.v1.SkipOrderingKeyRequest
-	(*PullDeliveriesRequest)(nil),             // 37: hookline.v1.PullDeliveriesRequest
-	(*PullDeliveriesResponse)(nil),            // 38: hookline.v1.PullDeliveriesResponse
-	(*PulledMessage)(nil),                     // 39: hookline.v1.PulledMessage
-	(*AckDeliveriesRequest)(nil),              // 40: hookline.v1.AckDeliveriesRequest
-	(*AckDeliveriesResponse)(nil),             // 41: hookline.v1.AckDeliveriesResponse
-	(*SeekDeliveriesRequest)(nil),             // 42: hookline.v1.SeekDeliveriesRequest
-	(*OrderingKey)(nil),                       // 43: hookline.v1.OrderingKey
-	(*Recovery)(nil),                          // 44: hookline.v1.Recovery
-	(*ListOperationalEventTypesRequest)(nil),  // 45: hookline.v1.ListOperationalEventTypesRequest
-	(*OperationalEventType)(nil),              // 46: hookline.v1.OperationalEventType
-	(*ListOperationalEventTypesResponse)(nil), // 47: hookline.v1.ListOperationalEventTypesResponse
-	(*ExplainRoutingRequest)(nil),             // 48: hookline.v1.ExplainRoutingRequest
-	(*EventRouting)(nil),                      // 49: hookline.v1.EventRouting
-	(*FilterValue)(nil),                       // 50: hookline.v1.FilterValue
-	(*RoutingVerdict)(nil),                    // 51: hookline.v1.RoutingVerdict
-	(*PublishRequest)(nil),                    // 52: hookline.v1.PublishRequest
-	(*PublishResponse)(nil),                   // 53: hookline.v1.PublishResponse
-	(*PublishBatchRequest)(nil),               // 54: hookline.v1.PublishBatchRequest
-	(*PublishResult)(nil),                     // 55: hookline.v1.PublishResult
-	(*PublishBatchResponse)(nil),              // 56: hookline.v1.PublishBatchResponse
-	(*LookupEventsRequest)(nil),               // 57: hookline.v1.LookupEventsRequest
-	(*AcceptedEvent)(nil),                     // 58: hookline.v1.AcceptedEvent
-	(*LookupEventsResponse)(nil),              // 59: hookline.v1.LookupEventsResponse
-	(*ListDeliveriesRequest)(nil),             // 60: hookline.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil),            // 61: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),                // 62: hookline.v1.GetDeliveryRequest
-	(*ReplayDeliveryRequest)(nil),             // 63: hookline.v1.ReplayDeliveryRequest
-	(*Delivery)(nil),                          // 64: hookline.v1.Delivery
-	nil,                                       // 65: hookline.v1.EndpointSettings.MetadataEntry
-	nil,                                       // 66: hookline.v1.EndpointSettings.HeadersEntry
-	nil,                                       // 67: hookline.v1.EndpointSettings.SecretHeadersEntry
-	nil,                                       // 68: hookline.v1.PulledMessage.HeadersEntry
-	nil,                                       // 69: hookline.v1.EventRouting.HeadersEntry
-	nil,                                       // 70: hookline.v1.PublishRequest.HeadersEntry
-	(*v1.Quota)(nil),                          // 71: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),             // 72: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),             // 73: google.protobuf.FieldMask
-	(*structpb.Value)(nil),                    // 74: google.protobuf.Value
-	(*v1.PlannedDelivery)(nil),                // 75: hookline.v1.PlannedDelivery
-	(*v1.FilteredEndpoint)(nil),               // 76: hookline.v1.FilteredEndpoint
-	(*v1.Attempt)(nil),                        // 77: hookline.v1.Attempt
+	(*EndpointAuth)(nil),                      // 15: hookline.v1.EndpointAuth
+	(*OAuth2Auth)(nil),                        // 16: hookline.v1.OAuth2Auth
+	(*CreateEndpointRequest)(nil),             // 17: hookline.v1.CreateEndpointRequest
+	(*CreateEndpointResponse)(nil),            // 18: hookline.v1.CreateEndpointResponse
+	(*GetEndpointRequest)(nil),                // 19: hookline.v1.GetEndpointRequest
+	(*ListEndpointsRequest)(nil),              // 20: hookline.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),             // 21: hookline.v1.ListEndpointsResponse
+	(*UpdateEndpointRequest)(nil),             // 22: hookline.v1.UpdateEndpointRequest
+	(*RotateSecretRequest)(nil),               // 23: hookline.v1.RotateSecretRequest
+	(*RotateSecretResponse)(nil),              // 24: hookline.v1.RotateSecretResponse
+	(*RetireSecretRequest)(nil),               // 25: hookline.v1.RetireSecretRequest
+	(*PauseEndpointRequest)(nil),              // 26: hookline.v1.PauseEndpointRequest
+	(*ResumeEndpointRequest)(nil),             // 27: hookline.v1.ResumeEndpointRequest
+	(*DeleteEndpointRequest)(nil),             // 28: hookline.v1.DeleteEndpointRequest
+	(*SecretInfo)(nil),                        // 29: hookline.v1.SecretInfo
+	(*Endpoint)(nil),                          // 30: hookline.v1.Endpoint
+	(*RecoverEndpointRequest)(nil),            // 31: hookline.v1.RecoverEndpointRequest
+	(*RecoveryManifest)(nil),                  // 32: hookline.v1.RecoveryManifest
+	(*GetRecoveryRequest)(nil),                // 33: hookline.v1.GetRecoveryRequest
+	(*ListRecoveriesRequest)(nil),             // 34: hookline.v1.ListRecoveriesRequest
+	(*ListRecoveriesResponse)(nil),            // 35: hookline.v1.ListRecoveriesResponse
+	(*ListOrderingKeysRequest)(nil),           // 36: hookline.v1.ListOrderingKeysRequest
+	(*ListOrderingKeysResponse)(nil),          // 37: hookline.v1.ListOrderingKeysResponse
+	(*SkipOrderingKeyRequest)(nil),            // 38: hookline.v1.SkipOrderingKeyRequest
+	(*PullDeliveriesRequest)(nil),             // 39: hookline.v1.PullDeliveriesRequest
+	(*PullDeliveriesResponse)(nil),            // 40: hookline.v1.PullDeliveriesResponse
+	(*PulledMessage)(nil),                     // 41: hookline.v1.PulledMessage
+	(*AckDeliveriesRequest)(nil),              // 42: hookline.v1.AckDeliveriesRequest
+	(*AckDeliveriesResponse)(nil),             // 43: hookline.v1.AckDeliveriesResponse
+	(*SeekDeliveriesRequest)(nil),             // 44: hookline.v1.SeekDeliveriesRequest
+	(*OrderingKey)(nil),                       // 45: hookline.v1.OrderingKey
+	(*Recovery)(nil),                          // 46: hookline.v1.Recovery
+	(*ListOperationalEventTypesRequest)(nil),  // 47: hookline.v1.ListOperationalEventTypesRequest
+	(*OperationalEventType)(nil),              // 48: hookline.v1.OperationalEventType
+	(*ListOperationalEventTypesResponse)(nil), // 49: hookline.v1.ListOperationalEventTypesResponse
+	(*ExplainRoutingRequest)(nil),             // 50: hookline.v1.ExplainRoutingRequest
+	(*EventRouting)(nil),                      // 51: hookline.v1.EventRouting
+	(*FilterValue)(nil),                       // 52: hookline.v1.FilterValue
+	(*RoutingVerdict)(nil),                    // 53: hookline.v1.RoutingVerdict
+	(*PublishRequest)(nil),                    // 54: hookline.v1.PublishRequest
+	(*PublishResponse)(nil),                   // 55: hookline.v1.PublishResponse
+	(*PublishBatchRequest)(nil),               // 56: hookline.v1.PublishBatchRequest
+	(*PublishResult)(nil),                     // 57: hookline.v1.PublishResult
+	(*PublishBatchResponse)(nil),              // 58: hookline.v1.PublishBatchResponse
+	(*LookupEventsRequest)(nil),               // 59: hookline.v1.LookupEventsRequest
+	(*AcceptedEvent)(nil),                     // 60: hookline.v1.AcceptedEvent
+	(*LookupEventsResponse)(nil),              // 61: hookline.v1.LookupEventsResponse
+	(*ListDeliveriesRequest)(nil),             // 62: hookline.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil),            // 63: hookline.v1.ListDeliveriesResponse
+	(*GetDeliveryRequest)(nil),                // 64: hookline.v1.GetDeliveryRequest
+	(*ReplayDeliveryRequest)(nil),             // 65: hookline.v1.ReplayDeliveryRequest
+	(*Delivery)(nil),                          // 66: hookline.v1.Delivery
+	nil,                                       // 67: hookline.v1.EndpointSettings.MetadataEntry
+	nil,                                       // 68: hookline.v1.EndpointSettings.HeadersEntry
+	nil,                                       // 69: hookline.v1.EndpointSettings.SecretHeadersEntry
+	nil,                                       // 70: hookline.v1.PulledMessage.HeadersEntry
+	nil,                                       // 71: hookline.v1.EventRouting.HeadersEntry
+	nil,                                       // 72: hookline.v1.PublishRequest.HeadersEntry
+	(*v1.Quota)(nil),                          // 73: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),             // 74: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),             // 75: google.protobuf.FieldMask
+	(*structpb.Value)(nil),                    // 76: google.protobuf.Value
+	(*v1.PlannedDelivery)(nil),                // 77: hookline.v1.PlannedDelivery
+	(*v1.FilteredEndpoint)(nil),               // 78: hookline.v1.FilteredEndpoint
+	(*v1.Attempt)(nil),                        // 79: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	71, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	72, // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
-	71, // 2: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	72, // 3: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	71, // 4: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	73, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	74, // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
+	73, // 2: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	74, // 3: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	73, // 4: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
 	12, // 5: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	72, // 6: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	74, // 6: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
 	7,  // 7: hookline.v1.Tenant.as_of:type_name -> hookline.v1.AsOf
-	65, // 8: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
-	66, // 9: hookline.v1.EndpointSettings.headers:type_name -> hookline.v1.EndpointSettings.HeadersEntry
-	67, // 10: hookline.v1.EndpointSettings.secret_headers:type_name -> hookline.v1.EndpointSettings.SecretHeadersEntry
-	14, // 11: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	28, // 12: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	28, // 13: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
-	14, // 14: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	73, // 15: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
-	28, // 16: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	72, // 17: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	72, // 18: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 19: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
-	0,  // 20: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
-	1,  // 21: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
-	27, // 22: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	72, // 23: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	72, // 24: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	7,  // 25: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
-	72, // 26: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	72, // 27: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	72, // 28: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
-	72, // 29: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
-	44, // 30: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
-	43, // 31: hookline.v1.ListOrderingKeysResponse.keys:type_name -> hookline.v1.OrderingKey
-	39, // 32: hookline.v1.PullDeliveriesResponse.messages:type_name -> hookline.v1.PulledMessage
-	68, // 33: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
-	72, // 34: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
-	72, // 35: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	72, // 36: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
-	72, // 37: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	72, // 38: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	72, // 39: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	72, // 40: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
-	30, // 41: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
-	46, // 42: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
-	72, // 43: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
-	69, // 44: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
-	51, // 45: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
-	74, // 46: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
-	2,  // 47: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
-	50, // 48: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
-	72, // 49: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	74, // 50: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	70, // 51: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
-	75, // 52: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	76, // 53: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
-	52, // 54: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
-	53, // 55: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
-	55, // 56: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	72, // 57: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
-	58, // 58: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
-	72, // 59: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	72, // 60: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	64, // 61: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	72, // 62: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	72, // 63: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	72, // 64: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	77, // 65: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	5,  // 66: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	6,  // 67: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	8,  // 68: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	10, // 69: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	11, // 70: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	3,  // 71: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
-	15, // 72: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	17, // 73: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	18, // 74: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	20, // 75: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	21, // 76: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	23, // 77: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	24, // 78: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	25, // 79: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	26, // 80: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	29, // 81: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	31, // 82: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	32, // 83: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
-	34, // 84: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
-	36, // 85: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
-	37, // 86: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
-	40, // 87: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
-	42, // 88: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
-	52, // 89: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	54, // 90: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	57, // 91: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
-	48, // 92: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
-	45, // 93: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
-	60, // 94: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	62, // 95: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	63, // 96: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	13, // 97: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	13, // 98: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	9,  // 99: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	13, // 100: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	13, // 101: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	4,  // 102: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
-	16, // 103: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	28, // 104: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	19, // 105: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	28, // 106: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	22, // 107: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	28, // 108: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	28, // 109: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	28, // 110: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	28, // 111: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	44, // 112: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	44, // 113: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	33, // 114: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
-	35, // 115: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
-	43, // 116: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
-	38, // 117: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
-	41, // 118: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
-	44, // 119: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
-	53, // 120: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	56, // 121: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	59, // 122: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
-	49, // 123: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
-	47, // 124: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
-	61, // 125: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	64, // 126: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	64, // 127: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	97, // [97:128] is the sub-list for method output_type
-	66, // [66:97] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	67, // 8: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
+	68, // 9: hookline.v1.EndpointSettings.headers:type_name -> hookline.v1.EndpointSettings.HeadersEntry
+	69, // 10: hookline.v1.EndpointSettings.secret_headers:type_name -> hookline.v1.EndpointSettings.SecretHeadersEntry
+	15, // 11: hookline.v1.EndpointSettings.auth:type_name -> hookline.v1.EndpointAuth
+	16, // 12: hookline.v1.EndpointAuth.oauth2:type_name -> hookline.v1.OAuth2Auth
+	14, // 13: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
+	30, // 14: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	30, // 15: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
+	14, // 16: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
+	75, // 17: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	30, // 18: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
+	74, // 19: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	74, // 20: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 21: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
+	0,  // 22: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
+	1,  // 23: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
+	29, // 24: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
+	74, // 25: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	74, // 26: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	7,  // 27: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
+	74, // 28: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	74, // 29: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	74, // 30: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
+	74, // 31: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
+	46, // 32: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
+	45, // 33: hookline.v1.ListOrderingKeysResponse.keys:type_name -> hookline.v1.OrderingKey
+	41, // 34: hookline.v1.PullDeliveriesResponse.messages:type_name -> hookline.v1.PulledMessage
+	70, // 35: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
+	74, // 36: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
+	74, // 37: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	74, // 38: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
+	74, // 39: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	74, // 40: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	74, // 41: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	74, // 42: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	32, // 43: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
+	48, // 44: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
+	74, // 45: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
+	71, // 46: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
+	53, // 47: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
+	76, // 48: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
+	2,  // 49: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
+	52, // 50: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
+	74, // 51: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	76, // 52: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	72, // 53: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
+	77, // 54: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	78, // 55: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
+	54, // 56: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
+	55, // 57: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
+	57, // 58: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
+	74, // 59: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	60, // 60: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
+	74, // 61: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	74, // 62: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	66, // 63: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	74, // 64: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	74, // 65: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	74, // 66: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	79, // 67: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	5,  // 68: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	6,  // 69: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	8,  // 70: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	10, // 71: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	11, // 72: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	3,  // 73: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
+	17, // 74: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	19, // 75: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	20, // 76: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	22, // 77: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	23, // 78: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	25, // 79: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	26, // 80: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	27, // 81: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	28, // 82: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	31, // 83: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	33, // 84: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	34, // 85: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
+	36, // 86: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
+	38, // 87: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
+	39, // 88: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
+	42, // 89: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
+	44, // 90: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
+	54, // 91: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	56, // 92: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	59, // 93: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	50, // 94: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
+	47, // 95: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
+	62, // 96: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	64, // 97: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	65, // 98: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	13, // 99: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	13, // 100: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	9,  // 101: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	13, // 102: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	13, // 103: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	4,  // 104: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
+	18, // 105: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	30, // 106: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	21, // 107: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	30, // 108: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	24, // 109: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	30, // 110: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	30, // 111: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	30, // 112: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	30, // 113: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	46, // 114: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	46, // 115: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	35, // 116: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
+	37, // 117: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
+	45, // 118: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
+	40, // 119: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
+	43, // 120: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
+	46, // 121: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
+	55, // 122: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	58, // 123: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	61, // 124: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	51, // 125: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
+	49, // 126: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
+	63, // 127: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	66, // 128: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	66, // 129: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	99, // [99:130] is the sub-list for method output_type
+	68, // [68:99] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
@@ -5339,7 +5503,7 @@ func file_hookline_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   68,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
