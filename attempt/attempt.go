@@ -52,6 +52,11 @@ type Request struct {
 	OAuth2   *OAuth2
 	TokenKey string
 
+	// TLS, when set, is the endpoint's client certificate for mutual TLS
+	// (and its receiver's CA bundle); the token request of OAuth2 uses it
+	// too.
+	TLS *ClientTLS
+
 	// Traceparent and Tracestate are the attempt's W3C Trace Context (see
 	// the tracing package), sent as the traceparent and tracestate headers
 	// unless empty.
@@ -177,30 +182,33 @@ func (c *Client) do(parent context.Context, req Request, o *Outcome, now func() 
 // ahead of ours) gets a new one, once. A token that cannot be had is a
 // *TokenError.
 func (c *Client) exchange(ctx context.Context, u *url.URL, req Request, o *Outcome, sig string, now func() time.Time) (*http.Response, error) {
+	hc, err := c.clientFor(req.TLS)
+	if err != nil {
+		return nil, err
+	}
 	var bearer string
 	fresh := false
 	if req.OAuth2 != nil {
-		var err error
-		if bearer, fresh, err = c.token(ctx, req.TokenKey, req.OAuth2, "", now); err != nil {
+		if bearer, fresh, err = c.token(ctx, hc, req.TokenKey, req.OAuth2, "", now); err != nil {
 			return nil, err
 		}
 	}
 	body := sha256.Sum256(req.Payload)
 	o.BodySHA256, o.BodyBytes = body[:], int64(len(req.Payload))
-	resp, err := c.send(ctx, u, req, o, sig, bearer)
+	resp, err := c.send(ctx, hc, u, req, o, sig, bearer)
 	if err != nil || resp.StatusCode != http.StatusUnauthorized || req.OAuth2 == nil || fresh {
 		return resp, err
 	}
 	resp.Body.Close()
-	if bearer, _, err = c.token(ctx, req.TokenKey, req.OAuth2, bearer, now); err != nil {
+	if bearer, _, err = c.token(ctx, hc, req.TokenKey, req.OAuth2, bearer, now); err != nil {
 		return nil, err
 	}
-	return c.send(ctx, u, req, o, sig, bearer)
+	return c.send(ctx, hc, u, req, o, sig, bearer)
 }
 
 // send POSTs req's payload to u with its headers, and bearer, if any, as
 // its Authorization.
-func (c *Client) send(ctx context.Context, u *url.URL, req Request, o *Outcome, sig, bearer string) (*http.Response, error) {
+func (c *Client) send(ctx context.Context, hc *http.Client, u *url.URL, req Request, o *Outcome, sig, bearer string) (*http.Response, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(req.Payload))
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", errorTextErr(err))
@@ -209,7 +217,7 @@ func (c *Client) send(ctx context.Context, u *url.URL, req Request, o *Outcome, 
 	if bearer != "" {
 		hreq.Header.Set("Authorization", "Bearer "+bearer)
 	}
-	return c.http.Do(hreq)
+	return hc.Do(hreq)
 }
 
 // copyBuffers hold the buffers that read answers' bodies: io.Copy would

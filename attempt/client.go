@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -120,6 +121,9 @@ type Client struct {
 	transport *http.Transport
 	http      *http.Client
 	tokens    tokens
+
+	tlsMu      sync.Mutex              // guards tlsClients
+	tlsClients map[string]*http.Client // by ClientTLS.Key
 }
 
 // NewClient returns a client for cfg. It panics if cfg.Validate fails: the

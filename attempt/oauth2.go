@@ -83,7 +83,7 @@ func (t *tokens) entry(key string) *tokenEntry {
 // token returns a token for key: the cached one while it is good (fresh
 // false), or a new one from the token endpoint (fresh true). stale, when
 // not empty, is a token the receiver refused: it is not answered again.
-func (c *Client) token(ctx context.Context, key string, grant *OAuth2, stale string, now func() time.Time) (token string, fresh bool, err error) {
+func (c *Client) token(ctx context.Context, hc *http.Client, key string, grant *OAuth2, stale string, now func() time.Time) (token string, fresh bool, err error) {
 	e := c.tokens.entry(key)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -94,7 +94,7 @@ func (c *Client) token(ctx context.Context, key string, grant *OAuth2, stale str
 	if e.err != nil && at.Before(e.retry) {
 		return "", false, e.err
 	}
-	tok, lifetime, err := c.fetchToken(ctx, grant)
+	tok, lifetime, err := c.fetchToken(ctx, hc, grant)
 	if err != nil {
 		e.failures++
 		e.err = &TokenError{msg: fmt.Sprintf("token endpoint: %v (no token request for %v)", err, backoff(e.failures))}
@@ -113,8 +113,9 @@ func backoff(n int) time.Duration {
 }
 
 // fetchToken asks grant's token endpoint for a token, through the egress
-// policy, with the client's credentials in HTTP Basic authentication.
-func (c *Client) fetchToken(ctx context.Context, grant *OAuth2) (string, time.Duration, error) {
+// policy, with the client's credentials in HTTP Basic authentication,
+// through hc (the endpoint's client certificate, if any).
+func (c *Client) fetchToken(ctx context.Context, hc *http.Client, grant *OAuth2) (string, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, tokenTimeout)
 	defer cancel()
 	u, err := c.policy.CheckURL(ctx, grant.TokenURL)
@@ -136,7 +137,7 @@ func (c *Client) fetchToken(ctx context.Context, grant *OAuth2) (string, time.Du
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", UserAgent)
 	req.SetBasicAuth(url.QueryEscape(grant.ClientID), url.QueryEscape(grant.ClientSecret))
-	resp, err := c.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return "", 0, errors.New(errorText(err))
 	}

@@ -172,6 +172,9 @@ func classifyError(parent context.Context, err error) (hooklinev1.ErrorClass, Cl
 	case parent.Err() != nil && !errors.Is(parent.Err(), context.DeadlineExceeded):
 		return hooklinev1.ErrorClass_ERROR_CLASS_INTERNAL, Retryable{}, "attempt cancelled before an answer"
 	case isTLS(err):
+		if strings.Contains(text, "certificate required") {
+			text += " (the receiver asks for a client certificate its CA signed: set the endpoint's auth.mtls)"
+		}
 		return hooklinev1.ErrorClass_ERROR_CLASS_TLS, Retryable{OpensCircuitSooner: true}, text
 	case isTimeout(err):
 		return hooklinev1.ErrorClass_ERROR_CLASS_TIMEOUT, Retryable{}, text

@@ -207,6 +207,12 @@ func OAuth2SecretAAD(endpointID string) []byte {
 	return fmt.Appendf(nil, "endpoint/%s/oauth2/client_secret", endpointID)
 }
 
+// MTLSKeyAAD is the additional data that binds an endpoint's client
+// certificate key to that endpoint.
+func MTLSKeyAAD(endpointID string) []byte {
+	return fmt.Appendf(nil, "endpoint/%s/mtls/client_key", endpointID)
+}
+
 // String describes the keyring by its key ids only, so that printing it
 // never shows a key.
 func (k *Keyring) String() string {

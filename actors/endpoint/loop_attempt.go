@@ -92,7 +92,7 @@ func (l *loop) onSlot(ctx actor.Context) {
 		f.lin.traced = false // no request carried it
 		ctx.Send(ctx.Self(), &attemptDone{id: f.item.DeliveryID, o: attempt.Outcome{
 			Started: now, Finished: now, Class: attempt.Retryable{},
-			ErrorClass: hooklinev1.ErrorClass_ERROR_CLASS_INTERNAL, Error: "cannot open a sealed secret (signing secret, secret header or OAuth2 client secret)",
+			ErrorClass: hooklinev1.ErrorClass_ERROR_CLASS_INTERNAL, Error: "cannot open a sealed secret of the endpoint (signing secret, secret header, OAuth2 client secret or client key)",
 		}})
 		return
 	}
@@ -122,6 +122,10 @@ func (l *loop) request(f *flight) (attempt.Request, error) {
 	if err != nil {
 		return attempt.Request{}, err
 	}
+	clientTLS, err := l.state.ClientTLS(l.cfg.Keyring)
+	if err != nil {
+		return attempt.Request{}, err
+	}
 	ev := f.d.event
 	traceparent, tracestate := f.traceHeaders()
 	return attempt.Request{
@@ -129,7 +133,7 @@ func (l *loop) request(f *flight) (attempt.Request, error) {
 		OccurredAt: asTime(ev.GetOccurredAt()), SchemaVersion: ev.GetSchemaVersion(),
 		OrderingKey: f.item.OrderingKey, Sequence: f.item.Sequence,
 		Payload: ev.GetPayload(), ContentType: ev.GetContentType(), Secrets: secrets, SigningKey: seed,
-		OAuth2: grant, TokenKey: tokenKey,
+		OAuth2: grant, TokenKey: tokenKey, TLS: clientTLS,
 		Headers: headers, HeaderPrefix: l.state.Config.GetHeaderPrefix(),
 		Traceparent: traceparent, Tracestate: tracestate,
 		Timeout: time.Duration(l.state.Config.GetTimeoutMs()) * time.Millisecond, Now: l.cfg.Now,

@@ -5,8 +5,10 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hookline/hookline/actors/command"
+	"github.com/hookline/hookline/attempt"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -35,31 +37,55 @@ func oauth2ConfigOf(a *controlv1.OAuth2Auth) *hooklinev1.OAuth2Config {
 
 // authOf is the API's view of a grant: its client secret only said to be
 // set.
-func authOf(g *hooklinev1.OAuth2Config) *controlv1.EndpointAuth {
-	if g == nil {
+func authOf(g *hooklinev1.OAuth2Config, m *hooklinev1.MTLSConfig) *controlv1.EndpointAuth {
+	if g == nil && m == nil {
 		return nil
 	}
-	return &controlv1.EndpointAuth{Oauth2: &controlv1.OAuth2Auth{
-		TokenUrl: g.GetTokenUrl(), ClientId: g.GetClientId(), Scopes: slices.Clone(g.GetScopes()),
-		Audience: g.GetAudience(), ClientSecretSet: g.GetClientSecret() != nil,
-	}}
+	out := &controlv1.EndpointAuth{}
+	if g != nil {
+		out.Oauth2 = &controlv1.OAuth2Auth{
+			TokenUrl: g.GetTokenUrl(), ClientId: g.GetClientId(), Scopes: slices.Clone(g.GetScopes()),
+			Audience: g.GetAudience(), ClientSecretSet: g.GetClientSecret() != nil,
+		}
+	}
+	if m != nil {
+		out.Mtls = &controlv1.MTLSAuth{ClientCertificate: m.GetClientCertificate(), CaBundle: m.GetCaBundle(), ClientKeySet: m.GetClientKey() != nil}
+	}
+	return out
+}
+
+// mtlsConfigOf is the configuration of a client certificate, without its
+// key, which is sealed apart; nil for none.
+func mtlsConfigOf(a *controlv1.MTLSAuth) *hooklinev1.MTLSConfig {
+	if a == nil {
+		return nil
+	}
+	return &hooklinev1.MTLSConfig{ClientCertificate: a.GetClientCertificate(), CaBundle: a.GetCaBundle()}
 }
 
 // secretsOf takes the secret values of settings.
 func secretsOf(s *controlv1.EndpointSettings) *settingsWithSecrets {
-	return &settingsWithSecrets{headers: s.GetSecretHeaders(), clientSecret: s.GetAuth().GetOauth2().GetClientSecret()}
+	return &settingsWithSecrets{
+		headers: s.GetSecretHeaders(), clientSecret: s.GetAuth().GetOauth2().GetClientSecret(),
+		clientKey: s.GetAuth().GetMtls().GetClientKey(),
+	}
 }
 
 // validateAuth checks the shape of an OAuth2 grant; whether its client
 // secret may be left out depends on the endpoint's current grant, and is
 // checked when it is sealed.
-func validateAuth(s *controlv1.EndpointSettings) error {
+func validateAuth(s *controlv1.EndpointSettings, now time.Time) error {
+	if (s.GetAuth().GetOauth2() != nil || s.GetAuth().GetMtls() != nil) && s.GetDelivery() == deliveryPull {
+		return command.Invalid("settings.auth", "is set on a pull endpoint, which is sent nothing; leave it out")
+	}
+	if m := s.GetAuth().GetMtls(); m != nil {
+		if err := attempt.CheckClientCertificate(m.GetClientCertificate(), m.GetClientKey(), m.GetCaBundle(), now); err != nil {
+			return command.Invalid("settings.auth.mtls", "%v", err)
+		}
+	}
 	g := s.GetAuth().GetOauth2()
 	if g == nil {
 		return nil
-	}
-	if s.GetDelivery() == deliveryPull {
-		return command.Invalid("settings.auth", "is set on a pull endpoint, which is sent nothing; leave it out")
 	}
 	u, err := url.Parse(g.GetTokenUrl())
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.Fragment != "" || len(g.GetTokenUrl()) > MaxOAuth2URLLen {

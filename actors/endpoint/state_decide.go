@@ -232,7 +232,7 @@ func (s *State) decideCreate(identity, tenantID string, by *hooklinev1.Actor, ri
 		return Decision{}, command.AlreadyExists("endpoint_id", "endpoint id %q is taken; choose another or leave endpoint_id empty to get a new one", identity)
 	}
 	settings := r.GetSettings()
-	if err := validateSettings(settings); err != nil {
+	if err := validateSettings(settings, env.Now); err != nil {
 		return Decision{}, err
 	}
 	u, err := checkedURL(settings.GetUrl(), env.URL)
@@ -271,7 +271,7 @@ func (s *State) decideUpdate(r *controlv1.UpdateEndpointRequest, by *hooklinev1.
 		next.SecretHeaders = nil
 		next.SecretHeaderNames = slices.Sorted(maps.Keys(s.Config.GetSealedHeaders()))
 	}
-	if err := validateSettings(next); err != nil {
+	if err := validateSettings(next, env.Now); err != nil {
 		return Decision{}, err
 	}
 	cfg := configOf(next)

@@ -57,6 +57,25 @@ func (s *State) OAuth2(kr *seal.Keyring) (*attempt.OAuth2, string, error) {
 	}, s.EndpointID + "/" + strconv.FormatInt(s.ConfigVersion, 10), nil
 }
 
+// ClientTLS returns the endpoint's client certificate with its key opened,
+// cached under the endpoint and its configuration version; nil when it has
+// none. The key is a secret: never log it.
+func (s *State) ClientTLS(kr *seal.Keyring) (*attempt.ClientTLS, error) {
+	m := s.Config.GetMtls()
+	if m == nil {
+		return nil, nil
+	}
+	v := m.GetClientKey()
+	key, err := kr.Open(v.GetMasterKeyId(), v.GetNonce(), v.GetCiphertext(), seal.MTLSKeyAAD(s.EndpointID))
+	if err != nil {
+		return nil, fmt.Errorf("open the client certificate key of %s: %w", s.EndpointID, err)
+	}
+	return &attempt.ClientTLS{
+		Key:         s.EndpointID + "/" + strconv.FormatInt(s.ConfigVersion, 10),
+		Certificate: m.GetClientCertificate(), PrivateKey: string(key), CABundle: m.GetCaBundle(),
+	}, nil
+}
+
 // sealValue seals value under the keyring's current master key with aad.
 // When old already seals that value under the current key, it is kept,
 // so that an update giving the same value changes nothing.
@@ -103,6 +122,9 @@ func sealSecretSettings(endpointID string, cfg, old *hooklinev1.EndpointConfig, 
 			return err
 		}
 	}
+	if err := sealClientKey(endpointID, cfg.GetMtls(), old.GetMtls(), next.clientKey, env); err != nil {
+		return err
+	}
 	g := cfg.GetOauth2()
 	if g == nil {
 		return nil
@@ -120,11 +142,31 @@ func sealSecretSettings(endpointID string, cfg, old *hooklinev1.EndpointConfig, 
 	return err
 }
 
+// sealClientKey seals into m the client certificate's key. A certificate
+// given without its key keeps prev's when it is the same certificate;
+// otherwise the key is required.
+func sealClientKey(endpointID string, m, prev *hooklinev1.MTLSConfig, key string, env Env) error {
+	if m == nil {
+		return nil
+	}
+	if key == "" {
+		if prev == nil || prev.GetClientCertificate() != m.GetClientCertificate() {
+			return command.Invalid("settings.auth.mtls.client_key", "is required with a new client certificate: give the certificate's PEM private key")
+		}
+		m.ClientKey = prev.GetClientKey()
+		return nil
+	}
+	v, err := sealValue(key, seal.MTLSKeyAAD(endpointID), prev.GetClientKey(), env)
+	m.ClientKey = v
+	return err
+}
+
 // settingsWithSecrets are the secret values of a command's settings,
 // which the configuration holds only sealed.
 type settingsWithSecrets struct {
 	headers      map[string]string
 	clientSecret string
+	clientKey    string
 }
 
 // resealSecretSettings seals the endpoint's secret headers and OAuth2
@@ -133,7 +175,8 @@ type settingsWithSecrets struct {
 func (s *State) resealSecretSettings(by *hooklinev1.Actor, env Env) (*hooklinev1.HeadersResealed, error) {
 	current := env.Keyring.CurrentID()
 	sealed := s.Config.GetSealedHeaders()
-	stale := s.Config.GetOauth2() != nil && s.Config.GetOauth2().GetClientSecret().GetMasterKeyId() != current
+	stale := s.Config.GetOauth2() != nil && s.Config.GetOauth2().GetClientSecret().GetMasterKeyId() != current ||
+		s.Config.GetMtls() != nil && s.Config.GetMtls().GetClientKey().GetMasterKeyId() != current
 	for _, v := range sealed {
 		stale = stale || v.GetMasterKeyId() != current
 	}
@@ -162,6 +205,15 @@ func (s *State) resealSecretSettings(by *hooklinev1.Actor, env Env) (*hooklinev1
 			return nil, err
 		}
 	}
+	ct, err := s.ClientTLS(env.Keyring)
+	if err != nil {
+		return nil, internal
+	}
+	if ct != nil {
+		if out.MtlsClientKey, err = sealValue(ct.PrivateKey, seal.MTLSKeyAAD(s.EndpointID), nil, env); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
 }
 
@@ -171,6 +223,9 @@ func (s *State) applyResealed(e *hooklinev1.HeadersResealed) {
 	cfg.SealedHeaders = e.GetSealedHeaders()
 	if v := e.GetOauth2ClientSecret(); v != nil && cfg.GetOauth2() != nil {
 		cfg.Oauth2.ClientSecret = v
+	}
+	if v := e.GetMtlsClientKey(); v != nil && cfg.GetMtls() != nil {
+		cfg.Mtls.ClientKey = v
 	}
 	s.Config = cfg
 }

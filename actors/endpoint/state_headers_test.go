@@ -6,12 +6,14 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/hookline/hookline/actors/command"
+	"github.com/hookline/hookline/internal/testpki"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -147,6 +149,34 @@ func TestOAuth2Settings(t *testing.T) {
 	if _, err := s.Decide("ep_1", update(grant("https://auth.example.com/token", "other", "")), env(kr, t0, "")); !errors.As(err, &ge) {
 		t.Fatalf("another client id without its secret: %v, want INVALID_ARGUMENT", err)
 	}
+	// A client certificate beside the grant, by its own path: the grant
+	// stays. The same certificate without its key keeps the key; another
+	// needs its own.
+	ca := testpki.NewCA(t, "ca")
+	cert, key := ca.Client(t, "c1", t0.Add(time.Hour))
+	cert2, _ := ca.Client(t, "c2", t0.Add(time.Hour))
+	mtls := func(cert, key string) *internalv1.EndpointCommand {
+		return cmd("acme", &controlv1.UpdateEndpointRequest{
+			Settings:   &controlv1.EndpointSettings{Auth: &controlv1.EndpointAuth{Mtls: &controlv1.MTLSAuth{ClientCertificate: cert, ClientKey: key}}},
+			UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"auth.mtls"}},
+		})
+	}
+	decideApply(t, s, mtls(cert, key), env(kr, t0, ""))
+	ct, err := s.ClientTLS(kr)
+	if err != nil || ct.PrivateKey != key || s.Config.GetOauth2() == nil {
+		t.Fatalf("after auth.mtls: key opened %v, grant kept %v", err, s.Config.GetOauth2() != nil)
+	}
+	decideApply(t, s, mtls(cert, ""), env(kr, t0, ""))
+	if ct, _ := s.ClientTLS(kr); ct.PrivateKey != key {
+		t.Fatal("the same certificate without its key lost the key")
+	}
+	if _, err := s.Decide("ep_1", mtls(cert2, ""), env(kr, t0, "")); !errors.As(err, &ge) || !strings.Contains(err.Error(), "settings.auth.mtls.client_key") {
+		t.Fatalf("another certificate without its key: %v", err)
+	}
+	if _, err := s.Decide("ep_1", mtls(cert2, key), env(kr, t0, "")); !errors.As(err, &ge) || !strings.Contains(err.Error(), "settings.auth.mtls") {
+		t.Fatalf("a certificate with another's key: %v", err)
+	}
+
 	// A static Authorization header beside a grant is refused.
 	both := cmd("acme", &controlv1.UpdateEndpointRequest{Settings: &controlv1.EndpointSettings{SecretHeaders: map[string]string{"authorization": "x"}},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"secret_headers"}}})

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -55,6 +56,7 @@ func configOf(s *controlv1.EndpointSettings) *hooklinev1.EndpointConfig {
 		Headers:       maps.Clone(s.GetHeaders()),
 		HeaderPrefix:  s.GetHeaderPrefix(),
 		Oauth2:        oauth2ConfigOf(s.GetAuth().GetOauth2()),
+		Mtls:          mtlsConfigOf(s.GetAuth().GetMtls()),
 	}
 }
 
@@ -123,7 +125,7 @@ func SettingsOf(c *hooklinev1.EndpointConfig) *controlv1.EndpointSettings {
 		HeaderPrefix:  c.GetHeaderPrefix(),
 		// Secret headers show their names only.
 		SecretHeaderNames: slices.Sorted(maps.Keys(c.GetSealedHeaders())),
-		Auth:              authOf(c.GetOauth2()),
+		Auth:              authOf(c.GetOauth2(), c.GetMtls()),
 	}
 }
 
@@ -160,6 +162,12 @@ func ApplyMask(current, update *controlv1.EndpointSettings, paths []string) (*co
 		if p == "settings" || p == "*" || p == "settings.*" {
 			return proto.CloneOf(update), nil
 		}
+		if parent, child, ok := strings.Cut(name, "."); ok {
+			if err := applyNested(src, dst, parent, child, p); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		fd := fields.ByName(protoreflect.Name(name))
 		if fd == nil {
 			var known []string
@@ -175,6 +183,27 @@ func ApplyMask(current, update *controlv1.EndpointSettings, paths []string) (*co
 		}
 	}
 	return proto.CloneOf(out), nil
+}
+
+// applyNested applies a path into a message field of the settings
+// ("auth.mtls"): that field of the message is taken from src, or cleared
+// when src leaves it unset.
+func applyNested(src, dst protoreflect.Message, parent, child, path string) error {
+	pfd := src.Descriptor().Fields().ByName(protoreflect.Name(parent))
+	if pfd == nil || pfd.Kind() != protoreflect.MessageKind || pfd.IsList() || pfd.IsMap() {
+		return command.Invalid("update_mask", "unknown path %q: only a message field (\"auth\") has fields to name", path)
+	}
+	cfd := pfd.Message().Fields().ByName(protoreflect.Name(child))
+	if cfd == nil {
+		return command.Invalid("update_mask", "unknown path %q: %s has no field %q", path, parent, child)
+	}
+	sub := dst.Mutable(pfd).Message()
+	if from := src.Get(pfd).Message(); from.Has(cfd) {
+		sub.Set(cfd, from.Get(cfd))
+	} else {
+		sub.Clear(cfd)
+	}
+	return nil
 }
 
 // maskTouches reports whether an update with paths changes the settings'
@@ -197,9 +226,10 @@ func maskTouches(update *controlv1.EndpointSettings, paths []string, field strin
 }
 
 // validateSettings checks everything but the URL's egress policy, which
-// needs DNS and runs before Decide. Fields are named as in the request:
+// needs DNS and runs before Decide; now dates the client certificate's
+// check. Fields are named as in the request:
 // "settings.…".
-func validateSettings(s *controlv1.EndpointSettings) error {
+func validateSettings(s *controlv1.EndpointSettings, now time.Time) error {
 	switch d := s.GetDelivery(); {
 	case d != "" && d != deliveryPush && d != deliveryPull:
 		return command.Invalid("settings.delivery", "is %q; use \"push\" (the default: Hookline POSTs to url) or \"pull\" (the consumer pulls)", d)
@@ -265,7 +295,7 @@ func validateSettings(s *controlv1.EndpointSettings) error {
 	if err := validateHeaders(s); err != nil {
 		return err
 	}
-	if err := validateAuth(s); err != nil {
+	if err := validateAuth(s, now); err != nil {
 		return err
 	}
 	md := s.GetMetadata()

@@ -3,7 +3,9 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -214,7 +216,11 @@ func settingsFlags(fs *flag.FlagSet) func() (*controlv1.EndpointSettings, []stri
 	fs.StringVar(&auth.ClientSecret, "oauth2-client-secret", "", "OAuth2 client secret, sealed at rest (on update, empty keeps the current one)")
 	scopes := fs.String("oauth2-scopes", "", "comma-separated OAuth2 scopes")
 	fs.StringVar(&auth.Audience, "oauth2-audience", "", "OAuth2 audience parameter, when the token endpoint wants one")
-	clearAuth := fs.Bool("clear-auth", false, "on update: remove the OAuth2 grant")
+	mtls := &controlv1.MTLSAuth{}
+	fs.Func("mtls-cert", "mutual TLS: a PEM file of the client certificate chain presented to the receiver (with --mtls-key; on update give --mtls-cert again)", pemFile(&mtls.ClientCertificate))
+	fs.Func("mtls-key", "mutual TLS: a PEM file of the client certificate's private key, sealed at rest (on update, leaving it out keeps the current one for the same certificate)", pemFile(&mtls.ClientKey))
+	fs.Func("mtls-ca", "mutual TLS: a PEM file of the CA certificates the receiver's certificate chains to, in place of the system's roots", pemFile(&mtls.CaBundle))
+	clearAuth := fs.Bool("clear-auth", false, "on update: remove the OAuth2 grant and the client certificate")
 	prefix := fs.String("header-prefix", "", "names of the signature headers: \"webhook-\" (the default) or another prefix, e.g. \"svix-\"")
 	return func() (*controlv1.EndpointSettings, []string) {
 		var paths []string
@@ -250,8 +256,11 @@ func settingsFlags(fs *flag.FlagSet) func() (*controlv1.EndpointSettings, []stri
 				paths = append(paths, "secret_headers")
 			case "oauth2-token-url", "oauth2-client-id", "oauth2-client-secret", "oauth2-scopes", "oauth2-audience":
 				auth.Scopes = splitList(*scopes)
-				s.Auth = &controlv1.EndpointAuth{Oauth2: auth}
-				paths = append(paths, "auth")
+				s.Auth = cmp.Or(s.Auth, &controlv1.EndpointAuth{})
+				s.Auth.Oauth2, paths = auth, append(paths, "auth.oauth2")
+			case "mtls-cert", "mtls-key", "mtls-ca":
+				s.Auth = cmp.Or(s.Auth, &controlv1.EndpointAuth{})
+				s.Auth.Mtls, paths = mtls, append(paths, "auth.mtls")
 			case "clear-auth":
 				if *clearAuth {
 					s.Auth, paths = nil, append(paths, "auth")
@@ -263,6 +272,18 @@ func settingsFlags(fs *flag.FlagSet) func() (*controlv1.EndpointSettings, []stri
 			}
 		})
 		return s, paths
+	}
+}
+
+// pemFile reads a flag's PEM file into *dst.
+func pemFile(dst *string) func(string) error {
+	return func(path string) error {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		*dst = string(b)
+		return nil
 	}
 }
 
@@ -430,6 +451,13 @@ func printEndpoint(w io.Writer, e *controlv1.Endpoint) {
 	if g := s.GetAuth().GetOauth2(); g != nil {
 		fmt.Fprintf(w, "oauth2       %s, client %s, scopes %q (client secret sealed)\n", g.GetTokenUrl(), g.GetClientId(), strings.Join(g.GetScopes(), " "))
 	}
+	if m := s.GetAuth().GetMtls(); m != nil {
+		bundle := ""
+		if m.GetCaBundle() != "" {
+			bundle = ", the receiver's own CA bundle"
+		}
+		fmt.Fprintf(w, "mtls         %s (key sealed)%s\n", certSubject(m.GetClientCertificate()), bundle)
+	}
 	for _, sec := range e.GetSecrets() {
 		exp := ""
 		if sec.GetExpiresAt() != nil {
@@ -569,4 +597,18 @@ func eventsOperationalTypes(fs *flag.FlagSet) func(context.Context, *conn) error
 			}
 		})
 	}
+}
+
+// certSubject names the first certificate of a PEM chain by its subject
+// and expiry.
+func certSubject(chain string) string {
+	b, _ := pem.Decode([]byte(chain))
+	if b == nil {
+		return "a client certificate"
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return "a client certificate"
+	}
+	return fmt.Sprintf("client certificate %q, expires %s", c.Subject.CommonName, c.NotAfter.UTC().Format(time.RFC3339))
 }

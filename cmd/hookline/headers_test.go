@@ -1,11 +1,15 @@
 package main_test
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookline/hookline/client/clienttest"
+	"github.com/hookline/hookline/internal/testpki"
 )
 
 // TestEndpointHeaderFlags: --header and --secret-header set an endpoint's
@@ -45,6 +49,18 @@ func TestEndpointHeaderFlags(t *testing.T) {
 		"--oauth2-client-id", "hookline", "--oauth2-client-secret", "cli-cs-1", "--oauth2-scopes", "a,b")
 	if err != nil || !strings.Contains(out, `oauth2       https://auth.example.com/token, client hookline, scopes "a b" (client secret sealed)`) || strings.Contains(out, "cli-cs-1") {
 		t.Errorf("update with an OAuth2 grant: %v\n%s", err, out)
+	}
+	ca := testpki.NewCA(t, "ca")
+	cert, key := ca.Client(t, "cli-client", time.Now().Add(time.Hour))
+	dir := t.TempDir()
+	for name, pemText := range map[string]string{"c.pem": cert, "k.pem": key, "ca.pem": ca.PEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(pemText), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err = run("endpoints", "update", "--id", id, "--mtls-cert", filepath.Join(dir, "c.pem"), "--mtls-key", filepath.Join(dir, "k.pem"), "--mtls-ca", filepath.Join(dir, "ca.pem"))
+	if err != nil || !strings.Contains(out, `mtls         client certificate "cli-client"`) || strings.Contains(out, "PRIVATE KEY") || !strings.Contains(out, "oauth2 ") {
+		t.Errorf("update with a client certificate (the grant kept beside it): %v\n%s", err, out)
 	}
 	out, err = run("endpoints", "update", "--id", id, "--header", "Svix-Id: forged")
 	if err == nil || !strings.Contains(out, "settings.headers") {

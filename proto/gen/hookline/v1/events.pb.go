@@ -322,7 +322,7 @@ func (x SecretRetired_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SecretRetired_Reason.Descriptor instead.
 func (SecretRetired_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{13, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{14, 0}
 }
 
 type EndpointPaused_Reason int32
@@ -372,7 +372,7 @@ func (x EndpointPaused_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EndpointPaused_Reason.Descriptor instead.
 func (EndpointPaused_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{14, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{15, 0}
 }
 
 type RecoveryFinished_Reason int32
@@ -428,7 +428,7 @@ func (x RecoveryFinished_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RecoveryFinished_Reason.Descriptor instead.
 func (RecoveryFinished_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24, 0}
 }
 
 type AttemptTrigger_Kind int32
@@ -488,7 +488,7 @@ func (x AttemptTrigger_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AttemptTrigger_Kind.Descriptor instead.
 func (AttemptTrigger_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32, 0}
 }
 
 type RetryDecision_Outcome int32
@@ -559,7 +559,7 @@ func (x RetryDecision_Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryDecision_Outcome.Descriptor instead.
 func (RetryDecision_Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35, 0}
 }
 
 // RetryAfter says what became of the receiver's Retry-After.
@@ -628,7 +628,7 @@ func (x RetryDecision_RetryAfter) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryDecision_RetryAfter.Descriptor instead.
 func (RetryDecision_RetryAfter) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34, 1}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35, 1}
 }
 
 type PartitionsAssigned_Reason int32
@@ -685,7 +685,7 @@ func (x PartitionsAssigned_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PartitionsAssigned_Reason.Descriptor instead.
 func (PartitionsAssigned_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{46, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{47, 0}
 }
 
 type ReconcileRepaired_Kind int32
@@ -742,7 +742,7 @@ func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
 func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{47, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{48, 0}
 }
 
 // Actor names who issued the command that caused an event.
@@ -1258,7 +1258,9 @@ type EndpointConfig struct {
 	SealedHeaders map[string]*SealedValue `protobuf:"bytes,16,rep,name=sealed_headers,json=sealedHeaders,proto3" json:"sealed_headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// oauth2, when set, makes every attempt carry a bearer token from this
 	// client-credentials grant.
-	Oauth2        *OAuth2Config `protobuf:"bytes,17,opt,name=oauth2,proto3" json:"oauth2,omitempty"`
+	Oauth2 *OAuth2Config `protobuf:"bytes,17,opt,name=oauth2,proto3" json:"oauth2,omitempty"`
+	// mtls, when set, makes every attempt present this client certificate.
+	Mtls          *MTLSConfig `protobuf:"bytes,18,opt,name=mtls,proto3" json:"mtls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1412,6 +1414,75 @@ func (x *EndpointConfig) GetOauth2() *OAuth2Config {
 	return nil
 }
 
+func (x *EndpointConfig) GetMtls() *MTLSConfig {
+	if x != nil {
+		return x.Mtls
+	}
+	return nil
+}
+
+// MTLSConfig is an endpoint's client certificate, its key sealed, and the
+// certificate authorities its receiver's certificate must chain to.
+type MTLSConfig struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	ClientCertificate string                 `protobuf:"bytes,1,opt,name=client_certificate,json=clientCertificate,proto3" json:"client_certificate,omitempty"`
+	ClientKey         *SealedValue           `protobuf:"bytes,2,opt,name=client_key,json=clientKey,proto3" json:"client_key,omitempty"`
+	CaBundle          string                 `protobuf:"bytes,3,opt,name=ca_bundle,json=caBundle,proto3" json:"ca_bundle,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *MTLSConfig) Reset() {
+	*x = MTLSConfig{}
+	mi := &file_hookline_v1_events_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MTLSConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MTLSConfig) ProtoMessage() {}
+
+func (x *MTLSConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MTLSConfig.ProtoReflect.Descriptor instead.
+func (*MTLSConfig) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *MTLSConfig) GetClientCertificate() string {
+	if x != nil {
+		return x.ClientCertificate
+	}
+	return ""
+}
+
+func (x *MTLSConfig) GetClientKey() *SealedValue {
+	if x != nil {
+		return x.ClientKey
+	}
+	return nil
+}
+
+func (x *MTLSConfig) GetCaBundle() string {
+	if x != nil {
+		return x.CaBundle
+	}
+	return ""
+}
+
 // OAuth2Config is an endpoint's OAuth2 client-credentials grant, its
 // client secret sealed.
 type OAuth2Config struct {
@@ -1427,7 +1498,7 @@ type OAuth2Config struct {
 
 func (x *OAuth2Config) Reset() {
 	*x = OAuth2Config{}
-	mi := &file_hookline_v1_events_proto_msgTypes[7]
+	mi := &file_hookline_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +1510,7 @@ func (x *OAuth2Config) String() string {
 func (*OAuth2Config) ProtoMessage() {}
 
 func (x *OAuth2Config) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[7]
+	mi := &file_hookline_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1523,7 @@ func (x *OAuth2Config) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OAuth2Config.ProtoReflect.Descriptor instead.
 func (*OAuth2Config) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *OAuth2Config) GetTokenUrl() string {
@@ -1502,7 +1573,7 @@ type SealedValue struct {
 
 func (x *SealedValue) Reset() {
 	*x = SealedValue{}
-	mi := &file_hookline_v1_events_proto_msgTypes[8]
+	mi := &file_hookline_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1585,7 @@ func (x *SealedValue) String() string {
 func (*SealedValue) ProtoMessage() {}
 
 func (x *SealedValue) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[8]
+	mi := &file_hookline_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1598,7 @@ func (x *SealedValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedValue.ProtoReflect.Descriptor instead.
 func (*SealedValue) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SealedValue) GetMasterKeyId() string {
@@ -1571,7 +1642,7 @@ type SealedSecret struct {
 
 func (x *SealedSecret) Reset() {
 	*x = SealedSecret{}
-	mi := &file_hookline_v1_events_proto_msgTypes[9]
+	mi := &file_hookline_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1654,7 @@ func (x *SealedSecret) String() string {
 func (*SealedSecret) ProtoMessage() {}
 
 func (x *SealedSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[9]
+	mi := &file_hookline_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1667,7 @@ func (x *SealedSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedSecret.ProtoReflect.Descriptor instead.
 func (*SealedSecret) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SealedSecret) GetVersion() int32 {
@@ -1659,7 +1730,7 @@ type EndpointCreated struct {
 
 func (x *EndpointCreated) Reset() {
 	*x = EndpointCreated{}
-	mi := &file_hookline_v1_events_proto_msgTypes[10]
+	mi := &file_hookline_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +1742,7 @@ func (x *EndpointCreated) String() string {
 func (*EndpointCreated) ProtoMessage() {}
 
 func (x *EndpointCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[10]
+	mi := &file_hookline_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1755,7 @@ func (x *EndpointCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointCreated.ProtoReflect.Descriptor instead.
 func (*EndpointCreated) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EndpointCreated) GetTenantId() string {
@@ -1763,7 +1834,7 @@ type EndpointUpdated struct {
 
 func (x *EndpointUpdated) Reset() {
 	*x = EndpointUpdated{}
-	mi := &file_hookline_v1_events_proto_msgTypes[11]
+	mi := &file_hookline_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +1846,7 @@ func (x *EndpointUpdated) String() string {
 func (*EndpointUpdated) ProtoMessage() {}
 
 func (x *EndpointUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[11]
+	mi := &file_hookline_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +1859,7 @@ func (x *EndpointUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointUpdated.ProtoReflect.Descriptor instead.
 func (*EndpointUpdated) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EndpointUpdated) GetTenantId() string {
@@ -1868,7 +1939,7 @@ type SecretRotated struct {
 
 func (x *SecretRotated) Reset() {
 	*x = SecretRotated{}
-	mi := &file_hookline_v1_events_proto_msgTypes[12]
+	mi := &file_hookline_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +1951,7 @@ func (x *SecretRotated) String() string {
 func (*SecretRotated) ProtoMessage() {}
 
 func (x *SecretRotated) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[12]
+	mi := &file_hookline_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +1964,7 @@ func (x *SecretRotated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretRotated.ProtoReflect.Descriptor instead.
 func (*SecretRotated) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SecretRotated) GetTenantId() string {
@@ -1969,7 +2040,7 @@ type SecretRetired struct {
 
 func (x *SecretRetired) Reset() {
 	*x = SecretRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[13]
+	mi := &file_hookline_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2052,7 @@ func (x *SecretRetired) String() string {
 func (*SecretRetired) ProtoMessage() {}
 
 func (x *SecretRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[13]
+	mi := &file_hookline_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2065,7 @@ func (x *SecretRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretRetired.ProtoReflect.Descriptor instead.
 func (*SecretRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SecretRetired) GetTenantId() string {
@@ -2064,7 +2135,7 @@ type EndpointPaused struct {
 
 func (x *EndpointPaused) Reset() {
 	*x = EndpointPaused{}
-	mi := &file_hookline_v1_events_proto_msgTypes[14]
+	mi := &file_hookline_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2076,7 +2147,7 @@ func (x *EndpointPaused) String() string {
 func (*EndpointPaused) ProtoMessage() {}
 
 func (x *EndpointPaused) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[14]
+	mi := &file_hookline_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2089,7 +2160,7 @@ func (x *EndpointPaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPaused.ProtoReflect.Descriptor instead.
 func (*EndpointPaused) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EndpointPaused) GetTenantId() string {
@@ -2156,7 +2227,7 @@ type EndpointResumed struct {
 
 func (x *EndpointResumed) Reset() {
 	*x = EndpointResumed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[15]
+	mi := &file_hookline_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2168,7 +2239,7 @@ func (x *EndpointResumed) String() string {
 func (*EndpointResumed) ProtoMessage() {}
 
 func (x *EndpointResumed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[15]
+	mi := &file_hookline_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2181,7 +2252,7 @@ func (x *EndpointResumed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointResumed.ProtoReflect.Descriptor instead.
 func (*EndpointResumed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EndpointResumed) GetTenantId() string {
@@ -2235,7 +2306,7 @@ type EndpointDisabled struct {
 
 func (x *EndpointDisabled) Reset() {
 	*x = EndpointDisabled{}
-	mi := &file_hookline_v1_events_proto_msgTypes[16]
+	mi := &file_hookline_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2247,7 +2318,7 @@ func (x *EndpointDisabled) String() string {
 func (*EndpointDisabled) ProtoMessage() {}
 
 func (x *EndpointDisabled) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[16]
+	mi := &file_hookline_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2260,7 +2331,7 @@ func (x *EndpointDisabled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointDisabled.ProtoReflect.Descriptor instead.
 func (*EndpointDisabled) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EndpointDisabled) GetTenantId() string {
@@ -2313,7 +2384,7 @@ type EndpointDeleted struct {
 
 func (x *EndpointDeleted) Reset() {
 	*x = EndpointDeleted{}
-	mi := &file_hookline_v1_events_proto_msgTypes[17]
+	mi := &file_hookline_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2396,7 @@ func (x *EndpointDeleted) String() string {
 func (*EndpointDeleted) ProtoMessage() {}
 
 func (x *EndpointDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[17]
+	mi := &file_hookline_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2409,7 @@ func (x *EndpointDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointDeleted.ProtoReflect.Descriptor instead.
 func (*EndpointDeleted) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EndpointDeleted) GetTenantId() string {
@@ -2392,7 +2463,7 @@ type CircuitOpened struct {
 
 func (x *CircuitOpened) Reset() {
 	*x = CircuitOpened{}
-	mi := &file_hookline_v1_events_proto_msgTypes[18]
+	mi := &file_hookline_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2475,7 @@ func (x *CircuitOpened) String() string {
 func (*CircuitOpened) ProtoMessage() {}
 
 func (x *CircuitOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[18]
+	mi := &file_hookline_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2488,7 @@ func (x *CircuitOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitOpened.ProtoReflect.Descriptor instead.
 func (*CircuitOpened) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CircuitOpened) GetTenantId() string {
@@ -2480,7 +2551,7 @@ type CircuitHalfOpened struct {
 
 func (x *CircuitHalfOpened) Reset() {
 	*x = CircuitHalfOpened{}
-	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	mi := &file_hookline_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2492,7 +2563,7 @@ func (x *CircuitHalfOpened) String() string {
 func (*CircuitHalfOpened) ProtoMessage() {}
 
 func (x *CircuitHalfOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	mi := &file_hookline_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2505,7 +2576,7 @@ func (x *CircuitHalfOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitHalfOpened.ProtoReflect.Descriptor instead.
 func (*CircuitHalfOpened) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CircuitHalfOpened) GetTenantId() string {
@@ -2540,7 +2611,7 @@ type CircuitClosed struct {
 
 func (x *CircuitClosed) Reset() {
 	*x = CircuitClosed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	mi := &file_hookline_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2623,7 @@ func (x *CircuitClosed) String() string {
 func (*CircuitClosed) ProtoMessage() {}
 
 func (x *CircuitClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	mi := &file_hookline_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2636,7 @@ func (x *CircuitClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitClosed.ProtoReflect.Descriptor instead.
 func (*CircuitClosed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CircuitClosed) GetTenantId() string {
@@ -2621,7 +2692,7 @@ type RecoveryStarted struct {
 
 func (x *RecoveryStarted) Reset() {
 	*x = RecoveryStarted{}
-	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2633,7 +2704,7 @@ func (x *RecoveryStarted) String() string {
 func (*RecoveryStarted) ProtoMessage() {}
 
 func (x *RecoveryStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2646,7 +2717,7 @@ func (x *RecoveryStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryStarted.ProtoReflect.Descriptor instead.
 func (*RecoveryStarted) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RecoveryStarted) GetTenantId() string {
@@ -2757,7 +2828,7 @@ type RecoveryProgressed struct {
 
 func (x *RecoveryProgressed) Reset() {
 	*x = RecoveryProgressed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +2840,7 @@ func (x *RecoveryProgressed) String() string {
 func (*RecoveryProgressed) ProtoMessage() {}
 
 func (x *RecoveryProgressed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +2853,7 @@ func (x *RecoveryProgressed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryProgressed.ProtoReflect.Descriptor instead.
 func (*RecoveryProgressed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RecoveryProgressed) GetTenantId() string {
@@ -2857,7 +2928,7 @@ type RecoveryFinished struct {
 
 func (x *RecoveryFinished) Reset() {
 	*x = RecoveryFinished{}
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2869,7 +2940,7 @@ func (x *RecoveryFinished) String() string {
 func (*RecoveryFinished) ProtoMessage() {}
 
 func (x *RecoveryFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2882,7 +2953,7 @@ func (x *RecoveryFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryFinished.ProtoReflect.Descriptor instead.
 func (*RecoveryFinished) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RecoveryFinished) GetTenantId() string {
@@ -2952,7 +3023,7 @@ type RecoveryListed struct {
 
 func (x *RecoveryListed) Reset() {
 	*x = RecoveryListed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2964,7 +3035,7 @@ func (x *RecoveryListed) String() string {
 func (*RecoveryListed) ProtoMessage() {}
 
 func (x *RecoveryListed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2977,7 +3048,7 @@ func (x *RecoveryListed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryListed.ProtoReflect.Descriptor instead.
 func (*RecoveryListed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RecoveryListed) GetTenantId() string {
@@ -3064,7 +3135,7 @@ type EventPublished struct {
 
 func (x *EventPublished) Reset() {
 	*x = EventPublished{}
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3076,7 +3147,7 @@ func (x *EventPublished) String() string {
 func (*EventPublished) ProtoMessage() {}
 
 func (x *EventPublished) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3089,7 +3160,7 @@ func (x *EventPublished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventPublished.ProtoReflect.Descriptor instead.
 func (*EventPublished) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EventPublished) GetTenantId() string {
@@ -3221,7 +3292,7 @@ type PlannedDelivery struct {
 
 func (x *PlannedDelivery) Reset() {
 	*x = PlannedDelivery{}
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3233,7 +3304,7 @@ func (x *PlannedDelivery) String() string {
 func (*PlannedDelivery) ProtoMessage() {}
 
 func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3246,7 +3317,7 @@ func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedDelivery.ProtoReflect.Descriptor instead.
 func (*PlannedDelivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PlannedDelivery) GetDeliveryId() string {
@@ -3300,7 +3371,7 @@ type FilteredEndpoint struct {
 
 func (x *FilteredEndpoint) Reset() {
 	*x = FilteredEndpoint{}
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3312,7 +3383,7 @@ func (x *FilteredEndpoint) String() string {
 func (*FilteredEndpoint) ProtoMessage() {}
 
 func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3325,7 +3396,7 @@ func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilteredEndpoint.ProtoReflect.Descriptor instead.
 func (*FilteredEndpoint) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FilteredEndpoint) GetEndpointId() string {
@@ -3381,7 +3452,7 @@ type DeliveriesPlanned struct {
 
 func (x *DeliveriesPlanned) Reset() {
 	*x = DeliveriesPlanned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3393,7 +3464,7 @@ func (x *DeliveriesPlanned) String() string {
 func (*DeliveriesPlanned) ProtoMessage() {}
 
 func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3406,7 +3477,7 @@ func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveriesPlanned.ProtoReflect.Descriptor instead.
 func (*DeliveriesPlanned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeliveriesPlanned) GetTenantId() string {
@@ -3506,7 +3577,7 @@ type PlanRepair struct {
 
 func (x *PlanRepair) Reset() {
 	*x = PlanRepair{}
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3518,7 +3589,7 @@ func (x *PlanRepair) String() string {
 func (*PlanRepair) ProtoMessage() {}
 
 func (x *PlanRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3531,7 +3602,7 @@ func (x *PlanRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRepair.ProtoReflect.Descriptor instead.
 func (*PlanRepair) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PlanRepair) GetRunId() string {
@@ -3632,7 +3703,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3644,7 +3715,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3657,7 +3728,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Attempt) GetTenantId() string {
@@ -3892,7 +3963,7 @@ type AttemptTrigger struct {
 
 func (x *AttemptTrigger) Reset() {
 	*x = AttemptTrigger{}
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3904,7 +3975,7 @@ func (x *AttemptTrigger) String() string {
 func (*AttemptTrigger) ProtoMessage() {}
 
 func (x *AttemptTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3917,7 +3988,7 @@ func (x *AttemptTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptTrigger.ProtoReflect.Descriptor instead.
 func (*AttemptTrigger) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AttemptTrigger) GetKind() AttemptTrigger_Kind {
@@ -3983,7 +4054,7 @@ type AttemptWaits struct {
 
 func (x *AttemptWaits) Reset() {
 	*x = AttemptWaits{}
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3995,7 +4066,7 @@ func (x *AttemptWaits) String() string {
 func (*AttemptWaits) ProtoMessage() {}
 
 func (x *AttemptWaits) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4008,7 +4079,7 @@ func (x *AttemptWaits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptWaits.ProtoReflect.Descriptor instead.
 func (*AttemptWaits) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AttemptWaits) GetTotalMs() int64 {
@@ -4071,7 +4142,7 @@ type AttemptTrace struct {
 
 func (x *AttemptTrace) Reset() {
 	*x = AttemptTrace{}
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4083,7 +4154,7 @@ func (x *AttemptTrace) String() string {
 func (*AttemptTrace) ProtoMessage() {}
 
 func (x *AttemptTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4096,7 +4167,7 @@ func (x *AttemptTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptTrace.ProtoReflect.Descriptor instead.
 func (*AttemptTrace) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AttemptTrace) GetTraceparent() string {
@@ -4139,7 +4210,7 @@ type RetryDecision struct {
 
 func (x *RetryDecision) Reset() {
 	*x = RetryDecision{}
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4151,7 +4222,7 @@ func (x *RetryDecision) String() string {
 func (*RetryDecision) ProtoMessage() {}
 
 func (x *RetryDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4164,7 +4235,7 @@ func (x *RetryDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDecision.ProtoReflect.Descriptor instead.
 func (*RetryDecision) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RetryDecision) GetOutcome() RetryDecision_Outcome {
@@ -4239,7 +4310,7 @@ type AttemptSucceeded struct {
 
 func (x *AttemptSucceeded) Reset() {
 	*x = AttemptSucceeded{}
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4251,7 +4322,7 @@ func (x *AttemptSucceeded) String() string {
 func (*AttemptSucceeded) ProtoMessage() {}
 
 func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4264,7 +4335,7 @@ func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptSucceeded.ProtoReflect.Descriptor instead.
 func (*AttemptSucceeded) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AttemptSucceeded) GetAttempt() *Attempt {
@@ -4290,7 +4361,7 @@ type AttemptFailed struct {
 
 func (x *AttemptFailed) Reset() {
 	*x = AttemptFailed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4302,7 +4373,7 @@ func (x *AttemptFailed) String() string {
 func (*AttemptFailed) ProtoMessage() {}
 
 func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4315,7 +4386,7 @@ func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptFailed.ProtoReflect.Descriptor instead.
 func (*AttemptFailed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AttemptFailed) GetAttempt() *Attempt {
@@ -4363,7 +4434,7 @@ type DeliveryExpired struct {
 
 func (x *DeliveryExpired) Reset() {
 	*x = DeliveryExpired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4375,7 +4446,7 @@ func (x *DeliveryExpired) String() string {
 func (*DeliveryExpired) ProtoMessage() {}
 
 func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4388,7 +4459,7 @@ func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryExpired.ProtoReflect.Descriptor instead.
 func (*DeliveryExpired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeliveryExpired) GetTenantId() string {
@@ -4461,7 +4532,7 @@ type ReplayRequested struct {
 
 func (x *ReplayRequested) Reset() {
 	*x = ReplayRequested{}
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4473,7 +4544,7 @@ func (x *ReplayRequested) String() string {
 func (*ReplayRequested) ProtoMessage() {}
 
 func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4486,7 +4557,7 @@ func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequested.ProtoReflect.Descriptor instead.
 func (*ReplayRequested) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReplayRequested) GetTenantId() string {
@@ -4566,7 +4637,7 @@ type OrderingKeySkipped struct {
 
 func (x *OrderingKeySkipped) Reset() {
 	*x = OrderingKeySkipped{}
-	mi := &file_hookline_v1_events_proto_msgTypes[39]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4578,7 +4649,7 @@ func (x *OrderingKeySkipped) String() string {
 func (*OrderingKeySkipped) ProtoMessage() {}
 
 func (x *OrderingKeySkipped) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[39]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4591,7 +4662,7 @@ func (x *OrderingKeySkipped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderingKeySkipped.ProtoReflect.Descriptor instead.
 func (*OrderingKeySkipped) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *OrderingKeySkipped) GetTenantId() string {
@@ -4674,7 +4745,7 @@ type PortalTokenIssued struct {
 
 func (x *PortalTokenIssued) Reset() {
 	*x = PortalTokenIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[40]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4686,7 +4757,7 @@ func (x *PortalTokenIssued) String() string {
 func (*PortalTokenIssued) ProtoMessage() {}
 
 func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[40]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4699,7 +4770,7 @@ func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenIssued.ProtoReflect.Descriptor instead.
 func (*PortalTokenIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PortalTokenIssued) GetTenantId() string {
@@ -4778,7 +4849,7 @@ type PortalTokenRevoked struct {
 
 func (x *PortalTokenRevoked) Reset() {
 	*x = PortalTokenRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[41]
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4790,7 +4861,7 @@ func (x *PortalTokenRevoked) String() string {
 func (*PortalTokenRevoked) ProtoMessage() {}
 
 func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[41]
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4803,7 +4874,7 @@ func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenRevoked.ProtoReflect.Descriptor instead.
 func (*PortalTokenRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PortalTokenRevoked) GetTenantId() string {
@@ -4852,7 +4923,7 @@ type SecretResealed struct {
 
 func (x *SecretResealed) Reset() {
 	*x = SecretResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	mi := &file_hookline_v1_events_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4864,7 +4935,7 @@ func (x *SecretResealed) String() string {
 func (*SecretResealed) ProtoMessage() {}
 
 func (x *SecretResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	mi := &file_hookline_v1_events_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4877,7 +4948,7 @@ func (x *SecretResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResealed.ProtoReflect.Descriptor instead.
 func (*SecretResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SecretResealed) GetTenantId() string {
@@ -4928,13 +4999,15 @@ type HeadersResealed struct {
 	At            *timestamppb.Timestamp  `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
 	// oauth2_client_secret is set when the endpoint has an OAuth2 grant.
 	Oauth2ClientSecret *SealedValue `protobuf:"bytes,6,opt,name=oauth2_client_secret,json=oauth2ClientSecret,proto3" json:"oauth2_client_secret,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// mtls_client_key is set when the endpoint has a client certificate.
+	MtlsClientKey *SealedValue `protobuf:"bytes,7,opt,name=mtls_client_key,json=mtlsClientKey,proto3" json:"mtls_client_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeadersResealed) Reset() {
 	*x = HeadersResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[43]
+	mi := &file_hookline_v1_events_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4946,7 +5019,7 @@ func (x *HeadersResealed) String() string {
 func (*HeadersResealed) ProtoMessage() {}
 
 func (x *HeadersResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[43]
+	mi := &file_hookline_v1_events_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4959,7 +5032,7 @@ func (x *HeadersResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeadersResealed.ProtoReflect.Descriptor instead.
 func (*HeadersResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *HeadersResealed) GetTenantId() string {
@@ -5004,6 +5077,13 @@ func (x *HeadersResealed) GetOauth2ClientSecret() *SealedValue {
 	return nil
 }
 
+func (x *HeadersResealed) GetMtlsClientKey() *SealedValue {
+	if x != nil {
+		return x.MtlsClientKey
+	}
+	return nil
+}
+
 // MasterKeyRegistered records, in stream keyring-master, that secrets in
 // the log may be sealed under a master key: every node registers its
 // current key before it seals anything, and at start every node checks
@@ -5021,7 +5101,7 @@ type MasterKeyRegistered struct {
 
 func (x *MasterKeyRegistered) Reset() {
 	*x = MasterKeyRegistered{}
-	mi := &file_hookline_v1_events_proto_msgTypes[44]
+	mi := &file_hookline_v1_events_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5033,7 +5113,7 @@ func (x *MasterKeyRegistered) String() string {
 func (*MasterKeyRegistered) ProtoMessage() {}
 
 func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[44]
+	mi := &file_hookline_v1_events_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5046,7 +5126,7 @@ func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRegistered.ProtoReflect.Descriptor instead.
 func (*MasterKeyRegistered) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{44}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *MasterKeyRegistered) GetKeyId() string {
@@ -5091,7 +5171,7 @@ type MasterKeyRetired struct {
 
 func (x *MasterKeyRetired) Reset() {
 	*x = MasterKeyRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[45]
+	mi := &file_hookline_v1_events_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5103,7 +5183,7 @@ func (x *MasterKeyRetired) String() string {
 func (*MasterKeyRetired) ProtoMessage() {}
 
 func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[45]
+	mi := &file_hookline_v1_events_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5116,7 +5196,7 @@ func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRetired.ProtoReflect.Descriptor instead.
 func (*MasterKeyRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{45}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MasterKeyRetired) GetKeyId() string {
@@ -5167,7 +5247,7 @@ type PartitionsAssigned struct {
 
 func (x *PartitionsAssigned) Reset() {
 	*x = PartitionsAssigned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[46]
+	mi := &file_hookline_v1_events_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5179,7 +5259,7 @@ func (x *PartitionsAssigned) String() string {
 func (*PartitionsAssigned) ProtoMessage() {}
 
 func (x *PartitionsAssigned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[46]
+	mi := &file_hookline_v1_events_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5192,7 +5272,7 @@ func (x *PartitionsAssigned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionsAssigned.ProtoReflect.Descriptor instead.
 func (*PartitionsAssigned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{46}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PartitionsAssigned) GetPartitions() []uint32 {
@@ -5260,7 +5340,7 @@ type ReconcileRepaired struct {
 
 func (x *ReconcileRepaired) Reset() {
 	*x = ReconcileRepaired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[47]
+	mi := &file_hookline_v1_events_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5272,7 +5352,7 @@ func (x *ReconcileRepaired) String() string {
 func (*ReconcileRepaired) ProtoMessage() {}
 
 func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[47]
+	mi := &file_hookline_v1_events_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5285,7 +5365,7 @@ func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
 func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{47}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ReconcileRepaired) GetRunId() string {
@@ -5421,7 +5501,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10REASON_REQUESTED\x10\x01\x12\x12\n" +
-	"\x0eREASON_UNSHOWN\x10\x02\"\x9d\a\n" +
+	"\x0eREASON_UNSHOWN\x10\x02\"\xca\a\n" +
 	"\x0eEndpointConfig\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -5442,7 +5522,8 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\aheaders\x18\x0e \x03(\v2(.hookline.v1.EndpointConfig.HeadersEntryR\aheaders\x12#\n" +
 	"\rheader_prefix\x18\x0f \x01(\tR\fheaderPrefix\x12U\n" +
 	"\x0esealed_headers\x18\x10 \x03(\v2..hookline.v1.EndpointConfig.SealedHeadersEntryR\rsealedHeaders\x121\n" +
-	"\x06oauth2\x18\x11 \x01(\v2\x19.hookline.v1.OAuth2ConfigR\x06oauth2\x1a;\n" +
+	"\x06oauth2\x18\x11 \x01(\v2\x19.hookline.v1.OAuth2ConfigR\x06oauth2\x12+\n" +
+	"\x04mtls\x18\x12 \x01(\v2\x17.hookline.v1.MTLSConfigR\x04mtls\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -5451,7 +5532,13 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aZ\n" +
 	"\x12SealedHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
-	"\x05value\x18\x02 \x01(\v2\x18.hookline.v1.SealedValueR\x05value:\x028\x01\"\xbb\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.hookline.v1.SealedValueR\x05value:\x028\x01\"\x91\x01\n" +
+	"\n" +
+	"MTLSConfig\x12-\n" +
+	"\x12client_certificate\x18\x01 \x01(\tR\x11clientCertificate\x127\n" +
+	"\n" +
+	"client_key\x18\x02 \x01(\v2\x18.hookline.v1.SealedValueR\tclientKey\x12\x1b\n" +
+	"\tca_bundle\x18\x03 \x01(\tR\bcaBundle\"\xbb\x01\n" +
 	"\fOAuth2Config\x12\x1b\n" +
 	"\ttoken_url\x18\x01 \x01(\tR\btokenUrl\x12\x1b\n" +
 	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12=\n" +
@@ -5865,7 +5952,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"endpointId\x121\n" +
 	"\x06secret\x18\x03 \x01(\v2\x19.hookline.v1.SealedSecretR\x06secret\x12/\n" +
 	"\tissued_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xac\x03\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xee\x03\n" +
 	"\x0fHeadersResealed\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -5873,7 +5960,8 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x0esealed_headers\x18\x03 \x03(\v2/.hookline.v1.HeadersResealed.SealedHeadersEntryR\rsealedHeaders\x12/\n" +
 	"\tissued_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
 	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12J\n" +
-	"\x14oauth2_client_secret\x18\x06 \x01(\v2\x18.hookline.v1.SealedValueR\x12oauth2ClientSecret\x1aZ\n" +
+	"\x14oauth2_client_secret\x18\x06 \x01(\v2\x18.hookline.v1.SealedValueR\x12oauth2ClientSecret\x12@\n" +
+	"\x0fmtls_client_key\x18\a \x01(\v2\x18.hookline.v1.SealedValueR\rmtlsClientKey\x1aZ\n" +
 	"\x12SealedHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
 	"\x05value\x18\x02 \x01(\v2\x18.hookline.v1.SealedValueR\x05value:\x028\x01\"\x84\x01\n" +
@@ -5954,7 +6042,7 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(KeyOrdering)(0),               // 0: hookline.v1.KeyOrdering
 	(ErrorClass)(0),                // 1: hookline.v1.ErrorClass
@@ -5975,171 +6063,175 @@ var file_hookline_v1_events_proto_goTypes = []any{
 	(*ApiKeyIssued)(nil),           // 16: hookline.v1.ApiKeyIssued
 	(*ApiKeyRevoked)(nil),          // 17: hookline.v1.ApiKeyRevoked
 	(*EndpointConfig)(nil),         // 18: hookline.v1.EndpointConfig
-	(*OAuth2Config)(nil),           // 19: hookline.v1.OAuth2Config
-	(*SealedValue)(nil),            // 20: hookline.v1.SealedValue
-	(*SealedSecret)(nil),           // 21: hookline.v1.SealedSecret
-	(*EndpointCreated)(nil),        // 22: hookline.v1.EndpointCreated
-	(*EndpointUpdated)(nil),        // 23: hookline.v1.EndpointUpdated
-	(*SecretRotated)(nil),          // 24: hookline.v1.SecretRotated
-	(*SecretRetired)(nil),          // 25: hookline.v1.SecretRetired
-	(*EndpointPaused)(nil),         // 26: hookline.v1.EndpointPaused
-	(*EndpointResumed)(nil),        // 27: hookline.v1.EndpointResumed
-	(*EndpointDisabled)(nil),       // 28: hookline.v1.EndpointDisabled
-	(*EndpointDeleted)(nil),        // 29: hookline.v1.EndpointDeleted
-	(*CircuitOpened)(nil),          // 30: hookline.v1.CircuitOpened
-	(*CircuitHalfOpened)(nil),      // 31: hookline.v1.CircuitHalfOpened
-	(*CircuitClosed)(nil),          // 32: hookline.v1.CircuitClosed
-	(*RecoveryStarted)(nil),        // 33: hookline.v1.RecoveryStarted
-	(*RecoveryProgressed)(nil),     // 34: hookline.v1.RecoveryProgressed
-	(*RecoveryFinished)(nil),       // 35: hookline.v1.RecoveryFinished
-	(*RecoveryListed)(nil),         // 36: hookline.v1.RecoveryListed
-	(*EventPublished)(nil),         // 37: hookline.v1.EventPublished
-	(*PlannedDelivery)(nil),        // 38: hookline.v1.PlannedDelivery
-	(*FilteredEndpoint)(nil),       // 39: hookline.v1.FilteredEndpoint
-	(*DeliveriesPlanned)(nil),      // 40: hookline.v1.DeliveriesPlanned
-	(*PlanRepair)(nil),             // 41: hookline.v1.PlanRepair
-	(*Attempt)(nil),                // 42: hookline.v1.Attempt
-	(*AttemptTrigger)(nil),         // 43: hookline.v1.AttemptTrigger
-	(*AttemptWaits)(nil),           // 44: hookline.v1.AttemptWaits
-	(*AttemptTrace)(nil),           // 45: hookline.v1.AttemptTrace
-	(*RetryDecision)(nil),          // 46: hookline.v1.RetryDecision
-	(*AttemptSucceeded)(nil),       // 47: hookline.v1.AttemptSucceeded
-	(*AttemptFailed)(nil),          // 48: hookline.v1.AttemptFailed
-	(*DeliveryExpired)(nil),        // 49: hookline.v1.DeliveryExpired
-	(*ReplayRequested)(nil),        // 50: hookline.v1.ReplayRequested
-	(*OrderingKeySkipped)(nil),     // 51: hookline.v1.OrderingKeySkipped
-	(*PortalTokenIssued)(nil),      // 52: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),     // 53: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),         // 54: hookline.v1.SecretResealed
-	(*HeadersResealed)(nil),        // 55: hookline.v1.HeadersResealed
-	(*MasterKeyRegistered)(nil),    // 56: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),       // 57: hookline.v1.MasterKeyRetired
-	(*PartitionsAssigned)(nil),     // 58: hookline.v1.PartitionsAssigned
-	(*ReconcileRepaired)(nil),      // 59: hookline.v1.ReconcileRepaired
-	nil,                            // 60: hookline.v1.EndpointConfig.MetadataEntry
-	nil,                            // 61: hookline.v1.EndpointConfig.HeadersEntry
-	nil,                            // 62: hookline.v1.EndpointConfig.SealedHeadersEntry
-	nil,                            // 63: hookline.v1.EventPublished.HeadersEntry
-	nil,                            // 64: hookline.v1.HeadersResealed.SealedHeadersEntry
-	(*timestamppb.Timestamp)(nil),  // 65: google.protobuf.Timestamp
+	(*MTLSConfig)(nil),             // 19: hookline.v1.MTLSConfig
+	(*OAuth2Config)(nil),           // 20: hookline.v1.OAuth2Config
+	(*SealedValue)(nil),            // 21: hookline.v1.SealedValue
+	(*SealedSecret)(nil),           // 22: hookline.v1.SealedSecret
+	(*EndpointCreated)(nil),        // 23: hookline.v1.EndpointCreated
+	(*EndpointUpdated)(nil),        // 24: hookline.v1.EndpointUpdated
+	(*SecretRotated)(nil),          // 25: hookline.v1.SecretRotated
+	(*SecretRetired)(nil),          // 26: hookline.v1.SecretRetired
+	(*EndpointPaused)(nil),         // 27: hookline.v1.EndpointPaused
+	(*EndpointResumed)(nil),        // 28: hookline.v1.EndpointResumed
+	(*EndpointDisabled)(nil),       // 29: hookline.v1.EndpointDisabled
+	(*EndpointDeleted)(nil),        // 30: hookline.v1.EndpointDeleted
+	(*CircuitOpened)(nil),          // 31: hookline.v1.CircuitOpened
+	(*CircuitHalfOpened)(nil),      // 32: hookline.v1.CircuitHalfOpened
+	(*CircuitClosed)(nil),          // 33: hookline.v1.CircuitClosed
+	(*RecoveryStarted)(nil),        // 34: hookline.v1.RecoveryStarted
+	(*RecoveryProgressed)(nil),     // 35: hookline.v1.RecoveryProgressed
+	(*RecoveryFinished)(nil),       // 36: hookline.v1.RecoveryFinished
+	(*RecoveryListed)(nil),         // 37: hookline.v1.RecoveryListed
+	(*EventPublished)(nil),         // 38: hookline.v1.EventPublished
+	(*PlannedDelivery)(nil),        // 39: hookline.v1.PlannedDelivery
+	(*FilteredEndpoint)(nil),       // 40: hookline.v1.FilteredEndpoint
+	(*DeliveriesPlanned)(nil),      // 41: hookline.v1.DeliveriesPlanned
+	(*PlanRepair)(nil),             // 42: hookline.v1.PlanRepair
+	(*Attempt)(nil),                // 43: hookline.v1.Attempt
+	(*AttemptTrigger)(nil),         // 44: hookline.v1.AttemptTrigger
+	(*AttemptWaits)(nil),           // 45: hookline.v1.AttemptWaits
+	(*AttemptTrace)(nil),           // 46: hookline.v1.AttemptTrace
+	(*RetryDecision)(nil),          // 47: hookline.v1.RetryDecision
+	(*AttemptSucceeded)(nil),       // 48: hookline.v1.AttemptSucceeded
+	(*AttemptFailed)(nil),          // 49: hookline.v1.AttemptFailed
+	(*DeliveryExpired)(nil),        // 50: hookline.v1.DeliveryExpired
+	(*ReplayRequested)(nil),        // 51: hookline.v1.ReplayRequested
+	(*OrderingKeySkipped)(nil),     // 52: hookline.v1.OrderingKeySkipped
+	(*PortalTokenIssued)(nil),      // 53: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),     // 54: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),         // 55: hookline.v1.SecretResealed
+	(*HeadersResealed)(nil),        // 56: hookline.v1.HeadersResealed
+	(*MasterKeyRegistered)(nil),    // 57: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),       // 58: hookline.v1.MasterKeyRetired
+	(*PartitionsAssigned)(nil),     // 59: hookline.v1.PartitionsAssigned
+	(*ReconcileRepaired)(nil),      // 60: hookline.v1.ReconcileRepaired
+	nil,                            // 61: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                            // 62: hookline.v1.EndpointConfig.HeadersEntry
+	nil,                            // 63: hookline.v1.EndpointConfig.SealedHeadersEntry
+	nil,                            // 64: hookline.v1.EventPublished.HeadersEntry
+	nil,                            // 65: hookline.v1.HeadersResealed.SealedHeadersEntry
+	(*timestamppb.Timestamp)(nil),  // 66: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	2,   // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
 	13,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
 	12,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	65,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	66,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
 	13,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
 	12,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	65,  // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	66,  // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
 	12,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	65,  // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	66,  // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
 	12,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	65,  // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	66,  // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
 	3,   // 11: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
-	60,  // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	61,  // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
 	0,   // 13: hookline.v1.EndpointConfig.ordering:type_name -> hookline.v1.KeyOrdering
-	61,  // 14: hookline.v1.EndpointConfig.headers:type_name -> hookline.v1.EndpointConfig.HeadersEntry
-	62,  // 15: hookline.v1.EndpointConfig.sealed_headers:type_name -> hookline.v1.EndpointConfig.SealedHeadersEntry
-	19,  // 16: hookline.v1.EndpointConfig.oauth2:type_name -> hookline.v1.OAuth2Config
-	20,  // 17: hookline.v1.OAuth2Config.client_secret:type_name -> hookline.v1.SealedValue
-	18,  // 18: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
-	21,  // 19: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
-	12,  // 20: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	65,  // 21: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
-	18,  // 22: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
-	12,  // 23: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	65,  // 24: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
-	21,  // 25: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
-	21,  // 26: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	65,  // 27: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
-	12,  // 28: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	65,  // 29: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
-	4,   // 30: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
-	12,  // 31: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	65,  // 32: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
-	5,   // 33: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
-	12,  // 34: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	65,  // 35: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
-	12,  // 36: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	65,  // 37: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
-	12,  // 38: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	65,  // 39: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
-	12,  // 40: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	65,  // 41: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
-	1,   // 42: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	65,  // 43: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	65,  // 44: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	65,  // 45: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	65,  // 46: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	65,  // 47: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
-	65,  // 48: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
-	12,  // 49: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
-	65,  // 50: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
-	65,  // 51: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
-	6,   // 52: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
-	65,  // 53: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
-	65,  // 54: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
-	65,  // 55: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
-	12,  // 56: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	65,  // 57: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	63,  // 58: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
-	0,   // 59: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
-	38,  // 60: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	65,  // 61: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	65,  // 62: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	41,  // 63: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	39,  // 64: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
-	12,  // 65: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	65,  // 66: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	65,  // 67: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	1,   // 68: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	12,  // 69: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	43,  // 70: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
-	44,  // 71: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
-	45,  // 72: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
-	46,  // 73: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
-	7,   // 74: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
-	65,  // 75: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
-	12,  // 76: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
-	8,   // 77: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
-	65,  // 78: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
-	9,   // 79: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
-	42,  // 80: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	42,  // 81: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	65,  // 82: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	65,  // 83: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	65,  // 84: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	12,  // 85: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	65,  // 86: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	12,  // 87: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
-	65,  // 88: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
-	65,  // 89: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	12,  // 90: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	65,  // 91: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	12,  // 92: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	65,  // 93: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	21,  // 94: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	12,  // 95: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	65,  // 96: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	64,  // 97: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
-	12,  // 98: hookline.v1.HeadersResealed.issued_by:type_name -> hookline.v1.Actor
-	65,  // 99: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
-	20,  // 100: hookline.v1.HeadersResealed.oauth2_client_secret:type_name -> hookline.v1.SealedValue
-	65,  // 101: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	12,  // 102: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	65,  // 103: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	10,  // 104: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
-	65,  // 105: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
-	11,  // 106: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	12,  // 107: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	65,  // 108: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	20,  // 109: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
-	20,  // 110: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
-	111, // [111:111] is the sub-list for method output_type
-	111, // [111:111] is the sub-list for method input_type
-	111, // [111:111] is the sub-list for extension type_name
-	111, // [111:111] is the sub-list for extension extendee
-	0,   // [0:111] is the sub-list for field type_name
+	62,  // 14: hookline.v1.EndpointConfig.headers:type_name -> hookline.v1.EndpointConfig.HeadersEntry
+	63,  // 15: hookline.v1.EndpointConfig.sealed_headers:type_name -> hookline.v1.EndpointConfig.SealedHeadersEntry
+	20,  // 16: hookline.v1.EndpointConfig.oauth2:type_name -> hookline.v1.OAuth2Config
+	19,  // 17: hookline.v1.EndpointConfig.mtls:type_name -> hookline.v1.MTLSConfig
+	21,  // 18: hookline.v1.MTLSConfig.client_key:type_name -> hookline.v1.SealedValue
+	21,  // 19: hookline.v1.OAuth2Config.client_secret:type_name -> hookline.v1.SealedValue
+	18,  // 20: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
+	22,  // 21: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
+	12,  // 22: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
+	66,  // 23: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	18,  // 24: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
+	12,  // 25: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
+	66,  // 26: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	22,  // 27: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
+	22,  // 28: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
+	66,  // 29: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	12,  // 30: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
+	66,  // 31: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	4,   // 32: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
+	12,  // 33: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
+	66,  // 34: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	5,   // 35: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
+	12,  // 36: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
+	66,  // 37: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	12,  // 38: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
+	66,  // 39: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	12,  // 40: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
+	66,  // 41: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	12,  // 42: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
+	66,  // 43: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	1,   // 44: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
+	66,  // 45: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	66,  // 46: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	66,  // 47: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	66,  // 48: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	66,  // 49: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	66,  // 50: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	12,  // 51: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
+	66,  // 52: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	66,  // 53: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	6,   // 54: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
+	66,  // 55: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	66,  // 56: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
+	66,  // 57: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	12,  // 58: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
+	66,  // 59: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	64,  // 60: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	0,   // 61: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
+	39,  // 62: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	66,  // 63: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	66,  // 64: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	42,  // 65: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	40,  // 66: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
+	12,  // 67: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	66,  // 68: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	66,  // 69: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	1,   // 70: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	12,  // 71: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	44,  // 72: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
+	45,  // 73: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
+	46,  // 74: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
+	47,  // 75: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
+	7,   // 76: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
+	66,  // 77: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
+	12,  // 78: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
+	8,   // 79: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
+	66,  // 80: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
+	9,   // 81: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
+	43,  // 82: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	43,  // 83: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	66,  // 84: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	66,  // 85: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	66,  // 86: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	12,  // 87: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	66,  // 88: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	12,  // 89: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
+	66,  // 90: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
+	66,  // 91: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	12,  // 92: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	66,  // 93: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	12,  // 94: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	66,  // 95: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	22,  // 96: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	12,  // 97: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	66,  // 98: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	65,  // 99: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
+	12,  // 100: hookline.v1.HeadersResealed.issued_by:type_name -> hookline.v1.Actor
+	66,  // 101: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
+	21,  // 102: hookline.v1.HeadersResealed.oauth2_client_secret:type_name -> hookline.v1.SealedValue
+	21,  // 103: hookline.v1.HeadersResealed.mtls_client_key:type_name -> hookline.v1.SealedValue
+	66,  // 104: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	12,  // 105: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	66,  // 106: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	10,  // 107: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
+	66,  // 108: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
+	11,  // 109: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	12,  // 110: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	66,  // 111: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	21,  // 112: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	21,  // 113: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	114, // [114:114] is the sub-list for method output_type
+	114, // [114:114] is the sub-list for method input_type
+	114, // [114:114] is the sub-list for extension type_name
+	114, // [114:114] is the sub-list for extension extendee
+	0,   // [0:114] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -6153,7 +6245,7 @@ func file_hookline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   53,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

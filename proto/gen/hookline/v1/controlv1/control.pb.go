@@ -80,7 +80,7 @@ func (x Endpoint_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Endpoint_Status.Descriptor instead.
 func (Endpoint_Status) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27, 0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28, 0}
 }
 
 type Endpoint_Circuit int32
@@ -132,7 +132,7 @@ func (x Endpoint_Circuit) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Endpoint_Circuit.Descriptor instead.
 func (Endpoint_Circuit) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27, 1}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28, 1}
 }
 
 type RoutingVerdict_Verdict int32
@@ -209,7 +209,7 @@ func (x RoutingVerdict_Verdict) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RoutingVerdict_Verdict.Descriptor instead.
 func (RoutingVerdict_Verdict) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50, 0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51, 0}
 }
 
 type ResealSecretsRequest struct {
@@ -1101,7 +1101,11 @@ type EndpointAuth struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// oauth2: an OAuth2 client-credentials grant; each attempt carries
 	// "Authorization: Bearer <token>".
-	Oauth2        *OAuth2Auth `protobuf:"bytes,1,opt,name=oauth2,proto3" json:"oauth2,omitempty"`
+	Oauth2 *OAuth2Auth `protobuf:"bytes,1,opt,name=oauth2,proto3" json:"oauth2,omitempty"`
+	// mtls: a client certificate presented in every attempt's TLS
+	// handshake, and optionally the receiver's private certificate
+	// authorities. Combines with oauth2.
+	Mtls          *MTLSAuth `protobuf:"bytes,2,opt,name=mtls,proto3" json:"mtls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1143,6 +1147,91 @@ func (x *EndpointAuth) GetOauth2() *OAuth2Auth {
 	return nil
 }
 
+func (x *EndpointAuth) GetMtls() *MTLSAuth {
+	if x != nil {
+		return x.Mtls
+	}
+	return nil
+}
+
+// MTLSAuth is a client certificate for mutual TLS.
+type MTLSAuth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// client_certificate is the PEM certificate chain presented, leaf
+	// first.
+	ClientCertificate string `protobuf:"bytes,1,opt,name=client_certificate,json=clientCertificate,proto3" json:"client_certificate,omitempty"`
+	// client_key is the PEM private key of the leaf: sealed at rest, never
+	// shown (write only). On an update that keeps the certificate, leaving
+	// it empty keeps the current one.
+	ClientKey string `protobuf:"bytes,2,opt,name=client_key,json=clientKey,proto3" json:"client_key,omitempty"`
+	// ca_bundle, when set, is the PEM certificates that the receiver's
+	// certificate must chain to, in place of the system's roots (a private
+	// PKI). It does not make private addresses reachable.
+	CaBundle string `protobuf:"bytes,3,opt,name=ca_bundle,json=caBundle,proto3" json:"ca_bundle,omitempty"`
+	// client_key_set (read only) says a client key is stored.
+	ClientKeySet  bool `protobuf:"varint,4,opt,name=client_key_set,json=clientKeySet,proto3" json:"client_key_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MTLSAuth) Reset() {
+	*x = MTLSAuth{}
+	mi := &file_hookline_v1_control_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MTLSAuth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MTLSAuth) ProtoMessage() {}
+
+func (x *MTLSAuth) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MTLSAuth.ProtoReflect.Descriptor instead.
+func (*MTLSAuth) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *MTLSAuth) GetClientCertificate() string {
+	if x != nil {
+		return x.ClientCertificate
+	}
+	return ""
+}
+
+func (x *MTLSAuth) GetClientKey() string {
+	if x != nil {
+		return x.ClientKey
+	}
+	return ""
+}
+
+func (x *MTLSAuth) GetCaBundle() string {
+	if x != nil {
+		return x.CaBundle
+	}
+	return ""
+}
+
+func (x *MTLSAuth) GetClientKeySet() bool {
+	if x != nil {
+		return x.ClientKeySet
+	}
+	return false
+}
+
 // OAuth2Auth is an OAuth2 client-credentials grant (RFC 6749 §4.4).
 type OAuth2Auth struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1165,7 +1254,7 @@ type OAuth2Auth struct {
 
 func (x *OAuth2Auth) Reset() {
 	*x = OAuth2Auth{}
-	mi := &file_hookline_v1_control_proto_msgTypes[13]
+	mi := &file_hookline_v1_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1177,7 +1266,7 @@ func (x *OAuth2Auth) String() string {
 func (*OAuth2Auth) ProtoMessage() {}
 
 func (x *OAuth2Auth) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[13]
+	mi := &file_hookline_v1_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1190,7 +1279,7 @@ func (x *OAuth2Auth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OAuth2Auth.ProtoReflect.Descriptor instead.
 func (*OAuth2Auth) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OAuth2Auth) GetTokenUrl() string {
@@ -1249,7 +1338,7 @@ type CreateEndpointRequest struct {
 
 func (x *CreateEndpointRequest) Reset() {
 	*x = CreateEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[14]
+	mi := &file_hookline_v1_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1350,7 @@ func (x *CreateEndpointRequest) String() string {
 func (*CreateEndpointRequest) ProtoMessage() {}
 
 func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[14]
+	mi := &file_hookline_v1_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1363,7 @@ func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*CreateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateEndpointRequest) GetTenantId() string {
@@ -1309,7 +1398,7 @@ type CreateEndpointResponse struct {
 
 func (x *CreateEndpointResponse) Reset() {
 	*x = CreateEndpointResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[15]
+	mi := &file_hookline_v1_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1410,7 @@ func (x *CreateEndpointResponse) String() string {
 func (*CreateEndpointResponse) ProtoMessage() {}
 
 func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[15]
+	mi := &file_hookline_v1_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1423,7 @@ func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointResponse.ProtoReflect.Descriptor instead.
 func (*CreateEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateEndpointResponse) GetEndpoint() *Endpoint {
@@ -1364,7 +1453,7 @@ type GetEndpointRequest struct {
 
 func (x *GetEndpointRequest) Reset() {
 	*x = GetEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[16]
+	mi := &file_hookline_v1_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1465,7 @@ func (x *GetEndpointRequest) String() string {
 func (*GetEndpointRequest) ProtoMessage() {}
 
 func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[16]
+	mi := &file_hookline_v1_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1478,7 @@ func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointRequest.ProtoReflect.Descriptor instead.
 func (*GetEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{16}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetEndpointRequest) GetTenantId() string {
@@ -1424,7 +1513,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[17]
+	mi := &file_hookline_v1_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1525,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[17]
+	mi := &file_hookline_v1_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +1538,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{17}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListEndpointsRequest) GetTenantId() string {
@@ -1483,7 +1572,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[18]
+	mi := &file_hookline_v1_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1584,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[18]
+	mi := &file_hookline_v1_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1597,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{18}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListEndpointsResponse) GetEndpoints() []*Endpoint {
@@ -1537,7 +1626,7 @@ type UpdateEndpointRequest struct {
 
 func (x *UpdateEndpointRequest) Reset() {
 	*x = UpdateEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[19]
+	mi := &file_hookline_v1_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1638,7 @@ func (x *UpdateEndpointRequest) String() string {
 func (*UpdateEndpointRequest) ProtoMessage() {}
 
 func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[19]
+	mi := &file_hookline_v1_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1651,7 @@ func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateEndpointRequest) GetTenantId() string {
@@ -1605,7 +1694,7 @@ type RotateSecretRequest struct {
 
 func (x *RotateSecretRequest) Reset() {
 	*x = RotateSecretRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[20]
+	mi := &file_hookline_v1_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1706,7 @@ func (x *RotateSecretRequest) String() string {
 func (*RotateSecretRequest) ProtoMessage() {}
 
 func (x *RotateSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[20]
+	mi := &file_hookline_v1_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1719,7 @@ func (x *RotateSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSecretRequest.ProtoReflect.Descriptor instead.
 func (*RotateSecretRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RotateSecretRequest) GetTenantId() string {
@@ -1664,7 +1753,7 @@ type RotateSecretResponse struct {
 
 func (x *RotateSecretResponse) Reset() {
 	*x = RotateSecretResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[21]
+	mi := &file_hookline_v1_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1765,7 @@ func (x *RotateSecretResponse) String() string {
 func (*RotateSecretResponse) ProtoMessage() {}
 
 func (x *RotateSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[21]
+	mi := &file_hookline_v1_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1778,7 @@ func (x *RotateSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSecretResponse.ProtoReflect.Descriptor instead.
 func (*RotateSecretResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RotateSecretResponse) GetEndpoint() *Endpoint {
@@ -1717,7 +1806,7 @@ type RetireSecretRequest struct {
 
 func (x *RetireSecretRequest) Reset() {
 	*x = RetireSecretRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[22]
+	mi := &file_hookline_v1_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1729,7 +1818,7 @@ func (x *RetireSecretRequest) String() string {
 func (*RetireSecretRequest) ProtoMessage() {}
 
 func (x *RetireSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[22]
+	mi := &file_hookline_v1_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1742,7 +1831,7 @@ func (x *RetireSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireSecretRequest.ProtoReflect.Descriptor instead.
 func (*RetireSecretRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RetireSecretRequest) GetTenantId() string {
@@ -1776,7 +1865,7 @@ type PauseEndpointRequest struct {
 
 func (x *PauseEndpointRequest) Reset() {
 	*x = PauseEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[23]
+	mi := &file_hookline_v1_control_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +1877,7 @@ func (x *PauseEndpointRequest) String() string {
 func (*PauseEndpointRequest) ProtoMessage() {}
 
 func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[23]
+	mi := &file_hookline_v1_control_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +1890,7 @@ func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseEndpointRequest.ProtoReflect.Descriptor instead.
 func (*PauseEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PauseEndpointRequest) GetTenantId() string {
@@ -1828,7 +1917,7 @@ type ResumeEndpointRequest struct {
 
 func (x *ResumeEndpointRequest) Reset() {
 	*x = ResumeEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[24]
+	mi := &file_hookline_v1_control_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1929,7 @@ func (x *ResumeEndpointRequest) String() string {
 func (*ResumeEndpointRequest) ProtoMessage() {}
 
 func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[24]
+	mi := &file_hookline_v1_control_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +1942,7 @@ func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeEndpointRequest.ProtoReflect.Descriptor instead.
 func (*ResumeEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResumeEndpointRequest) GetTenantId() string {
@@ -1880,7 +1969,7 @@ type DeleteEndpointRequest struct {
 
 func (x *DeleteEndpointRequest) Reset() {
 	*x = DeleteEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[25]
+	mi := &file_hookline_v1_control_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +1981,7 @@ func (x *DeleteEndpointRequest) String() string {
 func (*DeleteEndpointRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[25]
+	mi := &file_hookline_v1_control_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +1994,7 @@ func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteEndpointRequest) GetTenantId() string {
@@ -1934,7 +2023,7 @@ type SecretInfo struct {
 
 func (x *SecretInfo) Reset() {
 	*x = SecretInfo{}
-	mi := &file_hookline_v1_control_proto_msgTypes[26]
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1946,7 +2035,7 @@ func (x *SecretInfo) String() string {
 func (*SecretInfo) ProtoMessage() {}
 
 func (x *SecretInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[26]
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1959,7 +2048,7 @@ func (x *SecretInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretInfo.ProtoReflect.Descriptor instead.
 func (*SecretInfo) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SecretInfo) GetVersion() int32 {
@@ -2006,7 +2095,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2107,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2120,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Endpoint) GetEndpointId() string {
@@ -2133,7 +2222,7 @@ type RecoverEndpointRequest struct {
 
 func (x *RecoverEndpointRequest) Reset() {
 	*x = RecoverEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2234,7 @@ func (x *RecoverEndpointRequest) String() string {
 func (*RecoverEndpointRequest) ProtoMessage() {}
 
 func (x *RecoverEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2247,7 @@ func (x *RecoverEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverEndpointRequest.ProtoReflect.Descriptor instead.
 func (*RecoverEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RecoverEndpointRequest) GetTenantId() string {
@@ -2244,7 +2333,7 @@ type RecoveryManifest struct {
 
 func (x *RecoveryManifest) Reset() {
 	*x = RecoveryManifest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2256,7 +2345,7 @@ func (x *RecoveryManifest) String() string {
 func (*RecoveryManifest) ProtoMessage() {}
 
 func (x *RecoveryManifest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2269,7 +2358,7 @@ func (x *RecoveryManifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryManifest.ProtoReflect.Descriptor instead.
 func (*RecoveryManifest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RecoveryManifest) GetDeliveries() int64 {
@@ -2339,7 +2428,7 @@ type GetRecoveryRequest struct {
 
 func (x *GetRecoveryRequest) Reset() {
 	*x = GetRecoveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2440,7 @@ func (x *GetRecoveryRequest) String() string {
 func (*GetRecoveryRequest) ProtoMessage() {}
 
 func (x *GetRecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2453,7 @@ func (x *GetRecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRecoveryRequest.ProtoReflect.Descriptor instead.
 func (*GetRecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetRecoveryRequest) GetTenantId() string {
@@ -2398,7 +2487,7 @@ type ListRecoveriesRequest struct {
 
 func (x *ListRecoveriesRequest) Reset() {
 	*x = ListRecoveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2410,7 +2499,7 @@ func (x *ListRecoveriesRequest) String() string {
 func (*ListRecoveriesRequest) ProtoMessage() {}
 
 func (x *ListRecoveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2423,7 +2512,7 @@ func (x *ListRecoveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecoveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListRecoveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListRecoveriesRequest) GetTenantId() string {
@@ -2449,7 +2538,7 @@ type ListRecoveriesResponse struct {
 
 func (x *ListRecoveriesResponse) Reset() {
 	*x = ListRecoveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2461,7 +2550,7 @@ func (x *ListRecoveriesResponse) String() string {
 func (*ListRecoveriesResponse) ProtoMessage() {}
 
 func (x *ListRecoveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2474,7 +2563,7 @@ func (x *ListRecoveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecoveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListRecoveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListRecoveriesResponse) GetRecoveries() []*Recovery {
@@ -2498,7 +2587,7 @@ type ListOrderingKeysRequest struct {
 
 func (x *ListOrderingKeysRequest) Reset() {
 	*x = ListOrderingKeysRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2599,7 @@ func (x *ListOrderingKeysRequest) String() string {
 func (*ListOrderingKeysRequest) ProtoMessage() {}
 
 func (x *ListOrderingKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2612,7 @@ func (x *ListOrderingKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrderingKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListOrderingKeysRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListOrderingKeysRequest) GetTenantId() string {
@@ -2563,7 +2652,7 @@ type ListOrderingKeysResponse struct {
 
 func (x *ListOrderingKeysResponse) Reset() {
 	*x = ListOrderingKeysResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2664,7 @@ func (x *ListOrderingKeysResponse) String() string {
 func (*ListOrderingKeysResponse) ProtoMessage() {}
 
 func (x *ListOrderingKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2677,7 @@ func (x *ListOrderingKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrderingKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListOrderingKeysResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListOrderingKeysResponse) GetKeys() []*OrderingKey {
@@ -2613,7 +2702,7 @@ type SkipOrderingKeyRequest struct {
 
 func (x *SkipOrderingKeyRequest) Reset() {
 	*x = SkipOrderingKeyRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2714,7 @@ func (x *SkipOrderingKeyRequest) String() string {
 func (*SkipOrderingKeyRequest) ProtoMessage() {}
 
 func (x *SkipOrderingKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2727,7 @@ func (x *SkipOrderingKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipOrderingKeyRequest.ProtoReflect.Descriptor instead.
 func (*SkipOrderingKeyRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SkipOrderingKeyRequest) GetTenantId() string {
@@ -2685,7 +2774,7 @@ type PullDeliveriesRequest struct {
 
 func (x *PullDeliveriesRequest) Reset() {
 	*x = PullDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +2786,7 @@ func (x *PullDeliveriesRequest) String() string {
 func (*PullDeliveriesRequest) ProtoMessage() {}
 
 func (x *PullDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2710,7 +2799,7 @@ func (x *PullDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*PullDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PullDeliveriesRequest) GetTenantId() string {
@@ -2757,7 +2846,7 @@ type PullDeliveriesResponse struct {
 
 func (x *PullDeliveriesResponse) Reset() {
 	*x = PullDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +2858,7 @@ func (x *PullDeliveriesResponse) String() string {
 func (*PullDeliveriesResponse) ProtoMessage() {}
 
 func (x *PullDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +2871,7 @@ func (x *PullDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*PullDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PullDeliveriesResponse) GetMessages() []*PulledMessage {
@@ -2810,7 +2899,7 @@ type PulledMessage struct {
 
 func (x *PulledMessage) Reset() {
 	*x = PulledMessage{}
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2822,7 +2911,7 @@ func (x *PulledMessage) String() string {
 func (*PulledMessage) ProtoMessage() {}
 
 func (x *PulledMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2835,7 +2924,7 @@ func (x *PulledMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PulledMessage.ProtoReflect.Descriptor instead.
 func (*PulledMessage) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PulledMessage) GetDeliveryId() string {
@@ -2891,7 +2980,7 @@ type AckDeliveriesRequest struct {
 
 func (x *AckDeliveriesRequest) Reset() {
 	*x = AckDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2903,7 +2992,7 @@ func (x *AckDeliveriesRequest) String() string {
 func (*AckDeliveriesRequest) ProtoMessage() {}
 
 func (x *AckDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2916,7 +3005,7 @@ func (x *AckDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*AckDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AckDeliveriesRequest) GetTenantId() string {
@@ -2952,7 +3041,7 @@ type AckDeliveriesResponse struct {
 
 func (x *AckDeliveriesResponse) Reset() {
 	*x = AckDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2964,7 +3053,7 @@ func (x *AckDeliveriesResponse) String() string {
 func (*AckDeliveriesResponse) ProtoMessage() {}
 
 func (x *AckDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2977,7 +3066,7 @@ func (x *AckDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*AckDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AckDeliveriesResponse) GetAcked() int32 {
@@ -3007,7 +3096,7 @@ type SeekDeliveriesRequest struct {
 
 func (x *SeekDeliveriesRequest) Reset() {
 	*x = SeekDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3019,7 +3108,7 @@ func (x *SeekDeliveriesRequest) String() string {
 func (*SeekDeliveriesRequest) ProtoMessage() {}
 
 func (x *SeekDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3032,7 +3121,7 @@ func (x *SeekDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeekDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*SeekDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SeekDeliveriesRequest) GetTenantId() string {
@@ -3078,7 +3167,7 @@ type OrderingKey struct {
 
 func (x *OrderingKey) Reset() {
 	*x = OrderingKey{}
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3090,7 +3179,7 @@ func (x *OrderingKey) String() string {
 func (*OrderingKey) ProtoMessage() {}
 
 func (x *OrderingKey) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3103,7 +3192,7 @@ func (x *OrderingKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderingKey.ProtoReflect.Descriptor instead.
 func (*OrderingKey) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *OrderingKey) GetOrderingKey() string {
@@ -3181,7 +3270,7 @@ type Recovery struct {
 
 func (x *Recovery) Reset() {
 	*x = Recovery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[43]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3282,7 @@ func (x *Recovery) String() string {
 func (*Recovery) ProtoMessage() {}
 
 func (x *Recovery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[43]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3295,7 @@ func (x *Recovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recovery.ProtoReflect.Descriptor instead.
 func (*Recovery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Recovery) GetRecoveryId() string {
@@ -3322,7 +3411,7 @@ type ListOperationalEventTypesRequest struct {
 
 func (x *ListOperationalEventTypesRequest) Reset() {
 	*x = ListOperationalEventTypesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[44]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3334,7 +3423,7 @@ func (x *ListOperationalEventTypesRequest) String() string {
 func (*ListOperationalEventTypesRequest) ProtoMessage() {}
 
 func (x *ListOperationalEventTypesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[44]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3347,7 +3436,7 @@ func (x *ListOperationalEventTypesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationalEventTypesRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationalEventTypesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
 }
 
 // OperationalEventType is one of Hookline's own event types.
@@ -3365,7 +3454,7 @@ type OperationalEventType struct {
 
 func (x *OperationalEventType) Reset() {
 	*x = OperationalEventType{}
-	mi := &file_hookline_v1_control_proto_msgTypes[45]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3377,7 +3466,7 @@ func (x *OperationalEventType) String() string {
 func (*OperationalEventType) ProtoMessage() {}
 
 func (x *OperationalEventType) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[45]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3479,7 @@ func (x *OperationalEventType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationalEventType.ProtoReflect.Descriptor instead.
 func (*OperationalEventType) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *OperationalEventType) GetType() string {
@@ -3423,7 +3512,7 @@ type ListOperationalEventTypesResponse struct {
 
 func (x *ListOperationalEventTypesResponse) Reset() {
 	*x = ListOperationalEventTypesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[46]
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3435,7 +3524,7 @@ func (x *ListOperationalEventTypesResponse) String() string {
 func (*ListOperationalEventTypesResponse) ProtoMessage() {}
 
 func (x *ListOperationalEventTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[46]
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3448,7 +3537,7 @@ func (x *ListOperationalEventTypesResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListOperationalEventTypesResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationalEventTypesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{46}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListOperationalEventTypesResponse) GetTypes() []*OperationalEventType {
@@ -3468,7 +3557,7 @@ type ExplainRoutingRequest struct {
 
 func (x *ExplainRoutingRequest) Reset() {
 	*x = ExplainRoutingRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	mi := &file_hookline_v1_control_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3480,7 +3569,7 @@ func (x *ExplainRoutingRequest) String() string {
 func (*ExplainRoutingRequest) ProtoMessage() {}
 
 func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	mi := &file_hookline_v1_control_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3493,7 +3582,7 @@ func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRoutingRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRoutingRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ExplainRoutingRequest) GetTenantId() string {
@@ -3528,7 +3617,7 @@ type EventRouting struct {
 
 func (x *EventRouting) Reset() {
 	*x = EventRouting{}
-	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	mi := &file_hookline_v1_control_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3540,7 +3629,7 @@ func (x *EventRouting) String() string {
 func (*EventRouting) ProtoMessage() {}
 
 func (x *EventRouting) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	mi := &file_hookline_v1_control_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3553,7 +3642,7 @@ func (x *EventRouting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventRouting.ProtoReflect.Descriptor instead.
 func (*EventRouting) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *EventRouting) GetEventId() string {
@@ -3612,7 +3701,7 @@ type FilterValue struct {
 
 func (x *FilterValue) Reset() {
 	*x = FilterValue{}
-	mi := &file_hookline_v1_control_proto_msgTypes[49]
+	mi := &file_hookline_v1_control_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3624,7 +3713,7 @@ func (x *FilterValue) String() string {
 func (*FilterValue) ProtoMessage() {}
 
 func (x *FilterValue) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[49]
+	mi := &file_hookline_v1_control_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3637,7 +3726,7 @@ func (x *FilterValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterValue.ProtoReflect.Descriptor instead.
 func (*FilterValue) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{49}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *FilterValue) GetExpr() string {
@@ -3687,7 +3776,7 @@ type RoutingVerdict struct {
 
 func (x *RoutingVerdict) Reset() {
 	*x = RoutingVerdict{}
-	mi := &file_hookline_v1_control_proto_msgTypes[50]
+	mi := &file_hookline_v1_control_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3699,7 +3788,7 @@ func (x *RoutingVerdict) String() string {
 func (*RoutingVerdict) ProtoMessage() {}
 
 func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[50]
+	mi := &file_hookline_v1_control_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3712,7 +3801,7 @@ func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingVerdict.ProtoReflect.Descriptor instead.
 func (*RoutingVerdict) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RoutingVerdict) GetEndpointId() string {
@@ -3826,7 +3915,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[51]
+	mi := &file_hookline_v1_control_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3838,7 +3927,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[51]
+	mi := &file_hookline_v1_control_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3851,7 +3940,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PublishRequest) GetTenantId() string {
@@ -3970,7 +4059,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[52]
+	mi := &file_hookline_v1_control_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3982,7 +4071,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[52]
+	mi := &file_hookline_v1_control_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3995,7 +4084,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{52}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PublishResponse) GetEventId() string {
@@ -4043,7 +4132,7 @@ type PublishBatchRequest struct {
 
 func (x *PublishBatchRequest) Reset() {
 	*x = PublishBatchRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[53]
+	mi := &file_hookline_v1_control_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4055,7 +4144,7 @@ func (x *PublishBatchRequest) String() string {
 func (*PublishBatchRequest) ProtoMessage() {}
 
 func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[53]
+	mi := &file_hookline_v1_control_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4068,7 +4157,7 @@ func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchRequest.ProtoReflect.Descriptor instead.
 func (*PublishBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{53}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PublishBatchRequest) GetTenantId() string {
@@ -4097,7 +4186,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_hookline_v1_control_proto_msgTypes[54]
+	mi := &file_hookline_v1_control_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4109,7 +4198,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[54]
+	mi := &file_hookline_v1_control_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4122,7 +4211,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{54}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PublishResult) GetResponse() *PublishResponse {
@@ -4155,7 +4244,7 @@ type PublishBatchResponse struct {
 
 func (x *PublishBatchResponse) Reset() {
 	*x = PublishBatchResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[55]
+	mi := &file_hookline_v1_control_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4167,7 +4256,7 @@ func (x *PublishBatchResponse) String() string {
 func (*PublishBatchResponse) ProtoMessage() {}
 
 func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[55]
+	mi := &file_hookline_v1_control_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4180,7 +4269,7 @@ func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchResponse.ProtoReflect.Descriptor instead.
 func (*PublishBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{55}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PublishBatchResponse) GetResults() []*PublishResult {
@@ -4201,7 +4290,7 @@ type LookupEventsRequest struct {
 
 func (x *LookupEventsRequest) Reset() {
 	*x = LookupEventsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[56]
+	mi := &file_hookline_v1_control_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4213,7 +4302,7 @@ func (x *LookupEventsRequest) String() string {
 func (*LookupEventsRequest) ProtoMessage() {}
 
 func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[56]
+	mi := &file_hookline_v1_control_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4226,7 +4315,7 @@ func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsRequest.ProtoReflect.Descriptor instead.
 func (*LookupEventsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{56}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *LookupEventsRequest) GetTenantId() string {
@@ -4257,7 +4346,7 @@ type AcceptedEvent struct {
 
 func (x *AcceptedEvent) Reset() {
 	*x = AcceptedEvent{}
-	mi := &file_hookline_v1_control_proto_msgTypes[57]
+	mi := &file_hookline_v1_control_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4269,7 +4358,7 @@ func (x *AcceptedEvent) String() string {
 func (*AcceptedEvent) ProtoMessage() {}
 
 func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[57]
+	mi := &file_hookline_v1_control_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4282,7 +4371,7 @@ func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptedEvent.ProtoReflect.Descriptor instead.
 func (*AcceptedEvent) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{57}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AcceptedEvent) GetEventId() string {
@@ -4325,7 +4414,7 @@ type LookupEventsResponse struct {
 
 func (x *LookupEventsResponse) Reset() {
 	*x = LookupEventsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[58]
+	mi := &file_hookline_v1_control_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4337,7 +4426,7 @@ func (x *LookupEventsResponse) String() string {
 func (*LookupEventsResponse) ProtoMessage() {}
 
 func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[58]
+	mi := &file_hookline_v1_control_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4350,7 +4439,7 @@ func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsResponse.ProtoReflect.Descriptor instead.
 func (*LookupEventsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{58}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LookupEventsResponse) GetFound() []*AcceptedEvent {
@@ -4384,7 +4473,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[59]
+	mi := &file_hookline_v1_control_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4396,7 +4485,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[59]
+	mi := &file_hookline_v1_control_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4409,7 +4498,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{59}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListDeliveriesRequest) GetTenantId() string {
@@ -4478,7 +4567,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[60]
+	mi := &file_hookline_v1_control_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4490,7 +4579,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[60]
+	mi := &file_hookline_v1_control_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4503,7 +4592,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{60}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -4530,7 +4619,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[61]
+	mi := &file_hookline_v1_control_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4542,7 +4631,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[61]
+	mi := &file_hookline_v1_control_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4555,7 +4644,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{61}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetDeliveryRequest) GetTenantId() string {
@@ -4582,7 +4671,7 @@ type ReplayDeliveryRequest struct {
 
 func (x *ReplayDeliveryRequest) Reset() {
 	*x = ReplayDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[62]
+	mi := &file_hookline_v1_control_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4594,7 +4683,7 @@ func (x *ReplayDeliveryRequest) String() string {
 func (*ReplayDeliveryRequest) ProtoMessage() {}
 
 func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[62]
+	mi := &file_hookline_v1_control_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4607,7 +4696,7 @@ func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{62}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ReplayDeliveryRequest) GetTenantId() string {
@@ -4653,7 +4742,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[63]
+	mi := &file_hookline_v1_control_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4665,7 +4754,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[63]
+	mi := &file_hookline_v1_control_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4678,7 +4767,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{63}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -4861,9 +4950,16 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a@\n" +
 	"\x12SecretHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"?\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"j\n" +
 	"\fEndpointAuth\x12/\n" +
-	"\x06oauth2\x18\x01 \x01(\v2\x17.hookline.v1.OAuth2AuthR\x06oauth2\"\xcb\x01\n" +
+	"\x06oauth2\x18\x01 \x01(\v2\x17.hookline.v1.OAuth2AuthR\x06oauth2\x12)\n" +
+	"\x04mtls\x18\x02 \x01(\v2\x15.hookline.v1.MTLSAuthR\x04mtls\"\x9b\x01\n" +
+	"\bMTLSAuth\x12-\n" +
+	"\x12client_certificate\x18\x01 \x01(\tR\x11clientCertificate\x12\x1d\n" +
+	"\n" +
+	"client_key\x18\x02 \x01(\tR\tclientKey\x12\x1b\n" +
+	"\tca_bundle\x18\x03 \x01(\tR\bcaBundle\x12$\n" +
+	"\x0eclient_key_set\x18\x04 \x01(\bR\fclientKeySet\"\xcb\x01\n" +
 	"\n" +
 	"OAuth2Auth\x12\x1b\n" +
 	"\ttoken_url\x18\x01 \x01(\tR\btokenUrl\x12\x1b\n" +
@@ -5271,7 +5367,7 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_hookline_v1_control_proto_goTypes = []any{
 	(Endpoint_Status)(0),                      // 0: hookline.v1.Endpoint.Status
 	(Endpoint_Circuit)(0),                     // 1: hookline.v1.Endpoint.Circuit
@@ -5289,207 +5385,209 @@ var file_hookline_v1_control_proto_goTypes = []any{
 	(*Tenant)(nil),                            // 13: hookline.v1.Tenant
 	(*EndpointSettings)(nil),                  // 14: hookline.v1.EndpointSettings
 	(*EndpointAuth)(nil),                      // 15: hookline.v1.EndpointAuth
-	(*OAuth2Auth)(nil),                        // 16: hookline.v1.OAuth2Auth
-	(*CreateEndpointRequest)(nil),             // 17: hookline.v1.CreateEndpointRequest
-	(*CreateEndpointResponse)(nil),            // 18: hookline.v1.CreateEndpointResponse
-	(*GetEndpointRequest)(nil),                // 19: hookline.v1.GetEndpointRequest
-	(*ListEndpointsRequest)(nil),              // 20: hookline.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),             // 21: hookline.v1.ListEndpointsResponse
-	(*UpdateEndpointRequest)(nil),             // 22: hookline.v1.UpdateEndpointRequest
-	(*RotateSecretRequest)(nil),               // 23: hookline.v1.RotateSecretRequest
-	(*RotateSecretResponse)(nil),              // 24: hookline.v1.RotateSecretResponse
-	(*RetireSecretRequest)(nil),               // 25: hookline.v1.RetireSecretRequest
-	(*PauseEndpointRequest)(nil),              // 26: hookline.v1.PauseEndpointRequest
-	(*ResumeEndpointRequest)(nil),             // 27: hookline.v1.ResumeEndpointRequest
-	(*DeleteEndpointRequest)(nil),             // 28: hookline.v1.DeleteEndpointRequest
-	(*SecretInfo)(nil),                        // 29: hookline.v1.SecretInfo
-	(*Endpoint)(nil),                          // 30: hookline.v1.Endpoint
-	(*RecoverEndpointRequest)(nil),            // 31: hookline.v1.RecoverEndpointRequest
-	(*RecoveryManifest)(nil),                  // 32: hookline.v1.RecoveryManifest
-	(*GetRecoveryRequest)(nil),                // 33: hookline.v1.GetRecoveryRequest
-	(*ListRecoveriesRequest)(nil),             // 34: hookline.v1.ListRecoveriesRequest
-	(*ListRecoveriesResponse)(nil),            // 35: hookline.v1.ListRecoveriesResponse
-	(*ListOrderingKeysRequest)(nil),           // 36: hookline.v1.ListOrderingKeysRequest
-	(*ListOrderingKeysResponse)(nil),          // 37: hookline.v1.ListOrderingKeysResponse
-	(*SkipOrderingKeyRequest)(nil),            // 38: hookline.v1.SkipOrderingKeyRequest
-	(*PullDeliveriesRequest)(nil),             // 39: hookline.v1.PullDeliveriesRequest
-	(*PullDeliveriesResponse)(nil),            // 40: hookline.v1.PullDeliveriesResponse
-	(*PulledMessage)(nil),                     // 41: hookline.v1.PulledMessage
-	(*AckDeliveriesRequest)(nil),              // 42: hookline.v1.AckDeliveriesRequest
-	(*AckDeliveriesResponse)(nil),             // 43: hookline.v1.AckDeliveriesResponse
-	(*SeekDeliveriesRequest)(nil),             // 44: hookline.v1.SeekDeliveriesRequest
-	(*OrderingKey)(nil),                       // 45: hookline.v1.OrderingKey
-	(*Recovery)(nil),                          // 46: hookline.v1.Recovery
-	(*ListOperationalEventTypesRequest)(nil),  // 47: hookline.v1.ListOperationalEventTypesRequest
-	(*OperationalEventType)(nil),              // 48: hookline.v1.OperationalEventType
-	(*ListOperationalEventTypesResponse)(nil), // 49: hookline.v1.ListOperationalEventTypesResponse
-	(*ExplainRoutingRequest)(nil),             // 50: hookline.v1.ExplainRoutingRequest
-	(*EventRouting)(nil),                      // 51: hookline.v1.EventRouting
-	(*FilterValue)(nil),                       // 52: hookline.v1.FilterValue
-	(*RoutingVerdict)(nil),                    // 53: hookline.v1.RoutingVerdict
-	(*PublishRequest)(nil),                    // 54: hookline.v1.PublishRequest
-	(*PublishResponse)(nil),                   // 55: hookline.v1.PublishResponse
-	(*PublishBatchRequest)(nil),               // 56: hookline.v1.PublishBatchRequest
-	(*PublishResult)(nil),                     // 57: hookline.v1.PublishResult
-	(*PublishBatchResponse)(nil),              // 58: hookline.v1.PublishBatchResponse
-	(*LookupEventsRequest)(nil),               // 59: hookline.v1.LookupEventsRequest
-	(*AcceptedEvent)(nil),                     // 60: hookline.v1.AcceptedEvent
-	(*LookupEventsResponse)(nil),              // 61: hookline.v1.LookupEventsResponse
-	(*ListDeliveriesRequest)(nil),             // 62: hookline.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil),            // 63: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),                // 64: hookline.v1.GetDeliveryRequest
-	(*ReplayDeliveryRequest)(nil),             // 65: hookline.v1.ReplayDeliveryRequest
-	(*Delivery)(nil),                          // 66: hookline.v1.Delivery
-	nil,                                       // 67: hookline.v1.EndpointSettings.MetadataEntry
-	nil,                                       // 68: hookline.v1.EndpointSettings.HeadersEntry
-	nil,                                       // 69: hookline.v1.EndpointSettings.SecretHeadersEntry
-	nil,                                       // 70: hookline.v1.PulledMessage.HeadersEntry
-	nil,                                       // 71: hookline.v1.EventRouting.HeadersEntry
-	nil,                                       // 72: hookline.v1.PublishRequest.HeadersEntry
-	(*v1.Quota)(nil),                          // 73: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),             // 74: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),             // 75: google.protobuf.FieldMask
-	(*structpb.Value)(nil),                    // 76: google.protobuf.Value
-	(*v1.PlannedDelivery)(nil),                // 77: hookline.v1.PlannedDelivery
-	(*v1.FilteredEndpoint)(nil),               // 78: hookline.v1.FilteredEndpoint
-	(*v1.Attempt)(nil),                        // 79: hookline.v1.Attempt
+	(*MTLSAuth)(nil),                          // 16: hookline.v1.MTLSAuth
+	(*OAuth2Auth)(nil),                        // 17: hookline.v1.OAuth2Auth
+	(*CreateEndpointRequest)(nil),             // 18: hookline.v1.CreateEndpointRequest
+	(*CreateEndpointResponse)(nil),            // 19: hookline.v1.CreateEndpointResponse
+	(*GetEndpointRequest)(nil),                // 20: hookline.v1.GetEndpointRequest
+	(*ListEndpointsRequest)(nil),              // 21: hookline.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),             // 22: hookline.v1.ListEndpointsResponse
+	(*UpdateEndpointRequest)(nil),             // 23: hookline.v1.UpdateEndpointRequest
+	(*RotateSecretRequest)(nil),               // 24: hookline.v1.RotateSecretRequest
+	(*RotateSecretResponse)(nil),              // 25: hookline.v1.RotateSecretResponse
+	(*RetireSecretRequest)(nil),               // 26: hookline.v1.RetireSecretRequest
+	(*PauseEndpointRequest)(nil),              // 27: hookline.v1.PauseEndpointRequest
+	(*ResumeEndpointRequest)(nil),             // 28: hookline.v1.ResumeEndpointRequest
+	(*DeleteEndpointRequest)(nil),             // 29: hookline.v1.DeleteEndpointRequest
+	(*SecretInfo)(nil),                        // 30: hookline.v1.SecretInfo
+	(*Endpoint)(nil),                          // 31: hookline.v1.Endpoint
+	(*RecoverEndpointRequest)(nil),            // 32: hookline.v1.RecoverEndpointRequest
+	(*RecoveryManifest)(nil),                  // 33: hookline.v1.RecoveryManifest
+	(*GetRecoveryRequest)(nil),                // 34: hookline.v1.GetRecoveryRequest
+	(*ListRecoveriesRequest)(nil),             // 35: hookline.v1.ListRecoveriesRequest
+	(*ListRecoveriesResponse)(nil),            // 36: hookline.v1.ListRecoveriesResponse
+	(*ListOrderingKeysRequest)(nil),           // 37: hookline.v1.ListOrderingKeysRequest
+	(*ListOrderingKeysResponse)(nil),          // 38: hookline.v1.ListOrderingKeysResponse
+	(*SkipOrderingKeyRequest)(nil),            // 39: hookline.v1.SkipOrderingKeyRequest
+	(*PullDeliveriesRequest)(nil),             // 40: hookline.v1.PullDeliveriesRequest
+	(*PullDeliveriesResponse)(nil),            // 41: hookline.v1.PullDeliveriesResponse
+	(*PulledMessage)(nil),                     // 42: hookline.v1.PulledMessage
+	(*AckDeliveriesRequest)(nil),              // 43: hookline.v1.AckDeliveriesRequest
+	(*AckDeliveriesResponse)(nil),             // 44: hookline.v1.AckDeliveriesResponse
+	(*SeekDeliveriesRequest)(nil),             // 45: hookline.v1.SeekDeliveriesRequest
+	(*OrderingKey)(nil),                       // 46: hookline.v1.OrderingKey
+	(*Recovery)(nil),                          // 47: hookline.v1.Recovery
+	(*ListOperationalEventTypesRequest)(nil),  // 48: hookline.v1.ListOperationalEventTypesRequest
+	(*OperationalEventType)(nil),              // 49: hookline.v1.OperationalEventType
+	(*ListOperationalEventTypesResponse)(nil), // 50: hookline.v1.ListOperationalEventTypesResponse
+	(*ExplainRoutingRequest)(nil),             // 51: hookline.v1.ExplainRoutingRequest
+	(*EventRouting)(nil),                      // 52: hookline.v1.EventRouting
+	(*FilterValue)(nil),                       // 53: hookline.v1.FilterValue
+	(*RoutingVerdict)(nil),                    // 54: hookline.v1.RoutingVerdict
+	(*PublishRequest)(nil),                    // 55: hookline.v1.PublishRequest
+	(*PublishResponse)(nil),                   // 56: hookline.v1.PublishResponse
+	(*PublishBatchRequest)(nil),               // 57: hookline.v1.PublishBatchRequest
+	(*PublishResult)(nil),                     // 58: hookline.v1.PublishResult
+	(*PublishBatchResponse)(nil),              // 59: hookline.v1.PublishBatchResponse
+	(*LookupEventsRequest)(nil),               // 60: hookline.v1.LookupEventsRequest
+	(*AcceptedEvent)(nil),                     // 61: hookline.v1.AcceptedEvent
+	(*LookupEventsResponse)(nil),              // 62: hookline.v1.LookupEventsResponse
+	(*ListDeliveriesRequest)(nil),             // 63: hookline.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil),            // 64: hookline.v1.ListDeliveriesResponse
+	(*GetDeliveryRequest)(nil),                // 65: hookline.v1.GetDeliveryRequest
+	(*ReplayDeliveryRequest)(nil),             // 66: hookline.v1.ReplayDeliveryRequest
+	(*Delivery)(nil),                          // 67: hookline.v1.Delivery
+	nil,                                       // 68: hookline.v1.EndpointSettings.MetadataEntry
+	nil,                                       // 69: hookline.v1.EndpointSettings.HeadersEntry
+	nil,                                       // 70: hookline.v1.EndpointSettings.SecretHeadersEntry
+	nil,                                       // 71: hookline.v1.PulledMessage.HeadersEntry
+	nil,                                       // 72: hookline.v1.EventRouting.HeadersEntry
+	nil,                                       // 73: hookline.v1.PublishRequest.HeadersEntry
+	(*v1.Quota)(nil),                          // 74: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),             // 75: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),             // 76: google.protobuf.FieldMask
+	(*structpb.Value)(nil),                    // 77: google.protobuf.Value
+	(*v1.PlannedDelivery)(nil),                // 78: hookline.v1.PlannedDelivery
+	(*v1.FilteredEndpoint)(nil),               // 79: hookline.v1.FilteredEndpoint
+	(*v1.Attempt)(nil),                        // 80: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	73, // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	74, // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
-	73, // 2: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	74, // 3: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	73, // 4: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
-	12, // 5: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	74, // 6: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
-	7,  // 7: hookline.v1.Tenant.as_of:type_name -> hookline.v1.AsOf
-	67, // 8: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
-	68, // 9: hookline.v1.EndpointSettings.headers:type_name -> hookline.v1.EndpointSettings.HeadersEntry
-	69, // 10: hookline.v1.EndpointSettings.secret_headers:type_name -> hookline.v1.EndpointSettings.SecretHeadersEntry
-	15, // 11: hookline.v1.EndpointSettings.auth:type_name -> hookline.v1.EndpointAuth
-	16, // 12: hookline.v1.EndpointAuth.oauth2:type_name -> hookline.v1.OAuth2Auth
-	14, // 13: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	30, // 14: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	30, // 15: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
-	14, // 16: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	75, // 17: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
-	30, // 18: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	74, // 19: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	74, // 20: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 21: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
-	0,  // 22: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
-	1,  // 23: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
-	29, // 24: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	74, // 25: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	74, // 26: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	7,  // 27: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
-	74, // 28: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	74, // 29: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	74, // 30: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
-	74, // 31: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
-	46, // 32: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
-	45, // 33: hookline.v1.ListOrderingKeysResponse.keys:type_name -> hookline.v1.OrderingKey
-	41, // 34: hookline.v1.PullDeliveriesResponse.messages:type_name -> hookline.v1.PulledMessage
-	70, // 35: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
-	74, // 36: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
-	74, // 37: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	74, // 38: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
-	74, // 39: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	74, // 40: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	74, // 41: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	74, // 42: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
-	32, // 43: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
-	48, // 44: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
-	74, // 45: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
-	71, // 46: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
-	53, // 47: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
-	76, // 48: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
-	2,  // 49: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
-	52, // 50: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
-	74, // 51: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	76, // 52: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	72, // 53: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
-	77, // 54: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	78, // 55: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
-	54, // 56: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
-	55, // 57: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
-	57, // 58: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	74, // 59: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
-	60, // 60: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
-	74, // 61: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	74, // 62: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	66, // 63: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	74, // 64: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	74, // 65: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	74, // 66: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	79, // 67: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	5,  // 68: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	6,  // 69: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	8,  // 70: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	10, // 71: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	11, // 72: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	3,  // 73: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
-	17, // 74: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	19, // 75: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	20, // 76: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	22, // 77: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	23, // 78: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	25, // 79: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	26, // 80: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	27, // 81: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	28, // 82: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	31, // 83: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	33, // 84: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	34, // 85: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
-	36, // 86: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
-	38, // 87: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
-	39, // 88: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
-	42, // 89: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
-	44, // 90: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
-	54, // 91: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	56, // 92: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	59, // 93: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
-	50, // 94: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
-	47, // 95: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
-	62, // 96: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	64, // 97: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	65, // 98: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	13, // 99: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	13, // 100: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	9,  // 101: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	13, // 102: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	13, // 103: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	4,  // 104: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
-	18, // 105: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	30, // 106: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	21, // 107: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	30, // 108: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	24, // 109: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	30, // 110: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	30, // 111: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	30, // 112: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	30, // 113: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	46, // 114: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	46, // 115: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	35, // 116: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
-	37, // 117: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
-	45, // 118: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
-	40, // 119: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
-	43, // 120: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
-	46, // 121: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
-	55, // 122: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	58, // 123: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	61, // 124: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
-	51, // 125: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
-	49, // 126: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
-	63, // 127: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	66, // 128: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	66, // 129: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	99, // [99:130] is the sub-list for method output_type
-	68, // [68:99] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	74,  // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	75,  // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
+	74,  // 2: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	75,  // 3: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	74,  // 4: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	12,  // 5: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
+	75,  // 6: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	7,   // 7: hookline.v1.Tenant.as_of:type_name -> hookline.v1.AsOf
+	68,  // 8: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
+	69,  // 9: hookline.v1.EndpointSettings.headers:type_name -> hookline.v1.EndpointSettings.HeadersEntry
+	70,  // 10: hookline.v1.EndpointSettings.secret_headers:type_name -> hookline.v1.EndpointSettings.SecretHeadersEntry
+	15,  // 11: hookline.v1.EndpointSettings.auth:type_name -> hookline.v1.EndpointAuth
+	17,  // 12: hookline.v1.EndpointAuth.oauth2:type_name -> hookline.v1.OAuth2Auth
+	16,  // 13: hookline.v1.EndpointAuth.mtls:type_name -> hookline.v1.MTLSAuth
+	14,  // 14: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
+	31,  // 15: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	31,  // 16: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
+	14,  // 17: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
+	76,  // 18: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	31,  // 19: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
+	75,  // 20: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	75,  // 21: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	14,  // 22: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
+	0,   // 23: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
+	1,   // 24: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
+	30,  // 25: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
+	75,  // 26: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	75,  // 27: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	7,   // 28: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
+	75,  // 29: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	75,  // 30: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	75,  // 31: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
+	75,  // 32: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
+	47,  // 33: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
+	46,  // 34: hookline.v1.ListOrderingKeysResponse.keys:type_name -> hookline.v1.OrderingKey
+	42,  // 35: hookline.v1.PullDeliveriesResponse.messages:type_name -> hookline.v1.PulledMessage
+	71,  // 36: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
+	75,  // 37: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
+	75,  // 38: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	75,  // 39: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
+	75,  // 40: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	75,  // 41: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	75,  // 42: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	75,  // 43: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	33,  // 44: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
+	49,  // 45: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
+	75,  // 46: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
+	72,  // 47: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
+	54,  // 48: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
+	77,  // 49: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
+	2,   // 50: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
+	53,  // 51: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
+	75,  // 52: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	77,  // 53: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	73,  // 54: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
+	78,  // 55: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	79,  // 56: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
+	55,  // 57: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
+	56,  // 58: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
+	58,  // 59: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
+	75,  // 60: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	61,  // 61: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
+	75,  // 62: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	75,  // 63: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	67,  // 64: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	75,  // 65: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	75,  // 66: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	75,  // 67: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	80,  // 68: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	5,   // 69: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	6,   // 70: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	8,   // 71: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	10,  // 72: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	11,  // 73: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	3,   // 74: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
+	18,  // 75: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	20,  // 76: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	21,  // 77: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	23,  // 78: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	24,  // 79: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	26,  // 80: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	27,  // 81: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	28,  // 82: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	29,  // 83: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	32,  // 84: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	34,  // 85: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	35,  // 86: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
+	37,  // 87: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
+	39,  // 88: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
+	40,  // 89: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
+	43,  // 90: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
+	45,  // 91: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
+	55,  // 92: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	57,  // 93: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	60,  // 94: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	51,  // 95: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
+	48,  // 96: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
+	63,  // 97: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	65,  // 98: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	66,  // 99: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	13,  // 100: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	13,  // 101: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	9,   // 102: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	13,  // 103: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	13,  // 104: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	4,   // 105: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
+	19,  // 106: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	31,  // 107: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	22,  // 108: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	31,  // 109: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	25,  // 110: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	31,  // 111: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	31,  // 112: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	31,  // 113: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	31,  // 114: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	47,  // 115: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	47,  // 116: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	36,  // 117: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
+	38,  // 118: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
+	46,  // 119: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
+	41,  // 120: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
+	44,  // 121: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
+	47,  // 122: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
+	56,  // 123: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	59,  // 124: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	62,  // 125: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	52,  // 126: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
+	50,  // 127: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
+	64,  // 128: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	67,  // 129: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	67,  // 130: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	100, // [100:131] is the sub-list for method output_type
+	69,  // [69:100] is the sub-list for method input_type
+	69,  // [69:69] is the sub-list for extension type_name
+	69,  // [69:69] is the sub-list for extension extendee
+	0,   // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
@@ -5503,7 +5601,7 @@ func file_hookline_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   70,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
