@@ -244,6 +244,33 @@ func TestConsole(t *testing.T) {
 		b.run(t, "recover the last day",
 			chromedp.Click(`#recover-h + p + form button`),
 			waitFor(`document.querySelector("#recover-h").parentElement.textContent.includes("done")`))
+		b.run(t, "a header name that is not one",
+			chromedp.SetValue(`#f-headers`, "X Bad: 1"),
+			chromedp.Click(`//button[text()="Save changes"]`),
+			chromedp.WaitVisible(`#f-headers-err`))
+		if msg := b.text(t, `document.getElementById("f-headers-err").textContent`); !strings.Contains(msg, "not an HTTP header name") {
+			t.Errorf("headers field error = %q", msg)
+		}
+		b.run(t, "an OAuth2 grant without its secret",
+			chromedp.SetValue(`#f-headers`, "X-Region: eu"),
+			chromedp.SetValue(`#f-oauth2_token_url`, "https://auth.example.com/token"),
+			chromedp.SetValue(`#f-oauth2_client_id`, "hookline"),
+			chromedp.Click(`//button[text()="Save changes"]`),
+			chromedp.WaitVisible(`#f-oauth2_client_secret-err`))
+		b.run(t, "a header and a secret header",
+			chromedp.Evaluate[chromedp.Void](`document.getElementById("f-oauth2_token_url").value = document.getElementById("f-oauth2_client_id").value = ""`),
+			chromedp.SetValue(`#f-secret_headers`, "X-Api-Key: k-console-1"),
+			chromedp.Click(`//button[text()="Save changes"]`),
+			waitFor(`(document.getElementById("f-secret_headers")?.placeholder || "").includes("X-Api-Key")`))
+		b.screenshot(t, "portal-endpoint-headers")
+		if v := b.text(t, `document.getElementById("f-headers").value + "|" + document.getElementById("f-secret_headers").value`); v != "X-Region: eu|" {
+			t.Errorf("after saving, headers|secret headers = %q, want the header and no secret value", v)
+		}
+		id := b.text(t, `decodeURIComponent(location.hash.split("/endpoints/")[1].split(/[?&]/)[0])`)
+		ep, err := controlv1.NewEndpointServiceClient(n.cc).GetEndpoint(as(t, key), &controlv1.GetEndpointRequest{EndpointId: id})
+		if err != nil || ep.GetSettings().GetHeaders()["X-Region"] != "eu" || strings.Join(ep.GetSettings().GetSecretHeaderNames(), ",") != "X-Api-Key" || len(ep.GetSettings().GetSecretHeaders()) != 0 {
+			t.Errorf("endpoint %s read back: %v, %v", id, ep.GetSettings(), err)
+		}
 	})
 
 	t.Run("a read-only portal token cannot change anything", func(t *testing.T) {

@@ -186,19 +186,24 @@ func ApplyMask(current, update *controlv1.EndpointSettings, paths []string) (*co
 }
 
 // applyNested applies a path into a message field of the settings
-// ("auth.mtls"): that field of the message is taken from src, or cleared
-// when src leaves it unset.
-func applyNested(src, dst protoreflect.Message, parent, child, path string) error {
+// ("auth.mtls", or a leaf such as "auth.oauth2.client_id", as the REST
+// gateway names the fields of a body): that field is taken from src, or
+// cleared when src leaves it unset.
+func applyNested(src, dst protoreflect.Message, parent, rest, path string) error {
 	pfd := src.Descriptor().Fields().ByName(protoreflect.Name(parent))
 	if pfd == nil || pfd.Kind() != protoreflect.MessageKind || pfd.IsList() || pfd.IsMap() {
-		return command.Invalid("update_mask", "unknown path %q: only a message field (\"auth\") has fields to name", path)
+		return command.Invalid("update_mask", "unknown path %q: %q has no fields to name", path, parent)
 	}
+	child, deeper, nested := strings.Cut(rest, ".")
 	cfd := pfd.Message().Fields().ByName(protoreflect.Name(child))
 	if cfd == nil {
 		return command.Invalid("update_mask", "unknown path %q: %s has no field %q", path, parent, child)
 	}
-	sub := dst.Mutable(pfd).Message()
-	if from := src.Get(pfd).Message(); from.Has(cfd) {
+	from, sub := src.Get(pfd).Message(), dst.Mutable(pfd).Message()
+	if nested {
+		return applyNested(from, sub, child, deeper, path)
+	}
+	if from.Has(cfd) {
 		sub.Set(cfd, from.Get(cfd))
 	} else {
 		sub.Clear(cfd)

@@ -56,6 +56,14 @@ function settingsForm(settings, readOnly, submitLabel, onSubmit) {
     const input = h('input', { type, name, value: v ?? '', inputmode: name === 'url' ? 'url' : undefined, readonly: readOnly, step: type === 'number' ? 'any' : undefined, min: type === 'number' ? '0' : undefined });
     form.append(...field(`f-${name}`, label, input, hint));
   }
+  form.append(h('h3', { class: 'span' }, 'Receiver authentication and headers'));
+  for (const [name, label, type, hint] of authFields) {
+    const v = authValue(settings, name);
+    const input = type === 'textarea'
+      ? h('textarea', { name, rows: 3, readonly: readOnly, placeholder: authPlaceholder(settings, name) }, v)
+      : h('input', { type, name, value: v, readonly: readOnly, autocomplete: type === 'password' ? 'new-password' : undefined, placeholder: authPlaceholder(settings, name) });
+    form.append(...field(`f-${name}`, label, input, hint));
+  }
   if (!readOnly) {
     form.append(h('span'), h('div', {}, h('button', { type: 'submit' }, submitLabel)));
     form.addEventListener('submit', async (ev) => {
@@ -68,12 +76,12 @@ function settingsForm(settings, readOnly, submitLabel, onSubmit) {
         else if (type === 'number') { if (raw !== '') out[name] = Number(raw); }
         else out[name] = raw;
       }
+      Object.assign(out, authSettings((name) => form.elements[name].value.trim()));
       try {
         await onSubmit(out);
       } catch (e) {
         if (!(e instanceof ApiError)) throw e;
-        const m = /^settings\.([a-z_]+)/.exec(e.field);
-        if (!m || !showFieldError(`f-${m[1]}`, e.detail)) {
+        if (!showFieldError(fieldOf(e.field), e.detail)) {
           form.prepend(notice('error', e.message));
         }
         announce(`Not saved: ${e.message}`);
@@ -81,6 +89,84 @@ function settingsForm(settings, readOnly, submitLabel, onSubmit) {
     });
   }
   return form;
+}
+
+// authFields are the headers and the receiver's authentication: secret
+// values are never shown back, and an empty secret keeps the stored one.
+const authFields = [
+  ['headers', 'Headers', 'textarea', 'One "Name: value" per line, sent with every attempt and shown here; put credentials under secret headers.'],
+  ['secret_headers', 'Secret headers', 'textarea', 'One "Name: value" per line, sealed at rest and never shown. Empty keeps those stored; any line replaces them all.'],
+  ['header_prefix', 'Signature header prefix', 'text', 'Empty: webhook- (Standard Webhooks). svix- gives svix-id, svix-signature, …'],
+  ['oauth2_token_url', 'OAuth2 token URL', 'text', 'Client credentials: each attempt carries a bearer token from this token endpoint. Empty: none.'],
+  ['oauth2_client_id', 'OAuth2 client id', 'text', ''],
+  ['oauth2_client_secret', 'OAuth2 client secret', 'password', 'Sealed at rest, never shown; empty keeps the stored one.'],
+  ['oauth2_scopes', 'OAuth2 scopes', 'text', 'Comma-separated.'],
+  ['mtls_client_certificate', 'Client certificate (PEM)', 'textarea', 'Mutual TLS: the chain presented to the receiver, leaf first. Empty: none.'],
+  ['mtls_client_key', 'Client key (PEM)', 'textarea', 'Sealed at rest, never shown; empty keeps the stored one for the same certificate.'],
+  ['mtls_ca_bundle', 'Receiver CA bundle (PEM)', 'textarea', 'Optional: the receiver\'s private CA, trusted in place of the system\'s roots.'],
+];
+
+function authValue(s, name) {
+  const o = s?.auth?.oauth2;
+  const m = s?.auth?.mtls;
+  switch (name) {
+    case 'headers': return Object.entries(s?.headers || {}).map(([k, v]) => `${k}: ${v}`).join('\n');
+    case 'header_prefix': return s?.header_prefix || '';
+    case 'oauth2_token_url': return o?.token_url || '';
+    case 'oauth2_client_id': return o?.client_id || '';
+    case 'oauth2_scopes': return (o?.scopes || []).join(', ');
+    case 'mtls_client_certificate': return m?.client_certificate || '';
+    case 'mtls_ca_bundle': return m?.ca_bundle || '';
+    default: return ''; // secrets are never shown
+  }
+}
+
+function authPlaceholder(s, name) {
+  if (name === 'secret_headers' && s?.secret_header_names?.length) return `Stored, sealed: ${s.secret_header_names.join(', ')}`;
+  if (name === 'oauth2_client_secret' && s?.auth?.oauth2?.client_secret_set) return 'Stored, sealed';
+  if (name === 'mtls_client_key' && s?.auth?.mtls?.client_key_set) return 'Stored, sealed';
+  return undefined;
+}
+
+// headerLines parses "Name: value" lines.
+function headerLines(text) {
+  const out = {};
+  for (const line of text.split('\n')) {
+    const i = line.indexOf(':');
+    if (line.trim() === '') continue;
+    if (i <= 0) out[line.trim()] = ''; // the node names the bad line
+    else out[line.slice(0, i).trim()] = line.slice(i + 1).trim();
+  }
+  return out;
+}
+
+// authSettings builds the headers and auth of the settings from the form.
+function authSettings(get) {
+  const out = { headers: headerLines(get('headers')), header_prefix: get('header_prefix') };
+  const secret = headerLines(get('secret_headers'));
+  if (Object.keys(secret).length) out.secret_headers = secret;
+  const auth = {};
+  if (get('oauth2_token_url')) {
+    auth.oauth2 = { token_url: get('oauth2_token_url'), client_id: get('oauth2_client_id'),
+      scopes: get('oauth2_scopes').split(',').map((x) => x.trim()).filter(Boolean) };
+    if (get('oauth2_client_secret')) auth.oauth2.client_secret = get('oauth2_client_secret');
+  }
+  if (get('mtls_client_certificate')) {
+    auth.mtls = { client_certificate: get('mtls_client_certificate'), ca_bundle: get('mtls_ca_bundle') };
+    if (get('mtls_client_key')) auth.mtls.client_key = get('mtls_client_key');
+  }
+  out.auth = auth;
+  return out;
+}
+
+// fieldOf maps an error's field (settings.auth.oauth2.token_url) to the
+// id of its input.
+function fieldOf(f) {
+  const m = /^settings\.(?:auth\.)?([a-z0-9_]+)(?:\.([a-z_]+))?/.exec(f || '');
+  if (!m) return '';
+  if (m[1] === 'auth') return 'f-oauth2_token_url';
+  if (m[1] === 'mtls' && !m[2]) return 'f-mtls_client_certificate';
+  return m[2] ? `f-${m[1]}_${m[2]}` : `f-${m[1]}`;
 }
 
 function secretNotice(secret, extra) {
