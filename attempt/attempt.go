@@ -137,6 +137,10 @@ func (c *Client) do(parent context.Context, req Request, o *Outcome, now func() 
 		internal(err)
 		return
 	}
+	if u.Scheme == SchemeNATS {
+		c.publishNATS(ctx, u, req, o, sig)
+		return
+	}
 	resp, err := c.exchange(ctx, u, req, o, sig, now)
 	var te *TokenError
 	switch {

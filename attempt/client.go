@@ -122,6 +122,8 @@ type Client struct {
 	http      *http.Client
 	tokens    tokens
 
+	nats natsConns
+
 	tlsMu      sync.Mutex              // guards tlsClients
 	tlsClients map[string]*http.Client // by ClientTLS.Key
 }
@@ -173,8 +175,17 @@ func NewClient(cfg ClientConfig) *Client {
 	return c
 }
 
-// CloseIdleConnections closes pooled connections that are not in use.
-func (c *Client) CloseIdleConnections() { c.transport.CloseIdleConnections() }
+// CloseIdleConnections closes pooled connections that are not in use, and
+// the connections to NATS servers.
+func (c *Client) CloseIdleConnections() {
+	c.transport.CloseIdleConnections()
+	c.nats.mu.Lock()
+	defer c.nats.mu.Unlock()
+	for host, nc := range c.nats.conns {
+		nc.Close()
+		delete(c.nats.conns, host)
+	}
+}
 
 // dialContext resolves the host through the policy's resolver, requires
 // every address to pass the policy, and dials the checked addresses
@@ -190,7 +201,7 @@ func (c *Client) dialContext(ctx context.Context, network, address string) (net.
 		return nil, blocked(RulePort, "port %q is not a valid port number", portText)
 	}
 	port := uint16(n)
-	if !c.policy.AllowPrivate && !slices.Contains(c.policy.ports(), port) {
+	if !c.policy.AllowPrivate && !slices.Contains(c.policy.ports(), port) && !(port == DefaultNATSPort && ctx.Value(brokerDial{}) != nil) {
 		return nil, blocked(RulePort, "port %d is not allowed (allowed: %s); use https on an allowed port", port, joinPorts(c.policy.ports()))
 	}
 

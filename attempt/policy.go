@@ -216,10 +216,10 @@ func (p *Policy) checkStatic(raw string) (target, error) {
 		return target{}, blocked(RuleURL, "cannot parse the URL (%v); give an absolute https URL", err)
 	}
 	switch {
-	case u.Scheme == "https":
+	case u.Scheme == "https", u.Scheme == SchemeNATS:
 	case u.Scheme == "http" && p.AllowPrivate:
 	default:
-		return target{}, blocked(RuleScheme, "scheme %q is not allowed; use https", u.Scheme)
+		return target{}, blocked(RuleScheme, "scheme %q is not allowed; use https (or nats:// for a NATS JetStream subject)", u.Scheme)
 	}
 	if u.Opaque != "" || u.Host == "" {
 		return target{}, blocked(RuleURL, "the URL has no host; give an absolute URL such as https://example.com/webhooks")
@@ -238,6 +238,11 @@ func (p *Policy) checkStatic(raw string) (target, error) {
 	port, err := p.checkPort(u)
 	if err != nil {
 		return target{}, err
+	}
+	if u.Scheme == SchemeNATS {
+		if err := checkSubject(u); err != nil {
+			return target{}, err
+		}
 	}
 
 	t := target{port: port}
@@ -281,10 +286,12 @@ func (p *Policy) checkPort(u *url.URL) (uint16, error) {
 		port = uint16(n)
 	case u.Scheme == "http":
 		port = 80
+	case u.Scheme == SchemeNATS:
+		port = DefaultNATSPort
 	default:
 		port = 443
 	}
-	if p.AllowPrivate || slices.Contains(p.ports(), port) {
+	if p.AllowPrivate || slices.Contains(p.ports(), port) || u.Scheme == SchemeNATS && port == DefaultNATSPort {
 		return port, nil
 	}
 	return 0, blocked(RulePort, "port %d is not allowed (allowed: %s); use https on an allowed port", port, joinPorts(p.ports()))

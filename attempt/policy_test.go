@@ -51,6 +51,8 @@ func TestCheckURLAccepts(t *testing.T) {
 		{"public ipv4 hex", "https://0x8.0x8.0x8.0x8/", "https://8.8.8.8/"},
 		{"public ipv6 literal", "https://[2606:4700:4700::1111]/", "https://[2606:4700:4700::1111]/"},
 		{"public ipv6 literal port", "https://[2606:4700:4700:0::1111]:443/", "https://[2606:4700:4700::1111]:443/"},
+		{"nats subject", "nats://hooks.example.com/webhooks.orders", "nats://hooks.example.com/webhooks.orders"},
+		{"nats port 4222", "nats://hooks.example.com:4222/webhooks", "nats://hooks.example.com:4222/webhooks"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,6 +89,13 @@ func TestCheckURLRefuses(t *testing.T) {
 		{"fragment", "https://hooks.example.com/w#x", attempt.RuleFragment},
 		{"empty fragment", "https://hooks.example.com/w#", attempt.RuleFragment},
 		{"zone", "https://[fe80::1%25eth0]/", attempt.RuleZone},
+		{"nats other port", "nats://hooks.example.com:4223/webhooks", attempt.RulePort},
+		{"nats credentials", "nats://user:pw@hooks.example.com/webhooks", attempt.RuleUserinfo},
+		{"nats no subject", "nats://hooks.example.com/", attempt.RuleURL},
+		{"nats wildcard", "nats://hooks.example.com/webhooks.>", attempt.RuleURL},
+		{"nats empty token", "nats://hooks.example.com/webhooks..orders", attempt.RuleURL},
+		{"nats query", "nats://hooks.example.com/webhooks?x=1", attempt.RuleURL},
+		{"nats private", "nats://127.0.0.1/webhooks", attempt.RuleAddress},
 
 		// Local names.
 		{"localhost", "https://localhost/", attempt.RuleName},
@@ -194,7 +203,7 @@ func TestCheckURLErrorMessages(t *testing.T) {
 		{
 			name: "scheme",
 			raw:  "http://hooks.example.com/",
-			want: `url: scheme "http" is not allowed; use https`,
+			want: `url: scheme "http" is not allowed; use https (or nats:// for a NATS JetStream subject)`,
 		},
 		{
 			name: "resolved private",

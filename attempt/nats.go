@@ -1,0 +1,119 @@
+package attempt
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+)
+
+// NATS JetStream destinations: nats://host[:port]/subject.
+const (
+	SchemeNATS      = "nats"
+	DefaultNATSPort = 4222
+)
+
+// brokerDial marks a dial's context as a broker's, whose default port
+// the policy admits beside the https ports.
+type brokerDial struct{}
+
+// natsConns are the client's connections to NATS servers, one per
+// host:port, made on first use and shared by every endpoint there.
+type natsConns struct {
+	mu    sync.Mutex
+	conns map[string]*nats.Conn
+}
+
+// checkSubject reports whether a nats:// URL's path names one subject.
+func checkSubject(u *url.URL) error {
+	subject := strings.TrimPrefix(u.Path, "/")
+	switch {
+	case subject == "":
+		return blocked(RuleURL, "a nats:// URL names the subject to publish to as its path, e.g. nats://nats.example.com/webhooks.orders")
+	case u.RawQuery != "":
+		return blocked(RuleURL, "a nats:// URL takes no query")
+	case strings.ContainsAny(subject, " \t\r\n*>/") || strings.HasPrefix(subject, ".") || strings.HasSuffix(subject, ".") || strings.Contains(subject, ".."):
+		return blocked(RuleURL, "subject %q is not one NATS subject: use dot-separated tokens without spaces, slashes or wildcards", subject)
+	}
+	return nil
+}
+
+// natsDialer dials a NATS server through the egress policy.
+type natsDialer struct{ c *Client }
+
+func (d natsDialer) Dial(network, address string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), brokerDial{}, true), d.c.cfg.ConnectTimeout)
+	defer cancel()
+	return d.c.dialContext(ctx, network, address)
+}
+
+// natsConn returns the connection to u's server, connecting when there is
+// none or it was closed.
+func (c *Client) natsConn(u *url.URL) (*nats.Conn, error) {
+	c.nats.mu.Lock()
+	defer c.nats.mu.Unlock()
+	if nc := c.nats.conns[u.Host]; nc != nil && !nc.IsClosed() {
+		return nc, nil
+	}
+	nc, err := nats.Connect(SchemeNATS+"://"+u.Host, nats.SetCustomDialer(natsDialer{c}), nats.Name("hookline"),
+		nats.Timeout(c.cfg.ConnectTimeout), nats.MaxReconnects(-1), nats.NoCallbacksAfterClientClose())
+	if err != nil {
+		return nil, err
+	}
+	if c.nats.conns == nil {
+		c.nats.conns = map[string]*nats.Conn{}
+	}
+	c.nats.conns[u.Host] = nc
+	return nc, nil
+}
+
+// publishNATS publishes req's payload to u's subject on JetStream, with
+// the signature and delivery headers as message headers and the delivery
+// id as Nats-Msg-Id, so that the stream drops a repeat within its
+// duplicate window. The attempt succeeds when the stream acknowledges the
+// message as stored.
+func (c *Client) publishNATS(ctx context.Context, u *url.URL, req Request, o *Outcome, sig string) {
+	if err := checkSubject(u); err != nil {
+		o.ErrorClass, o.Class, o.Error = classifyError(ctx, err)
+		return
+	}
+	nc, err := c.natsConn(u)
+	if err != nil {
+		o.ErrorClass, o.Class, o.Error = hooklinev1.ErrorClass_ERROR_CLASS_CONNECT, Retryable{}, "cannot connect to the NATS server: "+errorText(err)
+		return
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		o.ErrorClass, o.Class, o.Error = hooklinev1.ErrorClass_ERROR_CLASS_INTERNAL, Retryable{}, errorText(err)
+		return
+	}
+	h := http.Header{}
+	setHeaders(h, req, o, sig)
+	subject := strings.TrimPrefix(u.Path, "/")
+	msg := &nats.Msg{Subject: subject, Data: req.Payload, Header: nats.Header(h)}
+	body := sha256.Sum256(req.Payload)
+	o.BodySHA256, o.BodyBytes = body[:], int64(len(req.Payload))
+	ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(req.DeliveryID))
+	switch {
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		o.ErrorClass, o.Class = hooklinev1.ErrorClass_ERROR_CLASS_CONNECT, Retryable{}
+		o.Error = fmt.Sprintf("no JetStream stream takes subject %q on %s: create one (nats stream add --subjects %q)", subject, u.Host, subject)
+	case err != nil:
+		o.ErrorClass, o.Class, o.Error = classifyError(ctx, err)
+	default:
+		o.Class = Success{}
+		ackText := fmt.Appendf(nil, `{"stream":%q,"seq":%d,"duplicate":%t}`, ack.Stream, ack.Sequence, ack.Duplicate)
+		sum := sha256.Sum256(ackText)
+		o.ResponsePrefix, o.ResponseSHA256, o.ResponseBytes = ackText, sum[:], int64(len(ackText))
+	}
+}
