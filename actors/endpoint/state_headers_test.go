@@ -88,6 +88,11 @@ func TestSecretHeaders(t *testing.T) {
 		},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"auth", "secret_headers"}},
 	}), env(krOld, t0, ""))
+	cert, key := testpki.NewCA(t, "ca").Client(t, "c", t0.Add(time.Hour))
+	decideApply(t, s, cmd("acme", &controlv1.UpdateEndpointRequest{
+		Settings:   &controlv1.EndpointSettings{Auth: &controlv1.EndpointAuth{Mtls: &controlv1.MTLSAuth{ClientCertificate: cert, ClientKey: key}}},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"auth.mtls"}},
+	}), env(krOld, t0, ""))
 
 	reseal := cmd("acme", nil)
 	reseal.Command = &internalv1.EndpointCommand_Reseal{Reseal: &internalv1.Reseal{}}
@@ -106,6 +111,9 @@ func TestSecretHeaders(t *testing.T) {
 	}
 	if g, _, err := s.OAuth2(krNew); err != nil || g.ClientSecret != "cs-1" {
 		t.Fatalf("after the reseal the new key alone opens the client secret: %v", err)
+	}
+	if ct, err := s.ClientTLS(krNew); err != nil || ct.PrivateKey != key {
+		t.Fatalf("after the reseal the new key alone opens the client key: %v", err)
 	}
 	if dec := decideApply(t, s, reseal, env(krBoth, t0, "")); len(dec.Events) != 0 {
 		t.Fatalf("a second reseal wrote %d events, want none", len(dec.Events))

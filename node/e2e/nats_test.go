@@ -89,7 +89,7 @@ func (s *natsServer) stop() {
 // every delivery is stored once in the stream, with the delivery id as
 // Nats-Msg-Id and the signature headers as message headers, verifiable
 // like a webhook; a replay is dropped by the stream as a repeat; with the
-// server down, deliveries retry and succeed once it is back.
+// server down for 10 s, deliveries retry and succeed once it is back.
 func TestNATSDestination(t *testing.T) {
 	ns := startNATS(t)
 	n := startE2E(t, node.Config{Schedule: attempt.Schedule{Base: 200 * time.Millisecond, Cap: time.Second, MaxAttempts: 100}})
@@ -171,8 +171,10 @@ func TestNATSDestination(t *testing.T) {
 		t.Fatalf("after the replay the stream holds %d messages, %d of the replayed delivery; want 200 and 1", len(got), got[ids[0]])
 	}
 
-	// The server down: deliveries wait, and succeed once it is back.
+	// The server down for 10 s: deliveries wait, and succeed once it is
+	// back.
 	ns.stop()
+	down := time.Now()
 	var during []string
 	for i := range 20 {
 		during = append(during, c.publish(t, fmt.Sprintf("down_%02d", i), "order.paid")...)
@@ -181,6 +183,7 @@ func TestNATSDestination(t *testing.T) {
 		d, err := c.deliveries.GetDelivery(c.ctx(), &controlv1.GetDeliveryRequest{DeliveryId: during[0]})
 		return err == nil && d.GetAttemptCount() > 0
 	})
+	time.Sleep(10*time.Second - time.Since(down)) // the rest of the outage
 	ns.start()
 	eventually(t, 60*time.Second, "the deliveries held while the server was down", all(during))
 	if got := stored(); len(got) != 220 {
