@@ -175,14 +175,20 @@ func NewClient(cfg ClientConfig) *Client {
 	return c
 }
 
-// CloseIdleConnections closes pooled connections that are not in use, and
-// the connections to NATS servers.
+// CloseIdleConnections closes pooled connections that are not in use
+// (those of client certificates' transports too), and the connections to
+// NATS servers.
 func (c *Client) CloseIdleConnections() {
 	c.transport.CloseIdleConnections()
+	c.tlsMu.Lock()
+	for _, h := range c.tlsClients {
+		h.CloseIdleConnections()
+	}
+	c.tlsMu.Unlock()
 	c.nats.mu.Lock()
 	defer c.nats.mu.Unlock()
-	for host, nc := range c.nats.conns {
-		nc.Close()
+	for host, conn := range c.nats.conns {
+		conn.nc.Close()
 		delete(c.nats.conns, host)
 	}
 }

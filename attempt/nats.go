@@ -28,10 +28,16 @@ const (
 type brokerDial struct{}
 
 // natsConns are the client's connections to NATS servers, one per
-// host:port, made on first use and shared by every endpoint there.
+// host:port, made on first use and shared by every endpoint there, each
+// with its JetStream context.
 type natsConns struct {
 	mu    sync.Mutex
-	conns map[string]*nats.Conn
+	conns map[string]natsConn
+}
+
+type natsConn struct {
+	nc *nats.Conn
+	js jetstream.JetStream
 }
 
 // checkSubject reports whether a nats:// URL's path names one subject.
@@ -57,44 +63,40 @@ func (d natsDialer) Dial(network, address string) (net.Conn, error) {
 	return d.c.dialContext(ctx, network, address)
 }
 
-// natsConn returns the connection to u's server, connecting when there is
-// none or it was closed.
-func (c *Client) natsConn(u *url.URL) (*nats.Conn, error) {
+// natsConn returns the JetStream context of u's server, connecting when
+// there is no connection or it was closed.
+func (c *Client) natsConn(u *url.URL) (jetstream.JetStream, error) {
 	c.nats.mu.Lock()
 	defer c.nats.mu.Unlock()
-	if nc := c.nats.conns[u.Host]; nc != nil && !nc.IsClosed() {
-		return nc, nil
+	if conn, ok := c.nats.conns[u.Host]; ok && !conn.nc.IsClosed() {
+		return conn.js, nil
 	}
 	nc, err := nats.Connect(SchemeNATS+"://"+u.Host, nats.SetCustomDialer(natsDialer{c}), nats.Name("hookline"),
 		nats.Timeout(c.cfg.ConnectTimeout), nats.MaxReconnects(-1), nats.NoCallbacksAfterClientClose())
 	if err != nil {
 		return nil, err
 	}
-	if c.nats.conns == nil {
-		c.nats.conns = map[string]*nats.Conn{}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
 	}
-	c.nats.conns[u.Host] = nc
-	return nc, nil
+	if c.nats.conns == nil {
+		c.nats.conns = map[string]natsConn{}
+	}
+	c.nats.conns[u.Host] = natsConn{nc: nc, js: js}
+	return js, nil
 }
 
 // publishNATS publishes req's payload to u's subject on JetStream, with
 // the signature and delivery headers as message headers and the delivery
 // id as Nats-Msg-Id, so that the stream drops a repeat within its
 // duplicate window. The attempt succeeds when the stream acknowledges the
-// message as stored.
+// message as stored. u passed the egress policy, which checks the subject.
 func (c *Client) publishNATS(ctx context.Context, u *url.URL, req Request, o *Outcome, sig string) {
-	if err := checkSubject(u); err != nil {
-		o.ErrorClass, o.Class, o.Error = classifyError(ctx, err)
-		return
-	}
-	nc, err := c.natsConn(u)
+	js, err := c.natsConn(u)
 	if err != nil {
 		o.ErrorClass, o.Class, o.Error = hooklinev1.ErrorClass_ERROR_CLASS_CONNECT, Retryable{}, "cannot connect to the NATS server: "+errorText(err)
-		return
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		o.ErrorClass, o.Class, o.Error = hooklinev1.ErrorClass_ERROR_CLASS_INTERNAL, Retryable{}, errorText(err)
 		return
 	}
 	h := http.Header{}

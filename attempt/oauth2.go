@@ -97,8 +97,9 @@ func (c *Client) token(ctx context.Context, hc *http.Client, key string, grant *
 	tok, lifetime, err := c.fetchToken(ctx, hc, grant)
 	if err != nil {
 		e.failures++
-		e.err = &TokenError{msg: fmt.Sprintf("token endpoint: %v (no token request for %v)", err, backoff(e.failures))}
-		e.retry = at.Add(backoff(e.failures))
+		pause := backoff(e.failures)
+		e.err = &TokenError{msg: fmt.Sprintf("token endpoint: %v (no token request for %v)", err, pause)}
+		e.retry = at.Add(pause)
 		return "", false, e.err
 	}
 	e.token, e.failures, e.err = tok, 0, nil

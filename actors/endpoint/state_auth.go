@@ -108,12 +108,9 @@ func validateAuth(s *controlv1.EndpointSettings, now time.Time) error {
 	if a := g.GetAudience(); len(a) > MaxOAuth2AudienceLen || !printable(a) {
 		return command.Invalid("settings.auth.oauth2.audience", "must be at most %d printable ASCII characters", MaxOAuth2AudienceLen)
 	}
-	for _, h := range [][]string{slices.Collect(maps.Keys(s.GetHeaders())), slices.Collect(maps.Keys(s.GetSecretHeaders())), s.GetSecretHeaderNames()} {
-		for _, name := range h {
-			if strings.EqualFold(name, "Authorization") {
-				return command.Invalid("settings.auth", "sets Authorization, which a static header sets too; remove the %q header or the grant", name)
-			}
-		}
+	names := slices.Concat(slices.Collect(maps.Keys(s.GetHeaders())), slices.Collect(maps.Keys(s.GetSecretHeaders())), s.GetSecretHeaderNames())
+	if i := slices.IndexFunc(names, func(n string) bool { return strings.EqualFold(n, "Authorization") }); i >= 0 {
+		return command.Invalid("settings.auth", "sets Authorization, which a static header sets too; remove the %q header or the grant", names[i])
 	}
 	return nil
 }

@@ -54,7 +54,13 @@ func (s *State) OAuth2(kr *seal.Keyring) (*attempt.OAuth2, string, error) {
 	return &attempt.OAuth2{
 		TokenURL: g.GetTokenUrl(), ClientID: g.GetClientId(), ClientSecret: string(secret),
 		Scopes: g.GetScopes(), Audience: g.GetAudience(),
-	}, s.EndpointID + "/" + strconv.FormatInt(s.ConfigVersion, 10), nil
+	}, s.configKey(), nil
+}
+
+// configKey names the endpoint's configuration version: what the egress
+// client caches tokens and client-certificate transports under.
+func (s *State) configKey() string {
+	return s.EndpointID + "/" + strconv.FormatInt(s.ConfigVersion, 10)
 }
 
 // ClientTLS returns the endpoint's client certificate with its key opened,
@@ -71,7 +77,7 @@ func (s *State) ClientTLS(kr *seal.Keyring) (*attempt.ClientTLS, error) {
 		return nil, fmt.Errorf("open the client certificate key of %s: %w", s.EndpointID, err)
 	}
 	return &attempt.ClientTLS{
-		Key:         s.EndpointID + "/" + strconv.FormatInt(s.ConfigVersion, 10),
+		Key:         s.configKey(),
 		Certificate: m.GetClientCertificate(), PrivateKey: string(key), CABundle: m.GetCaBundle(),
 	}, nil
 }
