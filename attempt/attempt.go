@@ -22,6 +22,11 @@ import (
 type Request struct {
 	URL string // the endpoint URL as stored (normalised by CheckURL)
 
+	// URLPassword is the password of a broker URL's user, which the
+	// endpoint keeps sealed apart from its URL. It is a secret: never log
+	// it.
+	URLPassword string
+
 	DeliveryID    string    // sent as webhook-id
 	EventID       string    // sent as webhook-event-id
 	EventType     string    // sent as webhook-event-type
@@ -137,8 +142,12 @@ func (c *Client) do(parent context.Context, req Request, o *Outcome, now func() 
 		internal(err)
 		return
 	}
-	if u.Scheme == SchemeNATS {
+	switch u.Scheme {
+	case SchemeNATS:
 		c.publishNATS(ctx, u, req, o, sig)
+		return
+	case SchemeAMQP, SchemeAMQPS:
+		c.publishAMQP(ctx, u, req, o, sig)
 		return
 	}
 	resp, err := c.exchange(ctx, u, req, o, sig, now)

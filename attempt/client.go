@@ -123,6 +123,7 @@ type Client struct {
 	tokens    tokens
 
 	nats natsConns
+	amqp amqpConns
 
 	tlsMu      sync.Mutex              // guards tlsClients
 	tlsClients map[string]*http.Client // by ClientTLS.Key
@@ -177,7 +178,7 @@ func NewClient(cfg ClientConfig) *Client {
 
 // CloseIdleConnections closes pooled connections that are not in use
 // (those of client certificates' transports too), and the connections to
-// NATS servers.
+// brokers.
 func (c *Client) CloseIdleConnections() {
 	c.transport.CloseIdleConnections()
 	c.tlsMu.Lock()
@@ -185,6 +186,7 @@ func (c *Client) CloseIdleConnections() {
 		h.CloseIdleConnections()
 	}
 	c.tlsMu.Unlock()
+	c.closeAMQP()
 	c.nats.mu.Lock()
 	defer c.nats.mu.Unlock()
 	for host, conn := range c.nats.conns {
@@ -207,7 +209,7 @@ func (c *Client) dialContext(ctx context.Context, network, address string) (net.
 		return nil, blocked(RulePort, "port %q is not a valid port number", portText)
 	}
 	port := uint16(n)
-	if !c.policy.AllowPrivate && !slices.Contains(c.policy.ports(), port) && !(port == DefaultNATSPort && ctx.Value(brokerDial{}) != nil) {
+	if !c.policy.AllowPrivate && !slices.Contains(c.policy.ports(), port) && !(ctx.Value(brokerDial{}) != nil && (port == DefaultNATSPort || port == DefaultAMQPPort || port == DefaultAMQPSPort)) {
 		return nil, blocked(RulePort, "port %d is not allowed (allowed: %s); use https on an allowed port", port, joinPorts(c.policy.ports()))
 	}
 

@@ -28,8 +28,8 @@ const (
 type brokerDial struct{}
 
 // natsConns are the client's connections to NATS servers, one per
-// host:port, made on first use and shared by every endpoint there, each
-// with its JetStream context.
+// host:port and credentials, made on first use and shared by every
+// endpoint there with those credentials, each with its JetStream context.
 type natsConns struct {
 	mu    sync.Mutex
 	conns map[string]natsConn
@@ -64,15 +64,25 @@ func (d natsDialer) Dial(network, address string) (net.Conn, error) {
 }
 
 // natsConn returns the JetStream context of u's server, connecting when
-// there is no connection or it was closed.
-func (c *Client) natsConn(u *url.URL) (jetstream.JetStream, error) {
+// there is no connection or it was closed. A user with a password
+// authenticates with both; a user alone is a token.
+func (c *Client) natsConn(u *url.URL, password string) (jetstream.JetStream, error) {
 	c.nats.mu.Lock()
 	defer c.nats.mu.Unlock()
-	if conn, ok := c.nats.conns[u.Host]; ok && !conn.nc.IsClosed() {
+	user := u.User.Username()
+	key := u.Host + "\x00" + user + "\x00" + password
+	if conn, ok := c.nats.conns[key]; ok && !conn.nc.IsClosed() {
 		return conn.js, nil
 	}
-	nc, err := nats.Connect(SchemeNATS+"://"+u.Host, nats.SetCustomDialer(natsDialer{c}), nats.Name("hookline"),
-		nats.Timeout(c.cfg.ConnectTimeout), nats.MaxReconnects(-1), nats.NoCallbacksAfterClientClose())
+	opts := []nats.Option{nats.SetCustomDialer(natsDialer{c}), nats.Name("hookline"),
+		nats.Timeout(c.cfg.ConnectTimeout), nats.MaxReconnects(-1), nats.NoCallbacksAfterClientClose()}
+	switch {
+	case user != "" && password != "":
+		opts = append(opts, nats.UserInfo(user, password))
+	case user != "":
+		opts = append(opts, nats.Token(user))
+	}
+	nc, err := nats.Connect(SchemeNATS+"://"+u.Host, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +94,7 @@ func (c *Client) natsConn(u *url.URL) (jetstream.JetStream, error) {
 	if c.nats.conns == nil {
 		c.nats.conns = map[string]natsConn{}
 	}
-	c.nats.conns[u.Host] = natsConn{nc: nc, js: js}
+	c.nats.conns[key] = natsConn{nc: nc, js: js}
 	return js, nil
 }
 
@@ -94,9 +104,9 @@ func (c *Client) natsConn(u *url.URL) (jetstream.JetStream, error) {
 // duplicate window. The attempt succeeds when the stream acknowledges the
 // message as stored. u passed the egress policy, which checks the subject.
 func (c *Client) publishNATS(ctx context.Context, u *url.URL, req Request, o *Outcome, sig string) {
-	js, err := c.natsConn(u)
+	js, err := c.natsConn(u, req.URLPassword)
 	if err != nil {
-		o.ErrorClass, o.Class, o.Error = hooklinev1.ErrorClass_ERROR_CLASS_CONNECT, Retryable{}, "cannot connect to the NATS server: "+errorText(err)
+		o.ErrorClass, o.Class, o.Error = hooklinev1.ErrorClass_ERROR_CLASS_CONNECT, Retryable{}, "cannot connect to the NATS server "+u.Host+": "+errorText(err)
 		return
 	}
 	h := http.Header{}

@@ -216,15 +216,15 @@ func (p *Policy) checkStatic(raw string) (target, error) {
 		return target{}, blocked(RuleURL, "cannot parse the URL (%v); give an absolute https URL", err)
 	}
 	switch {
-	case u.Scheme == "https", u.Scheme == SchemeNATS:
+	case u.Scheme == "https", IsBrokerScheme(u.Scheme):
 	case u.Scheme == "http" && p.AllowPrivate:
 	default:
-		return target{}, blocked(RuleScheme, "scheme %q is not allowed; use https (or nats:// for a NATS JetStream subject)", u.Scheme)
+		return target{}, blocked(RuleScheme, "scheme %q is not allowed; use https (or nats:// for a NATS JetStream subject, amqp:// or amqps:// for a RabbitMQ exchange)", u.Scheme)
 	}
 	if u.Opaque != "" || u.Host == "" {
 		return target{}, blocked(RuleURL, "the URL has no host; give an absolute URL such as https://example.com/webhooks")
 	}
-	if u.User != nil {
+	if u.User != nil && !IsBrokerScheme(u.Scheme) {
 		return target{}, blocked(RuleUserinfo, "credentials in the URL are not allowed; remove the user:password@ part and authenticate with the webhook signature")
 	}
 	if u.Fragment != "" || strings.Contains(raw, "#") {
@@ -239,8 +239,13 @@ func (p *Policy) checkStatic(raw string) (target, error) {
 	if err != nil {
 		return target{}, err
 	}
-	if u.Scheme == SchemeNATS {
+	switch u.Scheme {
+	case SchemeNATS:
 		if err := checkSubject(u); err != nil {
+			return target{}, err
+		}
+	case SchemeAMQP, SchemeAMQPS:
+		if _, err := parseAMQP(u); err != nil {
 			return target{}, err
 		}
 	}
@@ -286,12 +291,12 @@ func (p *Policy) checkPort(u *url.URL) (uint16, error) {
 		port = uint16(n)
 	case u.Scheme == "http":
 		port = 80
-	case u.Scheme == SchemeNATS:
-		port = DefaultNATSPort
+	case IsBrokerScheme(u.Scheme):
+		port = brokerPort(u.Scheme)
 	default:
 		port = 443
 	}
-	if p.AllowPrivate || slices.Contains(p.ports(), port) || u.Scheme == SchemeNATS && port == DefaultNATSPort {
+	if p.AllowPrivate || slices.Contains(p.ports(), port) || IsBrokerScheme(u.Scheme) && port == brokerPort(u.Scheme) {
 		return port, nil
 	}
 	return 0, blocked(RulePort, "port %d is not allowed (allowed: %s); use https on an allowed port", port, joinPorts(p.ports()))

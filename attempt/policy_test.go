@@ -53,6 +53,10 @@ func TestCheckURLAccepts(t *testing.T) {
 		{"public ipv6 literal port", "https://[2606:4700:4700:0::1111]:443/", "https://[2606:4700:4700::1111]:443/"},
 		{"nats subject", "nats://hooks.example.com/webhooks.orders", "nats://hooks.example.com/webhooks.orders"},
 		{"nats port 4222", "nats://hooks.example.com:4222/webhooks", "nats://hooks.example.com:4222/webhooks"},
+		{"nats credentials", "nats://user:pw@hooks.example.com/webhooks", "nats://user:pw@hooks.example.com/webhooks"},
+		{"amqp exchange and key", "amqp://hooks.example.com/?exchange=hooks&routing_key=orders", "amqp://hooks.example.com/?exchange=hooks&routing_key=orders"},
+		{"amqp vhost and credentials", "amqp://app:pw@hooks.example.com/prod?routing_key=orders", "amqp://app:pw@hooks.example.com/prod?routing_key=orders"},
+		{"amqps port 5671", "amqps://hooks.example.com:5671/?exchange=hooks", "amqps://hooks.example.com:5671/?exchange=hooks"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,7 +94,14 @@ func TestCheckURLRefuses(t *testing.T) {
 		{"empty fragment", "https://hooks.example.com/w#", attempt.RuleFragment},
 		{"zone", "https://[fe80::1%25eth0]/", attempt.RuleZone},
 		{"nats other port", "nats://hooks.example.com:4223/webhooks", attempt.RulePort},
-		{"nats credentials", "nats://user:pw@hooks.example.com/webhooks", attempt.RuleUserinfo},
+		{"https credentials", "https://user:pw@hooks.example.com/webhooks", attempt.RuleUserinfo},
+		{"amqp nowhere", "amqp://hooks.example.com/", attempt.RuleURL},
+		{"amqp other query", "amqp://hooks.example.com/?exchange=hooks&heartbeat=5", attempt.RuleURL},
+		{"amqp twice", "amqp://hooks.example.com/?exchange=a&exchange=b", attempt.RuleURL},
+		{"amqp vhost path", "amqp://hooks.example.com/a/b?exchange=hooks", attempt.RuleURL},
+		{"amqp other port", "amqp://hooks.example.com:5673/?exchange=hooks", attempt.RulePort},
+		{"amqps plain port", "amqps://hooks.example.com:5672/?exchange=hooks", attempt.RulePort},
+		{"amqp private", "amqp://10.0.0.5/?exchange=hooks", attempt.RuleAddress},
 		{"nats no subject", "nats://hooks.example.com/", attempt.RuleURL},
 		{"nats wildcard", "nats://hooks.example.com/webhooks.>", attempt.RuleURL},
 		{"nats empty token", "nats://hooks.example.com/webhooks..orders", attempt.RuleURL},
@@ -203,7 +214,7 @@ func TestCheckURLErrorMessages(t *testing.T) {
 		{
 			name: "scheme",
 			raw:  "http://hooks.example.com/",
-			want: `url: scheme "http" is not allowed; use https (or nats:// for a NATS JetStream subject)`,
+			want: `url: scheme "http" is not allowed; use https (or nats:// for a NATS JetStream subject, amqp:// or amqps:// for a RabbitMQ exchange)`,
 		},
 		{
 			name: "resolved private",

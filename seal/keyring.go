@@ -213,6 +213,12 @@ func MTLSKeyAAD(endpointID string) []byte {
 	return fmt.Appendf(nil, "endpoint/%s/mtls/client_key", endpointID)
 }
 
+// URLPasswordAAD is the additional data that binds the password (or
+// token) of an endpoint's broker URL to that endpoint.
+func URLPasswordAAD(endpointID string) []byte {
+	return fmt.Appendf(nil, "endpoint/%s/url/password", endpointID)
+}
+
 // String describes the keyring by its key ids only, so that printing it
 // never shows a key.
 func (k *Keyring) String() string {

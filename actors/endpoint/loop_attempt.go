@@ -92,7 +92,7 @@ func (l *loop) onSlot(ctx actor.Context) {
 		f.lin.traced = false // no request carried it
 		ctx.Send(ctx.Self(), &attemptDone{id: f.item.DeliveryID, o: attempt.Outcome{
 			Started: now, Finished: now, Class: attempt.Retryable{},
-			ErrorClass: hooklinev1.ErrorClass_ERROR_CLASS_INTERNAL, Error: "cannot open a sealed secret of the endpoint (signing secret, secret header, OAuth2 client secret or client key)",
+			ErrorClass: hooklinev1.ErrorClass_ERROR_CLASS_INTERNAL, Error: "cannot open a sealed secret of the endpoint (signing secret, secret header, OAuth2 client secret, client key or URL password)",
 		}})
 		return
 	}
@@ -126,10 +126,14 @@ func (l *loop) request(f *flight) (attempt.Request, error) {
 	if err != nil {
 		return attempt.Request{}, err
 	}
+	password, err := l.state.URLPassword(l.cfg.Keyring)
+	if err != nil {
+		return attempt.Request{}, err
+	}
 	ev := f.d.event
 	traceparent, tracestate := f.traceHeaders()
 	return attempt.Request{
-		URL: l.state.Config.GetUrl(), DeliveryID: f.item.DeliveryID, EventID: f.item.EventID, EventType: f.eventType(),
+		URL: l.state.Config.GetUrl(), URLPassword: password, DeliveryID: f.item.DeliveryID, EventID: f.item.EventID, EventType: f.eventType(),
 		OccurredAt: asTime(ev.GetOccurredAt()), SchemaVersion: ev.GetSchemaVersion(),
 		OrderingKey: f.item.OrderingKey, Sequence: f.item.Sequence,
 		Payload: ev.GetPayload(), ContentType: ev.GetContentType(), Secrets: secrets, SigningKey: seed,

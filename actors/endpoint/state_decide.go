@@ -241,6 +241,9 @@ func (s *State) decideCreate(identity, tenantID string, by *hooklinev1.Actor, ri
 	}
 	cfg := configOf(settings)
 	cfg.Url = u
+	if err := sealURLPassword(identity, cfg, nil, env); err != nil {
+		return Decision{}, err
+	}
 	if err := sealSecretSettings(identity, cfg, nil, secretsOf(settings), true, env); err != nil {
 		return Decision{}, err
 	}
@@ -284,6 +287,9 @@ func (s *State) decideUpdate(r *controlv1.UpdateEndpointRequest, by *hooklinev1.
 			return Decision{}, err
 		}
 		cfg.Url = u
+	}
+	if err := sealURLPassword(s.EndpointID, cfg, s.Config, env); err != nil {
+		return Decision{}, err
 	}
 	if proto.Equal(cfg, s.Config) {
 		return Decision{}, nil // nothing changes: nothing written

@@ -182,7 +182,8 @@ func (s *State) resealSecretSettings(by *hooklinev1.Actor, env Env) (*hooklinev1
 	current := env.Keyring.CurrentID()
 	sealed := s.Config.GetSealedHeaders()
 	stale := s.Config.GetOauth2() != nil && s.Config.GetOauth2().GetClientSecret().GetMasterKeyId() != current ||
-		s.Config.GetMtls() != nil && s.Config.GetMtls().GetClientKey().GetMasterKeyId() != current
+		s.Config.GetMtls() != nil && s.Config.GetMtls().GetClientKey().GetMasterKeyId() != current ||
+		s.Config.GetUrlPassword() != nil && s.Config.GetUrlPassword().GetMasterKeyId() != current
 	for _, v := range sealed {
 		stale = stale || v.GetMasterKeyId() != current
 	}
@@ -220,6 +221,13 @@ func (s *State) resealSecretSettings(by *hooklinev1.Actor, env Env) (*hooklinev1
 			return nil, err
 		}
 	}
+	if password, err := s.URLPassword(env.Keyring); err != nil {
+		return nil, internal
+	} else if password != "" {
+		if out.UrlPassword, err = sealValue(password, seal.URLPasswordAAD(s.EndpointID), nil, env); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
 }
 
@@ -232,6 +240,9 @@ func (s *State) applyResealed(e *hooklinev1.HeadersResealed) {
 	}
 	if v := e.GetMtlsClientKey(); v != nil && cfg.GetMtls() != nil {
 		cfg.Mtls.ClientKey = v
+	}
+	if v := e.GetUrlPassword(); v != nil && cfg.GetUrlPassword() != nil {
+		cfg.UrlPassword = v
 	}
 	s.Config = cfg
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/hookline/hookline/actors/command"
+	"github.com/hookline/hookline/actors/endpoint"
 	"github.com/hookline/hookline/internal/testpki"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
@@ -201,4 +202,58 @@ func TestOAuth2Settings(t *testing.T) {
 			t.Errorf("grant %v: %v, want INVALID_ARGUMENT naming its field", bad, err)
 		}
 	}
+}
+
+// TestBrokerURLCredentials: a broker URL's password (or NATS token) is
+// sealed apart from the URL, which keeps only the user; an update with the
+// same scheme, host and user and no password keeps it, another user drops
+// it, an empty userinfo clears it; a new master key reseals it.
+func TestBrokerURLCredentials(t *testing.T) {
+	oldKey, newKey := make([]byte, seal.KeySize), make([]byte, seal.KeySize)
+	rand.Read(oldKey)
+	rand.Read(newKey)
+	kr, _ := seal.NewKeyring(seal.Key{Secret: oldKey})
+	krBoth, _ := seal.NewKeyring(seal.Key{Secret: newKey}, seal.Key{Secret: oldKey})
+	krNew, _ := seal.NewKeyring(seal.Key{Secret: newKey})
+	s, _ := newEndpoint(t, kr)
+	setURL := func(u string) endpoint.Decision {
+		t.Helper()
+		return decideApply(t, s, cmd("acme", &controlv1.UpdateEndpointRequest{Settings: &controlv1.EndpointSettings{Url: u},
+			UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"url"}}}), env(kr, t0, ""))
+	}
+	check := func(wantURL, wantPassword string) {
+		t.Helper()
+		pw, err := s.URLPassword(kr)
+		if got := s.Settings(); got.GetUrl() != wantURL || pw != wantPassword || err != nil || got.GetUrlPasswordSet() != (wantPassword != "") {
+			t.Fatalf("url %q, password %q, set %v, %v; want %q and %q", got.GetUrl(), pw, got.GetUrlPasswordSet(), err, wantURL, wantPassword)
+		}
+	}
+	dec := setURL("amqp://app:pw-9c2e@mq.example.com/prod?exchange=hooks")
+	for _, ev := range dec.Events {
+		if b, _ := proto.Marshal(ev); bytes.Contains(b, []byte("pw-9c2e")) {
+			t.Fatalf("%T holds the URL password in clear", ev)
+		}
+	}
+	check("amqp://app@mq.example.com/prod?exchange=hooks", "pw-9c2e")
+	setURL("amqp://app@mq.example.com/prod?exchange=hooks&routing_key=orders") // same user: kept
+	check("amqp://app@mq.example.com/prod?exchange=hooks&routing_key=orders", "pw-9c2e")
+	setURL("amqp://other@mq.example.com/prod?exchange=hooks") // another user: dropped
+	check("amqp://other@mq.example.com/prod?exchange=hooks", "")
+	setURL("nats://tok-51a0@nats.example.com/hooks.orders") // a NATS token
+	check("nats://nats.example.com/hooks.orders", "tok-51a0")
+	setURL("nats://nats.example.com/hooks.payments")
+	check("nats://nats.example.com/hooks.payments", "tok-51a0")
+
+	// A new master key reseals the password; the old key then opens
+	// nothing the endpoint holds.
+	reseal := cmd("acme", nil)
+	reseal.Command = &internalv1.EndpointCommand_Reseal{Reseal: &internalv1.Reseal{}}
+	decideApply(t, s, reseal, env(krBoth, t0, ""))
+	if pw, err := s.URLPassword(krNew); err != nil || pw != "tok-51a0" {
+		t.Fatalf("after the reseal: %q, %v", pw, err)
+	}
+
+	kr = krNew
+	setURL("nats://@nats.example.com/hooks.payments") // @ alone: cleared
+	check("nats://nats.example.com/hooks.payments", "")
 }

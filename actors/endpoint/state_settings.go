@@ -126,6 +126,7 @@ func SettingsOf(c *hooklinev1.EndpointConfig) *controlv1.EndpointSettings {
 		// Secret headers show their names only.
 		SecretHeaderNames: slices.Sorted(maps.Keys(c.GetSealedHeaders())),
 		Auth:              authOf(c.GetOauth2(), c.GetMtls()),
+		UrlPasswordSet:    c.GetUrlPassword() != nil,
 	}
 }
 

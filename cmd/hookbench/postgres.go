@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -12,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/hookline/hookline/internal/brokers"
 )
 
 // privatePostgres is a PostgreSQL server of the acceptance run's own, in a
@@ -35,7 +36,7 @@ func startPrivatePostgres(ctx context.Context) (*privatePostgres, error) {
 		return nil, err
 	}
 	p := &privatePostgres{bin: bin, dir: dir, data: filepath.Join(dir, "data"), asPostgres: os.Geteuid() == 0}
-	if p.port, err = freePort(); err != nil {
+	if p.port, err = brokers.FreePort(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -81,15 +82,6 @@ func postgresBin() (string, error) {
 		return filepath.Dir(path), nil
 	}
 	return "", errors.New("no PostgreSQL server binaries (pg_ctl, initdb): install Debian's postgresql, or run .ci/postgres.sh once")
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // run runs one of the server's programs, as postgres when we are root.

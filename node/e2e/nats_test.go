@@ -2,13 +2,10 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -17,71 +14,32 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/hookline/hookline/attempt"
+	"github.com/hookline/hookline/internal/brokers"
 	"github.com/hookline/hookline/node"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
-// natsServer is a nats-server with JetStream on loopback, its store in a
-// directory of the test, restartable on the same port and store.
-type natsServer struct {
-	t    *testing.T
-	bin  string
-	port int
-	dir  string
-	cmd  *exec.Cmd
-}
-
-// startNATS starts nats-server (Debian's package; .ci/run installs it).
-// Without it the test skips, or fails when CI is set.
-func startNATS(t *testing.T) *natsServer {
+// startBroker starts a broker of kind on loopback (internal/brokers),
+// killed when the test ends. Without its program the test skips, or fails
+// when CI is set (.ci/run installs both).
+func startBroker(t *testing.T, kind brokers.Kind) *brokers.Server {
 	t.Helper()
-	bin, err := exec.LookPath("nats-server")
-	if err != nil {
-		if _, serr := os.Stat("/usr/sbin/nats-server"); serr != nil {
-			if os.Getenv("CI") == "" {
-				t.Skip("nats-server is not installed (apt-get install nats-server)")
-			}
-			t.Fatalf("nats-server is not installed (apt-get install nats-server; .ci/run does): %v", err)
-		}
-		bin = "/usr/sbin/nats-server"
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	s, err := brokers.Start(context.Background(), kind, t.TempDir())
+	switch {
+	case errors.Is(err, brokers.ErrNotInstalled) && os.Getenv("CI") == "":
+		t.Skip(err)
+	case err != nil:
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	s := &natsServer{t: t, bin: bin, port: port, dir: t.TempDir()}
-	s.start()
-	t.Cleanup(s.stop)
+	t.Cleanup(s.Kill)
 	return s
 }
 
-func (s *natsServer) url() string { return "nats://127.0.0.1:" + strconv.Itoa(s.port) }
-
-func (s *natsServer) start() {
-	s.t.Helper()
-	s.cmd = exec.Command(s.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-js", "-sd", filepath.Join(s.dir, "js"))
-	s.cmd.Stdout, s.cmd.Stderr = nil, nil
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start nats-server: %v", err)
-	}
-	eventually(s.t, 20*time.Second, "nats-server accepting connections", func() bool {
-		nc, err := nats.Connect(s.url(), nats.Timeout(500*time.Millisecond))
-		if err != nil {
-			return false
-		}
-		nc.Close()
-		return true
-	})
-}
-
-// stop kills the server (SIGKILL) and waits for it.
-func (s *natsServer) stop() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-		s.cmd = nil
+// restart starts a killed broker again, on the same port and store.
+func restart(t *testing.T, s *brokers.Server) {
+	t.Helper()
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -91,11 +49,11 @@ func (s *natsServer) stop() {
 // like a webhook; a replay is dropped by the stream as a repeat; with the
 // server down for 10 s, deliveries retry and succeed once it is back.
 func TestNATSDestination(t *testing.T) {
-	ns := startNATS(t)
+	ns := startBroker(t, brokers.NATS)
 	n := startE2E(t, node.Config{Schedule: attempt.Schedule{Base: 200 * time.Millisecond, Cap: time.Second, MaxAttempts: 100}})
 	c := n.tenant(t, "acme", nil)
 
-	nc, err := nats.Connect(ns.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	nc, err := nats.Connect(ns.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +67,7 @@ func TestNATSDestination(t *testing.T) {
 		t.Fatalf("create the stream: %v", err)
 	}
 	created, err := c.endpoints.CreateEndpoint(c.ctx(), &controlv1.CreateEndpointRequest{EndpointId: "ep_nats", Settings: &controlv1.EndpointSettings{
-		Url: ns.url() + "/hooks.orders", EventTypes: []string{"order.paid"}, RatePerSecond: 1000, Burst: 100, MaxInFlight: 20,
+		Url: ns.URL() + "/hooks.orders", EventTypes: []string{"order.paid"}, RatePerSecond: 1000, Burst: 100, MaxInFlight: 20,
 	}})
 	if err != nil {
 		t.Fatalf("create the endpoint: %v", err)
@@ -173,7 +131,7 @@ func TestNATSDestination(t *testing.T) {
 
 	// The server down for 10 s: deliveries wait, and succeed once it is
 	// back.
-	ns.stop()
+	ns.Kill()
 	down := time.Now()
 	var during []string
 	for i := range 20 {
@@ -184,7 +142,7 @@ func TestNATSDestination(t *testing.T) {
 		return err == nil && d.GetAttemptCount() > 0
 	})
 	time.Sleep(10*time.Second - time.Since(down)) // the rest of the outage
-	ns.start()
+	restart(t, ns)
 	eventually(t, 60*time.Second, "the deliveries held while the server was down", all(during))
 	if got := stored(); len(got) != 220 {
 		t.Errorf("the stream holds %d distinct deliveries, want 220", len(got))

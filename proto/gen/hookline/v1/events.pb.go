@@ -1260,7 +1260,12 @@ type EndpointConfig struct {
 	// client-credentials grant.
 	Oauth2 *OAuth2Config `protobuf:"bytes,17,opt,name=oauth2,proto3" json:"oauth2,omitempty"`
 	// mtls, when set, makes every attempt present this client certificate.
-	Mtls          *MTLSConfig `protobuf:"bytes,18,opt,name=mtls,proto3" json:"mtls,omitempty"`
+	Mtls *MTLSConfig `protobuf:"bytes,18,opt,name=mtls,proto3" json:"mtls,omitempty"`
+	// url_password is the secret part of a broker URL's credentials (the
+	// password of user:password@, or a NATS token given as the user alone),
+	// sealed; url then holds the user without it, or no credentials for a
+	// token.
+	UrlPassword   *SealedValue `protobuf:"bytes,19,opt,name=url_password,json=urlPassword,proto3" json:"url_password,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1417,6 +1422,13 @@ func (x *EndpointConfig) GetOauth2() *OAuth2Config {
 func (x *EndpointConfig) GetMtls() *MTLSConfig {
 	if x != nil {
 		return x.Mtls
+	}
+	return nil
+}
+
+func (x *EndpointConfig) GetUrlPassword() *SealedValue {
+	if x != nil {
+		return x.UrlPassword
 	}
 	return nil
 }
@@ -5001,6 +5013,8 @@ type HeadersResealed struct {
 	Oauth2ClientSecret *SealedValue `protobuf:"bytes,6,opt,name=oauth2_client_secret,json=oauth2ClientSecret,proto3" json:"oauth2_client_secret,omitempty"`
 	// mtls_client_key is set when the endpoint has a client certificate.
 	MtlsClientKey *SealedValue `protobuf:"bytes,7,opt,name=mtls_client_key,json=mtlsClientKey,proto3" json:"mtls_client_key,omitempty"`
+	// url_password is set when the endpoint's broker URL has credentials.
+	UrlPassword   *SealedValue `protobuf:"bytes,8,opt,name=url_password,json=urlPassword,proto3" json:"url_password,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5080,6 +5094,13 @@ func (x *HeadersResealed) GetOauth2ClientSecret() *SealedValue {
 func (x *HeadersResealed) GetMtlsClientKey() *SealedValue {
 	if x != nil {
 		return x.MtlsClientKey
+	}
+	return nil
+}
+
+func (x *HeadersResealed) GetUrlPassword() *SealedValue {
+	if x != nil {
+		return x.UrlPassword
 	}
 	return nil
 }
@@ -5501,7 +5522,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10REASON_REQUESTED\x10\x01\x12\x12\n" +
-	"\x0eREASON_UNSHOWN\x10\x02\"\xca\a\n" +
+	"\x0eREASON_UNSHOWN\x10\x02\"\x87\b\n" +
 	"\x0eEndpointConfig\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -5523,7 +5544,8 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\rheader_prefix\x18\x0f \x01(\tR\fheaderPrefix\x12U\n" +
 	"\x0esealed_headers\x18\x10 \x03(\v2..hookline.v1.EndpointConfig.SealedHeadersEntryR\rsealedHeaders\x121\n" +
 	"\x06oauth2\x18\x11 \x01(\v2\x19.hookline.v1.OAuth2ConfigR\x06oauth2\x12+\n" +
-	"\x04mtls\x18\x12 \x01(\v2\x17.hookline.v1.MTLSConfigR\x04mtls\x1a;\n" +
+	"\x04mtls\x18\x12 \x01(\v2\x17.hookline.v1.MTLSConfigR\x04mtls\x12;\n" +
+	"\furl_password\x18\x13 \x01(\v2\x18.hookline.v1.SealedValueR\vurlPassword\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -5952,7 +5974,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"endpointId\x121\n" +
 	"\x06secret\x18\x03 \x01(\v2\x19.hookline.v1.SealedSecretR\x06secret\x12/\n" +
 	"\tissued_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xee\x03\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xab\x04\n" +
 	"\x0fHeadersResealed\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -5961,7 +5983,8 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\tissued_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
 	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12J\n" +
 	"\x14oauth2_client_secret\x18\x06 \x01(\v2\x18.hookline.v1.SealedValueR\x12oauth2ClientSecret\x12@\n" +
-	"\x0fmtls_client_key\x18\a \x01(\v2\x18.hookline.v1.SealedValueR\rmtlsClientKey\x1aZ\n" +
+	"\x0fmtls_client_key\x18\a \x01(\v2\x18.hookline.v1.SealedValueR\rmtlsClientKey\x12;\n" +
+	"\furl_password\x18\b \x01(\v2\x18.hookline.v1.SealedValueR\vurlPassword\x1aZ\n" +
 	"\x12SealedHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
 	"\x05value\x18\x02 \x01(\v2\x18.hookline.v1.SealedValueR\x05value:\x028\x01\"\x84\x01\n" +
@@ -6131,107 +6154,109 @@ var file_hookline_v1_events_proto_depIdxs = []int32{
 	63,  // 15: hookline.v1.EndpointConfig.sealed_headers:type_name -> hookline.v1.EndpointConfig.SealedHeadersEntry
 	20,  // 16: hookline.v1.EndpointConfig.oauth2:type_name -> hookline.v1.OAuth2Config
 	19,  // 17: hookline.v1.EndpointConfig.mtls:type_name -> hookline.v1.MTLSConfig
-	21,  // 18: hookline.v1.MTLSConfig.client_key:type_name -> hookline.v1.SealedValue
-	21,  // 19: hookline.v1.OAuth2Config.client_secret:type_name -> hookline.v1.SealedValue
-	18,  // 20: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
-	22,  // 21: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
-	12,  // 22: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	66,  // 23: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
-	18,  // 24: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
-	12,  // 25: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	66,  // 26: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
-	22,  // 27: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
-	22,  // 28: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	66,  // 29: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
-	12,  // 30: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	66,  // 31: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
-	4,   // 32: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
-	12,  // 33: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	66,  // 34: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
-	5,   // 35: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
-	12,  // 36: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	66,  // 37: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
-	12,  // 38: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	66,  // 39: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
-	12,  // 40: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	66,  // 41: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
-	12,  // 42: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	66,  // 43: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
-	1,   // 44: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	66,  // 45: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	66,  // 46: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	66,  // 47: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	66,  // 48: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	66,  // 49: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
-	66,  // 50: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
-	12,  // 51: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
-	66,  // 52: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
-	66,  // 53: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
-	6,   // 54: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
-	66,  // 55: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
-	66,  // 56: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
-	66,  // 57: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
-	12,  // 58: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	66,  // 59: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	64,  // 60: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
-	0,   // 61: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
-	39,  // 62: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	66,  // 63: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	66,  // 64: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	42,  // 65: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	40,  // 66: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
-	12,  // 67: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	66,  // 68: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	66,  // 69: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	1,   // 70: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	12,  // 71: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	44,  // 72: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
-	45,  // 73: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
-	46,  // 74: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
-	47,  // 75: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
-	7,   // 76: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
-	66,  // 77: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
-	12,  // 78: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
-	8,   // 79: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
-	66,  // 80: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
-	9,   // 81: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
-	43,  // 82: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	43,  // 83: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	66,  // 84: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	66,  // 85: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	66,  // 86: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	12,  // 87: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	66,  // 88: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	12,  // 89: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
-	66,  // 90: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
-	66,  // 91: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	12,  // 92: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	66,  // 93: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	12,  // 94: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	66,  // 95: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	22,  // 96: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	12,  // 97: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	66,  // 98: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	65,  // 99: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
-	12,  // 100: hookline.v1.HeadersResealed.issued_by:type_name -> hookline.v1.Actor
-	66,  // 101: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
-	21,  // 102: hookline.v1.HeadersResealed.oauth2_client_secret:type_name -> hookline.v1.SealedValue
-	21,  // 103: hookline.v1.HeadersResealed.mtls_client_key:type_name -> hookline.v1.SealedValue
-	66,  // 104: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	12,  // 105: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	66,  // 106: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	10,  // 107: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
-	66,  // 108: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
-	11,  // 109: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	12,  // 110: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	66,  // 111: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	21,  // 112: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
-	21,  // 113: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
-	114, // [114:114] is the sub-list for method output_type
-	114, // [114:114] is the sub-list for method input_type
-	114, // [114:114] is the sub-list for extension type_name
-	114, // [114:114] is the sub-list for extension extendee
-	0,   // [0:114] is the sub-list for field type_name
+	21,  // 18: hookline.v1.EndpointConfig.url_password:type_name -> hookline.v1.SealedValue
+	21,  // 19: hookline.v1.MTLSConfig.client_key:type_name -> hookline.v1.SealedValue
+	21,  // 20: hookline.v1.OAuth2Config.client_secret:type_name -> hookline.v1.SealedValue
+	18,  // 21: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
+	22,  // 22: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
+	12,  // 23: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
+	66,  // 24: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	18,  // 25: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
+	12,  // 26: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
+	66,  // 27: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	22,  // 28: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
+	22,  // 29: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
+	66,  // 30: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	12,  // 31: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
+	66,  // 32: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	4,   // 33: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
+	12,  // 34: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
+	66,  // 35: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	5,   // 36: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
+	12,  // 37: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
+	66,  // 38: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	12,  // 39: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
+	66,  // 40: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	12,  // 41: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
+	66,  // 42: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	12,  // 43: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
+	66,  // 44: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	1,   // 45: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
+	66,  // 46: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	66,  // 47: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	66,  // 48: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	66,  // 49: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	66,  // 50: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	66,  // 51: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	12,  // 52: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
+	66,  // 53: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	66,  // 54: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	6,   // 55: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
+	66,  // 56: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	66,  // 57: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
+	66,  // 58: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	12,  // 59: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
+	66,  // 60: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	64,  // 61: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	0,   // 62: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
+	39,  // 63: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	66,  // 64: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	66,  // 65: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	42,  // 66: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	40,  // 67: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
+	12,  // 68: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	66,  // 69: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	66,  // 70: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	1,   // 71: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	12,  // 72: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	44,  // 73: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
+	45,  // 74: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
+	46,  // 75: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
+	47,  // 76: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
+	7,   // 77: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
+	66,  // 78: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
+	12,  // 79: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
+	8,   // 80: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
+	66,  // 81: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
+	9,   // 82: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
+	43,  // 83: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	43,  // 84: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	66,  // 85: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	66,  // 86: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	66,  // 87: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	12,  // 88: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	66,  // 89: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	12,  // 90: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
+	66,  // 91: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
+	66,  // 92: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	12,  // 93: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	66,  // 94: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	12,  // 95: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	66,  // 96: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	22,  // 97: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	12,  // 98: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	66,  // 99: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	65,  // 100: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
+	12,  // 101: hookline.v1.HeadersResealed.issued_by:type_name -> hookline.v1.Actor
+	66,  // 102: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
+	21,  // 103: hookline.v1.HeadersResealed.oauth2_client_secret:type_name -> hookline.v1.SealedValue
+	21,  // 104: hookline.v1.HeadersResealed.mtls_client_key:type_name -> hookline.v1.SealedValue
+	21,  // 105: hookline.v1.HeadersResealed.url_password:type_name -> hookline.v1.SealedValue
+	66,  // 106: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	12,  // 107: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	66,  // 108: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	10,  // 109: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
+	66,  // 110: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
+	11,  // 111: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	12,  // 112: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	66,  // 113: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	21,  // 114: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	21,  // 115: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	116, // [116:116] is the sub-list for method output_type
+	116, // [116:116] is the sub-list for method input_type
+	116, // [116:116] is the sub-list for extension type_name
+	116, // [116:116] is the sub-list for extension extendee
+	0,   // [0:116] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }

@@ -875,7 +875,13 @@ func (x *Tenant) GetAsOf() *AsOf {
 // EndpointSettings are the fields a tenant sets on an endpoint.
 type EndpointSettings struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// url must be https on an allowed port, with a public host.
+	// url must be https on an allowed port, with a public host; or a broker:
+	// nats://host[:port]/subject (NATS JetStream) or
+	// amqp[s]://host[:port][/vhost]?exchange=X&routing_key=Y (RabbitMQ).
+	// A broker URL may carry credentials (user:password@, or a NATS token as
+	// token@): the password or token is sealed and never shown, and a URL
+	// with the same scheme, host and user but no password keeps it;
+	// an empty userinfo (nats://@host/...) drops it.
 	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
 	// event_types the endpoint subscribes to; "*" subscribes to all.
 	EventTypes    []string          `protobuf:"bytes,2,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
@@ -928,9 +934,12 @@ type EndpointSettings struct {
 	SecretHeaderNames []string `protobuf:"bytes,18,rep,name=secret_header_names,json=secretHeaderNames,proto3" json:"secret_header_names,omitempty"`
 	// auth authenticates every attempt the way the receiver demands, beside
 	// the signature. Unset: the signature alone.
-	Auth          *EndpointAuth `protobuf:"bytes,19,opt,name=auth,proto3" json:"auth,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Auth *EndpointAuth `protobuf:"bytes,19,opt,name=auth,proto3" json:"auth,omitempty"`
+	// url_password_set (read only) says that the broker URL's password or
+	// token is set, sealed.
+	UrlPasswordSet bool `protobuf:"varint,20,opt,name=url_password_set,json=urlPasswordSet,proto3" json:"url_password_set,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *EndpointSettings) Reset() {
@@ -1094,6 +1103,13 @@ func (x *EndpointSettings) GetAuth() *EndpointAuth {
 		return x.Auth
 	}
 	return nil
+}
+
+func (x *EndpointSettings) GetUrlPasswordSet() bool {
+	if x != nil {
+		return x.UrlPasswordSet
+	}
+	return false
 }
 
 // EndpointAuth is how attempts authenticate to the receiver.
@@ -4917,7 +4933,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\bapi_keys\x18\x04 \x03(\v2\x13.hookline.v1.ApiKeyR\aapiKeys\x129\n" +
 	"\n" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12&\n" +
-	"\x05as_of\x18\x06 \x01(\v2\x11.hookline.v1.AsOfR\x04asOf\"\xc6\a\n" +
+	"\x05as_of\x18\x06 \x01(\v2\x11.hookline.v1.AsOfR\x04asOf\"\xf0\a\n" +
 	"\x10EndpointSettings\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -4941,7 +4957,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\rheader_prefix\x18\x10 \x01(\tR\fheaderPrefix\x12W\n" +
 	"\x0esecret_headers\x18\x11 \x03(\v20.hookline.v1.EndpointSettings.SecretHeadersEntryR\rsecretHeaders\x12.\n" +
 	"\x13secret_header_names\x18\x12 \x03(\tR\x11secretHeaderNames\x12-\n" +
-	"\x04auth\x18\x13 \x01(\v2\x19.hookline.v1.EndpointAuthR\x04auth\x1a;\n" +
+	"\x04auth\x18\x13 \x01(\v2\x19.hookline.v1.EndpointAuthR\x04auth\x12(\n" +
+	"\x10url_password_set\x18\x14 \x01(\bR\x0eurlPasswordSet\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
