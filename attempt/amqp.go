@@ -208,7 +208,7 @@ func (c *Client) amqpConnect(e *amqpConn, u *url.URL, t amqpTarget, password str
 }
 
 // maxIdleAMQPChannels bounds the channels kept open per connection.
-const maxIdleAMQPChannels = 64
+const maxIdleAMQPChannels = 1024
 
 // put returns a channel to the pool, or closes it when the pool is full
 // or the channel is in doubt.

@@ -66,12 +66,15 @@ type RunConfig struct {
 	KillAt   time.Duration // cluster: publishing time before the first SIGKILL
 	Rounds   int           // cluster-scale: rounds of the three sizes
 
-	Kills         int           // crash, cluster, acceptance
-	Storm         time.Duration // retry-storm: 429s for this long
-	RetryAfter    time.Duration // retry-storm: Retry-After sent
-	HangEndpoints int           // fairness: tenant A's endpoints
-	HangRate      float64       // fairness: tenant A's events per second
-	HangTimeout   time.Duration // fairness: tenant A's attempt timeout
+	Kills int // crash, cluster, acceptance, brokers
+	// BrokerDeliveries is the deliveries of each broker phase with kills
+	// (brokers).
+	BrokerDeliveries int64
+	Storm            time.Duration // retry-storm: 429s for this long
+	RetryAfter       time.Duration // retry-storm: Retry-After sent
+	HangEndpoints    int           // fairness: tenant A's endpoints
+	HangRate         float64       // fairness: tenant A's events per second
+	HangTimeout      time.Duration // fairness: tenant A's attempt timeout
 
 	Only       []string // acceptance: the faults to run (empty: all)
 	PGRestarts int      // acceptance --pg private: restarts of the pg-restart fault
@@ -105,6 +108,7 @@ func (c RunConfig) withDefaults(d RunConfig) RunConfig {
 	fill(&c.PGRestarts, d.PGRestarts, 1)
 	fillD(&c.KillAt, d.KillAt, c.Duration/2)
 	fill(&c.Kills, d.Kills, 6)
+	setDefault(&c.BrokerDeliveries, d.BrokerDeliveries)
 	fill(&c.Rounds, d.Rounds, 1)
 	fillD(&c.Storm, d.Storm, 20*time.Second)
 	fillD(&c.RetryAfter, d.RetryAfter, 5*time.Second)
@@ -138,8 +142,10 @@ func (c RunConfig) Validate() error {
 		return errors.New("--node needs --token (the node's HOOKLINE_ADMIN_TOKEN) to create tenants")
 	case c.Scenario == "acceptance" && c.Node != "":
 		return errors.New("acceptance starts (and kills) its own nodes: drop --node")
-	case c.Scenario == "crash" && c.Node != "":
-		return errors.New("crash kills the node, so hookbench must start it: drop --node")
+	case (c.Scenario == "crash" || c.Scenario == "brokers") && c.Node != "":
+		return fmt.Errorf("%s kills the node, so hookbench must start it: drop --node", c.Scenario)
+	case c.Scenario == "brokers" && c.BrokerDeliveries < int64(c.Fanout):
+		return fmt.Errorf("--broker-deliveries %d: give at least --fanout (%d), one event's deliveries", c.BrokerDeliveries, c.Fanout)
 	case scenarios[c.Scenario].cluster && c.Node != "":
 		return fmt.Errorf("%s starts its own nodes: drop --node", c.Scenario)
 	case scenarios[c.Scenario].cluster && c.PG == "":
@@ -202,7 +208,7 @@ func (c RunConfig) view(own []string) map[string]any {
 		"nodes": n(int64(c.Nodes)), "kills": n(int64(c.Kills)), "kill_at": d(c.KillAt), "rounds": n(int64(c.Rounds)),
 		"storm": d(c.Storm), "retry_after": d(c.RetryAfter), "hang_endpoints": n(int64(c.HangEndpoints)),
 		"hang_rate": f(c.HangRate), "hang_timeout": d(c.HangTimeout), "pg": pg, "pg_restarts": n(int64(c.PGRestarts)),
-		"history": n(c.History),
+		"history": n(c.History), "broker_deliveries": n(c.BrokerDeliveries),
 	}
 	if c.OrderingKeys > 0 {
 		all["ordering_keys"] = n(int64(c.OrderingKeys))
@@ -276,7 +282,8 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.Int64Var(&c.History, "history", -1, "cluster, rolling, scale-out: deliveries published and delivered before the measured run, as fast as accepted (cluster 0, rolling and scale-out 300000)")
 	fs.StringVar(&c.Standbys, "standbys", "", "cluster scenarios: give every node serve --standbys N (0, 1 or 2); empty gives none (the node's default)")
 	fs.DurationVar(&c.KillAt, "kill-at", 0, "cluster: kill -9 the first node after this much publishing (half of --duration); further --kills follow at even intervals")
-	fs.IntVar(&c.Kills, "kills", 0, "crash: kill -9 this many times, at least 5 (6); cluster: kill -9 this many times, one node at a time, each restarted before the next kill (1); acceptance: kills per killing fault (3)")
+	fs.IntVar(&c.Kills, "kills", 0, "crash: kill -9 this many times, at least 5 (6); cluster: kill -9 this many times, one node at a time, each restarted before the next kill (1); acceptance: kills per killing fault (3); brokers: kills in each broker phase (2)")
+	fs.Int64Var(&c.BrokerDeliveries, "broker-deliveries", 0, "brokers: deliveries of each broker phase with kills (10000)")
 	fs.IntVar(&c.Rounds, "rounds", 0, "cluster-scale: rounds of 1, 2 and 3 nodes, in alternating order; figures are medians (1)")
 	fs.DurationVar(&c.Storm, "storm", 0, "retry-storm: answer 429 for this long (20s)")
 	fs.DurationVar(&c.RetryAfter, "retry-after", 0, "retry-storm: Retry-After sent with the 429s (5s)")

@@ -32,9 +32,12 @@ type Bench struct {
 	failKeyOnce sync.Once
 	// pullEndpoints makes the endpoints AddTenant creates pull endpoints.
 	pullEndpoints bool
-	recv          *Receiver
-	node          *Node // nil when the run targets a running node
-	api           *API
+	// destination, when set, gives the URL of the endpoint AddTenant
+	// creates under a receiver name (a broker's); nil: the receiver's.
+	destination func(name string) string
+	recv        *Receiver
+	node        *Node // nil when the run targets a running node
+	api         *API
 	// apis, when set, are every node of a cluster: AddTenant waits until
 	// each one's registry lists the new endpoints (a publish on a node
 	// whose registry lags the log plans without them).
@@ -142,6 +145,9 @@ func (b *Bench) AddTenant(ctx context.Context, spec TenantSpec) (*Tenant, error)
 				s = cloneSettings(spec.Settings)
 			}
 			s.Url = b.recv.URL(ep)
+			if b.destination != nil {
+				s.Url = b.destination(ep)
+			}
 			if b.pullEndpoints {
 				s.Url, s.Delivery = "", "pull"
 			}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/hookline/hookline/internal/brokers"
 )
 
 func TestPercentiles(t *testing.T) {
@@ -381,5 +382,39 @@ func TestRunAcceptanceFails(t *testing.T) {
 				t.Errorf("baseline: %+v", base)
 			}
 		})
+	}
+}
+
+// TestRunBrokers runs the brokers scenario small: real nats-server and
+// RabbitMQ, the node killed twice in each broker phase, nothing lost by
+// what the brokers hold, and no message stored twice in the NATS stream.
+func TestRunBrokers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds, runs and kills the hookline binary, starts nats-server and RabbitMQ")
+	}
+	for _, kind := range []brokers.Kind{brokers.NATS, brokers.RabbitMQ} {
+		if _, err := brokers.Find(kind); err != nil && os.Getenv("CI") == "" {
+			t.Skip(err)
+		}
+	}
+	m, err := runBench(t, "brokers", "--duration", "2s", "--tenants", "1", "--endpoints", "4", "--fanout", "2",
+		"--rate", "100", "--broker-deliveries", "1000", "--drain", "60s")
+	if err != nil {
+		t.Errorf("the run failed: %v", err)
+	}
+	checksZero(t, m)
+	extra := m["extra"].(map[string]any)
+	for _, k := range []string{"nats_kills_deliveries", "rabbitmq_kills_deliveries"} {
+		if extra[k] != 1000.0 {
+			t.Errorf("%s = %v, want 1000", k, extra[k])
+		}
+	}
+	if extra["nats_kills_kills"] != 2.0 || extra["rabbitmq_kills_kills"] != 2.0 || extra["nats_kills_duplicates"] != 0.0 {
+		t.Errorf("kills or NATS repeats: %v", extra)
+	}
+	for _, k := range []string{"nats_to_http", "rabbitmq_to_http"} {
+		if v, _ := extra[k].(float64); v <= 0 {
+			t.Errorf("%s = %v, want a ratio", k, extra[k])
+		}
 	}
 }

@@ -79,6 +79,12 @@ var scenarios = map[string]scenario{
 		defaults: RunConfig{Duration: 60 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 100, Kills: 6},
 		run:      crash, config: []string{"kills"},
 	},
+	"brokers": {
+		summary: "nats-server and RabbitMQ on loopback: the throughput load to HTTP, NATS JetStream and RabbitMQ endpoints (--duration each, deliveries/s ratios), then --broker-deliveries (10,000) at --rate events/s to each broker while the node is killed --kills times (2): lost and repeats counted from what the broker holds",
+		defaults: RunConfig{Duration: 10 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 250, Kills: 2, MaxBacklog: 20000,
+			EndpointRate: 1000, EndpointInFlight: 50, Drain: 120 * time.Second, BrokerDeliveries: 10_000},
+		run: brokerScenario, config: []string{"kills", "broker_deliveries"},
+	},
 	"cluster": {
 		summary:  "--nodes nodes (3) on one PostgreSQL log, publishing round robin; kill -9 one node --kills times (1), from --kill-at: lost = 0, failover_s, duplicates_per_kill",
 		defaults: RunConfig{Duration: 40 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 200, Drain: 60 * time.Second, Kills: 1},
