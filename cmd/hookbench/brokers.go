@@ -231,6 +231,25 @@ func (r *brokerRun) consumeAMQPOnce(ctx context.Context, queues []string) error 
 	}
 }
 
+// cpuUse is the CPU the node and a broker used so far.
+type cpuUse struct{ node, broker time.Duration }
+
+// cpu reads the CPU the node and the broker of kind ("" for none) used so
+// far; what cannot be read counts 0.
+func (r *brokerRun) cpu(kind brokers.Kind) cpuUse {
+	var u cpuUse
+	if nu, err := r.b.node.Usage(); err == nil {
+		u.node = nu.CPU
+	}
+	s := map[brokers.Kind]*brokers.Server{brokers.NATS: r.nats, brokers.RabbitMQ: r.amqp}[kind]
+	if s != nil && s.PID() > 0 {
+		if bu, err := procUsage(s.PID()); err == nil {
+			u.broker = bu.CPU
+		}
+	}
+	return u
+}
+
 // brokerPhase is one phase of the scenario: a destination, and whether
 // the node is killed during it.
 type brokerPhase struct {
@@ -278,10 +297,12 @@ func brokerScenario(ctx context.Context, b *Bench) (Summary, error) {
 				return Summary{}, err
 			}
 		}
+		cpu := r.cpu(p.kind)
 		s, err := b.brokerPhase(ctx, p, ts, i+1)
 		if err != nil {
 			return s, err
 		}
+		used := r.cpu(p.kind)
 		fmt.Fprintf(b.stderr, "hookbench: %s: %d of %d delivered, %.0f/s, lost %d, duplicates %d\n",
 			p.name, s.Deliveries, s.Expected, s.DeliveriesPerSec, s.Lost, s.Duplicates)
 		extra[p.name+"_deliveries"] = float64(s.Deliveries)
@@ -289,6 +310,12 @@ func brokerScenario(ctx context.Context, b *Bench) (Summary, error) {
 		extra[p.name+"_duplicates"] = float64(s.Duplicates)
 		if p.kills == 0 {
 			extra[p.name+"_deliveries_per_sec"] = s.DeliveriesPerSec
+			if k := float64(s.Deliveries) / 1000; k > 0 {
+				extra[p.name+"_node_cpu_s_per_1k"] = round((used.node-cpu.node).Seconds()/k, 3)
+				if p.kind != "" {
+					extra[p.name+"_broker_cpu_s_per_1k"] = round((used.broker-cpu.broker).Seconds()/k, 3)
+				}
+			}
 		} else {
 			extra[p.name+"_kills"] = float64(p.kills)
 		}

@@ -37,7 +37,7 @@ export async function endpoints(main) {
 // settingsForm builds the endpoint form; ids map the API's field names
 // (settings.url …) to inputs, so an error lands at its field.
 const settingsFields = [
-  ['url', 'URL', 'text', 'https only, on an allowed port, with a public host.'],
+  ['url', 'URL', 'text', 'https on an allowed port, with a public host; or a broker: nats://host/subject, amqp[s]://user:password@host/vhost?exchange=X&routing_key=Y (the password is sealed).'],
   ['event_types', 'Event types', 'text', 'Comma-separated, e.g. invoice.paid, order.shipped; * for all.'],
   ['description', 'Description', 'text', ''],
   ['rate_per_second', 'Rate limit (attempts/s)', 'number', '0 means the default.'],

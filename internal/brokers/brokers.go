@@ -138,6 +138,14 @@ func (s *Server) URL() string {
 	return "nats://127.0.0.1:" + strconv.Itoa(s.port)
 }
 
+// PID is the broker's process id, 0 when it is not running.
+func (s *Server) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Addr is the broker's host:port.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
