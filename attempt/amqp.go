@@ -92,8 +92,7 @@ func parseAMQP(u *url.URL) (amqpTarget, error) {
 // server, virtual host and credentials, each with a pool of channels in
 // confirm mode.
 type amqpConns struct {
-	mu    sync.Mutex
-	conns map[string]*amqpConn
+	cache idleCache[*amqpConn]
 }
 
 type amqpConn struct {
@@ -129,16 +128,7 @@ func (c *Client) amqpDialer(network, address string) (net.Conn, error) {
 // amqpEntry returns the connection entry for u and password, made on
 // first use.
 func (c *Client) amqpEntry(key string) *amqpConn {
-	c.amqp.mu.Lock()
-	defer c.amqp.mu.Unlock()
-	if c.amqp.conns == nil {
-		c.amqp.conns = map[string]*amqpConn{}
-	}
-	e := c.amqp.conns[key]
-	if e == nil {
-		e = &amqpConn{}
-		c.amqp.conns[key] = e
-	}
+	e, _ := c.amqp.cache.get(key, func() (*amqpConn, error) { return &amqpConn{}, nil })
 	return e
 }
 
@@ -328,17 +318,12 @@ func amqpError(ctx context.Context, u *url.URL, err error) (hooklinev1.ErrorClas
 	return hooklinev1.ErrorClass_ERROR_CLASS_CONNECT, Retryable{}, text
 }
 
-// closeAMQP closes every connection to a RabbitMQ server.
-func (c *Client) closeAMQP() {
-	c.amqp.mu.Lock()
-	defer c.amqp.mu.Unlock()
-	for key, e := range c.amqp.conns {
-		e.mu.Lock()
-		if e.conn != nil {
-			_ = e.conn.Close()
-		}
-		e.conn, e.idle = nil, nil
-		e.mu.Unlock()
-		delete(c.amqp.conns, key)
+// close closes the connection and forgets its channels.
+func (e *amqpConn) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.conn != nil {
+		_ = e.conn.Close()
 	}
+	e.conn, e.idle = nil, nil
 }

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -125,8 +124,7 @@ type Client struct {
 	nats natsConns
 	amqp amqpConns
 
-	tlsMu      sync.Mutex              // guards tlsClients
-	tlsClients map[string]*http.Client // by ClientTLS.Key
+	tlsClients idleCache[*http.Client] // by ClientTLS.Key
 }
 
 // NewClient returns a client for cfg. It panics if cfg.Validate fails: the
@@ -137,6 +135,9 @@ func NewClient(cfg ClientConfig) *Client {
 	}
 	cfg = cfg.withDefaults()
 	c := &Client{cfg: cfg, policy: cfg.Policy}
+	c.tlsClients.drop = (*http.Client).CloseIdleConnections
+	c.amqp.cache.drop = (*amqpConn).close
+	c.nats.cache.drop = func(n natsConn) { n.nc.Close() }
 
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
 	if cfg.TLSConfig != nil {
@@ -181,18 +182,9 @@ func NewClient(cfg ClientConfig) *Client {
 // brokers.
 func (c *Client) CloseIdleConnections() {
 	c.transport.CloseIdleConnections()
-	c.tlsMu.Lock()
-	for _, h := range c.tlsClients {
-		h.CloseIdleConnections()
-	}
-	c.tlsMu.Unlock()
-	c.closeAMQP()
-	c.nats.mu.Lock()
-	defer c.nats.mu.Unlock()
-	for host, conn := range c.nats.conns {
-		conn.nc.Close()
-		delete(c.nats.conns, host)
-	}
+	c.tlsClients.each((*http.Client).CloseIdleConnections)
+	c.amqp.cache.close(c.amqp.cache.all())
+	c.nats.cache.close(c.nats.cache.all())
 }
 
 // dialContext resolves the host through the policy's resolver, requires

@@ -65,11 +65,12 @@ func (c *Client) clientFor(t *ClientTLS) (*http.Client, error) {
 	if t == nil {
 		return c.http, nil
 	}
-	c.tlsMu.Lock()
-	defer c.tlsMu.Unlock()
-	if h := c.tlsClients[t.Key]; h != nil {
-		return h, nil
-	}
+	return c.tlsClients.get(t.Key, func() (*http.Client, error) { return c.newTLSClient(t) })
+}
+
+// newTLSClient makes the HTTP client of a client certificate: a transport
+// of its own, with the certificate and the CA bundle.
+func (c *Client) newTLSClient(t *ClientTLS) (*http.Client, error) {
 	pair, err := tls.X509KeyPair([]byte(t.Certificate), []byte(t.PrivateKey))
 	if err != nil {
 		return nil, &tls.CertificateVerificationError{Err: fmt.Errorf("the endpoint's client certificate and key: %v", err)}
@@ -85,12 +86,7 @@ func (c *Client) clientFor(t *ClientTLS) (*http.Client, error) {
 	}
 	tr := c.transport.Clone()
 	tr.TLSClientConfig = conf
-	h := &http.Client{Transport: tr, CheckRedirect: c.http.CheckRedirect}
-	if c.tlsClients == nil {
-		c.tlsClients = map[string]*http.Client{}
-	}
-	c.tlsClients[t.Key] = h
-	return h, nil
+	return &http.Client{Transport: tr, CheckRedirect: c.http.CheckRedirect}, nil
 }
 
 // nextPEMCertificate returns the DER bytes of the next CERTIFICATE block

@@ -31,8 +31,8 @@ type brokerDial struct{}
 // host:port and credentials, made on first use and shared by every
 // endpoint there with those credentials, each with its JetStream context.
 type natsConns struct {
-	mu    sync.Mutex
-	conns map[string]natsConn
+	mu    sync.Mutex // held while connecting
+	cache idleCache[natsConn]
 }
 
 type natsConn struct {
@@ -65,37 +65,50 @@ func (d natsDialer) Dial(network, address string) (net.Conn, error) {
 
 // natsConn returns the JetStream context of u's server, connecting when
 // there is no connection or it was closed. A user with a password
-// authenticates with both; a user alone is a token.
+// authenticates with both; a password alone (a token the endpoint sealed
+// apart from the URL) or a user alone is a token.
 func (c *Client) natsConn(u *url.URL, password string) (jetstream.JetStream, error) {
 	c.nats.mu.Lock()
 	defer c.nats.mu.Unlock()
 	user := u.User.Username()
 	key := u.Host + "\x00" + user + "\x00" + password
-	if conn, ok := c.nats.conns[key]; ok && !conn.nc.IsClosed() {
-		return conn.js, nil
+	conn, err := c.nats.cache.get(key, func() (natsConn, error) { return c.dialNATS(u, password) })
+	if err != nil {
+		return nil, err
 	}
+	if conn.nc.IsClosed() {
+		if conn, err = c.dialNATS(u, password); err != nil {
+			return nil, err
+		}
+		c.nats.cache.replace(key, conn)
+	}
+	return conn.js, nil
+}
+
+// dialNATS connects to u's server with the URL's user and password (a
+// user alone is a token).
+func (c *Client) dialNATS(u *url.URL, password string) (natsConn, error) {
+	user := u.User.Username()
 	opts := []nats.Option{nats.SetCustomDialer(natsDialer{c}), nats.Name("hookline"),
 		nats.Timeout(c.cfg.ConnectTimeout), nats.MaxReconnects(-1), nats.NoCallbacksAfterClientClose()}
 	switch {
 	case user != "" && password != "":
 		opts = append(opts, nats.UserInfo(user, password))
+	case password != "":
+		opts = append(opts, nats.Token(password)) // a token, sealed apart from the URL
 	case user != "":
 		opts = append(opts, nats.Token(user))
 	}
 	nc, err := nats.Connect(SchemeNATS+"://"+u.Host, opts...)
 	if err != nil {
-		return nil, err
+		return natsConn{}, err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
-		return nil, err
+		return natsConn{}, err
 	}
-	if c.nats.conns == nil {
-		c.nats.conns = map[string]natsConn{}
-	}
-	c.nats.conns[key] = natsConn{nc: nc, js: js}
-	return js, nil
+	return natsConn{nc: nc, js: js}, nil
 }
 
 // publishNATS publishes req's payload to u's subject on JetStream, with

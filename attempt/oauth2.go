@@ -53,8 +53,7 @@ func (e *TokenError) Error() string { return e.msg }
 // shared by the key's attempts until shortly before it expires, and, after
 // a failed request, none for a backoff that doubles up to tokenBackoffMax.
 type tokens struct {
-	mu      sync.Mutex // guards entries
-	entries map[string]*tokenEntry
+	cache idleCache[*tokenEntry]
 }
 
 type tokenEntry struct {
@@ -67,16 +66,7 @@ type tokenEntry struct {
 }
 
 func (t *tokens) entry(key string) *tokenEntry {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.entries == nil {
-		t.entries = map[string]*tokenEntry{}
-	}
-	e := t.entries[key]
-	if e == nil {
-		e = &tokenEntry{}
-		t.entries[key] = e
-	}
+	e, _ := t.cache.get(key, func() (*tokenEntry, error) { return &tokenEntry{}, nil })
 	return e
 }
 

@@ -42,8 +42,8 @@ type Server struct {
 	args []string
 	env  []string
 	// User and Password are the credentials RabbitMQ's default user has;
-	// NATS runs without authentication.
-	User, Password string
+	// Token is the one NATS asks for (Options.NATSToken), if any.
+	User, Password, Token string
 
 	cmd *exec.Cmd
 }
@@ -70,9 +70,20 @@ func Find(kind Kind) (string, error) {
 	return "", fmt.Errorf("%s: %w (apt-get install %s)", kind, ErrNotInstalled, pkg)
 }
 
+// Options are settings of a broker that Start leaves at their defaults.
+type Options struct {
+	// NATSToken makes nats-server require this token of its clients.
+	NATSToken string
+}
+
 // Start starts kind with its store under dir (which must exist), on a
 // free loopback port, and waits until it accepts connections.
 func Start(ctx context.Context, kind Kind, dir string) (*Server, error) {
+	return StartWith(ctx, kind, dir, Options{})
+}
+
+// StartWith is Start with opts.
+func StartWith(ctx context.Context, kind Kind, dir string, opts Options) (*Server, error) {
 	bin, err := Find(kind)
 	if err != nil {
 		return nil, err
@@ -85,6 +96,10 @@ func Start(ctx context.Context, kind Kind, dir string) (*Server, error) {
 	switch kind {
 	case NATS:
 		s.args = []string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(dir, "js")}
+		if opts.NATSToken != "" {
+			s.Token = opts.NATSToken
+			s.args = append(s.args, "--auth", opts.NATSToken)
+		}
 	case RabbitMQ:
 		if err := s.configureRabbitMQ(); err != nil {
 			return nil, err
@@ -202,7 +217,7 @@ func (s *Server) ready() bool {
 		}
 		c.Close()
 	default:
-		nc, err := nats.Connect(s.URL(), nats.Timeout(500*time.Millisecond))
+		nc, err := nats.Connect(s.URL(), nats.Timeout(500*time.Millisecond), nats.Token(s.Token))
 		if err != nil {
 			return false
 		}

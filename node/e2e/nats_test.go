@@ -22,9 +22,13 @@ import (
 // startBroker starts a broker of kind on loopback (internal/brokers),
 // killed when the test ends. Without its program the test skips, or fails
 // when CI is set (.ci/run installs both).
-func startBroker(t *testing.T, kind brokers.Kind) *brokers.Server {
+func startBroker(t *testing.T, kind brokers.Kind, opts ...brokers.Options) *brokers.Server {
 	t.Helper()
-	s, err := brokers.Start(context.Background(), kind, t.TempDir())
+	var o brokers.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	s, err := brokers.StartWith(context.Background(), kind, t.TempDir(), o)
 	switch {
 	case errors.Is(err, brokers.ErrNotInstalled) && os.Getenv("CI") == "":
 		t.Skip(err)
@@ -147,4 +151,44 @@ func TestNATSDestination(t *testing.T) {
 	if got := stored(); len(got) != 220 {
 		t.Errorf("the stream holds %d distinct deliveries, want 220", len(got))
 	}
+}
+
+// TestNATSToken delivers to a NATS server that requires a token, given in
+// the endpoint's URL as token@: the token is sealed, never shown, and
+// sent when connecting.
+func TestNATSToken(t *testing.T) {
+	const token = "tok-3b9d51"
+	ns := startBroker(t, brokers.NATS, brokers.Options{NATSToken: token})
+	n := startE2E(t, node.Config{Schedule: attempt.Schedule{Base: 200 * time.Millisecond, Cap: time.Second, MaxAttempts: 100}})
+	c := n.tenant(t, "acme", nil)
+	nc, err := nats.Connect(ns.URL(), nats.Token(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "HOOKS", Subjects: []string{"hooks.>"}})
+	if err != nil {
+		t.Fatalf("create the stream: %v", err)
+	}
+	created, err := c.endpoints.CreateEndpoint(c.ctx(), &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{
+		Url: "nats://" + token + "@" + ns.Addr() + "/hooks.orders", EventTypes: []string{"order.paid"},
+	}})
+	if err != nil {
+		t.Fatalf("create the endpoint: %v", err)
+	}
+	if s := created.GetEndpoint().GetSettings(); s.GetUrl() != "nats://"+ns.Addr()+"/hooks.orders" || !s.GetUrlPasswordSet() {
+		t.Fatalf("the endpoint shows url %q, url_password_set %v: want no token in the URL, and it set", s.GetUrl(), s.GetUrlPasswordSet())
+	}
+	for i := range 5 {
+		c.publish(t, fmt.Sprintf("tok_%d", i), "order.paid")
+	}
+	eventually(t, 30*time.Second, "5 messages stored through the token", func() bool {
+		info, err := st.Info(ctx)
+		return err == nil && info.State.Msgs == 5
+	})
 }
