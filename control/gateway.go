@@ -53,6 +53,7 @@ func (s *Server) Handler(ctx context.Context, conn *grpc.ClientConn) (http.Handl
 		controlv1.RegisterTenantServiceHandler,
 		controlv1.RegisterEndpointServiceHandler,
 		controlv1.RegisterEventServiceHandler,
+		controlv1.RegisterEventTypeServiceHandler,
 		controlv1.RegisterDeliveryServiceHandler,
 		controlv1.RegisterPortalServiceHandler,
 		controlv1.RegisterOperatorServiceHandler,

@@ -102,6 +102,9 @@ func (s *Server) publish(ctx context.Context, tenantID string, caller Caller, re
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkSchema(published); err != nil {
+		return nil, toStatus(err)
+	}
 	if published.Traceparent, published.Tracestate, err = traceOf(ctx, req); err != nil {
 		return nil, err
 	}
@@ -115,6 +118,9 @@ func (s *Server) publish(ctx context.Context, tenantID string, caller Caller, re
 			published.GetEventType(), len(refs), tenantID, s.cfg.MaxPlanned)
 	}
 	resp, err := s.record(ctx, published, refs)
+	if err == nil && !resp.GetDuplicate() && published.GetSchemaViolation() != nil {
+		s.schemaCounts.warned.Add(1)
+	}
 	if err == nil && !resp.GetDuplicate() && s.cfg.Spans != nil {
 		s.cfg.Spans.Published(published, start, s.cfg.Now())
 	}
@@ -153,7 +159,8 @@ func (s *Server) record(ctx context.Context, published *hooklinev1.EventPublishe
 			OrderingKey: published.GetOrderingKey(),
 		}, res.Position)
 	}
-	return &controlv1.PublishResponse{EventId: published.GetEventId(), Deliveries: planned, Filtered: filtered, TraceId: traceID(published)}, nil
+	return &controlv1.PublishResponse{EventId: published.GetEventId(), Deliveries: planned, Filtered: filtered, TraceId: traceID(published),
+		SchemaViolation: published.GetSchemaViolation()}, nil
 }
 
 // maxFilterError bounds a filter's error as the plan records it.
@@ -372,7 +379,7 @@ func (s *Server) republish(ctx context.Context, stream string, published *hookli
 					"event_id %q was already published with another payload (sha256 %s, this one %s); an event id names one fact: use a new event_id for a new fact",
 					published.GetEventId(), hex.EncodeToString(m.GetPayloadSha256())[:16], hex.EncodeToString(published.GetPayloadSha256())[:16])
 			}
-			resp.TraceId = traceID(m)
+			resp.TraceId, resp.SchemaViolation = traceID(m), m.GetSchemaViolation()
 		case *hooklinev1.DeliveriesPlanned:
 			resp.Deliveries = append(resp.Deliveries, m.GetDeliveries()...)
 			resp.Filtered = append(resp.Filtered, m.GetFiltered()...)

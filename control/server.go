@@ -180,6 +180,7 @@ type Server struct {
 	controlv1.UnimplementedAuditServiceServer
 	controlv1.UnimplementedEndpointHealthServiceServer
 	controlv1.UnimplementedReconcileServiceServer
+	controlv1.UnimplementedEventTypeServiceServer
 
 	cfg    Config
 	health *health.Server
@@ -193,6 +194,7 @@ type Server struct {
 	// grpcLimits and restLimits bound the calls in flight on each side.
 	// A REST call reaches gRPC through the gateway and counts on both.
 	grpcLimits, restLimits *limiter
+	schemaCounts           schemaCounts
 }
 
 // New returns a Server.
@@ -228,6 +230,7 @@ func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	controlv1.RegisterTenantServiceServer(g, s)
 	controlv1.RegisterEndpointServiceServer(g, s)
 	controlv1.RegisterEventServiceServer(g, s)
+	controlv1.RegisterEventTypeServiceServer(g, s)
 	controlv1.RegisterDeliveryServiceServer(g, s)
 	controlv1.RegisterPortalServiceServer(g, s)
 	controlv1.RegisterOperatorServiceServer(g, s)

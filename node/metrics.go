@@ -120,6 +120,21 @@ func (m *metrics) nodeGauges(s *Server) {
 	})
 	gauge("hookline_partitions_owned", "Delivery partitions this node owns.", func() float64 { return float64(s.runner.Stats().Owned) })
 	gauge("hookline_partitions_live", "Owned delivery partitions that are caught up and served.", func() float64 { return float64(s.runner.Stats().Live) })
+	for _, mode := range []string{"warn", "reject"} {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "hookline_schema_violations_total", ConstLabels: prometheus.Labels{"mode": mode},
+			Help: "Publishes whose payload did not match its event type's schema: accepted and recorded (warn) or refused (reject).",
+		}, func() float64 {
+			if s.control == nil {
+				return 0
+			}
+			warned, rejected := s.control.SchemaViolations()
+			if mode == "warn" {
+				return float64(warned)
+			}
+			return float64(rejected)
+		}))
+	}
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "hookline_wakes_sent_total", Help: "Wake hints sent to endpoint grains.",
 	}, func() float64 { return float64(s.waker.sent.Load()) }))

@@ -126,24 +126,21 @@ func (s *State) Decide(identity string, cmd *internalv1.TenantCommand, now time.
 		}}}, nil
 
 	case *internalv1.TenantCommand_SetQuota:
-		r := c.SetQuota
-		if err := s.exists(identity, r.GetTenantId()); err != nil {
+		return s.decideSetQuota(identity, c.SetQuota, by, at, rid)
+
+	case *internalv1.TenantCommand_PutEventType:
+		if err := s.exists(identity, c.PutEventType.GetTenantId()); err != nil {
 			return Decision{}, err
 		}
-		if r.GetQuota() == nil {
-			return Decision{}, command.Invalid("quota", "is required: give the whole new quota (0 in a field means its default)")
-		}
-		if err := checkQuota(r.GetQuota()); err != nil {
+		return s.decidePutEventType(identity, c.PutEventType, by, at, rid)
+
+	case *internalv1.TenantCommand_Update:
+		if err := s.exists(identity, c.Update.GetTenantId()); err != nil {
 			return Decision{}, err
 		}
-		if proto.Equal(r.GetQuota(), s.Quota) {
-			return Decision{}, nil
-		}
-		return Decision{Events: []proto.Message{&hooklinev1.TenantQuotaChanged{
-			TenantId: identity, Quota: proto.CloneOf(r.GetQuota()), IssuedBy: by, At: at, RequestId: rid,
-		}}}, nil
+		return s.decideUpdate(identity, c.Update, by, at, rid)
 	}
-	return Decision{}, command.Invalid("command", "is missing or unknown: set one of create, get, issue_key, revoke_key, set_quota, lease")
+	return Decision{}, command.Invalid("command", "is missing or unknown: set one of create, get, issue_key, revoke_key, set_quota, lease, put_event_type, update")
 }
 
 // Reissue decides the answer to a retried IssueApiKeyRequest whose first
@@ -220,4 +217,23 @@ func checkQuota(q *hooklinev1.Quota) error {
 		return command.Invalid("quota.max_endpoints", "must be between 0 and %d (0 means the default, %d)", MaxEndpoints, DefaultMaxEndpoints)
 	}
 	return nil
+}
+
+// decideSetQuota replaces the tenant's quota.
+func (s *State) decideSetQuota(identity string, r *controlv1.SetQuotaRequest, by *hooklinev1.Actor, at *timestamppb.Timestamp, rid string) (Decision, error) {
+	if err := s.exists(identity, r.GetTenantId()); err != nil {
+		return Decision{}, err
+	}
+	if r.GetQuota() == nil {
+		return Decision{}, command.Invalid("quota", "is required: give the whole new quota (0 in a field means its default)")
+	}
+	if err := checkQuota(r.GetQuota()); err != nil {
+		return Decision{}, err
+	}
+	if proto.Equal(r.GetQuota(), s.Quota) {
+		return Decision{}, nil
+	}
+	return Decision{Events: []proto.Message{&hooklinev1.TenantQuotaChanged{
+		TenantId: identity, Quota: proto.CloneOf(r.GetQuota()), IssuedBy: by, At: at, RequestId: rid,
+	}}}, nil
 }

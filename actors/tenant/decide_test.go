@@ -8,8 +8,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/actors/command"
@@ -147,5 +150,74 @@ func TestDecideEvents(t *testing.T) {
 	view := s.View()
 	if len(view.GetApiKeys()) != 1 || !view.GetApiKeys()[0].GetRevoked() {
 		t.Fatalf("view keys %v", view.GetApiKeys())
+	}
+}
+
+// TestDecideCatalog: a type's versions count from 1, the same definition
+// writes nothing, a schema must compile and the example match it; the
+// schema enforcement takes off, warn or reject.
+func TestDecideCatalog(t *testing.T) {
+	s := created(t)
+	put := func(desc, example, schema string) (tenant.Decision, error) {
+		r := &controlv1.PutEventTypeRequest{EventType: "order.paid", Description: desc}
+		for _, f := range []struct {
+			text string
+			dst  **structpb.Value
+		}{{example, &r.Example}, {schema, &r.Schema}} {
+			if f.text != "" {
+				*f.dst = &structpb.Value{}
+				if err := protojson.Unmarshal([]byte(f.text), *f.dst); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return s.Decide("acme", &internalv1.TenantCommand{IssuedBy: admin, Command: &internalv1.TenantCommand_PutEventType{PutEventType: r}}, t0, nil)
+	}
+	apply := func(d tenant.Decision, err error) tenant.Decision {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range d.Events {
+			s.Apply(e)
+		}
+		return d
+	}
+	const schema = `{"type":"object","properties":{"total":{"type":"number","minimum":0}}}`
+	d := apply(put("paid", `{"total": 1}`, schema))
+	if len(d.Events) != 1 || d.Events[0].(*hooklinev1.EventTypeDefined).GetVersion() != 1 {
+		t.Fatalf("first definition: %v", d.Events)
+	}
+	if d := apply(put("paid", `{"total":1}`, schema)); len(d.Events) != 0 {
+		t.Fatalf("the same definition again wrote %v", d.Events)
+	}
+	if d := apply(put("paid in full", `{"total":1}`, schema)); d.Events[0].(*hooklinev1.EventTypeDefined).GetVersion() != 2 {
+		t.Fatalf("a new description: %v, want version 2", d.Events)
+	}
+	var ce *command.Error
+	for _, tc := range []struct{ example, schema, field string }{
+		{`{"total":-1}`, schema, "example"},
+		{"", `{"type":"nope"}`, "schema"},
+		{"", `{"$ref":"file:///etc/passwd"}`, "schema"},
+	} {
+		if _, err := put("x", tc.example, tc.schema); !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("example %s, schema %s: %v, want INVALID_ARGUMENT on %s", tc.example, tc.schema, err, tc.field)
+		}
+	}
+
+	update := func(mode string) (tenant.Decision, error) {
+		return s.Decide("acme", &internalv1.TenantCommand{IssuedBy: admin, Command: &internalv1.TenantCommand_Update{Update: &controlv1.UpdateTenantRequest{
+			Settings: &controlv1.TenantSettings{SchemaEnforcement: mode}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"schema_enforcement"}},
+		}}}, t0, nil)
+	}
+	apply(update("reject"))
+	if s.SchemaEnforcement != hooklinev1.SchemaEnforcement_SCHEMA_ENFORCEMENT_REJECT || s.View().GetSettings().GetSchemaEnforcement() != "reject" {
+		t.Fatalf("after reject: %v", s.SchemaEnforcement)
+	}
+	if d := apply(update("reject")); len(d.Events) != 0 {
+		t.Fatal("the same setting again wrote an event")
+	}
+	if _, err := update("strict"); !errors.As(err, &ce) || !strings.Contains(err.Error(), "off, warn or reject") {
+		t.Fatalf("an unknown mode: %v", err)
 	}
 }

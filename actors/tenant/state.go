@@ -23,6 +23,10 @@ type State struct {
 	CreatedAt time.Time
 	// Keys are the tenant's API keys in issue order, revoked ones included.
 	Keys []APIKey
+	// SchemaEnforcement is the tenant's setting (TenantSettingsChanged).
+	SchemaEnforcement hooklinev1.SchemaEnforcement
+	// EventTypes is the catalog: the newest version of each type.
+	EventTypes map[string]*hooklinev1.EventTypeDefined
 }
 
 // APIKey is one API key of a tenant: never the key, only its hash.
@@ -47,6 +51,13 @@ func (s *State) Apply(msg proto.Message) {
 		s.CreatedAt = e.GetAt().AsTime()
 	case *hooklinev1.TenantQuotaChanged:
 		s.Quota = quotaOrZero(e.GetQuota())
+	case *hooklinev1.TenantSettingsChanged:
+		s.SchemaEnforcement = e.GetSchemaEnforcement()
+	case *hooklinev1.EventTypeDefined:
+		if s.EventTypes == nil {
+			s.EventTypes = map[string]*hooklinev1.EventTypeDefined{}
+		}
+		s.EventTypes[e.GetEventType()] = e
 	case *hooklinev1.ApiKeyIssued:
 		s.Keys = append(s.Keys, APIKey{
 			ID:        e.GetKeyId(),
@@ -85,6 +96,7 @@ func (s *State) View() *controlv1.Tenant {
 		Name:      s.Name,
 		Quota:     proto.CloneOf(s.Quota),
 		CreatedAt: timestamppb.New(s.CreatedAt),
+		Settings:  &controlv1.TenantSettings{SchemaEnforcement: EnforcementName(s.SchemaEnforcement)},
 	}
 	for _, k := range s.Keys {
 		t.ApiKeys = append(t.ApiKeys, &controlv1.ApiKey{

@@ -38,6 +38,8 @@ type Tenant struct {
 	Name      string
 	Quota     Quota
 	CreatedAt time.Time
+	// SchemaEnforcement is the tenant's setting; 0 (off) until set.
+	SchemaEnforcement hooklinev1.SchemaEnforcement `json:",omitempty"`
 }
 
 // Quota is a tenant's share of the fleet; zero fields mean the defaults.
@@ -94,6 +96,8 @@ type Registry struct {
 
 	mu    sync.Mutex // guards cache
 	cache map[string]cached
+
+	schemas schemaCache
 }
 
 // cached is one query's answer as of a generation.
@@ -145,6 +149,7 @@ func (*Registry) Filter() events.Filter {
 		StreamPrefixes: []string{events.TenantCategory + "-", events.EndpointCategory + "-"},
 		Types: []string{
 			"TenantCreated", "TenantQuotaChanged", "ApiKeyIssued", "ApiKeyRevoked",
+			"TenantSettingsChanged", "EventTypeDefined",
 			"EndpointCreated", "EndpointUpdated", "SecretRotated", "SecretRetired",
 			"EndpointPaused", "EndpointResumed", "EndpointDisabled", "EndpointDeleted",
 			"RecoveryStarted", "RecoveryFinished",
@@ -357,6 +362,15 @@ func (r *Registry) Apply(b *projections.Batch, rec *events.Record, msg proto.Mes
 		}
 		t.Quota = quota(m.GetQuota())
 		return put(b, tenantKey(t.ID), t)
+	case *hooklinev1.TenantSettingsChanged:
+		var t Tenant
+		if ok, err := getJSON(b, tenantKey(m.GetTenantId()), &t); err != nil || !ok {
+			return err
+		}
+		t.SchemaEnforcement = m.GetSchemaEnforcement()
+		return put(b, tenantKey(t.ID), t)
+	case *hooklinev1.EventTypeDefined:
+		return put(b, eventTypeKey(m.GetTenantId(), m.GetEventType()), eventTypeOf(m))
 	case *hooklinev1.ApiKeyIssued:
 		k := apiKey{TenantID: m.GetTenantId(), KeyID: m.GetKeyId(), Hash: m.GetKeySha256(), Name: m.GetName(), IssuedAt: asTime(m.GetAt())}
 		if err := put(b, keyIDKey(k.TenantID, k.KeyID), k); err != nil {
@@ -608,6 +622,11 @@ type apiKey struct {
 //	a S(tenant) S(endpoint)           every endpoint the tenant created, deleted included
 //	x S(tenant) S(type) S(endpoint)   EndpointRef (JSON), deleted and disabled excluded
 func tenantKey(id string) []byte { return projections.AppendString([]byte{'t'}, id) }
+
+// eventTypeKey is where the newest version of a catalog's type is kept.
+func eventTypeKey(tenantID, typ string) []byte {
+	return projections.AppendString(projections.AppendString([]byte{'c'}, tenantID), typ)
+}
 
 func keyHashKey(hash []byte) []byte { return append([]byte{'k'}, hash...) }
 

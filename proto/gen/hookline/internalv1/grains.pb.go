@@ -172,6 +172,8 @@ type TenantCommand struct {
 	//	*TenantCommand_RevokeKey
 	//	*TenantCommand_SetQuota
 	//	*TenantCommand_Lease
+	//	*TenantCommand_PutEventType
+	//	*TenantCommand_Update
 	Command isTenantCommand_Command `protobuf_oneof:"command"`
 	// request_id names this command (the control API sets it): a retry of it
 	// with the same id gets the original answer and changes nothing again.
@@ -278,6 +280,24 @@ func (x *TenantCommand) GetLease() *QuotaLeaseRequest {
 	return nil
 }
 
+func (x *TenantCommand) GetPutEventType() *controlv1.PutEventTypeRequest {
+	if x != nil {
+		if x, ok := x.Command.(*TenantCommand_PutEventType); ok {
+			return x.PutEventType
+		}
+	}
+	return nil
+}
+
+func (x *TenantCommand) GetUpdate() *controlv1.UpdateTenantRequest {
+	if x != nil {
+		if x, ok := x.Command.(*TenantCommand_Update); ok {
+			return x.Update
+		}
+	}
+	return nil
+}
+
 func (x *TenantCommand) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
@@ -313,6 +333,14 @@ type TenantCommand_Lease struct {
 	Lease *QuotaLeaseRequest `protobuf:"bytes,7,opt,name=lease,proto3,oneof"`
 }
 
+type TenantCommand_PutEventType struct {
+	PutEventType *controlv1.PutEventTypeRequest `protobuf:"bytes,9,opt,name=put_event_type,json=putEventType,proto3,oneof"`
+}
+
+type TenantCommand_Update struct {
+	Update *controlv1.UpdateTenantRequest `protobuf:"bytes,10,opt,name=update,proto3,oneof"`
+}
+
 func (*TenantCommand_Create) isTenantCommand_Command() {}
 
 func (*TenantCommand_Get) isTenantCommand_Command() {}
@@ -324,6 +352,10 @@ func (*TenantCommand_RevokeKey) isTenantCommand_Command() {}
 func (*TenantCommand_SetQuota) isTenantCommand_Command() {}
 
 func (*TenantCommand_Lease) isTenantCommand_Command() {}
+
+func (*TenantCommand_PutEventType) isTenantCommand_Command() {}
+
+func (*TenantCommand_Update) isTenantCommand_Command() {}
 
 type TenantReply struct {
 	state         protoimpl.MessageState         `protogen:"open.v1"`
@@ -1124,7 +1156,7 @@ const file_hookline_internal_v1_grains_proto_rawDesc = "" +
 	"\x16CODE_PERMISSION_DENIED\x10\x05\x12\x10\n" +
 	"\fCODE_ABORTED\x10\x06\x12\x11\n" +
 	"\rCODE_INTERNAL\x10\a\x12\x14\n" +
-	"\x10CODE_UNAVAILABLE\x10\b\"\xda\x03\n" +
+	"\x10CODE_UNAVAILABLE\x10\b\"\xe0\x04\n" +
 	"\rTenantCommand\x12/\n" +
 	"\tissued_by\x18\x01 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12:\n" +
 	"\x06create\x18\x02 \x01(\v2 .hookline.v1.CreateTenantRequestH\x00R\x06create\x121\n" +
@@ -1133,7 +1165,10 @@ const file_hookline_internal_v1_grains_proto_rawDesc = "" +
 	"\n" +
 	"revoke_key\x18\x05 \x01(\v2 .hookline.v1.RevokeApiKeyRequestH\x00R\trevokeKey\x12;\n" +
 	"\tset_quota\x18\x06 \x01(\v2\x1c.hookline.v1.SetQuotaRequestH\x00R\bsetQuota\x12?\n" +
-	"\x05lease\x18\a \x01(\v2'.hookline.internal.v1.QuotaLeaseRequestH\x00R\x05lease\x12\x1d\n" +
+	"\x05lease\x18\a \x01(\v2'.hookline.internal.v1.QuotaLeaseRequestH\x00R\x05lease\x12H\n" +
+	"\x0eput_event_type\x18\t \x01(\v2 .hookline.v1.PutEventTypeRequestH\x00R\fputEventType\x12:\n" +
+	"\x06update\x18\n" +
+	" \x01(\v2 .hookline.v1.UpdateTenantRequestH\x00R\x06update\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\b \x01(\tR\trequestIdB\t\n" +
 	"\acommand\"\xde\x01\n" +
@@ -1231,31 +1266,33 @@ var file_hookline_internal_v1_grains_proto_goTypes = []any{
 	(*controlv1.IssueApiKeyRequest)(nil),      // 13: hookline.v1.IssueApiKeyRequest
 	(*controlv1.RevokeApiKeyRequest)(nil),     // 14: hookline.v1.RevokeApiKeyRequest
 	(*controlv1.SetQuotaRequest)(nil),         // 15: hookline.v1.SetQuotaRequest
-	(*controlv1.Tenant)(nil),                  // 16: hookline.v1.Tenant
-	(*controlv1.IssueApiKeyResponse)(nil),     // 17: hookline.v1.IssueApiKeyResponse
-	(*timestamppb.Timestamp)(nil),             // 18: google.protobuf.Timestamp
-	(*controlv1.CreateEndpointRequest)(nil),   // 19: hookline.v1.CreateEndpointRequest
-	(*controlv1.GetEndpointRequest)(nil),      // 20: hookline.v1.GetEndpointRequest
-	(*controlv1.UpdateEndpointRequest)(nil),   // 21: hookline.v1.UpdateEndpointRequest
-	(*controlv1.RotateSecretRequest)(nil),     // 22: hookline.v1.RotateSecretRequest
-	(*controlv1.RetireSecretRequest)(nil),     // 23: hookline.v1.RetireSecretRequest
-	(*controlv1.PauseEndpointRequest)(nil),    // 24: hookline.v1.PauseEndpointRequest
-	(*controlv1.ResumeEndpointRequest)(nil),   // 25: hookline.v1.ResumeEndpointRequest
-	(*controlv1.DeleteEndpointRequest)(nil),   // 26: hookline.v1.DeleteEndpointRequest
-	(*controlv1.ReplayDeliveryRequest)(nil),   // 27: hookline.v1.ReplayDeliveryRequest
-	(*controlv1.RecoverEndpointRequest)(nil),  // 28: hookline.v1.RecoverEndpointRequest
-	(*controlv1.GetRecoveryRequest)(nil),      // 29: hookline.v1.GetRecoveryRequest
-	(*controlv1.ListRecoveriesRequest)(nil),   // 30: hookline.v1.ListRecoveriesRequest
-	(*controlv1.ListOrderingKeysRequest)(nil), // 31: hookline.v1.ListOrderingKeysRequest
-	(*controlv1.SkipOrderingKeyRequest)(nil),  // 32: hookline.v1.SkipOrderingKeyRequest
-	(*controlv1.PullDeliveriesRequest)(nil),   // 33: hookline.v1.PullDeliveriesRequest
-	(*controlv1.AckDeliveriesRequest)(nil),    // 34: hookline.v1.AckDeliveriesRequest
-	(*controlv1.Endpoint)(nil),                // 35: hookline.v1.Endpoint
-	(*controlv1.Delivery)(nil),                // 36: hookline.v1.Delivery
-	(*controlv1.Recovery)(nil),                // 37: hookline.v1.Recovery
-	(*controlv1.OrderingKey)(nil),             // 38: hookline.v1.OrderingKey
-	(*controlv1.PullDeliveriesResponse)(nil),  // 39: hookline.v1.PullDeliveriesResponse
-	(*controlv1.AckDeliveriesResponse)(nil),   // 40: hookline.v1.AckDeliveriesResponse
+	(*controlv1.PutEventTypeRequest)(nil),     // 16: hookline.v1.PutEventTypeRequest
+	(*controlv1.UpdateTenantRequest)(nil),     // 17: hookline.v1.UpdateTenantRequest
+	(*controlv1.Tenant)(nil),                  // 18: hookline.v1.Tenant
+	(*controlv1.IssueApiKeyResponse)(nil),     // 19: hookline.v1.IssueApiKeyResponse
+	(*timestamppb.Timestamp)(nil),             // 20: google.protobuf.Timestamp
+	(*controlv1.CreateEndpointRequest)(nil),   // 21: hookline.v1.CreateEndpointRequest
+	(*controlv1.GetEndpointRequest)(nil),      // 22: hookline.v1.GetEndpointRequest
+	(*controlv1.UpdateEndpointRequest)(nil),   // 23: hookline.v1.UpdateEndpointRequest
+	(*controlv1.RotateSecretRequest)(nil),     // 24: hookline.v1.RotateSecretRequest
+	(*controlv1.RetireSecretRequest)(nil),     // 25: hookline.v1.RetireSecretRequest
+	(*controlv1.PauseEndpointRequest)(nil),    // 26: hookline.v1.PauseEndpointRequest
+	(*controlv1.ResumeEndpointRequest)(nil),   // 27: hookline.v1.ResumeEndpointRequest
+	(*controlv1.DeleteEndpointRequest)(nil),   // 28: hookline.v1.DeleteEndpointRequest
+	(*controlv1.ReplayDeliveryRequest)(nil),   // 29: hookline.v1.ReplayDeliveryRequest
+	(*controlv1.RecoverEndpointRequest)(nil),  // 30: hookline.v1.RecoverEndpointRequest
+	(*controlv1.GetRecoveryRequest)(nil),      // 31: hookline.v1.GetRecoveryRequest
+	(*controlv1.ListRecoveriesRequest)(nil),   // 32: hookline.v1.ListRecoveriesRequest
+	(*controlv1.ListOrderingKeysRequest)(nil), // 33: hookline.v1.ListOrderingKeysRequest
+	(*controlv1.SkipOrderingKeyRequest)(nil),  // 34: hookline.v1.SkipOrderingKeyRequest
+	(*controlv1.PullDeliveriesRequest)(nil),   // 35: hookline.v1.PullDeliveriesRequest
+	(*controlv1.AckDeliveriesRequest)(nil),    // 36: hookline.v1.AckDeliveriesRequest
+	(*controlv1.Endpoint)(nil),                // 37: hookline.v1.Endpoint
+	(*controlv1.Delivery)(nil),                // 38: hookline.v1.Delivery
+	(*controlv1.Recovery)(nil),                // 39: hookline.v1.Recovery
+	(*controlv1.OrderingKey)(nil),             // 40: hookline.v1.OrderingKey
+	(*controlv1.PullDeliveriesResponse)(nil),  // 41: hookline.v1.PullDeliveriesResponse
+	(*controlv1.AckDeliveriesResponse)(nil),   // 42: hookline.v1.AckDeliveriesResponse
 }
 var file_hookline_internal_v1_grains_proto_depIdxs = []int32{
 	0,  // 0: hookline.internal.v1.GrainError.code:type_name -> hookline.internal.v1.GrainError.Code
@@ -1266,44 +1303,46 @@ var file_hookline_internal_v1_grains_proto_depIdxs = []int32{
 	14, // 5: hookline.internal.v1.TenantCommand.revoke_key:type_name -> hookline.v1.RevokeApiKeyRequest
 	15, // 6: hookline.internal.v1.TenantCommand.set_quota:type_name -> hookline.v1.SetQuotaRequest
 	4,  // 7: hookline.internal.v1.TenantCommand.lease:type_name -> hookline.internal.v1.QuotaLeaseRequest
-	1,  // 8: hookline.internal.v1.TenantReply.error:type_name -> hookline.internal.v1.GrainError
-	16, // 9: hookline.internal.v1.TenantReply.tenant:type_name -> hookline.v1.Tenant
-	17, // 10: hookline.internal.v1.TenantReply.key:type_name -> hookline.v1.IssueApiKeyResponse
-	5,  // 11: hookline.internal.v1.TenantReply.lease:type_name -> hookline.internal.v1.QuotaLease
-	18, // 12: hookline.internal.v1.QuotaLease.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 13: hookline.internal.v1.EndpointCommand.issued_by:type_name -> hookline.v1.Actor
-	19, // 14: hookline.internal.v1.EndpointCommand.create:type_name -> hookline.v1.CreateEndpointRequest
-	20, // 15: hookline.internal.v1.EndpointCommand.get:type_name -> hookline.v1.GetEndpointRequest
-	21, // 16: hookline.internal.v1.EndpointCommand.update:type_name -> hookline.v1.UpdateEndpointRequest
-	22, // 17: hookline.internal.v1.EndpointCommand.rotate:type_name -> hookline.v1.RotateSecretRequest
-	23, // 18: hookline.internal.v1.EndpointCommand.retire:type_name -> hookline.v1.RetireSecretRequest
-	24, // 19: hookline.internal.v1.EndpointCommand.pause:type_name -> hookline.v1.PauseEndpointRequest
-	25, // 20: hookline.internal.v1.EndpointCommand.resume:type_name -> hookline.v1.ResumeEndpointRequest
-	26, // 21: hookline.internal.v1.EndpointCommand.delete:type_name -> hookline.v1.DeleteEndpointRequest
-	27, // 22: hookline.internal.v1.EndpointCommand.replay:type_name -> hookline.v1.ReplayDeliveryRequest
-	28, // 23: hookline.internal.v1.EndpointCommand.recover:type_name -> hookline.v1.RecoverEndpointRequest
-	29, // 24: hookline.internal.v1.EndpointCommand.get_recovery:type_name -> hookline.v1.GetRecoveryRequest
-	9,  // 25: hookline.internal.v1.EndpointCommand.wake:type_name -> hookline.internal.v1.Wake
-	7,  // 26: hookline.internal.v1.EndpointCommand.reseal:type_name -> hookline.internal.v1.Reseal
-	30, // 27: hookline.internal.v1.EndpointCommand.list_recoveries:type_name -> hookline.v1.ListRecoveriesRequest
-	31, // 28: hookline.internal.v1.EndpointCommand.list_ordering_keys:type_name -> hookline.v1.ListOrderingKeysRequest
-	32, // 29: hookline.internal.v1.EndpointCommand.skip_ordering_key:type_name -> hookline.v1.SkipOrderingKeyRequest
-	33, // 30: hookline.internal.v1.EndpointCommand.pull:type_name -> hookline.v1.PullDeliveriesRequest
-	34, // 31: hookline.internal.v1.EndpointCommand.ack:type_name -> hookline.v1.AckDeliveriesRequest
-	1,  // 32: hookline.internal.v1.EndpointReply.error:type_name -> hookline.internal.v1.GrainError
-	35, // 33: hookline.internal.v1.EndpointReply.endpoint:type_name -> hookline.v1.Endpoint
-	36, // 34: hookline.internal.v1.EndpointReply.delivery:type_name -> hookline.v1.Delivery
-	37, // 35: hookline.internal.v1.EndpointReply.recovery:type_name -> hookline.v1.Recovery
-	37, // 36: hookline.internal.v1.EndpointReply.recoveries:type_name -> hookline.v1.Recovery
-	38, // 37: hookline.internal.v1.EndpointReply.ordering_keys:type_name -> hookline.v1.OrderingKey
-	38, // 38: hookline.internal.v1.EndpointReply.ordering_key:type_name -> hookline.v1.OrderingKey
-	39, // 39: hookline.internal.v1.EndpointReply.pulled:type_name -> hookline.v1.PullDeliveriesResponse
-	40, // 40: hookline.internal.v1.EndpointReply.acked:type_name -> hookline.v1.AckDeliveriesResponse
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	16, // 8: hookline.internal.v1.TenantCommand.put_event_type:type_name -> hookline.v1.PutEventTypeRequest
+	17, // 9: hookline.internal.v1.TenantCommand.update:type_name -> hookline.v1.UpdateTenantRequest
+	1,  // 10: hookline.internal.v1.TenantReply.error:type_name -> hookline.internal.v1.GrainError
+	18, // 11: hookline.internal.v1.TenantReply.tenant:type_name -> hookline.v1.Tenant
+	19, // 12: hookline.internal.v1.TenantReply.key:type_name -> hookline.v1.IssueApiKeyResponse
+	5,  // 13: hookline.internal.v1.TenantReply.lease:type_name -> hookline.internal.v1.QuotaLease
+	20, // 14: hookline.internal.v1.QuotaLease.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 15: hookline.internal.v1.EndpointCommand.issued_by:type_name -> hookline.v1.Actor
+	21, // 16: hookline.internal.v1.EndpointCommand.create:type_name -> hookline.v1.CreateEndpointRequest
+	22, // 17: hookline.internal.v1.EndpointCommand.get:type_name -> hookline.v1.GetEndpointRequest
+	23, // 18: hookline.internal.v1.EndpointCommand.update:type_name -> hookline.v1.UpdateEndpointRequest
+	24, // 19: hookline.internal.v1.EndpointCommand.rotate:type_name -> hookline.v1.RotateSecretRequest
+	25, // 20: hookline.internal.v1.EndpointCommand.retire:type_name -> hookline.v1.RetireSecretRequest
+	26, // 21: hookline.internal.v1.EndpointCommand.pause:type_name -> hookline.v1.PauseEndpointRequest
+	27, // 22: hookline.internal.v1.EndpointCommand.resume:type_name -> hookline.v1.ResumeEndpointRequest
+	28, // 23: hookline.internal.v1.EndpointCommand.delete:type_name -> hookline.v1.DeleteEndpointRequest
+	29, // 24: hookline.internal.v1.EndpointCommand.replay:type_name -> hookline.v1.ReplayDeliveryRequest
+	30, // 25: hookline.internal.v1.EndpointCommand.recover:type_name -> hookline.v1.RecoverEndpointRequest
+	31, // 26: hookline.internal.v1.EndpointCommand.get_recovery:type_name -> hookline.v1.GetRecoveryRequest
+	9,  // 27: hookline.internal.v1.EndpointCommand.wake:type_name -> hookline.internal.v1.Wake
+	7,  // 28: hookline.internal.v1.EndpointCommand.reseal:type_name -> hookline.internal.v1.Reseal
+	32, // 29: hookline.internal.v1.EndpointCommand.list_recoveries:type_name -> hookline.v1.ListRecoveriesRequest
+	33, // 30: hookline.internal.v1.EndpointCommand.list_ordering_keys:type_name -> hookline.v1.ListOrderingKeysRequest
+	34, // 31: hookline.internal.v1.EndpointCommand.skip_ordering_key:type_name -> hookline.v1.SkipOrderingKeyRequest
+	35, // 32: hookline.internal.v1.EndpointCommand.pull:type_name -> hookline.v1.PullDeliveriesRequest
+	36, // 33: hookline.internal.v1.EndpointCommand.ack:type_name -> hookline.v1.AckDeliveriesRequest
+	1,  // 34: hookline.internal.v1.EndpointReply.error:type_name -> hookline.internal.v1.GrainError
+	37, // 35: hookline.internal.v1.EndpointReply.endpoint:type_name -> hookline.v1.Endpoint
+	38, // 36: hookline.internal.v1.EndpointReply.delivery:type_name -> hookline.v1.Delivery
+	39, // 37: hookline.internal.v1.EndpointReply.recovery:type_name -> hookline.v1.Recovery
+	39, // 38: hookline.internal.v1.EndpointReply.recoveries:type_name -> hookline.v1.Recovery
+	40, // 39: hookline.internal.v1.EndpointReply.ordering_keys:type_name -> hookline.v1.OrderingKey
+	40, // 40: hookline.internal.v1.EndpointReply.ordering_key:type_name -> hookline.v1.OrderingKey
+	41, // 41: hookline.internal.v1.EndpointReply.pulled:type_name -> hookline.v1.PullDeliveriesResponse
+	42, // 42: hookline.internal.v1.EndpointReply.acked:type_name -> hookline.v1.AckDeliveriesResponse
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_hookline_internal_v1_grains_proto_init() }
@@ -1318,6 +1357,8 @@ func file_hookline_internal_v1_grains_proto_init() {
 		(*TenantCommand_RevokeKey)(nil),
 		(*TenantCommand_SetQuota)(nil),
 		(*TenantCommand_Lease)(nil),
+		(*TenantCommand_PutEventType)(nil),
+		(*TenantCommand_Update)(nil),
 	}
 	file_hookline_internal_v1_grains_proto_msgTypes[5].OneofWrappers = []any{
 		(*EndpointCommand_Create)(nil),

@@ -27,6 +27,58 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SchemaEnforcement says what a publish whose payload does not match its
+// type's schema gets: accepted unchecked (off), accepted with the
+// violation recorded and counted (warn), or refused (reject).
+type SchemaEnforcement int32
+
+const (
+	SchemaEnforcement_SCHEMA_ENFORCEMENT_OFF    SchemaEnforcement = 0
+	SchemaEnforcement_SCHEMA_ENFORCEMENT_WARN   SchemaEnforcement = 1
+	SchemaEnforcement_SCHEMA_ENFORCEMENT_REJECT SchemaEnforcement = 2
+)
+
+// Enum value maps for SchemaEnforcement.
+var (
+	SchemaEnforcement_name = map[int32]string{
+		0: "SCHEMA_ENFORCEMENT_OFF",
+		1: "SCHEMA_ENFORCEMENT_WARN",
+		2: "SCHEMA_ENFORCEMENT_REJECT",
+	}
+	SchemaEnforcement_value = map[string]int32{
+		"SCHEMA_ENFORCEMENT_OFF":    0,
+		"SCHEMA_ENFORCEMENT_WARN":   1,
+		"SCHEMA_ENFORCEMENT_REJECT": 2,
+	}
+)
+
+func (x SchemaEnforcement) Enum() *SchemaEnforcement {
+	p := new(SchemaEnforcement)
+	*p = x
+	return p
+}
+
+func (x SchemaEnforcement) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SchemaEnforcement) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_events_proto_enumTypes[0].Descriptor()
+}
+
+func (SchemaEnforcement) Type() protoreflect.EnumType {
+	return &file_hookline_v1_events_proto_enumTypes[0]
+}
+
+func (x SchemaEnforcement) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SchemaEnforcement.Descriptor instead.
+func (SchemaEnforcement) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{0}
+}
+
 // KeyOrdering is an endpoint's ordering by key: whether the deliveries of
 // events published with the same ordering_key are attempted one at a
 // time, in the log's order, and what a failed one does to the next.
@@ -69,11 +121,11 @@ func (x KeyOrdering) String() string {
 }
 
 func (KeyOrdering) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[0].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[1].Descriptor()
 }
 
 func (KeyOrdering) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[0]
+	return &file_hookline_v1_events_proto_enumTypes[1]
 }
 
 func (x KeyOrdering) Number() protoreflect.EnumNumber {
@@ -82,7 +134,7 @@ func (x KeyOrdering) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use KeyOrdering.Descriptor instead.
 func (KeyOrdering) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{1}
 }
 
 // ErrorClass classifies why an attempt did not succeed.
@@ -149,11 +201,11 @@ func (x ErrorClass) String() string {
 }
 
 func (ErrorClass) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[1].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[2].Descriptor()
 }
 
 func (ErrorClass) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[1]
+	return &file_hookline_v1_events_proto_enumTypes[2]
 }
 
 func (x ErrorClass) Number() protoreflect.EnumNumber {
@@ -162,7 +214,7 @@ func (x ErrorClass) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorClass.Descriptor instead.
 func (ErrorClass) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{1}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{2}
 }
 
 type Actor_Kind int32
@@ -209,11 +261,11 @@ func (x Actor_Kind) String() string {
 }
 
 func (Actor_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[2].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[3].Descriptor()
 }
 
 func (Actor_Kind) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[2]
+	return &file_hookline_v1_events_proto_enumTypes[3]
 }
 
 func (x Actor_Kind) Number() protoreflect.EnumNumber {
@@ -260,11 +312,11 @@ func (x ApiKeyRevoked_Reason) String() string {
 }
 
 func (ApiKeyRevoked_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[3].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[4].Descriptor()
 }
 
 func (ApiKeyRevoked_Reason) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[3]
+	return &file_hookline_v1_events_proto_enumTypes[4]
 }
 
 func (x ApiKeyRevoked_Reason) Number() protoreflect.EnumNumber {
@@ -273,7 +325,7 @@ func (x ApiKeyRevoked_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApiKeyRevoked_Reason.Descriptor instead.
 func (ApiKeyRevoked_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{5, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{7, 0}
 }
 
 type SecretRetired_Reason int32
@@ -309,11 +361,11 @@ func (x SecretRetired_Reason) String() string {
 }
 
 func (SecretRetired_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[4].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[5].Descriptor()
 }
 
 func (SecretRetired_Reason) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[4]
+	return &file_hookline_v1_events_proto_enumTypes[5]
 }
 
 func (x SecretRetired_Reason) Number() protoreflect.EnumNumber {
@@ -322,7 +374,7 @@ func (x SecretRetired_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SecretRetired_Reason.Descriptor instead.
 func (SecretRetired_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{14, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{16, 0}
 }
 
 type EndpointPaused_Reason int32
@@ -359,11 +411,11 @@ func (x EndpointPaused_Reason) String() string {
 }
 
 func (EndpointPaused_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[5].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[6].Descriptor()
 }
 
 func (EndpointPaused_Reason) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[5]
+	return &file_hookline_v1_events_proto_enumTypes[6]
 }
 
 func (x EndpointPaused_Reason) Number() protoreflect.EnumNumber {
@@ -372,7 +424,7 @@ func (x EndpointPaused_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EndpointPaused_Reason.Descriptor instead.
 func (EndpointPaused_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{15, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{17, 0}
 }
 
 type RecoveryFinished_Reason int32
@@ -415,11 +467,11 @@ func (x RecoveryFinished_Reason) String() string {
 }
 
 func (RecoveryFinished_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[6].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[7].Descriptor()
 }
 
 func (RecoveryFinished_Reason) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[6]
+	return &file_hookline_v1_events_proto_enumTypes[7]
 }
 
 func (x RecoveryFinished_Reason) Number() protoreflect.EnumNumber {
@@ -428,7 +480,7 @@ func (x RecoveryFinished_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RecoveryFinished_Reason.Descriptor instead.
 func (RecoveryFinished_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26, 0}
 }
 
 type AttemptTrigger_Kind int32
@@ -475,11 +527,11 @@ func (x AttemptTrigger_Kind) String() string {
 }
 
 func (AttemptTrigger_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[7].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[8].Descriptor()
 }
 
 func (AttemptTrigger_Kind) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[7]
+	return &file_hookline_v1_events_proto_enumTypes[8]
 }
 
 func (x AttemptTrigger_Kind) Number() protoreflect.EnumNumber {
@@ -488,7 +540,7 @@ func (x AttemptTrigger_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AttemptTrigger_Kind.Descriptor instead.
 func (AttemptTrigger_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35, 0}
 }
 
 type RetryDecision_Outcome int32
@@ -546,11 +598,11 @@ func (x RetryDecision_Outcome) String() string {
 }
 
 func (RetryDecision_Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[8].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[9].Descriptor()
 }
 
 func (RetryDecision_Outcome) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[8]
+	return &file_hookline_v1_events_proto_enumTypes[9]
 }
 
 func (x RetryDecision_Outcome) Number() protoreflect.EnumNumber {
@@ -559,7 +611,7 @@ func (x RetryDecision_Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryDecision_Outcome.Descriptor instead.
 func (RetryDecision_Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38, 0}
 }
 
 // RetryAfter says what became of the receiver's Retry-After.
@@ -615,11 +667,11 @@ func (x RetryDecision_RetryAfter) String() string {
 }
 
 func (RetryDecision_RetryAfter) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[9].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[10].Descriptor()
 }
 
 func (RetryDecision_RetryAfter) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[9]
+	return &file_hookline_v1_events_proto_enumTypes[10]
 }
 
 func (x RetryDecision_RetryAfter) Number() protoreflect.EnumNumber {
@@ -628,7 +680,7 @@ func (x RetryDecision_RetryAfter) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryDecision_RetryAfter.Descriptor instead.
 func (RetryDecision_RetryAfter) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35, 1}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38, 1}
 }
 
 type PartitionsAssigned_Reason int32
@@ -672,11 +724,11 @@ func (x PartitionsAssigned_Reason) String() string {
 }
 
 func (PartitionsAssigned_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[10].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[11].Descriptor()
 }
 
 func (PartitionsAssigned_Reason) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[10]
+	return &file_hookline_v1_events_proto_enumTypes[11]
 }
 
 func (x PartitionsAssigned_Reason) Number() protoreflect.EnumNumber {
@@ -685,7 +737,7 @@ func (x PartitionsAssigned_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PartitionsAssigned_Reason.Descriptor instead.
 func (PartitionsAssigned_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{47, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{50, 0}
 }
 
 type ReconcileRepaired_Kind int32
@@ -729,11 +781,11 @@ func (x ReconcileRepaired_Kind) String() string {
 }
 
 func (ReconcileRepaired_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_events_proto_enumTypes[11].Descriptor()
+	return file_hookline_v1_events_proto_enumTypes[12].Descriptor()
 }
 
 func (ReconcileRepaired_Kind) Type() protoreflect.EnumType {
-	return &file_hookline_v1_events_proto_enumTypes[11]
+	return &file_hookline_v1_events_proto_enumTypes[12]
 }
 
 func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
@@ -742,7 +794,7 @@ func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
 func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{48, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{51, 0}
 }
 
 // Actor names who issued the command that caused an event.
@@ -958,6 +1010,196 @@ func (x *TenantCreated) GetRequestId() string {
 	return ""
 }
 
+// EventTypeDefined records a version of an event type in a tenant's
+// catalog, in stream tenant-{tenant_id}: its description, an example
+// payload and a JSON Schema (draft 2020-12) of its payloads, each as JSON
+// text ("" when not given). version counts from 1 per type.
+type EventTypeDefined struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EventType     string                 `protobuf:"bytes,2,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	Version       int32                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Description   string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	Example       string                 `protobuf:"bytes,5,opt,name=example,proto3" json:"example,omitempty"`
+	Schema        string                 `protobuf:"bytes,6,opt,name=schema,proto3" json:"schema,omitempty"`
+	IssuedBy      *Actor                 `protobuf:"bytes,7,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=at,proto3" json:"at,omitempty"`
+	RequestId     string                 `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventTypeDefined) Reset() {
+	*x = EventTypeDefined{}
+	mi := &file_hookline_v1_events_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventTypeDefined) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventTypeDefined) ProtoMessage() {}
+
+func (x *EventTypeDefined) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventTypeDefined.ProtoReflect.Descriptor instead.
+func (*EventTypeDefined) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *EventTypeDefined) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *EventTypeDefined) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *EventTypeDefined) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *EventTypeDefined) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *EventTypeDefined) GetExample() string {
+	if x != nil {
+		return x.Example
+	}
+	return ""
+}
+
+func (x *EventTypeDefined) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *EventTypeDefined) GetIssuedBy() *Actor {
+	if x != nil {
+		return x.IssuedBy
+	}
+	return nil
+}
+
+func (x *EventTypeDefined) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *EventTypeDefined) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// TenantSettingsChanged records a tenant's own settings, in stream
+// tenant-{tenant_id}.
+type TenantSettingsChanged struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	TenantId          string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	SchemaEnforcement SchemaEnforcement      `protobuf:"varint,2,opt,name=schema_enforcement,json=schemaEnforcement,proto3,enum=hookline.v1.SchemaEnforcement" json:"schema_enforcement,omitempty"`
+	IssuedBy          *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At                *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	RequestId         string                 `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *TenantSettingsChanged) Reset() {
+	*x = TenantSettingsChanged{}
+	mi := &file_hookline_v1_events_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantSettingsChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantSettingsChanged) ProtoMessage() {}
+
+func (x *TenantSettingsChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantSettingsChanged.ProtoReflect.Descriptor instead.
+func (*TenantSettingsChanged) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TenantSettingsChanged) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *TenantSettingsChanged) GetSchemaEnforcement() SchemaEnforcement {
+	if x != nil {
+		return x.SchemaEnforcement
+	}
+	return SchemaEnforcement_SCHEMA_ENFORCEMENT_OFF
+}
+
+func (x *TenantSettingsChanged) GetIssuedBy() *Actor {
+	if x != nil {
+		return x.IssuedBy
+	}
+	return nil
+}
+
+func (x *TenantSettingsChanged) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *TenantSettingsChanged) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type TenantQuotaChanged struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -973,7 +1215,7 @@ type TenantQuotaChanged struct {
 
 func (x *TenantQuotaChanged) Reset() {
 	*x = TenantQuotaChanged{}
-	mi := &file_hookline_v1_events_proto_msgTypes[3]
+	mi := &file_hookline_v1_events_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1227,7 @@ func (x *TenantQuotaChanged) String() string {
 func (*TenantQuotaChanged) ProtoMessage() {}
 
 func (x *TenantQuotaChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[3]
+	mi := &file_hookline_v1_events_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1240,7 @@ func (x *TenantQuotaChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantQuotaChanged.ProtoReflect.Descriptor instead.
 func (*TenantQuotaChanged) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TenantQuotaChanged) GetTenantId() string {
@@ -1055,7 +1297,7 @@ type ApiKeyIssued struct {
 
 func (x *ApiKeyIssued) Reset() {
 	*x = ApiKeyIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[4]
+	mi := &file_hookline_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1309,7 @@ func (x *ApiKeyIssued) String() string {
 func (*ApiKeyIssued) ProtoMessage() {}
 
 func (x *ApiKeyIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[4]
+	mi := &file_hookline_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1322,7 @@ func (x *ApiKeyIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKeyIssued.ProtoReflect.Descriptor instead.
 func (*ApiKeyIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ApiKeyIssued) GetTenantId() string {
@@ -1148,7 +1390,7 @@ type ApiKeyRevoked struct {
 
 func (x *ApiKeyRevoked) Reset() {
 	*x = ApiKeyRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[5]
+	mi := &file_hookline_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1402,7 @@ func (x *ApiKeyRevoked) String() string {
 func (*ApiKeyRevoked) ProtoMessage() {}
 
 func (x *ApiKeyRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[5]
+	mi := &file_hookline_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1415,7 @@ func (x *ApiKeyRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKeyRevoked.ProtoReflect.Descriptor instead.
 func (*ApiKeyRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ApiKeyRevoked) GetTenantId() string {
@@ -1272,7 +1514,7 @@ type EndpointConfig struct {
 
 func (x *EndpointConfig) Reset() {
 	*x = EndpointConfig{}
-	mi := &file_hookline_v1_events_proto_msgTypes[6]
+	mi := &file_hookline_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1526,7 @@ func (x *EndpointConfig) String() string {
 func (*EndpointConfig) ProtoMessage() {}
 
 func (x *EndpointConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[6]
+	mi := &file_hookline_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1539,7 @@ func (x *EndpointConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointConfig.ProtoReflect.Descriptor instead.
 func (*EndpointConfig) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EndpointConfig) GetUrl() string {
@@ -1446,7 +1688,7 @@ type MTLSConfig struct {
 
 func (x *MTLSConfig) Reset() {
 	*x = MTLSConfig{}
-	mi := &file_hookline_v1_events_proto_msgTypes[7]
+	mi := &file_hookline_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1700,7 @@ func (x *MTLSConfig) String() string {
 func (*MTLSConfig) ProtoMessage() {}
 
 func (x *MTLSConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[7]
+	mi := &file_hookline_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1713,7 @@ func (x *MTLSConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MTLSConfig.ProtoReflect.Descriptor instead.
 func (*MTLSConfig) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MTLSConfig) GetClientCertificate() string {
@@ -1510,7 +1752,7 @@ type OAuth2Config struct {
 
 func (x *OAuth2Config) Reset() {
 	*x = OAuth2Config{}
-	mi := &file_hookline_v1_events_proto_msgTypes[8]
+	mi := &file_hookline_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1764,7 @@ func (x *OAuth2Config) String() string {
 func (*OAuth2Config) ProtoMessage() {}
 
 func (x *OAuth2Config) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[8]
+	mi := &file_hookline_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1777,7 @@ func (x *OAuth2Config) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OAuth2Config.ProtoReflect.Descriptor instead.
 func (*OAuth2Config) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *OAuth2Config) GetTokenUrl() string {
@@ -1585,7 +1827,7 @@ type SealedValue struct {
 
 func (x *SealedValue) Reset() {
 	*x = SealedValue{}
-	mi := &file_hookline_v1_events_proto_msgTypes[9]
+	mi := &file_hookline_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1839,7 @@ func (x *SealedValue) String() string {
 func (*SealedValue) ProtoMessage() {}
 
 func (x *SealedValue) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[9]
+	mi := &file_hookline_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1852,7 @@ func (x *SealedValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedValue.ProtoReflect.Descriptor instead.
 func (*SealedValue) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SealedValue) GetMasterKeyId() string {
@@ -1654,7 +1896,7 @@ type SealedSecret struct {
 
 func (x *SealedSecret) Reset() {
 	*x = SealedSecret{}
-	mi := &file_hookline_v1_events_proto_msgTypes[10]
+	mi := &file_hookline_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1666,7 +1908,7 @@ func (x *SealedSecret) String() string {
 func (*SealedSecret) ProtoMessage() {}
 
 func (x *SealedSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[10]
+	mi := &file_hookline_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1679,7 +1921,7 @@ func (x *SealedSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedSecret.ProtoReflect.Descriptor instead.
 func (*SealedSecret) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SealedSecret) GetVersion() int32 {
@@ -1742,7 +1984,7 @@ type EndpointCreated struct {
 
 func (x *EndpointCreated) Reset() {
 	*x = EndpointCreated{}
-	mi := &file_hookline_v1_events_proto_msgTypes[11]
+	mi := &file_hookline_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1996,7 @@ func (x *EndpointCreated) String() string {
 func (*EndpointCreated) ProtoMessage() {}
 
 func (x *EndpointCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[11]
+	mi := &file_hookline_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +2009,7 @@ func (x *EndpointCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointCreated.ProtoReflect.Descriptor instead.
 func (*EndpointCreated) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EndpointCreated) GetTenantId() string {
@@ -1846,7 +2088,7 @@ type EndpointUpdated struct {
 
 func (x *EndpointUpdated) Reset() {
 	*x = EndpointUpdated{}
-	mi := &file_hookline_v1_events_proto_msgTypes[12]
+	mi := &file_hookline_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1858,7 +2100,7 @@ func (x *EndpointUpdated) String() string {
 func (*EndpointUpdated) ProtoMessage() {}
 
 func (x *EndpointUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[12]
+	mi := &file_hookline_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1871,7 +2113,7 @@ func (x *EndpointUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointUpdated.ProtoReflect.Descriptor instead.
 func (*EndpointUpdated) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EndpointUpdated) GetTenantId() string {
@@ -1951,7 +2193,7 @@ type SecretRotated struct {
 
 func (x *SecretRotated) Reset() {
 	*x = SecretRotated{}
-	mi := &file_hookline_v1_events_proto_msgTypes[13]
+	mi := &file_hookline_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1963,7 +2205,7 @@ func (x *SecretRotated) String() string {
 func (*SecretRotated) ProtoMessage() {}
 
 func (x *SecretRotated) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[13]
+	mi := &file_hookline_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1976,7 +2218,7 @@ func (x *SecretRotated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretRotated.ProtoReflect.Descriptor instead.
 func (*SecretRotated) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SecretRotated) GetTenantId() string {
@@ -2052,7 +2294,7 @@ type SecretRetired struct {
 
 func (x *SecretRetired) Reset() {
 	*x = SecretRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[14]
+	mi := &file_hookline_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2064,7 +2306,7 @@ func (x *SecretRetired) String() string {
 func (*SecretRetired) ProtoMessage() {}
 
 func (x *SecretRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[14]
+	mi := &file_hookline_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2077,7 +2319,7 @@ func (x *SecretRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretRetired.ProtoReflect.Descriptor instead.
 func (*SecretRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SecretRetired) GetTenantId() string {
@@ -2147,7 +2389,7 @@ type EndpointPaused struct {
 
 func (x *EndpointPaused) Reset() {
 	*x = EndpointPaused{}
-	mi := &file_hookline_v1_events_proto_msgTypes[15]
+	mi := &file_hookline_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2401,7 @@ func (x *EndpointPaused) String() string {
 func (*EndpointPaused) ProtoMessage() {}
 
 func (x *EndpointPaused) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[15]
+	mi := &file_hookline_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2414,7 @@ func (x *EndpointPaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPaused.ProtoReflect.Descriptor instead.
 func (*EndpointPaused) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EndpointPaused) GetTenantId() string {
@@ -2239,7 +2481,7 @@ type EndpointResumed struct {
 
 func (x *EndpointResumed) Reset() {
 	*x = EndpointResumed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[16]
+	mi := &file_hookline_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2493,7 @@ func (x *EndpointResumed) String() string {
 func (*EndpointResumed) ProtoMessage() {}
 
 func (x *EndpointResumed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[16]
+	mi := &file_hookline_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2506,7 @@ func (x *EndpointResumed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointResumed.ProtoReflect.Descriptor instead.
 func (*EndpointResumed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EndpointResumed) GetTenantId() string {
@@ -2318,7 +2560,7 @@ type EndpointDisabled struct {
 
 func (x *EndpointDisabled) Reset() {
 	*x = EndpointDisabled{}
-	mi := &file_hookline_v1_events_proto_msgTypes[17]
+	mi := &file_hookline_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2572,7 @@ func (x *EndpointDisabled) String() string {
 func (*EndpointDisabled) ProtoMessage() {}
 
 func (x *EndpointDisabled) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[17]
+	mi := &file_hookline_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2585,7 @@ func (x *EndpointDisabled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointDisabled.ProtoReflect.Descriptor instead.
 func (*EndpointDisabled) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EndpointDisabled) GetTenantId() string {
@@ -2396,7 +2638,7 @@ type EndpointDeleted struct {
 
 func (x *EndpointDeleted) Reset() {
 	*x = EndpointDeleted{}
-	mi := &file_hookline_v1_events_proto_msgTypes[18]
+	mi := &file_hookline_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2408,7 +2650,7 @@ func (x *EndpointDeleted) String() string {
 func (*EndpointDeleted) ProtoMessage() {}
 
 func (x *EndpointDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[18]
+	mi := &file_hookline_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2421,7 +2663,7 @@ func (x *EndpointDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointDeleted.ProtoReflect.Descriptor instead.
 func (*EndpointDeleted) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EndpointDeleted) GetTenantId() string {
@@ -2475,7 +2717,7 @@ type CircuitOpened struct {
 
 func (x *CircuitOpened) Reset() {
 	*x = CircuitOpened{}
-	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	mi := &file_hookline_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +2729,7 @@ func (x *CircuitOpened) String() string {
 func (*CircuitOpened) ProtoMessage() {}
 
 func (x *CircuitOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	mi := &file_hookline_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +2742,7 @@ func (x *CircuitOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitOpened.ProtoReflect.Descriptor instead.
 func (*CircuitOpened) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CircuitOpened) GetTenantId() string {
@@ -2563,7 +2805,7 @@ type CircuitHalfOpened struct {
 
 func (x *CircuitHalfOpened) Reset() {
 	*x = CircuitHalfOpened{}
-	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2817,7 @@ func (x *CircuitHalfOpened) String() string {
 func (*CircuitHalfOpened) ProtoMessage() {}
 
 func (x *CircuitHalfOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2830,7 @@ func (x *CircuitHalfOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitHalfOpened.ProtoReflect.Descriptor instead.
 func (*CircuitHalfOpened) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CircuitHalfOpened) GetTenantId() string {
@@ -2623,7 +2865,7 @@ type CircuitClosed struct {
 
 func (x *CircuitClosed) Reset() {
 	*x = CircuitClosed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2635,7 +2877,7 @@ func (x *CircuitClosed) String() string {
 func (*CircuitClosed) ProtoMessage() {}
 
 func (x *CircuitClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2648,7 +2890,7 @@ func (x *CircuitClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitClosed.ProtoReflect.Descriptor instead.
 func (*CircuitClosed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CircuitClosed) GetTenantId() string {
@@ -2704,7 +2946,7 @@ type RecoveryStarted struct {
 
 func (x *RecoveryStarted) Reset() {
 	*x = RecoveryStarted{}
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2716,7 +2958,7 @@ func (x *RecoveryStarted) String() string {
 func (*RecoveryStarted) ProtoMessage() {}
 
 func (x *RecoveryStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2729,7 +2971,7 @@ func (x *RecoveryStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryStarted.ProtoReflect.Descriptor instead.
 func (*RecoveryStarted) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RecoveryStarted) GetTenantId() string {
@@ -2840,7 +3082,7 @@ type RecoveryProgressed struct {
 
 func (x *RecoveryProgressed) Reset() {
 	*x = RecoveryProgressed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2852,7 +3094,7 @@ func (x *RecoveryProgressed) String() string {
 func (*RecoveryProgressed) ProtoMessage() {}
 
 func (x *RecoveryProgressed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2865,7 +3107,7 @@ func (x *RecoveryProgressed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryProgressed.ProtoReflect.Descriptor instead.
 func (*RecoveryProgressed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RecoveryProgressed) GetTenantId() string {
@@ -2940,7 +3182,7 @@ type RecoveryFinished struct {
 
 func (x *RecoveryFinished) Reset() {
 	*x = RecoveryFinished{}
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3194,7 @@ func (x *RecoveryFinished) String() string {
 func (*RecoveryFinished) ProtoMessage() {}
 
 func (x *RecoveryFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3207,7 @@ func (x *RecoveryFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryFinished.ProtoReflect.Descriptor instead.
 func (*RecoveryFinished) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RecoveryFinished) GetTenantId() string {
@@ -3035,7 +3277,7 @@ type RecoveryListed struct {
 
 func (x *RecoveryListed) Reset() {
 	*x = RecoveryListed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3047,7 +3289,7 @@ func (x *RecoveryListed) String() string {
 func (*RecoveryListed) ProtoMessage() {}
 
 func (x *RecoveryListed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3060,7 +3302,7 @@ func (x *RecoveryListed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryListed.ProtoReflect.Descriptor instead.
 func (*RecoveryListed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RecoveryListed) GetTenantId() string {
@@ -3140,14 +3382,18 @@ type EventPublished struct {
 	Tracestate  string `protobuf:"bytes,15,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	// ordering_key names the object whose events an ordered endpoint
 	// receives one at a time, in the log's order; empty: none.
-	OrderingKey   string `protobuf:"bytes,16,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OrderingKey string `protobuf:"bytes,16,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	// schema_violation is set when the tenant's schema enforcement is warn
+	// and the payload does not match its type's schema: the event was
+	// accepted, and this says why it did not match.
+	SchemaViolation *SchemaViolation `protobuf:"bytes,17,opt,name=schema_violation,json=schemaViolation,proto3" json:"schema_violation,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *EventPublished) Reset() {
 	*x = EventPublished{}
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3159,7 +3405,7 @@ func (x *EventPublished) String() string {
 func (*EventPublished) ProtoMessage() {}
 
 func (x *EventPublished) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3172,7 +3418,7 @@ func (x *EventPublished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventPublished.ProtoReflect.Descriptor instead.
 func (*EventPublished) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *EventPublished) GetTenantId() string {
@@ -3287,6 +3533,85 @@ func (x *EventPublished) GetOrderingKey() string {
 	return ""
 }
 
+func (x *EventPublished) GetSchemaViolation() *SchemaViolation {
+	if x != nil {
+		return x.SchemaViolation
+	}
+	return nil
+}
+
+// SchemaViolation says why a payload does not match the schema of its
+// event type: the schema's version, the JSON pointer of the failing value
+// ("" for the whole payload), the rule's keyword and the validator's
+// message.
+type SchemaViolation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SchemaVersion int32                  `protobuf:"varint,1,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
+	Pointer       string                 `protobuf:"bytes,2,opt,name=pointer,proto3" json:"pointer,omitempty"`
+	Keyword       string                 `protobuf:"bytes,3,opt,name=keyword,proto3" json:"keyword,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchemaViolation) Reset() {
+	*x = SchemaViolation{}
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchemaViolation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchemaViolation) ProtoMessage() {}
+
+func (x *SchemaViolation) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchemaViolation.ProtoReflect.Descriptor instead.
+func (*SchemaViolation) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SchemaViolation) GetSchemaVersion() int32 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
+func (x *SchemaViolation) GetPointer() string {
+	if x != nil {
+		return x.Pointer
+	}
+	return ""
+}
+
+func (x *SchemaViolation) GetKeyword() string {
+	if x != nil {
+		return x.Keyword
+	}
+	return ""
+}
+
+func (x *SchemaViolation) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type PlannedDelivery struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	DeliveryId    string                 `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
@@ -3304,7 +3629,7 @@ type PlannedDelivery struct {
 
 func (x *PlannedDelivery) Reset() {
 	*x = PlannedDelivery{}
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3316,7 +3641,7 @@ func (x *PlannedDelivery) String() string {
 func (*PlannedDelivery) ProtoMessage() {}
 
 func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3329,7 +3654,7 @@ func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedDelivery.ProtoReflect.Descriptor instead.
 func (*PlannedDelivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PlannedDelivery) GetDeliveryId() string {
@@ -3383,7 +3708,7 @@ type FilteredEndpoint struct {
 
 func (x *FilteredEndpoint) Reset() {
 	*x = FilteredEndpoint{}
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3395,7 +3720,7 @@ func (x *FilteredEndpoint) String() string {
 func (*FilteredEndpoint) ProtoMessage() {}
 
 func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3408,7 +3733,7 @@ func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilteredEndpoint.ProtoReflect.Descriptor instead.
 func (*FilteredEndpoint) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FilteredEndpoint) GetEndpointId() string {
@@ -3464,7 +3789,7 @@ type DeliveriesPlanned struct {
 
 func (x *DeliveriesPlanned) Reset() {
 	*x = DeliveriesPlanned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3476,7 +3801,7 @@ func (x *DeliveriesPlanned) String() string {
 func (*DeliveriesPlanned) ProtoMessage() {}
 
 func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3489,7 +3814,7 @@ func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveriesPlanned.ProtoReflect.Descriptor instead.
 func (*DeliveriesPlanned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeliveriesPlanned) GetTenantId() string {
@@ -3589,7 +3914,7 @@ type PlanRepair struct {
 
 func (x *PlanRepair) Reset() {
 	*x = PlanRepair{}
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3601,7 +3926,7 @@ func (x *PlanRepair) String() string {
 func (*PlanRepair) ProtoMessage() {}
 
 func (x *PlanRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3614,7 +3939,7 @@ func (x *PlanRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRepair.ProtoReflect.Descriptor instead.
 func (*PlanRepair) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PlanRepair) GetRunId() string {
@@ -3715,7 +4040,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3727,7 +4052,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3740,7 +4065,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Attempt) GetTenantId() string {
@@ -3975,7 +4300,7 @@ type AttemptTrigger struct {
 
 func (x *AttemptTrigger) Reset() {
 	*x = AttemptTrigger{}
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3987,7 +4312,7 @@ func (x *AttemptTrigger) String() string {
 func (*AttemptTrigger) ProtoMessage() {}
 
 func (x *AttemptTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4000,7 +4325,7 @@ func (x *AttemptTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptTrigger.ProtoReflect.Descriptor instead.
 func (*AttemptTrigger) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AttemptTrigger) GetKind() AttemptTrigger_Kind {
@@ -4066,7 +4391,7 @@ type AttemptWaits struct {
 
 func (x *AttemptWaits) Reset() {
 	*x = AttemptWaits{}
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4078,7 +4403,7 @@ func (x *AttemptWaits) String() string {
 func (*AttemptWaits) ProtoMessage() {}
 
 func (x *AttemptWaits) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4091,7 +4416,7 @@ func (x *AttemptWaits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptWaits.ProtoReflect.Descriptor instead.
 func (*AttemptWaits) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AttemptWaits) GetTotalMs() int64 {
@@ -4154,7 +4479,7 @@ type AttemptTrace struct {
 
 func (x *AttemptTrace) Reset() {
 	*x = AttemptTrace{}
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4166,7 +4491,7 @@ func (x *AttemptTrace) String() string {
 func (*AttemptTrace) ProtoMessage() {}
 
 func (x *AttemptTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4179,7 +4504,7 @@ func (x *AttemptTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptTrace.ProtoReflect.Descriptor instead.
 func (*AttemptTrace) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AttemptTrace) GetTraceparent() string {
@@ -4222,7 +4547,7 @@ type RetryDecision struct {
 
 func (x *RetryDecision) Reset() {
 	*x = RetryDecision{}
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4234,7 +4559,7 @@ func (x *RetryDecision) String() string {
 func (*RetryDecision) ProtoMessage() {}
 
 func (x *RetryDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4247,7 +4572,7 @@ func (x *RetryDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDecision.ProtoReflect.Descriptor instead.
 func (*RetryDecision) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RetryDecision) GetOutcome() RetryDecision_Outcome {
@@ -4322,7 +4647,7 @@ type AttemptSucceeded struct {
 
 func (x *AttemptSucceeded) Reset() {
 	*x = AttemptSucceeded{}
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4334,7 +4659,7 @@ func (x *AttemptSucceeded) String() string {
 func (*AttemptSucceeded) ProtoMessage() {}
 
 func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4347,7 +4672,7 @@ func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptSucceeded.ProtoReflect.Descriptor instead.
 func (*AttemptSucceeded) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AttemptSucceeded) GetAttempt() *Attempt {
@@ -4373,7 +4698,7 @@ type AttemptFailed struct {
 
 func (x *AttemptFailed) Reset() {
 	*x = AttemptFailed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4385,7 +4710,7 @@ func (x *AttemptFailed) String() string {
 func (*AttemptFailed) ProtoMessage() {}
 
 func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4398,7 +4723,7 @@ func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptFailed.ProtoReflect.Descriptor instead.
 func (*AttemptFailed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AttemptFailed) GetAttempt() *Attempt {
@@ -4446,7 +4771,7 @@ type DeliveryExpired struct {
 
 func (x *DeliveryExpired) Reset() {
 	*x = DeliveryExpired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4458,7 +4783,7 @@ func (x *DeliveryExpired) String() string {
 func (*DeliveryExpired) ProtoMessage() {}
 
 func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4471,7 +4796,7 @@ func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryExpired.ProtoReflect.Descriptor instead.
 func (*DeliveryExpired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeliveryExpired) GetTenantId() string {
@@ -4544,7 +4869,7 @@ type ReplayRequested struct {
 
 func (x *ReplayRequested) Reset() {
 	*x = ReplayRequested{}
-	mi := &file_hookline_v1_events_proto_msgTypes[39]
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4556,7 +4881,7 @@ func (x *ReplayRequested) String() string {
 func (*ReplayRequested) ProtoMessage() {}
 
 func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[39]
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4569,7 +4894,7 @@ func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequested.ProtoReflect.Descriptor instead.
 func (*ReplayRequested) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReplayRequested) GetTenantId() string {
@@ -4649,7 +4974,7 @@ type OrderingKeySkipped struct {
 
 func (x *OrderingKeySkipped) Reset() {
 	*x = OrderingKeySkipped{}
-	mi := &file_hookline_v1_events_proto_msgTypes[40]
+	mi := &file_hookline_v1_events_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4661,7 +4986,7 @@ func (x *OrderingKeySkipped) String() string {
 func (*OrderingKeySkipped) ProtoMessage() {}
 
 func (x *OrderingKeySkipped) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[40]
+	mi := &file_hookline_v1_events_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4674,7 +4999,7 @@ func (x *OrderingKeySkipped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderingKeySkipped.ProtoReflect.Descriptor instead.
 func (*OrderingKeySkipped) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *OrderingKeySkipped) GetTenantId() string {
@@ -4757,7 +5082,7 @@ type PortalTokenIssued struct {
 
 func (x *PortalTokenIssued) Reset() {
 	*x = PortalTokenIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[41]
+	mi := &file_hookline_v1_events_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4769,7 +5094,7 @@ func (x *PortalTokenIssued) String() string {
 func (*PortalTokenIssued) ProtoMessage() {}
 
 func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[41]
+	mi := &file_hookline_v1_events_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4782,7 +5107,7 @@ func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenIssued.ProtoReflect.Descriptor instead.
 func (*PortalTokenIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PortalTokenIssued) GetTenantId() string {
@@ -4861,7 +5186,7 @@ type PortalTokenRevoked struct {
 
 func (x *PortalTokenRevoked) Reset() {
 	*x = PortalTokenRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	mi := &file_hookline_v1_events_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4873,7 +5198,7 @@ func (x *PortalTokenRevoked) String() string {
 func (*PortalTokenRevoked) ProtoMessage() {}
 
 func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	mi := &file_hookline_v1_events_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4886,7 +5211,7 @@ func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenRevoked.ProtoReflect.Descriptor instead.
 func (*PortalTokenRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PortalTokenRevoked) GetTenantId() string {
@@ -4935,7 +5260,7 @@ type SecretResealed struct {
 
 func (x *SecretResealed) Reset() {
 	*x = SecretResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[43]
+	mi := &file_hookline_v1_events_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4947,7 +5272,7 @@ func (x *SecretResealed) String() string {
 func (*SecretResealed) ProtoMessage() {}
 
 func (x *SecretResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[43]
+	mi := &file_hookline_v1_events_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4960,7 +5285,7 @@ func (x *SecretResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResealed.ProtoReflect.Descriptor instead.
 func (*SecretResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SecretResealed) GetTenantId() string {
@@ -5021,7 +5346,7 @@ type HeadersResealed struct {
 
 func (x *HeadersResealed) Reset() {
 	*x = HeadersResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[44]
+	mi := &file_hookline_v1_events_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5033,7 +5358,7 @@ func (x *HeadersResealed) String() string {
 func (*HeadersResealed) ProtoMessage() {}
 
 func (x *HeadersResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[44]
+	mi := &file_hookline_v1_events_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5046,7 +5371,7 @@ func (x *HeadersResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeadersResealed.ProtoReflect.Descriptor instead.
 func (*HeadersResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{44}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *HeadersResealed) GetTenantId() string {
@@ -5122,7 +5447,7 @@ type MasterKeyRegistered struct {
 
 func (x *MasterKeyRegistered) Reset() {
 	*x = MasterKeyRegistered{}
-	mi := &file_hookline_v1_events_proto_msgTypes[45]
+	mi := &file_hookline_v1_events_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5134,7 +5459,7 @@ func (x *MasterKeyRegistered) String() string {
 func (*MasterKeyRegistered) ProtoMessage() {}
 
 func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[45]
+	mi := &file_hookline_v1_events_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5147,7 +5472,7 @@ func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRegistered.ProtoReflect.Descriptor instead.
 func (*MasterKeyRegistered) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{45}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MasterKeyRegistered) GetKeyId() string {
@@ -5192,7 +5517,7 @@ type MasterKeyRetired struct {
 
 func (x *MasterKeyRetired) Reset() {
 	*x = MasterKeyRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[46]
+	mi := &file_hookline_v1_events_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5204,7 +5529,7 @@ func (x *MasterKeyRetired) String() string {
 func (*MasterKeyRetired) ProtoMessage() {}
 
 func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[46]
+	mi := &file_hookline_v1_events_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5217,7 +5542,7 @@ func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRetired.ProtoReflect.Descriptor instead.
 func (*MasterKeyRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{46}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MasterKeyRetired) GetKeyId() string {
@@ -5268,7 +5593,7 @@ type PartitionsAssigned struct {
 
 func (x *PartitionsAssigned) Reset() {
 	*x = PartitionsAssigned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[47]
+	mi := &file_hookline_v1_events_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5280,7 +5605,7 @@ func (x *PartitionsAssigned) String() string {
 func (*PartitionsAssigned) ProtoMessage() {}
 
 func (x *PartitionsAssigned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[47]
+	mi := &file_hookline_v1_events_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5293,7 +5618,7 @@ func (x *PartitionsAssigned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionsAssigned.ProtoReflect.Descriptor instead.
 func (*PartitionsAssigned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{47}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PartitionsAssigned) GetPartitions() []uint32 {
@@ -5361,7 +5686,7 @@ type ReconcileRepaired struct {
 
 func (x *ReconcileRepaired) Reset() {
 	*x = ReconcileRepaired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[48]
+	mi := &file_hookline_v1_events_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5373,7 +5698,7 @@ func (x *ReconcileRepaired) String() string {
 func (*ReconcileRepaired) ProtoMessage() {}
 
 func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[48]
+	mi := &file_hookline_v1_events_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5386,7 +5711,7 @@ func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
 func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{48}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ReconcileRepaired) GetRunId() string {
@@ -5493,7 +5818,26 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\tissued_by\x18\x04 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
 	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x06 \x01(\tR\trequestId\"\xd7\x01\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"\xb8\x02\n" +
+	"\x10EventTypeDefined\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x02 \x01(\tR\teventType\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x05R\aversion\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x18\n" +
+	"\aexample\x18\x05 \x01(\tR\aexample\x12\x16\n" +
+	"\x06schema\x18\x06 \x01(\tR\x06schema\x12/\n" +
+	"\tissued_by\x18\a \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
+	"\x02at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\t \x01(\tR\trequestId\"\xff\x01\n" +
+	"\x15TenantSettingsChanged\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12M\n" +
+	"\x12schema_enforcement\x18\x02 \x01(\x0e2\x1e.hookline.v1.SchemaEnforcementR\x11schemaEnforcement\x12/\n" +
+	"\tissued_by\x18\x03 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\xd7\x01\n" +
 	"\x12TenantQuotaChanged\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12(\n" +
 	"\x05quota\x18\x02 \x01(\v2\x12.hookline.v1.QuotaR\x05quota\x12/\n" +
@@ -5744,7 +6088,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x05chunk\x18\x04 \x01(\x05R\x05chunk\x12\x16\n" +
 	"\x06chunks\x18\x05 \x01(\x05R\x06chunks\x12!\n" +
 	"\fdelivery_ids\x18\x06 \x03(\tR\vdeliveryIds\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xb5\x05\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xfe\x05\n" +
 	"\x0eEventPublished\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1d\n" +
@@ -5766,10 +6110,16 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"tracestate\x18\x0f \x01(\tR\n" +
 	"tracestate\x12!\n" +
-	"\fordering_key\x18\x10 \x01(\tR\vorderingKey\x1a:\n" +
+	"\fordering_key\x18\x10 \x01(\tR\vorderingKey\x12G\n" +
+	"\x10schema_violation\x18\x11 \x01(\v2\x1c.hookline.v1.SchemaViolationR\x0fschemaViolation\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x86\x01\n" +
+	"\x0fSchemaViolation\x12%\n" +
+	"\x0eschema_version\x18\x01 \x01(\x05R\rschemaVersion\x12\x18\n" +
+	"\apointer\x18\x02 \x01(\tR\apointer\x12\x18\n" +
+	"\akeyword\x18\x03 \x01(\tR\akeyword\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xd5\x01\n" +
 	"\x0fPlannedDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x1f\n" +
@@ -6032,7 +6382,11 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x0eKIND_REPLANNED\x10\x01\x12\x0e\n" +
 	"\n" +
 	"KIND_WOKEN\x10\x02\x12\x10\n" +
-	"\fKIND_REBUILT\x10\x03*V\n" +
+	"\fKIND_REBUILT\x10\x03*k\n" +
+	"\x11SchemaEnforcement\x12\x1a\n" +
+	"\x16SCHEMA_ENFORCEMENT_OFF\x10\x00\x12\x1b\n" +
+	"\x17SCHEMA_ENFORCEMENT_WARN\x10\x01\x12\x1d\n" +
+	"\x19SCHEMA_ENFORCEMENT_REJECT\x10\x02*V\n" +
 	"\vKeyOrdering\x12\x15\n" +
 	"\x11KEY_ORDERING_NONE\x10\x00\x12\x19\n" +
 	"\x15KEY_ORDERING_CONTINUE\x10\x01\x12\x15\n" +
@@ -6064,199 +6418,209 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_events_proto_rawDescData
 }
 
-var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_hookline_v1_events_proto_goTypes = []any{
-	(KeyOrdering)(0),               // 0: hookline.v1.KeyOrdering
-	(ErrorClass)(0),                // 1: hookline.v1.ErrorClass
-	(Actor_Kind)(0),                // 2: hookline.v1.Actor.Kind
-	(ApiKeyRevoked_Reason)(0),      // 3: hookline.v1.ApiKeyRevoked.Reason
-	(SecretRetired_Reason)(0),      // 4: hookline.v1.SecretRetired.Reason
-	(EndpointPaused_Reason)(0),     // 5: hookline.v1.EndpointPaused.Reason
-	(RecoveryFinished_Reason)(0),   // 6: hookline.v1.RecoveryFinished.Reason
-	(AttemptTrigger_Kind)(0),       // 7: hookline.v1.AttemptTrigger.Kind
-	(RetryDecision_Outcome)(0),     // 8: hookline.v1.RetryDecision.Outcome
-	(RetryDecision_RetryAfter)(0),  // 9: hookline.v1.RetryDecision.RetryAfter
-	(PartitionsAssigned_Reason)(0), // 10: hookline.v1.PartitionsAssigned.Reason
-	(ReconcileRepaired_Kind)(0),    // 11: hookline.v1.ReconcileRepaired.Kind
-	(*Actor)(nil),                  // 12: hookline.v1.Actor
-	(*Quota)(nil),                  // 13: hookline.v1.Quota
-	(*TenantCreated)(nil),          // 14: hookline.v1.TenantCreated
-	(*TenantQuotaChanged)(nil),     // 15: hookline.v1.TenantQuotaChanged
-	(*ApiKeyIssued)(nil),           // 16: hookline.v1.ApiKeyIssued
-	(*ApiKeyRevoked)(nil),          // 17: hookline.v1.ApiKeyRevoked
-	(*EndpointConfig)(nil),         // 18: hookline.v1.EndpointConfig
-	(*MTLSConfig)(nil),             // 19: hookline.v1.MTLSConfig
-	(*OAuth2Config)(nil),           // 20: hookline.v1.OAuth2Config
-	(*SealedValue)(nil),            // 21: hookline.v1.SealedValue
-	(*SealedSecret)(nil),           // 22: hookline.v1.SealedSecret
-	(*EndpointCreated)(nil),        // 23: hookline.v1.EndpointCreated
-	(*EndpointUpdated)(nil),        // 24: hookline.v1.EndpointUpdated
-	(*SecretRotated)(nil),          // 25: hookline.v1.SecretRotated
-	(*SecretRetired)(nil),          // 26: hookline.v1.SecretRetired
-	(*EndpointPaused)(nil),         // 27: hookline.v1.EndpointPaused
-	(*EndpointResumed)(nil),        // 28: hookline.v1.EndpointResumed
-	(*EndpointDisabled)(nil),       // 29: hookline.v1.EndpointDisabled
-	(*EndpointDeleted)(nil),        // 30: hookline.v1.EndpointDeleted
-	(*CircuitOpened)(nil),          // 31: hookline.v1.CircuitOpened
-	(*CircuitHalfOpened)(nil),      // 32: hookline.v1.CircuitHalfOpened
-	(*CircuitClosed)(nil),          // 33: hookline.v1.CircuitClosed
-	(*RecoveryStarted)(nil),        // 34: hookline.v1.RecoveryStarted
-	(*RecoveryProgressed)(nil),     // 35: hookline.v1.RecoveryProgressed
-	(*RecoveryFinished)(nil),       // 36: hookline.v1.RecoveryFinished
-	(*RecoveryListed)(nil),         // 37: hookline.v1.RecoveryListed
-	(*EventPublished)(nil),         // 38: hookline.v1.EventPublished
-	(*PlannedDelivery)(nil),        // 39: hookline.v1.PlannedDelivery
-	(*FilteredEndpoint)(nil),       // 40: hookline.v1.FilteredEndpoint
-	(*DeliveriesPlanned)(nil),      // 41: hookline.v1.DeliveriesPlanned
-	(*PlanRepair)(nil),             // 42: hookline.v1.PlanRepair
-	(*Attempt)(nil),                // 43: hookline.v1.Attempt
-	(*AttemptTrigger)(nil),         // 44: hookline.v1.AttemptTrigger
-	(*AttemptWaits)(nil),           // 45: hookline.v1.AttemptWaits
-	(*AttemptTrace)(nil),           // 46: hookline.v1.AttemptTrace
-	(*RetryDecision)(nil),          // 47: hookline.v1.RetryDecision
-	(*AttemptSucceeded)(nil),       // 48: hookline.v1.AttemptSucceeded
-	(*AttemptFailed)(nil),          // 49: hookline.v1.AttemptFailed
-	(*DeliveryExpired)(nil),        // 50: hookline.v1.DeliveryExpired
-	(*ReplayRequested)(nil),        // 51: hookline.v1.ReplayRequested
-	(*OrderingKeySkipped)(nil),     // 52: hookline.v1.OrderingKeySkipped
-	(*PortalTokenIssued)(nil),      // 53: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),     // 54: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),         // 55: hookline.v1.SecretResealed
-	(*HeadersResealed)(nil),        // 56: hookline.v1.HeadersResealed
-	(*MasterKeyRegistered)(nil),    // 57: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),       // 58: hookline.v1.MasterKeyRetired
-	(*PartitionsAssigned)(nil),     // 59: hookline.v1.PartitionsAssigned
-	(*ReconcileRepaired)(nil),      // 60: hookline.v1.ReconcileRepaired
-	nil,                            // 61: hookline.v1.EndpointConfig.MetadataEntry
-	nil,                            // 62: hookline.v1.EndpointConfig.HeadersEntry
-	nil,                            // 63: hookline.v1.EndpointConfig.SealedHeadersEntry
-	nil,                            // 64: hookline.v1.EventPublished.HeadersEntry
-	nil,                            // 65: hookline.v1.HeadersResealed.SealedHeadersEntry
-	(*timestamppb.Timestamp)(nil),  // 66: google.protobuf.Timestamp
+	(SchemaEnforcement)(0),         // 0: hookline.v1.SchemaEnforcement
+	(KeyOrdering)(0),               // 1: hookline.v1.KeyOrdering
+	(ErrorClass)(0),                // 2: hookline.v1.ErrorClass
+	(Actor_Kind)(0),                // 3: hookline.v1.Actor.Kind
+	(ApiKeyRevoked_Reason)(0),      // 4: hookline.v1.ApiKeyRevoked.Reason
+	(SecretRetired_Reason)(0),      // 5: hookline.v1.SecretRetired.Reason
+	(EndpointPaused_Reason)(0),     // 6: hookline.v1.EndpointPaused.Reason
+	(RecoveryFinished_Reason)(0),   // 7: hookline.v1.RecoveryFinished.Reason
+	(AttemptTrigger_Kind)(0),       // 8: hookline.v1.AttemptTrigger.Kind
+	(RetryDecision_Outcome)(0),     // 9: hookline.v1.RetryDecision.Outcome
+	(RetryDecision_RetryAfter)(0),  // 10: hookline.v1.RetryDecision.RetryAfter
+	(PartitionsAssigned_Reason)(0), // 11: hookline.v1.PartitionsAssigned.Reason
+	(ReconcileRepaired_Kind)(0),    // 12: hookline.v1.ReconcileRepaired.Kind
+	(*Actor)(nil),                  // 13: hookline.v1.Actor
+	(*Quota)(nil),                  // 14: hookline.v1.Quota
+	(*TenantCreated)(nil),          // 15: hookline.v1.TenantCreated
+	(*EventTypeDefined)(nil),       // 16: hookline.v1.EventTypeDefined
+	(*TenantSettingsChanged)(nil),  // 17: hookline.v1.TenantSettingsChanged
+	(*TenantQuotaChanged)(nil),     // 18: hookline.v1.TenantQuotaChanged
+	(*ApiKeyIssued)(nil),           // 19: hookline.v1.ApiKeyIssued
+	(*ApiKeyRevoked)(nil),          // 20: hookline.v1.ApiKeyRevoked
+	(*EndpointConfig)(nil),         // 21: hookline.v1.EndpointConfig
+	(*MTLSConfig)(nil),             // 22: hookline.v1.MTLSConfig
+	(*OAuth2Config)(nil),           // 23: hookline.v1.OAuth2Config
+	(*SealedValue)(nil),            // 24: hookline.v1.SealedValue
+	(*SealedSecret)(nil),           // 25: hookline.v1.SealedSecret
+	(*EndpointCreated)(nil),        // 26: hookline.v1.EndpointCreated
+	(*EndpointUpdated)(nil),        // 27: hookline.v1.EndpointUpdated
+	(*SecretRotated)(nil),          // 28: hookline.v1.SecretRotated
+	(*SecretRetired)(nil),          // 29: hookline.v1.SecretRetired
+	(*EndpointPaused)(nil),         // 30: hookline.v1.EndpointPaused
+	(*EndpointResumed)(nil),        // 31: hookline.v1.EndpointResumed
+	(*EndpointDisabled)(nil),       // 32: hookline.v1.EndpointDisabled
+	(*EndpointDeleted)(nil),        // 33: hookline.v1.EndpointDeleted
+	(*CircuitOpened)(nil),          // 34: hookline.v1.CircuitOpened
+	(*CircuitHalfOpened)(nil),      // 35: hookline.v1.CircuitHalfOpened
+	(*CircuitClosed)(nil),          // 36: hookline.v1.CircuitClosed
+	(*RecoveryStarted)(nil),        // 37: hookline.v1.RecoveryStarted
+	(*RecoveryProgressed)(nil),     // 38: hookline.v1.RecoveryProgressed
+	(*RecoveryFinished)(nil),       // 39: hookline.v1.RecoveryFinished
+	(*RecoveryListed)(nil),         // 40: hookline.v1.RecoveryListed
+	(*EventPublished)(nil),         // 41: hookline.v1.EventPublished
+	(*SchemaViolation)(nil),        // 42: hookline.v1.SchemaViolation
+	(*PlannedDelivery)(nil),        // 43: hookline.v1.PlannedDelivery
+	(*FilteredEndpoint)(nil),       // 44: hookline.v1.FilteredEndpoint
+	(*DeliveriesPlanned)(nil),      // 45: hookline.v1.DeliveriesPlanned
+	(*PlanRepair)(nil),             // 46: hookline.v1.PlanRepair
+	(*Attempt)(nil),                // 47: hookline.v1.Attempt
+	(*AttemptTrigger)(nil),         // 48: hookline.v1.AttemptTrigger
+	(*AttemptWaits)(nil),           // 49: hookline.v1.AttemptWaits
+	(*AttemptTrace)(nil),           // 50: hookline.v1.AttemptTrace
+	(*RetryDecision)(nil),          // 51: hookline.v1.RetryDecision
+	(*AttemptSucceeded)(nil),       // 52: hookline.v1.AttemptSucceeded
+	(*AttemptFailed)(nil),          // 53: hookline.v1.AttemptFailed
+	(*DeliveryExpired)(nil),        // 54: hookline.v1.DeliveryExpired
+	(*ReplayRequested)(nil),        // 55: hookline.v1.ReplayRequested
+	(*OrderingKeySkipped)(nil),     // 56: hookline.v1.OrderingKeySkipped
+	(*PortalTokenIssued)(nil),      // 57: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),     // 58: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),         // 59: hookline.v1.SecretResealed
+	(*HeadersResealed)(nil),        // 60: hookline.v1.HeadersResealed
+	(*MasterKeyRegistered)(nil),    // 61: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),       // 62: hookline.v1.MasterKeyRetired
+	(*PartitionsAssigned)(nil),     // 63: hookline.v1.PartitionsAssigned
+	(*ReconcileRepaired)(nil),      // 64: hookline.v1.ReconcileRepaired
+	nil,                            // 65: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                            // 66: hookline.v1.EndpointConfig.HeadersEntry
+	nil,                            // 67: hookline.v1.EndpointConfig.SealedHeadersEntry
+	nil,                            // 68: hookline.v1.EventPublished.HeadersEntry
+	nil,                            // 69: hookline.v1.HeadersResealed.SealedHeadersEntry
+	(*timestamppb.Timestamp)(nil),  // 70: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
-	2,   // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
-	13,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
-	12,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	66,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
-	13,  // 4: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
-	12,  // 5: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	66,  // 6: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
-	12,  // 7: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	66,  // 8: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
-	12,  // 9: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	66,  // 10: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
-	3,   // 11: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
-	61,  // 12: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
-	0,   // 13: hookline.v1.EndpointConfig.ordering:type_name -> hookline.v1.KeyOrdering
-	62,  // 14: hookline.v1.EndpointConfig.headers:type_name -> hookline.v1.EndpointConfig.HeadersEntry
-	63,  // 15: hookline.v1.EndpointConfig.sealed_headers:type_name -> hookline.v1.EndpointConfig.SealedHeadersEntry
-	20,  // 16: hookline.v1.EndpointConfig.oauth2:type_name -> hookline.v1.OAuth2Config
-	19,  // 17: hookline.v1.EndpointConfig.mtls:type_name -> hookline.v1.MTLSConfig
-	21,  // 18: hookline.v1.EndpointConfig.url_password:type_name -> hookline.v1.SealedValue
-	21,  // 19: hookline.v1.MTLSConfig.client_key:type_name -> hookline.v1.SealedValue
-	21,  // 20: hookline.v1.OAuth2Config.client_secret:type_name -> hookline.v1.SealedValue
-	18,  // 21: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
-	22,  // 22: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
-	12,  // 23: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	66,  // 24: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
-	18,  // 25: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
-	12,  // 26: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	66,  // 27: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
-	22,  // 28: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
-	22,  // 29: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	66,  // 30: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
-	12,  // 31: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	66,  // 32: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
-	4,   // 33: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
-	12,  // 34: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	66,  // 35: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
-	5,   // 36: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
-	12,  // 37: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	66,  // 38: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
-	12,  // 39: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	66,  // 40: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
-	12,  // 41: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	66,  // 42: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
-	12,  // 43: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	66,  // 44: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
-	1,   // 45: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	66,  // 46: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	66,  // 47: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	66,  // 48: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	66,  // 49: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	66,  // 50: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
-	66,  // 51: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
-	12,  // 52: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
-	66,  // 53: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
-	66,  // 54: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
-	6,   // 55: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
-	66,  // 56: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
-	66,  // 57: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
-	66,  // 58: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
-	12,  // 59: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	66,  // 60: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	64,  // 61: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
-	0,   // 62: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
-	39,  // 63: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	66,  // 64: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	66,  // 65: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	42,  // 66: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	40,  // 67: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
-	12,  // 68: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	66,  // 69: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	66,  // 70: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	1,   // 71: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	12,  // 72: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	44,  // 73: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
-	45,  // 74: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
-	46,  // 75: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
-	47,  // 76: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
-	7,   // 77: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
-	66,  // 78: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
-	12,  // 79: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
-	8,   // 80: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
-	66,  // 81: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
-	9,   // 82: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
-	43,  // 83: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	43,  // 84: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	66,  // 85: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	66,  // 86: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	66,  // 87: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	12,  // 88: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	66,  // 89: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	12,  // 90: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
-	66,  // 91: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
-	66,  // 92: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	12,  // 93: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	66,  // 94: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	12,  // 95: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	66,  // 96: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	22,  // 97: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	12,  // 98: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	66,  // 99: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	65,  // 100: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
-	12,  // 101: hookline.v1.HeadersResealed.issued_by:type_name -> hookline.v1.Actor
-	66,  // 102: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
-	21,  // 103: hookline.v1.HeadersResealed.oauth2_client_secret:type_name -> hookline.v1.SealedValue
-	21,  // 104: hookline.v1.HeadersResealed.mtls_client_key:type_name -> hookline.v1.SealedValue
-	21,  // 105: hookline.v1.HeadersResealed.url_password:type_name -> hookline.v1.SealedValue
-	66,  // 106: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	12,  // 107: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	66,  // 108: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	10,  // 109: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
-	66,  // 110: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
-	11,  // 111: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	12,  // 112: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	66,  // 113: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	21,  // 114: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
-	21,  // 115: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
-	116, // [116:116] is the sub-list for method output_type
-	116, // [116:116] is the sub-list for method input_type
-	116, // [116:116] is the sub-list for extension type_name
-	116, // [116:116] is the sub-list for extension extendee
-	0,   // [0:116] is the sub-list for field type_name
+	3,   // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
+	14,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
+	13,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
+	70,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	13,  // 4: hookline.v1.EventTypeDefined.issued_by:type_name -> hookline.v1.Actor
+	70,  // 5: hookline.v1.EventTypeDefined.at:type_name -> google.protobuf.Timestamp
+	0,   // 6: hookline.v1.TenantSettingsChanged.schema_enforcement:type_name -> hookline.v1.SchemaEnforcement
+	13,  // 7: hookline.v1.TenantSettingsChanged.issued_by:type_name -> hookline.v1.Actor
+	70,  // 8: hookline.v1.TenantSettingsChanged.at:type_name -> google.protobuf.Timestamp
+	14,  // 9: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
+	13,  // 10: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
+	70,  // 11: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	13,  // 12: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
+	70,  // 13: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	13,  // 14: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
+	70,  // 15: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	4,   // 16: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
+	65,  // 17: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	1,   // 18: hookline.v1.EndpointConfig.ordering:type_name -> hookline.v1.KeyOrdering
+	66,  // 19: hookline.v1.EndpointConfig.headers:type_name -> hookline.v1.EndpointConfig.HeadersEntry
+	67,  // 20: hookline.v1.EndpointConfig.sealed_headers:type_name -> hookline.v1.EndpointConfig.SealedHeadersEntry
+	23,  // 21: hookline.v1.EndpointConfig.oauth2:type_name -> hookline.v1.OAuth2Config
+	22,  // 22: hookline.v1.EndpointConfig.mtls:type_name -> hookline.v1.MTLSConfig
+	24,  // 23: hookline.v1.EndpointConfig.url_password:type_name -> hookline.v1.SealedValue
+	24,  // 24: hookline.v1.MTLSConfig.client_key:type_name -> hookline.v1.SealedValue
+	24,  // 25: hookline.v1.OAuth2Config.client_secret:type_name -> hookline.v1.SealedValue
+	21,  // 26: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
+	25,  // 27: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
+	13,  // 28: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
+	70,  // 29: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	21,  // 30: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
+	13,  // 31: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
+	70,  // 32: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	25,  // 33: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
+	25,  // 34: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
+	70,  // 35: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	13,  // 36: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
+	70,  // 37: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	5,   // 38: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
+	13,  // 39: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
+	70,  // 40: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	6,   // 41: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
+	13,  // 42: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
+	70,  // 43: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	13,  // 44: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
+	70,  // 45: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	13,  // 46: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
+	70,  // 47: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	13,  // 48: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
+	70,  // 49: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	2,   // 50: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
+	70,  // 51: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	70,  // 52: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	70,  // 53: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	70,  // 54: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	70,  // 55: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	70,  // 56: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	13,  // 57: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
+	70,  // 58: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	70,  // 59: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	7,   // 60: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
+	70,  // 61: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	70,  // 62: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
+	70,  // 63: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	13,  // 64: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
+	70,  // 65: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	68,  // 66: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	42,  // 67: hookline.v1.EventPublished.schema_violation:type_name -> hookline.v1.SchemaViolation
+	1,   // 68: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
+	43,  // 69: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	70,  // 70: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	70,  // 71: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	46,  // 72: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	44,  // 73: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
+	13,  // 74: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	70,  // 75: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	70,  // 76: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	2,   // 77: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	13,  // 78: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	48,  // 79: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
+	49,  // 80: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
+	50,  // 81: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
+	51,  // 82: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
+	8,   // 83: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
+	70,  // 84: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
+	13,  // 85: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
+	9,   // 86: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
+	70,  // 87: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
+	10,  // 88: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
+	47,  // 89: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	47,  // 90: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	70,  // 91: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	70,  // 92: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	70,  // 93: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	13,  // 94: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	70,  // 95: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	13,  // 96: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
+	70,  // 97: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
+	70,  // 98: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	13,  // 99: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	70,  // 100: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	13,  // 101: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	70,  // 102: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	25,  // 103: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	13,  // 104: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	70,  // 105: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	69,  // 106: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
+	13,  // 107: hookline.v1.HeadersResealed.issued_by:type_name -> hookline.v1.Actor
+	70,  // 108: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
+	24,  // 109: hookline.v1.HeadersResealed.oauth2_client_secret:type_name -> hookline.v1.SealedValue
+	24,  // 110: hookline.v1.HeadersResealed.mtls_client_key:type_name -> hookline.v1.SealedValue
+	24,  // 111: hookline.v1.HeadersResealed.url_password:type_name -> hookline.v1.SealedValue
+	70,  // 112: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	13,  // 113: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	70,  // 114: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	11,  // 115: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
+	70,  // 116: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
+	12,  // 117: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	13,  // 118: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	70,  // 119: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	24,  // 120: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	24,  // 121: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	122, // [122:122] is the sub-list for method output_type
+	122, // [122:122] is the sub-list for method input_type
+	122, // [122:122] is the sub-list for extension type_name
+	122, // [122:122] is the sub-list for extension extendee
+	0,   // [0:122] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -6269,8 +6633,8 @@ func file_hookline_v1_events_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
-			NumEnums:      12,
-			NumMessages:   54,
+			NumEnums:      13,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -80,7 +80,7 @@ func (x Endpoint_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Endpoint_Status.Descriptor instead.
 func (Endpoint_Status) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28, 0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30, 0}
 }
 
 type Endpoint_Circuit int32
@@ -132,7 +132,7 @@ func (x Endpoint_Circuit) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Endpoint_Circuit.Descriptor instead.
 func (Endpoint_Circuit) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28, 1}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30, 1}
 }
 
 type RoutingVerdict_Verdict int32
@@ -209,7 +209,7 @@ func (x RoutingVerdict_Verdict) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RoutingVerdict_Verdict.Descriptor instead.
 func (RoutingVerdict_Verdict) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51, 0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{57, 0}
 }
 
 type ResealSecretsRequest struct {
@@ -667,6 +667,115 @@ func (x *RevokeApiKeyRequest) GetKeyId() string {
 	return ""
 }
 
+type UpdateTenantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Settings      *TenantSettings        `protobuf:"bytes,2,opt,name=settings,proto3" json:"settings,omitempty"`
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTenantRequest) Reset() {
+	*x = UpdateTenantRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTenantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTenantRequest) ProtoMessage() {}
+
+func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTenantRequest.ProtoReflect.Descriptor instead.
+func (*UpdateTenantRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *UpdateTenantRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *UpdateTenantRequest) GetSettings() *TenantSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+func (x *UpdateTenantRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// TenantSettings are what a tenant sets for itself.
+type TenantSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// schema_enforcement: "off" (the default: payloads are not checked),
+	// "warn" (a payload that does not match its type's schema is accepted,
+	// with the violation recorded on the event and counted) or "reject"
+	// (it is refused with INVALID_ARGUMENT naming the failing field).
+	SchemaEnforcement string `protobuf:"bytes,1,opt,name=schema_enforcement,json=schemaEnforcement,proto3" json:"schema_enforcement,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *TenantSettings) Reset() {
+	*x = TenantSettings{}
+	mi := &file_hookline_v1_control_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantSettings) ProtoMessage() {}
+
+func (x *TenantSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantSettings.ProtoReflect.Descriptor instead.
+func (*TenantSettings) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *TenantSettings) GetSchemaEnforcement() string {
+	if x != nil {
+		return x.SchemaEnforcement
+	}
+	return ""
+}
+
 type SetQuotaRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -677,7 +786,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[8]
+	mi := &file_hookline_v1_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +798,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[8]
+	mi := &file_hookline_v1_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +811,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetQuotaRequest) GetTenantId() string {
@@ -731,7 +840,7 @@ type ApiKey struct {
 
 func (x *ApiKey) Reset() {
 	*x = ApiKey{}
-	mi := &file_hookline_v1_control_proto_msgTypes[9]
+	mi := &file_hookline_v1_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -743,7 +852,7 @@ func (x *ApiKey) String() string {
 func (*ApiKey) ProtoMessage() {}
 
 func (x *ApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[9]
+	mi := &file_hookline_v1_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -756,7 +865,7 @@ func (x *ApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
 func (*ApiKey) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ApiKey) GetKeyId() string {
@@ -795,14 +904,15 @@ type Tenant struct {
 	ApiKeys   []*ApiKey              `protobuf:"bytes,4,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// as_of is set on an as-of read.
-	AsOf          *AsOf `protobuf:"bytes,6,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	AsOf          *AsOf           `protobuf:"bytes,6,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	Settings      *TenantSettings `protobuf:"bytes,7,opt,name=settings,proto3" json:"settings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tenant) Reset() {
 	*x = Tenant{}
-	mi := &file_hookline_v1_control_proto_msgTypes[10]
+	mi := &file_hookline_v1_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +924,7 @@ func (x *Tenant) String() string {
 func (*Tenant) ProtoMessage() {}
 
 func (x *Tenant) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[10]
+	mi := &file_hookline_v1_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +937,7 @@ func (x *Tenant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tenant.ProtoReflect.Descriptor instead.
 func (*Tenant) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Tenant) GetTenantId() string {
@@ -868,6 +978,13 @@ func (x *Tenant) GetCreatedAt() *timestamppb.Timestamp {
 func (x *Tenant) GetAsOf() *AsOf {
 	if x != nil {
 		return x.AsOf
+	}
+	return nil
+}
+
+func (x *Tenant) GetSettings() *TenantSettings {
+	if x != nil {
+		return x.Settings
 	}
 	return nil
 }
@@ -944,7 +1061,7 @@ type EndpointSettings struct {
 
 func (x *EndpointSettings) Reset() {
 	*x = EndpointSettings{}
-	mi := &file_hookline_v1_control_proto_msgTypes[11]
+	mi := &file_hookline_v1_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1073,7 @@ func (x *EndpointSettings) String() string {
 func (*EndpointSettings) ProtoMessage() {}
 
 func (x *EndpointSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[11]
+	mi := &file_hookline_v1_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1086,7 @@ func (x *EndpointSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSettings.ProtoReflect.Descriptor instead.
 func (*EndpointSettings) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EndpointSettings) GetUrl() string {
@@ -1128,7 +1245,7 @@ type EndpointAuth struct {
 
 func (x *EndpointAuth) Reset() {
 	*x = EndpointAuth{}
-	mi := &file_hookline_v1_control_proto_msgTypes[12]
+	mi := &file_hookline_v1_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1257,7 @@ func (x *EndpointAuth) String() string {
 func (*EndpointAuth) ProtoMessage() {}
 
 func (x *EndpointAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[12]
+	mi := &file_hookline_v1_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1270,7 @@ func (x *EndpointAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointAuth.ProtoReflect.Descriptor instead.
 func (*EndpointAuth) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EndpointAuth) GetOauth2() *OAuth2Auth {
@@ -1192,7 +1309,7 @@ type MTLSAuth struct {
 
 func (x *MTLSAuth) Reset() {
 	*x = MTLSAuth{}
-	mi := &file_hookline_v1_control_proto_msgTypes[13]
+	mi := &file_hookline_v1_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1321,7 @@ func (x *MTLSAuth) String() string {
 func (*MTLSAuth) ProtoMessage() {}
 
 func (x *MTLSAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[13]
+	mi := &file_hookline_v1_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1334,7 @@ func (x *MTLSAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MTLSAuth.ProtoReflect.Descriptor instead.
 func (*MTLSAuth) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MTLSAuth) GetClientCertificate() string {
@@ -1270,7 +1387,7 @@ type OAuth2Auth struct {
 
 func (x *OAuth2Auth) Reset() {
 	*x = OAuth2Auth{}
-	mi := &file_hookline_v1_control_proto_msgTypes[14]
+	mi := &file_hookline_v1_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1282,7 +1399,7 @@ func (x *OAuth2Auth) String() string {
 func (*OAuth2Auth) ProtoMessage() {}
 
 func (x *OAuth2Auth) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[14]
+	mi := &file_hookline_v1_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1295,7 +1412,7 @@ func (x *OAuth2Auth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OAuth2Auth.ProtoReflect.Descriptor instead.
 func (*OAuth2Auth) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OAuth2Auth) GetTokenUrl() string {
@@ -1354,7 +1471,7 @@ type CreateEndpointRequest struct {
 
 func (x *CreateEndpointRequest) Reset() {
 	*x = CreateEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[15]
+	mi := &file_hookline_v1_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1483,7 @@ func (x *CreateEndpointRequest) String() string {
 func (*CreateEndpointRequest) ProtoMessage() {}
 
 func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[15]
+	mi := &file_hookline_v1_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1496,7 @@ func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*CreateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateEndpointRequest) GetTenantId() string {
@@ -1414,7 +1531,7 @@ type CreateEndpointResponse struct {
 
 func (x *CreateEndpointResponse) Reset() {
 	*x = CreateEndpointResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[16]
+	mi := &file_hookline_v1_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1543,7 @@ func (x *CreateEndpointResponse) String() string {
 func (*CreateEndpointResponse) ProtoMessage() {}
 
 func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[16]
+	mi := &file_hookline_v1_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1556,7 @@ func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointResponse.ProtoReflect.Descriptor instead.
 func (*CreateEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{16}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateEndpointResponse) GetEndpoint() *Endpoint {
@@ -1469,7 +1586,7 @@ type GetEndpointRequest struct {
 
 func (x *GetEndpointRequest) Reset() {
 	*x = GetEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[17]
+	mi := &file_hookline_v1_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1598,7 @@ func (x *GetEndpointRequest) String() string {
 func (*GetEndpointRequest) ProtoMessage() {}
 
 func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[17]
+	mi := &file_hookline_v1_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1611,7 @@ func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointRequest.ProtoReflect.Descriptor instead.
 func (*GetEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{17}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetEndpointRequest) GetTenantId() string {
@@ -1529,7 +1646,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[18]
+	mi := &file_hookline_v1_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1658,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[18]
+	mi := &file_hookline_v1_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1671,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{18}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListEndpointsRequest) GetTenantId() string {
@@ -1588,7 +1705,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[19]
+	mi := &file_hookline_v1_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1717,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[19]
+	mi := &file_hookline_v1_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1730,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListEndpointsResponse) GetEndpoints() []*Endpoint {
@@ -1642,7 +1759,7 @@ type UpdateEndpointRequest struct {
 
 func (x *UpdateEndpointRequest) Reset() {
 	*x = UpdateEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[20]
+	mi := &file_hookline_v1_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +1771,7 @@ func (x *UpdateEndpointRequest) String() string {
 func (*UpdateEndpointRequest) ProtoMessage() {}
 
 func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[20]
+	mi := &file_hookline_v1_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +1784,7 @@ func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UpdateEndpointRequest) GetTenantId() string {
@@ -1710,7 +1827,7 @@ type RotateSecretRequest struct {
 
 func (x *RotateSecretRequest) Reset() {
 	*x = RotateSecretRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[21]
+	mi := &file_hookline_v1_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1839,7 @@ func (x *RotateSecretRequest) String() string {
 func (*RotateSecretRequest) ProtoMessage() {}
 
 func (x *RotateSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[21]
+	mi := &file_hookline_v1_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1852,7 @@ func (x *RotateSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSecretRequest.ProtoReflect.Descriptor instead.
 func (*RotateSecretRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RotateSecretRequest) GetTenantId() string {
@@ -1769,7 +1886,7 @@ type RotateSecretResponse struct {
 
 func (x *RotateSecretResponse) Reset() {
 	*x = RotateSecretResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[22]
+	mi := &file_hookline_v1_control_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1898,7 @@ func (x *RotateSecretResponse) String() string {
 func (*RotateSecretResponse) ProtoMessage() {}
 
 func (x *RotateSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[22]
+	mi := &file_hookline_v1_control_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1911,7 @@ func (x *RotateSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSecretResponse.ProtoReflect.Descriptor instead.
 func (*RotateSecretResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RotateSecretResponse) GetEndpoint() *Endpoint {
@@ -1822,7 +1939,7 @@ type RetireSecretRequest struct {
 
 func (x *RetireSecretRequest) Reset() {
 	*x = RetireSecretRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[23]
+	mi := &file_hookline_v1_control_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +1951,7 @@ func (x *RetireSecretRequest) String() string {
 func (*RetireSecretRequest) ProtoMessage() {}
 
 func (x *RetireSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[23]
+	mi := &file_hookline_v1_control_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +1964,7 @@ func (x *RetireSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireSecretRequest.ProtoReflect.Descriptor instead.
 func (*RetireSecretRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RetireSecretRequest) GetTenantId() string {
@@ -1881,7 +1998,7 @@ type PauseEndpointRequest struct {
 
 func (x *PauseEndpointRequest) Reset() {
 	*x = PauseEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[24]
+	mi := &file_hookline_v1_control_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +2010,7 @@ func (x *PauseEndpointRequest) String() string {
 func (*PauseEndpointRequest) ProtoMessage() {}
 
 func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[24]
+	mi := &file_hookline_v1_control_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +2023,7 @@ func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseEndpointRequest.ProtoReflect.Descriptor instead.
 func (*PauseEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PauseEndpointRequest) GetTenantId() string {
@@ -1933,7 +2050,7 @@ type ResumeEndpointRequest struct {
 
 func (x *ResumeEndpointRequest) Reset() {
 	*x = ResumeEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[25]
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2062,7 @@ func (x *ResumeEndpointRequest) String() string {
 func (*ResumeEndpointRequest) ProtoMessage() {}
 
 func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[25]
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2075,7 @@ func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeEndpointRequest.ProtoReflect.Descriptor instead.
 func (*ResumeEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ResumeEndpointRequest) GetTenantId() string {
@@ -1985,7 +2102,7 @@ type DeleteEndpointRequest struct {
 
 func (x *DeleteEndpointRequest) Reset() {
 	*x = DeleteEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[26]
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2114,7 @@ func (x *DeleteEndpointRequest) String() string {
 func (*DeleteEndpointRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[26]
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2127,7 @@ func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteEndpointRequest) GetTenantId() string {
@@ -2039,7 +2156,7 @@ type SecretInfo struct {
 
 func (x *SecretInfo) Reset() {
 	*x = SecretInfo{}
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2168,7 @@ func (x *SecretInfo) String() string {
 func (*SecretInfo) ProtoMessage() {}
 
 func (x *SecretInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2181,7 @@ func (x *SecretInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretInfo.ProtoReflect.Descriptor instead.
 func (*SecretInfo) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SecretInfo) GetVersion() int32 {
@@ -2111,7 +2228,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2123,7 +2240,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2136,7 +2253,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Endpoint) GetEndpointId() string {
@@ -2238,7 +2355,7 @@ type RecoverEndpointRequest struct {
 
 func (x *RecoverEndpointRequest) Reset() {
 	*x = RecoverEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2367,7 @@ func (x *RecoverEndpointRequest) String() string {
 func (*RecoverEndpointRequest) ProtoMessage() {}
 
 func (x *RecoverEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2380,7 @@ func (x *RecoverEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverEndpointRequest.ProtoReflect.Descriptor instead.
 func (*RecoverEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RecoverEndpointRequest) GetTenantId() string {
@@ -2349,7 +2466,7 @@ type RecoveryManifest struct {
 
 func (x *RecoveryManifest) Reset() {
 	*x = RecoveryManifest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2478,7 @@ func (x *RecoveryManifest) String() string {
 func (*RecoveryManifest) ProtoMessage() {}
 
 func (x *RecoveryManifest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2491,7 @@ func (x *RecoveryManifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryManifest.ProtoReflect.Descriptor instead.
 func (*RecoveryManifest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RecoveryManifest) GetDeliveries() int64 {
@@ -2444,7 +2561,7 @@ type GetRecoveryRequest struct {
 
 func (x *GetRecoveryRequest) Reset() {
 	*x = GetRecoveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2456,7 +2573,7 @@ func (x *GetRecoveryRequest) String() string {
 func (*GetRecoveryRequest) ProtoMessage() {}
 
 func (x *GetRecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2469,7 +2586,7 @@ func (x *GetRecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRecoveryRequest.ProtoReflect.Descriptor instead.
 func (*GetRecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetRecoveryRequest) GetTenantId() string {
@@ -2503,7 +2620,7 @@ type ListRecoveriesRequest struct {
 
 func (x *ListRecoveriesRequest) Reset() {
 	*x = ListRecoveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2515,7 +2632,7 @@ func (x *ListRecoveriesRequest) String() string {
 func (*ListRecoveriesRequest) ProtoMessage() {}
 
 func (x *ListRecoveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2528,7 +2645,7 @@ func (x *ListRecoveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecoveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListRecoveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListRecoveriesRequest) GetTenantId() string {
@@ -2554,7 +2671,7 @@ type ListRecoveriesResponse struct {
 
 func (x *ListRecoveriesResponse) Reset() {
 	*x = ListRecoveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2566,7 +2683,7 @@ func (x *ListRecoveriesResponse) String() string {
 func (*ListRecoveriesResponse) ProtoMessage() {}
 
 func (x *ListRecoveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2579,7 +2696,7 @@ func (x *ListRecoveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecoveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListRecoveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListRecoveriesResponse) GetRecoveries() []*Recovery {
@@ -2603,7 +2720,7 @@ type ListOrderingKeysRequest struct {
 
 func (x *ListOrderingKeysRequest) Reset() {
 	*x = ListOrderingKeysRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +2732,7 @@ func (x *ListOrderingKeysRequest) String() string {
 func (*ListOrderingKeysRequest) ProtoMessage() {}
 
 func (x *ListOrderingKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +2745,7 @@ func (x *ListOrderingKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrderingKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListOrderingKeysRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListOrderingKeysRequest) GetTenantId() string {
@@ -2668,7 +2785,7 @@ type ListOrderingKeysResponse struct {
 
 func (x *ListOrderingKeysResponse) Reset() {
 	*x = ListOrderingKeysResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2797,7 @@ func (x *ListOrderingKeysResponse) String() string {
 func (*ListOrderingKeysResponse) ProtoMessage() {}
 
 func (x *ListOrderingKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2810,7 @@ func (x *ListOrderingKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrderingKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListOrderingKeysResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListOrderingKeysResponse) GetKeys() []*OrderingKey {
@@ -2718,7 +2835,7 @@ type SkipOrderingKeyRequest struct {
 
 func (x *SkipOrderingKeyRequest) Reset() {
 	*x = SkipOrderingKeyRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2730,7 +2847,7 @@ func (x *SkipOrderingKeyRequest) String() string {
 func (*SkipOrderingKeyRequest) ProtoMessage() {}
 
 func (x *SkipOrderingKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2743,7 +2860,7 @@ func (x *SkipOrderingKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipOrderingKeyRequest.ProtoReflect.Descriptor instead.
 func (*SkipOrderingKeyRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SkipOrderingKeyRequest) GetTenantId() string {
@@ -2790,7 +2907,7 @@ type PullDeliveriesRequest struct {
 
 func (x *PullDeliveriesRequest) Reset() {
 	*x = PullDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +2919,7 @@ func (x *PullDeliveriesRequest) String() string {
 func (*PullDeliveriesRequest) ProtoMessage() {}
 
 func (x *PullDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +2932,7 @@ func (x *PullDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*PullDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PullDeliveriesRequest) GetTenantId() string {
@@ -2862,7 +2979,7 @@ type PullDeliveriesResponse struct {
 
 func (x *PullDeliveriesResponse) Reset() {
 	*x = PullDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2874,7 +2991,7 @@ func (x *PullDeliveriesResponse) String() string {
 func (*PullDeliveriesResponse) ProtoMessage() {}
 
 func (x *PullDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2887,7 +3004,7 @@ func (x *PullDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*PullDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PullDeliveriesResponse) GetMessages() []*PulledMessage {
@@ -2915,7 +3032,7 @@ type PulledMessage struct {
 
 func (x *PulledMessage) Reset() {
 	*x = PulledMessage{}
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2927,7 +3044,7 @@ func (x *PulledMessage) String() string {
 func (*PulledMessage) ProtoMessage() {}
 
 func (x *PulledMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2940,7 +3057,7 @@ func (x *PulledMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PulledMessage.ProtoReflect.Descriptor instead.
 func (*PulledMessage) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PulledMessage) GetDeliveryId() string {
@@ -2996,7 +3113,7 @@ type AckDeliveriesRequest struct {
 
 func (x *AckDeliveriesRequest) Reset() {
 	*x = AckDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3125,7 @@ func (x *AckDeliveriesRequest) String() string {
 func (*AckDeliveriesRequest) ProtoMessage() {}
 
 func (x *AckDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3138,7 @@ func (x *AckDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*AckDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AckDeliveriesRequest) GetTenantId() string {
@@ -3057,7 +3174,7 @@ type AckDeliveriesResponse struct {
 
 func (x *AckDeliveriesResponse) Reset() {
 	*x = AckDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3069,7 +3186,7 @@ func (x *AckDeliveriesResponse) String() string {
 func (*AckDeliveriesResponse) ProtoMessage() {}
 
 func (x *AckDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3082,7 +3199,7 @@ func (x *AckDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*AckDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AckDeliveriesResponse) GetAcked() int32 {
@@ -3112,7 +3229,7 @@ type SeekDeliveriesRequest struct {
 
 func (x *SeekDeliveriesRequest) Reset() {
 	*x = SeekDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3124,7 +3241,7 @@ func (x *SeekDeliveriesRequest) String() string {
 func (*SeekDeliveriesRequest) ProtoMessage() {}
 
 func (x *SeekDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3137,7 +3254,7 @@ func (x *SeekDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeekDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*SeekDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SeekDeliveriesRequest) GetTenantId() string {
@@ -3183,7 +3300,7 @@ type OrderingKey struct {
 
 func (x *OrderingKey) Reset() {
 	*x = OrderingKey{}
-	mi := &file_hookline_v1_control_proto_msgTypes[43]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3195,7 +3312,7 @@ func (x *OrderingKey) String() string {
 func (*OrderingKey) ProtoMessage() {}
 
 func (x *OrderingKey) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[43]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3208,7 +3325,7 @@ func (x *OrderingKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderingKey.ProtoReflect.Descriptor instead.
 func (*OrderingKey) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *OrderingKey) GetOrderingKey() string {
@@ -3286,7 +3403,7 @@ type Recovery struct {
 
 func (x *Recovery) Reset() {
 	*x = Recovery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[44]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3298,7 +3415,7 @@ func (x *Recovery) String() string {
 func (*Recovery) ProtoMessage() {}
 
 func (x *Recovery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[44]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3311,7 +3428,7 @@ func (x *Recovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recovery.ProtoReflect.Descriptor instead.
 func (*Recovery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Recovery) GetRecoveryId() string {
@@ -3419,6 +3536,266 @@ func (x *Recovery) GetEventTypes() []string {
 	return nil
 }
 
+type PutEventTypeRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TenantId    string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EventType   string                 `protobuf:"bytes,2,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	Description string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// example is a payload of this type, shown to customers.
+	Example *structpb.Value `protobuf:"bytes,4,opt,name=example,proto3" json:"example,omitempty"`
+	// schema is a JSON Schema of the payloads; a schema without $schema is
+	// read as draft 2020-12. It may not refer to other documents.
+	Schema        *structpb.Value `protobuf:"bytes,5,opt,name=schema,proto3" json:"schema,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutEventTypeRequest) Reset() {
+	*x = PutEventTypeRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutEventTypeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutEventTypeRequest) ProtoMessage() {}
+
+func (x *PutEventTypeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutEventTypeRequest.ProtoReflect.Descriptor instead.
+func (*PutEventTypeRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *PutEventTypeRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *PutEventTypeRequest) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *PutEventTypeRequest) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *PutEventTypeRequest) GetExample() *structpb.Value {
+	if x != nil {
+		return x.Example
+	}
+	return nil
+}
+
+func (x *PutEventTypeRequest) GetSchema() *structpb.Value {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+type EventType struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EventType     string                 `protobuf:"bytes,1,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	Version       int32                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Description   string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Example       *structpb.Value        `protobuf:"bytes,4,opt,name=example,proto3" json:"example,omitempty"`
+	Schema        *structpb.Value        `protobuf:"bytes,5,opt,name=schema,proto3" json:"schema,omitempty"`
+	DefinedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=defined_at,json=definedAt,proto3" json:"defined_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventType) Reset() {
+	*x = EventType{}
+	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventType) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventType) ProtoMessage() {}
+
+func (x *EventType) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventType.ProtoReflect.Descriptor instead.
+func (*EventType) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *EventType) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *EventType) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *EventType) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *EventType) GetExample() *structpb.Value {
+	if x != nil {
+		return x.Example
+	}
+	return nil
+}
+
+func (x *EventType) GetSchema() *structpb.Value {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *EventType) GetDefinedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DefinedAt
+	}
+	return nil
+}
+
+type ListEventTypesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEventTypesRequest) Reset() {
+	*x = ListEventTypesRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEventTypesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEventTypesRequest) ProtoMessage() {}
+
+func (x *ListEventTypesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEventTypesRequest.ProtoReflect.Descriptor instead.
+func (*ListEventTypesRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ListEventTypesRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+type ListEventTypesResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	EventTypes []*EventType           `protobuf:"bytes,1,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
+	// schema_enforcement is the tenant's setting: off, warn or reject.
+	SchemaEnforcement string `protobuf:"bytes,2,opt,name=schema_enforcement,json=schemaEnforcement,proto3" json:"schema_enforcement,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ListEventTypesResponse) Reset() {
+	*x = ListEventTypesResponse{}
+	mi := &file_hookline_v1_control_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEventTypesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEventTypesResponse) ProtoMessage() {}
+
+func (x *ListEventTypesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEventTypesResponse.ProtoReflect.Descriptor instead.
+func (*ListEventTypesResponse) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ListEventTypesResponse) GetEventTypes() []*EventType {
+	if x != nil {
+		return x.EventTypes
+	}
+	return nil
+}
+
+func (x *ListEventTypesResponse) GetSchemaEnforcement() string {
+	if x != nil {
+		return x.SchemaEnforcement
+	}
+	return ""
+}
+
 type ListOperationalEventTypesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -3427,7 +3804,7 @@ type ListOperationalEventTypesRequest struct {
 
 func (x *ListOperationalEventTypesRequest) Reset() {
 	*x = ListOperationalEventTypesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[45]
+	mi := &file_hookline_v1_control_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3439,7 +3816,7 @@ func (x *ListOperationalEventTypesRequest) String() string {
 func (*ListOperationalEventTypesRequest) ProtoMessage() {}
 
 func (x *ListOperationalEventTypesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[45]
+	mi := &file_hookline_v1_control_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3452,7 +3829,7 @@ func (x *ListOperationalEventTypesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationalEventTypesRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationalEventTypesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51}
 }
 
 // OperationalEventType is one of Hookline's own event types.
@@ -3470,7 +3847,7 @@ type OperationalEventType struct {
 
 func (x *OperationalEventType) Reset() {
 	*x = OperationalEventType{}
-	mi := &file_hookline_v1_control_proto_msgTypes[46]
+	mi := &file_hookline_v1_control_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3482,7 +3859,7 @@ func (x *OperationalEventType) String() string {
 func (*OperationalEventType) ProtoMessage() {}
 
 func (x *OperationalEventType) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[46]
+	mi := &file_hookline_v1_control_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3495,7 +3872,7 @@ func (x *OperationalEventType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationalEventType.ProtoReflect.Descriptor instead.
 func (*OperationalEventType) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{46}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *OperationalEventType) GetType() string {
@@ -3528,7 +3905,7 @@ type ListOperationalEventTypesResponse struct {
 
 func (x *ListOperationalEventTypesResponse) Reset() {
 	*x = ListOperationalEventTypesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	mi := &file_hookline_v1_control_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3540,7 +3917,7 @@ func (x *ListOperationalEventTypesResponse) String() string {
 func (*ListOperationalEventTypesResponse) ProtoMessage() {}
 
 func (x *ListOperationalEventTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	mi := &file_hookline_v1_control_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3553,7 +3930,7 @@ func (x *ListOperationalEventTypesResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListOperationalEventTypesResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationalEventTypesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListOperationalEventTypesResponse) GetTypes() []*OperationalEventType {
@@ -3573,7 +3950,7 @@ type ExplainRoutingRequest struct {
 
 func (x *ExplainRoutingRequest) Reset() {
 	*x = ExplainRoutingRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	mi := &file_hookline_v1_control_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3585,7 +3962,7 @@ func (x *ExplainRoutingRequest) String() string {
 func (*ExplainRoutingRequest) ProtoMessage() {}
 
 func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	mi := &file_hookline_v1_control_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3598,7 +3975,7 @@ func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRoutingRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRoutingRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ExplainRoutingRequest) GetTenantId() string {
@@ -3633,7 +4010,7 @@ type EventRouting struct {
 
 func (x *EventRouting) Reset() {
 	*x = EventRouting{}
-	mi := &file_hookline_v1_control_proto_msgTypes[49]
+	mi := &file_hookline_v1_control_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3645,7 +4022,7 @@ func (x *EventRouting) String() string {
 func (*EventRouting) ProtoMessage() {}
 
 func (x *EventRouting) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[49]
+	mi := &file_hookline_v1_control_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3658,7 +4035,7 @@ func (x *EventRouting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventRouting.ProtoReflect.Descriptor instead.
 func (*EventRouting) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{49}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *EventRouting) GetEventId() string {
@@ -3717,7 +4094,7 @@ type FilterValue struct {
 
 func (x *FilterValue) Reset() {
 	*x = FilterValue{}
-	mi := &file_hookline_v1_control_proto_msgTypes[50]
+	mi := &file_hookline_v1_control_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3729,7 +4106,7 @@ func (x *FilterValue) String() string {
 func (*FilterValue) ProtoMessage() {}
 
 func (x *FilterValue) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[50]
+	mi := &file_hookline_v1_control_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3742,7 +4119,7 @@ func (x *FilterValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterValue.ProtoReflect.Descriptor instead.
 func (*FilterValue) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *FilterValue) GetExpr() string {
@@ -3792,7 +4169,7 @@ type RoutingVerdict struct {
 
 func (x *RoutingVerdict) Reset() {
 	*x = RoutingVerdict{}
-	mi := &file_hookline_v1_control_proto_msgTypes[51]
+	mi := &file_hookline_v1_control_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3804,7 +4181,7 @@ func (x *RoutingVerdict) String() string {
 func (*RoutingVerdict) ProtoMessage() {}
 
 func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[51]
+	mi := &file_hookline_v1_control_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3817,7 +4194,7 @@ func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingVerdict.ProtoReflect.Descriptor instead.
 func (*RoutingVerdict) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RoutingVerdict) GetEndpointId() string {
@@ -3931,7 +4308,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[52]
+	mi := &file_hookline_v1_control_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3943,7 +4320,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[52]
+	mi := &file_hookline_v1_control_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3956,7 +4333,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{52}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PublishRequest) GetTenantId() string {
@@ -4068,14 +4445,18 @@ type PublishResponse struct {
 	Filtered []*v1.FilteredEndpoint `protobuf:"bytes,4,rep,name=filtered,proto3" json:"filtered,omitempty"`
 	// trace_id is the W3C trace id (hex) that the event's attempts carry:
 	// the producer's, or the event's own.
-	TraceId       string `protobuf:"bytes,5,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TraceId string `protobuf:"bytes,5,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// schema_violation is set when the tenant's schema_enforcement is warn
+	// and the payload does not match its type's schema: the event was
+	// accepted, and the violation recorded with it.
+	SchemaViolation *v1.SchemaViolation `protobuf:"bytes,6,opt,name=schema_violation,json=schemaViolation,proto3" json:"schema_violation,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[53]
+	mi := &file_hookline_v1_control_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4087,7 +4468,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[53]
+	mi := &file_hookline_v1_control_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4100,7 +4481,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{53}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *PublishResponse) GetEventId() string {
@@ -4138,6 +4519,13 @@ func (x *PublishResponse) GetTraceId() string {
 	return ""
 }
 
+func (x *PublishResponse) GetSchemaViolation() *v1.SchemaViolation {
+	if x != nil {
+		return x.SchemaViolation
+	}
+	return nil
+}
+
 type PublishBatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -4148,7 +4536,7 @@ type PublishBatchRequest struct {
 
 func (x *PublishBatchRequest) Reset() {
 	*x = PublishBatchRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[54]
+	mi := &file_hookline_v1_control_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4160,7 +4548,7 @@ func (x *PublishBatchRequest) String() string {
 func (*PublishBatchRequest) ProtoMessage() {}
 
 func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[54]
+	mi := &file_hookline_v1_control_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4173,7 +4561,7 @@ func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchRequest.ProtoReflect.Descriptor instead.
 func (*PublishBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{54}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *PublishBatchRequest) GetTenantId() string {
@@ -4202,7 +4590,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_hookline_v1_control_proto_msgTypes[55]
+	mi := &file_hookline_v1_control_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4214,7 +4602,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[55]
+	mi := &file_hookline_v1_control_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4227,7 +4615,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{55}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *PublishResult) GetResponse() *PublishResponse {
@@ -4260,7 +4648,7 @@ type PublishBatchResponse struct {
 
 func (x *PublishBatchResponse) Reset() {
 	*x = PublishBatchResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[56]
+	mi := &file_hookline_v1_control_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4272,7 +4660,7 @@ func (x *PublishBatchResponse) String() string {
 func (*PublishBatchResponse) ProtoMessage() {}
 
 func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[56]
+	mi := &file_hookline_v1_control_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4285,7 +4673,7 @@ func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchResponse.ProtoReflect.Descriptor instead.
 func (*PublishBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{56}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PublishBatchResponse) GetResults() []*PublishResult {
@@ -4306,7 +4694,7 @@ type LookupEventsRequest struct {
 
 func (x *LookupEventsRequest) Reset() {
 	*x = LookupEventsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[57]
+	mi := &file_hookline_v1_control_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4318,7 +4706,7 @@ func (x *LookupEventsRequest) String() string {
 func (*LookupEventsRequest) ProtoMessage() {}
 
 func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[57]
+	mi := &file_hookline_v1_control_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4331,7 +4719,7 @@ func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsRequest.ProtoReflect.Descriptor instead.
 func (*LookupEventsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{57}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LookupEventsRequest) GetTenantId() string {
@@ -4362,7 +4750,7 @@ type AcceptedEvent struct {
 
 func (x *AcceptedEvent) Reset() {
 	*x = AcceptedEvent{}
-	mi := &file_hookline_v1_control_proto_msgTypes[58]
+	mi := &file_hookline_v1_control_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4374,7 +4762,7 @@ func (x *AcceptedEvent) String() string {
 func (*AcceptedEvent) ProtoMessage() {}
 
 func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[58]
+	mi := &file_hookline_v1_control_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4387,7 +4775,7 @@ func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptedEvent.ProtoReflect.Descriptor instead.
 func (*AcceptedEvent) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{58}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *AcceptedEvent) GetEventId() string {
@@ -4430,7 +4818,7 @@ type LookupEventsResponse struct {
 
 func (x *LookupEventsResponse) Reset() {
 	*x = LookupEventsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[59]
+	mi := &file_hookline_v1_control_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4442,7 +4830,7 @@ func (x *LookupEventsResponse) String() string {
 func (*LookupEventsResponse) ProtoMessage() {}
 
 func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[59]
+	mi := &file_hookline_v1_control_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4455,7 +4843,7 @@ func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsResponse.ProtoReflect.Descriptor instead.
 func (*LookupEventsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{59}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *LookupEventsResponse) GetFound() []*AcceptedEvent {
@@ -4489,7 +4877,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[60]
+	mi := &file_hookline_v1_control_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4501,7 +4889,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[60]
+	mi := &file_hookline_v1_control_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4514,7 +4902,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{60}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListDeliveriesRequest) GetTenantId() string {
@@ -4583,7 +4971,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[61]
+	mi := &file_hookline_v1_control_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4595,7 +4983,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[61]
+	mi := &file_hookline_v1_control_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4608,7 +4996,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{61}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -4635,7 +5023,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[62]
+	mi := &file_hookline_v1_control_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4647,7 +5035,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[62]
+	mi := &file_hookline_v1_control_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4660,7 +5048,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{62}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetDeliveryRequest) GetTenantId() string {
@@ -4687,7 +5075,7 @@ type ReplayDeliveryRequest struct {
 
 func (x *ReplayDeliveryRequest) Reset() {
 	*x = ReplayDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[63]
+	mi := &file_hookline_v1_control_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4699,7 +5087,7 @@ func (x *ReplayDeliveryRequest) String() string {
 func (*ReplayDeliveryRequest) ProtoMessage() {}
 
 func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[63]
+	mi := &file_hookline_v1_control_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4712,7 +5100,7 @@ func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{63}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ReplayDeliveryRequest) GetTenantId() string {
@@ -4758,7 +5146,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[64]
+	mi := &file_hookline_v1_control_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4770,7 +5158,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[64]
+	mi := &file_hookline_v1_control_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4783,7 +5171,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{64}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -4916,7 +5304,14 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\aapi_key\x18\x03 \x01(\tR\x06apiKey\"I\n" +
 	"\x13RevokeApiKeyRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x15\n" +
-	"\x06key_id\x18\x02 \x01(\tR\x05keyId\"X\n" +
+	"\x06key_id\x18\x02 \x01(\tR\x05keyId\"\xa8\x01\n" +
+	"\x13UpdateTenantRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x127\n" +
+	"\bsettings\x18\x02 \x01(\v2\x1b.hookline.v1.TenantSettingsR\bsettings\x12;\n" +
+	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"?\n" +
+	"\x0eTenantSettings\x12-\n" +
+	"\x12schema_enforcement\x18\x01 \x01(\tR\x11schemaEnforcement\"X\n" +
 	"\x0fSetQuotaRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12(\n" +
 	"\x05quota\x18\x02 \x01(\v2\x12.hookline.v1.QuotaR\x05quota\"\x88\x01\n" +
@@ -4925,7 +5320,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
 	"\arevoked\x18\x03 \x01(\bR\arevoked\x129\n" +
 	"\n" +
-	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xf6\x01\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xaf\x02\n" +
 	"\x06Tenant\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
@@ -4933,7 +5328,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\bapi_keys\x18\x04 \x03(\v2\x13.hookline.v1.ApiKeyR\aapiKeys\x129\n" +
 	"\n" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12&\n" +
-	"\x05as_of\x18\x06 \x01(\v2\x11.hookline.v1.AsOfR\x04asOf\"\xf0\a\n" +
+	"\x05as_of\x18\x06 \x01(\v2\x11.hookline.v1.AsOfR\x04asOf\x127\n" +
+	"\bsettings\x18\a \x01(\v2\x1b.hookline.v1.TenantSettingsR\bsettings\"\xf0\a\n" +
 	"\x10EndpointSettings\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -5184,7 +5580,29 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\adry_run\x18\r \x01(\bR\x06dryRun\x12\x1a\n" +
 	"\bstatuses\x18\x0e \x03(\tR\bstatuses\x12\x1f\n" +
 	"\vevent_types\x18\x0f \x03(\tR\n" +
-	"eventTypes\"\"\n" +
+	"eventTypes\"\xd5\x01\n" +
+	"\x13PutEventTypeRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x02 \x01(\tR\teventType\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x120\n" +
+	"\aexample\x18\x04 \x01(\v2\x16.google.protobuf.ValueR\aexample\x12.\n" +
+	"\x06schema\x18\x05 \x01(\v2\x16.google.protobuf.ValueR\x06schema\"\x83\x02\n" +
+	"\tEventType\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x01 \x01(\tR\teventType\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x120\n" +
+	"\aexample\x18\x04 \x01(\v2\x16.google.protobuf.ValueR\aexample\x12.\n" +
+	"\x06schema\x18\x05 \x01(\v2\x16.google.protobuf.ValueR\x06schema\x129\n" +
+	"\n" +
+	"defined_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tdefinedAt\"4\n" +
+	"\x15ListEventTypesRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\"\x80\x01\n" +
+	"\x16ListEventTypesResponse\x127\n" +
+	"\vevent_types\x18\x01 \x03(\v2\x16.hookline.v1.EventTypeR\n" +
+	"eventTypes\x12-\n" +
+	"\x12schema_enforcement\x18\x02 \x01(\tR\x11schemaEnforcement\"\"\n" +
 	" ListOperationalEventTypesRequest\"f\n" +
 	"\x14OperationalEventType\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12 \n" +
@@ -5257,7 +5675,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\fordering_key\x18\x0e \x01(\tR\vorderingKey\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xde\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa7\x02\n" +
 	"\x0fPublishResponse\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12<\n" +
 	"\n" +
@@ -5265,7 +5683,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"deliveries\x12\x1c\n" +
 	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x129\n" +
 	"\bfiltered\x18\x04 \x03(\v2\x1d.hookline.v1.FilteredEndpointR\bfiltered\x12\x19\n" +
-	"\btrace_id\x18\x05 \x01(\tR\atraceId\"g\n" +
+	"\btrace_id\x18\x05 \x01(\tR\atraceId\x12G\n" +
+	"\x10schema_violation\x18\x06 \x01(\v2\x1c.hookline.v1.SchemaViolationR\x0fschemaViolation\"g\n" +
 	"\x13PublishBatchRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x123\n" +
 	"\x06events\x18\x02 \x03(\v2\x1b.hookline.v1.PublishRequestR\x06events\"\x8d\x01\n" +
@@ -5333,13 +5752,14 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\battempts\x18\v \x03(\v2\x14.hookline.v1.AttemptR\battempts\x12(\n" +
 	"\x10last_http_status\x18\f \x01(\x05R\x0elastHttpStatus\x12!\n" +
 	"\fordering_key\x18\r \x01(\tR\vorderingKey\x12\x1a\n" +
-	"\bsequence\x18\x0e \x01(\x03R\bsequence2\xc7\x03\n" +
+	"\bsequence\x18\x0e \x01(\x03R\bsequence2\x8e\x04\n" +
 	"\rTenantService\x12E\n" +
 	"\fCreateTenant\x12 .hookline.v1.CreateTenantRequest\x1a\x13.hookline.v1.Tenant\x12?\n" +
 	"\tGetTenant\x12\x1d.hookline.v1.GetTenantRequest\x1a\x13.hookline.v1.Tenant\x12P\n" +
 	"\vIssueApiKey\x12\x1f.hookline.v1.IssueApiKeyRequest\x1a .hookline.v1.IssueApiKeyResponse\x12E\n" +
 	"\fRevokeApiKey\x12 .hookline.v1.RevokeApiKeyRequest\x1a\x13.hookline.v1.Tenant\x12=\n" +
-	"\bSetQuota\x12\x1c.hookline.v1.SetQuotaRequest\x1a\x13.hookline.v1.Tenant\x12V\n" +
+	"\bSetQuota\x12\x1c.hookline.v1.SetQuotaRequest\x1a\x13.hookline.v1.Tenant\x12E\n" +
+	"\fUpdateTenant\x12 .hookline.v1.UpdateTenantRequest\x1a\x13.hookline.v1.Tenant\x12V\n" +
 	"\rResealSecrets\x12!.hookline.v1.ResealSecretsRequest\x1a\".hookline.v1.ResealSecretsResponse2\xff\n" +
 	"\n" +
 	"\x0fEndpointService\x12Y\n" +
@@ -5359,7 +5779,10 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x0fSkipOrderingKey\x12#.hookline.v1.SkipOrderingKeyRequest\x1a\x18.hookline.v1.OrderingKey\x12Y\n" +
 	"\x0ePullDeliveries\x12\".hookline.v1.PullDeliveriesRequest\x1a#.hookline.v1.PullDeliveriesResponse\x12V\n" +
 	"\rAckDeliveries\x12!.hookline.v1.AckDeliveriesRequest\x1a\".hookline.v1.AckDeliveriesResponse\x12K\n" +
-	"\x0eSeekDeliveries\x12\".hookline.v1.SeekDeliveriesRequest\x1a\x15.hookline.v1.Recovery2\xcb\x03\n" +
+	"\x0eSeekDeliveries\x12\".hookline.v1.SeekDeliveriesRequest\x1a\x15.hookline.v1.Recovery2\xb7\x01\n" +
+	"\x10EventTypeService\x12H\n" +
+	"\fPutEventType\x12 .hookline.v1.PutEventTypeRequest\x1a\x16.hookline.v1.EventType\x12Y\n" +
+	"\x0eListEventTypes\x12\".hookline.v1.ListEventTypesRequest\x1a#.hookline.v1.ListEventTypesResponse2\xcb\x03\n" +
 	"\fEventService\x12D\n" +
 	"\aPublish\x12\x1b.hookline.v1.PublishRequest\x1a\x1c.hookline.v1.PublishResponse\x12S\n" +
 	"\fPublishBatch\x12 .hookline.v1.PublishBatchRequest\x1a!.hookline.v1.PublishBatchResponse\x12S\n" +
@@ -5384,7 +5807,7 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
 var file_hookline_v1_control_proto_goTypes = []any{
 	(Endpoint_Status)(0),                      // 0: hookline.v1.Endpoint.Status
 	(Endpoint_Circuit)(0),                     // 1: hookline.v1.Endpoint.Circuit
@@ -5397,214 +5820,237 @@ var file_hookline_v1_control_proto_goTypes = []any{
 	(*IssueApiKeyRequest)(nil),                // 8: hookline.v1.IssueApiKeyRequest
 	(*IssueApiKeyResponse)(nil),               // 9: hookline.v1.IssueApiKeyResponse
 	(*RevokeApiKeyRequest)(nil),               // 10: hookline.v1.RevokeApiKeyRequest
-	(*SetQuotaRequest)(nil),                   // 11: hookline.v1.SetQuotaRequest
-	(*ApiKey)(nil),                            // 12: hookline.v1.ApiKey
-	(*Tenant)(nil),                            // 13: hookline.v1.Tenant
-	(*EndpointSettings)(nil),                  // 14: hookline.v1.EndpointSettings
-	(*EndpointAuth)(nil),                      // 15: hookline.v1.EndpointAuth
-	(*MTLSAuth)(nil),                          // 16: hookline.v1.MTLSAuth
-	(*OAuth2Auth)(nil),                        // 17: hookline.v1.OAuth2Auth
-	(*CreateEndpointRequest)(nil),             // 18: hookline.v1.CreateEndpointRequest
-	(*CreateEndpointResponse)(nil),            // 19: hookline.v1.CreateEndpointResponse
-	(*GetEndpointRequest)(nil),                // 20: hookline.v1.GetEndpointRequest
-	(*ListEndpointsRequest)(nil),              // 21: hookline.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),             // 22: hookline.v1.ListEndpointsResponse
-	(*UpdateEndpointRequest)(nil),             // 23: hookline.v1.UpdateEndpointRequest
-	(*RotateSecretRequest)(nil),               // 24: hookline.v1.RotateSecretRequest
-	(*RotateSecretResponse)(nil),              // 25: hookline.v1.RotateSecretResponse
-	(*RetireSecretRequest)(nil),               // 26: hookline.v1.RetireSecretRequest
-	(*PauseEndpointRequest)(nil),              // 27: hookline.v1.PauseEndpointRequest
-	(*ResumeEndpointRequest)(nil),             // 28: hookline.v1.ResumeEndpointRequest
-	(*DeleteEndpointRequest)(nil),             // 29: hookline.v1.DeleteEndpointRequest
-	(*SecretInfo)(nil),                        // 30: hookline.v1.SecretInfo
-	(*Endpoint)(nil),                          // 31: hookline.v1.Endpoint
-	(*RecoverEndpointRequest)(nil),            // 32: hookline.v1.RecoverEndpointRequest
-	(*RecoveryManifest)(nil),                  // 33: hookline.v1.RecoveryManifest
-	(*GetRecoveryRequest)(nil),                // 34: hookline.v1.GetRecoveryRequest
-	(*ListRecoveriesRequest)(nil),             // 35: hookline.v1.ListRecoveriesRequest
-	(*ListRecoveriesResponse)(nil),            // 36: hookline.v1.ListRecoveriesResponse
-	(*ListOrderingKeysRequest)(nil),           // 37: hookline.v1.ListOrderingKeysRequest
-	(*ListOrderingKeysResponse)(nil),          // 38: hookline.v1.ListOrderingKeysResponse
-	(*SkipOrderingKeyRequest)(nil),            // 39: hookline.v1.SkipOrderingKeyRequest
-	(*PullDeliveriesRequest)(nil),             // 40: hookline.v1.PullDeliveriesRequest
-	(*PullDeliveriesResponse)(nil),            // 41: hookline.v1.PullDeliveriesResponse
-	(*PulledMessage)(nil),                     // 42: hookline.v1.PulledMessage
-	(*AckDeliveriesRequest)(nil),              // 43: hookline.v1.AckDeliveriesRequest
-	(*AckDeliveriesResponse)(nil),             // 44: hookline.v1.AckDeliveriesResponse
-	(*SeekDeliveriesRequest)(nil),             // 45: hookline.v1.SeekDeliveriesRequest
-	(*OrderingKey)(nil),                       // 46: hookline.v1.OrderingKey
-	(*Recovery)(nil),                          // 47: hookline.v1.Recovery
-	(*ListOperationalEventTypesRequest)(nil),  // 48: hookline.v1.ListOperationalEventTypesRequest
-	(*OperationalEventType)(nil),              // 49: hookline.v1.OperationalEventType
-	(*ListOperationalEventTypesResponse)(nil), // 50: hookline.v1.ListOperationalEventTypesResponse
-	(*ExplainRoutingRequest)(nil),             // 51: hookline.v1.ExplainRoutingRequest
-	(*EventRouting)(nil),                      // 52: hookline.v1.EventRouting
-	(*FilterValue)(nil),                       // 53: hookline.v1.FilterValue
-	(*RoutingVerdict)(nil),                    // 54: hookline.v1.RoutingVerdict
-	(*PublishRequest)(nil),                    // 55: hookline.v1.PublishRequest
-	(*PublishResponse)(nil),                   // 56: hookline.v1.PublishResponse
-	(*PublishBatchRequest)(nil),               // 57: hookline.v1.PublishBatchRequest
-	(*PublishResult)(nil),                     // 58: hookline.v1.PublishResult
-	(*PublishBatchResponse)(nil),              // 59: hookline.v1.PublishBatchResponse
-	(*LookupEventsRequest)(nil),               // 60: hookline.v1.LookupEventsRequest
-	(*AcceptedEvent)(nil),                     // 61: hookline.v1.AcceptedEvent
-	(*LookupEventsResponse)(nil),              // 62: hookline.v1.LookupEventsResponse
-	(*ListDeliveriesRequest)(nil),             // 63: hookline.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil),            // 64: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),                // 65: hookline.v1.GetDeliveryRequest
-	(*ReplayDeliveryRequest)(nil),             // 66: hookline.v1.ReplayDeliveryRequest
-	(*Delivery)(nil),                          // 67: hookline.v1.Delivery
-	nil,                                       // 68: hookline.v1.EndpointSettings.MetadataEntry
-	nil,                                       // 69: hookline.v1.EndpointSettings.HeadersEntry
-	nil,                                       // 70: hookline.v1.EndpointSettings.SecretHeadersEntry
-	nil,                                       // 71: hookline.v1.PulledMessage.HeadersEntry
-	nil,                                       // 72: hookline.v1.EventRouting.HeadersEntry
-	nil,                                       // 73: hookline.v1.PublishRequest.HeadersEntry
-	(*v1.Quota)(nil),                          // 74: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),             // 75: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),             // 76: google.protobuf.FieldMask
-	(*structpb.Value)(nil),                    // 77: google.protobuf.Value
-	(*v1.PlannedDelivery)(nil),                // 78: hookline.v1.PlannedDelivery
-	(*v1.FilteredEndpoint)(nil),               // 79: hookline.v1.FilteredEndpoint
-	(*v1.Attempt)(nil),                        // 80: hookline.v1.Attempt
+	(*UpdateTenantRequest)(nil),               // 11: hookline.v1.UpdateTenantRequest
+	(*TenantSettings)(nil),                    // 12: hookline.v1.TenantSettings
+	(*SetQuotaRequest)(nil),                   // 13: hookline.v1.SetQuotaRequest
+	(*ApiKey)(nil),                            // 14: hookline.v1.ApiKey
+	(*Tenant)(nil),                            // 15: hookline.v1.Tenant
+	(*EndpointSettings)(nil),                  // 16: hookline.v1.EndpointSettings
+	(*EndpointAuth)(nil),                      // 17: hookline.v1.EndpointAuth
+	(*MTLSAuth)(nil),                          // 18: hookline.v1.MTLSAuth
+	(*OAuth2Auth)(nil),                        // 19: hookline.v1.OAuth2Auth
+	(*CreateEndpointRequest)(nil),             // 20: hookline.v1.CreateEndpointRequest
+	(*CreateEndpointResponse)(nil),            // 21: hookline.v1.CreateEndpointResponse
+	(*GetEndpointRequest)(nil),                // 22: hookline.v1.GetEndpointRequest
+	(*ListEndpointsRequest)(nil),              // 23: hookline.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),             // 24: hookline.v1.ListEndpointsResponse
+	(*UpdateEndpointRequest)(nil),             // 25: hookline.v1.UpdateEndpointRequest
+	(*RotateSecretRequest)(nil),               // 26: hookline.v1.RotateSecretRequest
+	(*RotateSecretResponse)(nil),              // 27: hookline.v1.RotateSecretResponse
+	(*RetireSecretRequest)(nil),               // 28: hookline.v1.RetireSecretRequest
+	(*PauseEndpointRequest)(nil),              // 29: hookline.v1.PauseEndpointRequest
+	(*ResumeEndpointRequest)(nil),             // 30: hookline.v1.ResumeEndpointRequest
+	(*DeleteEndpointRequest)(nil),             // 31: hookline.v1.DeleteEndpointRequest
+	(*SecretInfo)(nil),                        // 32: hookline.v1.SecretInfo
+	(*Endpoint)(nil),                          // 33: hookline.v1.Endpoint
+	(*RecoverEndpointRequest)(nil),            // 34: hookline.v1.RecoverEndpointRequest
+	(*RecoveryManifest)(nil),                  // 35: hookline.v1.RecoveryManifest
+	(*GetRecoveryRequest)(nil),                // 36: hookline.v1.GetRecoveryRequest
+	(*ListRecoveriesRequest)(nil),             // 37: hookline.v1.ListRecoveriesRequest
+	(*ListRecoveriesResponse)(nil),            // 38: hookline.v1.ListRecoveriesResponse
+	(*ListOrderingKeysRequest)(nil),           // 39: hookline.v1.ListOrderingKeysRequest
+	(*ListOrderingKeysResponse)(nil),          // 40: hookline.v1.ListOrderingKeysResponse
+	(*SkipOrderingKeyRequest)(nil),            // 41: hookline.v1.SkipOrderingKeyRequest
+	(*PullDeliveriesRequest)(nil),             // 42: hookline.v1.PullDeliveriesRequest
+	(*PullDeliveriesResponse)(nil),            // 43: hookline.v1.PullDeliveriesResponse
+	(*PulledMessage)(nil),                     // 44: hookline.v1.PulledMessage
+	(*AckDeliveriesRequest)(nil),              // 45: hookline.v1.AckDeliveriesRequest
+	(*AckDeliveriesResponse)(nil),             // 46: hookline.v1.AckDeliveriesResponse
+	(*SeekDeliveriesRequest)(nil),             // 47: hookline.v1.SeekDeliveriesRequest
+	(*OrderingKey)(nil),                       // 48: hookline.v1.OrderingKey
+	(*Recovery)(nil),                          // 49: hookline.v1.Recovery
+	(*PutEventTypeRequest)(nil),               // 50: hookline.v1.PutEventTypeRequest
+	(*EventType)(nil),                         // 51: hookline.v1.EventType
+	(*ListEventTypesRequest)(nil),             // 52: hookline.v1.ListEventTypesRequest
+	(*ListEventTypesResponse)(nil),            // 53: hookline.v1.ListEventTypesResponse
+	(*ListOperationalEventTypesRequest)(nil),  // 54: hookline.v1.ListOperationalEventTypesRequest
+	(*OperationalEventType)(nil),              // 55: hookline.v1.OperationalEventType
+	(*ListOperationalEventTypesResponse)(nil), // 56: hookline.v1.ListOperationalEventTypesResponse
+	(*ExplainRoutingRequest)(nil),             // 57: hookline.v1.ExplainRoutingRequest
+	(*EventRouting)(nil),                      // 58: hookline.v1.EventRouting
+	(*FilterValue)(nil),                       // 59: hookline.v1.FilterValue
+	(*RoutingVerdict)(nil),                    // 60: hookline.v1.RoutingVerdict
+	(*PublishRequest)(nil),                    // 61: hookline.v1.PublishRequest
+	(*PublishResponse)(nil),                   // 62: hookline.v1.PublishResponse
+	(*PublishBatchRequest)(nil),               // 63: hookline.v1.PublishBatchRequest
+	(*PublishResult)(nil),                     // 64: hookline.v1.PublishResult
+	(*PublishBatchResponse)(nil),              // 65: hookline.v1.PublishBatchResponse
+	(*LookupEventsRequest)(nil),               // 66: hookline.v1.LookupEventsRequest
+	(*AcceptedEvent)(nil),                     // 67: hookline.v1.AcceptedEvent
+	(*LookupEventsResponse)(nil),              // 68: hookline.v1.LookupEventsResponse
+	(*ListDeliveriesRequest)(nil),             // 69: hookline.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil),            // 70: hookline.v1.ListDeliveriesResponse
+	(*GetDeliveryRequest)(nil),                // 71: hookline.v1.GetDeliveryRequest
+	(*ReplayDeliveryRequest)(nil),             // 72: hookline.v1.ReplayDeliveryRequest
+	(*Delivery)(nil),                          // 73: hookline.v1.Delivery
+	nil,                                       // 74: hookline.v1.EndpointSettings.MetadataEntry
+	nil,                                       // 75: hookline.v1.EndpointSettings.HeadersEntry
+	nil,                                       // 76: hookline.v1.EndpointSettings.SecretHeadersEntry
+	nil,                                       // 77: hookline.v1.PulledMessage.HeadersEntry
+	nil,                                       // 78: hookline.v1.EventRouting.HeadersEntry
+	nil,                                       // 79: hookline.v1.PublishRequest.HeadersEntry
+	(*v1.Quota)(nil),                          // 80: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),             // 81: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),             // 82: google.protobuf.FieldMask
+	(*structpb.Value)(nil),                    // 83: google.protobuf.Value
+	(*v1.PlannedDelivery)(nil),                // 84: hookline.v1.PlannedDelivery
+	(*v1.FilteredEndpoint)(nil),               // 85: hookline.v1.FilteredEndpoint
+	(*v1.SchemaViolation)(nil),                // 86: hookline.v1.SchemaViolation
+	(*v1.Attempt)(nil),                        // 87: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	74,  // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	75,  // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
-	74,  // 2: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	75,  // 3: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	74,  // 4: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
-	12,  // 5: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	75,  // 6: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
-	7,   // 7: hookline.v1.Tenant.as_of:type_name -> hookline.v1.AsOf
-	68,  // 8: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
-	69,  // 9: hookline.v1.EndpointSettings.headers:type_name -> hookline.v1.EndpointSettings.HeadersEntry
-	70,  // 10: hookline.v1.EndpointSettings.secret_headers:type_name -> hookline.v1.EndpointSettings.SecretHeadersEntry
-	15,  // 11: hookline.v1.EndpointSettings.auth:type_name -> hookline.v1.EndpointAuth
-	17,  // 12: hookline.v1.EndpointAuth.oauth2:type_name -> hookline.v1.OAuth2Auth
-	16,  // 13: hookline.v1.EndpointAuth.mtls:type_name -> hookline.v1.MTLSAuth
-	14,  // 14: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	31,  // 15: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	31,  // 16: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
-	14,  // 17: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	76,  // 18: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
-	31,  // 19: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	75,  // 20: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	75,  // 21: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
-	14,  // 22: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
-	0,   // 23: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
-	1,   // 24: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
-	30,  // 25: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	75,  // 26: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	75,  // 27: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	7,   // 28: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
-	75,  // 29: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	75,  // 30: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	75,  // 31: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
-	75,  // 32: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
-	47,  // 33: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
-	46,  // 34: hookline.v1.ListOrderingKeysResponse.keys:type_name -> hookline.v1.OrderingKey
-	42,  // 35: hookline.v1.PullDeliveriesResponse.messages:type_name -> hookline.v1.PulledMessage
-	71,  // 36: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
-	75,  // 37: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
-	75,  // 38: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	75,  // 39: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
-	75,  // 40: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	75,  // 41: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	75,  // 42: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	75,  // 43: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
-	33,  // 44: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
-	49,  // 45: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
-	75,  // 46: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
-	72,  // 47: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
-	54,  // 48: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
-	77,  // 49: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
-	2,   // 50: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
-	53,  // 51: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
-	75,  // 52: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	77,  // 53: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	73,  // 54: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
-	78,  // 55: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	79,  // 56: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
-	55,  // 57: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
-	56,  // 58: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
-	58,  // 59: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	75,  // 60: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
-	61,  // 61: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
-	75,  // 62: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	75,  // 63: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	67,  // 64: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	75,  // 65: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	75,  // 66: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	75,  // 67: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	80,  // 68: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	5,   // 69: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	6,   // 70: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	8,   // 71: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	10,  // 72: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	11,  // 73: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	3,   // 74: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
-	18,  // 75: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	20,  // 76: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	21,  // 77: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	23,  // 78: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	24,  // 79: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	26,  // 80: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	27,  // 81: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	28,  // 82: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	29,  // 83: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	32,  // 84: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	34,  // 85: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	35,  // 86: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
-	37,  // 87: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
-	39,  // 88: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
-	40,  // 89: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
-	43,  // 90: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
-	45,  // 91: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
-	55,  // 92: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	57,  // 93: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	60,  // 94: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
-	51,  // 95: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
-	48,  // 96: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
-	63,  // 97: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	65,  // 98: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	66,  // 99: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	13,  // 100: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	13,  // 101: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	9,   // 102: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	13,  // 103: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	13,  // 104: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	4,   // 105: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
-	19,  // 106: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	31,  // 107: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	22,  // 108: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	31,  // 109: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	25,  // 110: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	31,  // 111: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	31,  // 112: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	31,  // 113: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	31,  // 114: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	47,  // 115: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	47,  // 116: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	36,  // 117: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
-	38,  // 118: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
-	46,  // 119: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
-	41,  // 120: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
-	44,  // 121: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
-	47,  // 122: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
-	56,  // 123: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	59,  // 124: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	62,  // 125: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
-	52,  // 126: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
-	50,  // 127: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
-	64,  // 128: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	67,  // 129: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	67,  // 130: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	100, // [100:131] is the sub-list for method output_type
-	69,  // [69:100] is the sub-list for method input_type
-	69,  // [69:69] is the sub-list for extension type_name
-	69,  // [69:69] is the sub-list for extension extendee
-	0,   // [0:69] is the sub-list for field type_name
+	80,  // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	81,  // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
+	12,  // 2: hookline.v1.UpdateTenantRequest.settings:type_name -> hookline.v1.TenantSettings
+	82,  // 3: hookline.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
+	80,  // 4: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	81,  // 5: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	80,  // 6: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	14,  // 7: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
+	81,  // 8: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	7,   // 9: hookline.v1.Tenant.as_of:type_name -> hookline.v1.AsOf
+	12,  // 10: hookline.v1.Tenant.settings:type_name -> hookline.v1.TenantSettings
+	74,  // 11: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
+	75,  // 12: hookline.v1.EndpointSettings.headers:type_name -> hookline.v1.EndpointSettings.HeadersEntry
+	76,  // 13: hookline.v1.EndpointSettings.secret_headers:type_name -> hookline.v1.EndpointSettings.SecretHeadersEntry
+	17,  // 14: hookline.v1.EndpointSettings.auth:type_name -> hookline.v1.EndpointAuth
+	19,  // 15: hookline.v1.EndpointAuth.oauth2:type_name -> hookline.v1.OAuth2Auth
+	18,  // 16: hookline.v1.EndpointAuth.mtls:type_name -> hookline.v1.MTLSAuth
+	16,  // 17: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
+	33,  // 18: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	33,  // 19: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
+	16,  // 20: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
+	82,  // 21: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	33,  // 22: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
+	81,  // 23: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	81,  // 24: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	16,  // 25: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
+	0,   // 26: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
+	1,   // 27: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
+	32,  // 28: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
+	81,  // 29: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	81,  // 30: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	7,   // 31: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
+	81,  // 32: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	81,  // 33: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	81,  // 34: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
+	81,  // 35: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
+	49,  // 36: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
+	48,  // 37: hookline.v1.ListOrderingKeysResponse.keys:type_name -> hookline.v1.OrderingKey
+	44,  // 38: hookline.v1.PullDeliveriesResponse.messages:type_name -> hookline.v1.PulledMessage
+	77,  // 39: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
+	81,  // 40: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
+	81,  // 41: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	81,  // 42: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
+	81,  // 43: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	81,  // 44: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	81,  // 45: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	81,  // 46: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	35,  // 47: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
+	83,  // 48: hookline.v1.PutEventTypeRequest.example:type_name -> google.protobuf.Value
+	83,  // 49: hookline.v1.PutEventTypeRequest.schema:type_name -> google.protobuf.Value
+	83,  // 50: hookline.v1.EventType.example:type_name -> google.protobuf.Value
+	83,  // 51: hookline.v1.EventType.schema:type_name -> google.protobuf.Value
+	81,  // 52: hookline.v1.EventType.defined_at:type_name -> google.protobuf.Timestamp
+	51,  // 53: hookline.v1.ListEventTypesResponse.event_types:type_name -> hookline.v1.EventType
+	55,  // 54: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
+	81,  // 55: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
+	78,  // 56: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
+	60,  // 57: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
+	83,  // 58: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
+	2,   // 59: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
+	59,  // 60: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
+	81,  // 61: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	83,  // 62: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	79,  // 63: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
+	84,  // 64: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	85,  // 65: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
+	86,  // 66: hookline.v1.PublishResponse.schema_violation:type_name -> hookline.v1.SchemaViolation
+	61,  // 67: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
+	62,  // 68: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
+	64,  // 69: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
+	81,  // 70: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	67,  // 71: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
+	81,  // 72: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	81,  // 73: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	73,  // 74: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	81,  // 75: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	81,  // 76: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	81,  // 77: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	87,  // 78: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	5,   // 79: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	6,   // 80: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	8,   // 81: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	10,  // 82: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	13,  // 83: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	11,  // 84: hookline.v1.TenantService.UpdateTenant:input_type -> hookline.v1.UpdateTenantRequest
+	3,   // 85: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
+	20,  // 86: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	22,  // 87: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	23,  // 88: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	25,  // 89: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	26,  // 90: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	28,  // 91: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	29,  // 92: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	30,  // 93: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	31,  // 94: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	34,  // 95: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	36,  // 96: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	37,  // 97: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
+	39,  // 98: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
+	41,  // 99: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
+	42,  // 100: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
+	45,  // 101: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
+	47,  // 102: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
+	50,  // 103: hookline.v1.EventTypeService.PutEventType:input_type -> hookline.v1.PutEventTypeRequest
+	52,  // 104: hookline.v1.EventTypeService.ListEventTypes:input_type -> hookline.v1.ListEventTypesRequest
+	61,  // 105: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	63,  // 106: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	66,  // 107: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	57,  // 108: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
+	54,  // 109: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
+	69,  // 110: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	71,  // 111: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	72,  // 112: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	15,  // 113: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	15,  // 114: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	9,   // 115: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	15,  // 116: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	15,  // 117: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	15,  // 118: hookline.v1.TenantService.UpdateTenant:output_type -> hookline.v1.Tenant
+	4,   // 119: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
+	21,  // 120: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	33,  // 121: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	24,  // 122: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	33,  // 123: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	27,  // 124: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	33,  // 125: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	33,  // 126: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	33,  // 127: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	33,  // 128: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	49,  // 129: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	49,  // 130: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	38,  // 131: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
+	40,  // 132: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
+	48,  // 133: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
+	43,  // 134: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
+	46,  // 135: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
+	49,  // 136: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
+	51,  // 137: hookline.v1.EventTypeService.PutEventType:output_type -> hookline.v1.EventType
+	53,  // 138: hookline.v1.EventTypeService.ListEventTypes:output_type -> hookline.v1.ListEventTypesResponse
+	62,  // 139: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	65,  // 140: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	68,  // 141: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	58,  // 142: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
+	56,  // 143: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
+	70,  // 144: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	73,  // 145: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	73,  // 146: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	113, // [113:147] is the sub-list for method output_type
+	79,  // [79:113] is the sub-list for method input_type
+	79,  // [79:79] is the sub-list for extension type_name
+	79,  // [79:79] is the sub-list for extension extendee
+	0,   // [0:79] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
@@ -5618,9 +6064,9 @@ func file_hookline_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   71,
+			NumMessages:   77,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_hookline_v1_control_proto_goTypes,
 		DependencyIndexes: file_hookline_v1_control_proto_depIdxs,

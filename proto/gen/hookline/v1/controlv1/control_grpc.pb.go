@@ -27,6 +27,7 @@ const (
 	TenantService_IssueApiKey_FullMethodName   = "/hookline.v1.TenantService/IssueApiKey"
 	TenantService_RevokeApiKey_FullMethodName  = "/hookline.v1.TenantService/RevokeApiKey"
 	TenantService_SetQuota_FullMethodName      = "/hookline.v1.TenantService/SetQuota"
+	TenantService_UpdateTenant_FullMethodName  = "/hookline.v1.TenantService/UpdateTenant"
 	TenantService_ResealSecrets_FullMethodName = "/hookline.v1.TenantService/ResealSecrets"
 )
 
@@ -45,6 +46,10 @@ type TenantServiceClient interface {
 	RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*Tenant, error)
 	// SetQuota changes a tenant's quota. Admin only.
 	SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*Tenant, error)
+	// UpdateTenant changes the tenant's own settings named by update_mask
+	// (over REST: the fields present in the body). The tenant's API key or
+	// the admin token.
+	UpdateTenant(ctx context.Context, in *UpdateTenantRequest, opts ...grpc.CallOption) (*Tenant, error)
 	// ResealSecrets seals every live endpoint secret that is not sealed under
 	// this node's current master key anew, under it, then retires the other
 	// master keys, which every node may then drop. Run it once every node
@@ -110,6 +115,16 @@ func (c *tenantServiceClient) SetQuota(ctx context.Context, in *SetQuotaRequest,
 	return out, nil
 }
 
+func (c *tenantServiceClient) UpdateTenant(ctx context.Context, in *UpdateTenantRequest, opts ...grpc.CallOption) (*Tenant, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Tenant)
+	err := c.cc.Invoke(ctx, TenantService_UpdateTenant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *tenantServiceClient) ResealSecrets(ctx context.Context, in *ResealSecretsRequest, opts ...grpc.CallOption) (*ResealSecretsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResealSecretsResponse)
@@ -135,6 +150,10 @@ type TenantServiceServer interface {
 	RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*Tenant, error)
 	// SetQuota changes a tenant's quota. Admin only.
 	SetQuota(context.Context, *SetQuotaRequest) (*Tenant, error)
+	// UpdateTenant changes the tenant's own settings named by update_mask
+	// (over REST: the fields present in the body). The tenant's API key or
+	// the admin token.
+	UpdateTenant(context.Context, *UpdateTenantRequest) (*Tenant, error)
 	// ResealSecrets seals every live endpoint secret that is not sealed under
 	// this node's current master key anew, under it, then retires the other
 	// master keys, which every node may then drop. Run it once every node
@@ -164,6 +183,9 @@ func (UnimplementedTenantServiceServer) RevokeApiKey(context.Context, *RevokeApi
 }
 func (UnimplementedTenantServiceServer) SetQuota(context.Context, *SetQuotaRequest) (*Tenant, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetQuota not implemented")
+}
+func (UnimplementedTenantServiceServer) UpdateTenant(context.Context, *UpdateTenantRequest) (*Tenant, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateTenant not implemented")
 }
 func (UnimplementedTenantServiceServer) ResealSecrets(context.Context, *ResealSecretsRequest) (*ResealSecretsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResealSecrets not implemented")
@@ -279,6 +301,24 @@ func _TenantService_SetQuota_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TenantService_UpdateTenant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateTenantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TenantServiceServer).UpdateTenant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TenantService_UpdateTenant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TenantServiceServer).UpdateTenant(ctx, req.(*UpdateTenantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _TenantService_ResealSecrets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ResealSecretsRequest)
 	if err := dec(in); err != nil {
@@ -323,6 +363,10 @@ var TenantService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetQuota",
 			Handler:    _TenantService_SetQuota_Handler,
+		},
+		{
+			MethodName: "UpdateTenant",
+			Handler:    _TenantService_UpdateTenant_Handler,
 		},
 		{
 			MethodName: "ResealSecrets",
@@ -1103,6 +1147,158 @@ var EndpointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SeekDeliveries",
 			Handler:    _EndpointService_SeekDeliveries_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "hookline/v1/control.proto",
+}
+
+const (
+	EventTypeService_PutEventType_FullMethodName   = "/hookline.v1.EventTypeService/PutEventType"
+	EventTypeService_ListEventTypes_FullMethodName = "/hookline.v1.EventTypeService/ListEventTypes"
+)
+
+// EventTypeServiceClient is the client API for EventTypeService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+type EventTypeServiceClient interface {
+	// PutEventType defines an event type of the tenant's catalog, or a new
+	// version of it: a description, an example payload and a JSON Schema
+	// (draft 2020-12) of its payloads. The example must match the schema.
+	// The same definition again changes nothing.
+	PutEventType(ctx context.Context, in *PutEventTypeRequest, opts ...grpc.CallOption) (*EventType, error)
+	// ListEventTypes lists the tenant's catalog, the newest version of
+	// each type, by type.
+	ListEventTypes(ctx context.Context, in *ListEventTypesRequest, opts ...grpc.CallOption) (*ListEventTypesResponse, error)
+}
+
+type eventTypeServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewEventTypeServiceClient(cc grpc.ClientConnInterface) EventTypeServiceClient {
+	return &eventTypeServiceClient{cc}
+}
+
+func (c *eventTypeServiceClient) PutEventType(ctx context.Context, in *PutEventTypeRequest, opts ...grpc.CallOption) (*EventType, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EventType)
+	err := c.cc.Invoke(ctx, EventTypeService_PutEventType_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *eventTypeServiceClient) ListEventTypes(ctx context.Context, in *ListEventTypesRequest, opts ...grpc.CallOption) (*ListEventTypesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListEventTypesResponse)
+	err := c.cc.Invoke(ctx, EventTypeService_ListEventTypes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// EventTypeServiceServer is the server API for EventTypeService service.
+// All implementations must embed UnimplementedEventTypeServiceServer
+// for forward compatibility.
+type EventTypeServiceServer interface {
+	// PutEventType defines an event type of the tenant's catalog, or a new
+	// version of it: a description, an example payload and a JSON Schema
+	// (draft 2020-12) of its payloads. The example must match the schema.
+	// The same definition again changes nothing.
+	PutEventType(context.Context, *PutEventTypeRequest) (*EventType, error)
+	// ListEventTypes lists the tenant's catalog, the newest version of
+	// each type, by type.
+	ListEventTypes(context.Context, *ListEventTypesRequest) (*ListEventTypesResponse, error)
+	mustEmbedUnimplementedEventTypeServiceServer()
+}
+
+// UnimplementedEventTypeServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedEventTypeServiceServer struct{}
+
+func (UnimplementedEventTypeServiceServer) PutEventType(context.Context, *PutEventTypeRequest) (*EventType, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutEventType not implemented")
+}
+func (UnimplementedEventTypeServiceServer) ListEventTypes(context.Context, *ListEventTypesRequest) (*ListEventTypesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListEventTypes not implemented")
+}
+func (UnimplementedEventTypeServiceServer) mustEmbedUnimplementedEventTypeServiceServer() {}
+func (UnimplementedEventTypeServiceServer) testEmbeddedByValue()                          {}
+
+// UnsafeEventTypeServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to EventTypeServiceServer will
+// result in compilation errors.
+type UnsafeEventTypeServiceServer interface {
+	mustEmbedUnimplementedEventTypeServiceServer()
+}
+
+func RegisterEventTypeServiceServer(s grpc.ServiceRegistrar, srv EventTypeServiceServer) {
+	// If the following call panics, it indicates UnimplementedEventTypeServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&EventTypeService_ServiceDesc, srv)
+}
+
+func _EventTypeService_PutEventType_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutEventTypeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EventTypeServiceServer).PutEventType(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EventTypeService_PutEventType_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EventTypeServiceServer).PutEventType(ctx, req.(*PutEventTypeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EventTypeService_ListEventTypes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListEventTypesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EventTypeServiceServer).ListEventTypes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EventTypeService_ListEventTypes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EventTypeServiceServer).ListEventTypes(ctx, req.(*ListEventTypesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// EventTypeService_ServiceDesc is the grpc.ServiceDesc for EventTypeService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var EventTypeService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "hookline.v1.EventTypeService",
+	HandlerType: (*EventTypeServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "PutEventType",
+			Handler:    _EventTypeService_PutEventType_Handler,
+		},
+		{
+			MethodName: "ListEventTypes",
+			Handler:    _EventTypeService_ListEventTypes_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,151 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/actors/tenant"
+	"github.com/hookline/hookline/projections/registry"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// The event catalog: a tenant's event types, each with a description, an
+// example and a JSON Schema, versioned in the tenant's stream (the tenant
+// grain decides, the registry keeps the newest version of each and its
+// compiled schema); and, at publish, the check of a payload against its
+// type's schema under the tenant's schema_enforcement.
+
+// schemaCounts are the publishes whose payload did not match its type's
+// schema, since the node started.
+type schemaCounts struct {
+	warned, rejected atomic.Int64
+}
+
+// SchemaViolations returns the publishes whose payload did not match its
+// type's schema since the node started: accepted under warn, refused
+// under reject.
+func (s *Server) SchemaViolations() (warned, rejected int64) {
+	return s.schemaCounts.warned.Load(), s.schemaCounts.rejected.Load()
+}
+
+// PutEventType defines an event type of the caller's catalog, or a new
+// version of it, and answers once every member has applied it.
+func (s *Server) PutEventType(ctx context.Context, req *controlv1.PutEventTypeRequest) (*controlv1.EventType, error) {
+	tenantID, c, err := tenantFor(ctx, req.GetTenantId())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEventType("event_type", req.GetEventType()); err != nil {
+		return nil, toStatus(err)
+	}
+	req = cloneOf(req)
+	req.TenantId = tenantID
+	if _, err := s.askTenant(ctx, tenantID, &internalv1.TenantCommand{IssuedBy: c.Actor(), Command: &internalv1.TenantCommand_PutEventType{PutEventType: req}}); err != nil {
+		return nil, toStatus(err)
+	}
+	if err := s.settle(ctx); err != nil {
+		return nil, toStatus(err)
+	}
+	t, ok, err := s.cfg.Registry.EventType(tenantID, req.GetEventType())
+	if err != nil || !ok {
+		return nil, toStatus(fmt.Errorf("read back event type %s: ok %v, %w", req.GetEventType(), ok, err))
+	}
+	return eventTypeView(t)
+}
+
+// ListEventTypes lists the caller's catalog and its schema enforcement.
+func (s *Server) ListEventTypes(ctx context.Context, req *controlv1.ListEventTypesRequest) (*controlv1.ListEventTypesResponse, error) {
+	tenantID, _, err := tenantFor(ctx, req.GetTenantId())
+	if err != nil {
+		return nil, err
+	}
+	ts, err := s.cfg.Registry.EventTypes(tenantID)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	t, _, err := s.cfg.Registry.Tenant(tenantID)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &controlv1.ListEventTypesResponse{SchemaEnforcement: tenant.EnforcementName(t.SchemaEnforcement)}
+	for _, et := range ts {
+		v, err := eventTypeView(et)
+		if err != nil {
+			return nil, err
+		}
+		out.EventTypes = append(out.EventTypes, v)
+	}
+	return out, nil
+}
+
+// eventTypeView is the API's view of a catalog entry.
+func eventTypeView(t registry.EventType) (*controlv1.EventType, error) {
+	out := &controlv1.EventType{EventType: t.Type, Version: t.Version, Description: t.Description}
+	if !t.DefinedAt.IsZero() {
+		out.DefinedAt = timestamppb.New(t.DefinedAt)
+	}
+	for _, f := range []struct {
+		text string
+		dst  **structpb.Value
+	}{{t.Example, &out.Example}, {t.Schema, &out.Schema}} {
+		if f.text == "" {
+			continue
+		}
+		v := &structpb.Value{}
+		if err := protojson.Unmarshal([]byte(f.text), v); err != nil {
+			return nil, toStatus(fmt.Errorf("decode the catalog's %s: %w", t.Type, err))
+		}
+		*f.dst = v
+	}
+	return out, nil
+}
+
+// UpdateTenant changes the caller's own settings.
+func (s *Server) UpdateTenant(ctx context.Context, req *controlv1.UpdateTenantRequest) (*controlv1.Tenant, error) {
+	tenantID, c, err := tenantFor(ctx, req.GetTenantId())
+	if err != nil {
+		return nil, err
+	}
+	req = cloneOf(req)
+	req.TenantId = tenantID
+	reply, err := s.askTenant(ctx, tenantID, &internalv1.TenantCommand{IssuedBy: c.Actor(), Command: &internalv1.TenantCommand_Update{Update: req}})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return reply.GetTenant(), toStatus(s.settle(ctx))
+}
+
+// checkSchema checks a publish's payload against the schema of its type
+// under the tenant's schema enforcement: off checks nothing; warn records
+// a violation on the event (counted by publish once the event is new);
+// reject refuses the publish naming the failing field and the rule.
+func (s *Server) checkSchema(published *hooklinev1.EventPublished) error {
+	t, ok, err := s.cfg.Registry.Tenant(published.GetTenantId())
+	if err != nil || !ok || t.SchemaEnforcement == hooklinev1.SchemaEnforcement_SCHEMA_ENFORCEMENT_OFF {
+		return err
+	}
+	sch, version, err := s.cfg.Registry.Schema(published.GetTenantId(), published.GetEventType())
+	if err != nil || sch == nil {
+		return err
+	}
+	v := sch.Validate(published.GetPayload())
+	if v == nil {
+		return nil
+	}
+	if t.SchemaEnforcement == hooklinev1.SchemaEnforcement_SCHEMA_ENFORCEMENT_REJECT {
+		s.schemaCounts.rejected.Add(1)
+		return invalid("payload", "does not match version %d of the schema of event type %q %v; fix the payload, or the schema (PUT /v1/event-types/%s)",
+			version, published.GetEventType(), v, published.GetEventType())
+	}
+	published.SchemaViolation = &hooklinev1.SchemaViolation{
+		SchemaVersion: version, Pointer: v.Pointer, Keyword: v.Keyword, Message: truncate(v.Message, maxFilterError),
+	}
+	return nil
+}
