@@ -25,6 +25,7 @@ type Client struct {
 	tenants    controlv1.TenantServiceClient
 	endpoints  controlv1.EndpointServiceClient
 	events     controlv1.EventServiceClient
+	eventTypes controlv1.EventTypeServiceClient
 	deliveries controlv1.DeliveryServiceClient
 }
 
@@ -58,6 +59,7 @@ func New(cfg Config) (*Client, error) {
 		tenants:    controlv1.NewTenantServiceClient(cc),
 		endpoints:  controlv1.NewEndpointServiceClient(cc),
 		events:     controlv1.NewEventServiceClient(cc),
+		eventTypes: controlv1.NewEventTypeServiceClient(cc),
 		deliveries: controlv1.NewDeliveryServiceClient(cc),
 	}, nil
 }

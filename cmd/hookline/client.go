@@ -157,6 +157,9 @@ func printTenant(w io.Writer, t *controlv1.Tenant) {
 	if q := t.GetQuota(); q != nil {
 		fmt.Fprintf(w, "quota    %g attempts/s, %d in flight, weight %d (0: the default)\n", q.GetAttemptsPerSecond(), q.GetMaxInFlight(), q.GetWeight())
 	}
+	if s := t.GetSettings(); s != nil {
+		fmt.Fprintf(w, "schemas  %s (schema enforcement)\n", s.GetSchemaEnforcement())
+	}
 	if len(t.GetApiKeys()) == 0 {
 		fmt.Fprintf(w, "keys     none (hookline keys issue --tenant %s)\n", t.GetTenantId())
 	}

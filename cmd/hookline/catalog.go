@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// jsonValue reads a JSON flag (JSON, @FILE or - for stdin) into a Value;
+// nil when the flag is empty.
+func jsonValue(flagName, arg string) (*structpb.Value, error) {
+	if arg == "" {
+		return nil, nil
+	}
+	b, err := readData(arg)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flagName, err)
+	}
+	v := &structpb.Value{}
+	if err := protojson.Unmarshal(b, v); err != nil {
+		return nil, fmt.Errorf("--%s is not JSON: %v", flagName, err)
+	}
+	return v, nil
+}
+
+func eventTypesPut(fs *flag.FlagSet) func(context.Context, *conn) error {
+	tenant := fs.String("tenant", "", "tenant id (with the admin token)")
+	typ := fs.String("type", "", "the event type, e.g. order.paid")
+	desc := fs.String("description", "", "what the event means, shown to customers")
+	example := fs.String("example", "", "an example payload: JSON, @FILE or - for stdin")
+	schema := fs.String("schema", "", "a JSON Schema (draft 2020-12) of the payloads: JSON, @FILE or - for stdin")
+	return func(ctx context.Context, c *conn) error {
+		if *typ == "" {
+			return errors.New("event-types put: --type is missing; name the event type, e.g. --type order.paid")
+		}
+		req := &controlv1.PutEventTypeRequest{TenantId: *tenant, EventType: *typ, Description: *desc}
+		var err error
+		if req.Example, err = jsonValue("example", *example); err != nil {
+			return err
+		}
+		if req.Schema, err = jsonValue("schema", *schema); err != nil {
+			return err
+		}
+		return show(ctx, c, c.PutEventType, req, printEventType)
+	}
+}
+
+func printEventType(w io.Writer, t *controlv1.EventType) {
+	fmt.Fprintf(w, "%-32s version %d  %s\n", t.GetEventType(), t.GetVersion(), t.GetDescription())
+	if s := t.GetSchema(); s != nil {
+		b, _ := protojson.Marshal(s)
+		fmt.Fprintf(w, "  schema   %s\n", b)
+	}
+	if e := t.GetExample(); e != nil {
+		b, _ := protojson.Marshal(e)
+		fmt.Fprintf(w, "  example  %s\n", b)
+	}
+}
+
+func eventTypesList(fs *flag.FlagSet) func(context.Context, *conn) error {
+	tenant := fs.String("tenant", "", "tenant id (with the admin token)")
+	return func(ctx context.Context, c *conn) error {
+		return show(ctx, c, c.ListEventTypes, &controlv1.ListEventTypesRequest{TenantId: *tenant}, func(w io.Writer, r *controlv1.ListEventTypesResponse) {
+			fmt.Fprintf(w, "schema enforcement: %s\n", r.GetSchemaEnforcement())
+			if len(r.GetEventTypes()) == 0 {
+				fmt.Fprintln(w, "no event types (hookline event-types put --type … --schema @schema.json)")
+			}
+			for _, t := range r.GetEventTypes() {
+				printEventType(w, t)
+			}
+		})
+	}
+}
+
+func tenantsUpdate(fs *flag.FlagSet) func(context.Context, *conn) error {
+	id := fs.String("id", "", "tenant id (a tenant key's own when empty)")
+	enforcement := fs.String("schema-enforcement", "", "off, warn or reject: what a publish whose payload breaks its type's schema gets")
+	return func(ctx context.Context, c *conn) error {
+		req := &controlv1.UpdateTenantRequest{TenantId: *id, Settings: &controlv1.TenantSettings{}, UpdateMask: &fieldmaskpb.FieldMask{}}
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "schema-enforcement" {
+				req.Settings.SchemaEnforcement = strings.TrimSpace(*enforcement)
+				req.UpdateMask.Paths = append(req.UpdateMask.Paths, "schema_enforcement")
+			}
+		})
+		if len(req.UpdateMask.Paths) == 0 {
+			return errors.New("tenants update: nothing to change; give --schema-enforcement off|warn|reject")
+		}
+		return show(ctx, c, c.UpdateTenant, req, printTenant)
+	}
+}
