@@ -24,3 +24,10 @@ func (c *Client) ListEventTypes(ctx context.Context, req *controlv1.ListEventTyp
 func (c *Client) UpdateTenant(ctx context.Context, req *controlv1.UpdateTenantRequest) (*controlv1.Tenant, error) {
 	return call(ctx, c, "update tenant", idempotent, req, c.tenants.UpdateTenant)
 }
+
+// ExportEventTypes writes the tenant's catalog as an OpenAPI 3.1 document
+// of its webhooks (format "openapi") or its JSON Schemas by type
+// ("jsonschema"). Retried.
+func (c *Client) ExportEventTypes(ctx context.Context, req *controlv1.ExportEventTypesRequest) (*controlv1.ExportEventTypesResponse, error) {
+	return call(ctx, c, "export event types", idempotent, req, c.eventTypes.ExportEventTypes)
+}

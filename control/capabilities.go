@@ -29,6 +29,7 @@ var portalMethods = map[string]string{
 	controlv1.EventService_ExplainRouting_FullMethodName:             portal.Read,
 	controlv1.EventService_ListOperationalEventTypes_FullMethodName:  portal.Read,
 	controlv1.EventTypeService_ListEventTypes_FullMethodName:         portal.Read,
+	controlv1.EventTypeService_ExportEventTypes_FullMethodName:       portal.Read,
 	controlv1.EndpointService_CreateEndpoint_FullMethodName:          portal.ManageEndpoints,
 	controlv1.EndpointService_UpdateEndpoint_FullMethodName:          portal.ManageEndpoints,
 	controlv1.EndpointService_RotateSecret_FullMethodName:            portal.ManageEndpoints,

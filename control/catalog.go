@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 
@@ -148,4 +149,94 @@ func (s *Server) checkSchema(published *hooklinev1.EventPublished) error {
 		SchemaVersion: version, Pointer: v.Pointer, Keyword: v.Keyword, Message: truncate(v.Message, maxFilterError),
 	}
 	return nil
+}
+
+// webhookHeaders are the headers every webhook carries, as the OpenAPI
+// export describes them.
+var webhookHeaders = []struct{ name, desc string }{
+	{"webhook-id", "The delivery's id: the same on every retry and replay; drop repeats by it."},
+	{"webhook-timestamp", "When the attempt was signed, in Unix seconds."},
+	{"webhook-signature", "Standard Webhooks signatures (v1,<base64 HMAC-SHA256>), space-separated."},
+	{"webhook-event-type", "The event type."},
+}
+
+// ExportEventTypes writes the caller's catalog as an OpenAPI 3.1 document
+// of webhooks, or as its JSON Schemas by type.
+func (s *Server) ExportEventTypes(ctx context.Context, req *controlv1.ExportEventTypesRequest) (*controlv1.ExportEventTypesResponse, error) {
+	tenantID, _, err := tenantFor(ctx, req.GetTenantId())
+	if err != nil {
+		return nil, err
+	}
+	format := req.GetFormat()
+	if format == "" {
+		format = "openapi"
+	}
+	if format != "openapi" && format != "jsonschema" {
+		return nil, toStatus(invalid("format", "is %q; use openapi or jsonschema", format))
+	}
+	ts, err := s.cfg.Registry.EventTypes(tenantID)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	doc, err := exportDocument(tenantID, format, ts)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out, err := structpb.NewStruct(doc)
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("export: %w", err))
+	}
+	return &controlv1.ExportEventTypesResponse{Document: out}, nil
+}
+
+// exportDocument builds the export of a catalog.
+func exportDocument(tenantID, format string, ts []registry.EventType) (map[string]any, error) {
+	decode := func(text string) (any, error) {
+		if text == "" {
+			return nil, nil
+		}
+		var v any
+		err := json.Unmarshal([]byte(text), &v)
+		return v, err
+	}
+	schemas, webhooks := map[string]any{}, map[string]any{}
+	versions := 0 // the document's version: any change of a type raises it
+	for _, t := range ts {
+		versions += int(t.Version)
+		sch, err := decode(t.Schema)
+		if err != nil {
+			return nil, fmt.Errorf("the catalog's schema of %s: %w", t.Type, err)
+		}
+		example, err := decode(t.Example)
+		if err != nil {
+			return nil, fmt.Errorf("the catalog's example of %s: %w", t.Type, err)
+		}
+		if sch == nil {
+			sch = map[string]any{} // any payload
+		}
+		schemas[t.Type] = sch
+		media := map[string]any{"schema": sch}
+		if example != nil {
+			media["example"] = example
+		}
+		var params []any
+		for _, h := range webhookHeaders {
+			params = append(params, map[string]any{"name": h.name, "in": "header", "required": true, "description": h.desc, "schema": map[string]any{"type": "string"}})
+		}
+		webhooks[t.Type] = map[string]any{"post": map[string]any{
+			"operationId": t.Type, "summary": t.Description,
+			"description": fmt.Sprintf("Event type %s, version %d of its definition.", t.Type, t.Version),
+			"parameters":  params,
+			"requestBody": map[string]any{"required": true, "content": map[string]any{"application/json": media}},
+			"responses":   map[string]any{"2XX": map[string]any{"description": "Received. Any other answer is retried."}},
+		}}
+	}
+	if format == "jsonschema" {
+		return map[string]any{"$schema": "https://json-schema.org/draft/2020-12/schema", "$defs": schemas}, nil
+	}
+	return map[string]any{
+		"openapi":  "3.1.0",
+		"info":     map[string]any{"title": "Webhooks of " + tenantID, "version": fmt.Sprint(versions)},
+		"webhooks": webhooks,
+	}, nil
 }

@@ -10,7 +10,8 @@
 // (another activation took over): it stops, it does not retry blindly.
 //
 //	tenant-{tenant_id}              TenantCreated, TenantQuotaChanged,
-//	                                ApiKeyIssued, ApiKeyRevoked
+//	                                ApiKeyIssued, ApiKeyRevoked,
+//	                                TenantSettingsChanged, EventTypeDefined
 //	                                writer: the tenant grain
 //	endpoint-{endpoint_id}          EndpointCreated, EndpointUpdated,
 //	                                SecretRotated, SecretRetired,

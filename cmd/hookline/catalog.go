@@ -98,3 +98,22 @@ func tenantsUpdate(fs *flag.FlagSet) func(context.Context, *conn) error {
 		return show(ctx, c, c.UpdateTenant, req, printTenant)
 	}
 }
+
+func eventTypesExport(fs *flag.FlagSet) func(context.Context, *conn) error {
+	tenant := fs.String("tenant", "", "tenant id (with the admin token)")
+	format := fs.String("format", "openapi", "openapi (an OpenAPI 3.1 document of the webhooks) or jsonschema (the schemas by type)")
+	return func(ctx context.Context, c *conn) error {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		r, err := c.ExportEventTypes(ctx, &controlv1.ExportEventTypesRequest{TenantId: *tenant, Format: *format})
+		if err != nil {
+			return err
+		}
+		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(r.GetDocument())
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(c.out, "%s\n", b)
+		return err
+	}
+}

@@ -35,6 +35,9 @@ func TestEventTypeCommands(t *testing.T) {
 	if out, err := run("event-types", "list"); err != nil || !strings.Contains(out, "schema enforcement: off") || !strings.Contains(out, `"minimum":0`) {
 		t.Fatalf("event-types list: %v\n%s", err, out)
 	}
+	if out, err := run("event-types", "export"); err != nil || !strings.Contains(out, `"openapi": "3.1.0"`) || !strings.Contains(out, `"order.paid"`) {
+		t.Fatalf("event-types export: %v\n%s", err, out)
+	}
 	if out, err := run("tenants", "update", "--schema-enforcement", "strict"); err == nil || !strings.Contains(out, "off, warn or reject") {
 		t.Fatalf("an unknown mode: %v\n%s", err, out)
 	}

@@ -63,6 +63,7 @@ var commands = []command{
 	{name: "tenants update", group: groupClient, summary: "change a tenant's own settings (--schema-enforcement off|warn|reject)", call: tenantsUpdate},
 	{name: "event-types put", group: groupClient, summary: "define an event type of the catalog, or a new version: description, example, JSON Schema", call: eventTypesPut},
 	{name: "event-types list", group: groupClient, summary: "list the catalog's event types and the schema enforcement", call: eventTypesList},
+	{name: "event-types export", group: groupClient, summary: "print the catalog as an OpenAPI 3.1 document of webhooks, or as JSON Schemas (--format jsonschema)", call: eventTypesExport},
 	{name: "keys issue", group: groupClient, summary: "issue an API key for a tenant (admin); shown once", call: keysIssue},
 	{name: "keys revoke", group: groupClient, summary: "revoke an API key (admin)", call: keysRevoke},
 	{name: "keys reseal", group: groupClient, summary: "rotate the master key: reseal every endpoint's secrets under the current one (admin)", call: keysReseal},

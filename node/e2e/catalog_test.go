@@ -86,6 +86,19 @@ func TestEventCatalog(t *testing.T) {
 		t.Fatalf("GET /v1/event-types: %d %v", code, list)
 	}
 
+	code, doc := n.rest(t, http.MethodGet, c.key, "/v1/event-types:export", nil)
+	openapi, _ := doc["document"].(map[string]any)
+	hooks, _ := openapi["webhooks"].(map[string]any)
+	paid, _ := hooks["order.paid"].(map[string]any)
+	if code != http.StatusOK || openapi["openapi"] != "3.1.0" || paid["post"] == nil {
+		t.Fatalf("export as OpenAPI: %d %v", code, doc)
+	}
+	code, doc = n.rest(t, http.MethodGet, c.key, "/v1/event-types:export?format=jsonschema", nil)
+	defs, _ := doc["document"].(map[string]any)["$defs"].(map[string]any)
+	if paidSchema, _ := defs["order.paid"].(map[string]any); code != http.StatusOK || paidSchema["required"] == nil {
+		t.Fatalf("export as JSON Schema: %d %v", code, doc)
+	}
+
 	bad, _ := structpb.NewStruct(map[string]any{"order": "ord_2", "total": -3})
 	good, _ := structpb.NewStruct(map[string]any{"order": "ord_3", "total": 3})
 	publish := func(id string, data *structpb.Struct) (*controlv1.PublishResponse, error) {

@@ -209,7 +209,7 @@ func (x RoutingVerdict_Verdict) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RoutingVerdict_Verdict.Descriptor instead.
 func (RoutingVerdict_Verdict) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{57, 0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{59, 0}
 }
 
 type ResealSecretsRequest struct {
@@ -3536,6 +3536,103 @@ func (x *Recovery) GetEventTypes() []string {
 	return nil
 }
 
+type ExportEventTypesRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// format: "openapi" (the default) or "jsonschema".
+	Format        string `protobuf:"bytes,2,opt,name=format,proto3" json:"format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportEventTypesRequest) Reset() {
+	*x = ExportEventTypesRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportEventTypesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportEventTypesRequest) ProtoMessage() {}
+
+func (x *ExportEventTypesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportEventTypesRequest.ProtoReflect.Descriptor instead.
+func (*ExportEventTypesRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ExportEventTypesRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *ExportEventTypesRequest) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+type ExportEventTypesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Document      *structpb.Struct       `protobuf:"bytes,1,opt,name=document,proto3" json:"document,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportEventTypesResponse) Reset() {
+	*x = ExportEventTypesResponse{}
+	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportEventTypesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportEventTypesResponse) ProtoMessage() {}
+
+func (x *ExportEventTypesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportEventTypesResponse.ProtoReflect.Descriptor instead.
+func (*ExportEventTypesResponse) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ExportEventTypesResponse) GetDocument() *structpb.Struct {
+	if x != nil {
+		return x.Document
+	}
+	return nil
+}
+
 type PutEventTypeRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	TenantId    string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -3552,7 +3649,7 @@ type PutEventTypeRequest struct {
 
 func (x *PutEventTypeRequest) Reset() {
 	*x = PutEventTypeRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	mi := &file_hookline_v1_control_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3564,7 +3661,7 @@ func (x *PutEventTypeRequest) String() string {
 func (*PutEventTypeRequest) ProtoMessage() {}
 
 func (x *PutEventTypeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	mi := &file_hookline_v1_control_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3577,7 +3674,7 @@ func (x *PutEventTypeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutEventTypeRequest.ProtoReflect.Descriptor instead.
 func (*PutEventTypeRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PutEventTypeRequest) GetTenantId() string {
@@ -3629,7 +3726,7 @@ type EventType struct {
 
 func (x *EventType) Reset() {
 	*x = EventType{}
-	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	mi := &file_hookline_v1_control_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3641,7 +3738,7 @@ func (x *EventType) String() string {
 func (*EventType) ProtoMessage() {}
 
 func (x *EventType) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	mi := &file_hookline_v1_control_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3654,7 +3751,7 @@ func (x *EventType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventType.ProtoReflect.Descriptor instead.
 func (*EventType) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EventType) GetEventType() string {
@@ -3708,7 +3805,7 @@ type ListEventTypesRequest struct {
 
 func (x *ListEventTypesRequest) Reset() {
 	*x = ListEventTypesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[49]
+	mi := &file_hookline_v1_control_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3720,7 +3817,7 @@ func (x *ListEventTypesRequest) String() string {
 func (*ListEventTypesRequest) ProtoMessage() {}
 
 func (x *ListEventTypesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[49]
+	mi := &file_hookline_v1_control_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3733,7 +3830,7 @@ func (x *ListEventTypesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventTypesRequest.ProtoReflect.Descriptor instead.
 func (*ListEventTypesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{49}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListEventTypesRequest) GetTenantId() string {
@@ -3754,7 +3851,7 @@ type ListEventTypesResponse struct {
 
 func (x *ListEventTypesResponse) Reset() {
 	*x = ListEventTypesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[50]
+	mi := &file_hookline_v1_control_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3766,7 +3863,7 @@ func (x *ListEventTypesResponse) String() string {
 func (*ListEventTypesResponse) ProtoMessage() {}
 
 func (x *ListEventTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[50]
+	mi := &file_hookline_v1_control_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3779,7 +3876,7 @@ func (x *ListEventTypesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventTypesResponse.ProtoReflect.Descriptor instead.
 func (*ListEventTypesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListEventTypesResponse) GetEventTypes() []*EventType {
@@ -3804,7 +3901,7 @@ type ListOperationalEventTypesRequest struct {
 
 func (x *ListOperationalEventTypesRequest) Reset() {
 	*x = ListOperationalEventTypesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[51]
+	mi := &file_hookline_v1_control_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3816,7 +3913,7 @@ func (x *ListOperationalEventTypesRequest) String() string {
 func (*ListOperationalEventTypesRequest) ProtoMessage() {}
 
 func (x *ListOperationalEventTypesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[51]
+	mi := &file_hookline_v1_control_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3829,7 +3926,7 @@ func (x *ListOperationalEventTypesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationalEventTypesRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationalEventTypesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{53}
 }
 
 // OperationalEventType is one of Hookline's own event types.
@@ -3847,7 +3944,7 @@ type OperationalEventType struct {
 
 func (x *OperationalEventType) Reset() {
 	*x = OperationalEventType{}
-	mi := &file_hookline_v1_control_proto_msgTypes[52]
+	mi := &file_hookline_v1_control_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3859,7 +3956,7 @@ func (x *OperationalEventType) String() string {
 func (*OperationalEventType) ProtoMessage() {}
 
 func (x *OperationalEventType) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[52]
+	mi := &file_hookline_v1_control_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3872,7 +3969,7 @@ func (x *OperationalEventType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationalEventType.ProtoReflect.Descriptor instead.
 func (*OperationalEventType) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{52}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *OperationalEventType) GetType() string {
@@ -3905,7 +4002,7 @@ type ListOperationalEventTypesResponse struct {
 
 func (x *ListOperationalEventTypesResponse) Reset() {
 	*x = ListOperationalEventTypesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[53]
+	mi := &file_hookline_v1_control_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3917,7 +4014,7 @@ func (x *ListOperationalEventTypesResponse) String() string {
 func (*ListOperationalEventTypesResponse) ProtoMessage() {}
 
 func (x *ListOperationalEventTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[53]
+	mi := &file_hookline_v1_control_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3930,7 +4027,7 @@ func (x *ListOperationalEventTypesResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListOperationalEventTypesResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationalEventTypesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{53}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListOperationalEventTypesResponse) GetTypes() []*OperationalEventType {
@@ -3950,7 +4047,7 @@ type ExplainRoutingRequest struct {
 
 func (x *ExplainRoutingRequest) Reset() {
 	*x = ExplainRoutingRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[54]
+	mi := &file_hookline_v1_control_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3962,7 +4059,7 @@ func (x *ExplainRoutingRequest) String() string {
 func (*ExplainRoutingRequest) ProtoMessage() {}
 
 func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[54]
+	mi := &file_hookline_v1_control_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3975,7 +4072,7 @@ func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRoutingRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRoutingRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{54}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ExplainRoutingRequest) GetTenantId() string {
@@ -4010,7 +4107,7 @@ type EventRouting struct {
 
 func (x *EventRouting) Reset() {
 	*x = EventRouting{}
-	mi := &file_hookline_v1_control_proto_msgTypes[55]
+	mi := &file_hookline_v1_control_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4022,7 +4119,7 @@ func (x *EventRouting) String() string {
 func (*EventRouting) ProtoMessage() {}
 
 func (x *EventRouting) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[55]
+	mi := &file_hookline_v1_control_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4035,7 +4132,7 @@ func (x *EventRouting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventRouting.ProtoReflect.Descriptor instead.
 func (*EventRouting) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{55}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *EventRouting) GetEventId() string {
@@ -4094,7 +4191,7 @@ type FilterValue struct {
 
 func (x *FilterValue) Reset() {
 	*x = FilterValue{}
-	mi := &file_hookline_v1_control_proto_msgTypes[56]
+	mi := &file_hookline_v1_control_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4106,7 +4203,7 @@ func (x *FilterValue) String() string {
 func (*FilterValue) ProtoMessage() {}
 
 func (x *FilterValue) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[56]
+	mi := &file_hookline_v1_control_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4119,7 +4216,7 @@ func (x *FilterValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterValue.ProtoReflect.Descriptor instead.
 func (*FilterValue) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{56}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *FilterValue) GetExpr() string {
@@ -4169,7 +4266,7 @@ type RoutingVerdict struct {
 
 func (x *RoutingVerdict) Reset() {
 	*x = RoutingVerdict{}
-	mi := &file_hookline_v1_control_proto_msgTypes[57]
+	mi := &file_hookline_v1_control_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4181,7 +4278,7 @@ func (x *RoutingVerdict) String() string {
 func (*RoutingVerdict) ProtoMessage() {}
 
 func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[57]
+	mi := &file_hookline_v1_control_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4194,7 +4291,7 @@ func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingVerdict.ProtoReflect.Descriptor instead.
 func (*RoutingVerdict) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{57}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RoutingVerdict) GetEndpointId() string {
@@ -4308,7 +4405,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[58]
+	mi := &file_hookline_v1_control_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4320,7 +4417,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[58]
+	mi := &file_hookline_v1_control_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4333,7 +4430,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{58}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *PublishRequest) GetTenantId() string {
@@ -4456,7 +4553,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[59]
+	mi := &file_hookline_v1_control_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4468,7 +4565,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[59]
+	mi := &file_hookline_v1_control_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4481,7 +4578,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{59}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *PublishResponse) GetEventId() string {
@@ -4536,7 +4633,7 @@ type PublishBatchRequest struct {
 
 func (x *PublishBatchRequest) Reset() {
 	*x = PublishBatchRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[60]
+	mi := &file_hookline_v1_control_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4548,7 +4645,7 @@ func (x *PublishBatchRequest) String() string {
 func (*PublishBatchRequest) ProtoMessage() {}
 
 func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[60]
+	mi := &file_hookline_v1_control_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4561,7 +4658,7 @@ func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchRequest.ProtoReflect.Descriptor instead.
 func (*PublishBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{60}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PublishBatchRequest) GetTenantId() string {
@@ -4590,7 +4687,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_hookline_v1_control_proto_msgTypes[61]
+	mi := &file_hookline_v1_control_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4602,7 +4699,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[61]
+	mi := &file_hookline_v1_control_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4615,7 +4712,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{61}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PublishResult) GetResponse() *PublishResponse {
@@ -4648,7 +4745,7 @@ type PublishBatchResponse struct {
 
 func (x *PublishBatchResponse) Reset() {
 	*x = PublishBatchResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[62]
+	mi := &file_hookline_v1_control_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4660,7 +4757,7 @@ func (x *PublishBatchResponse) String() string {
 func (*PublishBatchResponse) ProtoMessage() {}
 
 func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[62]
+	mi := &file_hookline_v1_control_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4673,7 +4770,7 @@ func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchResponse.ProtoReflect.Descriptor instead.
 func (*PublishBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{62}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *PublishBatchResponse) GetResults() []*PublishResult {
@@ -4694,7 +4791,7 @@ type LookupEventsRequest struct {
 
 func (x *LookupEventsRequest) Reset() {
 	*x = LookupEventsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[63]
+	mi := &file_hookline_v1_control_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4706,7 +4803,7 @@ func (x *LookupEventsRequest) String() string {
 func (*LookupEventsRequest) ProtoMessage() {}
 
 func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[63]
+	mi := &file_hookline_v1_control_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4719,7 +4816,7 @@ func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsRequest.ProtoReflect.Descriptor instead.
 func (*LookupEventsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{63}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *LookupEventsRequest) GetTenantId() string {
@@ -4750,7 +4847,7 @@ type AcceptedEvent struct {
 
 func (x *AcceptedEvent) Reset() {
 	*x = AcceptedEvent{}
-	mi := &file_hookline_v1_control_proto_msgTypes[64]
+	mi := &file_hookline_v1_control_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4762,7 +4859,7 @@ func (x *AcceptedEvent) String() string {
 func (*AcceptedEvent) ProtoMessage() {}
 
 func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[64]
+	mi := &file_hookline_v1_control_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4775,7 +4872,7 @@ func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptedEvent.ProtoReflect.Descriptor instead.
 func (*AcceptedEvent) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{64}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *AcceptedEvent) GetEventId() string {
@@ -4818,7 +4915,7 @@ type LookupEventsResponse struct {
 
 func (x *LookupEventsResponse) Reset() {
 	*x = LookupEventsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[65]
+	mi := &file_hookline_v1_control_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4830,7 +4927,7 @@ func (x *LookupEventsResponse) String() string {
 func (*LookupEventsResponse) ProtoMessage() {}
 
 func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[65]
+	mi := &file_hookline_v1_control_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4843,7 +4940,7 @@ func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsResponse.ProtoReflect.Descriptor instead.
 func (*LookupEventsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{65}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *LookupEventsResponse) GetFound() []*AcceptedEvent {
@@ -4877,7 +4974,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[66]
+	mi := &file_hookline_v1_control_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4889,7 +4986,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[66]
+	mi := &file_hookline_v1_control_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4902,7 +4999,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{66}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListDeliveriesRequest) GetTenantId() string {
@@ -4971,7 +5068,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[67]
+	mi := &file_hookline_v1_control_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4983,7 +5080,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[67]
+	mi := &file_hookline_v1_control_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4996,7 +5093,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{67}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -5023,7 +5120,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[68]
+	mi := &file_hookline_v1_control_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5035,7 +5132,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[68]
+	mi := &file_hookline_v1_control_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5048,7 +5145,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{68}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetDeliveryRequest) GetTenantId() string {
@@ -5075,7 +5172,7 @@ type ReplayDeliveryRequest struct {
 
 func (x *ReplayDeliveryRequest) Reset() {
 	*x = ReplayDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[69]
+	mi := &file_hookline_v1_control_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5087,7 +5184,7 @@ func (x *ReplayDeliveryRequest) String() string {
 func (*ReplayDeliveryRequest) ProtoMessage() {}
 
 func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[69]
+	mi := &file_hookline_v1_control_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5100,7 +5197,7 @@ func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{69}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ReplayDeliveryRequest) GetTenantId() string {
@@ -5146,7 +5243,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[70]
+	mi := &file_hookline_v1_control_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5158,7 +5255,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[70]
+	mi := &file_hookline_v1_control_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5171,7 +5268,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{70}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -5580,7 +5677,12 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\adry_run\x18\r \x01(\bR\x06dryRun\x12\x1a\n" +
 	"\bstatuses\x18\x0e \x03(\tR\bstatuses\x12\x1f\n" +
 	"\vevent_types\x18\x0f \x03(\tR\n" +
-	"eventTypes\"\xd5\x01\n" +
+	"eventTypes\"N\n" +
+	"\x17ExportEventTypesRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x16\n" +
+	"\x06format\x18\x02 \x01(\tR\x06format\"O\n" +
+	"\x18ExportEventTypesResponse\x123\n" +
+	"\bdocument\x18\x01 \x01(\v2\x17.google.protobuf.StructR\bdocument\"\xd5\x01\n" +
 	"\x13PutEventTypeRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1d\n" +
 	"\n" +
@@ -5779,10 +5881,11 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x0fSkipOrderingKey\x12#.hookline.v1.SkipOrderingKeyRequest\x1a\x18.hookline.v1.OrderingKey\x12Y\n" +
 	"\x0ePullDeliveries\x12\".hookline.v1.PullDeliveriesRequest\x1a#.hookline.v1.PullDeliveriesResponse\x12V\n" +
 	"\rAckDeliveries\x12!.hookline.v1.AckDeliveriesRequest\x1a\".hookline.v1.AckDeliveriesResponse\x12K\n" +
-	"\x0eSeekDeliveries\x12\".hookline.v1.SeekDeliveriesRequest\x1a\x15.hookline.v1.Recovery2\xb7\x01\n" +
+	"\x0eSeekDeliveries\x12\".hookline.v1.SeekDeliveriesRequest\x1a\x15.hookline.v1.Recovery2\x98\x02\n" +
 	"\x10EventTypeService\x12H\n" +
 	"\fPutEventType\x12 .hookline.v1.PutEventTypeRequest\x1a\x16.hookline.v1.EventType\x12Y\n" +
-	"\x0eListEventTypes\x12\".hookline.v1.ListEventTypesRequest\x1a#.hookline.v1.ListEventTypesResponse2\xcb\x03\n" +
+	"\x0eListEventTypes\x12\".hookline.v1.ListEventTypesRequest\x1a#.hookline.v1.ListEventTypesResponse\x12_\n" +
+	"\x10ExportEventTypes\x12$.hookline.v1.ExportEventTypesRequest\x1a%.hookline.v1.ExportEventTypesResponse2\xcb\x03\n" +
 	"\fEventService\x12D\n" +
 	"\aPublish\x12\x1b.hookline.v1.PublishRequest\x1a\x1c.hookline.v1.PublishResponse\x12S\n" +
 	"\fPublishBatch\x12 .hookline.v1.PublishBatchRequest\x1a!.hookline.v1.PublishBatchResponse\x12S\n" +
@@ -5807,7 +5910,7 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_hookline_v1_control_proto_goTypes = []any{
 	(Endpoint_Status)(0),                      // 0: hookline.v1.Endpoint.Status
 	(Endpoint_Circuit)(0),                     // 1: hookline.v1.Endpoint.Circuit
@@ -5859,60 +5962,63 @@ var file_hookline_v1_control_proto_goTypes = []any{
 	(*SeekDeliveriesRequest)(nil),             // 47: hookline.v1.SeekDeliveriesRequest
 	(*OrderingKey)(nil),                       // 48: hookline.v1.OrderingKey
 	(*Recovery)(nil),                          // 49: hookline.v1.Recovery
-	(*PutEventTypeRequest)(nil),               // 50: hookline.v1.PutEventTypeRequest
-	(*EventType)(nil),                         // 51: hookline.v1.EventType
-	(*ListEventTypesRequest)(nil),             // 52: hookline.v1.ListEventTypesRequest
-	(*ListEventTypesResponse)(nil),            // 53: hookline.v1.ListEventTypesResponse
-	(*ListOperationalEventTypesRequest)(nil),  // 54: hookline.v1.ListOperationalEventTypesRequest
-	(*OperationalEventType)(nil),              // 55: hookline.v1.OperationalEventType
-	(*ListOperationalEventTypesResponse)(nil), // 56: hookline.v1.ListOperationalEventTypesResponse
-	(*ExplainRoutingRequest)(nil),             // 57: hookline.v1.ExplainRoutingRequest
-	(*EventRouting)(nil),                      // 58: hookline.v1.EventRouting
-	(*FilterValue)(nil),                       // 59: hookline.v1.FilterValue
-	(*RoutingVerdict)(nil),                    // 60: hookline.v1.RoutingVerdict
-	(*PublishRequest)(nil),                    // 61: hookline.v1.PublishRequest
-	(*PublishResponse)(nil),                   // 62: hookline.v1.PublishResponse
-	(*PublishBatchRequest)(nil),               // 63: hookline.v1.PublishBatchRequest
-	(*PublishResult)(nil),                     // 64: hookline.v1.PublishResult
-	(*PublishBatchResponse)(nil),              // 65: hookline.v1.PublishBatchResponse
-	(*LookupEventsRequest)(nil),               // 66: hookline.v1.LookupEventsRequest
-	(*AcceptedEvent)(nil),                     // 67: hookline.v1.AcceptedEvent
-	(*LookupEventsResponse)(nil),              // 68: hookline.v1.LookupEventsResponse
-	(*ListDeliveriesRequest)(nil),             // 69: hookline.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil),            // 70: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),                // 71: hookline.v1.GetDeliveryRequest
-	(*ReplayDeliveryRequest)(nil),             // 72: hookline.v1.ReplayDeliveryRequest
-	(*Delivery)(nil),                          // 73: hookline.v1.Delivery
-	nil,                                       // 74: hookline.v1.EndpointSettings.MetadataEntry
-	nil,                                       // 75: hookline.v1.EndpointSettings.HeadersEntry
-	nil,                                       // 76: hookline.v1.EndpointSettings.SecretHeadersEntry
-	nil,                                       // 77: hookline.v1.PulledMessage.HeadersEntry
-	nil,                                       // 78: hookline.v1.EventRouting.HeadersEntry
-	nil,                                       // 79: hookline.v1.PublishRequest.HeadersEntry
-	(*v1.Quota)(nil),                          // 80: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),             // 81: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),             // 82: google.protobuf.FieldMask
-	(*structpb.Value)(nil),                    // 83: google.protobuf.Value
-	(*v1.PlannedDelivery)(nil),                // 84: hookline.v1.PlannedDelivery
-	(*v1.FilteredEndpoint)(nil),               // 85: hookline.v1.FilteredEndpoint
-	(*v1.SchemaViolation)(nil),                // 86: hookline.v1.SchemaViolation
-	(*v1.Attempt)(nil),                        // 87: hookline.v1.Attempt
+	(*ExportEventTypesRequest)(nil),           // 50: hookline.v1.ExportEventTypesRequest
+	(*ExportEventTypesResponse)(nil),          // 51: hookline.v1.ExportEventTypesResponse
+	(*PutEventTypeRequest)(nil),               // 52: hookline.v1.PutEventTypeRequest
+	(*EventType)(nil),                         // 53: hookline.v1.EventType
+	(*ListEventTypesRequest)(nil),             // 54: hookline.v1.ListEventTypesRequest
+	(*ListEventTypesResponse)(nil),            // 55: hookline.v1.ListEventTypesResponse
+	(*ListOperationalEventTypesRequest)(nil),  // 56: hookline.v1.ListOperationalEventTypesRequest
+	(*OperationalEventType)(nil),              // 57: hookline.v1.OperationalEventType
+	(*ListOperationalEventTypesResponse)(nil), // 58: hookline.v1.ListOperationalEventTypesResponse
+	(*ExplainRoutingRequest)(nil),             // 59: hookline.v1.ExplainRoutingRequest
+	(*EventRouting)(nil),                      // 60: hookline.v1.EventRouting
+	(*FilterValue)(nil),                       // 61: hookline.v1.FilterValue
+	(*RoutingVerdict)(nil),                    // 62: hookline.v1.RoutingVerdict
+	(*PublishRequest)(nil),                    // 63: hookline.v1.PublishRequest
+	(*PublishResponse)(nil),                   // 64: hookline.v1.PublishResponse
+	(*PublishBatchRequest)(nil),               // 65: hookline.v1.PublishBatchRequest
+	(*PublishResult)(nil),                     // 66: hookline.v1.PublishResult
+	(*PublishBatchResponse)(nil),              // 67: hookline.v1.PublishBatchResponse
+	(*LookupEventsRequest)(nil),               // 68: hookline.v1.LookupEventsRequest
+	(*AcceptedEvent)(nil),                     // 69: hookline.v1.AcceptedEvent
+	(*LookupEventsResponse)(nil),              // 70: hookline.v1.LookupEventsResponse
+	(*ListDeliveriesRequest)(nil),             // 71: hookline.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil),            // 72: hookline.v1.ListDeliveriesResponse
+	(*GetDeliveryRequest)(nil),                // 73: hookline.v1.GetDeliveryRequest
+	(*ReplayDeliveryRequest)(nil),             // 74: hookline.v1.ReplayDeliveryRequest
+	(*Delivery)(nil),                          // 75: hookline.v1.Delivery
+	nil,                                       // 76: hookline.v1.EndpointSettings.MetadataEntry
+	nil,                                       // 77: hookline.v1.EndpointSettings.HeadersEntry
+	nil,                                       // 78: hookline.v1.EndpointSettings.SecretHeadersEntry
+	nil,                                       // 79: hookline.v1.PulledMessage.HeadersEntry
+	nil,                                       // 80: hookline.v1.EventRouting.HeadersEntry
+	nil,                                       // 81: hookline.v1.PublishRequest.HeadersEntry
+	(*v1.Quota)(nil),                          // 82: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),             // 83: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),             // 84: google.protobuf.FieldMask
+	(*structpb.Struct)(nil),                   // 85: google.protobuf.Struct
+	(*structpb.Value)(nil),                    // 86: google.protobuf.Value
+	(*v1.PlannedDelivery)(nil),                // 87: hookline.v1.PlannedDelivery
+	(*v1.FilteredEndpoint)(nil),               // 88: hookline.v1.FilteredEndpoint
+	(*v1.SchemaViolation)(nil),                // 89: hookline.v1.SchemaViolation
+	(*v1.Attempt)(nil),                        // 90: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	80,  // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	81,  // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
+	82,  // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	83,  // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
 	12,  // 2: hookline.v1.UpdateTenantRequest.settings:type_name -> hookline.v1.TenantSettings
-	82,  // 3: hookline.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
-	80,  // 4: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	81,  // 5: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	80,  // 6: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	84,  // 3: hookline.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
+	82,  // 4: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	83,  // 5: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	82,  // 6: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
 	14,  // 7: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	81,  // 8: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	83,  // 8: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
 	7,   // 9: hookline.v1.Tenant.as_of:type_name -> hookline.v1.AsOf
 	12,  // 10: hookline.v1.Tenant.settings:type_name -> hookline.v1.TenantSettings
-	74,  // 11: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
-	75,  // 12: hookline.v1.EndpointSettings.headers:type_name -> hookline.v1.EndpointSettings.HeadersEntry
-	76,  // 13: hookline.v1.EndpointSettings.secret_headers:type_name -> hookline.v1.EndpointSettings.SecretHeadersEntry
+	76,  // 11: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
+	77,  // 12: hookline.v1.EndpointSettings.headers:type_name -> hookline.v1.EndpointSettings.HeadersEntry
+	78,  // 13: hookline.v1.EndpointSettings.secret_headers:type_name -> hookline.v1.EndpointSettings.SecretHeadersEntry
 	17,  // 14: hookline.v1.EndpointSettings.auth:type_name -> hookline.v1.EndpointAuth
 	19,  // 15: hookline.v1.EndpointAuth.oauth2:type_name -> hookline.v1.OAuth2Auth
 	18,  // 16: hookline.v1.EndpointAuth.mtls:type_name -> hookline.v1.MTLSAuth
@@ -5920,137 +6026,140 @@ var file_hookline_v1_control_proto_depIdxs = []int32{
 	33,  // 18: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
 	33,  // 19: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
 	16,  // 20: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	82,  // 21: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	84,  // 21: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
 	33,  // 22: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	81,  // 23: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	81,  // 24: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	83,  // 23: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	83,  // 24: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
 	16,  // 25: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
 	0,   // 26: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
 	1,   // 27: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
 	32,  // 28: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	81,  // 29: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	81,  // 30: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	83,  // 29: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	83,  // 30: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
 	7,   // 31: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
-	81,  // 32: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	81,  // 33: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	81,  // 34: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
-	81,  // 35: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
+	83,  // 32: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	83,  // 33: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	83,  // 34: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
+	83,  // 35: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
 	49,  // 36: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
 	48,  // 37: hookline.v1.ListOrderingKeysResponse.keys:type_name -> hookline.v1.OrderingKey
 	44,  // 38: hookline.v1.PullDeliveriesResponse.messages:type_name -> hookline.v1.PulledMessage
-	77,  // 39: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
-	81,  // 40: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
-	81,  // 41: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	81,  // 42: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
-	81,  // 43: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	81,  // 44: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	81,  // 45: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	81,  // 46: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	79,  // 39: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
+	83,  // 40: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
+	83,  // 41: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	83,  // 42: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
+	83,  // 43: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	83,  // 44: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	83,  // 45: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	83,  // 46: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
 	35,  // 47: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
-	83,  // 48: hookline.v1.PutEventTypeRequest.example:type_name -> google.protobuf.Value
-	83,  // 49: hookline.v1.PutEventTypeRequest.schema:type_name -> google.protobuf.Value
-	83,  // 50: hookline.v1.EventType.example:type_name -> google.protobuf.Value
-	83,  // 51: hookline.v1.EventType.schema:type_name -> google.protobuf.Value
-	81,  // 52: hookline.v1.EventType.defined_at:type_name -> google.protobuf.Timestamp
-	51,  // 53: hookline.v1.ListEventTypesResponse.event_types:type_name -> hookline.v1.EventType
-	55,  // 54: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
-	81,  // 55: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
-	78,  // 56: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
-	60,  // 57: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
-	83,  // 58: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
-	2,   // 59: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
-	59,  // 60: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
-	81,  // 61: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	83,  // 62: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	79,  // 63: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
-	84,  // 64: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	85,  // 65: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
-	86,  // 66: hookline.v1.PublishResponse.schema_violation:type_name -> hookline.v1.SchemaViolation
-	61,  // 67: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
-	62,  // 68: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
-	64,  // 69: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	81,  // 70: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
-	67,  // 71: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
-	81,  // 72: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	81,  // 73: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	73,  // 74: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	81,  // 75: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	81,  // 76: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	81,  // 77: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	87,  // 78: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	5,   // 79: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	6,   // 80: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	8,   // 81: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	10,  // 82: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	13,  // 83: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	11,  // 84: hookline.v1.TenantService.UpdateTenant:input_type -> hookline.v1.UpdateTenantRequest
-	3,   // 85: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
-	20,  // 86: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	22,  // 87: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	23,  // 88: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	25,  // 89: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	26,  // 90: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	28,  // 91: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	29,  // 92: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	30,  // 93: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	31,  // 94: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	34,  // 95: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	36,  // 96: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	37,  // 97: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
-	39,  // 98: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
-	41,  // 99: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
-	42,  // 100: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
-	45,  // 101: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
-	47,  // 102: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
-	50,  // 103: hookline.v1.EventTypeService.PutEventType:input_type -> hookline.v1.PutEventTypeRequest
-	52,  // 104: hookline.v1.EventTypeService.ListEventTypes:input_type -> hookline.v1.ListEventTypesRequest
-	61,  // 105: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	63,  // 106: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	66,  // 107: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
-	57,  // 108: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
-	54,  // 109: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
-	69,  // 110: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	71,  // 111: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	72,  // 112: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	15,  // 113: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	15,  // 114: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	9,   // 115: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	15,  // 116: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	15,  // 117: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	15,  // 118: hookline.v1.TenantService.UpdateTenant:output_type -> hookline.v1.Tenant
-	4,   // 119: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
-	21,  // 120: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	33,  // 121: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	24,  // 122: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	33,  // 123: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	27,  // 124: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	33,  // 125: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	33,  // 126: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	33,  // 127: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	33,  // 128: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	49,  // 129: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	49,  // 130: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	38,  // 131: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
-	40,  // 132: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
-	48,  // 133: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
-	43,  // 134: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
-	46,  // 135: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
-	49,  // 136: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
-	51,  // 137: hookline.v1.EventTypeService.PutEventType:output_type -> hookline.v1.EventType
-	53,  // 138: hookline.v1.EventTypeService.ListEventTypes:output_type -> hookline.v1.ListEventTypesResponse
-	62,  // 139: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	65,  // 140: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	68,  // 141: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
-	58,  // 142: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
-	56,  // 143: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
-	70,  // 144: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	73,  // 145: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	73,  // 146: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	113, // [113:147] is the sub-list for method output_type
-	79,  // [79:113] is the sub-list for method input_type
-	79,  // [79:79] is the sub-list for extension type_name
-	79,  // [79:79] is the sub-list for extension extendee
-	0,   // [0:79] is the sub-list for field type_name
+	85,  // 48: hookline.v1.ExportEventTypesResponse.document:type_name -> google.protobuf.Struct
+	86,  // 49: hookline.v1.PutEventTypeRequest.example:type_name -> google.protobuf.Value
+	86,  // 50: hookline.v1.PutEventTypeRequest.schema:type_name -> google.protobuf.Value
+	86,  // 51: hookline.v1.EventType.example:type_name -> google.protobuf.Value
+	86,  // 52: hookline.v1.EventType.schema:type_name -> google.protobuf.Value
+	83,  // 53: hookline.v1.EventType.defined_at:type_name -> google.protobuf.Timestamp
+	53,  // 54: hookline.v1.ListEventTypesResponse.event_types:type_name -> hookline.v1.EventType
+	57,  // 55: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
+	83,  // 56: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
+	80,  // 57: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
+	62,  // 58: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
+	86,  // 59: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
+	2,   // 60: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
+	61,  // 61: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
+	83,  // 62: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	86,  // 63: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	81,  // 64: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
+	87,  // 65: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	88,  // 66: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
+	89,  // 67: hookline.v1.PublishResponse.schema_violation:type_name -> hookline.v1.SchemaViolation
+	63,  // 68: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
+	64,  // 69: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
+	66,  // 70: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
+	83,  // 71: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	69,  // 72: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
+	83,  // 73: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	83,  // 74: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	75,  // 75: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	83,  // 76: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	83,  // 77: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	83,  // 78: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	90,  // 79: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	5,   // 80: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	6,   // 81: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	8,   // 82: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	10,  // 83: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	13,  // 84: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	11,  // 85: hookline.v1.TenantService.UpdateTenant:input_type -> hookline.v1.UpdateTenantRequest
+	3,   // 86: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
+	20,  // 87: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	22,  // 88: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	23,  // 89: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	25,  // 90: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	26,  // 91: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	28,  // 92: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	29,  // 93: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	30,  // 94: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	31,  // 95: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	34,  // 96: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	36,  // 97: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	37,  // 98: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
+	39,  // 99: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
+	41,  // 100: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
+	42,  // 101: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
+	45,  // 102: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
+	47,  // 103: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
+	52,  // 104: hookline.v1.EventTypeService.PutEventType:input_type -> hookline.v1.PutEventTypeRequest
+	54,  // 105: hookline.v1.EventTypeService.ListEventTypes:input_type -> hookline.v1.ListEventTypesRequest
+	50,  // 106: hookline.v1.EventTypeService.ExportEventTypes:input_type -> hookline.v1.ExportEventTypesRequest
+	63,  // 107: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	65,  // 108: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	68,  // 109: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	59,  // 110: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
+	56,  // 111: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
+	71,  // 112: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	73,  // 113: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	74,  // 114: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	15,  // 115: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	15,  // 116: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	9,   // 117: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	15,  // 118: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	15,  // 119: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	15,  // 120: hookline.v1.TenantService.UpdateTenant:output_type -> hookline.v1.Tenant
+	4,   // 121: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
+	21,  // 122: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	33,  // 123: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	24,  // 124: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	33,  // 125: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	27,  // 126: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	33,  // 127: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	33,  // 128: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	33,  // 129: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	33,  // 130: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	49,  // 131: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	49,  // 132: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	38,  // 133: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
+	40,  // 134: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
+	48,  // 135: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
+	43,  // 136: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
+	46,  // 137: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
+	49,  // 138: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
+	53,  // 139: hookline.v1.EventTypeService.PutEventType:output_type -> hookline.v1.EventType
+	55,  // 140: hookline.v1.EventTypeService.ListEventTypes:output_type -> hookline.v1.ListEventTypesResponse
+	51,  // 141: hookline.v1.EventTypeService.ExportEventTypes:output_type -> hookline.v1.ExportEventTypesResponse
+	64,  // 142: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	67,  // 143: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	70,  // 144: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	60,  // 145: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
+	58,  // 146: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
+	72,  // 147: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	75,  // 148: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	75,  // 149: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	115, // [115:150] is the sub-list for method output_type
+	80,  // [80:115] is the sub-list for method input_type
+	80,  // [80:80] is the sub-list for extension type_name
+	80,  // [80:80] is the sub-list for extension extendee
+	0,   // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
@@ -6064,7 +6173,7 @@ func file_hookline_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   77,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

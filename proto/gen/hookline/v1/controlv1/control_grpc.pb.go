@@ -1154,8 +1154,9 @@ var EndpointService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	EventTypeService_PutEventType_FullMethodName   = "/hookline.v1.EventTypeService/PutEventType"
-	EventTypeService_ListEventTypes_FullMethodName = "/hookline.v1.EventTypeService/ListEventTypes"
+	EventTypeService_PutEventType_FullMethodName     = "/hookline.v1.EventTypeService/PutEventType"
+	EventTypeService_ListEventTypes_FullMethodName   = "/hookline.v1.EventTypeService/ListEventTypes"
+	EventTypeService_ExportEventTypes_FullMethodName = "/hookline.v1.EventTypeService/ExportEventTypes"
 )
 
 // EventTypeServiceClient is the client API for EventTypeService service.
@@ -1170,6 +1171,10 @@ type EventTypeServiceClient interface {
 	// ListEventTypes lists the tenant's catalog, the newest version of
 	// each type, by type.
 	ListEventTypes(ctx context.Context, in *ListEventTypesRequest, opts ...grpc.CallOption) (*ListEventTypesResponse, error)
+	// ExportEventTypes writes the catalog as one document: an OpenAPI 3.1
+	// description of the webhooks (format "openapi", the default), or the
+	// JSON Schemas by type (format "jsonschema").
+	ExportEventTypes(ctx context.Context, in *ExportEventTypesRequest, opts ...grpc.CallOption) (*ExportEventTypesResponse, error)
 }
 
 type eventTypeServiceClient struct {
@@ -1200,6 +1205,16 @@ func (c *eventTypeServiceClient) ListEventTypes(ctx context.Context, in *ListEve
 	return out, nil
 }
 
+func (c *eventTypeServiceClient) ExportEventTypes(ctx context.Context, in *ExportEventTypesRequest, opts ...grpc.CallOption) (*ExportEventTypesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExportEventTypesResponse)
+	err := c.cc.Invoke(ctx, EventTypeService_ExportEventTypes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EventTypeServiceServer is the server API for EventTypeService service.
 // All implementations must embed UnimplementedEventTypeServiceServer
 // for forward compatibility.
@@ -1212,6 +1227,10 @@ type EventTypeServiceServer interface {
 	// ListEventTypes lists the tenant's catalog, the newest version of
 	// each type, by type.
 	ListEventTypes(context.Context, *ListEventTypesRequest) (*ListEventTypesResponse, error)
+	// ExportEventTypes writes the catalog as one document: an OpenAPI 3.1
+	// description of the webhooks (format "openapi", the default), or the
+	// JSON Schemas by type (format "jsonschema").
+	ExportEventTypes(context.Context, *ExportEventTypesRequest) (*ExportEventTypesResponse, error)
 	mustEmbedUnimplementedEventTypeServiceServer()
 }
 
@@ -1227,6 +1246,9 @@ func (UnimplementedEventTypeServiceServer) PutEventType(context.Context, *PutEve
 }
 func (UnimplementedEventTypeServiceServer) ListEventTypes(context.Context, *ListEventTypesRequest) (*ListEventTypesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListEventTypes not implemented")
+}
+func (UnimplementedEventTypeServiceServer) ExportEventTypes(context.Context, *ExportEventTypesRequest) (*ExportEventTypesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ExportEventTypes not implemented")
 }
 func (UnimplementedEventTypeServiceServer) mustEmbedUnimplementedEventTypeServiceServer() {}
 func (UnimplementedEventTypeServiceServer) testEmbeddedByValue()                          {}
@@ -1285,6 +1307,24 @@ func _EventTypeService_ListEventTypes_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EventTypeService_ExportEventTypes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExportEventTypesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EventTypeServiceServer).ExportEventTypes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EventTypeService_ExportEventTypes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EventTypeServiceServer).ExportEventTypes(ctx, req.(*ExportEventTypesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EventTypeService_ServiceDesc is the grpc.ServiceDesc for EventTypeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1299,6 +1339,10 @@ var EventTypeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListEventTypes",
 			Handler:    _EventTypeService_ListEventTypes_Handler,
+		},
+		{
+			MethodName: "ExportEventTypes",
+			Handler:    _EventTypeService_ExportEventTypes_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
