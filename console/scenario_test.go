@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/cluster"
@@ -142,6 +143,12 @@ func TestConsole(t *testing.T) {
 	key := n.tenant(t, "acme")
 	link, _ := n.portalLink(t, key, "manage_endpoints", "replay")
 	var failedID string
+	example, _ := structpb.NewValue(map[string]any{"order": "ord_1", "total": 1250})
+	schema, _ := structpb.NewValue(map[string]any{"type": "object", "required": []any{"order"}, "properties": map[string]any{"total": map[string]any{"type": "number", "minimum": 0}}})
+	if _, err := controlv1.NewEventTypeServiceClient(n.cc).PutEventType(as(t, key), &controlv1.PutEventTypeRequest{
+		EventType: "order.created", Description: "An order was placed.", Example: example, Schema: schema}); err != nil {
+		t.Fatalf("define the catalog: %v", err)
+	}
 
 	t.Run("tenant creates an endpoint and sees the SSRF refusal at the URL field", func(t *testing.T) {
 		b.run(t, "open the portal",
@@ -149,8 +156,17 @@ func TestConsole(t *testing.T) {
 			chromedp.WaitVisible(`#new-endpoint`),
 			waitFor(`!location.hash.includes("token=")`))
 		b.screenshot(t, "portal-endpoints-empty")
-		b.run(t, "refused URL",
+		b.run(t, "the catalog beside the form",
 			chromedp.Click(`#new-endpoint`),
+			chromedp.WaitVisible(`#catalog li[data-type="order.created"]`),
+			chromedp.Click(`#catalog li[data-type="order.created"] button`),
+			waitFor(`document.getElementById("f-event_types").value === "order.created"`))
+		if got := b.text(t, `document.querySelector('#catalog li[data-type="order.created"]').textContent`); !strings.Contains(got, "An order was placed.") || !strings.Contains(got, "version 1") {
+			t.Errorf("catalog entry = %q, want its description and version", got)
+		}
+		b.run(t, "open its schema", chromedp.Click(`#catalog li[data-type="order.created"] details:last-of-type summary`))
+		b.screenshot(t, "portal-catalog")
+		b.run(t, "refused URL",
 			chromedp.WaitVisible(`#f-url`),
 			chromedp.SendKeys(`#f-url`, "http://169.254.169.254/latest/meta-data/"),
 			chromedp.SetValue(`#f-event_types`, "order.created, order.shipped"),

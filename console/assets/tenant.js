@@ -175,7 +175,7 @@ function secretNotice(secret, extra) {
 }
 
 export async function newEndpoint(main) {
-  main.append(h('h1', {}, 'New endpoint'));
+  main.append(h('h1', {}, 'New endpoint'), await catalogPanel());
   const holder = h('div');
   main.append(holder, settingsForm({ event_types: ['*'] }, false, 'Create endpoint', async (settings) => {
     const r = await api('POST', '/v1/webhook-endpoints', { query: app.tq(), body: settings });
@@ -185,6 +185,33 @@ export async function newEndpoint(main) {
     main.querySelector('h1').focus();
     announce(`Endpoint ${ep.endpoint_id} created`);
   }));
+}
+
+// catalogPanel lists the tenant's event catalog: each type with its
+// description, example and schema, and a button that adds it to the
+// form's event types (the form follows it). Empty when the tenant has no
+// catalog.
+async function catalogPanel() {
+  let r;
+  try { r = await api('GET', '/v1/event-types', { query: app.tq() }); } catch { return h('div'); }
+  const types = r.event_types || [];
+  if (!types.length) return h('div');
+  const subscribe = (type) => {
+    const f = document.getElementById('f-event_types');
+    const cur = f.value.split(',').map((x) => x.trim()).filter((x) => x && x !== '*');
+    if (!cur.includes(type)) cur.push(type);
+    f.value = cur.join(', ');
+    announce(`${type} added to the event types`);
+  };
+  const json = (v) => h('pre', {}, JSON.stringify(v, null, 2));
+  return h('section', { 'aria-labelledby': 'catalog-h' },
+    h('h2', { id: 'catalog-h' }, 'Event types you can subscribe to'),
+    h('ul', { id: 'catalog', class: 'catalog' }, types.map((t) => h('li', { 'data-type': t.event_type },
+      h('code', {}, t.event_type), ' ', h('span', { class: 'muted' }, `version ${t.version}`), ' ',
+      h('button', { type: 'button', onclick: () => subscribe(t.event_type) }, 'Subscribe'),
+      t.description ? h('p', {}, t.description) : null,
+      t.example ? h('details', {}, h('summary', {}, 'Example payload'), json(t.example)) : null,
+      t.schema ? h('details', {}, h('summary', {}, 'Schema'), json(t.schema)) : null))));
 }
 
 export async function endpoint(main, id) {
