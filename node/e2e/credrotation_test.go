@@ -83,7 +83,7 @@ func (r *rotatingReceiver) received(ids []string) (n int, creds map[string]int) 
 
 // TestCredentialRotationUnderLoad rotates an endpoint's client
 // certificate, OAuth2 client secret and secret header in one update while
-// its deliveries flow: the receiver trusts old and new until it sees the
+// its deliveries flow (50/s): the receiver trusts old and new until it sees the
 // new ones, then only the new. Every delivery arrives, and every one
 // accepted after the switch carried the new credentials.
 func TestCredentialRotationUnderLoad(t *testing.T) {
@@ -109,16 +109,15 @@ func TestCredentialRotationUnderLoad(t *testing.T) {
 		}
 	}
 	created, err := c.endpoints.CreateEndpoint(c.ctx(), &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{
-		Url: srv.URL + "/in", EventTypes: []string{"order.paid"}, RatePerSecond: 100, Burst: 10, MaxInFlight: 10,
+		Url: srv.URL + "/in", EventTypes: []string{"order.paid"}, RatePerSecond: 50, Burst: 5, MaxInFlight: 10,
 		Auth: auth(certA, keyA, "s1"), SecretHeaders: map[string]string{"X-Api-Key": "k1"},
 	}})
 	if err != nil {
 		t.Fatalf("create the endpoint: %v", err)
 	}
-	var before, after []string
-	for i := range 150 {
-		before = append(before, c.publish(t, fmt.Sprintf("before_%03d", i), "order.paid")...)
-	}
+	// Two calls, so that the rotation below comes while most of them wait
+	// for the endpoint's rate (50/s: 3 s of work).
+	before := append(c.publishBatch(t, "before", 0, 100, "order.paid"), c.publishBatch(t, "before", 100, 50, "order.paid")...)
 	// The receiver's side of a planned rotation: old and new trusted.
 	r.trust("cn:hookline a", "secret:s1", "key:k1", "cn:hookline b", "secret:s2", "key:k2")
 	if _, err := c.endpoints.UpdateEndpoint(c.ctx(), &controlv1.UpdateEndpointRequest{
@@ -143,9 +142,7 @@ func TestCredentialRotationUnderLoad(t *testing.T) {
 		switched[id] = true // accepted before the switch
 	}
 	r.mu.Unlock()
-	for i := range 150 {
-		after = append(after, c.publish(t, fmt.Sprintf("after_%03d", i), "order.paid")...)
-	}
+	after := append(c.publishBatch(t, "after", 0, 100, "order.paid"), c.publishBatch(t, "after", 100, 50, "order.paid")...)
 	all := append(append([]string{}, before...), after...)
 	eventually(t, 60*time.Second, "all 300 deliveries", func() bool {
 		n, _ := r.received(all)

@@ -179,6 +179,28 @@ func (c *tenantClient) publish(t *testing.T, eventID, eventType string) []string
 	return c.remember(res)
 }
 
+// publishBatch publishes count events of eventType in one call, with ids
+// prefix_from … prefix_(from+count-1), and returns their deliveries.
+func (c *tenantClient) publishBatch(t *testing.T, prefix string, from, count int, eventType string) []string {
+	t.Helper()
+	batch := &controlv1.PublishBatchRequest{}
+	for i := from; i < from+count; i++ {
+		batch.Events = append(batch.Events, &controlv1.PublishRequest{EventId: fmt.Sprintf("%s_%04d", prefix, i), Type: eventType, Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
+	}
+	res, err := c.events.PublishBatch(c.ctx(), batch)
+	if err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	var ids []string
+	for _, r := range res.GetResults() {
+		if r.GetErrorCode() != "" {
+			t.Fatalf("publish: %s", r.GetErrorMessage())
+		}
+		ids = append(ids, c.remember(r.GetResponse())...)
+	}
+	return ids
+}
+
 func (c *tenantClient) remember(res *controlv1.PublishResponse) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()

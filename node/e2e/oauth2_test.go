@@ -106,26 +106,7 @@ func TestOAuth2EndToEnd(t *testing.T) {
 	}
 	wh.Store(w)
 
-	publish := func(from, count int) []string {
-		batch := &controlv1.PublishBatchRequest{}
-		for i := from; i < from+count; i++ {
-			batch.Events = append(batch.Events, &controlv1.PublishRequest{EventId: fmt.Sprintf("o_%04d", i), Type: "order.paid", Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
-		}
-		res, err := c.events.PublishBatch(c.ctx(), batch)
-		if err != nil {
-			t.Fatalf("publish: %v", err)
-		}
-		var ids []string
-		for _, r := range res.GetResults() {
-			if r.GetErrorCode() != "" {
-				t.Fatalf("publish: %s", r.GetErrorMessage())
-			}
-			for _, d := range r.GetResponse().GetDeliveries() {
-				ids = append(ids, d.GetDeliveryId())
-			}
-		}
-		return ids
-	}
+	publish := func(from, count int) []string { return c.publishBatch(t, "o", from, count, "order.paid") }
 	delivered := func(ids []string) func() bool {
 		return func() bool {
 			is.mu.Lock()
