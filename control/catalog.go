@@ -4,13 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sync/atomic"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/actors/tenant"
+	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/registry"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
@@ -66,6 +72,10 @@ func (s *Server) ListEventTypes(ctx context.Context, req *controlv1.ListEventTyp
 	tenantID, _, err := tenantFor(ctx, req.GetTenantId())
 	if err != nil {
 		return nil, err
+	}
+	if req.GetAsOf() != "" {
+		out, err := s.eventTypesAsOf(ctx, tenantID, req.GetAsOf())
+		return out, toStatus(err)
 	}
 	ts, err := s.cfg.Registry.EventTypes(tenantID)
 	if err != nil {
@@ -239,4 +249,55 @@ func exportDocument(tenantID, format string, ts []registry.EventType) (map[strin
 		"info":     map[string]any{"title": "Webhooks of " + tenantID, "version": fmt.Sprint(versions)},
 		"webhooks": webhooks,
 	}, nil
+}
+
+// catalogAt folds the tenant's stream up to m: the catalog, the setting,
+// the last record read and how many.
+func (s *Server) catalogAt(ctx context.Context, tenantID string, m moment) (*tenant.State, *events.Record, int64, error) {
+	var st tenant.State
+	last, n, err := s.foldStream(ctx, events.TenantStream(tenantID), m, func(_ *events.Record, msg proto.Message) { st.Apply(msg) })
+	return &st, last, n, err
+}
+
+// schemaAt says what the catalog held for a published event's type when
+// it was published (at its position); nil when the type had no schema.
+func (s *Server) schemaAt(ctx context.Context, pub *hooklinev1.EventPublished, at events.Position) (*controlv1.RoutingSchema, error) {
+	st, _, _, err := s.catalogAt(ctx, pub.GetTenantId(), moment{pos: at, byPos: true})
+	if err != nil {
+		return nil, err
+	}
+	def := st.EventTypes[pub.GetEventType()]
+	if def.GetSchema() == "" {
+		return nil, nil
+	}
+	return &controlv1.RoutingSchema{
+		SchemaVersion: def.GetVersion(), Enforcement: tenant.EnforcementName(st.SchemaEnforcement),
+		Violation: pub.GetSchemaViolation(),
+	}, nil
+}
+
+// eventTypesAsOf is ListEventTypes as of a time or a log position.
+func (s *Server) eventTypesAsOf(ctx context.Context, tenantID, asOf string) (*controlv1.ListEventTypesResponse, error) {
+	m, err := parseMoment("as_of", asOf)
+	if err != nil {
+		return nil, err
+	}
+	st, last, n, err := s.catalogAt(ctx, tenantID, m)
+	if err != nil {
+		return nil, err
+	}
+	if last == nil || !st.Created {
+		return nil, status.Errorf(codes.NotFound, "tenant_id %q did not exist at %s", tenantID, asOf)
+	}
+	out := &controlv1.ListEventTypesResponse{SchemaEnforcement: tenant.EnforcementName(st.SchemaEnforcement), AsOf: asOfView(last, n)}
+	for _, typ := range slices.Sorted(maps.Keys(st.EventTypes)) {
+		d := st.EventTypes[typ]
+		v, err := eventTypeView(registry.EventType{Type: typ, Version: d.GetVersion(), Description: d.GetDescription(),
+			Example: d.GetExample(), Schema: d.GetSchema(), DefinedAt: d.GetAt().AsTime()})
+		if err != nil {
+			return nil, err
+		}
+		out.EventTypes = append(out.EventTypes, v)
+	}
+	return out, nil
 }

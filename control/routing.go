@@ -126,6 +126,9 @@ func (s *Server) explainRouting(ctx context.Context, tenantID, eventID string) (
 		EventId: eventID, EventType: pub.GetEventType(), PublishedAt: pub.GetAt(),
 		Position: at.String(), Headers: pub.GetHeaders(),
 	}
+	if out.Schema, err = s.schemaAt(ctx, pub, at); err != nil {
+		return nil, err
+	}
 	for _, v := range verdicts {
 		if v != nil {
 			out.Endpoints = append(out.Endpoints, v)

@@ -68,8 +68,12 @@ func printEventType(w io.Writer, t *controlv1.EventType) {
 
 func eventTypesList(fs *flag.FlagSet) func(context.Context, *conn) error {
 	tenant := fs.String("tenant", "", "tenant id (with the admin token)")
+	asOf := fs.String("as-of", "", "the catalog as it was then: an RFC 3339 time or a log position, read from the log")
 	return func(ctx context.Context, c *conn) error {
-		return show(ctx, c, c.ListEventTypes, &controlv1.ListEventTypesRequest{TenantId: *tenant}, func(w io.Writer, r *controlv1.ListEventTypesResponse) {
+		return show(ctx, c, c.ListEventTypes, &controlv1.ListEventTypesRequest{TenantId: *tenant, AsOf: *asOf}, func(w io.Writer, r *controlv1.ListEventTypesResponse) {
+			if a := r.GetAsOf(); a != nil {
+				fmt.Fprintf(w, "as of position %s, recorded %s\n", a.GetPosition(), fmtTime(a.GetRecordedAt()))
+			}
 			fmt.Fprintf(w, "schema enforcement: %s\n", r.GetSchemaEnforcement())
 			if len(r.GetEventTypes()) == 0 {
 				fmt.Fprintln(w, "no event types (hookline event-types put --type … --schema @schema.json)")

@@ -548,6 +548,13 @@ func eventsRouting(fs *flag.FlagSet) func(context.Context, *conn) error {
 	return func(ctx context.Context, c *conn) error {
 		return show(ctx, c, c.ExplainRouting, &controlv1.ExplainRoutingRequest{TenantId: *tenant, EventId: *id}, func(w io.Writer, r *controlv1.EventRouting) {
 			fmt.Fprintf(w, "event %s (%s) published %s at position %s\n", r.GetEventId(), r.GetEventType(), fmtTime(r.GetPublishedAt()), r.GetPosition())
+			if sc := r.GetSchema(); sc != nil {
+				fmt.Fprintf(w, "schema version %d of its type held, enforcement %s", sc.GetSchemaVersion(), sc.GetEnforcement())
+				if v := sc.GetViolation(); v != nil {
+					fmt.Fprintf(w, "; violation recorded at %q: %s (%s)", v.GetPointer(), v.GetMessage(), v.GetKeyword())
+				}
+				fmt.Fprintln(w)
+			}
 			if len(r.GetEndpoints()) == 0 {
 				fmt.Fprintln(w, "no endpoints: the tenant has had none since the event was published")
 			}

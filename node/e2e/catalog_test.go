@@ -78,6 +78,7 @@ func TestEventCatalog(t *testing.T) {
 	if _, got := put(map[string]any{"description": "An order was paid.", "example": map[string]any{"order": "ord_1", "total": 12.5}, "schema": schema}); got["version"] != 1.0 {
 		t.Fatalf("the same definition again: %v, want version 1 still", got)
 	}
+	between := time.Now()
 	if _, got := put(map[string]any{"description": "An order was paid in full.", "example": map[string]any{"order": "ord_1", "total": 12.5}, "schema": schema}); got["version"] != 2.0 {
 		t.Fatalf("a new description: %v, want version 2", got)
 	}
@@ -86,6 +87,10 @@ func TestEventCatalog(t *testing.T) {
 		t.Fatalf("GET /v1/event-types: %d %v", code, list)
 	}
 
+	then, err := c.catalog.ListEventTypes(c.ctx(), &controlv1.ListEventTypesRequest{AsOf: between.Format(time.RFC3339Nano)})
+	if err != nil || len(then.GetEventTypes()) != 1 || then.GetEventTypes()[0].GetVersion() != 1 || then.GetAsOf() == nil {
+		t.Fatalf("the catalog as of before version 2: %v, %v", then, err)
+	}
 	code, doc := n.rest(t, http.MethodGet, c.key, "/v1/event-types:export", nil)
 	openapi, _ := doc["document"].(map[string]any)
 	hooks, _ := openapi["webhooks"].(map[string]any)
@@ -122,6 +127,10 @@ func TestEventCatalog(t *testing.T) {
 	}
 	if again, err := publish("warn_bad", bad); err != nil || !again.GetDuplicate() || again.GetSchemaViolation().GetPointer() != "/total" {
 		t.Fatalf("warn, the same event again: %v, %v; want the duplicate's answer with its recorded violation", again, err)
+	}
+	why, err := c.events.ExplainRouting(c.ctx(), &controlv1.ExplainRoutingRequest{EventId: "warn_bad"})
+	if s := why.GetSchema(); err != nil || s.GetSchemaVersion() != 2 || s.GetEnforcement() != "warn" || s.GetViolation().GetPointer() != "/total" {
+		t.Fatalf("the routing explanation's schema: %v, %v; want version 2 under warn, the violation at /total", s, err)
 	}
 	if got := n.metric(t, "hookline_schema_violations_total"); got != 1 {
 		t.Errorf("publishes counted as violations: %v, want 1 (warned)", got)

@@ -110,6 +110,7 @@ type tenantClient struct {
 	events     controlv1.EventServiceClient
 	endpoints  controlv1.EndpointServiceClient
 	deliveries controlv1.DeliveryServiceClient
+	catalog    controlv1.EventTypeServiceClient
 
 	mu      sync.Mutex        // guards planned, ids and names
 	planned map[string]string // delivery id → endpoint name
@@ -133,7 +134,7 @@ func (n *e2eNode) tenant(t *testing.T, id string, quota *hooklinev1.Quota) *tena
 	return &tenantClient{
 		t: t, id: id, key: key.GetApiKey(),
 		events: controlv1.NewEventServiceClient(n.cc), endpoints: controlv1.NewEndpointServiceClient(n.cc),
-		deliveries: controlv1.NewDeliveryServiceClient(n.cc), planned: map[string]string{},
+		deliveries: controlv1.NewDeliveryServiceClient(n.cc), catalog: controlv1.NewEventTypeServiceClient(n.cc), planned: map[string]string{},
 		ids: map[string]string{}, names: map[string]string{},
 	}
 }

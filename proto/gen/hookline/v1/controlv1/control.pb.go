@@ -209,7 +209,7 @@ func (x RoutingVerdict_Verdict) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RoutingVerdict_Verdict.Descriptor instead.
 func (RoutingVerdict_Verdict) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{59, 0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{60, 0}
 }
 
 type ResealSecretsRequest struct {
@@ -3797,8 +3797,11 @@ func (x *EventType) GetDefinedAt() *timestamppb.Timestamp {
 }
 
 type ListEventTypesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// as_of, when set (an RFC 3339 time or a log position), reads the
+	// catalog as it was then, from the tenant's stream.
+	AsOf          string `protobuf:"bytes,2,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3840,13 +3843,22 @@ func (x *ListEventTypesRequest) GetTenantId() string {
 	return ""
 }
 
+func (x *ListEventTypesRequest) GetAsOf() string {
+	if x != nil {
+		return x.AsOf
+	}
+	return ""
+}
+
 type ListEventTypesResponse struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	EventTypes []*EventType           `protobuf:"bytes,1,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
 	// schema_enforcement is the tenant's setting: off, warn or reject.
 	SchemaEnforcement string `protobuf:"bytes,2,opt,name=schema_enforcement,json=schemaEnforcement,proto3" json:"schema_enforcement,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// as_of is set on an as-of read.
+	AsOf          *AsOf `protobuf:"bytes,3,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListEventTypesResponse) Reset() {
@@ -3891,6 +3903,13 @@ func (x *ListEventTypesResponse) GetSchemaEnforcement() string {
 		return x.SchemaEnforcement
 	}
 	return ""
+}
+
+func (x *ListEventTypesResponse) GetAsOf() *AsOf {
+	if x != nil {
+		return x.AsOf
+	}
+	return nil
 }
 
 type ListOperationalEventTypesRequest struct {
@@ -4100,7 +4119,11 @@ type EventRouting struct {
 	Headers map[string]string `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// endpoints are the tenant's endpoints, by id: every endpoint that
 	// existed when the event was published, and those created since.
-	Endpoints     []*RoutingVerdict `protobuf:"bytes,6,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	Endpoints []*RoutingVerdict `protobuf:"bytes,6,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// schema is what the event catalog held for the event's type when it
+	// was published, from the tenant's stream: unset when the type had no
+	// schema then.
+	Schema        *RoutingSchema `protobuf:"bytes,7,opt,name=schema,proto3" json:"schema,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4177,6 +4200,78 @@ func (x *EventRouting) GetEndpoints() []*RoutingVerdict {
 	return nil
 }
 
+func (x *EventRouting) GetSchema() *RoutingSchema {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+// RoutingSchema is the catalog's word on a published event.
+type RoutingSchema struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// schema_version is the version of the type's definition that held.
+	SchemaVersion int32 `protobuf:"varint,1,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
+	// enforcement is the tenant's schema_enforcement then: off, warn or
+	// reject.
+	Enforcement string `protobuf:"bytes,2,opt,name=enforcement,proto3" json:"enforcement,omitempty"`
+	// violation is the one recorded with the event (under warn).
+	Violation     *v1.SchemaViolation `protobuf:"bytes,3,opt,name=violation,proto3" json:"violation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoutingSchema) Reset() {
+	*x = RoutingSchema{}
+	mi := &file_hookline_v1_control_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoutingSchema) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoutingSchema) ProtoMessage() {}
+
+func (x *RoutingSchema) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoutingSchema.ProtoReflect.Descriptor instead.
+func (*RoutingSchema) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *RoutingSchema) GetSchemaVersion() int32 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
+func (x *RoutingSchema) GetEnforcement() string {
+	if x != nil {
+		return x.Enforcement
+	}
+	return ""
+}
+
+func (x *RoutingSchema) GetViolation() *v1.SchemaViolation {
+	if x != nil {
+		return x.Violation
+	}
+	return nil
+}
+
 // FilterValue is one value of the event that a filter read.
 type FilterValue struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4191,7 +4286,7 @@ type FilterValue struct {
 
 func (x *FilterValue) Reset() {
 	*x = FilterValue{}
-	mi := &file_hookline_v1_control_proto_msgTypes[58]
+	mi := &file_hookline_v1_control_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4203,7 +4298,7 @@ func (x *FilterValue) String() string {
 func (*FilterValue) ProtoMessage() {}
 
 func (x *FilterValue) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[58]
+	mi := &file_hookline_v1_control_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4216,7 +4311,7 @@ func (x *FilterValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterValue.ProtoReflect.Descriptor instead.
 func (*FilterValue) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{58}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *FilterValue) GetExpr() string {
@@ -4266,7 +4361,7 @@ type RoutingVerdict struct {
 
 func (x *RoutingVerdict) Reset() {
 	*x = RoutingVerdict{}
-	mi := &file_hookline_v1_control_proto_msgTypes[59]
+	mi := &file_hookline_v1_control_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4278,7 +4373,7 @@ func (x *RoutingVerdict) String() string {
 func (*RoutingVerdict) ProtoMessage() {}
 
 func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[59]
+	mi := &file_hookline_v1_control_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4291,7 +4386,7 @@ func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingVerdict.ProtoReflect.Descriptor instead.
 func (*RoutingVerdict) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{59}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RoutingVerdict) GetEndpointId() string {
@@ -4405,7 +4500,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[60]
+	mi := &file_hookline_v1_control_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4417,7 +4512,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[60]
+	mi := &file_hookline_v1_control_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4430,7 +4525,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{60}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *PublishRequest) GetTenantId() string {
@@ -4553,7 +4648,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[61]
+	mi := &file_hookline_v1_control_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4565,7 +4660,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[61]
+	mi := &file_hookline_v1_control_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4578,7 +4673,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{61}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PublishResponse) GetEventId() string {
@@ -4633,7 +4728,7 @@ type PublishBatchRequest struct {
 
 func (x *PublishBatchRequest) Reset() {
 	*x = PublishBatchRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[62]
+	mi := &file_hookline_v1_control_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4645,7 +4740,7 @@ func (x *PublishBatchRequest) String() string {
 func (*PublishBatchRequest) ProtoMessage() {}
 
 func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[62]
+	mi := &file_hookline_v1_control_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4658,7 +4753,7 @@ func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchRequest.ProtoReflect.Descriptor instead.
 func (*PublishBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{62}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PublishBatchRequest) GetTenantId() string {
@@ -4687,7 +4782,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_hookline_v1_control_proto_msgTypes[63]
+	mi := &file_hookline_v1_control_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4699,7 +4794,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[63]
+	mi := &file_hookline_v1_control_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4712,7 +4807,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{63}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *PublishResult) GetResponse() *PublishResponse {
@@ -4745,7 +4840,7 @@ type PublishBatchResponse struct {
 
 func (x *PublishBatchResponse) Reset() {
 	*x = PublishBatchResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[64]
+	mi := &file_hookline_v1_control_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4757,7 +4852,7 @@ func (x *PublishBatchResponse) String() string {
 func (*PublishBatchResponse) ProtoMessage() {}
 
 func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[64]
+	mi := &file_hookline_v1_control_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4770,7 +4865,7 @@ func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchResponse.ProtoReflect.Descriptor instead.
 func (*PublishBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{64}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *PublishBatchResponse) GetResults() []*PublishResult {
@@ -4791,7 +4886,7 @@ type LookupEventsRequest struct {
 
 func (x *LookupEventsRequest) Reset() {
 	*x = LookupEventsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[65]
+	mi := &file_hookline_v1_control_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4803,7 +4898,7 @@ func (x *LookupEventsRequest) String() string {
 func (*LookupEventsRequest) ProtoMessage() {}
 
 func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[65]
+	mi := &file_hookline_v1_control_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4816,7 +4911,7 @@ func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsRequest.ProtoReflect.Descriptor instead.
 func (*LookupEventsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{65}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *LookupEventsRequest) GetTenantId() string {
@@ -4847,7 +4942,7 @@ type AcceptedEvent struct {
 
 func (x *AcceptedEvent) Reset() {
 	*x = AcceptedEvent{}
-	mi := &file_hookline_v1_control_proto_msgTypes[66]
+	mi := &file_hookline_v1_control_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4859,7 +4954,7 @@ func (x *AcceptedEvent) String() string {
 func (*AcceptedEvent) ProtoMessage() {}
 
 func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[66]
+	mi := &file_hookline_v1_control_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4872,7 +4967,7 @@ func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptedEvent.ProtoReflect.Descriptor instead.
 func (*AcceptedEvent) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{66}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AcceptedEvent) GetEventId() string {
@@ -4915,7 +5010,7 @@ type LookupEventsResponse struct {
 
 func (x *LookupEventsResponse) Reset() {
 	*x = LookupEventsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[67]
+	mi := &file_hookline_v1_control_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4927,7 +5022,7 @@ func (x *LookupEventsResponse) String() string {
 func (*LookupEventsResponse) ProtoMessage() {}
 
 func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[67]
+	mi := &file_hookline_v1_control_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4940,7 +5035,7 @@ func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsResponse.ProtoReflect.Descriptor instead.
 func (*LookupEventsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{67}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *LookupEventsResponse) GetFound() []*AcceptedEvent {
@@ -4974,7 +5069,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[68]
+	mi := &file_hookline_v1_control_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4986,7 +5081,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[68]
+	mi := &file_hookline_v1_control_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4999,7 +5094,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{68}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListDeliveriesRequest) GetTenantId() string {
@@ -5068,7 +5163,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[69]
+	mi := &file_hookline_v1_control_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5080,7 +5175,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[69]
+	mi := &file_hookline_v1_control_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5093,7 +5188,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{69}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -5120,7 +5215,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[70]
+	mi := &file_hookline_v1_control_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5132,7 +5227,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[70]
+	mi := &file_hookline_v1_control_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5145,7 +5240,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{70}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GetDeliveryRequest) GetTenantId() string {
@@ -5172,7 +5267,7 @@ type ReplayDeliveryRequest struct {
 
 func (x *ReplayDeliveryRequest) Reset() {
 	*x = ReplayDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[71]
+	mi := &file_hookline_v1_control_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5184,7 +5279,7 @@ func (x *ReplayDeliveryRequest) String() string {
 func (*ReplayDeliveryRequest) ProtoMessage() {}
 
 func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[71]
+	mi := &file_hookline_v1_control_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5197,7 +5292,7 @@ func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{71}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ReplayDeliveryRequest) GetTenantId() string {
@@ -5243,7 +5338,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[72]
+	mi := &file_hookline_v1_control_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5255,7 +5350,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[72]
+	mi := &file_hookline_v1_control_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5268,7 +5363,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{72}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -5698,13 +5793,15 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\aexample\x18\x04 \x01(\v2\x16.google.protobuf.ValueR\aexample\x12.\n" +
 	"\x06schema\x18\x05 \x01(\v2\x16.google.protobuf.ValueR\x06schema\x129\n" +
 	"\n" +
-	"defined_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tdefinedAt\"4\n" +
+	"defined_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tdefinedAt\"I\n" +
 	"\x15ListEventTypesRequest\x12\x1b\n" +
-	"\ttenant_id\x18\x01 \x01(\tR\btenantId\"\x80\x01\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x13\n" +
+	"\x05as_of\x18\x02 \x01(\tR\x04asOf\"\xa8\x01\n" +
 	"\x16ListEventTypesResponse\x127\n" +
 	"\vevent_types\x18\x01 \x03(\v2\x16.hookline.v1.EventTypeR\n" +
 	"eventTypes\x12-\n" +
-	"\x12schema_enforcement\x18\x02 \x01(\tR\x11schemaEnforcement\"\"\n" +
+	"\x12schema_enforcement\x18\x02 \x01(\tR\x11schemaEnforcement\x12&\n" +
+	"\x05as_of\x18\x03 \x01(\v2\x11.hookline.v1.AsOfR\x04asOf\"\"\n" +
 	" ListOperationalEventTypesRequest\"f\n" +
 	"\x14OperationalEventType\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12 \n" +
@@ -5714,7 +5811,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x05types\x18\x01 \x03(\v2!.hookline.v1.OperationalEventTypeR\x05types\"O\n" +
 	"\x15ExplainRoutingRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
-	"\bevent_id\x18\x02 \x01(\tR\aeventId\"\xdc\x02\n" +
+	"\bevent_id\x18\x02 \x01(\tR\aeventId\"\x90\x03\n" +
 	"\fEventRouting\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
 	"\n" +
@@ -5722,10 +5819,15 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\fpublished_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vpublishedAt\x12\x1a\n" +
 	"\bposition\x18\x04 \x01(\tR\bposition\x12@\n" +
 	"\aheaders\x18\x05 \x03(\v2&.hookline.v1.EventRouting.HeadersEntryR\aheaders\x129\n" +
-	"\tendpoints\x18\x06 \x03(\v2\x1b.hookline.v1.RoutingVerdictR\tendpoints\x1a:\n" +
+	"\tendpoints\x18\x06 \x03(\v2\x1b.hookline.v1.RoutingVerdictR\tendpoints\x122\n" +
+	"\x06schema\x18\a \x01(\v2\x1a.hookline.v1.RoutingSchemaR\x06schema\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x01\n" +
+	"\rRoutingSchema\x12%\n" +
+	"\x0eschema_version\x18\x01 \x01(\x05R\rschemaVersion\x12 \n" +
+	"\venforcement\x18\x02 \x01(\tR\venforcement\x12:\n" +
+	"\tviolation\x18\x03 \x01(\v2\x1c.hookline.v1.SchemaViolationR\tviolation\"e\n" +
 	"\vFilterValue\x12\x12\n" +
 	"\x04expr\x18\x01 \x01(\tR\x04expr\x12,\n" +
 	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value\x12\x14\n" +
@@ -5910,7 +6012,7 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_hookline_v1_control_proto_goTypes = []any{
 	(Endpoint_Status)(0),                      // 0: hookline.v1.Endpoint.Status
 	(Endpoint_Circuit)(0),                     // 1: hookline.v1.Endpoint.Circuit
@@ -5973,52 +6075,53 @@ var file_hookline_v1_control_proto_goTypes = []any{
 	(*ListOperationalEventTypesResponse)(nil), // 58: hookline.v1.ListOperationalEventTypesResponse
 	(*ExplainRoutingRequest)(nil),             // 59: hookline.v1.ExplainRoutingRequest
 	(*EventRouting)(nil),                      // 60: hookline.v1.EventRouting
-	(*FilterValue)(nil),                       // 61: hookline.v1.FilterValue
-	(*RoutingVerdict)(nil),                    // 62: hookline.v1.RoutingVerdict
-	(*PublishRequest)(nil),                    // 63: hookline.v1.PublishRequest
-	(*PublishResponse)(nil),                   // 64: hookline.v1.PublishResponse
-	(*PublishBatchRequest)(nil),               // 65: hookline.v1.PublishBatchRequest
-	(*PublishResult)(nil),                     // 66: hookline.v1.PublishResult
-	(*PublishBatchResponse)(nil),              // 67: hookline.v1.PublishBatchResponse
-	(*LookupEventsRequest)(nil),               // 68: hookline.v1.LookupEventsRequest
-	(*AcceptedEvent)(nil),                     // 69: hookline.v1.AcceptedEvent
-	(*LookupEventsResponse)(nil),              // 70: hookline.v1.LookupEventsResponse
-	(*ListDeliveriesRequest)(nil),             // 71: hookline.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil),            // 72: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),                // 73: hookline.v1.GetDeliveryRequest
-	(*ReplayDeliveryRequest)(nil),             // 74: hookline.v1.ReplayDeliveryRequest
-	(*Delivery)(nil),                          // 75: hookline.v1.Delivery
-	nil,                                       // 76: hookline.v1.EndpointSettings.MetadataEntry
-	nil,                                       // 77: hookline.v1.EndpointSettings.HeadersEntry
-	nil,                                       // 78: hookline.v1.EndpointSettings.SecretHeadersEntry
-	nil,                                       // 79: hookline.v1.PulledMessage.HeadersEntry
-	nil,                                       // 80: hookline.v1.EventRouting.HeadersEntry
-	nil,                                       // 81: hookline.v1.PublishRequest.HeadersEntry
-	(*v1.Quota)(nil),                          // 82: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),             // 83: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),             // 84: google.protobuf.FieldMask
-	(*structpb.Struct)(nil),                   // 85: google.protobuf.Struct
-	(*structpb.Value)(nil),                    // 86: google.protobuf.Value
-	(*v1.PlannedDelivery)(nil),                // 87: hookline.v1.PlannedDelivery
-	(*v1.FilteredEndpoint)(nil),               // 88: hookline.v1.FilteredEndpoint
-	(*v1.SchemaViolation)(nil),                // 89: hookline.v1.SchemaViolation
-	(*v1.Attempt)(nil),                        // 90: hookline.v1.Attempt
+	(*RoutingSchema)(nil),                     // 61: hookline.v1.RoutingSchema
+	(*FilterValue)(nil),                       // 62: hookline.v1.FilterValue
+	(*RoutingVerdict)(nil),                    // 63: hookline.v1.RoutingVerdict
+	(*PublishRequest)(nil),                    // 64: hookline.v1.PublishRequest
+	(*PublishResponse)(nil),                   // 65: hookline.v1.PublishResponse
+	(*PublishBatchRequest)(nil),               // 66: hookline.v1.PublishBatchRequest
+	(*PublishResult)(nil),                     // 67: hookline.v1.PublishResult
+	(*PublishBatchResponse)(nil),              // 68: hookline.v1.PublishBatchResponse
+	(*LookupEventsRequest)(nil),               // 69: hookline.v1.LookupEventsRequest
+	(*AcceptedEvent)(nil),                     // 70: hookline.v1.AcceptedEvent
+	(*LookupEventsResponse)(nil),              // 71: hookline.v1.LookupEventsResponse
+	(*ListDeliveriesRequest)(nil),             // 72: hookline.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil),            // 73: hookline.v1.ListDeliveriesResponse
+	(*GetDeliveryRequest)(nil),                // 74: hookline.v1.GetDeliveryRequest
+	(*ReplayDeliveryRequest)(nil),             // 75: hookline.v1.ReplayDeliveryRequest
+	(*Delivery)(nil),                          // 76: hookline.v1.Delivery
+	nil,                                       // 77: hookline.v1.EndpointSettings.MetadataEntry
+	nil,                                       // 78: hookline.v1.EndpointSettings.HeadersEntry
+	nil,                                       // 79: hookline.v1.EndpointSettings.SecretHeadersEntry
+	nil,                                       // 80: hookline.v1.PulledMessage.HeadersEntry
+	nil,                                       // 81: hookline.v1.EventRouting.HeadersEntry
+	nil,                                       // 82: hookline.v1.PublishRequest.HeadersEntry
+	(*v1.Quota)(nil),                          // 83: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),             // 84: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),             // 85: google.protobuf.FieldMask
+	(*structpb.Struct)(nil),                   // 86: google.protobuf.Struct
+	(*structpb.Value)(nil),                    // 87: google.protobuf.Value
+	(*v1.SchemaViolation)(nil),                // 88: hookline.v1.SchemaViolation
+	(*v1.PlannedDelivery)(nil),                // 89: hookline.v1.PlannedDelivery
+	(*v1.FilteredEndpoint)(nil),               // 90: hookline.v1.FilteredEndpoint
+	(*v1.Attempt)(nil),                        // 91: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	82,  // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	83,  // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
+	83,  // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	84,  // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
 	12,  // 2: hookline.v1.UpdateTenantRequest.settings:type_name -> hookline.v1.TenantSettings
-	84,  // 3: hookline.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
-	82,  // 4: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	83,  // 5: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	82,  // 6: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	85,  // 3: hookline.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
+	83,  // 4: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	84,  // 5: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	83,  // 6: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
 	14,  // 7: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	83,  // 8: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	84,  // 8: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
 	7,   // 9: hookline.v1.Tenant.as_of:type_name -> hookline.v1.AsOf
 	12,  // 10: hookline.v1.Tenant.settings:type_name -> hookline.v1.TenantSettings
-	76,  // 11: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
-	77,  // 12: hookline.v1.EndpointSettings.headers:type_name -> hookline.v1.EndpointSettings.HeadersEntry
-	78,  // 13: hookline.v1.EndpointSettings.secret_headers:type_name -> hookline.v1.EndpointSettings.SecretHeadersEntry
+	77,  // 11: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
+	78,  // 12: hookline.v1.EndpointSettings.headers:type_name -> hookline.v1.EndpointSettings.HeadersEntry
+	79,  // 13: hookline.v1.EndpointSettings.secret_headers:type_name -> hookline.v1.EndpointSettings.SecretHeadersEntry
 	17,  // 14: hookline.v1.EndpointSettings.auth:type_name -> hookline.v1.EndpointAuth
 	19,  // 15: hookline.v1.EndpointAuth.oauth2:type_name -> hookline.v1.OAuth2Auth
 	18,  // 16: hookline.v1.EndpointAuth.mtls:type_name -> hookline.v1.MTLSAuth
@@ -6026,140 +6129,143 @@ var file_hookline_v1_control_proto_depIdxs = []int32{
 	33,  // 18: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
 	33,  // 19: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
 	16,  // 20: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	84,  // 21: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	85,  // 21: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
 	33,  // 22: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	83,  // 23: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	83,  // 24: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	84,  // 23: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	84,  // 24: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
 	16,  // 25: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
 	0,   // 26: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
 	1,   // 27: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
 	32,  // 28: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	83,  // 29: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	83,  // 30: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	84,  // 29: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	84,  // 30: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
 	7,   // 31: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
-	83,  // 32: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	83,  // 33: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	83,  // 34: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
-	83,  // 35: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
+	84,  // 32: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	84,  // 33: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	84,  // 34: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
+	84,  // 35: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
 	49,  // 36: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
 	48,  // 37: hookline.v1.ListOrderingKeysResponse.keys:type_name -> hookline.v1.OrderingKey
 	44,  // 38: hookline.v1.PullDeliveriesResponse.messages:type_name -> hookline.v1.PulledMessage
-	79,  // 39: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
-	83,  // 40: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
-	83,  // 41: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	83,  // 42: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
-	83,  // 43: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	83,  // 44: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	83,  // 45: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	83,  // 46: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	80,  // 39: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
+	84,  // 40: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
+	84,  // 41: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	84,  // 42: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
+	84,  // 43: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	84,  // 44: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	84,  // 45: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	84,  // 46: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
 	35,  // 47: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
-	85,  // 48: hookline.v1.ExportEventTypesResponse.document:type_name -> google.protobuf.Struct
-	86,  // 49: hookline.v1.PutEventTypeRequest.example:type_name -> google.protobuf.Value
-	86,  // 50: hookline.v1.PutEventTypeRequest.schema:type_name -> google.protobuf.Value
-	86,  // 51: hookline.v1.EventType.example:type_name -> google.protobuf.Value
-	86,  // 52: hookline.v1.EventType.schema:type_name -> google.protobuf.Value
-	83,  // 53: hookline.v1.EventType.defined_at:type_name -> google.protobuf.Timestamp
+	86,  // 48: hookline.v1.ExportEventTypesResponse.document:type_name -> google.protobuf.Struct
+	87,  // 49: hookline.v1.PutEventTypeRequest.example:type_name -> google.protobuf.Value
+	87,  // 50: hookline.v1.PutEventTypeRequest.schema:type_name -> google.protobuf.Value
+	87,  // 51: hookline.v1.EventType.example:type_name -> google.protobuf.Value
+	87,  // 52: hookline.v1.EventType.schema:type_name -> google.protobuf.Value
+	84,  // 53: hookline.v1.EventType.defined_at:type_name -> google.protobuf.Timestamp
 	53,  // 54: hookline.v1.ListEventTypesResponse.event_types:type_name -> hookline.v1.EventType
-	57,  // 55: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
-	83,  // 56: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
-	80,  // 57: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
-	62,  // 58: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
-	86,  // 59: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
-	2,   // 60: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
-	61,  // 61: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
-	83,  // 62: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	86,  // 63: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	81,  // 64: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
-	87,  // 65: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	88,  // 66: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
-	89,  // 67: hookline.v1.PublishResponse.schema_violation:type_name -> hookline.v1.SchemaViolation
-	63,  // 68: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
-	64,  // 69: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
-	66,  // 70: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	83,  // 71: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
-	69,  // 72: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
-	83,  // 73: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	83,  // 74: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	75,  // 75: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	83,  // 76: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	83,  // 77: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	83,  // 78: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	90,  // 79: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	5,   // 80: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	6,   // 81: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	8,   // 82: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	10,  // 83: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	13,  // 84: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	11,  // 85: hookline.v1.TenantService.UpdateTenant:input_type -> hookline.v1.UpdateTenantRequest
-	3,   // 86: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
-	20,  // 87: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	22,  // 88: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	23,  // 89: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	25,  // 90: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	26,  // 91: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	28,  // 92: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	29,  // 93: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	30,  // 94: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	31,  // 95: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	34,  // 96: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	36,  // 97: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	37,  // 98: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
-	39,  // 99: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
-	41,  // 100: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
-	42,  // 101: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
-	45,  // 102: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
-	47,  // 103: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
-	52,  // 104: hookline.v1.EventTypeService.PutEventType:input_type -> hookline.v1.PutEventTypeRequest
-	54,  // 105: hookline.v1.EventTypeService.ListEventTypes:input_type -> hookline.v1.ListEventTypesRequest
-	50,  // 106: hookline.v1.EventTypeService.ExportEventTypes:input_type -> hookline.v1.ExportEventTypesRequest
-	63,  // 107: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	65,  // 108: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	68,  // 109: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
-	59,  // 110: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
-	56,  // 111: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
-	71,  // 112: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	73,  // 113: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	74,  // 114: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	15,  // 115: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	15,  // 116: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	9,   // 117: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	15,  // 118: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	15,  // 119: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	15,  // 120: hookline.v1.TenantService.UpdateTenant:output_type -> hookline.v1.Tenant
-	4,   // 121: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
-	21,  // 122: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	33,  // 123: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	24,  // 124: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	33,  // 125: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	27,  // 126: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	33,  // 127: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	33,  // 128: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	33,  // 129: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	33,  // 130: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	49,  // 131: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	49,  // 132: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	38,  // 133: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
-	40,  // 134: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
-	48,  // 135: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
-	43,  // 136: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
-	46,  // 137: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
-	49,  // 138: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
-	53,  // 139: hookline.v1.EventTypeService.PutEventType:output_type -> hookline.v1.EventType
-	55,  // 140: hookline.v1.EventTypeService.ListEventTypes:output_type -> hookline.v1.ListEventTypesResponse
-	51,  // 141: hookline.v1.EventTypeService.ExportEventTypes:output_type -> hookline.v1.ExportEventTypesResponse
-	64,  // 142: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	67,  // 143: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	70,  // 144: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
-	60,  // 145: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
-	58,  // 146: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
-	72,  // 147: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	75,  // 148: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	75,  // 149: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	115, // [115:150] is the sub-list for method output_type
-	80,  // [80:115] is the sub-list for method input_type
-	80,  // [80:80] is the sub-list for extension type_name
-	80,  // [80:80] is the sub-list for extension extendee
-	0,   // [0:80] is the sub-list for field type_name
+	7,   // 55: hookline.v1.ListEventTypesResponse.as_of:type_name -> hookline.v1.AsOf
+	57,  // 56: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
+	84,  // 57: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
+	81,  // 58: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
+	63,  // 59: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
+	61,  // 60: hookline.v1.EventRouting.schema:type_name -> hookline.v1.RoutingSchema
+	88,  // 61: hookline.v1.RoutingSchema.violation:type_name -> hookline.v1.SchemaViolation
+	87,  // 62: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
+	2,   // 63: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
+	62,  // 64: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
+	84,  // 65: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	87,  // 66: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	82,  // 67: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
+	89,  // 68: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	90,  // 69: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
+	88,  // 70: hookline.v1.PublishResponse.schema_violation:type_name -> hookline.v1.SchemaViolation
+	64,  // 71: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
+	65,  // 72: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
+	67,  // 73: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
+	84,  // 74: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	70,  // 75: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
+	84,  // 76: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	84,  // 77: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	76,  // 78: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	84,  // 79: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	84,  // 80: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	84,  // 81: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	91,  // 82: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	5,   // 83: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	6,   // 84: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	8,   // 85: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	10,  // 86: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	13,  // 87: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	11,  // 88: hookline.v1.TenantService.UpdateTenant:input_type -> hookline.v1.UpdateTenantRequest
+	3,   // 89: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
+	20,  // 90: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	22,  // 91: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	23,  // 92: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	25,  // 93: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	26,  // 94: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	28,  // 95: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	29,  // 96: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	30,  // 97: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	31,  // 98: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	34,  // 99: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	36,  // 100: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	37,  // 101: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
+	39,  // 102: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
+	41,  // 103: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
+	42,  // 104: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
+	45,  // 105: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
+	47,  // 106: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
+	52,  // 107: hookline.v1.EventTypeService.PutEventType:input_type -> hookline.v1.PutEventTypeRequest
+	54,  // 108: hookline.v1.EventTypeService.ListEventTypes:input_type -> hookline.v1.ListEventTypesRequest
+	50,  // 109: hookline.v1.EventTypeService.ExportEventTypes:input_type -> hookline.v1.ExportEventTypesRequest
+	64,  // 110: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	66,  // 111: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	69,  // 112: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	59,  // 113: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
+	56,  // 114: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
+	72,  // 115: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	74,  // 116: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	75,  // 117: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	15,  // 118: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	15,  // 119: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	9,   // 120: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	15,  // 121: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	15,  // 122: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	15,  // 123: hookline.v1.TenantService.UpdateTenant:output_type -> hookline.v1.Tenant
+	4,   // 124: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
+	21,  // 125: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	33,  // 126: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	24,  // 127: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	33,  // 128: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	27,  // 129: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	33,  // 130: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	33,  // 131: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	33,  // 132: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	33,  // 133: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	49,  // 134: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	49,  // 135: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	38,  // 136: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
+	40,  // 137: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
+	48,  // 138: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
+	43,  // 139: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
+	46,  // 140: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
+	49,  // 141: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
+	53,  // 142: hookline.v1.EventTypeService.PutEventType:output_type -> hookline.v1.EventType
+	55,  // 143: hookline.v1.EventTypeService.ListEventTypes:output_type -> hookline.v1.ListEventTypesResponse
+	51,  // 144: hookline.v1.EventTypeService.ExportEventTypes:output_type -> hookline.v1.ExportEventTypesResponse
+	65,  // 145: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	68,  // 146: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	71,  // 147: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	60,  // 148: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
+	58,  // 149: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
+	73,  // 150: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	76,  // 151: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	76,  // 152: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	118, // [118:153] is the sub-list for method output_type
+	83,  // [83:118] is the sub-list for method input_type
+	83,  // [83:83] is the sub-list for extension type_name
+	83,  // [83:83] is the sub-list for extension extendee
+	0,   // [0:83] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
@@ -6173,7 +6279,7 @@ func file_hookline_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   79,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   5,
 		},
