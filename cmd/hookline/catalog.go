@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -57,13 +59,22 @@ func eventTypesPut(fs *flag.FlagSet) func(context.Context, *conn) error {
 func printEventType(w io.Writer, t *controlv1.EventType) {
 	fmt.Fprintf(w, "%-32s version %d  %s\n", t.GetEventType(), t.GetVersion(), t.GetDescription())
 	if s := t.GetSchema(); s != nil {
-		b, _ := protojson.Marshal(s)
-		fmt.Fprintf(w, "  schema   %s\n", b)
+		fmt.Fprintf(w, "  schema   %s\n", compactValue(s))
 	}
 	if e := t.GetExample(); e != nil {
-		b, _ := protojson.Marshal(e)
-		fmt.Fprintf(w, "  example  %s\n", b)
+		fmt.Fprintf(w, "  example  %s\n", compactValue(e))
 	}
+}
+
+// compactValue is v as compact JSON (protojson's own spacing is unstable
+// on purpose).
+func compactValue(v *structpb.Value) []byte {
+	b, _ := protojson.Marshal(v)
+	var out bytes.Buffer
+	if json.Compact(&out, b) != nil {
+		return b
+	}
+	return out.Bytes()
 }
 
 func eventTypesList(fs *flag.FlagSet) func(context.Context, *conn) error {
@@ -113,11 +124,15 @@ func eventTypesExport(fs *flag.FlagSet) func(context.Context, *conn) error {
 		if err != nil {
 			return err
 		}
-		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(r.GetDocument())
+		b, err := protojson.Marshal(r.GetDocument())
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(c.out, "%s\n", b)
+		var out bytes.Buffer // protojson's spacing is unstable on purpose: a stable document
+		if err := json.Indent(&out, b, "", "  "); err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(c.out, "%s\n", out.Bytes())
 		return err
 	}
 }
