@@ -134,9 +134,13 @@ func (c *Client) amqpEntry(key string) *amqpConn {
 
 // amqpChannel takes an idle channel of u's connection, or opens one,
 // connecting first when there is no open connection.
-func (c *Client) amqpChannel(u *url.URL, t amqpTarget, password string) (*amqpConn, *amqpChannel, error) {
+func (c *Client) amqpChannel(u *url.URL, t amqpTarget, password string, ct *ClientTLS) (*amqpConn, *amqpChannel, error) {
 	user := u.User.Username()
-	e := c.amqpEntry(u.Scheme + "://" + u.Host + "\x00" + t.vhost + "\x00" + user + "\x00" + password)
+	key := u.Scheme + "://" + u.Host + "\x00" + t.vhost + "\x00" + user + "\x00" + password
+	if ct != nil {
+		key += "\x00" + ct.Key
+	}
+	e := c.amqpEntry(key)
 	e.mu.Lock()
 	for len(e.idle) > 0 {
 		ch := e.idle[len(e.idle)-1]
@@ -150,7 +154,7 @@ func (c *Client) amqpChannel(u *url.URL, t amqpTarget, password string) (*amqpCo
 	e.mu.Unlock()
 	if conn == nil || conn.IsClosed() {
 		var err error
-		if conn, err = c.amqpConnect(e, u, t, password); err != nil {
+		if conn, err = c.amqpConnect(e, u, t, password, ct); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -166,7 +170,7 @@ func (c *Client) amqpChannel(u *url.URL, t amqpTarget, password string) (*amqpCo
 }
 
 // amqpConnect opens e's connection unless another attempt just did.
-func (c *Client) amqpConnect(e *amqpConn, u *url.URL, t amqpTarget, password string) (*amqp.Connection, error) {
+func (c *Client) amqpConnect(e *amqpConn, u *url.URL, t amqpTarget, password string, ct *ClientTLS) (*amqp.Connection, error) {
 	e.dial.Lock()
 	defer e.dial.Unlock()
 	e.mu.Lock()
@@ -185,6 +189,12 @@ func (c *Client) amqpConnect(e *amqpConn, u *url.URL, t amqpTarget, password str
 	}
 	if u.Scheme == SchemeAMQPS {
 		cfg.TLSClientConfig = c.transport.TLSClientConfig.Clone()
+		if ct != nil { // a client certificate (RabbitMQ's EXTERNAL or TLS peer verification)
+			var err error
+			if cfg.TLSClientConfig, err = c.clientTLSConfig(ct); err != nil {
+				return nil, err
+			}
+		}
 		cfg.TLSClientConfig.ServerName = u.Hostname()
 	}
 	conn, err := amqp.DialConfig(dialURL.String(), cfg)
@@ -227,7 +237,7 @@ func (c *Client) publishAMQP(ctx context.Context, u *url.URL, req Request, o *Ou
 		o.ErrorClass, o.Class, o.Error = classifyError(ctx, err)
 		return
 	}
-	e, ch, err := c.amqpChannel(u, t, req.URLPassword)
+	e, ch, err := c.amqpChannel(u, t, req.URLPassword, req.TLS)
 	if err != nil {
 		o.ErrorClass, o.Class, o.Error = amqpError(ctx, u, err)
 		return

@@ -71,6 +71,18 @@ func (c *Client) clientFor(t *ClientTLS) (*http.Client, error) {
 // newTLSClient makes the HTTP client of a client certificate: a transport
 // of its own, with the certificate and the CA bundle.
 func (c *Client) newTLSClient(t *ClientTLS) (*http.Client, error) {
+	conf, err := c.clientTLSConfig(t)
+	if err != nil {
+		return nil, err
+	}
+	tr := c.transport.Clone()
+	tr.TLSClientConfig = conf
+	return &http.Client{Transport: tr, CheckRedirect: c.http.CheckRedirect}, nil
+}
+
+// clientTLSConfig is the client's TLS configuration with the endpoint's
+// client certificate, and its CA bundle in place of the system roots.
+func (c *Client) clientTLSConfig(t *ClientTLS) (*tls.Config, error) {
 	pair, err := tls.X509KeyPair([]byte(t.Certificate), []byte(t.PrivateKey))
 	if err != nil {
 		return nil, &tls.CertificateVerificationError{Err: fmt.Errorf("the endpoint's client certificate and key: %v", err)}
@@ -84,9 +96,7 @@ func (c *Client) newTLSClient(t *ClientTLS) (*http.Client, error) {
 		}
 		conf.RootCAs = pool
 	}
-	tr := c.transport.Clone()
-	tr.TLSClientConfig = conf
-	return &http.Client{Transport: tr, CheckRedirect: c.http.CheckRedirect}, nil
+	return conf, nil
 }
 
 // nextPEMCertificate returns the DER bytes of the next CERTIFICATE block

@@ -67,17 +67,20 @@ func (d natsDialer) Dial(network, address string) (net.Conn, error) {
 // there is no connection or it was closed. A user with a password
 // authenticates with both; a password alone (a token the endpoint sealed
 // apart from the URL) or a user alone is a token.
-func (c *Client) natsConn(u *url.URL, password string) (jetstream.JetStream, error) {
+func (c *Client) natsConn(u *url.URL, password string, ct *ClientTLS) (jetstream.JetStream, error) {
 	c.nats.mu.Lock()
 	defer c.nats.mu.Unlock()
 	user := u.User.Username()
 	key := u.Host + "\x00" + user + "\x00" + password
-	conn, err := c.nats.cache.get(key, func() (natsConn, error) { return c.dialNATS(u, password) })
+	if ct != nil {
+		key += "\x00" + ct.Key
+	}
+	conn, err := c.nats.cache.get(key, func() (natsConn, error) { return c.dialNATS(u, password, ct) })
 	if err != nil {
 		return nil, err
 	}
 	if conn.nc.IsClosed() {
-		if conn, err = c.dialNATS(u, password); err != nil {
+		if conn, err = c.dialNATS(u, password, ct); err != nil {
 			return nil, err
 		}
 		c.nats.cache.replace(key, conn)
@@ -87,7 +90,7 @@ func (c *Client) natsConn(u *url.URL, password string) (jetstream.JetStream, err
 
 // dialNATS connects to u's server with the URL's user and password (a
 // user alone is a token).
-func (c *Client) dialNATS(u *url.URL, password string) (natsConn, error) {
+func (c *Client) dialNATS(u *url.URL, password string, ct *ClientTLS) (natsConn, error) {
 	user := u.User.Username()
 	opts := []nats.Option{nats.SetCustomDialer(natsDialer{c}), nats.Name("hookline"),
 		nats.Timeout(c.cfg.ConnectTimeout), nats.MaxReconnects(-1), nats.NoCallbacksAfterClientClose()}
@@ -98,6 +101,14 @@ func (c *Client) dialNATS(u *url.URL, password string) (natsConn, error) {
 		opts = append(opts, nats.Token(password)) // a token, sealed apart from the URL
 	case user != "":
 		opts = append(opts, nats.Token(user))
+	}
+	if ct != nil { // a client certificate: TLS, with the endpoint's CA bundle if any
+		conf, err := c.clientTLSConfig(ct)
+		if err != nil {
+			return natsConn{}, err
+		}
+		conf.ServerName = u.Hostname()
+		opts = append(opts, nats.Secure(conf))
 	}
 	nc, err := nats.Connect(SchemeNATS+"://"+u.Host, opts...)
 	if err != nil {
@@ -117,7 +128,7 @@ func (c *Client) dialNATS(u *url.URL, password string) (natsConn, error) {
 // duplicate window. The attempt succeeds when the stream acknowledges the
 // message as stored. u passed the egress policy, which checks the subject.
 func (c *Client) publishNATS(ctx context.Context, u *url.URL, req Request, o *Outcome, sig string) {
-	js, err := c.natsConn(u, req.URLPassword)
+	js, err := c.natsConn(u, req.URLPassword, req.TLS)
 	if err != nil {
 		o.ErrorClass, o.Class, o.Error = hooklinev1.ErrorClass_ERROR_CLASS_CONNECT, Retryable{}, "cannot connect to the NATS server "+u.Host+": "+errorText(err)
 		return

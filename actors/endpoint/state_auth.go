@@ -78,6 +78,16 @@ func validateAuth(s *controlv1.EndpointSettings, now time.Time) error {
 	if (s.GetAuth().GetOauth2() != nil || s.GetAuth().GetMtls() != nil) && s.GetDelivery() == deliveryPull {
 		return command.Invalid("settings.auth", "is set on a pull endpoint, which is sent nothing; leave it out")
 	}
+	scheme := ""
+	if u, err := url.Parse(s.GetUrl()); err == nil {
+		scheme = u.Scheme
+	}
+	if s.GetAuth().GetOauth2() != nil && attempt.IsBrokerScheme(scheme) {
+		return command.Invalid("settings.auth.oauth2", "is set on a %s:// endpoint, which takes no bearer token; authenticate with the URL's user and password (sealed) or a client certificate", scheme)
+	}
+	if s.GetAuth().GetMtls() != nil && scheme == attempt.SchemeAMQP {
+		return command.Invalid("settings.auth.mtls", "is set on an amqp:// endpoint, which does not use TLS; use amqps:// to present a client certificate")
+	}
 	if m := s.GetAuth().GetMtls(); m != nil {
 		if err := attempt.CheckClientCertificate(m.GetClientCertificate(), m.GetClientKey(), m.GetCaBundle(), now); err != nil {
 			return command.Invalid("settings.auth.mtls", "%v", err)

@@ -257,3 +257,35 @@ func TestBrokerURLCredentials(t *testing.T) {
 	setURL("nats://@nats.example.com/hooks.payments") // @ alone: cleared
 	check("nats://nats.example.com/hooks.payments", "")
 }
+
+// TestBrokerAuth: a broker endpoint takes no OAuth2 grant, and amqp://
+// (without TLS) no client certificate; amqps:// and nats:// take one.
+func TestBrokerAuth(t *testing.T) {
+	kr := keyring(t)
+	ca := testpki.NewCA(t, "ca")
+	cert, key := ca.Client(t, "c", t0.Add(time.Hour))
+	mtls := &controlv1.EndpointAuth{Mtls: &controlv1.MTLSAuth{ClientCertificate: cert, ClientKey: key}}
+	grant := &controlv1.EndpointAuth{Oauth2: &controlv1.OAuth2Auth{TokenUrl: "https://auth.example.com/token", ClientId: "h", ClientSecret: "x"}}
+	for _, tc := range []struct {
+		url   string
+		auth  *controlv1.EndpointAuth
+		field string // "" when accepted
+	}{
+		{"amqps://mq.example.com/?exchange=hooks", mtls, ""},
+		{"nats://nats.example.com/hooks.orders", mtls, ""},
+		{"amqp://mq.example.com/?exchange=hooks", mtls, "settings.auth.mtls"},
+		{"amqps://mq.example.com/?exchange=hooks", grant, "settings.auth.oauth2"},
+		{"nats://nats.example.com/hooks.orders", grant, "settings.auth.oauth2"},
+	} {
+		s := &endpoint.State{}
+		c := cmd("acme", &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{Url: tc.url, EventTypes: []string{"a"}, Auth: tc.auth}})
+		_, err := s.Decide("ep_1", c, env(kr, t0, tc.url))
+		var ce *command.Error
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%s with %v: %v, want accepted", tc.url, tc.auth, err)
+		case tc.field != "" && (!errors.As(err, &ce) || !strings.Contains(err.Error(), tc.field)):
+			t.Errorf("%s with %v: %v, want INVALID_ARGUMENT on %s", tc.url, tc.auth, err, tc.field)
+		}
+	}
+}

@@ -45,6 +45,8 @@ type Server struct {
 	// Token is the one NATS asks for (Options.NATSToken), if any.
 	User, Password, Token string
 
+	tls *TLSFiles // the server's TLS, if any
+
 	cmd *exec.Cmd
 }
 
@@ -74,6 +76,15 @@ func Find(kind Kind) (string, error) {
 type Options struct {
 	// NATSToken makes nats-server require this token of its clients.
 	NATSToken string
+	// NATSTLS, when set, makes nats-server require TLS and a client
+	// certificate its CA signed: PEM files of its certificate, its key
+	// and the CA.
+	NATSTLS *TLSFiles
+}
+
+// TLSFiles are the PEM files of a server's TLS.
+type TLSFiles struct {
+	Cert, Key, CA string
 }
 
 // Start starts kind with its store under dir (which must exist), on a
@@ -99,6 +110,10 @@ func StartWith(ctx context.Context, kind Kind, dir string, opts Options) (*Serve
 		if opts.NATSToken != "" {
 			s.Token = opts.NATSToken
 			s.args = append(s.args, "--auth", opts.NATSToken)
+		}
+		if f := opts.NATSTLS; f != nil {
+			s.tls = f
+			s.args = append(s.args, "--tlsverify", "--tlscert", f.Cert, "--tlskey", f.Key, "--tlscacert", f.CA)
 		}
 	case RabbitMQ:
 		if err := s.configureRabbitMQ(); err != nil {
@@ -217,7 +232,17 @@ func (s *Server) ready() bool {
 		}
 		c.Close()
 	default:
-		nc, err := nats.Connect(s.URL(), nats.Timeout(500*time.Millisecond), nats.Token(s.Token))
+		opts := []nats.Option{nats.Timeout(500 * time.Millisecond), nats.Token(s.Token)}
+		if s.tls != nil {
+			// Any TCP answer will do: the broker's own TLS is for the tests.
+			c, err := net.DialTimeout("tcp", s.Addr(), 500*time.Millisecond)
+			if err != nil {
+				return false
+			}
+			c.Close()
+			return true
+		}
+		nc, err := nats.Connect(s.URL(), opts...)
 		if err != nil {
 			return false
 		}

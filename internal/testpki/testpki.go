@@ -62,15 +62,22 @@ func (ca *CA) Client(t testing.TB, cn string, notAfter time.Time) (certPEM, keyP
 // Server issues a server certificate for 127.0.0.1 as a tls.Certificate.
 func (ca *CA) Server(t testing.TB) tls.Certificate {
 	t.Helper()
-	certPEM, keyPEM := ca.issue(t, &x509.Certificate{
-		Subject: pkix.Name{CommonName: "127.0.0.1"}, NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
+	certPEM, keyPEM := ca.ServerPEM(t)
 	pair, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return pair
+}
+
+// ServerPEM issues a server certificate for 127.0.0.1, valid a day, as
+// PEM: for a server that reads files.
+func (ca *CA) ServerPEM(t testing.TB) (certPEM, keyPEM string) {
+	t.Helper()
+	return ca.issue(t, &x509.Certificate{
+		Subject: pkix.Name{CommonName: "127.0.0.1"}, NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
 }
 
 func (ca *CA) issue(t testing.TB, tmpl *x509.Certificate) (certPEM, keyPEM string) {

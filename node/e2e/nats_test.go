@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/internal/brokers"
+	"github.com/hookline/hookline/internal/testpki"
 	"github.com/hookline/hookline/node"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -191,4 +193,67 @@ func TestNATSToken(t *testing.T) {
 		info, err := st.Info(ctx)
 		return err == nil && info.State.Msgs == 5
 	})
+}
+
+// TestNATSClientCertificate delivers to a NATS server that requires TLS
+// and a client certificate its private CA signed: the endpoint's auth.mtls
+// (certificate, key, and the CA bundle it trusts the server by) is
+// presented, and its messages are stored; an endpoint without one gets a
+// failed attempt that says why.
+func TestNATSClientCertificate(t *testing.T) {
+	ca := testpki.NewCA(t, "nats ca")
+	dir := t.TempDir()
+	serverCert, serverKey := ca.ServerPEM(t)
+	clientCert, clientKey := ca.Client(t, "hookline", time.Now().Add(time.Hour))
+	files := &brokers.TLSFiles{Cert: filepath.Join(dir, "server.pem"), Key: filepath.Join(dir, "server-key.pem"), CA: filepath.Join(dir, "ca.pem")}
+	for path, text := range map[string]string{files.Cert: serverCert, files.Key: serverKey, files.CA: ca.PEM,
+		filepath.Join(dir, "client.pem"): clientCert, filepath.Join(dir, "client-key.pem"): clientKey} {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns := startBroker(t, brokers.NATS, brokers.Options{NATSTLS: files})
+	n := startE2E(t, node.Config{Schedule: attempt.Schedule{Base: 200 * time.Millisecond, Cap: time.Second, MaxAttempts: 100}})
+	c := n.tenant(t, "acme", nil)
+	nc, err := nats.Connect(ns.URL(), nats.ClientCert(filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")), nats.RootCAs(files.CA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "HOOKS", Subjects: []string{"hooks.>"}})
+	if err != nil {
+		t.Fatalf("create the stream: %v", err)
+	}
+	for _, ep := range []struct {
+		typ  string
+		auth *controlv1.EndpointAuth
+	}{
+		{"order.paid", &controlv1.EndpointAuth{Mtls: &controlv1.MTLSAuth{ClientCertificate: clientCert, ClientKey: clientKey, CaBundle: ca.PEM}}},
+		{"order.refused", nil},
+	} {
+		if _, err := c.endpoints.CreateEndpoint(c.ctx(), &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{
+			Url: ns.URL() + "/hooks." + ep.typ, EventTypes: []string{ep.typ}, Auth: ep.auth,
+		}}); err != nil {
+			t.Fatalf("create the %s endpoint: %v", ep.typ, err)
+		}
+	}
+	for i := range 5 {
+		c.publish(t, fmt.Sprintf("tls_%d", i), "order.paid")
+	}
+	refused := c.publish(t, "no_cert", "order.refused")[0]
+	eventually(t, 30*time.Second, "5 messages stored through the client certificate", func() bool {
+		info, err := st.Info(ctx)
+		return err == nil && info.State.Msgs == 5
+	})
+	eventually(t, 30*time.Second, "a failed attempt without a client certificate", func() bool {
+		d, err := c.deliveries.GetDelivery(c.ctx(), &controlv1.GetDeliveryRequest{DeliveryId: refused})
+		return err == nil && len(d.GetAttempts()) > 0 && d.GetAttempts()[0].GetError() != ""
+	})
+	d, _ := c.deliveries.GetDelivery(c.ctx(), &controlv1.GetDeliveryRequest{DeliveryId: refused})
+	t.Logf("without a certificate: %s", d.GetAttempts()[0].GetError())
 }
