@@ -99,3 +99,31 @@ func TestRunCluster(t *testing.T) {
 		t.Errorf("no duplicates_per_kill: %v", extra)
 	}
 }
+
+// TestGapsOf: the gap over a kill counts; a gap that runs past the end of
+// publishing counts only up to it (an ordered key released by its head's
+// late retry after the load ended is not a failover); gaps before the kill
+// are the steady jitter.
+func TestGapsOf(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	every := func(from, to, step float64, then ...float64) []time.Time {
+		var out []time.Time
+		for s := from; s <= to+1e-9; s += step {
+			out = append(out, at(s))
+		}
+		for _, s := range then {
+			out = append(out, at(s))
+		}
+		return out
+	}
+	start, kill, end := at(0), at(25), at(50)
+	g := gapsOf(map[string][]time.Time{
+		"calm":    every(1, 50, 1),
+		"stalled": append(every(1, 24.5, 0.5), every(31, 50, 1)...), // 24.5 → 31 over the kill
+		"late":    every(1, 49.5, 0.5, 55.5),                        // 49.5 → 55.5 runs past the end
+	}, start, kill, end)
+	if g.failover != 6500*time.Millisecond || g.before != time.Second || g.stalled != 1 {
+		t.Errorf("failover %v, before %v, stalled %d; want 6.5s (the stall over the kill; the late key counts 0.5 s), 1s, 1", g.failover, g.before, g.stalled)
+	}
+}

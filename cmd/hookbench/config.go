@@ -80,6 +80,9 @@ type RunConfig struct {
 	PGRestarts int      // acceptance --pg private: restarts of the pg-restart fault
 }
 
+// failKeyDrain is added to --fail-key for the default --drain.
+const failKeyDrain = 3 * time.Minute
+
 // withDefaults fills zero fields from d, then from the general defaults.
 func (c RunConfig) withDefaults(d RunConfig) RunConfig {
 	fill := func(v *int, sd, def int) { setDefault(v, sd); setDefault(v, def) }
@@ -96,6 +99,12 @@ func (c RunConfig) withDefaults(d RunConfig) RunConfig {
 	setDefault(&c.MaxBacklog, d.MaxBacklog)
 	fillD(&c.RawDuration, d.RawDuration, 10*time.Second)
 	fill(&c.RawWorkers, d.RawWorkers, 64)
+	if c.Drain == 0 && c.FailKey > 0 {
+		// The failing key's head is retried on the delivery schedule: 5 s
+		// doubling with full jitter, so after the failures of FailKey its
+		// next attempt may be minutes away, and its key waits for it.
+		c.Drain = c.FailKey + failKeyDrain
+	}
 	fillD(&c.Drain, d.Drain, 90*time.Second)
 	fillD(&c.FirstDelivery, d.FirstDelivery, 30*time.Second)
 	fillD(&c.Progress, d.Progress, 5*time.Second)
@@ -270,7 +279,7 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.Int64Var(&c.MaxBacklog, "max-backlog", 0, "pause publishing while this many deliveries are planned and not received (throughput, latency 20000; 0 elsewhere: no bound)")
 	fs.DurationVar(&c.RawDuration, "raw-duration", 0, "throughput: raw loop time before the Hookline run (10s; negative skips it)")
 	fs.IntVar(&c.RawWorkers, "raw-workers", 0, "throughput: raw loop senders (64)")
-	fs.DurationVar(&c.Drain, "drain", 0, "wait at most this long for the deliveries after publishing (90s; fairness 60s)")
+	fs.DurationVar(&c.Drain, "drain", 0, "wait at most this long for the deliveries after publishing (90s; fairness 60s; with --fail-key, the failing time plus 3m: its key waits for its head's retry)")
 	fs.DurationVar(&c.FirstDelivery, "first-delivery", 0, "give up when nothing is delivered this long after the first publish (30s)")
 	fs.DurationVar(&c.Progress, "progress", 0, "progress line interval on stderr (5s)")
 	fs.Float64Var(&c.EndpointRate, "endpoint-rate", 0, "endpoints' rate_per_second and burst (throughput, latency 1000; 0: the node's default)")

@@ -132,8 +132,16 @@ type gaps struct {
 // arrivalGaps groups the first arrivals of the planned deliveries by
 // endpoint and measures, per endpoint, the longest gap between consecutive
 // arrivals that overlaps [kill, end], and the longest one before the kill.
+// end is the end of publishing: a gap that runs past it counts only up to
+// it, since no new work comes after it (the silence of an endpoint whose
+// last deliveries are in, or whose ordered key waits for its head's retry,
+// is not a stall).
 func (b *Bench) arrivalGaps(start, kill, end time.Time) gaps {
-	byEP := b.ledger.arrivals(b.recv)
+	return gapsOf(b.ledger.arrivals(b.recv), start, kill, end)
+}
+
+// gapsOf is arrivalGaps over first arrivals by endpoint.
+func gapsOf(byEP map[string][]time.Time, start, kill, end time.Time) gaps {
 	var g gaps
 	over := map[string]time.Duration{}
 	for ep, ts := range byEP {
@@ -143,6 +151,9 @@ func (b *Bench) arrivalGaps(start, kill, end time.Time) gaps {
 			d := z.Sub(a)
 			switch {
 			case z.After(kill) && a.Before(end):
+				if z.After(end) {
+					d = end.Sub(a)
+				}
 				over[ep] = max(over[ep], d)
 			case a.After(start) && z.Before(kill):
 				g.before = max(g.before, d)

@@ -105,6 +105,12 @@ func TestParseRun(t *testing.T) {
 	if err != nil || c.Scenario != "crash" || c.Rate != 20 || c.Kills != 6 || c.Duration != time.Minute {
 		t.Errorf("crash: %+v, %v", c, err)
 	}
+	if c, err = parseRun([]string{"crash", "--ordering-keys", "1000", "--fail-key", "30s"}, &stderr); err != nil || c.Drain != 30*time.Second+failKeyDrain {
+		t.Errorf("--fail-key 30s: drain %v, %v; want the failing time plus %v", c.Drain, err, failKeyDrain)
+	}
+	if c, err = parseRun([]string{"crash", "--ordering-keys", "1000", "--fail-key", "30s", "--drain", "10s"}, &stderr); err != nil || c.Drain != 10*time.Second {
+		t.Errorf("--fail-key with --drain 10s: drain %v, %v; want the one given", c.Drain, err)
+	}
 	if c, err = parseRun([]string{"throughput", "--raw-duration", "-1s"}, &stderr); err != nil || c.RawDuration != 0 {
 		t.Errorf("--raw-duration -1s: %v, %v", c.RawDuration, err)
 	}
