@@ -287,7 +287,10 @@ func (c *Client) publishAMQP(ctx context.Context, u *url.URL, req Request, o *Ou
 		}
 	default:
 		select {
-		case r := <-ch.returns:
+		case r, ok := <-ch.returns:
+			if !ok { // the channel closed after the confirm: no return came
+				break
+			}
 			e.put(ch, true)
 			o.ErrorClass, o.Class = hooklinev1.ErrorClass_ERROR_CLASS_CONNECT, Retryable{}
 			o.Error = fmt.Sprintf("the broker returned the message (%d %s): no queue is bound to exchange %q with routing key %q on vhost %q; bind one",
