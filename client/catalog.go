@@ -31,3 +31,19 @@ func (c *Client) UpdateTenant(ctx context.Context, req *controlv1.UpdateTenantRe
 func (c *Client) ExportEventTypes(ctx context.Context, req *controlv1.ExportEventTypesRequest) (*controlv1.ExportEventTypesResponse, error) {
 	return call(ctx, c, "export event types", idempotent, req, c.eventTypes.ExportEventTypes)
 }
+
+// EraseTenant crypto-shreds the tenant's payloads and stored response
+// bodies (admin token; confirm repeats the tenant id). Sent once, never
+// retried: a retry after an erasure that went through would erase the
+// payloads published since.
+func (c *Client) EraseTenant(ctx context.Context, tenantID string) (*controlv1.EraseTenantResponse, error) {
+	req := &controlv1.EraseTenantRequest{TenantId: tenantID, Confirm: tenantID}
+	return call(ctx, c, "erase tenant", once, req, c.tenants.EraseTenant)
+}
+
+// GetEvent returns one published event with its payload; an erased payload
+// fails with an *Error whose Code is codes.NotFound and Erased is true.
+// Retried (it only reads).
+func (c *Client) GetEvent(ctx context.Context, req *controlv1.GetEventRequest) (*controlv1.Event, error) {
+	return call(ctx, c, "get event", idempotent, req, c.events.GetEvent)
+}

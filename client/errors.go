@@ -48,6 +48,10 @@ var (
 	// retries a call allows. Nothing was done; the same call succeeds once
 	// the caller's other calls end.
 	ErrLimited = errors.New("client: over a limit")
+	// ErrErased: the payload asked for was erased with its tenant's data
+	// key (NOT_FOUND, reason PAYLOAD_ERASED; REST answers 410). It matches
+	// ErrNotFound too.
+	ErrErased = errors.New("client: payload erased")
 )
 
 // Error is a failed call as Hookline (or gRPC on its behalf) answered it:
@@ -63,6 +67,8 @@ type Error struct {
 	// wait before trying again (its RetryInfo): the call was refused for a
 	// limit before anything was done.
 	RetryDelay time.Duration
+	// Erased: the payload asked for was erased (see ErrErased).
+	Erased bool
 }
 
 func (e *Error) Error() string {
@@ -90,6 +96,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == codes.ResourceExhausted && e.RetryDelay == 0
 	case ErrLimited:
 		return e.Code == codes.ResourceExhausted && e.RetryDelay > 0
+	case ErrErased:
+		return e.Erased
 	case context.DeadlineExceeded:
 		return e.Code == codes.DeadlineExceeded
 	case context.Canceled:
@@ -102,6 +110,11 @@ func (e *Error) Is(target error) bool {
 // status.FromError; a RetryDelay comes back as its RetryInfo.
 func (e *Error) GRPCStatus() *status.Status {
 	st := status.New(e.Code, e.Message)
+	if e.Erased {
+		if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: "PAYLOAD_ERASED", Domain: "hookline"}); err == nil {
+			st = d
+		}
+	}
 	if e.RetryDelay > 0 {
 		if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(e.RetryDelay)}); err == nil {
 			return d
@@ -117,9 +130,19 @@ func errorOf(op string, err error) error {
 		return nil
 	}
 	if st, ok := status.FromError(err); ok {
-		return &Error{Op: op, Code: st.Code(), Message: st.Message(), RetryDelay: retryDelay(st)}
+		return &Error{Op: op, Code: st.Code(), Message: st.Message(), RetryDelay: retryDelay(st), Erased: erased(st)}
 	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// erased reports whether a status says its payload was erased.
+func erased(st *status.Status) bool {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "PAYLOAD_ERASED" {
+			return true
+		}
+	}
+	return false
 }
 
 // retryDelay returns the wait a status's RetryInfo advises, at least 1 ms

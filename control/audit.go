@@ -69,7 +69,7 @@ func (s *Server) ReadStream(ctx context.Context, req *controlv1.ReadStreamReques
 		recs = recs[:size]
 	}
 	for i := range recs {
-		page.Events = append(page.Events, s.auditEvent(&recs[i]))
+		page.Events = append(page.Events, s.auditEvent(ctx, &recs[i]))
 	}
 	if s.cfg.AuditLink != nil {
 		page.EsdbUrl = s.cfg.AuditLink(stream)
@@ -111,7 +111,7 @@ func (s *Server) ReadCategory(ctx context.Context, req *controlv1.ReadCategoryRe
 			page.Scanned++
 			last = r.Position
 			if strings.HasPrefix(r.Stream, prefix) && (typ == "" || r.Type == typ) {
-				page.Events = append(page.Events, s.auditEvent(r))
+				page.Events = append(page.Events, s.auditEvent(ctx, r))
 				if len(page.Events) == size {
 					page.NextCursor = formatPosition(last)
 					return page, nil
@@ -163,14 +163,14 @@ func (s *Server) TraceDelivery(ctx context.Context, req *controlv1.TraceDelivery
 		return 0
 	})
 	for i := range recs {
-		out.Events = append(out.Events, s.auditEvent(&recs[i]))
+		out.Events = append(out.Events, s.auditEvent(ctx, &recs[i]))
 	}
 	return out, nil
 }
 
 // auditEvent decodes a record for the audit browser. A record this build
 // cannot decode keeps its envelope and no data.
-func (s *Server) auditEvent(r *events.Record) *controlv1.AuditEvent {
+func (s *Server) auditEvent(ctx context.Context, r *events.Record) *controlv1.AuditEvent {
 	ev := &controlv1.AuditEvent{
 		Stream: r.Stream, Revision: uint64(r.Revision), Position: r.Position.String(), EventId: r.ID.String(),
 		Type: r.Type, RecordedAt: timestamppb.New(r.Recorded), Partition: int32(r.Partition),
@@ -183,9 +183,11 @@ func (s *Server) auditEvent(r *events.Record) *controlv1.AuditEvent {
 		return ev
 	}
 	ev.IssuedBy = issuedBy(msg)
+	msg, erased := s.auditOpen(ctx, msg)
 	if b, err := (protojson.MarshalOptions{UseProtoNames: true}).Marshal(msg); err == nil {
 		st := &structpb.Struct{}
 		if protojson.Unmarshal(b, st) == nil {
+			markErased(st, erased)
 			ev.Data = st
 		}
 	}

@@ -75,7 +75,8 @@ func (s *Server) GetDelivery(ctx context.Context, req *controlv1.GetDeliveryRequ
 	if err != nil {
 		return nil, err
 	}
-	return deliveryView(d, attempts), nil
+	v := deliveryView(d, attempts)
+	return v, toStatus(s.openResponses(ctx, v))
 }
 
 // delivery reads a delivery with its attempts, from whichever node serves

@@ -45,6 +45,9 @@ func (s *Server) Handler(ctx context.Context, conn *grpc.ClientConn) (http.Handl
 			UnmarshalOptions: protojson.UnmarshalOptions{},
 		}),
 		runtime.WithErrorHandler(func(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+			if isErased(err) {
+				w = goneWriter{w}
+			}
 			runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, restError(err))
 		}),
 		runtime.WithIncomingHeaderMatcher(incomingHeader),

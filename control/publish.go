@@ -136,7 +136,11 @@ func (s *Server) record(ctx context.Context, published *hooklinev1.EventPublishe
 		planned = s.cfg.PlanFault.ShortPlan(planned)
 	}
 	stream := events.EventStream(tenantID, published.GetEventId())
-	evs, err := s.plan(stream, published, planned, filtered, now)
+	stored, err := s.cfg.Payloads.SealEvent(ctx, published)
+	if err != nil {
+		return nil, fmt.Errorf("publish %s: seal the payload: %w", stream, err)
+	}
+	evs, err := s.plan(stream, stored, planned, filtered, now)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +157,15 @@ func (s *Server) record(ctx context.Context, published *hooklinev1.EventPublishe
 	}
 	s.cfg.Logger.Debug("event published", slog.String("tenant_id", tenantID), slog.String("event_id", published.GetEventId()), slog.Int("deliveries", len(planned)))
 	if s.cfg.HandOver != nil && len(planned) > 0 {
-		s.cfg.HandOver.HandOver(published, &hooklinev1.DeliveriesPlanned{
+		handed := published
+		if stored.GetPayloadSeal() != nil {
+			// In clear, naming the data key it is sealed under in the
+			// log, as an opened event does: a grain checks that key is
+			// not erased before each attempt.
+			handed = proto.CloneOf(published)
+			handed.PayloadSeal = stored.GetPayloadSeal()
+		}
+		s.cfg.HandOver.HandOver(handed, &hooklinev1.DeliveriesPlanned{
 			TenantId: tenantID, EventId: published.GetEventId(), EventType: published.GetEventType(),
 			Deliveries: planned, At: timestamppb.New(now), ExpiresAt: timestamppb.New(now.Add(s.cfg.DeliveryDeadline)),
 			OrderingKey: published.GetOrderingKey(),
@@ -318,7 +330,7 @@ func checkOrderingKey(k string) error {
 	return nil
 }
 
-// plan encodes EventPublished and its DeliveriesPlanned chunks: the
+// plan encodes EventPublished (its payload sealed) and its DeliveriesPlanned chunks: the
 // planned deliveries and the filtered-out endpoints, by partition.
 func (s *Server) plan(stream string, published *hooklinev1.EventPublished, planned []*hooklinev1.PlannedDelivery, filtered []*hooklinev1.FilteredEndpoint, now time.Time) ([]events.Event, error) {
 	// Event ids depend on the content, so that a retried append of the same

@@ -65,6 +65,11 @@ func (s *Server) ResealSecrets(ctx context.Context, _ *controlv1.ResealSecretsRe
 	if err := ctx.Err(); err != nil {
 		return nil, toStatus(err)
 	}
+	n, err := s.cfg.Payloads.Reseal(ctx)
+	resp.DataKeys = int64(n)
+	if err != nil {
+		resp.Failed = append(resp.Failed, fmt.Sprintf("data keys: %v", err))
+	}
 	if len(resp.Failed) > 0 {
 		slices.Sort(resp.Failed)
 		s.cfg.Logger.Warn("reseal incomplete; no master key retired", "endpoints", len(eps), "failed", len(resp.Failed))

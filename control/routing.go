@@ -20,6 +20,7 @@ import (
 	"github.com/hookline/hookline/projections/registry"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/seal"
 )
 
 // routingReads bounds the endpoint streams one explanation reads at once.
@@ -86,6 +87,13 @@ func (s *Server) explainRouting(ctx context.Context, tenantID, eventID string) (
 	}
 	if pub == nil {
 		return nil, status.Errorf(codes.NotFound, "event_id %q: its stream holds no EventPublished", eventID)
+	}
+	// The verdicts evaluate filters on the payload: an erased one leaves
+	// nothing to explain them with.
+	if pub, err = s.cfg.Payloads.OpenEvent(ctx, pub); errors.Is(err, seal.ErrErased) {
+		return nil, erasedError(fmt.Sprintf("the payload of event %s, which routing explanations read,", eventID))
+	} else if err != nil {
+		return nil, fmt.Errorf("event %s: %w", eventID, err)
 	}
 	ids, err := s.cfg.Registry.TenantEndpointIDs(tenantID)
 	if err != nil {

@@ -89,6 +89,10 @@ type Config struct {
 	// UI (EventStoreDB), and AuditUI names that UI ("eventstoredb").
 	AuditLink func(stream string) string
 	AuditUI   string
+	// Payloads seals the tenants' payloads under their data keys before
+	// they are appended, opens them for reads, and erases them; nil
+	// leaves payloads in clear (a store without a vault).
+	Payloads *seal.Payloads
 	// Keyring is the node's master keyring, which ResealSecrets reseals
 	// under; nil makes ResealSecrets FAILED_PRECONDITION.
 	Keyring *seal.Keyring

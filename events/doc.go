@@ -11,7 +11,8 @@
 //
 //	tenant-{tenant_id}              TenantCreated, TenantQuotaChanged,
 //	                                ApiKeyIssued, ApiKeyRevoked,
-//	                                TenantSettingsChanged, EventTypeDefined
+//	                                TenantSettingsChanged, EventTypeDefined,
+//	                                TenantErased
 //	                                writer: the tenant grain
 //	endpoint-{endpoint_id}          EndpointCreated, EndpointUpdated,
 //	                                SecretRotated, SecretRetired,

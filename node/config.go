@@ -91,6 +91,10 @@ type Config struct {
 	// in flight, in total and per tenant (or admin); zero means the
 	// control package's defaults (512 and 64).
 	MaxInFlight, MaxInFlightPerCaller int
+	// PlainPayloads leaves payloads and response bodies in clear in the
+	// log: no per-tenant data keys, no erasure. For measuring what sealing
+	// costs; a store without a vault (KurrentDB) is always in clear.
+	PlainPayloads bool
 	// MaxPlanned caps the deliveries one publish may plan (the endpoints
 	// its type reaches); 0 means control.DefaultMaxPlanned (10,000).
 	MaxPlanned int

@@ -169,7 +169,7 @@ func wake(n *cluster.Node) func(ctx context.Context, endpointID string) error {
 // checks.
 func (s *Server) startReconcile() error {
 	r, err := reconcile.New(reconcile.Config{
-		Log: s.log, Node: s.node.Address(), Runner: s.runner, Registry: s.registry, Due: s.due, History: s.history,
+		Log: s.log, Node: s.node.Address(), Payloads: s.payloads, Runner: s.runner, Registry: s.registry, Due: s.due, History: s.history,
 		Pulls: s.pulls, Wake: wake(s.node), NotPulledAfter: s.cfg.NotPulledAfter, Now: s.cfg.Now, Logger: s.logger,
 	})
 	if err != nil {

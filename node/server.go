@@ -42,6 +42,7 @@ type Server struct {
 	log      events.Log
 	ownsLog  bool
 	keyring  *seal.Keyring
+	payloads *seal.Payloads // nil: payloads in clear
 	runner   *projections.Runner
 	registry *registry.Registry
 	portal   *portal.Tokens
@@ -131,6 +132,11 @@ func (s *Server) openStores(ctx context.Context) error {
 	}
 	if err := seal.CheckLog(ctx, s.log, s.keyring, cfg.Now()); err != nil {
 		return fmt.Errorf("master key: %w", err)
+	}
+	if vault, ok := s.rawLog.(events.Vault); ok && !cfg.PlainPayloads {
+		s.payloads = seal.NewPayloads(vault, s.keyring, func(tenantID, id string) bool {
+			return s.registry != nil && s.registry.DataKeyErased(tenantID, id)
+		})
 	}
 	return nil
 }
@@ -231,7 +237,7 @@ func (s *Server) buildAPI(context.Context) error {
 	var err error
 	s.control, err = control.New(control.Config{
 		Log: s.log, Grains: controlGrains{s.node}, Registry: s.registry, Projections: s.settle,
-		History: s.hist, Reconciler: s.recon, AdminToken: cfg.AdminToken, Keyring: s.keyring, Now: cfg.Now, Logger: cfg.Logger,
+		History: s.hist, Reconciler: s.recon, AdminToken: cfg.AdminToken, Keyring: s.keyring, Payloads: s.payloads, Now: cfg.Now, Logger: cfg.Logger,
 		Portal: s.portal, Cluster: &statuses{srv: s, store: storeKind(cfg.Store), timeout: s.node.RequestTimeout()},
 		AuditLink: auditLink, AuditUI: auditUI,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerCaller: cfg.MaxInFlightPerCaller, MaxPlanned: cfg.MaxPlanned,
@@ -264,7 +270,7 @@ func (s *Server) kinds() []*pcluster.Kind {
 			IdleAfter: s.cfg.IdleAfter,
 		}),
 		endpoint.NewKind(endpoint.Config{
-			Log: s.log, Keyring: s.keyring, Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger,
+			Log: s.log, Keyring: s.keyring, Payloads: s.payloads, Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger,
 			Due: s.pulls, OrderingKeys: s.due, Projections: s.runner, History: s.history, Attempts: s.cfg.Faults.Attempter(s.attempts),
 			Dispatcher: s.dispatch, Grains: s.grainsOnceStarted(), Schedule: s.cfg.Schedule,
 			Tasks: &s.tasks, Breaker: s.cfg.Breaker, Quarantine: endpoint.NewQuarantine(0, 0), Drain: &s.drain,
@@ -290,6 +296,12 @@ func controlSpans(s Spans) control.Spans {
 
 // Node returns the cluster node.
 func (s *Server) Node() *cluster.Node { return s.node }
+
+// Vault returns the vault of the node's store, nil when it keeps none.
+func (s *Server) Vault() events.Vault {
+	v, _ := s.rawLog.(events.Vault)
+	return v
+}
 
 // Log returns the node's event log.
 func (s *Server) Log() events.Log { return s.log }

@@ -15,6 +15,7 @@ import (
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/seal"
 )
 
 // publication is one event stream as the log has it up to the head.
@@ -233,6 +234,9 @@ func (r *Reconciler) filterInput(ctx context.Context, stream string) (*filter.In
 	if !ok {
 		return nil, fmt.Errorf("%s starts with %s, not EventPublished", stream, rec.Type)
 	}
+	if pub, err = r.cfg.Payloads.OpenEvent(ctx, pub); err != nil {
+		return nil, err
+	}
 	return filter.NewInput(filter.EventOf(pub)), nil
 }
 
@@ -312,7 +316,13 @@ func (r *Reconciler) replanned(ctx context.Context, pb *publication, missing map
 		}
 		if sub.filter != "" {
 			if in == nil {
-				if in, err = r.filterInput(ctx, pb.stream); err != nil {
+				if in, err = r.filterInput(ctx, pb.stream); errors.Is(err, seal.ErrErased) {
+					// Erased: no filter can pass it, and a delivery of it
+					// would only end erased.
+					filtered = append(filtered, &hooklinev1.FilteredEndpoint{EndpointId: ep, ConfigVersion: sub.cv, Error: "the payload was erased"})
+					in = nil
+					continue
+				} else if err != nil {
 					return nil, nil, err
 				}
 			}

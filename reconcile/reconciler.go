@@ -19,6 +19,7 @@ import (
 	"github.com/hookline/hookline/projections/registry"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/seal"
 )
 
 // Defaults of the zero Config.
@@ -48,6 +49,10 @@ type Config struct {
 	Registry *registry.Registry
 	Due      *due.Due
 	History  *history.History
+	// Payloads opens sealed payloads for the filters of a re-plan; an
+	// erased one is expected, not a fault: its deliveries are filtered
+	// out. Nil: payloads in clear only.
+	Payloads *seal.Payloads
 	// Offline says that the node is stopped (its store is reconciled by
 	// hookline reconcile --data): the registry may then be rebuilt, which
 	// a serving node never does (publish reads it).

@@ -53,6 +53,9 @@ type Config struct {
 	Log events.Log
 	// Keyring seals new secrets and opens old ones. Required.
 	Keyring *seal.Keyring
+	// Payloads opens the events' sealed payloads and seals the response
+	// bodies recorded; nil: payloads and bodies in clear.
+	Payloads *seal.Payloads
 	// Policy checks URLs at create and update; nil means the zero Policy
 	// (production rules: https on 443, public addresses only).
 	Policy *attempt.Policy

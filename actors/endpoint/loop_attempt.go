@@ -12,6 +12,7 @@ import (
 	"github.com/hookline/hookline/projections/due"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/seal"
 )
 
 // acquire asks the dispatcher for a slot of class c; the grant comes back
@@ -96,9 +97,11 @@ func (l *loop) onSlot(ctx actor.Context) {
 		}})
 		return
 	}
-	client, id := l.cfg.Attempts, f.item.DeliveryID
+	client, id, tenantID, payloads := l.cfg.Attempts, f.item.DeliveryID, f.item.TenantID, l.cfg.Payloads
 	l.async(ctx, attempt.MaxAttemptTimeout+l.cfg.IOTimeout, func(c context.Context) any {
-		return &attemptDone{id: id, o: client.Do(c, req)}
+		done := &attemptDone{id: id, o: client.Do(c, req)}
+		done.sealResponse(c, payloads, tenantID)
+		return done
 	})
 	l.pump(ctx) // the next ready flight may ask for a slot
 }
@@ -179,7 +182,7 @@ func (l *loop) onAttempt(ctx actor.Context, m *attemptDone) {
 	if circuit != nil {
 		l.queueOwn(circuit)
 	}
-	f.outcome = &o
+	f.outcome, f.responseSeal = &o, m.responseSeal
 	l.record(ctx, f, l.outcomeEvent(f, o, now))
 	l.pump(ctx)
 }
@@ -223,7 +226,7 @@ func (l *loop) attemptRecord(f *flight, o attempt.Outcome, number int32) *hookli
 		EventType: f.eventType(), Number: number, Manual: f.d.replay != nil, ConfigVersion: l.state.ConfigVersion,
 		SecretVersions: o.KeyVersions, StartedAt: timestamppb.New(o.Started), FinishedAt: timestamppb.New(o.Finished),
 		LatencyUs: o.Latency.Microseconds(), HttpStatus: int32(o.Status), ErrorClass: o.ErrorClass, Error: o.Error,
-		ResponseSha256: o.ResponseSHA256, ResponsePrefix: o.ResponsePrefix,
+		ResponseSha256: o.ResponseSHA256, ResponsePrefix: o.ResponsePrefix, ResponseSeal: f.responseSeal,
 		IssuedBy:    &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_SYSTEM, Id: "delivery"},
 		OrderingKey: f.item.OrderingKey, Sequence: f.item.Sequence, Pulled: !f.leasedAt.IsZero(),
 	}
@@ -275,4 +278,20 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// sealResponse seals the response body's prefix under the tenant's data
+// key, off the grain's mailbox (the key may be read from the vault). A
+// body that cannot be sealed is not recorded: never in clear where
+// payloads are sealed.
+func (d *attemptDone) sealResponse(ctx context.Context, payloads *seal.Payloads, tenantID string) {
+	if payloads == nil || len(d.o.ResponsePrefix) == 0 {
+		return
+	}
+	ct, s, err := payloads.Seal(ctx, tenantID, seal.ResponseAAD(tenantID, d.id), d.o.ResponsePrefix)
+	if err != nil {
+		d.o.ResponsePrefix = nil
+		return
+	}
+	d.o.ResponsePrefix, d.responseSeal = ct, s
 }

@@ -43,6 +43,8 @@ type flight struct {
 	// outcome is the attempt's result, kept until it is durable: it is
 	// recorded again against the stream if a fresh flight's stream existed.
 	outcome *attempt.Outcome
+	// responseSeal seals outcome's response prefix (nil: in clear).
+	responseSeal *hooklinev1.PayloadSeal
 	// replays are replays that came while the delivery was held; they are
 	// carried out once its current outcome is durable. asking is the one
 	// whose ReplayRequested is being appended.
@@ -113,6 +115,8 @@ type (
 	attemptDone struct {
 		id string
 		o  attempt.Outcome
+		// responseSeal seals o.ResponsePrefix (see sealResponse).
+		responseSeal *hooklinev1.PayloadSeal
 	}
 )
 
@@ -129,10 +133,17 @@ func (l *loop) read(ctx actor.Context, f *flight) {
 			return
 		}
 	}
+	l.readAsync(ctx, f, !f.fresh)
+}
+
+// readAsync reads a flight's streams off the mailbox (see readDelivery);
+// readDone brings the answer.
+func (l *loop) readAsync(ctx actor.Context, f *flight, withStream bool) {
 	l.reading++
-	log, cache, it, page, ev, fresh := l.cfg.Log, l.cfg.events, f.item, l.cfg.ReadPage, f.d.event, f.fresh
+	rd := reader{log: l.cfg.Log, cache: l.cfg.events, payloads: l.cfg.Payloads, page: l.cfg.ReadPage}
+	it, ev := f.item, f.d.event
 	l.async(ctx, l.cfg.IOTimeout, func(c context.Context) any {
-		r, err := readDelivery(c, log, cache, it, page, ev, !fresh)
+		r, err := rd.readDelivery(c, it, ev, withStream)
 		return &readDone{id: it.DeliveryID, r: r, err: err}
 	})
 }
@@ -189,6 +200,8 @@ func (l *loop) settle(ctx actor.Context, f *flight) {
 		// before the stream's next_attempt_at.
 		l.drop(ctx, f)
 		l.noteDue(f.d.lastNext)
+	case f.d.erased || l.cfg.Payloads.Erased(f.item.TenantID, f.d.event.GetPayloadSeal().GetDataKeyId()):
+		l.recordGone(ctx, f, hooklinev1.ErrorClass_ERROR_CLASS_ERASED, "the tenant's payloads were erased before the attempt")
 	case f.d.event == nil:
 		l.eventMissing(ctx, f, now)
 	default:

@@ -13,6 +13,7 @@ import (
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/due"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/seal"
 )
 
 // deliveryRead is what a delivery's streams say.
@@ -40,8 +41,18 @@ type deliveryRead struct {
 	// stream holds: a retried replay command, or a recovery resumed after a
 	// restart, does not replay it twice.
 	requested []string
-	// event is the published event: its payload is sent on every attempt.
-	event *hooklinev1.EventPublished
+	// event is the published event: its payload (opened) is sent on every
+	// attempt. erased: its payload was erased, and event is nil.
+	event  *hooklinev1.EventPublished
+	erased bool
+}
+
+// reader reads deliveries for a grain, off its mailbox.
+type reader struct {
+	log      events.Log
+	cache    *eventCache
+	payloads *seal.Payloads
+	page     int
 }
 
 // readDelivery reads a delivery stream (tens of events at most: attempts
@@ -50,10 +61,11 @@ type deliveryRead struct {
 // opens the event stream. The stream, not the due index, is the truth: the
 // index may lag behind the grain's own appends, so a delivery it still
 // shows as due may have ended, or be due later.
-func readDelivery(ctx context.Context, log events.Log, cache *eventCache, it due.Item, page int, event *hooklinev1.EventPublished, withStream bool) (deliveryRead, error) {
+func (rd reader) readDelivery(ctx context.Context, it due.Item, event *hooklinev1.EventPublished, withStream bool) (deliveryRead, error) {
+	log, cache := rd.log, rd.cache
 	r := deliveryRead{autoPending: true, event: event}
 	if withStream {
-		err := command.ReadStream(ctx, log, events.DeliveryStream(it.DeliveryID), page, func(msg proto.Message, rev events.Revision) {
+		err := command.ReadStream(ctx, log, events.DeliveryStream(it.DeliveryID), rd.page, func(msg proto.Message, rev events.Revision) {
 			r.apply(msg)
 			r.rev, r.exists = rev, true
 		})
@@ -76,6 +88,11 @@ func readDelivery(ctx context.Context, log events.Log, cache *eventCache, it due
 				return r, err
 			}
 			r.event, _ = msg.(*hooklinev1.EventPublished)
+			if r.event, err = rd.payloads.OpenEvent(ctx, r.event); errors.Is(err, seal.ErrErased) {
+				r.event, r.erased = nil, true
+			} else if err != nil {
+				return r, fmt.Errorf("open the payload of %s: %w", es, err)
+			}
 			if r.event != nil {
 				cache.put(es, r.event)
 			}

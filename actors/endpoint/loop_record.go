@@ -71,12 +71,7 @@ func (l *loop) onRecorded(ctx actor.Context, m *recorded) {
 		f.fresh = false
 		l.log.Debug("a new delivery's stream exists; reading it", "delivery_id", m.id)
 		f.stage = stageReading
-		l.reading++
-		log, cache, it, page, ev := l.cfg.Log, l.cfg.events, f.item, l.cfg.ReadPage, f.d.event
-		l.async(ctx, l.cfg.IOTimeout, func(c context.Context) any {
-			r, err := readDelivery(c, log, cache, it, page, ev, true)
-			return &readDone{id: it.DeliveryID, r: r, err: err}
-		})
+		l.readAsync(ctx, f, true)
 		return
 	case errors.Is(m.err, events.ErrWrongRevision):
 		l.log.Warn("endpoint grain lost ownership of a delivery stream; stopping", "delivery_id", m.id, "revision", uint64(f.d.rev), "error", m.err)

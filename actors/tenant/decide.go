@@ -3,6 +3,7 @@ package tenant
 import (
 	"io"
 	"math"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -139,8 +140,11 @@ func (s *State) Decide(identity string, cmd *internalv1.TenantCommand, now time.
 			return Decision{}, err
 		}
 		return s.decideUpdate(identity, c.Update, by, at, rid)
+
+	case *internalv1.TenantCommand_Erase:
+		return s.decideErase(identity, c.Erase, by, at, rid)
 	}
-	return Decision{}, command.Invalid("command", "is missing or unknown: set one of create, get, issue_key, revoke_key, set_quota, lease, put_event_type, update")
+	return Decision{}, command.Invalid("command", "is missing or unknown: set one of create, get, issue_key, revoke_key, set_quota, lease, put_event_type, update, erase")
 }
 
 // Reissue decides the answer to a retried IssueApiKeyRequest whose first
@@ -235,5 +239,25 @@ func (s *State) decideSetQuota(identity string, r *controlv1.SetQuotaRequest, by
 	}
 	return Decision{Events: []proto.Message{&hooklinev1.TenantQuotaChanged{
 		TenantId: identity, Quota: proto.CloneOf(r.GetQuota()), IssuedBy: by, At: at, RequestId: rid,
+	}}}, nil
+}
+
+// decideErase records the destruction of the tenant's data key. confirm
+// must repeat the tenant id; a key already recorded as destroyed records
+// nothing again.
+func (s *State) decideErase(identity string, c *internalv1.EraseTenant, by *hooklinev1.Actor, at *timestamppb.Timestamp, rid string) (Decision, error) {
+	r := c.GetRequest()
+	if err := s.exists(identity, r.GetTenantId()); err != nil {
+		return Decision{}, err
+	}
+	if r.GetConfirm() != identity {
+		return Decision{}, command.Invalid("confirm", "is %q; erasure cannot be undone, so confirm must repeat the tenant id %q", r.GetConfirm(), identity)
+	}
+	id := c.GetDataKeyId()
+	if id != "" && slices.Contains(s.ErasedKeys, id) {
+		return Decision{}, nil
+	}
+	return Decision{Events: []proto.Message{&hooklinev1.TenantErased{
+		TenantId: identity, DataKeyId: id, IssuedBy: by, At: at, RequestId: rid,
 	}}}, nil
 }

@@ -27,6 +27,10 @@ type State struct {
 	SchemaEnforcement hooklinev1.SchemaEnforcement
 	// EventTypes is the catalog: the newest version of each type.
 	EventTypes map[string]*hooklinev1.EventTypeDefined
+	// ErasedKeys are the data keys destroyed (TenantErased), ErasedAt when
+	// the last erasure was.
+	ErasedKeys []string
+	ErasedAt   time.Time
 }
 
 // APIKey is one API key of a tenant: never the key, only its hash.
@@ -53,6 +57,11 @@ func (s *State) Apply(msg proto.Message) {
 		s.Quota = quotaOrZero(e.GetQuota())
 	case *hooklinev1.TenantSettingsChanged:
 		s.SchemaEnforcement = e.GetSchemaEnforcement()
+	case *hooklinev1.TenantErased:
+		if id := e.GetDataKeyId(); id != "" {
+			s.ErasedKeys = append(s.ErasedKeys, id)
+		}
+		s.ErasedAt = e.GetAt().AsTime()
 	case *hooklinev1.EventTypeDefined:
 		if s.EventTypes == nil {
 			s.EventTypes = map[string]*hooklinev1.EventTypeDefined{}
@@ -97,6 +106,9 @@ func (s *State) View() *controlv1.Tenant {
 		Quota:     proto.CloneOf(s.Quota),
 		CreatedAt: timestamppb.New(s.CreatedAt),
 		Settings:  &controlv1.TenantSettings{SchemaEnforcement: EnforcementName(s.SchemaEnforcement)},
+	}
+	if !s.ErasedAt.IsZero() {
+		t.ErasedAt = timestamppb.New(s.ErasedAt)
 	}
 	for _, k := range s.Keys {
 		t.ApiKeys = append(t.ApiKeys, &controlv1.ApiKey{

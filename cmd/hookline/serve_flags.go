@@ -96,6 +96,8 @@ var serveFlags = []serveFlag{
 		func(s *serveSettings) any { return &s.node.MaxInFlightPerCaller }},
 	{"max-planned", "HOOKLINE_MAX_PLANNED", "", "deliveries one publish may plan (endpoints its type reaches in one tenant); a publish over it is refused; 0 means 10000",
 		func(s *serveSettings) any { return &s.node.MaxPlanned }},
+	{"plain-payloads", "HOOKLINE_PLAIN_PAYLOADS", "", "keep payloads and response bodies in clear in the log, without per-tenant data keys: no erasure (for measuring what sealing costs)",
+		func(s *serveSettings) any { return &s.node.PlainPayloads }},
 	{"log-level", "HOOKLINE_LOG_LEVEL", "info", "debug, info, warn or error",
 		func(s *serveSettings) any { return &s.logLevel }},
 	{"reconcile-every", "HOOKLINE_RECONCILE_EVERY", "", "how often the background reconciler runs its cheap checks; 0 means 30s, negative turns it off",

@@ -405,7 +405,7 @@ export async function delivery(main, id) {
     actions.append(h('button', { type: 'button', id: 'replay', onclick: () => replay(main, d, out) }, 'Replay'));
   }
   if (app.isAdmin()) actions.append(h('a', { href: `#/audit/trace/${encodeURIComponent(d.tenant_id)}/${encodeURIComponent(d.delivery_id)}`, id: 'follow-audit' }, 'Follow it in the audit log'));
-  main.append(actions, out, h('h2', {}, 'Attempts'), attemptsTable(d.attempts || []));
+  main.append(actions, out, h('h2', {}, 'Attempts'), attemptsTable(d.attempts || [], d.erased));
 }
 
 async function replay(main, d, out) {
@@ -443,7 +443,7 @@ function text(b64) {
   try { return new TextDecoder('utf-8', { fatal: false }).decode(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))); } catch { return ''; }
 }
 
-function attemptsTable(attempts) {
+function attemptsTable(attempts, erased) {
   if (!attempts.length) return h('p', { id: 'attempts' }, 'No attempt yet.');
   return h('table', { id: 'attempts' },
     h('thead', {}, h('tr', {}, ['#', 'Kind', 'Started', 'Latency', 'HTTP', 'Error', 'Response (SHA-256, first bytes)'].map((c) => h('th', { scope: 'col' }, c)))),
@@ -454,7 +454,7 @@ function attemptsTable(attempts) {
       h('td', { class: 'num' }, a.latency_us ? `${(Number(a.latency_us) / 1000).toFixed(1)} ms` : ''),
       h('td', { class: 'num' }, a.http_status || ''),
       h('td', {}, [a.error_class && a.error_class !== 'ERROR_CLASS_UNSPECIFIED' ? String(a.error_class).replace('ERROR_CLASS_', '').toLowerCase() : '', a.error ? `: ${a.error}` : ''].join('')),
-      h('td', {}, h('div', { class: 'mono muted' }, hex(a.response_sha256).slice(0, 16)), h('pre', {}, text(a.response_prefix)))))));
+      h('td', {}, h('div', { class: 'mono muted' }, hex(a.response_sha256).slice(0, 16)), erased && !a.response_prefix ? h('p', { class: 'muted', 'data-erased': '' }, 'erased') : h('pre', {}, text(a.response_prefix)))))));
 }
 
 // ---- portal links (API key, or the admin for a tenant) ----

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -24,6 +25,10 @@ type Config struct {
 	// Dir is the directory of the Pebble store, created when missing.
 	// Required.
 	Dir string
+	// VaultDir is the directory of the data-key vault (see
+	// [events.Vault]), apart from the store so that a copy of the store
+	// holds no key; "" means Dir with "-vault" appended.
+	VaultDir string
 	// FS is the file system the store lives on; nil means the disk.
 	// Tests pass vfs.NewMem().
 	FS vfs.FS
@@ -62,6 +67,7 @@ func (c Config) withDefaults() Config {
 	if c.FS == nil {
 		c.FS = vfs.Default
 	}
+	c.VaultDir = cmp.Or(c.VaultDir, filepath.Clean(c.Dir)+"-vault")
 	c.MaxEventSize = cmp.Or(c.MaxEventSize, events.DefaultMaxEventSize)
 	c.Retention = cmp.Or(c.Retention, DefaultRetention)
 	c.RetainEvery = cmp.Or(c.RetainEvery, DefaultRetainEvery)

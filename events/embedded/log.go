@@ -31,6 +31,8 @@ type Log struct {
 	mu     sync.RWMutex
 	closed bool
 
+	vaultMu sync.Mutex // serialises the vault's files (vault.go)
+
 	appends    chan *appendReq // to the writer; unbuffered, see write
 	jobs       chan *job       // to the writer: retention deletes
 	quit       chan struct{}   // closed by Close

@@ -67,6 +67,7 @@ func Run(t *testing.T, h Harness) {
 		{"FilterPartitions", testFilterPartitions},
 		{"FilterProgress", testFilterProgress},
 		{"SubscribeCancel", testSubscribeCancel},
+		{"Vault", testVault},
 		{"Closed", testClosed},
 	}
 	for _, c := range cases {

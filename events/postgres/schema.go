@@ -19,6 +19,8 @@ import (
 //	                   born, the time of the stream's first event; one
 //	                   table per Config.PartitionEvery, listed in partitions
 //	partitions       the time partitions and their bounds
+//	data_keys        the vault: each tenant's current data key, sealed
+//	                 (see vault.go); rows are deleted, unlike events
 //	append_group(..) a group of appends, in one statement (see appendGroupFunc)
 //	append(...)      one append: append_group of one (see appendFunc)
 const schemaSQL = `
@@ -53,6 +55,12 @@ CREATE TABLE IF NOT EXISTS %[1]s.events_expiring PARTITION OF %[1]s.events FOR V
 -- revision) across the whole log.
 CREATE UNIQUE INDEX IF NOT EXISTS events_stream_revision ON %[1]s.events (stream, revision, expires, born);
 CREATE INDEX IF NOT EXISTS events_position ON %[1]s.events (position);
+
+CREATE TABLE IF NOT EXISTS %[1]s.data_keys (
+	tenant_id text  PRIMARY KEY,
+	id        text  NOT NULL,
+	sealed    bytea NOT NULL
+);
 
 CREATE TABLE IF NOT EXISTS %[1]s.partitions (
 	name text        PRIMARY KEY,

@@ -40,6 +40,10 @@ type Tenant struct {
 	CreatedAt time.Time
 	// SchemaEnforcement is the tenant's setting; 0 (off) until set.
 	SchemaEnforcement hooklinev1.SchemaEnforcement `json:",omitempty"`
+	// ErasedKeys are the ids of the tenant's data keys destroyed
+	// (TenantErased), ErasedAt when the last was.
+	ErasedKeys []string  `json:",omitempty"`
+	ErasedAt   time.Time `json:",omitzero"`
 }
 
 // Quota is a tenant's share of the fleet; zero fields mean the defaults.
@@ -149,7 +153,7 @@ func (*Registry) Filter() events.Filter {
 		StreamPrefixes: []string{events.TenantCategory + "-", events.EndpointCategory + "-"},
 		Types: []string{
 			"TenantCreated", "TenantQuotaChanged", "ApiKeyIssued", "ApiKeyRevoked",
-			"TenantSettingsChanged", "EventTypeDefined",
+			"TenantSettingsChanged", "EventTypeDefined", "TenantErased",
 			"EndpointCreated", "EndpointUpdated", "SecretRotated", "SecretRetired",
 			"EndpointPaused", "EndpointResumed", "EndpointDisabled", "EndpointDeleted",
 			"RecoveryStarted", "RecoveryFinished",
@@ -171,6 +175,14 @@ func (r *Registry) Tenant(id string) (t Tenant, ok bool, err error) {
 		return Tenant{}, false, nil
 	}
 	return v.(Tenant), true, nil
+}
+
+// DataKeyErased reports whether the log records the destruction of the
+// tenant's data key id (a failed read counts as not erased: the vault,
+// which no longer holds an erased key, still refuses it).
+func (r *Registry) DataKeyErased(tenantID, id string) bool {
+	t, ok, err := r.Tenant(tenantID)
+	return err == nil && ok && slices.Contains(t.ErasedKeys, id)
 }
 
 // TenantByKeyHash authenticates an API key by its SHA-256: ok is false when
@@ -368,6 +380,16 @@ func (r *Registry) Apply(b *projections.Batch, rec *events.Record, msg proto.Mes
 			return err
 		}
 		t.SchemaEnforcement = m.GetSchemaEnforcement()
+		return put(b, tenantKey(t.ID), t)
+	case *hooklinev1.TenantErased:
+		var t Tenant
+		if ok, err := getJSON(b, tenantKey(m.GetTenantId()), &t); err != nil || !ok {
+			return err
+		}
+		if id := m.GetDataKeyId(); id != "" && !slices.Contains(t.ErasedKeys, id) {
+			t.ErasedKeys = append(t.ErasedKeys, id)
+		}
+		t.ErasedAt = asTime(m.GetAt())
 		return put(b, tenantKey(t.ID), t)
 	case *hooklinev1.EventTypeDefined:
 		return put(b, eventTypeKey(m.GetTenantId(), m.GetEventType()), eventTypeOf(m))

@@ -174,6 +174,7 @@ type TenantCommand struct {
 	//	*TenantCommand_Lease
 	//	*TenantCommand_PutEventType
 	//	*TenantCommand_Update
+	//	*TenantCommand_Erase
 	Command isTenantCommand_Command `protobuf_oneof:"command"`
 	// request_id names this command (the control API sets it): a retry of it
 	// with the same id gets the original answer and changes nothing again.
@@ -298,6 +299,15 @@ func (x *TenantCommand) GetUpdate() *controlv1.UpdateTenantRequest {
 	return nil
 }
 
+func (x *TenantCommand) GetErase() *EraseTenant {
+	if x != nil {
+		if x, ok := x.Command.(*TenantCommand_Erase); ok {
+			return x.Erase
+		}
+	}
+	return nil
+}
+
 func (x *TenantCommand) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
@@ -341,6 +351,10 @@ type TenantCommand_Update struct {
 	Update *controlv1.UpdateTenantRequest `protobuf:"bytes,10,opt,name=update,proto3,oneof"`
 }
 
+type TenantCommand_Erase struct {
+	Erase *EraseTenant `protobuf:"bytes,11,opt,name=erase,proto3,oneof"`
+}
+
 func (*TenantCommand_Create) isTenantCommand_Command() {}
 
 func (*TenantCommand_Get) isTenantCommand_Command() {}
@@ -357,6 +371,63 @@ func (*TenantCommand_PutEventType) isTenantCommand_Command() {}
 
 func (*TenantCommand_Update) isTenantCommand_Command() {}
 
+func (*TenantCommand_Erase) isTenantCommand_Command() {}
+
+// EraseTenant records the destruction of the tenant's data key
+// data_key_id (TenantErased); the control API destroys it in the vault
+// once recorded.
+type EraseTenant struct {
+	state         protoimpl.MessageState        `protogen:"open.v1"`
+	Request       *controlv1.EraseTenantRequest `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	DataKeyId     string                        `protobuf:"bytes,2,opt,name=data_key_id,json=dataKeyId,proto3" json:"data_key_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EraseTenant) Reset() {
+	*x = EraseTenant{}
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EraseTenant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EraseTenant) ProtoMessage() {}
+
+func (x *EraseTenant) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EraseTenant.ProtoReflect.Descriptor instead.
+func (*EraseTenant) Descriptor() ([]byte, []int) {
+	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *EraseTenant) GetRequest() *controlv1.EraseTenantRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *EraseTenant) GetDataKeyId() string {
+	if x != nil {
+		return x.DataKeyId
+	}
+	return ""
+}
+
 type TenantReply struct {
 	state         protoimpl.MessageState         `protogen:"open.v1"`
 	Error         *GrainError                    `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
@@ -369,7 +440,7 @@ type TenantReply struct {
 
 func (x *TenantReply) Reset() {
 	*x = TenantReply{}
-	mi := &file_hookline_internal_v1_grains_proto_msgTypes[2]
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +452,7 @@ func (x *TenantReply) String() string {
 func (*TenantReply) ProtoMessage() {}
 
 func (x *TenantReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_grains_proto_msgTypes[2]
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +465,7 @@ func (x *TenantReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantReply.ProtoReflect.Descriptor instead.
 func (*TenantReply) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{2}
+	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TenantReply) GetError() *GrainError {
@@ -439,7 +510,7 @@ type QuotaLeaseRequest struct {
 
 func (x *QuotaLeaseRequest) Reset() {
 	*x = QuotaLeaseRequest{}
-	mi := &file_hookline_internal_v1_grains_proto_msgTypes[3]
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -451,7 +522,7 @@ func (x *QuotaLeaseRequest) String() string {
 func (*QuotaLeaseRequest) ProtoMessage() {}
 
 func (x *QuotaLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_grains_proto_msgTypes[3]
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -464,7 +535,7 @@ func (x *QuotaLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaLeaseRequest.ProtoReflect.Descriptor instead.
 func (*QuotaLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{3}
+	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *QuotaLeaseRequest) GetEndpointId() string {
@@ -499,7 +570,7 @@ type QuotaLease struct {
 
 func (x *QuotaLease) Reset() {
 	*x = QuotaLease{}
-	mi := &file_hookline_internal_v1_grains_proto_msgTypes[4]
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +582,7 @@ func (x *QuotaLease) String() string {
 func (*QuotaLease) ProtoMessage() {}
 
 func (x *QuotaLease) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_grains_proto_msgTypes[4]
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +595,7 @@ func (x *QuotaLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaLease.ProtoReflect.Descriptor instead.
 func (*QuotaLease) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{4}
+	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *QuotaLease) GetAttempts() int32 {
@@ -585,7 +656,7 @@ type EndpointCommand struct {
 
 func (x *EndpointCommand) Reset() {
 	*x = EndpointCommand{}
-	mi := &file_hookline_internal_v1_grains_proto_msgTypes[5]
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +668,7 @@ func (x *EndpointCommand) String() string {
 func (*EndpointCommand) ProtoMessage() {}
 
 func (x *EndpointCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_grains_proto_msgTypes[5]
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +681,7 @@ func (x *EndpointCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointCommand.ProtoReflect.Descriptor instead.
 func (*EndpointCommand) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{5}
+	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EndpointCommand) GetIssuedBy() *v1.Actor {
@@ -933,7 +1004,7 @@ type Reseal struct {
 
 func (x *Reseal) Reset() {
 	*x = Reseal{}
-	mi := &file_hookline_internal_v1_grains_proto_msgTypes[6]
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1016,7 @@ func (x *Reseal) String() string {
 func (*Reseal) ProtoMessage() {}
 
 func (x *Reseal) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_grains_proto_msgTypes[6]
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1029,7 @@ func (x *Reseal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reseal.ProtoReflect.Descriptor instead.
 func (*Reseal) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{6}
+	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Reseal) GetTenantId() string {
@@ -1001,7 +1072,7 @@ type EndpointReply struct {
 
 func (x *EndpointReply) Reset() {
 	*x = EndpointReply{}
-	mi := &file_hookline_internal_v1_grains_proto_msgTypes[7]
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1084,7 @@ func (x *EndpointReply) String() string {
 func (*EndpointReply) ProtoMessage() {}
 
 func (x *EndpointReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_grains_proto_msgTypes[7]
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1097,7 @@ func (x *EndpointReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointReply.ProtoReflect.Descriptor instead.
 func (*EndpointReply) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{7}
+	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EndpointReply) GetError() *GrainError {
@@ -1109,7 +1180,7 @@ type Wake struct {
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_hookline_internal_v1_grains_proto_msgTypes[8]
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1192,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_grains_proto_msgTypes[8]
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1205,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{8}
+	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{9}
 }
 
 var File_hookline_internal_v1_grains_proto protoreflect.FileDescriptor
@@ -1156,7 +1227,7 @@ const file_hookline_internal_v1_grains_proto_rawDesc = "" +
 	"\x16CODE_PERMISSION_DENIED\x10\x05\x12\x10\n" +
 	"\fCODE_ABORTED\x10\x06\x12\x11\n" +
 	"\rCODE_INTERNAL\x10\a\x12\x14\n" +
-	"\x10CODE_UNAVAILABLE\x10\b\"\xe0\x04\n" +
+	"\x10CODE_UNAVAILABLE\x10\b\"\x9b\x05\n" +
 	"\rTenantCommand\x12/\n" +
 	"\tissued_by\x18\x01 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12:\n" +
 	"\x06create\x18\x02 \x01(\v2 .hookline.v1.CreateTenantRequestH\x00R\x06create\x121\n" +
@@ -1168,10 +1239,14 @@ const file_hookline_internal_v1_grains_proto_rawDesc = "" +
 	"\x05lease\x18\a \x01(\v2'.hookline.internal.v1.QuotaLeaseRequestH\x00R\x05lease\x12H\n" +
 	"\x0eput_event_type\x18\t \x01(\v2 .hookline.v1.PutEventTypeRequestH\x00R\fputEventType\x12:\n" +
 	"\x06update\x18\n" +
-	" \x01(\v2 .hookline.v1.UpdateTenantRequestH\x00R\x06update\x12\x1d\n" +
+	" \x01(\v2 .hookline.v1.UpdateTenantRequestH\x00R\x06update\x129\n" +
+	"\x05erase\x18\v \x01(\v2!.hookline.internal.v1.EraseTenantH\x00R\x05erase\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\b \x01(\tR\trequestIdB\t\n" +
-	"\acommand\"\xde\x01\n" +
+	"\acommand\"h\n" +
+	"\vEraseTenant\x129\n" +
+	"\arequest\x18\x01 \x01(\v2\x1f.hookline.v1.EraseTenantRequestR\arequest\x12\x1e\n" +
+	"\vdata_key_id\x18\x02 \x01(\tR\tdataKeyId\"\xde\x01\n" +
 	"\vTenantReply\x126\n" +
 	"\x05error\x18\x01 \x01(\v2 .hookline.internal.v1.GrainErrorR\x05error\x12+\n" +
 	"\x06tenant\x18\x02 \x01(\v2\x13.hookline.v1.TenantR\x06tenant\x122\n" +
@@ -1248,101 +1323,105 @@ func file_hookline_internal_v1_grains_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_internal_v1_grains_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_hookline_internal_v1_grains_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_hookline_internal_v1_grains_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_hookline_internal_v1_grains_proto_goTypes = []any{
 	(GrainError_Code)(0),                      // 0: hookline.internal.v1.GrainError.Code
 	(*GrainError)(nil),                        // 1: hookline.internal.v1.GrainError
 	(*TenantCommand)(nil),                     // 2: hookline.internal.v1.TenantCommand
-	(*TenantReply)(nil),                       // 3: hookline.internal.v1.TenantReply
-	(*QuotaLeaseRequest)(nil),                 // 4: hookline.internal.v1.QuotaLeaseRequest
-	(*QuotaLease)(nil),                        // 5: hookline.internal.v1.QuotaLease
-	(*EndpointCommand)(nil),                   // 6: hookline.internal.v1.EndpointCommand
-	(*Reseal)(nil),                            // 7: hookline.internal.v1.Reseal
-	(*EndpointReply)(nil),                     // 8: hookline.internal.v1.EndpointReply
-	(*Wake)(nil),                              // 9: hookline.internal.v1.Wake
-	(*v1.Actor)(nil),                          // 10: hookline.v1.Actor
-	(*controlv1.CreateTenantRequest)(nil),     // 11: hookline.v1.CreateTenantRequest
-	(*controlv1.GetTenantRequest)(nil),        // 12: hookline.v1.GetTenantRequest
-	(*controlv1.IssueApiKeyRequest)(nil),      // 13: hookline.v1.IssueApiKeyRequest
-	(*controlv1.RevokeApiKeyRequest)(nil),     // 14: hookline.v1.RevokeApiKeyRequest
-	(*controlv1.SetQuotaRequest)(nil),         // 15: hookline.v1.SetQuotaRequest
-	(*controlv1.PutEventTypeRequest)(nil),     // 16: hookline.v1.PutEventTypeRequest
-	(*controlv1.UpdateTenantRequest)(nil),     // 17: hookline.v1.UpdateTenantRequest
-	(*controlv1.Tenant)(nil),                  // 18: hookline.v1.Tenant
-	(*controlv1.IssueApiKeyResponse)(nil),     // 19: hookline.v1.IssueApiKeyResponse
-	(*timestamppb.Timestamp)(nil),             // 20: google.protobuf.Timestamp
-	(*controlv1.CreateEndpointRequest)(nil),   // 21: hookline.v1.CreateEndpointRequest
-	(*controlv1.GetEndpointRequest)(nil),      // 22: hookline.v1.GetEndpointRequest
-	(*controlv1.UpdateEndpointRequest)(nil),   // 23: hookline.v1.UpdateEndpointRequest
-	(*controlv1.RotateSecretRequest)(nil),     // 24: hookline.v1.RotateSecretRequest
-	(*controlv1.RetireSecretRequest)(nil),     // 25: hookline.v1.RetireSecretRequest
-	(*controlv1.PauseEndpointRequest)(nil),    // 26: hookline.v1.PauseEndpointRequest
-	(*controlv1.ResumeEndpointRequest)(nil),   // 27: hookline.v1.ResumeEndpointRequest
-	(*controlv1.DeleteEndpointRequest)(nil),   // 28: hookline.v1.DeleteEndpointRequest
-	(*controlv1.ReplayDeliveryRequest)(nil),   // 29: hookline.v1.ReplayDeliveryRequest
-	(*controlv1.RecoverEndpointRequest)(nil),  // 30: hookline.v1.RecoverEndpointRequest
-	(*controlv1.GetRecoveryRequest)(nil),      // 31: hookline.v1.GetRecoveryRequest
-	(*controlv1.ListRecoveriesRequest)(nil),   // 32: hookline.v1.ListRecoveriesRequest
-	(*controlv1.ListOrderingKeysRequest)(nil), // 33: hookline.v1.ListOrderingKeysRequest
-	(*controlv1.SkipOrderingKeyRequest)(nil),  // 34: hookline.v1.SkipOrderingKeyRequest
-	(*controlv1.PullDeliveriesRequest)(nil),   // 35: hookline.v1.PullDeliveriesRequest
-	(*controlv1.AckDeliveriesRequest)(nil),    // 36: hookline.v1.AckDeliveriesRequest
-	(*controlv1.Endpoint)(nil),                // 37: hookline.v1.Endpoint
-	(*controlv1.Delivery)(nil),                // 38: hookline.v1.Delivery
-	(*controlv1.Recovery)(nil),                // 39: hookline.v1.Recovery
-	(*controlv1.OrderingKey)(nil),             // 40: hookline.v1.OrderingKey
-	(*controlv1.PullDeliveriesResponse)(nil),  // 41: hookline.v1.PullDeliveriesResponse
-	(*controlv1.AckDeliveriesResponse)(nil),   // 42: hookline.v1.AckDeliveriesResponse
+	(*EraseTenant)(nil),                       // 3: hookline.internal.v1.EraseTenant
+	(*TenantReply)(nil),                       // 4: hookline.internal.v1.TenantReply
+	(*QuotaLeaseRequest)(nil),                 // 5: hookline.internal.v1.QuotaLeaseRequest
+	(*QuotaLease)(nil),                        // 6: hookline.internal.v1.QuotaLease
+	(*EndpointCommand)(nil),                   // 7: hookline.internal.v1.EndpointCommand
+	(*Reseal)(nil),                            // 8: hookline.internal.v1.Reseal
+	(*EndpointReply)(nil),                     // 9: hookline.internal.v1.EndpointReply
+	(*Wake)(nil),                              // 10: hookline.internal.v1.Wake
+	(*v1.Actor)(nil),                          // 11: hookline.v1.Actor
+	(*controlv1.CreateTenantRequest)(nil),     // 12: hookline.v1.CreateTenantRequest
+	(*controlv1.GetTenantRequest)(nil),        // 13: hookline.v1.GetTenantRequest
+	(*controlv1.IssueApiKeyRequest)(nil),      // 14: hookline.v1.IssueApiKeyRequest
+	(*controlv1.RevokeApiKeyRequest)(nil),     // 15: hookline.v1.RevokeApiKeyRequest
+	(*controlv1.SetQuotaRequest)(nil),         // 16: hookline.v1.SetQuotaRequest
+	(*controlv1.PutEventTypeRequest)(nil),     // 17: hookline.v1.PutEventTypeRequest
+	(*controlv1.UpdateTenantRequest)(nil),     // 18: hookline.v1.UpdateTenantRequest
+	(*controlv1.EraseTenantRequest)(nil),      // 19: hookline.v1.EraseTenantRequest
+	(*controlv1.Tenant)(nil),                  // 20: hookline.v1.Tenant
+	(*controlv1.IssueApiKeyResponse)(nil),     // 21: hookline.v1.IssueApiKeyResponse
+	(*timestamppb.Timestamp)(nil),             // 22: google.protobuf.Timestamp
+	(*controlv1.CreateEndpointRequest)(nil),   // 23: hookline.v1.CreateEndpointRequest
+	(*controlv1.GetEndpointRequest)(nil),      // 24: hookline.v1.GetEndpointRequest
+	(*controlv1.UpdateEndpointRequest)(nil),   // 25: hookline.v1.UpdateEndpointRequest
+	(*controlv1.RotateSecretRequest)(nil),     // 26: hookline.v1.RotateSecretRequest
+	(*controlv1.RetireSecretRequest)(nil),     // 27: hookline.v1.RetireSecretRequest
+	(*controlv1.PauseEndpointRequest)(nil),    // 28: hookline.v1.PauseEndpointRequest
+	(*controlv1.ResumeEndpointRequest)(nil),   // 29: hookline.v1.ResumeEndpointRequest
+	(*controlv1.DeleteEndpointRequest)(nil),   // 30: hookline.v1.DeleteEndpointRequest
+	(*controlv1.ReplayDeliveryRequest)(nil),   // 31: hookline.v1.ReplayDeliveryRequest
+	(*controlv1.RecoverEndpointRequest)(nil),  // 32: hookline.v1.RecoverEndpointRequest
+	(*controlv1.GetRecoveryRequest)(nil),      // 33: hookline.v1.GetRecoveryRequest
+	(*controlv1.ListRecoveriesRequest)(nil),   // 34: hookline.v1.ListRecoveriesRequest
+	(*controlv1.ListOrderingKeysRequest)(nil), // 35: hookline.v1.ListOrderingKeysRequest
+	(*controlv1.SkipOrderingKeyRequest)(nil),  // 36: hookline.v1.SkipOrderingKeyRequest
+	(*controlv1.PullDeliveriesRequest)(nil),   // 37: hookline.v1.PullDeliveriesRequest
+	(*controlv1.AckDeliveriesRequest)(nil),    // 38: hookline.v1.AckDeliveriesRequest
+	(*controlv1.Endpoint)(nil),                // 39: hookline.v1.Endpoint
+	(*controlv1.Delivery)(nil),                // 40: hookline.v1.Delivery
+	(*controlv1.Recovery)(nil),                // 41: hookline.v1.Recovery
+	(*controlv1.OrderingKey)(nil),             // 42: hookline.v1.OrderingKey
+	(*controlv1.PullDeliveriesResponse)(nil),  // 43: hookline.v1.PullDeliveriesResponse
+	(*controlv1.AckDeliveriesResponse)(nil),   // 44: hookline.v1.AckDeliveriesResponse
 }
 var file_hookline_internal_v1_grains_proto_depIdxs = []int32{
 	0,  // 0: hookline.internal.v1.GrainError.code:type_name -> hookline.internal.v1.GrainError.Code
-	10, // 1: hookline.internal.v1.TenantCommand.issued_by:type_name -> hookline.v1.Actor
-	11, // 2: hookline.internal.v1.TenantCommand.create:type_name -> hookline.v1.CreateTenantRequest
-	12, // 3: hookline.internal.v1.TenantCommand.get:type_name -> hookline.v1.GetTenantRequest
-	13, // 4: hookline.internal.v1.TenantCommand.issue_key:type_name -> hookline.v1.IssueApiKeyRequest
-	14, // 5: hookline.internal.v1.TenantCommand.revoke_key:type_name -> hookline.v1.RevokeApiKeyRequest
-	15, // 6: hookline.internal.v1.TenantCommand.set_quota:type_name -> hookline.v1.SetQuotaRequest
-	4,  // 7: hookline.internal.v1.TenantCommand.lease:type_name -> hookline.internal.v1.QuotaLeaseRequest
-	16, // 8: hookline.internal.v1.TenantCommand.put_event_type:type_name -> hookline.v1.PutEventTypeRequest
-	17, // 9: hookline.internal.v1.TenantCommand.update:type_name -> hookline.v1.UpdateTenantRequest
-	1,  // 10: hookline.internal.v1.TenantReply.error:type_name -> hookline.internal.v1.GrainError
-	18, // 11: hookline.internal.v1.TenantReply.tenant:type_name -> hookline.v1.Tenant
-	19, // 12: hookline.internal.v1.TenantReply.key:type_name -> hookline.v1.IssueApiKeyResponse
-	5,  // 13: hookline.internal.v1.TenantReply.lease:type_name -> hookline.internal.v1.QuotaLease
-	20, // 14: hookline.internal.v1.QuotaLease.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 15: hookline.internal.v1.EndpointCommand.issued_by:type_name -> hookline.v1.Actor
-	21, // 16: hookline.internal.v1.EndpointCommand.create:type_name -> hookline.v1.CreateEndpointRequest
-	22, // 17: hookline.internal.v1.EndpointCommand.get:type_name -> hookline.v1.GetEndpointRequest
-	23, // 18: hookline.internal.v1.EndpointCommand.update:type_name -> hookline.v1.UpdateEndpointRequest
-	24, // 19: hookline.internal.v1.EndpointCommand.rotate:type_name -> hookline.v1.RotateSecretRequest
-	25, // 20: hookline.internal.v1.EndpointCommand.retire:type_name -> hookline.v1.RetireSecretRequest
-	26, // 21: hookline.internal.v1.EndpointCommand.pause:type_name -> hookline.v1.PauseEndpointRequest
-	27, // 22: hookline.internal.v1.EndpointCommand.resume:type_name -> hookline.v1.ResumeEndpointRequest
-	28, // 23: hookline.internal.v1.EndpointCommand.delete:type_name -> hookline.v1.DeleteEndpointRequest
-	29, // 24: hookline.internal.v1.EndpointCommand.replay:type_name -> hookline.v1.ReplayDeliveryRequest
-	30, // 25: hookline.internal.v1.EndpointCommand.recover:type_name -> hookline.v1.RecoverEndpointRequest
-	31, // 26: hookline.internal.v1.EndpointCommand.get_recovery:type_name -> hookline.v1.GetRecoveryRequest
-	9,  // 27: hookline.internal.v1.EndpointCommand.wake:type_name -> hookline.internal.v1.Wake
-	7,  // 28: hookline.internal.v1.EndpointCommand.reseal:type_name -> hookline.internal.v1.Reseal
-	32, // 29: hookline.internal.v1.EndpointCommand.list_recoveries:type_name -> hookline.v1.ListRecoveriesRequest
-	33, // 30: hookline.internal.v1.EndpointCommand.list_ordering_keys:type_name -> hookline.v1.ListOrderingKeysRequest
-	34, // 31: hookline.internal.v1.EndpointCommand.skip_ordering_key:type_name -> hookline.v1.SkipOrderingKeyRequest
-	35, // 32: hookline.internal.v1.EndpointCommand.pull:type_name -> hookline.v1.PullDeliveriesRequest
-	36, // 33: hookline.internal.v1.EndpointCommand.ack:type_name -> hookline.v1.AckDeliveriesRequest
-	1,  // 34: hookline.internal.v1.EndpointReply.error:type_name -> hookline.internal.v1.GrainError
-	37, // 35: hookline.internal.v1.EndpointReply.endpoint:type_name -> hookline.v1.Endpoint
-	38, // 36: hookline.internal.v1.EndpointReply.delivery:type_name -> hookline.v1.Delivery
-	39, // 37: hookline.internal.v1.EndpointReply.recovery:type_name -> hookline.v1.Recovery
-	39, // 38: hookline.internal.v1.EndpointReply.recoveries:type_name -> hookline.v1.Recovery
-	40, // 39: hookline.internal.v1.EndpointReply.ordering_keys:type_name -> hookline.v1.OrderingKey
-	40, // 40: hookline.internal.v1.EndpointReply.ordering_key:type_name -> hookline.v1.OrderingKey
-	41, // 41: hookline.internal.v1.EndpointReply.pulled:type_name -> hookline.v1.PullDeliveriesResponse
-	42, // 42: hookline.internal.v1.EndpointReply.acked:type_name -> hookline.v1.AckDeliveriesResponse
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	11, // 1: hookline.internal.v1.TenantCommand.issued_by:type_name -> hookline.v1.Actor
+	12, // 2: hookline.internal.v1.TenantCommand.create:type_name -> hookline.v1.CreateTenantRequest
+	13, // 3: hookline.internal.v1.TenantCommand.get:type_name -> hookline.v1.GetTenantRequest
+	14, // 4: hookline.internal.v1.TenantCommand.issue_key:type_name -> hookline.v1.IssueApiKeyRequest
+	15, // 5: hookline.internal.v1.TenantCommand.revoke_key:type_name -> hookline.v1.RevokeApiKeyRequest
+	16, // 6: hookline.internal.v1.TenantCommand.set_quota:type_name -> hookline.v1.SetQuotaRequest
+	5,  // 7: hookline.internal.v1.TenantCommand.lease:type_name -> hookline.internal.v1.QuotaLeaseRequest
+	17, // 8: hookline.internal.v1.TenantCommand.put_event_type:type_name -> hookline.v1.PutEventTypeRequest
+	18, // 9: hookline.internal.v1.TenantCommand.update:type_name -> hookline.v1.UpdateTenantRequest
+	3,  // 10: hookline.internal.v1.TenantCommand.erase:type_name -> hookline.internal.v1.EraseTenant
+	19, // 11: hookline.internal.v1.EraseTenant.request:type_name -> hookline.v1.EraseTenantRequest
+	1,  // 12: hookline.internal.v1.TenantReply.error:type_name -> hookline.internal.v1.GrainError
+	20, // 13: hookline.internal.v1.TenantReply.tenant:type_name -> hookline.v1.Tenant
+	21, // 14: hookline.internal.v1.TenantReply.key:type_name -> hookline.v1.IssueApiKeyResponse
+	6,  // 15: hookline.internal.v1.TenantReply.lease:type_name -> hookline.internal.v1.QuotaLease
+	22, // 16: hookline.internal.v1.QuotaLease.expires_at:type_name -> google.protobuf.Timestamp
+	11, // 17: hookline.internal.v1.EndpointCommand.issued_by:type_name -> hookline.v1.Actor
+	23, // 18: hookline.internal.v1.EndpointCommand.create:type_name -> hookline.v1.CreateEndpointRequest
+	24, // 19: hookline.internal.v1.EndpointCommand.get:type_name -> hookline.v1.GetEndpointRequest
+	25, // 20: hookline.internal.v1.EndpointCommand.update:type_name -> hookline.v1.UpdateEndpointRequest
+	26, // 21: hookline.internal.v1.EndpointCommand.rotate:type_name -> hookline.v1.RotateSecretRequest
+	27, // 22: hookline.internal.v1.EndpointCommand.retire:type_name -> hookline.v1.RetireSecretRequest
+	28, // 23: hookline.internal.v1.EndpointCommand.pause:type_name -> hookline.v1.PauseEndpointRequest
+	29, // 24: hookline.internal.v1.EndpointCommand.resume:type_name -> hookline.v1.ResumeEndpointRequest
+	30, // 25: hookline.internal.v1.EndpointCommand.delete:type_name -> hookline.v1.DeleteEndpointRequest
+	31, // 26: hookline.internal.v1.EndpointCommand.replay:type_name -> hookline.v1.ReplayDeliveryRequest
+	32, // 27: hookline.internal.v1.EndpointCommand.recover:type_name -> hookline.v1.RecoverEndpointRequest
+	33, // 28: hookline.internal.v1.EndpointCommand.get_recovery:type_name -> hookline.v1.GetRecoveryRequest
+	10, // 29: hookline.internal.v1.EndpointCommand.wake:type_name -> hookline.internal.v1.Wake
+	8,  // 30: hookline.internal.v1.EndpointCommand.reseal:type_name -> hookline.internal.v1.Reseal
+	34, // 31: hookline.internal.v1.EndpointCommand.list_recoveries:type_name -> hookline.v1.ListRecoveriesRequest
+	35, // 32: hookline.internal.v1.EndpointCommand.list_ordering_keys:type_name -> hookline.v1.ListOrderingKeysRequest
+	36, // 33: hookline.internal.v1.EndpointCommand.skip_ordering_key:type_name -> hookline.v1.SkipOrderingKeyRequest
+	37, // 34: hookline.internal.v1.EndpointCommand.pull:type_name -> hookline.v1.PullDeliveriesRequest
+	38, // 35: hookline.internal.v1.EndpointCommand.ack:type_name -> hookline.v1.AckDeliveriesRequest
+	1,  // 36: hookline.internal.v1.EndpointReply.error:type_name -> hookline.internal.v1.GrainError
+	39, // 37: hookline.internal.v1.EndpointReply.endpoint:type_name -> hookline.v1.Endpoint
+	40, // 38: hookline.internal.v1.EndpointReply.delivery:type_name -> hookline.v1.Delivery
+	41, // 39: hookline.internal.v1.EndpointReply.recovery:type_name -> hookline.v1.Recovery
+	41, // 40: hookline.internal.v1.EndpointReply.recoveries:type_name -> hookline.v1.Recovery
+	42, // 41: hookline.internal.v1.EndpointReply.ordering_keys:type_name -> hookline.v1.OrderingKey
+	42, // 42: hookline.internal.v1.EndpointReply.ordering_key:type_name -> hookline.v1.OrderingKey
+	43, // 43: hookline.internal.v1.EndpointReply.pulled:type_name -> hookline.v1.PullDeliveriesResponse
+	44, // 44: hookline.internal.v1.EndpointReply.acked:type_name -> hookline.v1.AckDeliveriesResponse
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_hookline_internal_v1_grains_proto_init() }
@@ -1359,8 +1438,9 @@ func file_hookline_internal_v1_grains_proto_init() {
 		(*TenantCommand_Lease)(nil),
 		(*TenantCommand_PutEventType)(nil),
 		(*TenantCommand_Update)(nil),
+		(*TenantCommand_Erase)(nil),
 	}
-	file_hookline_internal_v1_grains_proto_msgTypes[5].OneofWrappers = []any{
+	file_hookline_internal_v1_grains_proto_msgTypes[6].OneofWrappers = []any{
 		(*EndpointCommand_Create)(nil),
 		(*EndpointCommand_Get)(nil),
 		(*EndpointCommand_Update)(nil),
@@ -1386,7 +1466,7 @@ func file_hookline_internal_v1_grains_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_internal_v1_grains_proto_rawDesc), len(file_hookline_internal_v1_grains_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -158,6 +158,9 @@ const (
 	// TOKEN: the receiver's OAuth2 token endpoint issued no token, so no
 	// request was sent to the receiver.
 	ErrorClass_ERROR_CLASS_TOKEN ErrorClass = 10
+	// ERASED: the tenant's payloads were erased (TenantErased) before the
+	// delivery could be attempted; it ends failed without an attempt.
+	ErrorClass_ERROR_CLASS_ERASED ErrorClass = 11
 )
 
 // Enum value maps for ErrorClass.
@@ -174,6 +177,7 @@ var (
 		8:  "ERROR_CLASS_ENDPOINT_GONE",
 		9:  "ERROR_CLASS_INTERNAL",
 		10: "ERROR_CLASS_TOKEN",
+		11: "ERROR_CLASS_ERASED",
 	}
 	ErrorClass_value = map[string]int32{
 		"ERROR_CLASS_UNSPECIFIED":   0,
@@ -187,6 +191,7 @@ var (
 		"ERROR_CLASS_ENDPOINT_GONE": 8,
 		"ERROR_CLASS_INTERNAL":      9,
 		"ERROR_CLASS_TOKEN":         10,
+		"ERROR_CLASS_ERASED":        11,
 	}
 )
 
@@ -325,7 +330,7 @@ func (x ApiKeyRevoked_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApiKeyRevoked_Reason.Descriptor instead.
 func (ApiKeyRevoked_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{7, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{8, 0}
 }
 
 type SecretRetired_Reason int32
@@ -374,7 +379,7 @@ func (x SecretRetired_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SecretRetired_Reason.Descriptor instead.
 func (SecretRetired_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{16, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{17, 0}
 }
 
 type EndpointPaused_Reason int32
@@ -424,7 +429,7 @@ func (x EndpointPaused_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EndpointPaused_Reason.Descriptor instead.
 func (EndpointPaused_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{17, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{18, 0}
 }
 
 type RecoveryFinished_Reason int32
@@ -480,7 +485,7 @@ func (x RecoveryFinished_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RecoveryFinished_Reason.Descriptor instead.
 func (RecoveryFinished_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27, 0}
 }
 
 type AttemptTrigger_Kind int32
@@ -540,7 +545,7 @@ func (x AttemptTrigger_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AttemptTrigger_Kind.Descriptor instead.
 func (AttemptTrigger_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37, 0}
 }
 
 type RetryDecision_Outcome int32
@@ -611,7 +616,7 @@ func (x RetryDecision_Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryDecision_Outcome.Descriptor instead.
 func (RetryDecision_Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40, 0}
 }
 
 // RetryAfter says what became of the receiver's Retry-After.
@@ -680,7 +685,7 @@ func (x RetryDecision_RetryAfter) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryDecision_RetryAfter.Descriptor instead.
 func (RetryDecision_RetryAfter) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38, 1}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40, 1}
 }
 
 type PartitionsAssigned_Reason int32
@@ -737,7 +742,7 @@ func (x PartitionsAssigned_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PartitionsAssigned_Reason.Descriptor instead.
 func (PartitionsAssigned_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{50, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{52, 0}
 }
 
 type ReconcileRepaired_Kind int32
@@ -794,7 +799,7 @@ func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
 func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{51, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{53, 0}
 }
 
 // Actor names who issued the command that caused an event.
@@ -1200,6 +1205,86 @@ func (x *TenantSettingsChanged) GetRequestId() string {
 	return ""
 }
 
+// TenantErased records that the tenant's data key data_key_id was
+// destroyed: every payload and response body sealed under it is unreadable
+// for good, wherever a copy of it lies. Ids, types, times and outcomes stay.
+// Later payloads are sealed under a new data key.
+type TenantErased struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	DataKeyId     string                 `protobuf:"bytes,2,opt,name=data_key_id,json=dataKeyId,proto3" json:"data_key_id,omitempty"`
+	IssuedBy      *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	RequestId     string                 `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TenantErased) Reset() {
+	*x = TenantErased{}
+	mi := &file_hookline_v1_events_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantErased) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantErased) ProtoMessage() {}
+
+func (x *TenantErased) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantErased.ProtoReflect.Descriptor instead.
+func (*TenantErased) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TenantErased) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *TenantErased) GetDataKeyId() string {
+	if x != nil {
+		return x.DataKeyId
+	}
+	return ""
+}
+
+func (x *TenantErased) GetIssuedBy() *Actor {
+	if x != nil {
+		return x.IssuedBy
+	}
+	return nil
+}
+
+func (x *TenantErased) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *TenantErased) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type TenantQuotaChanged struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -1215,7 +1300,7 @@ type TenantQuotaChanged struct {
 
 func (x *TenantQuotaChanged) Reset() {
 	*x = TenantQuotaChanged{}
-	mi := &file_hookline_v1_events_proto_msgTypes[5]
+	mi := &file_hookline_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1312,7 @@ func (x *TenantQuotaChanged) String() string {
 func (*TenantQuotaChanged) ProtoMessage() {}
 
 func (x *TenantQuotaChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[5]
+	mi := &file_hookline_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1325,7 @@ func (x *TenantQuotaChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantQuotaChanged.ProtoReflect.Descriptor instead.
 func (*TenantQuotaChanged) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TenantQuotaChanged) GetTenantId() string {
@@ -1297,7 +1382,7 @@ type ApiKeyIssued struct {
 
 func (x *ApiKeyIssued) Reset() {
 	*x = ApiKeyIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[6]
+	mi := &file_hookline_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1394,7 @@ func (x *ApiKeyIssued) String() string {
 func (*ApiKeyIssued) ProtoMessage() {}
 
 func (x *ApiKeyIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[6]
+	mi := &file_hookline_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1407,7 @@ func (x *ApiKeyIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKeyIssued.ProtoReflect.Descriptor instead.
 func (*ApiKeyIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ApiKeyIssued) GetTenantId() string {
@@ -1390,7 +1475,7 @@ type ApiKeyRevoked struct {
 
 func (x *ApiKeyRevoked) Reset() {
 	*x = ApiKeyRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[7]
+	mi := &file_hookline_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1487,7 @@ func (x *ApiKeyRevoked) String() string {
 func (*ApiKeyRevoked) ProtoMessage() {}
 
 func (x *ApiKeyRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[7]
+	mi := &file_hookline_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1500,7 @@ func (x *ApiKeyRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKeyRevoked.ProtoReflect.Descriptor instead.
 func (*ApiKeyRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ApiKeyRevoked) GetTenantId() string {
@@ -1514,7 +1599,7 @@ type EndpointConfig struct {
 
 func (x *EndpointConfig) Reset() {
 	*x = EndpointConfig{}
-	mi := &file_hookline_v1_events_proto_msgTypes[8]
+	mi := &file_hookline_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1611,7 @@ func (x *EndpointConfig) String() string {
 func (*EndpointConfig) ProtoMessage() {}
 
 func (x *EndpointConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[8]
+	mi := &file_hookline_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1624,7 @@ func (x *EndpointConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointConfig.ProtoReflect.Descriptor instead.
 func (*EndpointConfig) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EndpointConfig) GetUrl() string {
@@ -1688,7 +1773,7 @@ type MTLSConfig struct {
 
 func (x *MTLSConfig) Reset() {
 	*x = MTLSConfig{}
-	mi := &file_hookline_v1_events_proto_msgTypes[9]
+	mi := &file_hookline_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +1785,7 @@ func (x *MTLSConfig) String() string {
 func (*MTLSConfig) ProtoMessage() {}
 
 func (x *MTLSConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[9]
+	mi := &file_hookline_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +1798,7 @@ func (x *MTLSConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MTLSConfig.ProtoReflect.Descriptor instead.
 func (*MTLSConfig) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MTLSConfig) GetClientCertificate() string {
@@ -1752,7 +1837,7 @@ type OAuth2Config struct {
 
 func (x *OAuth2Config) Reset() {
 	*x = OAuth2Config{}
-	mi := &file_hookline_v1_events_proto_msgTypes[10]
+	mi := &file_hookline_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1764,7 +1849,7 @@ func (x *OAuth2Config) String() string {
 func (*OAuth2Config) ProtoMessage() {}
 
 func (x *OAuth2Config) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[10]
+	mi := &file_hookline_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +1862,7 @@ func (x *OAuth2Config) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OAuth2Config.ProtoReflect.Descriptor instead.
 func (*OAuth2Config) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OAuth2Config) GetTokenUrl() string {
@@ -1827,7 +1912,7 @@ type SealedValue struct {
 
 func (x *SealedValue) Reset() {
 	*x = SealedValue{}
-	mi := &file_hookline_v1_events_proto_msgTypes[11]
+	mi := &file_hookline_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1839,7 +1924,7 @@ func (x *SealedValue) String() string {
 func (*SealedValue) ProtoMessage() {}
 
 func (x *SealedValue) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[11]
+	mi := &file_hookline_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1852,7 +1937,7 @@ func (x *SealedValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedValue.ProtoReflect.Descriptor instead.
 func (*SealedValue) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SealedValue) GetMasterKeyId() string {
@@ -1896,7 +1981,7 @@ type SealedSecret struct {
 
 func (x *SealedSecret) Reset() {
 	*x = SealedSecret{}
-	mi := &file_hookline_v1_events_proto_msgTypes[12]
+	mi := &file_hookline_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +1993,7 @@ func (x *SealedSecret) String() string {
 func (*SealedSecret) ProtoMessage() {}
 
 func (x *SealedSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[12]
+	mi := &file_hookline_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2006,7 @@ func (x *SealedSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedSecret.ProtoReflect.Descriptor instead.
 func (*SealedSecret) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SealedSecret) GetVersion() int32 {
@@ -1984,7 +2069,7 @@ type EndpointCreated struct {
 
 func (x *EndpointCreated) Reset() {
 	*x = EndpointCreated{}
-	mi := &file_hookline_v1_events_proto_msgTypes[13]
+	mi := &file_hookline_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2081,7 @@ func (x *EndpointCreated) String() string {
 func (*EndpointCreated) ProtoMessage() {}
 
 func (x *EndpointCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[13]
+	mi := &file_hookline_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2094,7 @@ func (x *EndpointCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointCreated.ProtoReflect.Descriptor instead.
 func (*EndpointCreated) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EndpointCreated) GetTenantId() string {
@@ -2088,7 +2173,7 @@ type EndpointUpdated struct {
 
 func (x *EndpointUpdated) Reset() {
 	*x = EndpointUpdated{}
-	mi := &file_hookline_v1_events_proto_msgTypes[14]
+	mi := &file_hookline_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2185,7 @@ func (x *EndpointUpdated) String() string {
 func (*EndpointUpdated) ProtoMessage() {}
 
 func (x *EndpointUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[14]
+	mi := &file_hookline_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2198,7 @@ func (x *EndpointUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointUpdated.ProtoReflect.Descriptor instead.
 func (*EndpointUpdated) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EndpointUpdated) GetTenantId() string {
@@ -2193,7 +2278,7 @@ type SecretRotated struct {
 
 func (x *SecretRotated) Reset() {
 	*x = SecretRotated{}
-	mi := &file_hookline_v1_events_proto_msgTypes[15]
+	mi := &file_hookline_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2290,7 @@ func (x *SecretRotated) String() string {
 func (*SecretRotated) ProtoMessage() {}
 
 func (x *SecretRotated) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[15]
+	mi := &file_hookline_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2303,7 @@ func (x *SecretRotated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretRotated.ProtoReflect.Descriptor instead.
 func (*SecretRotated) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SecretRotated) GetTenantId() string {
@@ -2294,7 +2379,7 @@ type SecretRetired struct {
 
 func (x *SecretRetired) Reset() {
 	*x = SecretRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[16]
+	mi := &file_hookline_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2391,7 @@ func (x *SecretRetired) String() string {
 func (*SecretRetired) ProtoMessage() {}
 
 func (x *SecretRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[16]
+	mi := &file_hookline_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2404,7 @@ func (x *SecretRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretRetired.ProtoReflect.Descriptor instead.
 func (*SecretRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SecretRetired) GetTenantId() string {
@@ -2389,7 +2474,7 @@ type EndpointPaused struct {
 
 func (x *EndpointPaused) Reset() {
 	*x = EndpointPaused{}
-	mi := &file_hookline_v1_events_proto_msgTypes[17]
+	mi := &file_hookline_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2486,7 @@ func (x *EndpointPaused) String() string {
 func (*EndpointPaused) ProtoMessage() {}
 
 func (x *EndpointPaused) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[17]
+	mi := &file_hookline_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2499,7 @@ func (x *EndpointPaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPaused.ProtoReflect.Descriptor instead.
 func (*EndpointPaused) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EndpointPaused) GetTenantId() string {
@@ -2481,7 +2566,7 @@ type EndpointResumed struct {
 
 func (x *EndpointResumed) Reset() {
 	*x = EndpointResumed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[18]
+	mi := &file_hookline_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2493,7 +2578,7 @@ func (x *EndpointResumed) String() string {
 func (*EndpointResumed) ProtoMessage() {}
 
 func (x *EndpointResumed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[18]
+	mi := &file_hookline_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2506,7 +2591,7 @@ func (x *EndpointResumed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointResumed.ProtoReflect.Descriptor instead.
 func (*EndpointResumed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EndpointResumed) GetTenantId() string {
@@ -2560,7 +2645,7 @@ type EndpointDisabled struct {
 
 func (x *EndpointDisabled) Reset() {
 	*x = EndpointDisabled{}
-	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	mi := &file_hookline_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2572,7 +2657,7 @@ func (x *EndpointDisabled) String() string {
 func (*EndpointDisabled) ProtoMessage() {}
 
 func (x *EndpointDisabled) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[19]
+	mi := &file_hookline_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2585,7 +2670,7 @@ func (x *EndpointDisabled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointDisabled.ProtoReflect.Descriptor instead.
 func (*EndpointDisabled) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EndpointDisabled) GetTenantId() string {
@@ -2638,7 +2723,7 @@ type EndpointDeleted struct {
 
 func (x *EndpointDeleted) Reset() {
 	*x = EndpointDeleted{}
-	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	mi := &file_hookline_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +2735,7 @@ func (x *EndpointDeleted) String() string {
 func (*EndpointDeleted) ProtoMessage() {}
 
 func (x *EndpointDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[20]
+	mi := &file_hookline_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +2748,7 @@ func (x *EndpointDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointDeleted.ProtoReflect.Descriptor instead.
 func (*EndpointDeleted) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EndpointDeleted) GetTenantId() string {
@@ -2717,7 +2802,7 @@ type CircuitOpened struct {
 
 func (x *CircuitOpened) Reset() {
 	*x = CircuitOpened{}
-	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2814,7 @@ func (x *CircuitOpened) String() string {
 func (*CircuitOpened) ProtoMessage() {}
 
 func (x *CircuitOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[21]
+	mi := &file_hookline_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2827,7 @@ func (x *CircuitOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitOpened.ProtoReflect.Descriptor instead.
 func (*CircuitOpened) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CircuitOpened) GetTenantId() string {
@@ -2805,7 +2890,7 @@ type CircuitHalfOpened struct {
 
 func (x *CircuitHalfOpened) Reset() {
 	*x = CircuitHalfOpened{}
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2817,7 +2902,7 @@ func (x *CircuitHalfOpened) String() string {
 func (*CircuitHalfOpened) ProtoMessage() {}
 
 func (x *CircuitHalfOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[22]
+	mi := &file_hookline_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2830,7 +2915,7 @@ func (x *CircuitHalfOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitHalfOpened.ProtoReflect.Descriptor instead.
 func (*CircuitHalfOpened) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CircuitHalfOpened) GetTenantId() string {
@@ -2865,7 +2950,7 @@ type CircuitClosed struct {
 
 func (x *CircuitClosed) Reset() {
 	*x = CircuitClosed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2877,7 +2962,7 @@ func (x *CircuitClosed) String() string {
 func (*CircuitClosed) ProtoMessage() {}
 
 func (x *CircuitClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[23]
+	mi := &file_hookline_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2890,7 +2975,7 @@ func (x *CircuitClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitClosed.ProtoReflect.Descriptor instead.
 func (*CircuitClosed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CircuitClosed) GetTenantId() string {
@@ -2946,7 +3031,7 @@ type RecoveryStarted struct {
 
 func (x *RecoveryStarted) Reset() {
 	*x = RecoveryStarted{}
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2958,7 +3043,7 @@ func (x *RecoveryStarted) String() string {
 func (*RecoveryStarted) ProtoMessage() {}
 
 func (x *RecoveryStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[24]
+	mi := &file_hookline_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2971,7 +3056,7 @@ func (x *RecoveryStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryStarted.ProtoReflect.Descriptor instead.
 func (*RecoveryStarted) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RecoveryStarted) GetTenantId() string {
@@ -3082,7 +3167,7 @@ type RecoveryProgressed struct {
 
 func (x *RecoveryProgressed) Reset() {
 	*x = RecoveryProgressed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3179,7 @@ func (x *RecoveryProgressed) String() string {
 func (*RecoveryProgressed) ProtoMessage() {}
 
 func (x *RecoveryProgressed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[25]
+	mi := &file_hookline_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3192,7 @@ func (x *RecoveryProgressed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryProgressed.ProtoReflect.Descriptor instead.
 func (*RecoveryProgressed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RecoveryProgressed) GetTenantId() string {
@@ -3182,7 +3267,7 @@ type RecoveryFinished struct {
 
 func (x *RecoveryFinished) Reset() {
 	*x = RecoveryFinished{}
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3194,7 +3279,7 @@ func (x *RecoveryFinished) String() string {
 func (*RecoveryFinished) ProtoMessage() {}
 
 func (x *RecoveryFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[26]
+	mi := &file_hookline_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3207,7 +3292,7 @@ func (x *RecoveryFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryFinished.ProtoReflect.Descriptor instead.
 func (*RecoveryFinished) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RecoveryFinished) GetTenantId() string {
@@ -3277,7 +3362,7 @@ type RecoveryListed struct {
 
 func (x *RecoveryListed) Reset() {
 	*x = RecoveryListed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3289,7 +3374,7 @@ func (x *RecoveryListed) String() string {
 func (*RecoveryListed) ProtoMessage() {}
 
 func (x *RecoveryListed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[27]
+	mi := &file_hookline_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +3387,7 @@ func (x *RecoveryListed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryListed.ProtoReflect.Descriptor instead.
 func (*RecoveryListed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RecoveryListed) GetTenantId() string {
@@ -3387,13 +3472,18 @@ type EventPublished struct {
 	// and the payload does not match its type's schema: the event was
 	// accepted, and this says why it did not match.
 	SchemaViolation *SchemaViolation `protobuf:"bytes,17,opt,name=schema_violation,json=schemaViolation,proto3" json:"schema_violation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// payload_seal is set when payload is sealed under a data key of the
+	// tenant (see PayloadSeal): in the log, payload then holds the
+	// ciphertext and only a holder of that key reads it. payload_sha256 is
+	// the digest of the clear bytes either way.
+	PayloadSeal   *PayloadSeal `protobuf:"bytes,18,opt,name=payload_seal,json=payloadSeal,proto3" json:"payload_seal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EventPublished) Reset() {
 	*x = EventPublished{}
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3405,7 +3495,7 @@ func (x *EventPublished) String() string {
 func (*EventPublished) ProtoMessage() {}
 
 func (x *EventPublished) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[28]
+	mi := &file_hookline_v1_events_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3418,7 +3508,7 @@ func (x *EventPublished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventPublished.ProtoReflect.Descriptor instead.
 func (*EventPublished) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EventPublished) GetTenantId() string {
@@ -3540,6 +3630,71 @@ func (x *EventPublished) GetSchemaViolation() *SchemaViolation {
 	return nil
 }
 
+func (x *EventPublished) GetPayloadSeal() *PayloadSeal {
+	if x != nil {
+		return x.PayloadSeal
+	}
+	return nil
+}
+
+// PayloadSeal says that bytes are sealed with AES-256-GCM under a data key
+// of their tenant, kept outside the log in the store's key vault and
+// itself sealed under a master key. Destroying the key (TenantErased)
+// crypto-shreds every payload sealed under it, in the log, its
+// projections, its archive and its backups. The additional data binds the
+// ciphertext to its place (see package seal).
+type PayloadSeal struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DataKeyId     string                 `protobuf:"bytes,1,opt,name=data_key_id,json=dataKeyId,proto3" json:"data_key_id,omitempty"`
+	Nonce         []byte                 `protobuf:"bytes,2,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PayloadSeal) Reset() {
+	*x = PayloadSeal{}
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PayloadSeal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PayloadSeal) ProtoMessage() {}
+
+func (x *PayloadSeal) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PayloadSeal.ProtoReflect.Descriptor instead.
+func (*PayloadSeal) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *PayloadSeal) GetDataKeyId() string {
+	if x != nil {
+		return x.DataKeyId
+	}
+	return ""
+}
+
+func (x *PayloadSeal) GetNonce() []byte {
+	if x != nil {
+		return x.Nonce
+	}
+	return nil
+}
+
 // SchemaViolation says why a payload does not match the schema of its
 // event type: the schema's version, the JSON pointer of the failing value
 // ("" for the whole payload), the rule's keyword and the validator's
@@ -3556,7 +3711,7 @@ type SchemaViolation struct {
 
 func (x *SchemaViolation) Reset() {
 	*x = SchemaViolation{}
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3568,7 +3723,7 @@ func (x *SchemaViolation) String() string {
 func (*SchemaViolation) ProtoMessage() {}
 
 func (x *SchemaViolation) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[29]
+	mi := &file_hookline_v1_events_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3581,7 +3736,7 @@ func (x *SchemaViolation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchemaViolation.ProtoReflect.Descriptor instead.
 func (*SchemaViolation) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SchemaViolation) GetSchemaVersion() int32 {
@@ -3629,7 +3784,7 @@ type PlannedDelivery struct {
 
 func (x *PlannedDelivery) Reset() {
 	*x = PlannedDelivery{}
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3641,7 +3796,7 @@ func (x *PlannedDelivery) String() string {
 func (*PlannedDelivery) ProtoMessage() {}
 
 func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[30]
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3654,7 +3809,7 @@ func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedDelivery.ProtoReflect.Descriptor instead.
 func (*PlannedDelivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PlannedDelivery) GetDeliveryId() string {
@@ -3708,7 +3863,7 @@ type FilteredEndpoint struct {
 
 func (x *FilteredEndpoint) Reset() {
 	*x = FilteredEndpoint{}
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3720,7 +3875,7 @@ func (x *FilteredEndpoint) String() string {
 func (*FilteredEndpoint) ProtoMessage() {}
 
 func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[31]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3733,7 +3888,7 @@ func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilteredEndpoint.ProtoReflect.Descriptor instead.
 func (*FilteredEndpoint) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FilteredEndpoint) GetEndpointId() string {
@@ -3789,7 +3944,7 @@ type DeliveriesPlanned struct {
 
 func (x *DeliveriesPlanned) Reset() {
 	*x = DeliveriesPlanned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3801,7 +3956,7 @@ func (x *DeliveriesPlanned) String() string {
 func (*DeliveriesPlanned) ProtoMessage() {}
 
 func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3814,7 +3969,7 @@ func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveriesPlanned.ProtoReflect.Descriptor instead.
 func (*DeliveriesPlanned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeliveriesPlanned) GetTenantId() string {
@@ -3914,7 +4069,7 @@ type PlanRepair struct {
 
 func (x *PlanRepair) Reset() {
 	*x = PlanRepair{}
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3926,7 +4081,7 @@ func (x *PlanRepair) String() string {
 func (*PlanRepair) ProtoMessage() {}
 
 func (x *PlanRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3939,7 +4094,7 @@ func (x *PlanRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRepair.ProtoReflect.Descriptor instead.
 func (*PlanRepair) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PlanRepair) GetRunId() string {
@@ -4033,14 +4188,17 @@ type Attempt struct {
 	// pulled: the delivery was pulled by the endpoint's consumer, not sent;
 	// a success is its acknowledgement, a retryable failure a lease that
 	// expired unacknowledged.
-	Pulled        bool `protobuf:"varint,30,opt,name=pulled,proto3" json:"pulled,omitempty"`
+	Pulled bool `protobuf:"varint,30,opt,name=pulled,proto3" json:"pulled,omitempty"`
+	// response_seal is set when response_prefix is sealed under a data key
+	// of the tenant, as an event's payload is (see PayloadSeal).
+	ResponseSeal  *PayloadSeal `protobuf:"bytes,31,opt,name=response_seal,json=responseSeal,proto3" json:"response_seal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4052,7 +4210,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4065,7 +4223,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Attempt) GetTenantId() string {
@@ -4278,6 +4436,13 @@ func (x *Attempt) GetPulled() bool {
 	return false
 }
 
+func (x *Attempt) GetResponseSeal() *PayloadSeal {
+	if x != nil {
+		return x.ResponseSeal
+	}
+	return nil
+}
+
 // AttemptTrigger says why an attempt was made.
 type AttemptTrigger struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4300,7 +4465,7 @@ type AttemptTrigger struct {
 
 func (x *AttemptTrigger) Reset() {
 	*x = AttemptTrigger{}
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4312,7 +4477,7 @@ func (x *AttemptTrigger) String() string {
 func (*AttemptTrigger) ProtoMessage() {}
 
 func (x *AttemptTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4325,7 +4490,7 @@ func (x *AttemptTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptTrigger.ProtoReflect.Descriptor instead.
 func (*AttemptTrigger) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AttemptTrigger) GetKind() AttemptTrigger_Kind {
@@ -4391,7 +4556,7 @@ type AttemptWaits struct {
 
 func (x *AttemptWaits) Reset() {
 	*x = AttemptWaits{}
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4403,7 +4568,7 @@ func (x *AttemptWaits) String() string {
 func (*AttemptWaits) ProtoMessage() {}
 
 func (x *AttemptWaits) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4416,7 +4581,7 @@ func (x *AttemptWaits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptWaits.ProtoReflect.Descriptor instead.
 func (*AttemptWaits) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AttemptWaits) GetTotalMs() int64 {
@@ -4479,7 +4644,7 @@ type AttemptTrace struct {
 
 func (x *AttemptTrace) Reset() {
 	*x = AttemptTrace{}
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4491,7 +4656,7 @@ func (x *AttemptTrace) String() string {
 func (*AttemptTrace) ProtoMessage() {}
 
 func (x *AttemptTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4504,7 +4669,7 @@ func (x *AttemptTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptTrace.ProtoReflect.Descriptor instead.
 func (*AttemptTrace) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AttemptTrace) GetTraceparent() string {
@@ -4547,7 +4712,7 @@ type RetryDecision struct {
 
 func (x *RetryDecision) Reset() {
 	*x = RetryDecision{}
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4559,7 +4724,7 @@ func (x *RetryDecision) String() string {
 func (*RetryDecision) ProtoMessage() {}
 
 func (x *RetryDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4572,7 +4737,7 @@ func (x *RetryDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDecision.ProtoReflect.Descriptor instead.
 func (*RetryDecision) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RetryDecision) GetOutcome() RetryDecision_Outcome {
@@ -4647,7 +4812,7 @@ type AttemptSucceeded struct {
 
 func (x *AttemptSucceeded) Reset() {
 	*x = AttemptSucceeded{}
-	mi := &file_hookline_v1_events_proto_msgTypes[39]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4659,7 +4824,7 @@ func (x *AttemptSucceeded) String() string {
 func (*AttemptSucceeded) ProtoMessage() {}
 
 func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[39]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4672,7 +4837,7 @@ func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptSucceeded.ProtoReflect.Descriptor instead.
 func (*AttemptSucceeded) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AttemptSucceeded) GetAttempt() *Attempt {
@@ -4698,7 +4863,7 @@ type AttemptFailed struct {
 
 func (x *AttemptFailed) Reset() {
 	*x = AttemptFailed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[40]
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4710,7 +4875,7 @@ func (x *AttemptFailed) String() string {
 func (*AttemptFailed) ProtoMessage() {}
 
 func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[40]
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4723,7 +4888,7 @@ func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptFailed.ProtoReflect.Descriptor instead.
 func (*AttemptFailed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AttemptFailed) GetAttempt() *Attempt {
@@ -4771,7 +4936,7 @@ type DeliveryExpired struct {
 
 func (x *DeliveryExpired) Reset() {
 	*x = DeliveryExpired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[41]
+	mi := &file_hookline_v1_events_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4783,7 +4948,7 @@ func (x *DeliveryExpired) String() string {
 func (*DeliveryExpired) ProtoMessage() {}
 
 func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[41]
+	mi := &file_hookline_v1_events_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4796,7 +4961,7 @@ func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryExpired.ProtoReflect.Descriptor instead.
 func (*DeliveryExpired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeliveryExpired) GetTenantId() string {
@@ -4869,7 +5034,7 @@ type ReplayRequested struct {
 
 func (x *ReplayRequested) Reset() {
 	*x = ReplayRequested{}
-	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	mi := &file_hookline_v1_events_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4881,7 +5046,7 @@ func (x *ReplayRequested) String() string {
 func (*ReplayRequested) ProtoMessage() {}
 
 func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	mi := &file_hookline_v1_events_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4894,7 +5059,7 @@ func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequested.ProtoReflect.Descriptor instead.
 func (*ReplayRequested) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReplayRequested) GetTenantId() string {
@@ -4974,7 +5139,7 @@ type OrderingKeySkipped struct {
 
 func (x *OrderingKeySkipped) Reset() {
 	*x = OrderingKeySkipped{}
-	mi := &file_hookline_v1_events_proto_msgTypes[43]
+	mi := &file_hookline_v1_events_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4986,7 +5151,7 @@ func (x *OrderingKeySkipped) String() string {
 func (*OrderingKeySkipped) ProtoMessage() {}
 
 func (x *OrderingKeySkipped) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[43]
+	mi := &file_hookline_v1_events_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4999,7 +5164,7 @@ func (x *OrderingKeySkipped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderingKeySkipped.ProtoReflect.Descriptor instead.
 func (*OrderingKeySkipped) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *OrderingKeySkipped) GetTenantId() string {
@@ -5082,7 +5247,7 @@ type PortalTokenIssued struct {
 
 func (x *PortalTokenIssued) Reset() {
 	*x = PortalTokenIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[44]
+	mi := &file_hookline_v1_events_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5094,7 +5259,7 @@ func (x *PortalTokenIssued) String() string {
 func (*PortalTokenIssued) ProtoMessage() {}
 
 func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[44]
+	mi := &file_hookline_v1_events_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5107,7 +5272,7 @@ func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenIssued.ProtoReflect.Descriptor instead.
 func (*PortalTokenIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{44}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PortalTokenIssued) GetTenantId() string {
@@ -5186,7 +5351,7 @@ type PortalTokenRevoked struct {
 
 func (x *PortalTokenRevoked) Reset() {
 	*x = PortalTokenRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[45]
+	mi := &file_hookline_v1_events_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5198,7 +5363,7 @@ func (x *PortalTokenRevoked) String() string {
 func (*PortalTokenRevoked) ProtoMessage() {}
 
 func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[45]
+	mi := &file_hookline_v1_events_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5211,7 +5376,7 @@ func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenRevoked.ProtoReflect.Descriptor instead.
 func (*PortalTokenRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{45}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PortalTokenRevoked) GetTenantId() string {
@@ -5260,7 +5425,7 @@ type SecretResealed struct {
 
 func (x *SecretResealed) Reset() {
 	*x = SecretResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[46]
+	mi := &file_hookline_v1_events_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5272,7 +5437,7 @@ func (x *SecretResealed) String() string {
 func (*SecretResealed) ProtoMessage() {}
 
 func (x *SecretResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[46]
+	mi := &file_hookline_v1_events_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5285,7 +5450,7 @@ func (x *SecretResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResealed.ProtoReflect.Descriptor instead.
 func (*SecretResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{46}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SecretResealed) GetTenantId() string {
@@ -5346,7 +5511,7 @@ type HeadersResealed struct {
 
 func (x *HeadersResealed) Reset() {
 	*x = HeadersResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[47]
+	mi := &file_hookline_v1_events_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5358,7 +5523,7 @@ func (x *HeadersResealed) String() string {
 func (*HeadersResealed) ProtoMessage() {}
 
 func (x *HeadersResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[47]
+	mi := &file_hookline_v1_events_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5371,7 +5536,7 @@ func (x *HeadersResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeadersResealed.ProtoReflect.Descriptor instead.
 func (*HeadersResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{47}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HeadersResealed) GetTenantId() string {
@@ -5447,7 +5612,7 @@ type MasterKeyRegistered struct {
 
 func (x *MasterKeyRegistered) Reset() {
 	*x = MasterKeyRegistered{}
-	mi := &file_hookline_v1_events_proto_msgTypes[48]
+	mi := &file_hookline_v1_events_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5459,7 +5624,7 @@ func (x *MasterKeyRegistered) String() string {
 func (*MasterKeyRegistered) ProtoMessage() {}
 
 func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[48]
+	mi := &file_hookline_v1_events_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5472,7 +5637,7 @@ func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRegistered.ProtoReflect.Descriptor instead.
 func (*MasterKeyRegistered) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{48}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MasterKeyRegistered) GetKeyId() string {
@@ -5517,7 +5682,7 @@ type MasterKeyRetired struct {
 
 func (x *MasterKeyRetired) Reset() {
 	*x = MasterKeyRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[49]
+	mi := &file_hookline_v1_events_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5529,7 +5694,7 @@ func (x *MasterKeyRetired) String() string {
 func (*MasterKeyRetired) ProtoMessage() {}
 
 func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[49]
+	mi := &file_hookline_v1_events_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5542,7 +5707,7 @@ func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRetired.ProtoReflect.Descriptor instead.
 func (*MasterKeyRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{49}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *MasterKeyRetired) GetKeyId() string {
@@ -5593,7 +5758,7 @@ type PartitionsAssigned struct {
 
 func (x *PartitionsAssigned) Reset() {
 	*x = PartitionsAssigned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[50]
+	mi := &file_hookline_v1_events_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5605,7 +5770,7 @@ func (x *PartitionsAssigned) String() string {
 func (*PartitionsAssigned) ProtoMessage() {}
 
 func (x *PartitionsAssigned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[50]
+	mi := &file_hookline_v1_events_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5618,7 +5783,7 @@ func (x *PartitionsAssigned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionsAssigned.ProtoReflect.Descriptor instead.
 func (*PartitionsAssigned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{50}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PartitionsAssigned) GetPartitions() []uint32 {
@@ -5686,7 +5851,7 @@ type ReconcileRepaired struct {
 
 func (x *ReconcileRepaired) Reset() {
 	*x = ReconcileRepaired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[51]
+	mi := &file_hookline_v1_events_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5698,7 +5863,7 @@ func (x *ReconcileRepaired) String() string {
 func (*ReconcileRepaired) ProtoMessage() {}
 
 func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[51]
+	mi := &file_hookline_v1_events_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5711,7 +5876,7 @@ func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
 func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{51}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ReconcileRepaired) GetRunId() string {
@@ -5834,6 +5999,13 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x15TenantSettingsChanged\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12M\n" +
 	"\x12schema_enforcement\x18\x02 \x01(\x0e2\x1e.hookline.v1.SchemaEnforcementR\x11schemaEnforcement\x12/\n" +
+	"\tissued_by\x18\x03 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\xc7\x01\n" +
+	"\fTenantErased\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1e\n" +
+	"\vdata_key_id\x18\x02 \x01(\tR\tdataKeyId\x12/\n" +
 	"\tissued_by\x18\x03 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
 	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
 	"\n" +
@@ -6088,7 +6260,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x05chunk\x18\x04 \x01(\x05R\x05chunk\x12\x16\n" +
 	"\x06chunks\x18\x05 \x01(\x05R\x06chunks\x12!\n" +
 	"\fdelivery_ids\x18\x06 \x03(\tR\vdeliveryIds\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xfe\x05\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xbb\x06\n" +
 	"\x0eEventPublished\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1d\n" +
@@ -6111,10 +6283,14 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"tracestate\x18\x0f \x01(\tR\n" +
 	"tracestate\x12!\n" +
 	"\fordering_key\x18\x10 \x01(\tR\vorderingKey\x12G\n" +
-	"\x10schema_violation\x18\x11 \x01(\v2\x1c.hookline.v1.SchemaViolationR\x0fschemaViolation\x1a:\n" +
+	"\x10schema_violation\x18\x11 \x01(\v2\x1c.hookline.v1.SchemaViolationR\x0fschemaViolation\x12;\n" +
+	"\fpayload_seal\x18\x12 \x01(\v2\x18.hookline.v1.PayloadSealR\vpayloadSeal\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x86\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"C\n" +
+	"\vPayloadSeal\x12\x1e\n" +
+	"\vdata_key_id\x18\x01 \x01(\tR\tdataKeyId\x12\x14\n" +
+	"\x05nonce\x18\x02 \x01(\fR\x05nonce\"\x86\x01\n" +
 	"\x0fSchemaViolation\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\x05R\rschemaVersion\x12\x18\n" +
 	"\apointer\x18\x02 \x01(\tR\apointer\x12\x18\n" +
@@ -6156,7 +6332,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12)\n" +
 	"\x10published_commit\x18\x03 \x01(\x04R\x0fpublishedCommit\x12+\n" +
 	"\x11published_prepare\x18\x04 \x01(\x04R\x10publishedPrepare\x12/\n" +
-	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"\x84\t\n" +
+	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"\xc3\t\n" +
 	"\aAttempt\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -6199,7 +6375,8 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x05retry\x18\x1b \x01(\v2\x1a.hookline.v1.RetryDecisionR\x05retry\x12!\n" +
 	"\fordering_key\x18\x1c \x01(\tR\vorderingKey\x12\x1a\n" +
 	"\bsequence\x18\x1d \x01(\x03R\bsequence\x12\x16\n" +
-	"\x06pulled\x18\x1e \x01(\bR\x06pulled\"\xec\x02\n" +
+	"\x06pulled\x18\x1e \x01(\bR\x06pulled\x12=\n" +
+	"\rresponse_seal\x18\x1f \x01(\v2\x18.hookline.v1.PayloadSealR\fresponseSeal\"\xec\x02\n" +
 	"\x0eAttemptTrigger\x124\n" +
 	"\x04kind\x18\x01 \x01(\x0e2 .hookline.v1.AttemptTrigger.KindR\x04kind\x12\x14\n" +
 	"\x05retry\x18\x02 \x01(\x05R\x05retry\x121\n" +
@@ -6390,7 +6567,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\vKeyOrdering\x12\x15\n" +
 	"\x11KEY_ORDERING_NONE\x10\x00\x12\x19\n" +
 	"\x15KEY_ORDERING_CONTINUE\x10\x01\x12\x15\n" +
-	"\x11KEY_ORDERING_PARK\x10\x02*\xa2\x02\n" +
+	"\x11KEY_ORDERING_PARK\x10\x02*\xba\x02\n" +
 	"\n" +
 	"ErrorClass\x12\x1b\n" +
 	"\x17ERROR_CLASS_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -6404,7 +6581,8 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x19ERROR_CLASS_ENDPOINT_GONE\x10\b\x12\x18\n" +
 	"\x14ERROR_CLASS_INTERNAL\x10\t\x12\x15\n" +
 	"\x11ERROR_CLASS_TOKEN\x10\n" +
-	"B?Z=github.com/hookline/hookline/proto/gen/hookline/v1;hooklinev1b\x06proto3"
+	"\x12\x16\n" +
+	"\x12ERROR_CLASS_ERASED\x10\vB?Z=github.com/hookline/hookline/proto/gen/hookline/v1;hooklinev1b\x06proto3"
 
 var (
 	file_hookline_v1_events_proto_rawDescOnce sync.Once
@@ -6419,7 +6597,7 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(SchemaEnforcement)(0),         // 0: hookline.v1.SchemaEnforcement
 	(KeyOrdering)(0),               // 1: hookline.v1.KeyOrdering
@@ -6439,188 +6617,194 @@ var file_hookline_v1_events_proto_goTypes = []any{
 	(*TenantCreated)(nil),          // 15: hookline.v1.TenantCreated
 	(*EventTypeDefined)(nil),       // 16: hookline.v1.EventTypeDefined
 	(*TenantSettingsChanged)(nil),  // 17: hookline.v1.TenantSettingsChanged
-	(*TenantQuotaChanged)(nil),     // 18: hookline.v1.TenantQuotaChanged
-	(*ApiKeyIssued)(nil),           // 19: hookline.v1.ApiKeyIssued
-	(*ApiKeyRevoked)(nil),          // 20: hookline.v1.ApiKeyRevoked
-	(*EndpointConfig)(nil),         // 21: hookline.v1.EndpointConfig
-	(*MTLSConfig)(nil),             // 22: hookline.v1.MTLSConfig
-	(*OAuth2Config)(nil),           // 23: hookline.v1.OAuth2Config
-	(*SealedValue)(nil),            // 24: hookline.v1.SealedValue
-	(*SealedSecret)(nil),           // 25: hookline.v1.SealedSecret
-	(*EndpointCreated)(nil),        // 26: hookline.v1.EndpointCreated
-	(*EndpointUpdated)(nil),        // 27: hookline.v1.EndpointUpdated
-	(*SecretRotated)(nil),          // 28: hookline.v1.SecretRotated
-	(*SecretRetired)(nil),          // 29: hookline.v1.SecretRetired
-	(*EndpointPaused)(nil),         // 30: hookline.v1.EndpointPaused
-	(*EndpointResumed)(nil),        // 31: hookline.v1.EndpointResumed
-	(*EndpointDisabled)(nil),       // 32: hookline.v1.EndpointDisabled
-	(*EndpointDeleted)(nil),        // 33: hookline.v1.EndpointDeleted
-	(*CircuitOpened)(nil),          // 34: hookline.v1.CircuitOpened
-	(*CircuitHalfOpened)(nil),      // 35: hookline.v1.CircuitHalfOpened
-	(*CircuitClosed)(nil),          // 36: hookline.v1.CircuitClosed
-	(*RecoveryStarted)(nil),        // 37: hookline.v1.RecoveryStarted
-	(*RecoveryProgressed)(nil),     // 38: hookline.v1.RecoveryProgressed
-	(*RecoveryFinished)(nil),       // 39: hookline.v1.RecoveryFinished
-	(*RecoveryListed)(nil),         // 40: hookline.v1.RecoveryListed
-	(*EventPublished)(nil),         // 41: hookline.v1.EventPublished
-	(*SchemaViolation)(nil),        // 42: hookline.v1.SchemaViolation
-	(*PlannedDelivery)(nil),        // 43: hookline.v1.PlannedDelivery
-	(*FilteredEndpoint)(nil),       // 44: hookline.v1.FilteredEndpoint
-	(*DeliveriesPlanned)(nil),      // 45: hookline.v1.DeliveriesPlanned
-	(*PlanRepair)(nil),             // 46: hookline.v1.PlanRepair
-	(*Attempt)(nil),                // 47: hookline.v1.Attempt
-	(*AttemptTrigger)(nil),         // 48: hookline.v1.AttemptTrigger
-	(*AttemptWaits)(nil),           // 49: hookline.v1.AttemptWaits
-	(*AttemptTrace)(nil),           // 50: hookline.v1.AttemptTrace
-	(*RetryDecision)(nil),          // 51: hookline.v1.RetryDecision
-	(*AttemptSucceeded)(nil),       // 52: hookline.v1.AttemptSucceeded
-	(*AttemptFailed)(nil),          // 53: hookline.v1.AttemptFailed
-	(*DeliveryExpired)(nil),        // 54: hookline.v1.DeliveryExpired
-	(*ReplayRequested)(nil),        // 55: hookline.v1.ReplayRequested
-	(*OrderingKeySkipped)(nil),     // 56: hookline.v1.OrderingKeySkipped
-	(*PortalTokenIssued)(nil),      // 57: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),     // 58: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),         // 59: hookline.v1.SecretResealed
-	(*HeadersResealed)(nil),        // 60: hookline.v1.HeadersResealed
-	(*MasterKeyRegistered)(nil),    // 61: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),       // 62: hookline.v1.MasterKeyRetired
-	(*PartitionsAssigned)(nil),     // 63: hookline.v1.PartitionsAssigned
-	(*ReconcileRepaired)(nil),      // 64: hookline.v1.ReconcileRepaired
-	nil,                            // 65: hookline.v1.EndpointConfig.MetadataEntry
-	nil,                            // 66: hookline.v1.EndpointConfig.HeadersEntry
-	nil,                            // 67: hookline.v1.EndpointConfig.SealedHeadersEntry
-	nil,                            // 68: hookline.v1.EventPublished.HeadersEntry
-	nil,                            // 69: hookline.v1.HeadersResealed.SealedHeadersEntry
-	(*timestamppb.Timestamp)(nil),  // 70: google.protobuf.Timestamp
+	(*TenantErased)(nil),           // 18: hookline.v1.TenantErased
+	(*TenantQuotaChanged)(nil),     // 19: hookline.v1.TenantQuotaChanged
+	(*ApiKeyIssued)(nil),           // 20: hookline.v1.ApiKeyIssued
+	(*ApiKeyRevoked)(nil),          // 21: hookline.v1.ApiKeyRevoked
+	(*EndpointConfig)(nil),         // 22: hookline.v1.EndpointConfig
+	(*MTLSConfig)(nil),             // 23: hookline.v1.MTLSConfig
+	(*OAuth2Config)(nil),           // 24: hookline.v1.OAuth2Config
+	(*SealedValue)(nil),            // 25: hookline.v1.SealedValue
+	(*SealedSecret)(nil),           // 26: hookline.v1.SealedSecret
+	(*EndpointCreated)(nil),        // 27: hookline.v1.EndpointCreated
+	(*EndpointUpdated)(nil),        // 28: hookline.v1.EndpointUpdated
+	(*SecretRotated)(nil),          // 29: hookline.v1.SecretRotated
+	(*SecretRetired)(nil),          // 30: hookline.v1.SecretRetired
+	(*EndpointPaused)(nil),         // 31: hookline.v1.EndpointPaused
+	(*EndpointResumed)(nil),        // 32: hookline.v1.EndpointResumed
+	(*EndpointDisabled)(nil),       // 33: hookline.v1.EndpointDisabled
+	(*EndpointDeleted)(nil),        // 34: hookline.v1.EndpointDeleted
+	(*CircuitOpened)(nil),          // 35: hookline.v1.CircuitOpened
+	(*CircuitHalfOpened)(nil),      // 36: hookline.v1.CircuitHalfOpened
+	(*CircuitClosed)(nil),          // 37: hookline.v1.CircuitClosed
+	(*RecoveryStarted)(nil),        // 38: hookline.v1.RecoveryStarted
+	(*RecoveryProgressed)(nil),     // 39: hookline.v1.RecoveryProgressed
+	(*RecoveryFinished)(nil),       // 40: hookline.v1.RecoveryFinished
+	(*RecoveryListed)(nil),         // 41: hookline.v1.RecoveryListed
+	(*EventPublished)(nil),         // 42: hookline.v1.EventPublished
+	(*PayloadSeal)(nil),            // 43: hookline.v1.PayloadSeal
+	(*SchemaViolation)(nil),        // 44: hookline.v1.SchemaViolation
+	(*PlannedDelivery)(nil),        // 45: hookline.v1.PlannedDelivery
+	(*FilteredEndpoint)(nil),       // 46: hookline.v1.FilteredEndpoint
+	(*DeliveriesPlanned)(nil),      // 47: hookline.v1.DeliveriesPlanned
+	(*PlanRepair)(nil),             // 48: hookline.v1.PlanRepair
+	(*Attempt)(nil),                // 49: hookline.v1.Attempt
+	(*AttemptTrigger)(nil),         // 50: hookline.v1.AttemptTrigger
+	(*AttemptWaits)(nil),           // 51: hookline.v1.AttemptWaits
+	(*AttemptTrace)(nil),           // 52: hookline.v1.AttemptTrace
+	(*RetryDecision)(nil),          // 53: hookline.v1.RetryDecision
+	(*AttemptSucceeded)(nil),       // 54: hookline.v1.AttemptSucceeded
+	(*AttemptFailed)(nil),          // 55: hookline.v1.AttemptFailed
+	(*DeliveryExpired)(nil),        // 56: hookline.v1.DeliveryExpired
+	(*ReplayRequested)(nil),        // 57: hookline.v1.ReplayRequested
+	(*OrderingKeySkipped)(nil),     // 58: hookline.v1.OrderingKeySkipped
+	(*PortalTokenIssued)(nil),      // 59: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),     // 60: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),         // 61: hookline.v1.SecretResealed
+	(*HeadersResealed)(nil),        // 62: hookline.v1.HeadersResealed
+	(*MasterKeyRegistered)(nil),    // 63: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),       // 64: hookline.v1.MasterKeyRetired
+	(*PartitionsAssigned)(nil),     // 65: hookline.v1.PartitionsAssigned
+	(*ReconcileRepaired)(nil),      // 66: hookline.v1.ReconcileRepaired
+	nil,                            // 67: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                            // 68: hookline.v1.EndpointConfig.HeadersEntry
+	nil,                            // 69: hookline.v1.EndpointConfig.SealedHeadersEntry
+	nil,                            // 70: hookline.v1.EventPublished.HeadersEntry
+	nil,                            // 71: hookline.v1.HeadersResealed.SealedHeadersEntry
+	(*timestamppb.Timestamp)(nil),  // 72: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	3,   // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
 	14,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
 	13,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	70,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	72,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
 	13,  // 4: hookline.v1.EventTypeDefined.issued_by:type_name -> hookline.v1.Actor
-	70,  // 5: hookline.v1.EventTypeDefined.at:type_name -> google.protobuf.Timestamp
+	72,  // 5: hookline.v1.EventTypeDefined.at:type_name -> google.protobuf.Timestamp
 	0,   // 6: hookline.v1.TenantSettingsChanged.schema_enforcement:type_name -> hookline.v1.SchemaEnforcement
 	13,  // 7: hookline.v1.TenantSettingsChanged.issued_by:type_name -> hookline.v1.Actor
-	70,  // 8: hookline.v1.TenantSettingsChanged.at:type_name -> google.protobuf.Timestamp
-	14,  // 9: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
-	13,  // 10: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	70,  // 11: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
-	13,  // 12: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	70,  // 13: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
-	13,  // 14: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	70,  // 15: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
-	4,   // 16: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
-	65,  // 17: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
-	1,   // 18: hookline.v1.EndpointConfig.ordering:type_name -> hookline.v1.KeyOrdering
-	66,  // 19: hookline.v1.EndpointConfig.headers:type_name -> hookline.v1.EndpointConfig.HeadersEntry
-	67,  // 20: hookline.v1.EndpointConfig.sealed_headers:type_name -> hookline.v1.EndpointConfig.SealedHeadersEntry
-	23,  // 21: hookline.v1.EndpointConfig.oauth2:type_name -> hookline.v1.OAuth2Config
-	22,  // 22: hookline.v1.EndpointConfig.mtls:type_name -> hookline.v1.MTLSConfig
-	24,  // 23: hookline.v1.EndpointConfig.url_password:type_name -> hookline.v1.SealedValue
-	24,  // 24: hookline.v1.MTLSConfig.client_key:type_name -> hookline.v1.SealedValue
-	24,  // 25: hookline.v1.OAuth2Config.client_secret:type_name -> hookline.v1.SealedValue
-	21,  // 26: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
-	25,  // 27: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
-	13,  // 28: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	70,  // 29: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
-	21,  // 30: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
-	13,  // 31: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	70,  // 32: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
-	25,  // 33: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
-	25,  // 34: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	70,  // 35: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
-	13,  // 36: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	70,  // 37: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
-	5,   // 38: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
-	13,  // 39: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	70,  // 40: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
-	6,   // 41: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
-	13,  // 42: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	70,  // 43: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
-	13,  // 44: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	70,  // 45: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
-	13,  // 46: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	70,  // 47: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
-	13,  // 48: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	70,  // 49: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
-	2,   // 50: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	70,  // 51: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	70,  // 52: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	70,  // 53: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	70,  // 54: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	70,  // 55: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
-	70,  // 56: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
-	13,  // 57: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
-	70,  // 58: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
-	70,  // 59: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
-	7,   // 60: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
-	70,  // 61: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
-	70,  // 62: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
-	70,  // 63: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
-	13,  // 64: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	70,  // 65: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	68,  // 66: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
-	42,  // 67: hookline.v1.EventPublished.schema_violation:type_name -> hookline.v1.SchemaViolation
-	1,   // 68: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
-	43,  // 69: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	70,  // 70: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	70,  // 71: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	46,  // 72: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	44,  // 73: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
-	13,  // 74: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	70,  // 75: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	70,  // 76: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	2,   // 77: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	13,  // 78: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	48,  // 79: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
-	49,  // 80: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
-	50,  // 81: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
-	51,  // 82: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
-	8,   // 83: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
-	70,  // 84: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
-	13,  // 85: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
-	9,   // 86: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
-	70,  // 87: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
-	10,  // 88: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
-	47,  // 89: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	47,  // 90: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	70,  // 91: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	70,  // 92: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	70,  // 93: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	13,  // 94: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	70,  // 95: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	13,  // 96: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
-	70,  // 97: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
-	70,  // 98: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	13,  // 99: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	70,  // 100: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	13,  // 101: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	70,  // 102: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	25,  // 103: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	13,  // 104: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	70,  // 105: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	69,  // 106: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
-	13,  // 107: hookline.v1.HeadersResealed.issued_by:type_name -> hookline.v1.Actor
-	70,  // 108: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
-	24,  // 109: hookline.v1.HeadersResealed.oauth2_client_secret:type_name -> hookline.v1.SealedValue
-	24,  // 110: hookline.v1.HeadersResealed.mtls_client_key:type_name -> hookline.v1.SealedValue
-	24,  // 111: hookline.v1.HeadersResealed.url_password:type_name -> hookline.v1.SealedValue
-	70,  // 112: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	13,  // 113: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	70,  // 114: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	11,  // 115: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
-	70,  // 116: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
-	12,  // 117: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	13,  // 118: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	70,  // 119: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	24,  // 120: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
-	24,  // 121: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
-	122, // [122:122] is the sub-list for method output_type
-	122, // [122:122] is the sub-list for method input_type
-	122, // [122:122] is the sub-list for extension type_name
-	122, // [122:122] is the sub-list for extension extendee
-	0,   // [0:122] is the sub-list for field type_name
+	72,  // 8: hookline.v1.TenantSettingsChanged.at:type_name -> google.protobuf.Timestamp
+	13,  // 9: hookline.v1.TenantErased.issued_by:type_name -> hookline.v1.Actor
+	72,  // 10: hookline.v1.TenantErased.at:type_name -> google.protobuf.Timestamp
+	14,  // 11: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
+	13,  // 12: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
+	72,  // 13: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	13,  // 14: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
+	72,  // 15: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	13,  // 16: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
+	72,  // 17: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	4,   // 18: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
+	67,  // 19: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	1,   // 20: hookline.v1.EndpointConfig.ordering:type_name -> hookline.v1.KeyOrdering
+	68,  // 21: hookline.v1.EndpointConfig.headers:type_name -> hookline.v1.EndpointConfig.HeadersEntry
+	69,  // 22: hookline.v1.EndpointConfig.sealed_headers:type_name -> hookline.v1.EndpointConfig.SealedHeadersEntry
+	24,  // 23: hookline.v1.EndpointConfig.oauth2:type_name -> hookline.v1.OAuth2Config
+	23,  // 24: hookline.v1.EndpointConfig.mtls:type_name -> hookline.v1.MTLSConfig
+	25,  // 25: hookline.v1.EndpointConfig.url_password:type_name -> hookline.v1.SealedValue
+	25,  // 26: hookline.v1.MTLSConfig.client_key:type_name -> hookline.v1.SealedValue
+	25,  // 27: hookline.v1.OAuth2Config.client_secret:type_name -> hookline.v1.SealedValue
+	22,  // 28: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
+	26,  // 29: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
+	13,  // 30: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
+	72,  // 31: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	22,  // 32: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
+	13,  // 33: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
+	72,  // 34: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	26,  // 35: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
+	26,  // 36: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
+	72,  // 37: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	13,  // 38: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
+	72,  // 39: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	5,   // 40: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
+	13,  // 41: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
+	72,  // 42: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	6,   // 43: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
+	13,  // 44: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
+	72,  // 45: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	13,  // 46: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
+	72,  // 47: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	13,  // 48: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
+	72,  // 49: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	13,  // 50: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
+	72,  // 51: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	2,   // 52: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
+	72,  // 53: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	72,  // 54: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	72,  // 55: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	72,  // 56: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	72,  // 57: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	72,  // 58: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	13,  // 59: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
+	72,  // 60: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	72,  // 61: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	7,   // 62: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
+	72,  // 63: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	72,  // 64: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
+	72,  // 65: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	13,  // 66: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
+	72,  // 67: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	70,  // 68: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	44,  // 69: hookline.v1.EventPublished.schema_violation:type_name -> hookline.v1.SchemaViolation
+	43,  // 70: hookline.v1.EventPublished.payload_seal:type_name -> hookline.v1.PayloadSeal
+	1,   // 71: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
+	45,  // 72: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	72,  // 73: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	72,  // 74: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	48,  // 75: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	46,  // 76: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
+	13,  // 77: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	72,  // 78: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	72,  // 79: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	2,   // 80: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	13,  // 81: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	50,  // 82: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
+	51,  // 83: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
+	52,  // 84: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
+	53,  // 85: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
+	43,  // 86: hookline.v1.Attempt.response_seal:type_name -> hookline.v1.PayloadSeal
+	8,   // 87: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
+	72,  // 88: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
+	13,  // 89: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
+	9,   // 90: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
+	72,  // 91: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
+	10,  // 92: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
+	49,  // 93: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	49,  // 94: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	72,  // 95: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	72,  // 96: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	72,  // 97: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	13,  // 98: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	72,  // 99: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	13,  // 100: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
+	72,  // 101: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
+	72,  // 102: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	13,  // 103: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	72,  // 104: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	13,  // 105: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	72,  // 106: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	26,  // 107: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	13,  // 108: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	72,  // 109: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	71,  // 110: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
+	13,  // 111: hookline.v1.HeadersResealed.issued_by:type_name -> hookline.v1.Actor
+	72,  // 112: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
+	25,  // 113: hookline.v1.HeadersResealed.oauth2_client_secret:type_name -> hookline.v1.SealedValue
+	25,  // 114: hookline.v1.HeadersResealed.mtls_client_key:type_name -> hookline.v1.SealedValue
+	25,  // 115: hookline.v1.HeadersResealed.url_password:type_name -> hookline.v1.SealedValue
+	72,  // 116: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	13,  // 117: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	72,  // 118: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	11,  // 119: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
+	72,  // 120: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
+	12,  // 121: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	13,  // 122: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	72,  // 123: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	25,  // 124: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	25,  // 125: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	126, // [126:126] is the sub-list for method output_type
+	126, // [126:126] is the sub-list for method input_type
+	126, // [126:126] is the sub-list for extension type_name
+	126, // [126:126] is the sub-list for extension extendee
+	0,   // [0:126] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -6634,7 +6818,7 @@ func file_hookline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
 			NumEnums:      13,
-			NumMessages:   57,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

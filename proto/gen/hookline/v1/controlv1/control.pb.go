@@ -80,7 +80,7 @@ func (x Endpoint_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Endpoint_Status.Descriptor instead.
 func (Endpoint_Status) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30, 0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32, 0}
 }
 
 type Endpoint_Circuit int32
@@ -132,7 +132,7 @@ func (x Endpoint_Circuit) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Endpoint_Circuit.Descriptor instead.
 func (Endpoint_Circuit) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30, 1}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32, 1}
 }
 
 type RoutingVerdict_Verdict int32
@@ -209,7 +209,7 @@ func (x RoutingVerdict_Verdict) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RoutingVerdict_Verdict.Descriptor instead.
 func (RoutingVerdict_Verdict) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{60, 0}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{62, 0}
 }
 
 type ResealSecretsRequest struct {
@@ -259,6 +259,9 @@ type ResealSecretsResponse struct {
 	Failed []string `protobuf:"bytes,3,rep,name=failed,proto3" json:"failed,omitempty"`
 	// retired_key_ids are the master keys retired by this reseal.
 	RetiredKeyIds []string `protobuf:"bytes,4,rep,name=retired_key_ids,json=retiredKeyIds,proto3" json:"retired_key_ids,omitempty"`
+	// data_keys is how many tenants' data keys were sealed anew under the
+	// current master key.
+	DataKeys      int64 `protobuf:"varint,5,opt,name=data_keys,json=dataKeys,proto3" json:"data_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -319,6 +322,13 @@ func (x *ResealSecretsResponse) GetRetiredKeyIds() []string {
 		return x.RetiredKeyIds
 	}
 	return nil
+}
+
+func (x *ResealSecretsResponse) GetDataKeys() int64 {
+	if x != nil {
+		return x.DataKeys
+	}
+	return 0
 }
 
 type CreateTenantRequest struct {
@@ -667,6 +677,121 @@ func (x *RevokeApiKeyRequest) GetKeyId() string {
 	return ""
 }
 
+type EraseTenantRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// confirm must be the tenant id again: erasure cannot be undone.
+	Confirm       string `protobuf:"bytes,2,opt,name=confirm,proto3" json:"confirm,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EraseTenantRequest) Reset() {
+	*x = EraseTenantRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EraseTenantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EraseTenantRequest) ProtoMessage() {}
+
+func (x *EraseTenantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EraseTenantRequest.ProtoReflect.Descriptor instead.
+func (*EraseTenantRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *EraseTenantRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *EraseTenantRequest) GetConfirm() string {
+	if x != nil {
+		return x.Confirm
+	}
+	return ""
+}
+
+type EraseTenantResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// data_key_id names the data key destroyed ("" when the tenant had
+	// none: nothing of its payloads was sealed yet).
+	DataKeyId     string                 `protobuf:"bytes,2,opt,name=data_key_id,json=dataKeyId,proto3" json:"data_key_id,omitempty"`
+	ErasedAt      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=erased_at,json=erasedAt,proto3" json:"erased_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EraseTenantResponse) Reset() {
+	*x = EraseTenantResponse{}
+	mi := &file_hookline_v1_control_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EraseTenantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EraseTenantResponse) ProtoMessage() {}
+
+func (x *EraseTenantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EraseTenantResponse.ProtoReflect.Descriptor instead.
+func (*EraseTenantResponse) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *EraseTenantResponse) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *EraseTenantResponse) GetDataKeyId() string {
+	if x != nil {
+		return x.DataKeyId
+	}
+	return ""
+}
+
+func (x *EraseTenantResponse) GetErasedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ErasedAt
+	}
+	return nil
+}
+
 type UpdateTenantRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -678,7 +803,7 @@ type UpdateTenantRequest struct {
 
 func (x *UpdateTenantRequest) Reset() {
 	*x = UpdateTenantRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[8]
+	mi := &file_hookline_v1_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -690,7 +815,7 @@ func (x *UpdateTenantRequest) String() string {
 func (*UpdateTenantRequest) ProtoMessage() {}
 
 func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[8]
+	mi := &file_hookline_v1_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -703,7 +828,7 @@ func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTenantRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateTenantRequest) GetTenantId() string {
@@ -741,7 +866,7 @@ type TenantSettings struct {
 
 func (x *TenantSettings) Reset() {
 	*x = TenantSettings{}
-	mi := &file_hookline_v1_control_proto_msgTypes[9]
+	mi := &file_hookline_v1_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -753,7 +878,7 @@ func (x *TenantSettings) String() string {
 func (*TenantSettings) ProtoMessage() {}
 
 func (x *TenantSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[9]
+	mi := &file_hookline_v1_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -766,7 +891,7 @@ func (x *TenantSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantSettings.ProtoReflect.Descriptor instead.
 func (*TenantSettings) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TenantSettings) GetSchemaEnforcement() string {
@@ -786,7 +911,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[10]
+	mi := &file_hookline_v1_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +923,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[10]
+	mi := &file_hookline_v1_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +936,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetQuotaRequest) GetTenantId() string {
@@ -840,7 +965,7 @@ type ApiKey struct {
 
 func (x *ApiKey) Reset() {
 	*x = ApiKey{}
-	mi := &file_hookline_v1_control_proto_msgTypes[11]
+	mi := &file_hookline_v1_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +977,7 @@ func (x *ApiKey) String() string {
 func (*ApiKey) ProtoMessage() {}
 
 func (x *ApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[11]
+	mi := &file_hookline_v1_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +990,7 @@ func (x *ApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
 func (*ApiKey) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ApiKey) GetKeyId() string {
@@ -904,15 +1029,18 @@ type Tenant struct {
 	ApiKeys   []*ApiKey              `protobuf:"bytes,4,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// as_of is set on an as-of read.
-	AsOf          *AsOf           `protobuf:"bytes,6,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
-	Settings      *TenantSettings `protobuf:"bytes,7,opt,name=settings,proto3" json:"settings,omitempty"`
+	AsOf     *AsOf           `protobuf:"bytes,6,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	Settings *TenantSettings `protobuf:"bytes,7,opt,name=settings,proto3" json:"settings,omitempty"`
+	// erased_at is when the tenant's payloads were last erased; unset if
+	// never.
+	ErasedAt      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=erased_at,json=erasedAt,proto3" json:"erased_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tenant) Reset() {
 	*x = Tenant{}
-	mi := &file_hookline_v1_control_proto_msgTypes[12]
+	mi := &file_hookline_v1_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1052,7 @@ func (x *Tenant) String() string {
 func (*Tenant) ProtoMessage() {}
 
 func (x *Tenant) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[12]
+	mi := &file_hookline_v1_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1065,7 @@ func (x *Tenant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tenant.ProtoReflect.Descriptor instead.
 func (*Tenant) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Tenant) GetTenantId() string {
@@ -985,6 +1113,13 @@ func (x *Tenant) GetAsOf() *AsOf {
 func (x *Tenant) GetSettings() *TenantSettings {
 	if x != nil {
 		return x.Settings
+	}
+	return nil
+}
+
+func (x *Tenant) GetErasedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ErasedAt
 	}
 	return nil
 }
@@ -1061,7 +1196,7 @@ type EndpointSettings struct {
 
 func (x *EndpointSettings) Reset() {
 	*x = EndpointSettings{}
-	mi := &file_hookline_v1_control_proto_msgTypes[13]
+	mi := &file_hookline_v1_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1208,7 @@ func (x *EndpointSettings) String() string {
 func (*EndpointSettings) ProtoMessage() {}
 
 func (x *EndpointSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[13]
+	mi := &file_hookline_v1_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1221,7 @@ func (x *EndpointSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSettings.ProtoReflect.Descriptor instead.
 func (*EndpointSettings) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EndpointSettings) GetUrl() string {
@@ -1245,7 +1380,7 @@ type EndpointAuth struct {
 
 func (x *EndpointAuth) Reset() {
 	*x = EndpointAuth{}
-	mi := &file_hookline_v1_control_proto_msgTypes[14]
+	mi := &file_hookline_v1_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1392,7 @@ func (x *EndpointAuth) String() string {
 func (*EndpointAuth) ProtoMessage() {}
 
 func (x *EndpointAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[14]
+	mi := &file_hookline_v1_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1405,7 @@ func (x *EndpointAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointAuth.ProtoReflect.Descriptor instead.
 func (*EndpointAuth) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EndpointAuth) GetOauth2() *OAuth2Auth {
@@ -1309,7 +1444,7 @@ type MTLSAuth struct {
 
 func (x *MTLSAuth) Reset() {
 	*x = MTLSAuth{}
-	mi := &file_hookline_v1_control_proto_msgTypes[15]
+	mi := &file_hookline_v1_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1456,7 @@ func (x *MTLSAuth) String() string {
 func (*MTLSAuth) ProtoMessage() {}
 
 func (x *MTLSAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[15]
+	mi := &file_hookline_v1_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1469,7 @@ func (x *MTLSAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MTLSAuth.ProtoReflect.Descriptor instead.
 func (*MTLSAuth) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MTLSAuth) GetClientCertificate() string {
@@ -1387,7 +1522,7 @@ type OAuth2Auth struct {
 
 func (x *OAuth2Auth) Reset() {
 	*x = OAuth2Auth{}
-	mi := &file_hookline_v1_control_proto_msgTypes[16]
+	mi := &file_hookline_v1_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1534,7 @@ func (x *OAuth2Auth) String() string {
 func (*OAuth2Auth) ProtoMessage() {}
 
 func (x *OAuth2Auth) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[16]
+	mi := &file_hookline_v1_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1547,7 @@ func (x *OAuth2Auth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OAuth2Auth.ProtoReflect.Descriptor instead.
 func (*OAuth2Auth) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{16}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OAuth2Auth) GetTokenUrl() string {
@@ -1471,7 +1606,7 @@ type CreateEndpointRequest struct {
 
 func (x *CreateEndpointRequest) Reset() {
 	*x = CreateEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[17]
+	mi := &file_hookline_v1_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1618,7 @@ func (x *CreateEndpointRequest) String() string {
 func (*CreateEndpointRequest) ProtoMessage() {}
 
 func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[17]
+	mi := &file_hookline_v1_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1631,7 @@ func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*CreateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{17}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateEndpointRequest) GetTenantId() string {
@@ -1531,7 +1666,7 @@ type CreateEndpointResponse struct {
 
 func (x *CreateEndpointResponse) Reset() {
 	*x = CreateEndpointResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[18]
+	mi := &file_hookline_v1_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1678,7 @@ func (x *CreateEndpointResponse) String() string {
 func (*CreateEndpointResponse) ProtoMessage() {}
 
 func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[18]
+	mi := &file_hookline_v1_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1691,7 @@ func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointResponse.ProtoReflect.Descriptor instead.
 func (*CreateEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{18}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateEndpointResponse) GetEndpoint() *Endpoint {
@@ -1586,7 +1721,7 @@ type GetEndpointRequest struct {
 
 func (x *GetEndpointRequest) Reset() {
 	*x = GetEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[19]
+	mi := &file_hookline_v1_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1733,7 @@ func (x *GetEndpointRequest) String() string {
 func (*GetEndpointRequest) ProtoMessage() {}
 
 func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[19]
+	mi := &file_hookline_v1_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1746,7 @@ func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointRequest.ProtoReflect.Descriptor instead.
 func (*GetEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetEndpointRequest) GetTenantId() string {
@@ -1646,7 +1781,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[20]
+	mi := &file_hookline_v1_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1793,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[20]
+	mi := &file_hookline_v1_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1806,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListEndpointsRequest) GetTenantId() string {
@@ -1705,7 +1840,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[21]
+	mi := &file_hookline_v1_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +1852,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[21]
+	mi := &file_hookline_v1_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +1865,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListEndpointsResponse) GetEndpoints() []*Endpoint {
@@ -1759,7 +1894,7 @@ type UpdateEndpointRequest struct {
 
 func (x *UpdateEndpointRequest) Reset() {
 	*x = UpdateEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[22]
+	mi := &file_hookline_v1_control_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +1906,7 @@ func (x *UpdateEndpointRequest) String() string {
 func (*UpdateEndpointRequest) ProtoMessage() {}
 
 func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[22]
+	mi := &file_hookline_v1_control_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1919,7 @@ func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpdateEndpointRequest) GetTenantId() string {
@@ -1827,7 +1962,7 @@ type RotateSecretRequest struct {
 
 func (x *RotateSecretRequest) Reset() {
 	*x = RotateSecretRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[23]
+	mi := &file_hookline_v1_control_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1839,7 +1974,7 @@ func (x *RotateSecretRequest) String() string {
 func (*RotateSecretRequest) ProtoMessage() {}
 
 func (x *RotateSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[23]
+	mi := &file_hookline_v1_control_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1852,7 +1987,7 @@ func (x *RotateSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSecretRequest.ProtoReflect.Descriptor instead.
 func (*RotateSecretRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RotateSecretRequest) GetTenantId() string {
@@ -1886,7 +2021,7 @@ type RotateSecretResponse struct {
 
 func (x *RotateSecretResponse) Reset() {
 	*x = RotateSecretResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[24]
+	mi := &file_hookline_v1_control_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2033,7 @@ func (x *RotateSecretResponse) String() string {
 func (*RotateSecretResponse) ProtoMessage() {}
 
 func (x *RotateSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[24]
+	mi := &file_hookline_v1_control_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2046,7 @@ func (x *RotateSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSecretResponse.ProtoReflect.Descriptor instead.
 func (*RotateSecretResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RotateSecretResponse) GetEndpoint() *Endpoint {
@@ -1939,7 +2074,7 @@ type RetireSecretRequest struct {
 
 func (x *RetireSecretRequest) Reset() {
 	*x = RetireSecretRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[25]
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1951,7 +2086,7 @@ func (x *RetireSecretRequest) String() string {
 func (*RetireSecretRequest) ProtoMessage() {}
 
 func (x *RetireSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[25]
+	mi := &file_hookline_v1_control_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1964,7 +2099,7 @@ func (x *RetireSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireSecretRequest.ProtoReflect.Descriptor instead.
 func (*RetireSecretRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RetireSecretRequest) GetTenantId() string {
@@ -1998,7 +2133,7 @@ type PauseEndpointRequest struct {
 
 func (x *PauseEndpointRequest) Reset() {
 	*x = PauseEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[26]
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2145,7 @@ func (x *PauseEndpointRequest) String() string {
 func (*PauseEndpointRequest) ProtoMessage() {}
 
 func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[26]
+	mi := &file_hookline_v1_control_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2158,7 @@ func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseEndpointRequest.ProtoReflect.Descriptor instead.
 func (*PauseEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{26}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PauseEndpointRequest) GetTenantId() string {
@@ -2050,7 +2185,7 @@ type ResumeEndpointRequest struct {
 
 func (x *ResumeEndpointRequest) Reset() {
 	*x = ResumeEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2197,7 @@ func (x *ResumeEndpointRequest) String() string {
 func (*ResumeEndpointRequest) ProtoMessage() {}
 
 func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[27]
+	mi := &file_hookline_v1_control_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2210,7 @@ func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeEndpointRequest.ProtoReflect.Descriptor instead.
 func (*ResumeEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{27}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResumeEndpointRequest) GetTenantId() string {
@@ -2102,7 +2237,7 @@ type DeleteEndpointRequest struct {
 
 func (x *DeleteEndpointRequest) Reset() {
 	*x = DeleteEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2249,7 @@ func (x *DeleteEndpointRequest) String() string {
 func (*DeleteEndpointRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[28]
+	mi := &file_hookline_v1_control_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +2262,7 @@ func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{28}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteEndpointRequest) GetTenantId() string {
@@ -2156,7 +2291,7 @@ type SecretInfo struct {
 
 func (x *SecretInfo) Reset() {
 	*x = SecretInfo{}
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2168,7 +2303,7 @@ func (x *SecretInfo) String() string {
 func (*SecretInfo) ProtoMessage() {}
 
 func (x *SecretInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[29]
+	mi := &file_hookline_v1_control_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2181,7 +2316,7 @@ func (x *SecretInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretInfo.ProtoReflect.Descriptor instead.
 func (*SecretInfo) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{29}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SecretInfo) GetVersion() int32 {
@@ -2228,7 +2363,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2240,7 +2375,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[30]
+	mi := &file_hookline_v1_control_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2253,7 +2388,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{30}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Endpoint) GetEndpointId() string {
@@ -2355,7 +2490,7 @@ type RecoverEndpointRequest struct {
 
 func (x *RecoverEndpointRequest) Reset() {
 	*x = RecoverEndpointRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2502,7 @@ func (x *RecoverEndpointRequest) String() string {
 func (*RecoverEndpointRequest) ProtoMessage() {}
 
 func (x *RecoverEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[31]
+	mi := &file_hookline_v1_control_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2515,7 @@ func (x *RecoverEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverEndpointRequest.ProtoReflect.Descriptor instead.
 func (*RecoverEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{31}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RecoverEndpointRequest) GetTenantId() string {
@@ -2466,7 +2601,7 @@ type RecoveryManifest struct {
 
 func (x *RecoveryManifest) Reset() {
 	*x = RecoveryManifest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2478,7 +2613,7 @@ func (x *RecoveryManifest) String() string {
 func (*RecoveryManifest) ProtoMessage() {}
 
 func (x *RecoveryManifest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[32]
+	mi := &file_hookline_v1_control_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2491,7 +2626,7 @@ func (x *RecoveryManifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryManifest.ProtoReflect.Descriptor instead.
 func (*RecoveryManifest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RecoveryManifest) GetDeliveries() int64 {
@@ -2561,7 +2696,7 @@ type GetRecoveryRequest struct {
 
 func (x *GetRecoveryRequest) Reset() {
 	*x = GetRecoveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +2708,7 @@ func (x *GetRecoveryRequest) String() string {
 func (*GetRecoveryRequest) ProtoMessage() {}
 
 func (x *GetRecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[33]
+	mi := &file_hookline_v1_control_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +2721,7 @@ func (x *GetRecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRecoveryRequest.ProtoReflect.Descriptor instead.
 func (*GetRecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetRecoveryRequest) GetTenantId() string {
@@ -2620,7 +2755,7 @@ type ListRecoveriesRequest struct {
 
 func (x *ListRecoveriesRequest) Reset() {
 	*x = ListRecoveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2632,7 +2767,7 @@ func (x *ListRecoveriesRequest) String() string {
 func (*ListRecoveriesRequest) ProtoMessage() {}
 
 func (x *ListRecoveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[34]
+	mi := &file_hookline_v1_control_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2645,7 +2780,7 @@ func (x *ListRecoveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecoveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListRecoveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListRecoveriesRequest) GetTenantId() string {
@@ -2671,7 +2806,7 @@ type ListRecoveriesResponse struct {
 
 func (x *ListRecoveriesResponse) Reset() {
 	*x = ListRecoveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +2818,7 @@ func (x *ListRecoveriesResponse) String() string {
 func (*ListRecoveriesResponse) ProtoMessage() {}
 
 func (x *ListRecoveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[35]
+	mi := &file_hookline_v1_control_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +2831,7 @@ func (x *ListRecoveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecoveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListRecoveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListRecoveriesResponse) GetRecoveries() []*Recovery {
@@ -2720,7 +2855,7 @@ type ListOrderingKeysRequest struct {
 
 func (x *ListOrderingKeysRequest) Reset() {
 	*x = ListOrderingKeysRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +2867,7 @@ func (x *ListOrderingKeysRequest) String() string {
 func (*ListOrderingKeysRequest) ProtoMessage() {}
 
 func (x *ListOrderingKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[36]
+	mi := &file_hookline_v1_control_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +2880,7 @@ func (x *ListOrderingKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrderingKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListOrderingKeysRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListOrderingKeysRequest) GetTenantId() string {
@@ -2785,7 +2920,7 @@ type ListOrderingKeysResponse struct {
 
 func (x *ListOrderingKeysResponse) Reset() {
 	*x = ListOrderingKeysResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +2932,7 @@ func (x *ListOrderingKeysResponse) String() string {
 func (*ListOrderingKeysResponse) ProtoMessage() {}
 
 func (x *ListOrderingKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[37]
+	mi := &file_hookline_v1_control_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +2945,7 @@ func (x *ListOrderingKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrderingKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListOrderingKeysResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListOrderingKeysResponse) GetKeys() []*OrderingKey {
@@ -2835,7 +2970,7 @@ type SkipOrderingKeyRequest struct {
 
 func (x *SkipOrderingKeyRequest) Reset() {
 	*x = SkipOrderingKeyRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2847,7 +2982,7 @@ func (x *SkipOrderingKeyRequest) String() string {
 func (*SkipOrderingKeyRequest) ProtoMessage() {}
 
 func (x *SkipOrderingKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[38]
+	mi := &file_hookline_v1_control_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2860,7 +2995,7 @@ func (x *SkipOrderingKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipOrderingKeyRequest.ProtoReflect.Descriptor instead.
 func (*SkipOrderingKeyRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SkipOrderingKeyRequest) GetTenantId() string {
@@ -2907,7 +3042,7 @@ type PullDeliveriesRequest struct {
 
 func (x *PullDeliveriesRequest) Reset() {
 	*x = PullDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2919,7 +3054,7 @@ func (x *PullDeliveriesRequest) String() string {
 func (*PullDeliveriesRequest) ProtoMessage() {}
 
 func (x *PullDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[39]
+	mi := &file_hookline_v1_control_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2932,7 +3067,7 @@ func (x *PullDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*PullDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PullDeliveriesRequest) GetTenantId() string {
@@ -2979,7 +3114,7 @@ type PullDeliveriesResponse struct {
 
 func (x *PullDeliveriesResponse) Reset() {
 	*x = PullDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3126,7 @@ func (x *PullDeliveriesResponse) String() string {
 func (*PullDeliveriesResponse) ProtoMessage() {}
 
 func (x *PullDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[40]
+	mi := &file_hookline_v1_control_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3139,7 @@ func (x *PullDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*PullDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PullDeliveriesResponse) GetMessages() []*PulledMessage {
@@ -3032,7 +3167,7 @@ type PulledMessage struct {
 
 func (x *PulledMessage) Reset() {
 	*x = PulledMessage{}
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3044,7 +3179,7 @@ func (x *PulledMessage) String() string {
 func (*PulledMessage) ProtoMessage() {}
 
 func (x *PulledMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[41]
+	mi := &file_hookline_v1_control_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3057,7 +3192,7 @@ func (x *PulledMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PulledMessage.ProtoReflect.Descriptor instead.
 func (*PulledMessage) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PulledMessage) GetDeliveryId() string {
@@ -3113,7 +3248,7 @@ type AckDeliveriesRequest struct {
 
 func (x *AckDeliveriesRequest) Reset() {
 	*x = AckDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3260,7 @@ func (x *AckDeliveriesRequest) String() string {
 func (*AckDeliveriesRequest) ProtoMessage() {}
 
 func (x *AckDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[42]
+	mi := &file_hookline_v1_control_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3273,7 @@ func (x *AckDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*AckDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AckDeliveriesRequest) GetTenantId() string {
@@ -3174,7 +3309,7 @@ type AckDeliveriesResponse struct {
 
 func (x *AckDeliveriesResponse) Reset() {
 	*x = AckDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[43]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3186,7 +3321,7 @@ func (x *AckDeliveriesResponse) String() string {
 func (*AckDeliveriesResponse) ProtoMessage() {}
 
 func (x *AckDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[43]
+	mi := &file_hookline_v1_control_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3199,7 +3334,7 @@ func (x *AckDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*AckDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{43}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AckDeliveriesResponse) GetAcked() int32 {
@@ -3229,7 +3364,7 @@ type SeekDeliveriesRequest struct {
 
 func (x *SeekDeliveriesRequest) Reset() {
 	*x = SeekDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[44]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3241,7 +3376,7 @@ func (x *SeekDeliveriesRequest) String() string {
 func (*SeekDeliveriesRequest) ProtoMessage() {}
 
 func (x *SeekDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[44]
+	mi := &file_hookline_v1_control_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3254,7 +3389,7 @@ func (x *SeekDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeekDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*SeekDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{44}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SeekDeliveriesRequest) GetTenantId() string {
@@ -3300,7 +3435,7 @@ type OrderingKey struct {
 
 func (x *OrderingKey) Reset() {
 	*x = OrderingKey{}
-	mi := &file_hookline_v1_control_proto_msgTypes[45]
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3312,7 +3447,7 @@ func (x *OrderingKey) String() string {
 func (*OrderingKey) ProtoMessage() {}
 
 func (x *OrderingKey) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[45]
+	mi := &file_hookline_v1_control_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3325,7 +3460,7 @@ func (x *OrderingKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderingKey.ProtoReflect.Descriptor instead.
 func (*OrderingKey) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{45}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *OrderingKey) GetOrderingKey() string {
@@ -3403,7 +3538,7 @@ type Recovery struct {
 
 func (x *Recovery) Reset() {
 	*x = Recovery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[46]
+	mi := &file_hookline_v1_control_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3415,7 +3550,7 @@ func (x *Recovery) String() string {
 func (*Recovery) ProtoMessage() {}
 
 func (x *Recovery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[46]
+	mi := &file_hookline_v1_control_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3428,7 +3563,7 @@ func (x *Recovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recovery.ProtoReflect.Descriptor instead.
 func (*Recovery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{46}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Recovery) GetRecoveryId() string {
@@ -3547,7 +3682,7 @@ type ExportEventTypesRequest struct {
 
 func (x *ExportEventTypesRequest) Reset() {
 	*x = ExportEventTypesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	mi := &file_hookline_v1_control_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3559,7 +3694,7 @@ func (x *ExportEventTypesRequest) String() string {
 func (*ExportEventTypesRequest) ProtoMessage() {}
 
 func (x *ExportEventTypesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[47]
+	mi := &file_hookline_v1_control_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3572,7 +3707,7 @@ func (x *ExportEventTypesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportEventTypesRequest.ProtoReflect.Descriptor instead.
 func (*ExportEventTypesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{47}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ExportEventTypesRequest) GetTenantId() string {
@@ -3598,7 +3733,7 @@ type ExportEventTypesResponse struct {
 
 func (x *ExportEventTypesResponse) Reset() {
 	*x = ExportEventTypesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	mi := &file_hookline_v1_control_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3610,7 +3745,7 @@ func (x *ExportEventTypesResponse) String() string {
 func (*ExportEventTypesResponse) ProtoMessage() {}
 
 func (x *ExportEventTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[48]
+	mi := &file_hookline_v1_control_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3623,7 +3758,7 @@ func (x *ExportEventTypesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportEventTypesResponse.ProtoReflect.Descriptor instead.
 func (*ExportEventTypesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{48}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ExportEventTypesResponse) GetDocument() *structpb.Struct {
@@ -3649,7 +3784,7 @@ type PutEventTypeRequest struct {
 
 func (x *PutEventTypeRequest) Reset() {
 	*x = PutEventTypeRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[49]
+	mi := &file_hookline_v1_control_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3661,7 +3796,7 @@ func (x *PutEventTypeRequest) String() string {
 func (*PutEventTypeRequest) ProtoMessage() {}
 
 func (x *PutEventTypeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[49]
+	mi := &file_hookline_v1_control_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3674,7 +3809,7 @@ func (x *PutEventTypeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutEventTypeRequest.ProtoReflect.Descriptor instead.
 func (*PutEventTypeRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{49}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PutEventTypeRequest) GetTenantId() string {
@@ -3726,7 +3861,7 @@ type EventType struct {
 
 func (x *EventType) Reset() {
 	*x = EventType{}
-	mi := &file_hookline_v1_control_proto_msgTypes[50]
+	mi := &file_hookline_v1_control_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3738,7 +3873,7 @@ func (x *EventType) String() string {
 func (*EventType) ProtoMessage() {}
 
 func (x *EventType) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[50]
+	mi := &file_hookline_v1_control_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3751,7 +3886,7 @@ func (x *EventType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventType.ProtoReflect.Descriptor instead.
 func (*EventType) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{50}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EventType) GetEventType() string {
@@ -3808,7 +3943,7 @@ type ListEventTypesRequest struct {
 
 func (x *ListEventTypesRequest) Reset() {
 	*x = ListEventTypesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[51]
+	mi := &file_hookline_v1_control_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3820,7 +3955,7 @@ func (x *ListEventTypesRequest) String() string {
 func (*ListEventTypesRequest) ProtoMessage() {}
 
 func (x *ListEventTypesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[51]
+	mi := &file_hookline_v1_control_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3833,7 +3968,7 @@ func (x *ListEventTypesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventTypesRequest.ProtoReflect.Descriptor instead.
 func (*ListEventTypesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{51}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListEventTypesRequest) GetTenantId() string {
@@ -3863,7 +3998,7 @@ type ListEventTypesResponse struct {
 
 func (x *ListEventTypesResponse) Reset() {
 	*x = ListEventTypesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[52]
+	mi := &file_hookline_v1_control_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3875,7 +4010,7 @@ func (x *ListEventTypesResponse) String() string {
 func (*ListEventTypesResponse) ProtoMessage() {}
 
 func (x *ListEventTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[52]
+	mi := &file_hookline_v1_control_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3888,7 +4023,7 @@ func (x *ListEventTypesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventTypesResponse.ProtoReflect.Descriptor instead.
 func (*ListEventTypesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{52}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListEventTypesResponse) GetEventTypes() []*EventType {
@@ -3920,7 +4055,7 @@ type ListOperationalEventTypesRequest struct {
 
 func (x *ListOperationalEventTypesRequest) Reset() {
 	*x = ListOperationalEventTypesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[53]
+	mi := &file_hookline_v1_control_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3932,7 +4067,7 @@ func (x *ListOperationalEventTypesRequest) String() string {
 func (*ListOperationalEventTypesRequest) ProtoMessage() {}
 
 func (x *ListOperationalEventTypesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[53]
+	mi := &file_hookline_v1_control_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3945,7 +4080,7 @@ func (x *ListOperationalEventTypesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationalEventTypesRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationalEventTypesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{53}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{55}
 }
 
 // OperationalEventType is one of Hookline's own event types.
@@ -3963,7 +4098,7 @@ type OperationalEventType struct {
 
 func (x *OperationalEventType) Reset() {
 	*x = OperationalEventType{}
-	mi := &file_hookline_v1_control_proto_msgTypes[54]
+	mi := &file_hookline_v1_control_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3975,7 +4110,7 @@ func (x *OperationalEventType) String() string {
 func (*OperationalEventType) ProtoMessage() {}
 
 func (x *OperationalEventType) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[54]
+	mi := &file_hookline_v1_control_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3988,7 +4123,7 @@ func (x *OperationalEventType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationalEventType.ProtoReflect.Descriptor instead.
 func (*OperationalEventType) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{54}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *OperationalEventType) GetType() string {
@@ -4021,7 +4156,7 @@ type ListOperationalEventTypesResponse struct {
 
 func (x *ListOperationalEventTypesResponse) Reset() {
 	*x = ListOperationalEventTypesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[55]
+	mi := &file_hookline_v1_control_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4033,7 +4168,7 @@ func (x *ListOperationalEventTypesResponse) String() string {
 func (*ListOperationalEventTypesResponse) ProtoMessage() {}
 
 func (x *ListOperationalEventTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[55]
+	mi := &file_hookline_v1_control_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4046,7 +4181,7 @@ func (x *ListOperationalEventTypesResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListOperationalEventTypesResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationalEventTypesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{55}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListOperationalEventTypesResponse) GetTypes() []*OperationalEventType {
@@ -4066,7 +4201,7 @@ type ExplainRoutingRequest struct {
 
 func (x *ExplainRoutingRequest) Reset() {
 	*x = ExplainRoutingRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[56]
+	mi := &file_hookline_v1_control_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4078,7 +4213,7 @@ func (x *ExplainRoutingRequest) String() string {
 func (*ExplainRoutingRequest) ProtoMessage() {}
 
 func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[56]
+	mi := &file_hookline_v1_control_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4091,7 +4226,7 @@ func (x *ExplainRoutingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRoutingRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRoutingRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{56}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ExplainRoutingRequest) GetTenantId() string {
@@ -4130,7 +4265,7 @@ type EventRouting struct {
 
 func (x *EventRouting) Reset() {
 	*x = EventRouting{}
-	mi := &file_hookline_v1_control_proto_msgTypes[57]
+	mi := &file_hookline_v1_control_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4142,7 +4277,7 @@ func (x *EventRouting) String() string {
 func (*EventRouting) ProtoMessage() {}
 
 func (x *EventRouting) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[57]
+	mi := &file_hookline_v1_control_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4155,7 +4290,7 @@ func (x *EventRouting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventRouting.ProtoReflect.Descriptor instead.
 func (*EventRouting) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{57}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *EventRouting) GetEventId() string {
@@ -4223,7 +4358,7 @@ type RoutingSchema struct {
 
 func (x *RoutingSchema) Reset() {
 	*x = RoutingSchema{}
-	mi := &file_hookline_v1_control_proto_msgTypes[58]
+	mi := &file_hookline_v1_control_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4235,7 +4370,7 @@ func (x *RoutingSchema) String() string {
 func (*RoutingSchema) ProtoMessage() {}
 
 func (x *RoutingSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[58]
+	mi := &file_hookline_v1_control_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4248,7 +4383,7 @@ func (x *RoutingSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingSchema.ProtoReflect.Descriptor instead.
 func (*RoutingSchema) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{58}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RoutingSchema) GetSchemaVersion() int32 {
@@ -4286,7 +4421,7 @@ type FilterValue struct {
 
 func (x *FilterValue) Reset() {
 	*x = FilterValue{}
-	mi := &file_hookline_v1_control_proto_msgTypes[59]
+	mi := &file_hookline_v1_control_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4298,7 +4433,7 @@ func (x *FilterValue) String() string {
 func (*FilterValue) ProtoMessage() {}
 
 func (x *FilterValue) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[59]
+	mi := &file_hookline_v1_control_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4311,7 +4446,7 @@ func (x *FilterValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterValue.ProtoReflect.Descriptor instead.
 func (*FilterValue) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{59}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *FilterValue) GetExpr() string {
@@ -4361,7 +4496,7 @@ type RoutingVerdict struct {
 
 func (x *RoutingVerdict) Reset() {
 	*x = RoutingVerdict{}
-	mi := &file_hookline_v1_control_proto_msgTypes[60]
+	mi := &file_hookline_v1_control_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4373,7 +4508,7 @@ func (x *RoutingVerdict) String() string {
 func (*RoutingVerdict) ProtoMessage() {}
 
 func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[60]
+	mi := &file_hookline_v1_control_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4386,7 +4521,7 @@ func (x *RoutingVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingVerdict.ProtoReflect.Descriptor instead.
 func (*RoutingVerdict) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{60}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RoutingVerdict) GetEndpointId() string {
@@ -4500,7 +4635,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[61]
+	mi := &file_hookline_v1_control_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4512,7 +4647,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[61]
+	mi := &file_hookline_v1_control_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4525,7 +4660,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{61}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PublishRequest) GetTenantId() string {
@@ -4648,7 +4783,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[62]
+	mi := &file_hookline_v1_control_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4660,7 +4795,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[62]
+	mi := &file_hookline_v1_control_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4673,7 +4808,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{62}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *PublishResponse) GetEventId() string {
@@ -4728,7 +4863,7 @@ type PublishBatchRequest struct {
 
 func (x *PublishBatchRequest) Reset() {
 	*x = PublishBatchRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[63]
+	mi := &file_hookline_v1_control_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4740,7 +4875,7 @@ func (x *PublishBatchRequest) String() string {
 func (*PublishBatchRequest) ProtoMessage() {}
 
 func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[63]
+	mi := &file_hookline_v1_control_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4753,7 +4888,7 @@ func (x *PublishBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchRequest.ProtoReflect.Descriptor instead.
 func (*PublishBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{63}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *PublishBatchRequest) GetTenantId() string {
@@ -4782,7 +4917,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_hookline_v1_control_proto_msgTypes[64]
+	mi := &file_hookline_v1_control_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4794,7 +4929,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[64]
+	mi := &file_hookline_v1_control_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4807,7 +4942,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{64}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *PublishResult) GetResponse() *PublishResponse {
@@ -4840,7 +4975,7 @@ type PublishBatchResponse struct {
 
 func (x *PublishBatchResponse) Reset() {
 	*x = PublishBatchResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[65]
+	mi := &file_hookline_v1_control_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4852,7 +4987,7 @@ func (x *PublishBatchResponse) String() string {
 func (*PublishBatchResponse) ProtoMessage() {}
 
 func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[65]
+	mi := &file_hookline_v1_control_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4865,7 +5000,7 @@ func (x *PublishBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatchResponse.ProtoReflect.Descriptor instead.
 func (*PublishBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{65}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *PublishBatchResponse) GetResults() []*PublishResult {
@@ -4873,6 +5008,186 @@ func (x *PublishBatchResponse) GetResults() []*PublishResult {
 		return x.Results
 	}
 	return nil
+}
+
+type GetEventRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EventId       string                 `protobuf:"bytes,2,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetEventRequest) Reset() {
+	*x = GetEventRequest{}
+	mi := &file_hookline_v1_control_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetEventRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetEventRequest) ProtoMessage() {}
+
+func (x *GetEventRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetEventRequest.ProtoReflect.Descriptor instead.
+func (*GetEventRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *GetEventRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *GetEventRequest) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+// Event is one published event as the log holds it.
+type Event struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	EventId   string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	EventType string                 `protobuf:"bytes,2,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	// payload are the bytes sent to receivers (base64 in JSON).
+	Payload       []byte                 `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	ContentType   string                 `protobuf:"bytes,4,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	PayloadSha256 []byte                 `protobuf:"bytes,5,opt,name=payload_sha256,json=payloadSha256,proto3" json:"payload_sha256,omitempty"`
+	AcceptedAt    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=accepted_at,json=acceptedAt,proto3" json:"accepted_at,omitempty"`
+	OccurredAt    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=occurred_at,json=occurredAt,proto3" json:"occurred_at,omitempty"`
+	ObjectId      string                 `protobuf:"bytes,8,opt,name=object_id,json=objectId,proto3" json:"object_id,omitempty"`
+	ObjectVersion int64                  `protobuf:"varint,9,opt,name=object_version,json=objectVersion,proto3" json:"object_version,omitempty"`
+	OrderingKey   string                 `protobuf:"bytes,10,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	// sealed says the log holds the payload sealed under the tenant's data
+	// key (erasable); false for payloads recorded in clear.
+	Sealed        bool `protobuf:"varint,11,opt,name=sealed,proto3" json:"sealed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_hookline_v1_control_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *Event) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *Event) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *Event) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *Event) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *Event) GetPayloadSha256() []byte {
+	if x != nil {
+		return x.PayloadSha256
+	}
+	return nil
+}
+
+func (x *Event) GetAcceptedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AcceptedAt
+	}
+	return nil
+}
+
+func (x *Event) GetOccurredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OccurredAt
+	}
+	return nil
+}
+
+func (x *Event) GetObjectId() string {
+	if x != nil {
+		return x.ObjectId
+	}
+	return ""
+}
+
+func (x *Event) GetObjectVersion() int64 {
+	if x != nil {
+		return x.ObjectVersion
+	}
+	return 0
+}
+
+func (x *Event) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
+}
+
+func (x *Event) GetSealed() bool {
+	if x != nil {
+		return x.Sealed
+	}
+	return false
 }
 
 type LookupEventsRequest struct {
@@ -4886,7 +5201,7 @@ type LookupEventsRequest struct {
 
 func (x *LookupEventsRequest) Reset() {
 	*x = LookupEventsRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[66]
+	mi := &file_hookline_v1_control_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4898,7 +5213,7 @@ func (x *LookupEventsRequest) String() string {
 func (*LookupEventsRequest) ProtoMessage() {}
 
 func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[66]
+	mi := &file_hookline_v1_control_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4911,7 +5226,7 @@ func (x *LookupEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsRequest.ProtoReflect.Descriptor instead.
 func (*LookupEventsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{66}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *LookupEventsRequest) GetTenantId() string {
@@ -4942,7 +5257,7 @@ type AcceptedEvent struct {
 
 func (x *AcceptedEvent) Reset() {
 	*x = AcceptedEvent{}
-	mi := &file_hookline_v1_control_proto_msgTypes[67]
+	mi := &file_hookline_v1_control_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4954,7 +5269,7 @@ func (x *AcceptedEvent) String() string {
 func (*AcceptedEvent) ProtoMessage() {}
 
 func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[67]
+	mi := &file_hookline_v1_control_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4967,7 +5282,7 @@ func (x *AcceptedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptedEvent.ProtoReflect.Descriptor instead.
 func (*AcceptedEvent) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{67}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AcceptedEvent) GetEventId() string {
@@ -5010,7 +5325,7 @@ type LookupEventsResponse struct {
 
 func (x *LookupEventsResponse) Reset() {
 	*x = LookupEventsResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[68]
+	mi := &file_hookline_v1_control_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5022,7 +5337,7 @@ func (x *LookupEventsResponse) String() string {
 func (*LookupEventsResponse) ProtoMessage() {}
 
 func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[68]
+	mi := &file_hookline_v1_control_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5035,7 +5350,7 @@ func (x *LookupEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupEventsResponse.ProtoReflect.Descriptor instead.
 func (*LookupEventsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{68}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *LookupEventsResponse) GetFound() []*AcceptedEvent {
@@ -5069,7 +5384,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[69]
+	mi := &file_hookline_v1_control_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5081,7 +5396,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[69]
+	mi := &file_hookline_v1_control_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5094,7 +5409,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{69}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListDeliveriesRequest) GetTenantId() string {
@@ -5163,7 +5478,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_hookline_v1_control_proto_msgTypes[70]
+	mi := &file_hookline_v1_control_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5175,7 +5490,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[70]
+	mi := &file_hookline_v1_control_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5188,7 +5503,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{70}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -5215,7 +5530,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[71]
+	mi := &file_hookline_v1_control_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5227,7 +5542,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[71]
+	mi := &file_hookline_v1_control_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5240,7 +5555,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{71}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetDeliveryRequest) GetTenantId() string {
@@ -5267,7 +5582,7 @@ type ReplayDeliveryRequest struct {
 
 func (x *ReplayDeliveryRequest) Reset() {
 	*x = ReplayDeliveryRequest{}
-	mi := &file_hookline_v1_control_proto_msgTypes[72]
+	mi := &file_hookline_v1_control_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5279,7 +5594,7 @@ func (x *ReplayDeliveryRequest) String() string {
 func (*ReplayDeliveryRequest) ProtoMessage() {}
 
 func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[72]
+	mi := &file_hookline_v1_control_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5292,7 +5607,7 @@ func (x *ReplayDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{72}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ReplayDeliveryRequest) GetTenantId() string {
@@ -5330,15 +5645,19 @@ type Delivery struct {
 	// ordering_key is the event's ordering key on an ordered endpoint, and
 	// sequence the delivery's place among that key's (from its first
 	// attempt; 0 before).
-	OrderingKey   string `protobuf:"bytes,13,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
-	Sequence      int64  `protobuf:"varint,14,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	OrderingKey string `protobuf:"bytes,13,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	Sequence    int64  `protobuf:"varint,14,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// erased says the tenant's payloads were erased: the attempts'
+	// response bodies cannot be read (response_prefix is empty) any more
+	// than the event's payload.
+	Erased        bool `protobuf:"varint,15,opt,name=erased,proto3" json:"erased,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_hookline_v1_control_proto_msgTypes[73]
+	mi := &file_hookline_v1_control_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5350,7 +5669,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_control_proto_msgTypes[73]
+	mi := &file_hookline_v1_control_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5363,7 +5682,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_control_proto_rawDescGZIP(), []int{73}
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -5464,17 +5783,25 @@ func (x *Delivery) GetSequence() int64 {
 	return 0
 }
 
+func (x *Delivery) GetErased() bool {
+	if x != nil {
+		return x.Erased
+	}
+	return false
+}
+
 var File_hookline_v1_control_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_control_proto_rawDesc = "" +
 	"\n" +
 	"\x19hookline/v1/control.proto\x12\vhookline.v1\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18hookline/v1/events.proto\"\x16\n" +
-	"\x14ResealSecretsRequest\"\x9b\x01\n" +
+	"\x14ResealSecretsRequest\"\xb8\x01\n" +
 	"\x15ResealSecretsResponse\x12$\n" +
 	"\x0ecurrent_key_id\x18\x01 \x01(\tR\fcurrentKeyId\x12\x1c\n" +
 	"\tendpoints\x18\x02 \x01(\x03R\tendpoints\x12\x16\n" +
 	"\x06failed\x18\x03 \x03(\tR\x06failed\x12&\n" +
-	"\x0fretired_key_ids\x18\x04 \x03(\tR\rretiredKeyIds\"p\n" +
+	"\x0fretired_key_ids\x18\x04 \x03(\tR\rretiredKeyIds\x12\x1b\n" +
+	"\tdata_keys\x18\x05 \x01(\x03R\bdataKeys\"p\n" +
 	"\x13CreateTenantRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
@@ -5496,7 +5823,14 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\aapi_key\x18\x03 \x01(\tR\x06apiKey\"I\n" +
 	"\x13RevokeApiKeyRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x15\n" +
-	"\x06key_id\x18\x02 \x01(\tR\x05keyId\"\xa8\x01\n" +
+	"\x06key_id\x18\x02 \x01(\tR\x05keyId\"K\n" +
+	"\x12EraseTenantRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x18\n" +
+	"\aconfirm\x18\x02 \x01(\tR\aconfirm\"\x8b\x01\n" +
+	"\x13EraseTenantResponse\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1e\n" +
+	"\vdata_key_id\x18\x02 \x01(\tR\tdataKeyId\x127\n" +
+	"\terased_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\berasedAt\"\xa8\x01\n" +
 	"\x13UpdateTenantRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x127\n" +
 	"\bsettings\x18\x02 \x01(\v2\x1b.hookline.v1.TenantSettingsR\bsettings\x12;\n" +
@@ -5512,7 +5846,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
 	"\arevoked\x18\x03 \x01(\bR\arevoked\x129\n" +
 	"\n" +
-	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xaf\x02\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xe8\x02\n" +
 	"\x06Tenant\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
@@ -5521,7 +5855,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12&\n" +
 	"\x05as_of\x18\x06 \x01(\v2\x11.hookline.v1.AsOfR\x04asOf\x127\n" +
-	"\bsettings\x18\a \x01(\v2\x1b.hookline.v1.TenantSettingsR\bsettings\"\xf0\a\n" +
+	"\bsettings\x18\a \x01(\v2\x1b.hookline.v1.TenantSettingsR\bsettings\x127\n" +
+	"\terased_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\berasedAt\"\xf0\a\n" +
 	"\x10EndpointSettings\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -5898,7 +6233,26 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"error_code\x18\x02 \x01(\tR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"L\n" +
 	"\x14PublishBatchResponse\x124\n" +
-	"\aresults\x18\x01 \x03(\v2\x1a.hookline.v1.PublishResultR\aresults\"O\n" +
+	"\aresults\x18\x01 \x03(\v2\x1a.hookline.v1.PublishResultR\aresults\"I\n" +
+	"\x0fGetEventRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
+	"\bevent_id\x18\x02 \x01(\tR\aeventId\"\x9e\x03\n" +
+	"\x05Event\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x02 \x01(\tR\teventType\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\x12!\n" +
+	"\fcontent_type\x18\x04 \x01(\tR\vcontentType\x12%\n" +
+	"\x0epayload_sha256\x18\x05 \x01(\fR\rpayloadSha256\x12;\n" +
+	"\vaccepted_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"acceptedAt\x12;\n" +
+	"\voccurred_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"occurredAt\x12\x1b\n" +
+	"\tobject_id\x18\b \x01(\tR\bobjectId\x12%\n" +
+	"\x0eobject_version\x18\t \x01(\x03R\robjectVersion\x12!\n" +
+	"\fordering_key\x18\n" +
+	" \x01(\tR\vorderingKey\x12\x16\n" +
+	"\x06sealed\x18\v \x01(\bR\x06sealed\"O\n" +
 	"\x13LookupEventsRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1b\n" +
 	"\tevent_ids\x18\x02 \x03(\tR\beventIds\"\xa2\x01\n" +
@@ -5935,7 +6289,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x15ReplayDeliveryRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vdelivery_id\x18\x02 \x01(\tR\n" +
-	"deliveryId\"\xb7\x04\n" +
+	"deliveryId\"\xcf\x04\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x1b\n" +
@@ -5956,14 +6310,16 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\battempts\x18\v \x03(\v2\x14.hookline.v1.AttemptR\battempts\x12(\n" +
 	"\x10last_http_status\x18\f \x01(\x05R\x0elastHttpStatus\x12!\n" +
 	"\fordering_key\x18\r \x01(\tR\vorderingKey\x12\x1a\n" +
-	"\bsequence\x18\x0e \x01(\x03R\bsequence2\x8e\x04\n" +
+	"\bsequence\x18\x0e \x01(\x03R\bsequence\x12\x16\n" +
+	"\x06erased\x18\x0f \x01(\bR\x06erased2\xe0\x04\n" +
 	"\rTenantService\x12E\n" +
 	"\fCreateTenant\x12 .hookline.v1.CreateTenantRequest\x1a\x13.hookline.v1.Tenant\x12?\n" +
 	"\tGetTenant\x12\x1d.hookline.v1.GetTenantRequest\x1a\x13.hookline.v1.Tenant\x12P\n" +
 	"\vIssueApiKey\x12\x1f.hookline.v1.IssueApiKeyRequest\x1a .hookline.v1.IssueApiKeyResponse\x12E\n" +
 	"\fRevokeApiKey\x12 .hookline.v1.RevokeApiKeyRequest\x1a\x13.hookline.v1.Tenant\x12=\n" +
 	"\bSetQuota\x12\x1c.hookline.v1.SetQuotaRequest\x1a\x13.hookline.v1.Tenant\x12E\n" +
-	"\fUpdateTenant\x12 .hookline.v1.UpdateTenantRequest\x1a\x13.hookline.v1.Tenant\x12V\n" +
+	"\fUpdateTenant\x12 .hookline.v1.UpdateTenantRequest\x1a\x13.hookline.v1.Tenant\x12P\n" +
+	"\vEraseTenant\x12\x1f.hookline.v1.EraseTenantRequest\x1a .hookline.v1.EraseTenantResponse\x12V\n" +
 	"\rResealSecrets\x12!.hookline.v1.ResealSecretsRequest\x1a\".hookline.v1.ResealSecretsResponse2\xff\n" +
 	"\n" +
 	"\x0fEndpointService\x12Y\n" +
@@ -5987,11 +6343,12 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x10EventTypeService\x12H\n" +
 	"\fPutEventType\x12 .hookline.v1.PutEventTypeRequest\x1a\x16.hookline.v1.EventType\x12Y\n" +
 	"\x0eListEventTypes\x12\".hookline.v1.ListEventTypesRequest\x1a#.hookline.v1.ListEventTypesResponse\x12_\n" +
-	"\x10ExportEventTypes\x12$.hookline.v1.ExportEventTypesRequest\x1a%.hookline.v1.ExportEventTypesResponse2\xcb\x03\n" +
+	"\x10ExportEventTypes\x12$.hookline.v1.ExportEventTypesRequest\x1a%.hookline.v1.ExportEventTypesResponse2\x89\x04\n" +
 	"\fEventService\x12D\n" +
 	"\aPublish\x12\x1b.hookline.v1.PublishRequest\x1a\x1c.hookline.v1.PublishResponse\x12S\n" +
 	"\fPublishBatch\x12 .hookline.v1.PublishBatchRequest\x1a!.hookline.v1.PublishBatchResponse\x12S\n" +
-	"\fLookupEvents\x12 .hookline.v1.LookupEventsRequest\x1a!.hookline.v1.LookupEventsResponse\x12O\n" +
+	"\fLookupEvents\x12 .hookline.v1.LookupEventsRequest\x1a!.hookline.v1.LookupEventsResponse\x12<\n" +
+	"\bGetEvent\x12\x1c.hookline.v1.GetEventRequest\x1a\x12.hookline.v1.Event\x12O\n" +
 	"\x0eExplainRouting\x12\".hookline.v1.ExplainRoutingRequest\x1a\x19.hookline.v1.EventRouting\x12z\n" +
 	"\x19ListOperationalEventTypes\x12-.hookline.v1.ListOperationalEventTypesRequest\x1a..hookline.v1.ListOperationalEventTypesResponse2\x80\x02\n" +
 	"\x0fDeliveryService\x12Y\n" +
@@ -6012,7 +6369,7 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_hookline_v1_control_proto_goTypes = []any{
 	(Endpoint_Status)(0),                      // 0: hookline.v1.Endpoint.Status
 	(Endpoint_Circuit)(0),                     // 1: hookline.v1.Endpoint.Circuit
@@ -6025,247 +6382,259 @@ var file_hookline_v1_control_proto_goTypes = []any{
 	(*IssueApiKeyRequest)(nil),                // 8: hookline.v1.IssueApiKeyRequest
 	(*IssueApiKeyResponse)(nil),               // 9: hookline.v1.IssueApiKeyResponse
 	(*RevokeApiKeyRequest)(nil),               // 10: hookline.v1.RevokeApiKeyRequest
-	(*UpdateTenantRequest)(nil),               // 11: hookline.v1.UpdateTenantRequest
-	(*TenantSettings)(nil),                    // 12: hookline.v1.TenantSettings
-	(*SetQuotaRequest)(nil),                   // 13: hookline.v1.SetQuotaRequest
-	(*ApiKey)(nil),                            // 14: hookline.v1.ApiKey
-	(*Tenant)(nil),                            // 15: hookline.v1.Tenant
-	(*EndpointSettings)(nil),                  // 16: hookline.v1.EndpointSettings
-	(*EndpointAuth)(nil),                      // 17: hookline.v1.EndpointAuth
-	(*MTLSAuth)(nil),                          // 18: hookline.v1.MTLSAuth
-	(*OAuth2Auth)(nil),                        // 19: hookline.v1.OAuth2Auth
-	(*CreateEndpointRequest)(nil),             // 20: hookline.v1.CreateEndpointRequest
-	(*CreateEndpointResponse)(nil),            // 21: hookline.v1.CreateEndpointResponse
-	(*GetEndpointRequest)(nil),                // 22: hookline.v1.GetEndpointRequest
-	(*ListEndpointsRequest)(nil),              // 23: hookline.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),             // 24: hookline.v1.ListEndpointsResponse
-	(*UpdateEndpointRequest)(nil),             // 25: hookline.v1.UpdateEndpointRequest
-	(*RotateSecretRequest)(nil),               // 26: hookline.v1.RotateSecretRequest
-	(*RotateSecretResponse)(nil),              // 27: hookline.v1.RotateSecretResponse
-	(*RetireSecretRequest)(nil),               // 28: hookline.v1.RetireSecretRequest
-	(*PauseEndpointRequest)(nil),              // 29: hookline.v1.PauseEndpointRequest
-	(*ResumeEndpointRequest)(nil),             // 30: hookline.v1.ResumeEndpointRequest
-	(*DeleteEndpointRequest)(nil),             // 31: hookline.v1.DeleteEndpointRequest
-	(*SecretInfo)(nil),                        // 32: hookline.v1.SecretInfo
-	(*Endpoint)(nil),                          // 33: hookline.v1.Endpoint
-	(*RecoverEndpointRequest)(nil),            // 34: hookline.v1.RecoverEndpointRequest
-	(*RecoveryManifest)(nil),                  // 35: hookline.v1.RecoveryManifest
-	(*GetRecoveryRequest)(nil),                // 36: hookline.v1.GetRecoveryRequest
-	(*ListRecoveriesRequest)(nil),             // 37: hookline.v1.ListRecoveriesRequest
-	(*ListRecoveriesResponse)(nil),            // 38: hookline.v1.ListRecoveriesResponse
-	(*ListOrderingKeysRequest)(nil),           // 39: hookline.v1.ListOrderingKeysRequest
-	(*ListOrderingKeysResponse)(nil),          // 40: hookline.v1.ListOrderingKeysResponse
-	(*SkipOrderingKeyRequest)(nil),            // 41: hookline.v1.SkipOrderingKeyRequest
-	(*PullDeliveriesRequest)(nil),             // 42: hookline.v1.PullDeliveriesRequest
-	(*PullDeliveriesResponse)(nil),            // 43: hookline.v1.PullDeliveriesResponse
-	(*PulledMessage)(nil),                     // 44: hookline.v1.PulledMessage
-	(*AckDeliveriesRequest)(nil),              // 45: hookline.v1.AckDeliveriesRequest
-	(*AckDeliveriesResponse)(nil),             // 46: hookline.v1.AckDeliveriesResponse
-	(*SeekDeliveriesRequest)(nil),             // 47: hookline.v1.SeekDeliveriesRequest
-	(*OrderingKey)(nil),                       // 48: hookline.v1.OrderingKey
-	(*Recovery)(nil),                          // 49: hookline.v1.Recovery
-	(*ExportEventTypesRequest)(nil),           // 50: hookline.v1.ExportEventTypesRequest
-	(*ExportEventTypesResponse)(nil),          // 51: hookline.v1.ExportEventTypesResponse
-	(*PutEventTypeRequest)(nil),               // 52: hookline.v1.PutEventTypeRequest
-	(*EventType)(nil),                         // 53: hookline.v1.EventType
-	(*ListEventTypesRequest)(nil),             // 54: hookline.v1.ListEventTypesRequest
-	(*ListEventTypesResponse)(nil),            // 55: hookline.v1.ListEventTypesResponse
-	(*ListOperationalEventTypesRequest)(nil),  // 56: hookline.v1.ListOperationalEventTypesRequest
-	(*OperationalEventType)(nil),              // 57: hookline.v1.OperationalEventType
-	(*ListOperationalEventTypesResponse)(nil), // 58: hookline.v1.ListOperationalEventTypesResponse
-	(*ExplainRoutingRequest)(nil),             // 59: hookline.v1.ExplainRoutingRequest
-	(*EventRouting)(nil),                      // 60: hookline.v1.EventRouting
-	(*RoutingSchema)(nil),                     // 61: hookline.v1.RoutingSchema
-	(*FilterValue)(nil),                       // 62: hookline.v1.FilterValue
-	(*RoutingVerdict)(nil),                    // 63: hookline.v1.RoutingVerdict
-	(*PublishRequest)(nil),                    // 64: hookline.v1.PublishRequest
-	(*PublishResponse)(nil),                   // 65: hookline.v1.PublishResponse
-	(*PublishBatchRequest)(nil),               // 66: hookline.v1.PublishBatchRequest
-	(*PublishResult)(nil),                     // 67: hookline.v1.PublishResult
-	(*PublishBatchResponse)(nil),              // 68: hookline.v1.PublishBatchResponse
-	(*LookupEventsRequest)(nil),               // 69: hookline.v1.LookupEventsRequest
-	(*AcceptedEvent)(nil),                     // 70: hookline.v1.AcceptedEvent
-	(*LookupEventsResponse)(nil),              // 71: hookline.v1.LookupEventsResponse
-	(*ListDeliveriesRequest)(nil),             // 72: hookline.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil),            // 73: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),                // 74: hookline.v1.GetDeliveryRequest
-	(*ReplayDeliveryRequest)(nil),             // 75: hookline.v1.ReplayDeliveryRequest
-	(*Delivery)(nil),                          // 76: hookline.v1.Delivery
-	nil,                                       // 77: hookline.v1.EndpointSettings.MetadataEntry
-	nil,                                       // 78: hookline.v1.EndpointSettings.HeadersEntry
-	nil,                                       // 79: hookline.v1.EndpointSettings.SecretHeadersEntry
-	nil,                                       // 80: hookline.v1.PulledMessage.HeadersEntry
-	nil,                                       // 81: hookline.v1.EventRouting.HeadersEntry
-	nil,                                       // 82: hookline.v1.PublishRequest.HeadersEntry
-	(*v1.Quota)(nil),                          // 83: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),             // 84: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),             // 85: google.protobuf.FieldMask
-	(*structpb.Struct)(nil),                   // 86: google.protobuf.Struct
-	(*structpb.Value)(nil),                    // 87: google.protobuf.Value
-	(*v1.SchemaViolation)(nil),                // 88: hookline.v1.SchemaViolation
-	(*v1.PlannedDelivery)(nil),                // 89: hookline.v1.PlannedDelivery
-	(*v1.FilteredEndpoint)(nil),               // 90: hookline.v1.FilteredEndpoint
-	(*v1.Attempt)(nil),                        // 91: hookline.v1.Attempt
+	(*EraseTenantRequest)(nil),                // 11: hookline.v1.EraseTenantRequest
+	(*EraseTenantResponse)(nil),               // 12: hookline.v1.EraseTenantResponse
+	(*UpdateTenantRequest)(nil),               // 13: hookline.v1.UpdateTenantRequest
+	(*TenantSettings)(nil),                    // 14: hookline.v1.TenantSettings
+	(*SetQuotaRequest)(nil),                   // 15: hookline.v1.SetQuotaRequest
+	(*ApiKey)(nil),                            // 16: hookline.v1.ApiKey
+	(*Tenant)(nil),                            // 17: hookline.v1.Tenant
+	(*EndpointSettings)(nil),                  // 18: hookline.v1.EndpointSettings
+	(*EndpointAuth)(nil),                      // 19: hookline.v1.EndpointAuth
+	(*MTLSAuth)(nil),                          // 20: hookline.v1.MTLSAuth
+	(*OAuth2Auth)(nil),                        // 21: hookline.v1.OAuth2Auth
+	(*CreateEndpointRequest)(nil),             // 22: hookline.v1.CreateEndpointRequest
+	(*CreateEndpointResponse)(nil),            // 23: hookline.v1.CreateEndpointResponse
+	(*GetEndpointRequest)(nil),                // 24: hookline.v1.GetEndpointRequest
+	(*ListEndpointsRequest)(nil),              // 25: hookline.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),             // 26: hookline.v1.ListEndpointsResponse
+	(*UpdateEndpointRequest)(nil),             // 27: hookline.v1.UpdateEndpointRequest
+	(*RotateSecretRequest)(nil),               // 28: hookline.v1.RotateSecretRequest
+	(*RotateSecretResponse)(nil),              // 29: hookline.v1.RotateSecretResponse
+	(*RetireSecretRequest)(nil),               // 30: hookline.v1.RetireSecretRequest
+	(*PauseEndpointRequest)(nil),              // 31: hookline.v1.PauseEndpointRequest
+	(*ResumeEndpointRequest)(nil),             // 32: hookline.v1.ResumeEndpointRequest
+	(*DeleteEndpointRequest)(nil),             // 33: hookline.v1.DeleteEndpointRequest
+	(*SecretInfo)(nil),                        // 34: hookline.v1.SecretInfo
+	(*Endpoint)(nil),                          // 35: hookline.v1.Endpoint
+	(*RecoverEndpointRequest)(nil),            // 36: hookline.v1.RecoverEndpointRequest
+	(*RecoveryManifest)(nil),                  // 37: hookline.v1.RecoveryManifest
+	(*GetRecoveryRequest)(nil),                // 38: hookline.v1.GetRecoveryRequest
+	(*ListRecoveriesRequest)(nil),             // 39: hookline.v1.ListRecoveriesRequest
+	(*ListRecoveriesResponse)(nil),            // 40: hookline.v1.ListRecoveriesResponse
+	(*ListOrderingKeysRequest)(nil),           // 41: hookline.v1.ListOrderingKeysRequest
+	(*ListOrderingKeysResponse)(nil),          // 42: hookline.v1.ListOrderingKeysResponse
+	(*SkipOrderingKeyRequest)(nil),            // 43: hookline.v1.SkipOrderingKeyRequest
+	(*PullDeliveriesRequest)(nil),             // 44: hookline.v1.PullDeliveriesRequest
+	(*PullDeliveriesResponse)(nil),            // 45: hookline.v1.PullDeliveriesResponse
+	(*PulledMessage)(nil),                     // 46: hookline.v1.PulledMessage
+	(*AckDeliveriesRequest)(nil),              // 47: hookline.v1.AckDeliveriesRequest
+	(*AckDeliveriesResponse)(nil),             // 48: hookline.v1.AckDeliveriesResponse
+	(*SeekDeliveriesRequest)(nil),             // 49: hookline.v1.SeekDeliveriesRequest
+	(*OrderingKey)(nil),                       // 50: hookline.v1.OrderingKey
+	(*Recovery)(nil),                          // 51: hookline.v1.Recovery
+	(*ExportEventTypesRequest)(nil),           // 52: hookline.v1.ExportEventTypesRequest
+	(*ExportEventTypesResponse)(nil),          // 53: hookline.v1.ExportEventTypesResponse
+	(*PutEventTypeRequest)(nil),               // 54: hookline.v1.PutEventTypeRequest
+	(*EventType)(nil),                         // 55: hookline.v1.EventType
+	(*ListEventTypesRequest)(nil),             // 56: hookline.v1.ListEventTypesRequest
+	(*ListEventTypesResponse)(nil),            // 57: hookline.v1.ListEventTypesResponse
+	(*ListOperationalEventTypesRequest)(nil),  // 58: hookline.v1.ListOperationalEventTypesRequest
+	(*OperationalEventType)(nil),              // 59: hookline.v1.OperationalEventType
+	(*ListOperationalEventTypesResponse)(nil), // 60: hookline.v1.ListOperationalEventTypesResponse
+	(*ExplainRoutingRequest)(nil),             // 61: hookline.v1.ExplainRoutingRequest
+	(*EventRouting)(nil),                      // 62: hookline.v1.EventRouting
+	(*RoutingSchema)(nil),                     // 63: hookline.v1.RoutingSchema
+	(*FilterValue)(nil),                       // 64: hookline.v1.FilterValue
+	(*RoutingVerdict)(nil),                    // 65: hookline.v1.RoutingVerdict
+	(*PublishRequest)(nil),                    // 66: hookline.v1.PublishRequest
+	(*PublishResponse)(nil),                   // 67: hookline.v1.PublishResponse
+	(*PublishBatchRequest)(nil),               // 68: hookline.v1.PublishBatchRequest
+	(*PublishResult)(nil),                     // 69: hookline.v1.PublishResult
+	(*PublishBatchResponse)(nil),              // 70: hookline.v1.PublishBatchResponse
+	(*GetEventRequest)(nil),                   // 71: hookline.v1.GetEventRequest
+	(*Event)(nil),                             // 72: hookline.v1.Event
+	(*LookupEventsRequest)(nil),               // 73: hookline.v1.LookupEventsRequest
+	(*AcceptedEvent)(nil),                     // 74: hookline.v1.AcceptedEvent
+	(*LookupEventsResponse)(nil),              // 75: hookline.v1.LookupEventsResponse
+	(*ListDeliveriesRequest)(nil),             // 76: hookline.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil),            // 77: hookline.v1.ListDeliveriesResponse
+	(*GetDeliveryRequest)(nil),                // 78: hookline.v1.GetDeliveryRequest
+	(*ReplayDeliveryRequest)(nil),             // 79: hookline.v1.ReplayDeliveryRequest
+	(*Delivery)(nil),                          // 80: hookline.v1.Delivery
+	nil,                                       // 81: hookline.v1.EndpointSettings.MetadataEntry
+	nil,                                       // 82: hookline.v1.EndpointSettings.HeadersEntry
+	nil,                                       // 83: hookline.v1.EndpointSettings.SecretHeadersEntry
+	nil,                                       // 84: hookline.v1.PulledMessage.HeadersEntry
+	nil,                                       // 85: hookline.v1.EventRouting.HeadersEntry
+	nil,                                       // 86: hookline.v1.PublishRequest.HeadersEntry
+	(*v1.Quota)(nil),                          // 87: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),             // 88: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),             // 89: google.protobuf.FieldMask
+	(*structpb.Struct)(nil),                   // 90: google.protobuf.Struct
+	(*structpb.Value)(nil),                    // 91: google.protobuf.Value
+	(*v1.SchemaViolation)(nil),                // 92: hookline.v1.SchemaViolation
+	(*v1.PlannedDelivery)(nil),                // 93: hookline.v1.PlannedDelivery
+	(*v1.FilteredEndpoint)(nil),               // 94: hookline.v1.FilteredEndpoint
+	(*v1.Attempt)(nil),                        // 95: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	83,  // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	84,  // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
-	12,  // 2: hookline.v1.UpdateTenantRequest.settings:type_name -> hookline.v1.TenantSettings
-	85,  // 3: hookline.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
-	83,  // 4: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	84,  // 5: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	83,  // 6: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
-	14,  // 7: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	84,  // 8: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
-	7,   // 9: hookline.v1.Tenant.as_of:type_name -> hookline.v1.AsOf
-	12,  // 10: hookline.v1.Tenant.settings:type_name -> hookline.v1.TenantSettings
-	77,  // 11: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
-	78,  // 12: hookline.v1.EndpointSettings.headers:type_name -> hookline.v1.EndpointSettings.HeadersEntry
-	79,  // 13: hookline.v1.EndpointSettings.secret_headers:type_name -> hookline.v1.EndpointSettings.SecretHeadersEntry
-	17,  // 14: hookline.v1.EndpointSettings.auth:type_name -> hookline.v1.EndpointAuth
-	19,  // 15: hookline.v1.EndpointAuth.oauth2:type_name -> hookline.v1.OAuth2Auth
-	18,  // 16: hookline.v1.EndpointAuth.mtls:type_name -> hookline.v1.MTLSAuth
-	16,  // 17: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	33,  // 18: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	33,  // 19: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
-	16,  // 20: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	85,  // 21: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
-	33,  // 22: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	84,  // 23: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	84,  // 24: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
-	16,  // 25: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
-	0,   // 26: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
-	1,   // 27: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
-	32,  // 28: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	84,  // 29: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	84,  // 30: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	7,   // 31: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
-	84,  // 32: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	84,  // 33: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	84,  // 34: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
-	84,  // 35: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
-	49,  // 36: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
-	48,  // 37: hookline.v1.ListOrderingKeysResponse.keys:type_name -> hookline.v1.OrderingKey
-	44,  // 38: hookline.v1.PullDeliveriesResponse.messages:type_name -> hookline.v1.PulledMessage
-	80,  // 39: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
-	84,  // 40: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
-	84,  // 41: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	84,  // 42: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
-	84,  // 43: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	84,  // 44: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	84,  // 45: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	84,  // 46: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
-	35,  // 47: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
-	86,  // 48: hookline.v1.ExportEventTypesResponse.document:type_name -> google.protobuf.Struct
-	87,  // 49: hookline.v1.PutEventTypeRequest.example:type_name -> google.protobuf.Value
-	87,  // 50: hookline.v1.PutEventTypeRequest.schema:type_name -> google.protobuf.Value
-	87,  // 51: hookline.v1.EventType.example:type_name -> google.protobuf.Value
-	87,  // 52: hookline.v1.EventType.schema:type_name -> google.protobuf.Value
-	84,  // 53: hookline.v1.EventType.defined_at:type_name -> google.protobuf.Timestamp
-	53,  // 54: hookline.v1.ListEventTypesResponse.event_types:type_name -> hookline.v1.EventType
-	7,   // 55: hookline.v1.ListEventTypesResponse.as_of:type_name -> hookline.v1.AsOf
-	57,  // 56: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
-	84,  // 57: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
-	81,  // 58: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
-	63,  // 59: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
-	61,  // 60: hookline.v1.EventRouting.schema:type_name -> hookline.v1.RoutingSchema
-	88,  // 61: hookline.v1.RoutingSchema.violation:type_name -> hookline.v1.SchemaViolation
-	87,  // 62: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
-	2,   // 63: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
-	62,  // 64: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
-	84,  // 65: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	87,  // 66: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	82,  // 67: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
-	89,  // 68: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	90,  // 69: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
-	88,  // 70: hookline.v1.PublishResponse.schema_violation:type_name -> hookline.v1.SchemaViolation
-	64,  // 71: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
-	65,  // 72: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
-	67,  // 73: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	84,  // 74: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
-	70,  // 75: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
-	84,  // 76: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	84,  // 77: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
-	76,  // 78: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	84,  // 79: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	84,  // 80: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	84,  // 81: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	91,  // 82: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	5,   // 83: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	6,   // 84: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	8,   // 85: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	10,  // 86: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	13,  // 87: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	11,  // 88: hookline.v1.TenantService.UpdateTenant:input_type -> hookline.v1.UpdateTenantRequest
-	3,   // 89: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
-	20,  // 90: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	22,  // 91: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	23,  // 92: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	25,  // 93: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	26,  // 94: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	28,  // 95: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	29,  // 96: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	30,  // 97: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	31,  // 98: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	34,  // 99: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	36,  // 100: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	37,  // 101: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
-	39,  // 102: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
-	41,  // 103: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
-	42,  // 104: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
-	45,  // 105: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
-	47,  // 106: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
-	52,  // 107: hookline.v1.EventTypeService.PutEventType:input_type -> hookline.v1.PutEventTypeRequest
-	54,  // 108: hookline.v1.EventTypeService.ListEventTypes:input_type -> hookline.v1.ListEventTypesRequest
-	50,  // 109: hookline.v1.EventTypeService.ExportEventTypes:input_type -> hookline.v1.ExportEventTypesRequest
-	64,  // 110: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	66,  // 111: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	69,  // 112: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
-	59,  // 113: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
-	56,  // 114: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
-	72,  // 115: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	74,  // 116: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	75,  // 117: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	15,  // 118: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	15,  // 119: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	9,   // 120: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	15,  // 121: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	15,  // 122: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	15,  // 123: hookline.v1.TenantService.UpdateTenant:output_type -> hookline.v1.Tenant
-	4,   // 124: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
-	21,  // 125: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	33,  // 126: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	24,  // 127: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	33,  // 128: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	27,  // 129: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	33,  // 130: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	33,  // 131: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	33,  // 132: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	33,  // 133: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	49,  // 134: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	49,  // 135: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	38,  // 136: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
-	40,  // 137: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
-	48,  // 138: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
-	43,  // 139: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
-	46,  // 140: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
-	49,  // 141: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
-	53,  // 142: hookline.v1.EventTypeService.PutEventType:output_type -> hookline.v1.EventType
-	55,  // 143: hookline.v1.EventTypeService.ListEventTypes:output_type -> hookline.v1.ListEventTypesResponse
-	51,  // 144: hookline.v1.EventTypeService.ExportEventTypes:output_type -> hookline.v1.ExportEventTypesResponse
-	65,  // 145: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	68,  // 146: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	71,  // 147: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
-	60,  // 148: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
-	58,  // 149: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
-	73,  // 150: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	76,  // 151: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	76,  // 152: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	118, // [118:153] is the sub-list for method output_type
-	83,  // [83:118] is the sub-list for method input_type
-	83,  // [83:83] is the sub-list for extension type_name
-	83,  // [83:83] is the sub-list for extension extendee
-	0,   // [0:83] is the sub-list for field type_name
+	87,  // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	88,  // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
+	88,  // 2: hookline.v1.EraseTenantResponse.erased_at:type_name -> google.protobuf.Timestamp
+	14,  // 3: hookline.v1.UpdateTenantRequest.settings:type_name -> hookline.v1.TenantSettings
+	89,  // 4: hookline.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
+	87,  // 5: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	88,  // 6: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	87,  // 7: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	16,  // 8: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
+	88,  // 9: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	7,   // 10: hookline.v1.Tenant.as_of:type_name -> hookline.v1.AsOf
+	14,  // 11: hookline.v1.Tenant.settings:type_name -> hookline.v1.TenantSettings
+	88,  // 12: hookline.v1.Tenant.erased_at:type_name -> google.protobuf.Timestamp
+	81,  // 13: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
+	82,  // 14: hookline.v1.EndpointSettings.headers:type_name -> hookline.v1.EndpointSettings.HeadersEntry
+	83,  // 15: hookline.v1.EndpointSettings.secret_headers:type_name -> hookline.v1.EndpointSettings.SecretHeadersEntry
+	19,  // 16: hookline.v1.EndpointSettings.auth:type_name -> hookline.v1.EndpointAuth
+	21,  // 17: hookline.v1.EndpointAuth.oauth2:type_name -> hookline.v1.OAuth2Auth
+	20,  // 18: hookline.v1.EndpointAuth.mtls:type_name -> hookline.v1.MTLSAuth
+	18,  // 19: hookline.v1.CreateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
+	35,  // 20: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	35,  // 21: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
+	18,  // 22: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
+	89,  // 23: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	35,  // 24: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
+	88,  // 25: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	88,  // 26: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	18,  // 27: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
+	0,   // 28: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
+	1,   // 29: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
+	34,  // 30: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
+	88,  // 31: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	88,  // 32: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	7,   // 33: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
+	88,  // 34: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	88,  // 35: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	88,  // 36: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
+	88,  // 37: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
+	51,  // 38: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
+	50,  // 39: hookline.v1.ListOrderingKeysResponse.keys:type_name -> hookline.v1.OrderingKey
+	46,  // 40: hookline.v1.PullDeliveriesResponse.messages:type_name -> hookline.v1.PulledMessage
+	84,  // 41: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
+	88,  // 42: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
+	88,  // 43: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	88,  // 44: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
+	88,  // 45: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	88,  // 46: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	88,  // 47: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	88,  // 48: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	37,  // 49: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
+	90,  // 50: hookline.v1.ExportEventTypesResponse.document:type_name -> google.protobuf.Struct
+	91,  // 51: hookline.v1.PutEventTypeRequest.example:type_name -> google.protobuf.Value
+	91,  // 52: hookline.v1.PutEventTypeRequest.schema:type_name -> google.protobuf.Value
+	91,  // 53: hookline.v1.EventType.example:type_name -> google.protobuf.Value
+	91,  // 54: hookline.v1.EventType.schema:type_name -> google.protobuf.Value
+	88,  // 55: hookline.v1.EventType.defined_at:type_name -> google.protobuf.Timestamp
+	55,  // 56: hookline.v1.ListEventTypesResponse.event_types:type_name -> hookline.v1.EventType
+	7,   // 57: hookline.v1.ListEventTypesResponse.as_of:type_name -> hookline.v1.AsOf
+	59,  // 58: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
+	88,  // 59: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
+	85,  // 60: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
+	65,  // 61: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
+	63,  // 62: hookline.v1.EventRouting.schema:type_name -> hookline.v1.RoutingSchema
+	92,  // 63: hookline.v1.RoutingSchema.violation:type_name -> hookline.v1.SchemaViolation
+	91,  // 64: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
+	2,   // 65: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
+	64,  // 66: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
+	88,  // 67: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	91,  // 68: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	86,  // 69: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
+	93,  // 70: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	94,  // 71: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
+	92,  // 72: hookline.v1.PublishResponse.schema_violation:type_name -> hookline.v1.SchemaViolation
+	66,  // 73: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
+	67,  // 74: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
+	69,  // 75: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
+	88,  // 76: hookline.v1.Event.accepted_at:type_name -> google.protobuf.Timestamp
+	88,  // 77: hookline.v1.Event.occurred_at:type_name -> google.protobuf.Timestamp
+	88,  // 78: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	74,  // 79: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
+	88,  // 80: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	88,  // 81: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	80,  // 82: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
+	88,  // 83: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	88,  // 84: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	88,  // 85: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	95,  // 86: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	5,   // 87: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	6,   // 88: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	8,   // 89: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	10,  // 90: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	15,  // 91: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	13,  // 92: hookline.v1.TenantService.UpdateTenant:input_type -> hookline.v1.UpdateTenantRequest
+	11,  // 93: hookline.v1.TenantService.EraseTenant:input_type -> hookline.v1.EraseTenantRequest
+	3,   // 94: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
+	22,  // 95: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	24,  // 96: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	25,  // 97: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	27,  // 98: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	28,  // 99: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	30,  // 100: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	31,  // 101: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	32,  // 102: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	33,  // 103: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	36,  // 104: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	38,  // 105: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	39,  // 106: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
+	41,  // 107: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
+	43,  // 108: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
+	44,  // 109: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
+	47,  // 110: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
+	49,  // 111: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
+	54,  // 112: hookline.v1.EventTypeService.PutEventType:input_type -> hookline.v1.PutEventTypeRequest
+	56,  // 113: hookline.v1.EventTypeService.ListEventTypes:input_type -> hookline.v1.ListEventTypesRequest
+	52,  // 114: hookline.v1.EventTypeService.ExportEventTypes:input_type -> hookline.v1.ExportEventTypesRequest
+	66,  // 115: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	68,  // 116: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	73,  // 117: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	71,  // 118: hookline.v1.EventService.GetEvent:input_type -> hookline.v1.GetEventRequest
+	61,  // 119: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
+	58,  // 120: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
+	76,  // 121: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	78,  // 122: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	79,  // 123: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	17,  // 124: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	17,  // 125: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	9,   // 126: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	17,  // 127: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	17,  // 128: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	17,  // 129: hookline.v1.TenantService.UpdateTenant:output_type -> hookline.v1.Tenant
+	12,  // 130: hookline.v1.TenantService.EraseTenant:output_type -> hookline.v1.EraseTenantResponse
+	4,   // 131: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
+	23,  // 132: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	35,  // 133: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	26,  // 134: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	35,  // 135: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	29,  // 136: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	35,  // 137: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	35,  // 138: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	35,  // 139: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	35,  // 140: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	51,  // 141: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	51,  // 142: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	40,  // 143: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
+	42,  // 144: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
+	50,  // 145: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
+	45,  // 146: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
+	48,  // 147: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
+	51,  // 148: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
+	55,  // 149: hookline.v1.EventTypeService.PutEventType:output_type -> hookline.v1.EventType
+	57,  // 150: hookline.v1.EventTypeService.ListEventTypes:output_type -> hookline.v1.ListEventTypesResponse
+	53,  // 151: hookline.v1.EventTypeService.ExportEventTypes:output_type -> hookline.v1.ExportEventTypesResponse
+	67,  // 152: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	70,  // 153: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	75,  // 154: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	72,  // 155: hookline.v1.EventService.GetEvent:output_type -> hookline.v1.Event
+	62,  // 156: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
+	60,  // 157: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
+	77,  // 158: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	80,  // 159: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	80,  // 160: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	124, // [124:161] is the sub-list for method output_type
+	87,  // [87:124] is the sub-list for method input_type
+	87,  // [87:87] is the sub-list for extension type_name
+	87,  // [87:87] is the sub-list for extension extendee
+	0,   // [0:87] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
@@ -6279,7 +6648,7 @@ func file_hookline_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   80,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

@@ -28,6 +28,7 @@ const (
 	TenantService_RevokeApiKey_FullMethodName  = "/hookline.v1.TenantService/RevokeApiKey"
 	TenantService_SetQuota_FullMethodName      = "/hookline.v1.TenantService/SetQuota"
 	TenantService_UpdateTenant_FullMethodName  = "/hookline.v1.TenantService/UpdateTenant"
+	TenantService_EraseTenant_FullMethodName   = "/hookline.v1.TenantService/EraseTenant"
 	TenantService_ResealSecrets_FullMethodName = "/hookline.v1.TenantService/ResealSecrets"
 )
 
@@ -50,6 +51,12 @@ type TenantServiceClient interface {
 	// (over REST: the fields present in the body). The tenant's API key or
 	// the admin token.
 	UpdateTenant(ctx context.Context, in *UpdateTenantRequest, opts ...grpc.CallOption) (*Tenant, error)
+	// EraseTenant destroys the tenant's data key: every payload and stored
+	// response body of the tenant published so far becomes unreadable
+	// everywhere (reads answer that it was erased), and its pending
+	// deliveries end failed with reason erased. Admin only; confirm must
+	// repeat the tenant id.
+	EraseTenant(ctx context.Context, in *EraseTenantRequest, opts ...grpc.CallOption) (*EraseTenantResponse, error)
 	// ResealSecrets seals every live endpoint secret that is not sealed under
 	// this node's current master key anew, under it, then retires the other
 	// master keys, which every node may then drop. Run it once every node
@@ -125,6 +132,16 @@ func (c *tenantServiceClient) UpdateTenant(ctx context.Context, in *UpdateTenant
 	return out, nil
 }
 
+func (c *tenantServiceClient) EraseTenant(ctx context.Context, in *EraseTenantRequest, opts ...grpc.CallOption) (*EraseTenantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EraseTenantResponse)
+	err := c.cc.Invoke(ctx, TenantService_EraseTenant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *tenantServiceClient) ResealSecrets(ctx context.Context, in *ResealSecretsRequest, opts ...grpc.CallOption) (*ResealSecretsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResealSecretsResponse)
@@ -154,6 +171,12 @@ type TenantServiceServer interface {
 	// (over REST: the fields present in the body). The tenant's API key or
 	// the admin token.
 	UpdateTenant(context.Context, *UpdateTenantRequest) (*Tenant, error)
+	// EraseTenant destroys the tenant's data key: every payload and stored
+	// response body of the tenant published so far becomes unreadable
+	// everywhere (reads answer that it was erased), and its pending
+	// deliveries end failed with reason erased. Admin only; confirm must
+	// repeat the tenant id.
+	EraseTenant(context.Context, *EraseTenantRequest) (*EraseTenantResponse, error)
 	// ResealSecrets seals every live endpoint secret that is not sealed under
 	// this node's current master key anew, under it, then retires the other
 	// master keys, which every node may then drop. Run it once every node
@@ -186,6 +209,9 @@ func (UnimplementedTenantServiceServer) SetQuota(context.Context, *SetQuotaReque
 }
 func (UnimplementedTenantServiceServer) UpdateTenant(context.Context, *UpdateTenantRequest) (*Tenant, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateTenant not implemented")
+}
+func (UnimplementedTenantServiceServer) EraseTenant(context.Context, *EraseTenantRequest) (*EraseTenantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EraseTenant not implemented")
 }
 func (UnimplementedTenantServiceServer) ResealSecrets(context.Context, *ResealSecretsRequest) (*ResealSecretsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResealSecrets not implemented")
@@ -319,6 +345,24 @@ func _TenantService_UpdateTenant_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TenantService_EraseTenant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EraseTenantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TenantServiceServer).EraseTenant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TenantService_EraseTenant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TenantServiceServer).EraseTenant(ctx, req.(*EraseTenantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _TenantService_ResealSecrets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ResealSecretsRequest)
 	if err := dec(in); err != nil {
@@ -367,6 +411,10 @@ var TenantService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateTenant",
 			Handler:    _TenantService_UpdateTenant_Handler,
+		},
+		{
+			MethodName: "EraseTenant",
+			Handler:    _TenantService_EraseTenant_Handler,
 		},
 		{
 			MethodName: "ResealSecrets",
@@ -1353,6 +1401,7 @@ const (
 	EventService_Publish_FullMethodName                   = "/hookline.v1.EventService/Publish"
 	EventService_PublishBatch_FullMethodName              = "/hookline.v1.EventService/PublishBatch"
 	EventService_LookupEvents_FullMethodName              = "/hookline.v1.EventService/LookupEvents"
+	EventService_GetEvent_FullMethodName                  = "/hookline.v1.EventService/GetEvent"
 	EventService_ExplainRouting_FullMethodName            = "/hookline.v1.EventService/ExplainRouting"
 	EventService_ListOperationalEventTypes_FullMethodName = "/hookline.v1.EventService/ListOperationalEventTypes"
 )
@@ -1373,6 +1422,10 @@ type EventServiceClient interface {
 	// producer's outbox with what Hookline accepted. It reads the log, and
 	// writes nothing. An event past the log's retention (30 days) is missing.
 	LookupEvents(ctx context.Context, in *LookupEventsRequest, opts ...grpc.CallOption) (*LookupEventsResponse, error)
+	// GetEvent returns one published event with its payload, as sent to
+	// receivers. A payload erased with the tenant's data key fails with
+	// NOT_FOUND and the reason PAYLOAD_ERASED (REST: 410 Gone).
+	GetEvent(ctx context.Context, in *GetEventRequest, opts ...grpc.CallOption) (*Event, error)
 	// ExplainRouting says, for every endpoint of the tenant, what publishing
 	// the event decided for it and why, from what the log recorded: the
 	// event's plan and the endpoints' streams as of the publish, never
@@ -1422,6 +1475,16 @@ func (c *eventServiceClient) LookupEvents(ctx context.Context, in *LookupEventsR
 	return out, nil
 }
 
+func (c *eventServiceClient) GetEvent(ctx context.Context, in *GetEventRequest, opts ...grpc.CallOption) (*Event, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Event)
+	err := c.cc.Invoke(ctx, EventService_GetEvent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *eventServiceClient) ExplainRouting(ctx context.Context, in *ExplainRoutingRequest, opts ...grpc.CallOption) (*EventRouting, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(EventRouting)
@@ -1458,6 +1521,10 @@ type EventServiceServer interface {
 	// producer's outbox with what Hookline accepted. It reads the log, and
 	// writes nothing. An event past the log's retention (30 days) is missing.
 	LookupEvents(context.Context, *LookupEventsRequest) (*LookupEventsResponse, error)
+	// GetEvent returns one published event with its payload, as sent to
+	// receivers. A payload erased with the tenant's data key fails with
+	// NOT_FOUND and the reason PAYLOAD_ERASED (REST: 410 Gone).
+	GetEvent(context.Context, *GetEventRequest) (*Event, error)
 	// ExplainRouting says, for every endpoint of the tenant, what publishing
 	// the event decided for it and why, from what the log recorded: the
 	// event's plan and the endpoints' streams as of the publish, never
@@ -1485,6 +1552,9 @@ func (UnimplementedEventServiceServer) PublishBatch(context.Context, *PublishBat
 }
 func (UnimplementedEventServiceServer) LookupEvents(context.Context, *LookupEventsRequest) (*LookupEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LookupEvents not implemented")
+}
+func (UnimplementedEventServiceServer) GetEvent(context.Context, *GetEventRequest) (*Event, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetEvent not implemented")
 }
 func (UnimplementedEventServiceServer) ExplainRouting(context.Context, *ExplainRoutingRequest) (*EventRouting, error) {
 	return nil, status.Error(codes.Unimplemented, "method ExplainRouting not implemented")
@@ -1567,6 +1637,24 @@ func _EventService_LookupEvents_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EventService_GetEvent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetEventRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EventServiceServer).GetEvent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EventService_GetEvent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EventServiceServer).GetEvent(ctx, req.(*GetEventRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _EventService_ExplainRouting_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ExplainRoutingRequest)
 	if err := dec(in); err != nil {
@@ -1621,6 +1709,10 @@ var EventService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LookupEvents",
 			Handler:    _EventService_LookupEvents_Handler,
+		},
+		{
+			MethodName: "GetEvent",
+			Handler:    _EventService_GetEvent_Handler,
 		},
 		{
 			MethodName: "ExplainRouting",

@@ -1,0 +1,110 @@
+package eventstest
+
+import (
+	"bytes"
+	"errors"
+	"sync"
+
+	"github.com/hookline/hookline/events"
+)
+
+// testVault checks a log's data-key vault, when it keeps one: first put
+// wins (also when racing), replace is compare-and-swap, destroy takes only
+// the named key and is idempotent, a new key follows a destroyed one, and
+// nothing of it reaches the log.
+func testVault(e *env) {
+	v, ok := e.log.(events.Vault)
+	if !ok {
+		e.Skip("this log keeps no vault")
+	}
+	tenant := "vault" + randomHex(6)
+	secret := func(label string) []byte { return []byte("sealed-" + label + "-" + tenant) }
+	if _, err := v.DataKey(e.ctx, tenant); !errors.Is(err, events.ErrNoDataKey) {
+		e.Fatalf("DataKey of a tenant without one: %v, want ErrNoDataKey", err)
+	}
+	k1 := events.DataKey{TenantID: tenant, ID: "dk_1", Sealed: secret("1")}
+	if got, err := v.PutDataKey(e.ctx, k1); err != nil || got.ID != "dk_1" || !bytes.Equal(got.Sealed, k1.Sealed) {
+		e.Fatalf("PutDataKey: %+v, %v", got, err)
+	}
+	if got, err := v.PutDataKey(e.ctx, events.DataKey{TenantID: tenant, ID: "dk_2", Sealed: secret("2")}); err != nil || got.ID != "dk_1" {
+		e.Fatalf("a second PutDataKey: %+v, %v; want the first key kept", got, err)
+	}
+
+	racing := tenant + "r"
+	var wg sync.WaitGroup
+	ids := make([]string, 8)
+	for i := range ids {
+		wg.Go(func() {
+			got, err := v.PutDataKey(e.ctx, events.DataKey{TenantID: racing, ID: "dk_r" + string(rune('a'+i)), Sealed: secret("r")})
+			if err != nil {
+				e.Errorf("racing PutDataKey: %v", err)
+			}
+			ids[i] = got.ID
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] {
+			e.Fatalf("racing puts got different keys: %v", ids)
+		}
+	}
+
+	listed, err := v.DataKeys(e.ctx)
+	if err != nil {
+		e.Fatal(err)
+	}
+	found := 0
+	for _, k := range listed {
+		if k.TenantID == tenant || k.TenantID == racing {
+			found++
+		}
+	}
+	if found != 2 {
+		e.Fatalf("DataKeys lists %d of the case's 2 keys: %+v", found, listed)
+	}
+
+	k1b := events.DataKey{TenantID: tenant, ID: "dk_1", Sealed: secret("1b")}
+	if err := v.ReplaceDataKey(e.ctx, events.DataKey{TenantID: tenant, ID: "dk_1", Sealed: secret("stale")}, k1b); !errors.Is(err, events.ErrDataKeyChanged) {
+		e.Fatalf("ReplaceDataKey of a stale key: %v, want ErrDataKeyChanged", err)
+	}
+	if err := v.ReplaceDataKey(e.ctx, k1, k1b); err != nil {
+		e.Fatal(err)
+	}
+	if got, err := v.DataKey(e.ctx, tenant); err != nil || !bytes.Equal(got.Sealed, k1b.Sealed) {
+		e.Fatalf("after ReplaceDataKey: %+v, %v", got, err)
+	}
+
+	if err := v.DestroyDataKey(e.ctx, tenant, "dk_other"); err != nil {
+		e.Fatal(err)
+	}
+	if _, err := v.DataKey(e.ctx, tenant); err != nil {
+		e.Fatalf("destroying another id took the key: %v", err)
+	}
+	for range 2 {
+		if err := v.DestroyDataKey(e.ctx, tenant, "dk_1"); err != nil {
+			e.Fatalf("DestroyDataKey: %v", err)
+		}
+	}
+	if _, err := v.DataKey(e.ctx, tenant); !errors.Is(err, events.ErrNoDataKey) {
+		e.Fatalf("DataKey after DestroyDataKey: %v, want ErrNoDataKey", err)
+	}
+	if got, err := v.PutDataKey(e.ctx, events.DataKey{TenantID: tenant, ID: "dk_3", Sealed: secret("3")}); err != nil || got.ID != "dk_3" {
+		e.Fatalf("PutDataKey after a destroy: %+v, %v", got, err)
+	}
+
+	for pos := events.Start; ; {
+		recs, err := e.log.ReadAll(e.ctx, pos, 1000)
+		if err != nil {
+			e.Fatal(err)
+		}
+		if len(recs) == 0 {
+			break
+		}
+		for _, r := range recs {
+			if bytes.Contains(r.Data, []byte(tenant)) || bytes.Contains(r.Metadata, []byte(tenant)) {
+				e.Fatalf("the log holds the vault's bytes in %s", r.Stream)
+			}
+		}
+		pos = recs[len(recs)-1].Position
+	}
+}
