@@ -111,14 +111,14 @@ func (s *Server) GetEvent(ctx context.Context, req *controlv1.GetEventRequest) (
 	if err := checkEventID(req.GetEventId()); err != nil {
 		return nil, toStatus(err)
 	}
-	p, rec, err := s.published(ctx, tenantID, req.GetEventId())
+	p, rec, archived, err := s.published(ctx, tenantID, req.GetEventId())
 	if err != nil {
 		return nil, err
 	}
 	v := &controlv1.Event{
 		EventId: p.GetEventId(), EventType: p.GetEventType(), ContentType: p.GetContentType(), PayloadSha256: p.GetPayloadSha256(),
 		AcceptedAt: timestamppb.New(rec.Recorded), OccurredAt: p.GetOccurredAt(), ObjectId: p.GetObjectId(), ObjectVersion: p.GetObjectVersion(),
-		OrderingKey: p.GetOrderingKey(), Sealed: p.GetPayloadSeal() != nil,
+		OrderingKey: p.GetOrderingKey(), Sealed: p.GetPayloadSeal() != nil, FromArchive: archived,
 	}
 	opened, err := s.cfg.Payloads.OpenEvent(ctx, p)
 	if errors.Is(err, seal.ErrErased) {
@@ -132,25 +132,30 @@ func (s *Server) GetEvent(ctx context.Context, req *controlv1.GetEventRequest) (
 }
 
 // published reads an event's EventPublished as the log holds it (its
-// payload sealed), NOT_FOUND when there is none.
-func (s *Server) published(ctx context.Context, tenantID, eventID string) (*hooklinev1.EventPublished, *events.Record, error) {
+// payload sealed), or the archive when the log dropped it (archived);
+// NOT_FOUND when neither has it.
+func (s *Server) published(ctx context.Context, tenantID, eventID string) (p *hooklinev1.EventPublished, rec *events.Record, archived bool, err error) {
 	stream := events.EventStream(tenantID, eventID)
 	recs, err := s.cfg.Log.ReadStream(ctx, stream, events.Forwards, 0, 1)
+	if errors.Is(err, events.ErrStreamNotFound) && s.cfg.Archive != nil {
+		recs, err = s.cfg.Archive.ReadStream(ctx, stream)
+		archived = true
+	}
 	if errors.Is(err, events.ErrStreamNotFound) || (err == nil && len(recs) == 0) {
-		return nil, nil, status.Errorf(codes.NotFound, "event_id %q: no such event for this tenant (the log keeps events 30 days)", eventID)
+		return nil, nil, false, status.Errorf(codes.NotFound, "event_id %q: no such event for this tenant (the log keeps events 30 days, or its node's retention, and no archive holds it)", eventID)
 	}
 	if err != nil {
-		return nil, nil, toStatus(fmt.Errorf("read %s: %w", stream, err))
+		return nil, nil, false, toStatus(fmt.Errorf("read %s: %w", stream, err))
 	}
 	msg, err := events.Decode(&recs[0])
 	if err != nil {
-		return nil, nil, toStatus(fmt.Errorf("decode %s: %w", stream, err))
+		return nil, nil, false, toStatus(fmt.Errorf("decode %s: %w", stream, err))
 	}
 	p, ok := msg.(*hooklinev1.EventPublished)
 	if !ok {
-		return nil, nil, toStatus(fmt.Errorf("read %s: first event is %s, not EventPublished", stream, recs[0].Type))
+		return nil, nil, false, toStatus(fmt.Errorf("read %s: first event is %s, not EventPublished", stream, recs[0].Type))
 	}
-	return p, &recs[0], nil
+	return p, &recs[0], archived, nil
 }
 
 // openResponses opens the sealed response bodies of a delivery's

@@ -89,6 +89,9 @@ type Config struct {
 	// UI (EventStoreDB), and AuditUI names that UI ("eventstoredb").
 	AuditLink func(stream string) string
 	AuditUI   string
+	// Archive, when set, answers reads of events the log no longer
+	// holds (past retention); nil: those are not found.
+	Archive events.StreamArchive
 	// Payloads seals the tenants' payloads under their data keys before
 	// they are appended, opens them for reads, and erases them; nil
 	// leaves payloads in clear (a store without a vault).

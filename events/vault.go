@@ -53,3 +53,18 @@ var (
 	ErrNoDataKey      = errors.New("events: the tenant has no data key")
 	ErrDataKeyChanged = errors.New("events: the tenant's data key changed")
 )
+
+// Archiver keeps records past the log's retention (package
+// events/archive). A backend that drops expiring streams hands each batch
+// of whole streams to Archive first, and drops them only once it returned
+// nil.
+type Archiver interface {
+	Archive(ctx context.Context, recs []Record) error
+}
+
+// StreamArchive reads streams back from an archive (package
+// events/archive): the records of a stream retention dropped, in revision
+// order, or [ErrStreamNotFound].
+type StreamArchive interface {
+	ReadStream(ctx context.Context, stream string) ([]Record, error)
+}

@@ -91,6 +91,17 @@ type Config struct {
 	// in flight, in total and per tenant (or admin); zero means the
 	// control package's defaults (512 and 64).
 	MaxInFlight, MaxInFlightPerCaller int
+	// Retention is how long the log keeps event and delivery streams
+	// after their last write (embedded) or their first (PostgreSQL, by
+	// time partition); 0 means 30 days. RetainEvery is how often the
+	// embedded log applies it (0: hourly). Tenant and endpoint streams are
+	// kept for good.
+	Retention, RetainEvery time.Duration
+	// Archive is a gocloud.dev/blob URL (file:///path, s3://bucket,
+	// gs://bucket, azblob://container): what retention drops is written
+	// there first, and replays and event reads reach into it for what the
+	// log no longer holds. Empty: retention drops for good.
+	Archive string
 	// PlainPayloads leaves payloads and response bodies in clear in the
 	// log: no per-tenant data keys, no erasure. For measuring what sealing
 	// costs; a store without a vault (KurrentDB) is always in clear.
@@ -153,6 +164,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node: store %q is not a log: use \"embedded\", a PostgreSQL URL (postgres://user:pass@host:5432/db) or a KurrentDB connection string (kurrentdb://host:2113?tls=false)", redact(c.Store))
 	case c.Log == nil && storeKind(c.Store) == "embedded" && len(c.Cluster.Seeds) > 0:
 		return ErrEmbeddedJoin
+	case c.Retention < 0, c.RetainEvery < 0:
+		return errors.New("node: Retention and RetainEvery must not be negative (zero means the default)")
 	case c.Slots < 0, c.HTTPReadTimeout < 0, c.MaxInFlight < 0, c.MaxInFlightPerCaller < 0, c.MaxPlanned < 0, c.IdleAfter < 0:
 		return errors.New("node: Slots, HTTPReadTimeout, MaxInFlight, MaxInFlightPerCaller, MaxPlanned and IdleAfter must not be negative (zero means the default)")
 	}

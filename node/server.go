@@ -25,6 +25,7 @@ import (
 	"github.com/hookline/hookline/control"
 	"github.com/hookline/hookline/dispatch"
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/events/archive"
 	"github.com/hookline/hookline/operational"
 	"github.com/hookline/hookline/projections"
 	"github.com/hookline/hookline/projections/due"
@@ -42,7 +43,8 @@ type Server struct {
 	log      events.Log
 	ownsLog  bool
 	keyring  *seal.Keyring
-	payloads *seal.Payloads // nil: payloads in clear
+	payloads *seal.Payloads   // nil: payloads in clear
+	archive  *archive.Archive // nil: none
 	runner   *projections.Runner
 	registry *registry.Registry
 	portal   *portal.Tokens
@@ -116,6 +118,9 @@ func (s *Server) openStores(ctx context.Context) error {
 	cfg := s.cfg
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
+	}
+	if err := s.openArchive(ctx); err != nil {
+		return err
 	}
 	if err := s.openLog(ctx); err != nil {
 		return err
@@ -237,7 +242,7 @@ func (s *Server) buildAPI(context.Context) error {
 	var err error
 	s.control, err = control.New(control.Config{
 		Log: s.log, Grains: controlGrains{s.node}, Registry: s.registry, Projections: s.settle,
-		History: s.hist, Reconciler: s.recon, AdminToken: cfg.AdminToken, Keyring: s.keyring, Payloads: s.payloads, Now: cfg.Now, Logger: cfg.Logger,
+		History: s.hist, Reconciler: s.recon, AdminToken: cfg.AdminToken, Keyring: s.keyring, Payloads: s.payloads, Archive: s.archiveReader(), Now: cfg.Now, Logger: cfg.Logger,
 		Portal: s.portal, Cluster: &statuses{srv: s, store: storeKind(cfg.Store), timeout: s.node.RequestTimeout()},
 		AuditLink: auditLink, AuditUI: auditUI,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerCaller: cfg.MaxInFlightPerCaller, MaxPlanned: cfg.MaxPlanned,
@@ -270,7 +275,8 @@ func (s *Server) kinds() []*pcluster.Kind {
 			IdleAfter: s.cfg.IdleAfter,
 		}),
 		endpoint.NewKind(endpoint.Config{
-			Log: s.log, Keyring: s.keyring, Payloads: s.payloads, Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger,
+			Log: s.log, Keyring: s.keyring, Payloads: s.payloads, Archive: s.archiveReader(), EventRetention: s.cfg.Retention,
+			Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger,
 			Due: s.pulls, OrderingKeys: s.due, Projections: s.runner, History: s.history, Attempts: s.cfg.Faults.Attempter(s.attempts),
 			Dispatcher: s.dispatch, Grains: s.grainsOnceStarted(), Schedule: s.cfg.Schedule,
 			Tasks: &s.tasks, Breaker: s.cfg.Breaker, Quarantine: endpoint.NewQuarantine(0, 0), Drain: &s.drain,
@@ -296,6 +302,14 @@ func controlSpans(s Spans) control.Spans {
 
 // Node returns the cluster node.
 func (s *Server) Node() *cluster.Node { return s.node }
+
+// archiveReader is the archive as a reader, a nil interface without one.
+func (s *Server) archiveReader() events.StreamArchive {
+	if s.archive == nil {
+		return nil
+	}
+	return s.archive
+}
 
 // Vault returns the vault of the node's store, nil when it keeps none.
 func (s *Server) Vault() events.Vault {
@@ -461,6 +475,9 @@ func (s *Server) close() {
 	}
 	if s.ownsLog && s.log != nil {
 		_ = s.log.Close()
+	}
+	if s.archive != nil {
+		_ = s.archive.Close()
 	}
 	if s.grpcLis != nil {
 		_ = s.grpcLis.Close()

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/events/archive"
 	"github.com/hookline/hookline/events/embedded"
 	"github.com/hookline/hookline/events/esdb"
 	"github.com/hookline/hookline/events/postgres"
@@ -28,6 +30,19 @@ func storeKind(store string) string {
 	return ""
 }
 
+// openArchive opens Config.Archive, when set.
+func (s *Server) openArchive(ctx context.Context) error {
+	if s.cfg.Archive == "" {
+		return nil
+	}
+	a, err := archive.Open(ctx, s.cfg.Archive, s.cfg.Logger)
+	if err != nil {
+		return err
+	}
+	s.archive = a
+	return nil
+}
+
 // openLog opens the log Config.Store selects, or takes Config.Log, which
 // the caller owns.
 func (s *Server) openLog(ctx context.Context) error {
@@ -36,12 +51,18 @@ func (s *Server) openLog(ctx context.Context) error {
 		s.log = cfg.Log
 		return nil
 	}
+	var archiver events.Archiver
+	if s.archive != nil {
+		archiver = s.archive
+	}
 	var err error
 	switch storeKind(cfg.Store) {
 	case "embedded":
-		s.log, err = embedded.Open(embedded.Config{Dir: filepath.Join(cfg.DataDir, "log"), Now: cfg.Now, Logger: cfg.Logger})
+		s.log, err = embedded.Open(embedded.Config{Dir: filepath.Join(cfg.DataDir, "log"), Now: cfg.Now, Logger: cfg.Logger,
+			Retention: cfg.Retention, RetainEvery: cfg.RetainEvery, Archive: archiver})
 	case "postgres":
-		s.log, err = postgres.Open(ctx, postgres.Config{DSN: cfg.Store, Schema: cfg.StoreSchema, Now: cfg.Now, Logger: cfg.Logger})
+		s.log, err = postgres.Open(ctx, postgres.Config{DSN: cfg.Store, Schema: cfg.StoreSchema, Now: cfg.Now, Logger: cfg.Logger,
+			Retention: cfg.Retention, Archive: archiver})
 	case "eventstoredb":
 		s.log, err = esdb.Open(ctx, esdb.Config{ConnectionString: cfg.Store, Logger: cfg.Logger})
 	}

@@ -238,6 +238,7 @@ func (g *grain) manifest(n int64, digest string, l *windowList) *controlv1.Recov
 		m.EstimatedSeconds = float64(over) / r
 	}
 	if l != nil {
+		m.FromArchive = l.before(g.cfg.Now().Add(-g.cfg.EventRetention))
 		m.DeliveryIds = l.ids[:min(len(l.ids), manifestIDs)]
 		if len(l.ids) > 0 {
 			m.FirstPlannedAt, m.LastPlannedAt = timestamppb.New(l.first), timestamppb.New(l.last)

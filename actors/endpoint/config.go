@@ -53,6 +53,10 @@ type Config struct {
 	Log events.Log
 	// Keyring seals new secrets and opens old ones. Required.
 	Keyring *seal.Keyring
+	// Archive, when set, is read for an event whose stream the log no
+	// longer holds (past retention), so that a replay still sends its
+	// bytes; nil: such a delivery ends failed.
+	Archive events.StreamArchive
 	// Payloads opens the events' sealed payloads and seals the response
 	// bodies recorded; nil: payloads and bodies in clear.
 	Payloads *seal.Payloads

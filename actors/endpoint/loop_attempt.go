@@ -229,6 +229,7 @@ func (l *loop) attemptRecord(f *flight, o attempt.Outcome, number int32) *hookli
 		ResponseSha256: o.ResponseSHA256, ResponsePrefix: o.ResponsePrefix, ResponseSeal: f.responseSeal,
 		IssuedBy:    &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_SYSTEM, Id: "delivery"},
 		OrderingKey: f.item.OrderingKey, Sequence: f.item.Sequence, Pulled: !f.leasedAt.IsZero(),
+		FromArchive: f.d.fromArchive,
 	}
 	if f.d.replay != nil {
 		a.IssuedBy = f.d.replay.GetIssuedBy()

@@ -140,7 +140,7 @@ func (l *loop) read(ctx actor.Context, f *flight) {
 // readDone brings the answer.
 func (l *loop) readAsync(ctx actor.Context, f *flight, withStream bool) {
 	l.reading++
-	rd := reader{log: l.cfg.Log, cache: l.cfg.events, payloads: l.cfg.Payloads, page: l.cfg.ReadPage}
+	rd := reader{log: l.cfg.Log, cache: l.cfg.events, payloads: l.cfg.Payloads, archive: l.cfg.Archive, page: l.cfg.ReadPage}
 	it, ev := f.item, f.d.event
 	l.async(ctx, l.cfg.IOTimeout, func(c context.Context) any {
 		r, err := rd.readDelivery(c, it, ev, withStream)

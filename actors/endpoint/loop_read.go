@@ -45,6 +45,8 @@ type deliveryRead struct {
 	// attempt. erased: its payload was erased, and event is nil.
 	event  *hooklinev1.EventPublished
 	erased bool
+	// fromArchive: event was read from the archive (see reader.archived).
+	fromArchive bool
 }
 
 // reader reads deliveries for a grain, off its mailbox.
@@ -52,6 +54,7 @@ type reader struct {
 	log      events.Log
 	cache    *eventCache
 	payloads *seal.Payloads
+	archive  events.StreamArchive
 	page     int
 }
 
@@ -79,6 +82,10 @@ func (rd reader) readDelivery(ctx context.Context, it due.Item, event *hooklinev
 			return r, nil
 		}
 		recs, err := log.ReadStream(ctx, es, events.Forwards, 0, 1)
+		if errors.Is(err, events.ErrStreamNotFound) && rd.archive != nil {
+			recs, err = rd.archived(ctx, es)
+			r.fromArchive = len(recs) == 1
+		}
 		if err != nil && !errors.Is(err, events.ErrStreamNotFound) {
 			return r, fmt.Errorf("read %s: %w", es, err)
 		}
@@ -93,12 +100,23 @@ func (rd reader) readDelivery(ctx context.Context, it due.Item, event *hooklinev
 			} else if err != nil {
 				return r, fmt.Errorf("open the payload of %s: %w", es, err)
 			}
-			if r.event != nil {
+			if r.event != nil && !r.fromArchive {
 				cache.put(es, r.event)
 			}
 		}
 	}
 	return r, nil
+}
+
+// archived reads an event stream's first record from the archive: the log
+// dropped it past retention. Not cached: a late replay is rare, and its
+// attempt says where its bytes came from.
+func (rd reader) archived(ctx context.Context, stream string) ([]events.Record, error) {
+	recs, err := rd.archive.ReadStream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	return recs[:min(len(recs), 1)], nil
 }
 
 // eventStream is the stream of a delivery's event.

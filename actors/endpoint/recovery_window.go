@@ -73,6 +73,18 @@ func windowOf(tenantID, endpointID string, rq *controlv1.RecoverEndpointRequest)
 type windowList struct {
 	ids         []string
 	first, last time.Time // the planned times it spans
+	planned     []time.Time
+}
+
+// before counts the deliveries of the list planned before t.
+func (l windowList) before(t time.Time) int64 {
+	n := int64(0)
+	for _, p := range l.planned {
+		if p.Before(t) {
+			n++
+		}
+	}
+	return n
 }
 
 // digest returns the list's digest: SHA-256 (hex) over each id and "\n".
@@ -128,9 +140,9 @@ func (w window) list(hist History) (windowList, error) {
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	l := windowList{ids: make([]string, len(found))}
+	l := windowList{ids: make([]string, len(found)), planned: make([]time.Time, len(found))}
 	for i, d := range found {
-		l.ids[i] = d.ID
+		l.ids[i], l.planned[i] = d.ID, d.PlannedAt
 	}
 	if len(found) > 0 {
 		l.first, l.last = found[0].PlannedAt, found[len(found)-1].PlannedAt

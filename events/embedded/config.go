@@ -41,6 +41,9 @@ type Config struct {
 	// RetainEvery is how often Run applies retention; 0 means
 	// DefaultRetainEvery (hourly).
 	RetainEvery time.Duration
+	// Archive, when set, receives the records of the streams retention
+	// drops, before they are dropped (package events/archive).
+	Archive events.Archiver
 	// Now is the clock that stamps records and drives retention; nil means
 	// time.Now.
 	Now func() time.Time

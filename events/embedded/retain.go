@@ -24,6 +24,9 @@ type RetainStats struct {
 	// Bytes is the size of the dropped records as stored (keys and values,
 	// before compression).
 	Bytes int64
+	// Archived is the number of records handed to Config.Archive before
+	// their streams were dropped.
+	Archived int
 }
 
 // Retain drops every stream that events.Expires and whose last write is
@@ -53,6 +56,9 @@ func (l *Log) Retain(ctx context.Context, cutoff time.Time) (RetainStats, error)
 			break
 		}
 		start = next
+		if err := l.archive(ctx, candidates, &stats); err != nil {
+			return stats, fmt.Errorf("retain before %s: %w", cutoff.Format(time.RFC3339), err)
+		}
 		var chunk RetainStats
 		j := &job{done: make(chan error, 1), fn: func(b *pebble.Batch) error {
 			for _, c := range candidates {
@@ -89,6 +95,40 @@ func (l *Log) Retain(ctx context.Context, cutoff time.Time) (RetainStats, error)
 	}
 	return stats, nil
 }
+
+// archive hands the records of the candidates that may be dropped to
+// Config.Archive, whole streams in one segment, before anything is
+// dropped: a failure leaves them in the log for the next pass. A stream
+// written to after this read is not dropped (drop checks its head), so
+// what the archive holds is never less than what was dropped.
+func (l *Log) archive(ctx context.Context, candidates []expiring, stats *RetainStats) error {
+	if l.cfg.Archive == nil {
+		return nil
+	}
+	var recs []events.Record
+	for _, c := range candidates {
+		if !events.Expires(c.stream) {
+			continue
+		}
+		rs, err := l.ReadStream(ctx, c.stream, events.Forwards, 0, maxArchivedStream)
+		if errors.Is(err, events.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		recs = append(recs, rs...)
+	}
+	if err := l.cfg.Archive.Archive(ctx, recs); err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	stats.Archived += len(recs)
+	return nil
+}
+
+// maxArchivedStream bounds the records of one stream read for the archive:
+// more than any event or delivery stream holds.
+const maxArchivedStream = 1 << 20
 
 // expiring is a stream that retention may drop, as its time key says.
 type expiring struct {
@@ -191,7 +231,7 @@ func (l *Log) Run(ctx context.Context) error {
 			l.log.Error("retention failed", slog.Any("error", err))
 		case stats.Streams > 0:
 			l.log.Info("retention applied", slog.Int("streams", stats.Streams), slog.Int("events", stats.Events),
-				slog.Int64("bytes", stats.Bytes), slog.Time("cutoff", cutoff))
+				slog.Int64("bytes", stats.Bytes), slog.Int("archived", stats.Archived), slog.Time("cutoff", cutoff))
 		}
 		select {
 		case <-t.C:

@@ -1,6 +1,7 @@
 package embedded_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/events/archive"
 	"github.com/hookline/hookline/events/embedded"
 )
 
@@ -189,5 +191,52 @@ func TestRunAppliesRetention(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not stop with its context")
+	}
+}
+
+// TestRetainArchives: with an archive, retention hands every record of
+// the streams it drops to it first; they read back from the archive, whole
+// and unchanged, once the log no longer has them. Streams it keeps are not
+// archived.
+func TestRetainArchives(t *testing.T) {
+	ctx := t.Context()
+	clk := newClock()
+	arc, err := archive.Open(ctx, "file://"+t.TempDir()+"?create_dir=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arc.Close()
+	l := open(t, embedded.Config{Dir: t.TempDir(), Now: clk.Now, Archive: arc})
+	old := events.EventStream("t1", "e1")
+	if _, err := l.Append(ctx, old, events.NoStream{}, payloadEvent("EventPublished", 100), payloadEvent("DeliveriesPlanned", 10)); err != nil {
+		t.Fatal(err)
+	}
+	want, err := l.ReadStream(ctx, old, events.Forwards, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	fresh := events.DeliveryStream("fresh")
+	if _, err := l.Append(ctx, fresh, events.NoStream{}, payloadEvent("AttemptFailed", 10)); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := l.Retain(ctx, clk.Now().Add(-time.Minute))
+	if err != nil || stats.Streams != 1 || stats.Archived != 2 {
+		t.Fatalf("retain: %+v, %v; want 1 stream dropped, its 2 records archived", stats, err)
+	}
+	if _, err := l.ReadStream(ctx, old, events.Forwards, 0, 10); !errors.Is(err, events.ErrStreamNotFound) {
+		t.Fatalf("the dropped stream in the log: %v", err)
+	}
+	got, err := arc.ReadStream(ctx, old)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("the archive: %d records, %v", len(got), err)
+	}
+	for i := range got {
+		if got[i].ID != want[i].ID || !bytes.Equal(got[i].Data, want[i].Data) || got[i].Position != want[i].Position {
+			t.Fatalf("archived record %d differs: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if ok, err := arc.Has(ctx, fresh); err != nil || ok {
+		t.Fatalf("a kept stream archived: %v, %v", ok, err)
 	}
 }

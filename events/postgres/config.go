@@ -56,6 +56,10 @@ type Config struct {
 	// PartitionEvery is the width of the time partitions of expiring
 	// streams, at least a minute. Default: [DefaultPartitionEvery].
 	PartitionEvery time.Duration
+	// Archive, when set, receives the records of each time partition
+	// before it is dropped (package events/archive); a partition is
+	// dropped only once archived whole.
+	Archive events.Archiver
 	// MaintainEvery is how often [Log.Run] maintains the partitions.
 	// Default: [DefaultMaintainEvery].
 	MaintainEvery time.Duration

@@ -142,36 +142,112 @@ func (l *Log) createPartition(ctx context.Context, t time.Time) (bool, error) {
 	return created, err
 }
 
-// dropBefore drops the partitions whose period ends at or before cutoff.
-// It locks the events table first, as appends and reads do (parent before
-// partitions), so that it cannot deadlock with them.
+// dropBefore drops the partitions whose period ends at or before cutoff,
+// each archived first when Config.Archive is set. It locks the events
+// table first, as appends and reads do (parent before partitions), so that
+// it cannot deadlock with them.
 func (l *Log) dropBefore(ctx context.Context, cutoff time.Time) (int, error) {
+	rows, err := l.pool.Query(ctx, `SELECT name FROM `+l.schema+`.partitions WHERE hi <= $1 ORDER BY lo`, cutoff)
+	if err != nil {
+		return 0, err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, err
+	}
 	dropped := 0
-	err := l.maintenanceTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT name FROM `+l.schema+`.partitions WHERE hi <= $1 ORDER BY lo`, cutoff)
+	for _, name := range names {
+		archived := int64(-1) // not counted: no archive
+		if l.cfg.Archive != nil {
+			if archived, err = l.archivePartition(ctx, name); err != nil {
+				return dropped, fmt.Errorf("archive partition %s: %w", name, err)
+			}
+		}
+		ok, err := l.dropPartition(ctx, name, archived, cutoff)
 		if err != nil {
-			return err
+			return dropped, err
 		}
-		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil || len(names) == 0 {
-			return err
+		if ok {
+			dropped++
 		}
+	}
+	return dropped, nil
+}
+
+// dropPartition drops one partition; when archived is not negative, only
+// if it still holds that many events (else an append reached it after it
+// was archived: the next pass archives it again).
+func (l *Log) dropPartition(ctx context.Context, name string, archived int64, cutoff time.Time) (bool, error) {
+	table := l.schema + `.` + pgx.Identifier{name}.Sanitize()
+	dropped := false
+	err := l.maintenanceTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `LOCK TABLE `+l.schema+`.events IN ACCESS EXCLUSIVE MODE`); err != nil {
 			return fmt.Errorf("lock events: %w", err)
 		}
-		for _, name := range names {
-			if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+l.schema+`.`+pgx.Identifier{name}.Sanitize()); err != nil {
-				return fmt.Errorf("drop partition %s: %w", name, err)
+		if archived >= 0 {
+			var n int64
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+				return fmt.Errorf("count partition %s: %w", name, err)
 			}
-			if _, err := tx.Exec(ctx, `DELETE FROM `+l.schema+`.partitions WHERE name = $1`, name); err != nil {
-				return fmt.Errorf("forget partition %s: %w", name, err)
+			if n != archived {
+				l.log.Warn("partition written to while archived; archiving it again next pass", slog.String("partition", name),
+					slog.Int64("archived", archived), slog.Int64("events", n))
+				return nil
 			}
-			l.log.Info("partition dropped", slog.String("partition", name), slog.Time("cutoff", cutoff))
 		}
-		dropped = len(names)
+		if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+table); err != nil {
+			return fmt.Errorf("drop partition %s: %w", name, err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM `+l.schema+`.partitions WHERE name = $1`, name); err != nil {
+			return fmt.Errorf("forget partition %s: %w", name, err)
+		}
+		dropped = true
+		l.log.Info("partition dropped", slog.String("partition", name), slog.Time("cutoff", cutoff), slog.Int64("archived", archived))
 		return nil
 	})
 	return dropped, err
+}
+
+// archiveSegment is how many events one archive segment of a partition
+// holds at least (whole streams: the last one may take it past).
+const archiveSegment = 4096
+
+// archivePartition hands a partition's events to Config.Archive, whole
+// streams per segment, and returns how many it handed.
+func (l *Log) archivePartition(ctx context.Context, name string) (int64, error) {
+	query := `SELECT ` + columns + ` FROM ` + l.schema + `.` + pgx.Identifier{name}.Sanitize() + ` e
+		WHERE (e.stream, e.revision) > ($1, $2) ORDER BY e.stream, e.revision LIMIT $3`
+	var (
+		total   int64
+		pending []events.Record
+		stream  string
+		rev     int64 = -1
+	)
+	for {
+		page, err := l.query(ctx, nil, query, stream, rev, archiveSegment)
+		if err != nil {
+			return total, err
+		}
+		for _, r := range page {
+			if len(pending) >= archiveSegment && r.Stream != pending[len(pending)-1].Stream {
+				if err := l.cfg.Archive.Archive(ctx, pending); err != nil {
+					return total, err
+				}
+				total += int64(len(pending))
+				pending = nil
+			}
+			pending = append(pending, r)
+		}
+		if len(page) < archiveSegment {
+			break
+		}
+		last := page[len(page)-1]
+		stream, rev = last.Stream, int64(last.Revision)
+	}
+	if err := l.cfg.Archive.Archive(ctx, pending); err != nil {
+		return total, err
+	}
+	return total + int64(len(pending)), nil
 }
 
 // maintenanceTx runs fn in a transaction that holds the schema's advisory

@@ -1,8 +1,10 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/events/archive"
 	"github.com/hookline/hookline/events/postgres"
 )
 
@@ -162,5 +165,58 @@ func TestRunEndsWithContext(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not end within 10s of its context")
+	}
+}
+
+// TestRetentionArchives: with an archive, a time partition's streams are
+// archived whole before the partition is dropped; they read back from the
+// archive once the log no longer has them, and a stream of a partition
+// kept is not archived.
+func TestRetentionArchives(t *testing.T) {
+	dsn := serverURL(t)
+	clk := &clock{now: time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC)}
+	arc, err := archive.Open(t.Context(), "file://"+t.TempDir()+"?create_dir=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arc.Close()
+	l := open(t, postgres.Config{DSN: dsn, Schema: freshSchema(t, dsn), Now: clk.Now,
+		Retention: 24 * time.Hour, PartitionEvery: 24 * time.Hour, Archive: arc})
+	ctx := t.Context()
+	old := events.EventStream("t1", "ev_old")
+	for i := range 3 {
+		if _, err := l.Append(ctx, old, events.Any{}, events.Event{ID: uuid.New(), Type: "T", Data: fmt.Appendf(nil, "old %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := l.ReadStream(ctx, old, events.Forwards, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(3 * 24 * time.Hour)
+	if stats, err := l.Maintain(ctx); err != nil || stats.Dropped == 0 {
+		t.Fatalf("maintain: %+v, %v; want the old partition dropped", stats, err)
+	}
+	fresh := events.DeliveryStream("dlv_fresh")
+	if _, err := l.Append(ctx, fresh, events.Any{}, events.Event{ID: uuid.New(), Type: "T", Data: []byte("fresh")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Maintain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.ReadStream(ctx, old, events.Forwards, 0, 10); !errors.Is(err, events.ErrStreamNotFound) {
+		t.Fatalf("the dropped stream in the log: %v", err)
+	}
+	got, err := arc.ReadStream(ctx, old)
+	if err != nil || len(got) != len(want) {
+		t.Fatalf("the archive: %d records, %v", len(got), err)
+	}
+	for i := range got {
+		if got[i].ID != want[i].ID || !bytes.Equal(got[i].Data, want[i].Data) || got[i].Position != want[i].Position {
+			t.Fatalf("archived record %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if ok, err := arc.Has(ctx, fresh); err != nil || ok {
+		t.Fatalf("a kept stream archived: %v, %v", ok, err)
 	}
 }

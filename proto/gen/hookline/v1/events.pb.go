@@ -4191,7 +4191,10 @@ type Attempt struct {
 	Pulled bool `protobuf:"varint,30,opt,name=pulled,proto3" json:"pulled,omitempty"`
 	// response_seal is set when response_prefix is sealed under a data key
 	// of the tenant, as an event's payload is (see PayloadSeal).
-	ResponseSeal  *PayloadSeal `protobuf:"bytes,31,opt,name=response_seal,json=responseSeal,proto3" json:"response_seal,omitempty"`
+	ResponseSeal *PayloadSeal `protobuf:"bytes,31,opt,name=response_seal,json=responseSeal,proto3" json:"response_seal,omitempty"`
+	// from_archive: the event's payload was read from the archive, the log
+	// having dropped its stream past retention (a late replay).
+	FromArchive   bool `protobuf:"varint,32,opt,name=from_archive,json=fromArchive,proto3" json:"from_archive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4441,6 +4444,13 @@ func (x *Attempt) GetResponseSeal() *PayloadSeal {
 		return x.ResponseSeal
 	}
 	return nil
+}
+
+func (x *Attempt) GetFromArchive() bool {
+	if x != nil {
+		return x.FromArchive
+	}
+	return false
 }
 
 // AttemptTrigger says why an attempt was made.
@@ -6332,7 +6342,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12)\n" +
 	"\x10published_commit\x18\x03 \x01(\x04R\x0fpublishedCommit\x12+\n" +
 	"\x11published_prepare\x18\x04 \x01(\x04R\x10publishedPrepare\x12/\n" +
-	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"\xc3\t\n" +
+	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"\xe6\t\n" +
 	"\aAttempt\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -6376,7 +6386,8 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\fordering_key\x18\x1c \x01(\tR\vorderingKey\x12\x1a\n" +
 	"\bsequence\x18\x1d \x01(\x03R\bsequence\x12\x16\n" +
 	"\x06pulled\x18\x1e \x01(\bR\x06pulled\x12=\n" +
-	"\rresponse_seal\x18\x1f \x01(\v2\x18.hookline.v1.PayloadSealR\fresponseSeal\"\xec\x02\n" +
+	"\rresponse_seal\x18\x1f \x01(\v2\x18.hookline.v1.PayloadSealR\fresponseSeal\x12!\n" +
+	"\ffrom_archive\x18  \x01(\bR\vfromArchive\"\xec\x02\n" +
 	"\x0eAttemptTrigger\x124\n" +
 	"\x04kind\x18\x01 \x01(\x0e2 .hookline.v1.AttemptTrigger.KindR\x04kind\x12\x14\n" +
 	"\x05retry\x18\x02 \x01(\x05R\x05retry\x121\n" +

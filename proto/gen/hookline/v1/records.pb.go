@@ -270,6 +270,212 @@ func (x *DeliveryRecord) GetSequence() int64 {
 	return 0
 }
 
+// ArchivedRecord is one record of the log as the archive keeps it, past
+// the log's retention: a segment object is a zstd stream of these, each
+// preceded by its length (uvarint).
+type ArchivedRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stream        string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	Revision      uint64                 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	Commit        uint64                 `protobuf:"varint,3,opt,name=commit,proto3" json:"commit,omitempty"`
+	Prepare       uint64                 `protobuf:"varint,4,opt,name=prepare,proto3" json:"prepare,omitempty"`
+	Id            []byte                 `protobuf:"bytes,5,opt,name=id,proto3" json:"id,omitempty"`
+	Type          string                 `protobuf:"bytes,6,opt,name=type,proto3" json:"type,omitempty"`
+	Data          []byte                 `protobuf:"bytes,7,opt,name=data,proto3" json:"data,omitempty"`
+	Metadata      []byte                 `protobuf:"bytes,8,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Recorded      *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=recorded,proto3" json:"recorded,omitempty"`
+	Partition     uint32                 `protobuf:"varint,10,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchivedRecord) Reset() {
+	*x = ArchivedRecord{}
+	mi := &file_hookline_v1_records_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchivedRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchivedRecord) ProtoMessage() {}
+
+func (x *ArchivedRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_records_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchivedRecord.ProtoReflect.Descriptor instead.
+func (*ArchivedRecord) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ArchivedRecord) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *ArchivedRecord) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ArchivedRecord) GetCommit() uint64 {
+	if x != nil {
+		return x.Commit
+	}
+	return 0
+}
+
+func (x *ArchivedRecord) GetPrepare() uint64 {
+	if x != nil {
+		return x.Prepare
+	}
+	return 0
+}
+
+func (x *ArchivedRecord) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *ArchivedRecord) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ArchivedRecord) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ArchivedRecord) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ArchivedRecord) GetRecorded() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Recorded
+	}
+	return nil
+}
+
+func (x *ArchivedRecord) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+// ArchiveIndex is a segment's index, kept as an object of its own: the
+// streams whose records the segment holds (each whole), how many records,
+// and the positions they span.
+type ArchiveIndex struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Segment       string                 `protobuf:"bytes,1,opt,name=segment,proto3" json:"segment,omitempty"`
+	Streams       []string               `protobuf:"bytes,2,rep,name=streams,proto3" json:"streams,omitempty"`
+	Records       int64                  `protobuf:"varint,3,opt,name=records,proto3" json:"records,omitempty"`
+	FirstCommit   uint64                 `protobuf:"varint,4,opt,name=first_commit,json=firstCommit,proto3" json:"first_commit,omitempty"`
+	LastCommit    uint64                 `protobuf:"varint,5,opt,name=last_commit,json=lastCommit,proto3" json:"last_commit,omitempty"`
+	WrittenAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=written_at,json=writtenAt,proto3" json:"written_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchiveIndex) Reset() {
+	*x = ArchiveIndex{}
+	mi := &file_hookline_v1_records_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchiveIndex) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchiveIndex) ProtoMessage() {}
+
+func (x *ArchiveIndex) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_records_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchiveIndex.ProtoReflect.Descriptor instead.
+func (*ArchiveIndex) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ArchiveIndex) GetSegment() string {
+	if x != nil {
+		return x.Segment
+	}
+	return ""
+}
+
+func (x *ArchiveIndex) GetStreams() []string {
+	if x != nil {
+		return x.Streams
+	}
+	return nil
+}
+
+func (x *ArchiveIndex) GetRecords() int64 {
+	if x != nil {
+		return x.Records
+	}
+	return 0
+}
+
+func (x *ArchiveIndex) GetFirstCommit() uint64 {
+	if x != nil {
+		return x.FirstCommit
+	}
+	return 0
+}
+
+func (x *ArchiveIndex) GetLastCommit() uint64 {
+	if x != nil {
+		return x.LastCommit
+	}
+	return 0
+}
+
+func (x *ArchiveIndex) GetWrittenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WrittenAt
+	}
+	return nil
+}
+
 var File_hookline_v1_records_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_records_proto_rawDesc = "" +
@@ -305,7 +511,28 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATUS_PENDING\x10\x01\x12\x14\n" +
 	"\x10STATUS_SUCCEEDED\x10\x02\x12\x11\n" +
-	"\rSTATUS_FAILED\x10\x03B?Z=github.com/hookline/hookline/proto/gen/hookline/v1;hooklinev1b\x06proto3"
+	"\rSTATUS_FAILED\x10\x03\"\xa0\x02\n" +
+	"\x0eArchivedRecord\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x04R\brevision\x12\x16\n" +
+	"\x06commit\x18\x03 \x01(\x04R\x06commit\x12\x18\n" +
+	"\aprepare\x18\x04 \x01(\x04R\aprepare\x12\x0e\n" +
+	"\x02id\x18\x05 \x01(\fR\x02id\x12\x12\n" +
+	"\x04type\x18\x06 \x01(\tR\x04type\x12\x12\n" +
+	"\x04data\x18\a \x01(\fR\x04data\x12\x1a\n" +
+	"\bmetadata\x18\b \x01(\fR\bmetadata\x126\n" +
+	"\brecorded\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\brecorded\x12\x1c\n" +
+	"\tpartition\x18\n" +
+	" \x01(\rR\tpartition\"\xdb\x01\n" +
+	"\fArchiveIndex\x12\x18\n" +
+	"\asegment\x18\x01 \x01(\tR\asegment\x12\x18\n" +
+	"\astreams\x18\x02 \x03(\tR\astreams\x12\x18\n" +
+	"\arecords\x18\x03 \x01(\x03R\arecords\x12!\n" +
+	"\ffirst_commit\x18\x04 \x01(\x04R\vfirstCommit\x12\x1f\n" +
+	"\vlast_commit\x18\x05 \x01(\x04R\n" +
+	"lastCommit\x129\n" +
+	"\n" +
+	"written_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAtB?Z=github.com/hookline/hookline/proto/gen/hookline/v1;hooklinev1b\x06proto3"
 
 var (
 	file_hookline_v1_records_proto_rawDescOnce sync.Once
@@ -320,24 +547,28 @@ func file_hookline_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_hookline_v1_records_proto_goTypes = []any{
 	(DeliveryRecord_Status)(0),    // 0: hookline.v1.DeliveryRecord.Status
 	(*DeliveryRecord)(nil),        // 1: hookline.v1.DeliveryRecord
-	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
+	(*ArchivedRecord)(nil),        // 2: hookline.v1.ArchivedRecord
+	(*ArchiveIndex)(nil),          // 3: hookline.v1.ArchiveIndex
+	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
 }
 var file_hookline_v1_records_proto_depIdxs = []int32{
 	0, // 0: hookline.v1.DeliveryRecord.status:type_name -> hookline.v1.DeliveryRecord.Status
-	2, // 1: hookline.v1.DeliveryRecord.planned_at:type_name -> google.protobuf.Timestamp
-	2, // 2: hookline.v1.DeliveryRecord.expires_at:type_name -> google.protobuf.Timestamp
-	2, // 3: hookline.v1.DeliveryRecord.last_attempt_at:type_name -> google.protobuf.Timestamp
-	2, // 4: hookline.v1.DeliveryRecord.next_attempt_at:type_name -> google.protobuf.Timestamp
-	2, // 5: hookline.v1.DeliveryRecord.ended_at:type_name -> google.protobuf.Timestamp
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	4, // 1: hookline.v1.DeliveryRecord.planned_at:type_name -> google.protobuf.Timestamp
+	4, // 2: hookline.v1.DeliveryRecord.expires_at:type_name -> google.protobuf.Timestamp
+	4, // 3: hookline.v1.DeliveryRecord.last_attempt_at:type_name -> google.protobuf.Timestamp
+	4, // 4: hookline.v1.DeliveryRecord.next_attempt_at:type_name -> google.protobuf.Timestamp
+	4, // 5: hookline.v1.DeliveryRecord.ended_at:type_name -> google.protobuf.Timestamp
+	4, // 6: hookline.v1.ArchivedRecord.recorded:type_name -> google.protobuf.Timestamp
+	4, // 7: hookline.v1.ArchiveIndex.written_at:type_name -> google.protobuf.Timestamp
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_records_proto_init() }
@@ -351,7 +582,7 @@ func file_hookline_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_records_proto_rawDesc), len(file_hookline_v1_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   1,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

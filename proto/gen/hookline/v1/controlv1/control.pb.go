@@ -2594,7 +2594,11 @@ type RecoveryManifest struct {
 	LastPlannedAt  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_planned_at,json=lastPlannedAt,proto3" json:"last_planned_at,omitempty"`
 	// delivery_ids are the first ids of the list, in replay order (at most
 	// 20), to check by eye.
-	DeliveryIds   []string `protobuf:"bytes,8,rep,name=delivery_ids,json=deliveryIds,proto3" json:"delivery_ids,omitempty"`
+	DeliveryIds []string `protobuf:"bytes,8,rep,name=delivery_ids,json=deliveryIds,proto3" json:"delivery_ids,omitempty"`
+	// from_archive counts the deliveries of the list planned before the
+	// log's retention: their events are read from the archive (slower), or
+	// they end failed when the node has none.
+	FromArchive   int64 `protobuf:"varint,9,opt,name=from_archive,json=fromArchive,proto3" json:"from_archive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2683,6 +2687,13 @@ func (x *RecoveryManifest) GetDeliveryIds() []string {
 		return x.DeliveryIds
 	}
 	return nil
+}
+
+func (x *RecoveryManifest) GetFromArchive() int64 {
+	if x != nil {
+		return x.FromArchive
+	}
+	return 0
 }
 
 type GetRecoveryRequest struct {
@@ -5078,7 +5089,10 @@ type Event struct {
 	OrderingKey   string                 `protobuf:"bytes,10,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
 	// sealed says the log holds the payload sealed under the tenant's data
 	// key (erasable); false for payloads recorded in clear.
-	Sealed        bool `protobuf:"varint,11,opt,name=sealed,proto3" json:"sealed,omitempty"`
+	Sealed bool `protobuf:"varint,11,opt,name=sealed,proto3" json:"sealed,omitempty"`
+	// from_archive says the answer came from the archive: the log dropped
+	// the event past its retention.
+	FromArchive   bool `protobuf:"varint,12,opt,name=from_archive,json=fromArchive,proto3" json:"from_archive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5186,6 +5200,13 @@ func (x *Event) GetOrderingKey() string {
 func (x *Event) GetSealed() bool {
 	if x != nil {
 		return x.Sealed
+	}
+	return false
+}
+
+func (x *Event) GetFromArchive() bool {
+	if x != nil {
+		return x.FromArchive
 	}
 	return false
 }
@@ -6006,7 +6027,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\vevent_types\x18\x06 \x03(\tR\n" +
 	"eventTypes\x12\x17\n" +
 	"\adry_run\x18\a \x01(\bR\x06dryRun\x12\x16\n" +
-	"\x06digest\x18\b \x01(\tR\x06digest\"\xe2\x02\n" +
+	"\x06digest\x18\b \x01(\tR\x06digest\"\x85\x03\n" +
 	"\x10RecoveryManifest\x12\x1e\n" +
 	"\n" +
 	"deliveries\x18\x01 \x01(\x03R\n" +
@@ -6017,7 +6038,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x11estimated_seconds\x18\x05 \x01(\x01R\x10estimatedSeconds\x12D\n" +
 	"\x10first_planned_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0efirstPlannedAt\x12B\n" +
 	"\x0flast_planned_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\rlastPlannedAt\x12!\n" +
-	"\fdelivery_ids\x18\b \x03(\tR\vdeliveryIds\"s\n" +
+	"\fdelivery_ids\x18\b \x03(\tR\vdeliveryIds\x12!\n" +
+	"\ffrom_archive\x18\t \x01(\x03R\vfromArchive\"s\n" +
 	"\x12GetRecoveryRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -6236,7 +6258,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\aresults\x18\x01 \x03(\v2\x1a.hookline.v1.PublishResultR\aresults\"I\n" +
 	"\x0fGetEventRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
-	"\bevent_id\x18\x02 \x01(\tR\aeventId\"\x9e\x03\n" +
+	"\bevent_id\x18\x02 \x01(\tR\aeventId\"\xc1\x03\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
 	"\n" +
@@ -6252,7 +6274,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x0eobject_version\x18\t \x01(\x03R\robjectVersion\x12!\n" +
 	"\fordering_key\x18\n" +
 	" \x01(\tR\vorderingKey\x12\x16\n" +
-	"\x06sealed\x18\v \x01(\bR\x06sealed\"O\n" +
+	"\x06sealed\x18\v \x01(\bR\x06sealed\x12!\n" +
+	"\ffrom_archive\x18\f \x01(\bR\vfromArchive\"O\n" +
 	"\x13LookupEventsRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1b\n" +
 	"\tevent_ids\x18\x02 \x03(\tR\beventIds\"\xa2\x01\n" +

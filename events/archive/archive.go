@@ -1,0 +1,382 @@
+// Package archive keeps the log's records past its retention in object
+// storage, as compressed, indexed segments, and reads them back.
+//
+// # Layout
+//
+// Before retention drops expiring streams (event and delivery streams), the
+// log's backend hands their records to [Archive.Write]: whole streams, never
+// part of one. Write puts one segment object, a zstd stream of
+// ArchivedRecord messages each preceded by its length, under
+//
+//	segments/<first commit>-<last commit>-<random>.zst
+//
+// and then its index, an ArchiveIndex naming the streams it holds, under
+//
+//	index/<first commit>-<last commit>-<random>.idx
+//
+// An index is written last, so a segment without one (a crash between the
+// two) is never read; the stream is archived again by the next retention
+// pass, which finds it still in the log. A stream archived twice reads from
+// the newest segment of those whose index a node has read (an index is
+// read once, when a lookup first misses).
+//
+// # Reading
+//
+// [Archive.ReadStream] finds a stream through the indexes (loaded once,
+// then the new ones on a miss, so a node reads what other nodes archived),
+// reads its segment whole and keeps the last few decoded. It is slower
+// than the log, and meant for what the log no longer has: replays and
+// reads older than retention.
+//
+// # Stores
+//
+// The bucket is a gocloud.dev/blob URL: file:///path (tested here), and
+// in a build with -tags cloudarchive (cmd/hookline's drivers; the Docker
+// image is one) s3://bucket?region=…, gs://bucket, azblob://container,
+// with credentials from each cloud's usual environment.
+package archive
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/klauspost/compress/zstd"
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/fileblob" // file:// buckets
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/events"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+)
+
+const (
+	segmentPrefix = "segments/"
+	indexPrefix   = "index/"
+	// keptSegments is how many decoded segments ReadStream keeps.
+	keptSegments = 4
+	// maxRecord bounds one archived record's encoding.
+	maxRecord = 8 << 20
+)
+
+// Archive is a bucket of segments. Safe for concurrent use.
+type Archive struct {
+	bucket *blob.Bucket
+	where  string // the URL without its query, for messages
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	streams map[string]place // stream → its newest segment
+	loaded  map[string]bool  // index objects read
+	decoded []decodedSegment // the last segments read, newest last
+	stats   Stats
+}
+
+// place is where a stream is archived.
+type place struct {
+	segment    string
+	lastCommit uint64
+}
+
+type decodedSegment struct {
+	name string
+	recs []events.Record
+}
+
+// Stats counts what an archive holds, as its indexes say.
+type Stats struct {
+	Segments int
+	Streams  int
+	Records  int64
+}
+
+// Open opens the bucket at url (see the package documentation).
+func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Archive, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	where := rawURL
+	if u, err := url.Parse(rawURL); err == nil {
+		u.RawQuery, u.User = "", nil
+		where = u.String()
+	}
+	b, err := blob.OpenBucket(ctx, rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("archive %s: %w (use file:///path, or s3://bucket, gs://bucket, azblob://container in a build with -tags cloudarchive, as the Docker image is)", where, err)
+	}
+	return &Archive{bucket: b, where: where, log: logger, streams: map[string]place{}, loaded: map[string]bool{}}, nil
+}
+
+// Close closes the bucket.
+func (a *Archive) Close() error { return a.bucket.Close() }
+
+// String names the archive without credentials.
+func (a *Archive) String() string { return a.where }
+
+// Archive implements [events.Archiver]: it writes recs as one segment.
+func (a *Archive) Archive(ctx context.Context, recs []events.Record) error {
+	return a.Write(ctx, recs)
+}
+
+// Write writes recs (whole streams) as one segment and its index. No
+// records: nothing is written.
+func (a *Archive) Write(ctx context.Context, recs []events.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	recs = slices.Clone(recs)
+	slices.SortFunc(recs, func(x, y events.Record) int {
+		switch {
+		case x.Position.Less(y.Position):
+			return -1
+		case y.Position.Less(x.Position):
+			return 1
+		}
+		return 0
+	})
+	var raw bytes.Buffer
+	var streams []string
+	seen := map[string]bool{}
+	for i := range recs {
+		b, err := proto.Marshal(archived(&recs[i]))
+		if err != nil {
+			return err
+		}
+		raw.Write(binary.AppendUvarint(nil, uint64(len(b))))
+		raw.Write(b)
+		if s := recs[i].Stream; !seen[s] {
+			seen[s] = true
+			streams = append(streams, s)
+		}
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
+	if err != nil {
+		return err
+	}
+	compressed := enc.EncodeAll(raw.Bytes(), nil)
+	_ = enc.Close()
+	first, last := recs[0].Position.Commit, recs[len(recs)-1].Position.Commit
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix) // crypto/rand.Read never fails
+	base := fmt.Sprintf("%020d-%020d-%s", first, last, hex.EncodeToString(suffix))
+	segment := segmentPrefix + base + ".zst"
+	if err := a.bucket.WriteAll(ctx, segment, compressed, &blob.WriterOptions{ContentType: "application/zstd"}); err != nil {
+		return fmt.Errorf("archive %s: write %s: %w", a.where, segment, err)
+	}
+	idx := &hooklinev1.ArchiveIndex{Segment: segment, Streams: streams, Records: int64(len(recs)),
+		FirstCommit: first, LastCommit: last, WrittenAt: timestamppb.Now()}
+	ib, err := proto.Marshal(idx)
+	if err != nil {
+		return err
+	}
+	index := indexPrefix + base + ".idx"
+	if err := a.bucket.WriteAll(ctx, index, ib, &blob.WriterOptions{ContentType: "application/x-protobuf"}); err != nil {
+		return fmt.Errorf("archive %s: write %s: %w", a.where, index, err)
+	}
+	a.mu.Lock()
+	a.add(index, idx)
+	a.mu.Unlock()
+	a.log.Debug("segment archived", slog.String("segment", segment), slog.Int("streams", len(streams)), slog.Int("records", len(recs)),
+		slog.Int("bytes", len(compressed)))
+	return nil
+}
+
+// add records an index's streams; a.mu is held.
+func (a *Archive) add(name string, idx *hooklinev1.ArchiveIndex) {
+	if a.loaded[name] {
+		return
+	}
+	a.loaded[name] = true
+	a.stats.Segments++
+	a.stats.Records += idx.GetRecords()
+	for _, s := range idx.GetStreams() {
+		p, ok := a.streams[s]
+		if !ok {
+			a.stats.Streams++
+		}
+		if !ok || idx.GetLastCommit() >= p.lastCommit {
+			a.streams[s] = place{segment: idx.GetSegment(), lastCommit: idx.GetLastCommit()}
+		}
+	}
+}
+
+// refresh reads the indexes not read yet.
+func (a *Archive) refresh(ctx context.Context) error {
+	it := a.bucket.List(&blob.ListOptions{Prefix: indexPrefix})
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("archive %s: list indexes: %w", a.where, err)
+		}
+		a.mu.Lock()
+		done := a.loaded[obj.Key]
+		a.mu.Unlock()
+		if done || !strings.HasSuffix(obj.Key, ".idx") {
+			continue
+		}
+		b, err := a.bucket.ReadAll(ctx, obj.Key)
+		if err != nil {
+			return fmt.Errorf("archive %s: read %s: %w", a.where, obj.Key, err)
+		}
+		idx := &hooklinev1.ArchiveIndex{}
+		if err := proto.Unmarshal(b, idx); err != nil {
+			return fmt.Errorf("archive %s: index %s is damaged: %w", a.where, obj.Key, err)
+		}
+		a.mu.Lock()
+		a.add(obj.Key, idx)
+		a.mu.Unlock()
+	}
+}
+
+// Stats counts the segments, streams and records the archive's indexes
+// name, those other nodes wrote included.
+func (a *Archive) Stats(ctx context.Context) (Stats, error) {
+	if err := a.refresh(ctx); err != nil {
+		return Stats{}, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats, nil
+}
+
+// Has reports whether the archive holds stream.
+func (a *Archive) Has(ctx context.Context, stream string) (bool, error) {
+	p, err := a.find(ctx, stream)
+	return p.segment != "", err
+}
+
+// find returns where stream is archived; a zero place when nowhere.
+func (a *Archive) find(ctx context.Context, stream string) (place, error) {
+	a.mu.Lock()
+	p, ok := a.streams[stream]
+	a.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	if err := a.refresh(ctx); err != nil {
+		return place{}, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.streams[stream], nil
+}
+
+// ReadStream returns the archived records of stream in revision order, or
+// fails with [events.ErrStreamNotFound] when the archive does not hold it.
+func (a *Archive) ReadStream(ctx context.Context, stream string) ([]events.Record, error) {
+	p, err := a.find(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	if p.segment == "" {
+		return nil, fmt.Errorf("archive %s: %s: %w", a.where, stream, events.ErrStreamNotFound)
+	}
+	recs, err := a.segment(ctx, p.segment)
+	if err != nil {
+		return nil, err
+	}
+	var out []events.Record
+	for _, r := range recs {
+		if r.Stream == stream {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(x, y events.Record) int { return cmp.Compare(x.Revision, y.Revision) })
+	return out, nil
+}
+
+// segment returns a segment's records, decoded.
+func (a *Archive) segment(ctx context.Context, name string) ([]events.Record, error) {
+	a.mu.Lock()
+	for _, d := range a.decoded {
+		if d.name == name {
+			a.mu.Unlock()
+			return d.recs, nil
+		}
+	}
+	a.mu.Unlock()
+	b, err := a.bucket.ReadAll(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("archive %s: read %s: %w", a.where, name, err)
+	}
+	recs, err := decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("archive %s: segment %s is damaged: %w", a.where, name, err)
+	}
+	a.mu.Lock()
+	a.decoded = append(a.decoded, decodedSegment{name: name, recs: recs})
+	if len(a.decoded) > keptSegments {
+		a.decoded = a.decoded[1:]
+	}
+	a.mu.Unlock()
+	return recs, nil
+}
+
+// decode reads a segment's records.
+func decode(compressed []byte) ([]events.Record, error) {
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer dec.Close()
+	raw, err := dec.DecodeAll(compressed, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []events.Record
+	for len(raw) > 0 {
+		n, k := binary.Uvarint(raw)
+		if k <= 0 || n > maxRecord || uint64(len(raw)-k) < n {
+			return nil, errors.New("a record's length is cut or out of bounds")
+		}
+		var m hooklinev1.ArchivedRecord
+		if err := proto.Unmarshal(raw[k:k+int(n)], &m); err != nil {
+			return nil, err
+		}
+		raw = raw[k+int(n):]
+		r, err := record(&m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func archived(r *events.Record) *hooklinev1.ArchivedRecord {
+	return &hooklinev1.ArchivedRecord{
+		Stream: r.Stream, Revision: uint64(r.Revision), Commit: r.Position.Commit, Prepare: r.Position.Prepare,
+		Id: r.ID[:], Type: r.Type, Data: r.Data, Metadata: r.Metadata, Recorded: timestamppb.New(r.Recorded),
+		Partition: uint32(r.Partition),
+	}
+}
+
+func record(m *hooklinev1.ArchivedRecord) (events.Record, error) {
+	id, err := uuid.FromBytes(m.GetId())
+	if err != nil {
+		return events.Record{}, err
+	}
+	return events.Record{
+		Stream: m.GetStream(), Revision: events.Revision(m.GetRevision()),
+		Position: events.Position{Commit: m.GetCommit(), Prepare: m.GetPrepare()}, ID: id, Type: m.GetType(),
+		Data: m.GetData(), Metadata: m.GetMetadata(), Recorded: m.GetRecorded().AsTime().In(time.UTC),
+		Partition: events.Partition(m.GetPartition()),
+	}, nil
+}

@@ -1,0 +1,101 @@
+package e2e_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"maps"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/node"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+)
+
+// TestArchiveReplay runs a node with a 1-minute retention and a file://
+// archive. An event delivered, then dropped from the log by retention,
+// is still read (GET /v1/events/{id} says it came from the archive), a
+// window recovery's dry run counts its delivery and says it is in the
+// archive, and a replay, on a node restarted since (nothing of it in
+// memory), sends the same webhook-id and the same bytes, its attempt
+// recording that the bytes came from the archive.
+func TestArchiveReplay(t *testing.T) {
+	clk := &clock{now: time.Now().UTC()}
+	cfg := node.Config{
+		DataDir: filepath.Join(t.TempDir(), "node"), Now: clk.Now, SweepInterval: e2eSweep, StaleAfter: e2eStale,
+		Retention: time.Minute, RetainEvery: 50 * time.Millisecond,
+		Archive: "file://" + filepath.Join(t.TempDir(), "archive") + "?create_dir=1",
+	}
+	n, stop := runE2E(t, cfg)
+	rc := newHookReceiver(t, clk.Now)
+	c := n.tenant(t, "acme", nil)
+	c.endpoint(t, rc, "archived_ep", []string{"order.paid"}, nil, answer(http.StatusOK))
+	ids := c.publish(t, "evt_old", "order.paid")
+	if len(ids) != 1 {
+		t.Fatalf("planned %v", ids)
+	}
+	delivered := c.waitDelivery(t, ids[0], "delivered", hasStatus("succeeded"))
+	first := rc.receipts(ids[0])
+	if len(first) != 1 {
+		t.Fatalf("receipts before retention: %d", len(first))
+	}
+
+	clk.Add(2 * time.Minute)
+	stream := events.EventStream("acme", "evt_old")
+	eventually(t, 20*time.Second, "retention drops the event's stream", func() bool {
+		_, err := n.srv.Log().ReadStream(t.Context(), stream, events.Forwards, 0, 1)
+		return errors.Is(err, events.ErrStreamNotFound)
+	})
+	stop()
+
+	n2, _ := runE2E(t, cfg)
+	c = c.on(n2)
+	code, got := n2.rest(t, http.MethodGet, c.key, "/v1/events/evt_old", nil)
+	payload, _ := base64.StdEncoding.DecodeString(got["payload"].(string))
+	if code != http.StatusOK || got["from_archive"] != true || !bytes.Equal(payload, first[0].body) {
+		t.Fatalf("GET an event past retention: %d %v", code, got)
+	}
+
+	planned := delivered.GetPlannedAt().AsTime()
+	dry, err := c.endpoints.RecoverEndpoint(c.ctx(), &controlv1.RecoverEndpointRequest{
+		EndpointId: c.ids["archived_ep"], Since: timestamppb.New(planned.Add(-time.Minute)), Until: timestamppb.New(planned.Add(time.Minute)),
+		Statuses: []string{"succeeded"}, DryRun: true,
+	})
+	if err != nil || dry.GetManifest().GetDeliveries() != 1 || dry.GetManifest().GetFromArchive() != 1 {
+		t.Fatalf("the window's dry run: %v, %v; want 1 delivery, from the archive", dry.GetManifest(), err)
+	}
+
+	if _, err := c.deliveries.ReplayDelivery(c.ctx(), &controlv1.ReplayDeliveryRequest{DeliveryId: ids[0]}); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	eventually(t, 20*time.Second, "the replay arrives", func() bool { return rc.count(ids[0]) == 2 })
+	again := rc.receipts(ids[0])[1]
+	if again.id != first[0].id || !bytes.Equal(again.body, first[0].body) {
+		t.Fatalf("the replay sent %s %q; the first attempt %s %q", again.id, again.body, first[0].id, first[0].body)
+	}
+	d := c.waitDelivery(t, ids[0], "the replay recorded", func(d *controlv1.Delivery) bool {
+		a := d.GetAttempts()
+		return len(a) > 0 && a[len(a)-1].GetManual()
+	})
+	if last := d.GetAttempts()[len(d.GetAttempts())-1]; !last.GetFromArchive() {
+		t.Fatalf("the replay's attempt does not say its bytes came from the archive: %v", last)
+	}
+}
+
+// on returns the tenant's client calling another node (the same node
+// restarted): the same key, endpoints and planned deliveries.
+func (c *tenantClient) on(n *e2eNode) *tenantClient {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &tenantClient{
+		t: c.t, id: c.id, key: c.key,
+		events: controlv1.NewEventServiceClient(n.cc), endpoints: controlv1.NewEndpointServiceClient(n.cc),
+		deliveries: controlv1.NewDeliveryServiceClient(n.cc), catalog: controlv1.NewEventTypeServiceClient(n.cc),
+		planned: maps.Clone(c.planned), ids: maps.Clone(c.ids), names: maps.Clone(c.names),
+	}
+}
