@@ -169,7 +169,7 @@ func wake(n *cluster.Node) func(ctx context.Context, endpointID string) error {
 // checks.
 func (s *Server) startReconcile() error {
 	r, err := reconcile.New(reconcile.Config{
-		Log: s.log, Node: s.node.Address(), Payloads: s.payloads, Runner: s.runner, Registry: s.registry, Due: s.due, History: s.history,
+		Log: s.log, Node: s.node.Address(), Payloads: s.payloads, LogRetention: s.cfg.Retention, Archive: s.reconcileArchive(), Runner: s.runner, Registry: s.registry, Due: s.due, History: s.history,
 		Pulls: s.pulls, Wake: wake(s.node), NotPulledAfter: s.cfg.NotPulledAfter, Now: s.cfg.Now, Logger: s.logger,
 	})
 	if err != nil {
@@ -181,4 +181,13 @@ func (s *Server) startReconcile() error {
 	}
 	s.metrics.reconcileGauges(s)
 	return s.node.Serve(reconcileService, DefaultReconcileTimeout, s.recon.serve)
+}
+
+// reconcileArchive is the archive for the reconciler, a nil interface
+// without one.
+func (s *Server) reconcileArchive() reconcile.StreamArchive {
+	if s.archive == nil {
+		return nil
+	}
+	return s.archive
 }

@@ -172,7 +172,7 @@ func (s *Server) openProjections(context.Context) error {
 	if s.due, err = due.New(s.runner, due.Config{Waker: cfg.Faults.Waker(s.waker), Now: cfg.Now, Logger: cfg.Logger, SweepInterval: cfg.SweepInterval, StaleAfter: cfg.StaleAfter}); err != nil {
 		return err
 	}
-	if s.history, err = history.New(s.runner, history.Config{Log: s.log, Now: cfg.Now, Logger: cfg.Logger}); err != nil {
+	if s.history, err = history.New(s.runner, history.Config{Log: s.log, Archive: s.archiveReader(), Now: cfg.Now, Logger: cfg.Logger}); err != nil {
 		return err
 	}
 	if s.opsFeed, err = operational.NewFeed(s.runner, operational.Config{Now: cfg.Now}); err != nil {

@@ -34,9 +34,16 @@
 //  5. projections: the node's registry, due index and history against a
 //     replay of the log into fresh in-memory projections, by the very same
 //     code: entry counts, a digest of each side, and every entry that
-//     differs.
+//     differs;
+//  6. archive: every delivery the history holds whose plan is past the
+//     log's retention has its event in the log or the archive
+//     (archive_missing otherwise); only with an archive.
 //
-// Checks 2 to 5 run on the owner of each partition ([Reconciler.Part]):
+// Deliveries planned before the log's retention (Config.LogRetention) are
+// compared only by check 6: the log no longer holds them, whatever the
+// history says.
+//
+// Checks 2 to 6 run on the owner of each partition ([Reconciler.Part]):
 // in a cluster every member reconciles the partitions it serves and the
 // node that was asked merges the parts; check 1 runs once
 // ([Reconciler.Plans]).

@@ -26,12 +26,15 @@ var ErrNotConfigured = errors.New("reconcile: the node's projections are not con
 
 // local is what one Part run gathers.
 type local struct {
-	run    Run
-	parts  events.PartitionSet
-	now    time.Time
-	cutoff time.Time // deliveries planned before it are not compared
-	subs   *subscriptions
-	ds     *deliveries
+	run   Run
+	parts events.PartitionSet
+	now   time.Time
+	// cutoff: deliveries planned before it are not compared, the history
+	// having pruned them, or the log's retention dropped them (to the
+	// archive); histCutoff, at or before it, is the history's own.
+	cutoff, histCutoff time.Time
+	subs               *subscriptions
+	ds                 *deliveries
 	// tenants and their streams' last positions, for the registry.
 	tenants map[string]events.Position
 	// items is the node's due index, by delivery.
@@ -63,7 +66,7 @@ func (r *Reconciler) Part(ctx context.Context, run Run, parts events.PartitionSe
 	p := newTally(r.cfg.Node, run.MaxListed)
 	now := r.cfg.Now()
 	l := &local{
-		run: run, parts: parts, now: now, cutoff: now.Add(-r.cfg.Retention + 24*time.Hour),
+		run: run, parts: parts, now: now, cutoff: r.logCutoff(now), histCutoff: now.Add(-r.cfg.Retention + 24*time.Hour),
 		subs: newSubscriptions(), ds: newDeliveries(parts), tenants: map[string]events.Position{},
 		rebuild: map[string][]*controlv1.Discrepancy{},
 	}
@@ -81,6 +84,9 @@ func (r *Reconciler) Part(ctx context.Context, run Run, parts events.PartitionSe
 		return nil, err
 	}
 	if err := r.checkAttempts(ctx, p, l); err != nil {
+		return nil, err
+	}
+	if err := r.checkArchive(ctx, p, l); err != nil {
 		return nil, err
 	}
 	rp, err := replaying.wait()
@@ -355,7 +361,7 @@ func (r *Reconciler) checkAttempts(ctx context.Context, p *tally, l *local) erro
 		if d.autoSuccess > 1 {
 			p.add(base(KindSucceededTwice, fmt.Sprintf("%s: %d automatic attempts were recorded as succeeded (one delivery, delivered twice by the grains)", id, d.autoSuccess), truth))
 		}
-		if !d.planned && d.outcomes {
+		if h, ok := l.records[id]; !d.planned && d.outcomes && !(ok && h.PlannedAt.Before(l.cutoff)) {
 			p.add(base(KindOutcomeUnplanned, fmt.Sprintf("%s: its stream records outcomes and no plan of it is in the log", id), truth))
 		}
 		if !d.planned || d.plannedAt.Before(l.cutoff) {
@@ -391,6 +397,55 @@ func (r *Reconciler) checkAttempts(ctx context.Context, p *tally, l *local) erro
 			return err
 		}
 	}
+	return nil
+}
+
+// logCutoff is what Part compares from: the later of the history's
+// cutoff and now minus the log's retention, with a margin for clocks and
+// retention passes (a tenth of the retention, at most an hour).
+func (r *Reconciler) logCutoff(now time.Time) time.Time {
+	hist := now.Add(-r.cfg.Retention + 24*time.Hour)
+	if r.cfg.LogRetention <= 0 {
+		return hist
+	}
+	c := now.Add(-r.cfg.LogRetention + min(r.cfg.LogRetention/10, time.Hour))
+	if c.Before(hist) {
+		return hist
+	}
+	return c
+}
+
+// checkArchive is check 6: every delivery the history holds whose plan
+// the log's retention may have dropped has its event in the log or in the
+// archive (what a late replay reads). Without an archive, there is nothing
+// to check: retention drops for good.
+func (r *Reconciler) checkArchive(ctx context.Context, p *tally, l *local) error {
+	if r.cfg.Archive == nil {
+		return nil
+	}
+	n := 0
+	for _, id := range slices.Sorted(maps.Keys(l.records)) {
+		h := l.records[id]
+		if !h.PlannedAt.Before(l.cutoff) || h.PlannedAt.Before(l.histCutoff) {
+			continue
+		}
+		n++
+		stream := events.EventStream(h.TenantID, h.EventID)
+		if d, ok := l.ds.byID[id]; ok && d.planned {
+			continue // still in the log
+		}
+		ok, err := r.cfg.Archive.Has(ctx, stream)
+		if err != nil {
+			return fmt.Errorf("archive: %w", err)
+		}
+		if !ok {
+			p.add(&controlv1.Discrepancy{Kind: KindArchiveMissing, Check: CheckArchive, TenantId: h.TenantID, EventId: h.EventID,
+				EndpointId: h.EndpointID, DeliveryIds: []string{id},
+				Detail: fmt.Sprintf("%s is past the log's retention and its event %s is in neither the log nor the archive: a replay of it would end failed", id, stream),
+				Repair: "none: the bytes are gone; check the archive's bucket and its lifecycle rules"})
+		}
+	}
+	p.examined(CheckArchive, n)
 	return nil
 }
 

@@ -35,6 +35,11 @@ type Pulls interface {
 	LastPull(endpointID string) time.Time
 }
 
+// StreamArchive is what the archive check asks of an archive.
+type StreamArchive interface {
+	Has(ctx context.Context, stream string) (bool, error)
+}
+
 // Config configures a [Reconciler]. Log is required; [Reconciler.Part]
 // also needs the node's projections (Runner, Registry, Due, History). The
 // zero value of every other field means its documented default.
@@ -49,6 +54,15 @@ type Config struct {
 	Registry *registry.Registry
 	Due      *due.Due
 	History  *history.History
+	// LogRetention is the log's: what was planned before now minus it may
+	// be gone from the log (to Archive, when set), so it is compared only
+	// with the archive; 0 means Retention (the log keeps what the history
+	// does).
+	LogRetention time.Duration
+	// Archive, when set, is checked for every delivery the history holds
+	// that the log's retention dropped: its event must be there (check
+	// archive).
+	Archive StreamArchive
 	// Payloads opens sealed payloads for the filters of a re-plan; an
 	// erased one is expected, not a fault: its deliveries are filtered
 	// out. Nil: payloads in clear only.

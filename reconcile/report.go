@@ -18,10 +18,11 @@ const (
 	CheckGrains      = "grains"
 	CheckAttempts    = "attempts"
 	CheckProjections = "projections"
+	CheckArchive     = "archive"
 )
 
 // checkOrder is the order of the checks in a report.
-var checkOrder = []string{CheckPlans, CheckDeliveries, CheckGrains, CheckAttempts, CheckProjections}
+var checkOrder = []string{CheckPlans, CheckDeliveries, CheckGrains, CheckAttempts, CheckProjections, CheckArchive}
 
 // Kinds of discrepancy. See the package documentation for each check.
 const (
@@ -46,6 +47,7 @@ const (
 	KindSuccessNoAttempt   = "success_without_attempt"
 	KindAttemptCount       = "attempt_count"
 	KindProjectionDiverged = "projection_diverged"
+	KindArchiveMissing     = "archive_missing"
 )
 
 // DefaultMaxListed bounds the discrepancies a report lists.

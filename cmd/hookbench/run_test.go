@@ -424,3 +424,23 @@ func TestRunBrokers(t *testing.T) {
 		}
 	}
 }
+
+// TestRunSealing: the sealing scenario restarts its node with and
+// without --plain-payloads and measures both; every delivery of both
+// phases arrives with its bytes.
+func TestRunSealing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the hookline binary")
+	}
+	m, err := runBench(t, "sealing", "--duration", "2s", "--tenants", "1", "--endpoints", "4", "--fanout", "2", "--drain", "30s")
+	if err != nil {
+		t.Errorf("the run failed: %v", err)
+	}
+	checksZero(t, m)
+	extra := m["extra"].(map[string]any)
+	for _, k := range []string{"plain_deliveries_per_sec", "sealed_deliveries_per_sec", "sealed_to_plain_throughput", "sealed_to_plain_cpu"} {
+		if v, _ := extra[k].(float64); v <= 0 {
+			t.Errorf("extra %s = %v, want > 0", k, extra[k])
+		}
+	}
+}

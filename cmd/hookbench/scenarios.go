@@ -60,7 +60,7 @@ var scenarios = map[string]scenario{
 		run: orderingFailure, config: []string{"ordering_keys", "storm"},
 	},
 	"sealing": {
-		summary:  "as throughput, once with payloads sealed under per-tenant data keys (the default), then the node restarted with --plain-payloads: deliveries/s and CPU per delivery of each, and their ratios",
+		summary:  "as throughput, on the node restarted with --plain-payloads, then restarted with payloads sealed under per-tenant data keys (the default): deliveries/s and CPU per delivery of each, and their ratios",
 		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 10, Endpoints: 10, Fanout: 4, MaxBacklog: 20000, EndpointRate: 1000, EndpointInFlight: 50},
 		run:      sealingScenario,
 	},

@@ -79,11 +79,12 @@ type Archive struct {
 	where  string // the URL without its query, for messages
 	log    *slog.Logger
 
-	mu      sync.Mutex
-	streams map[string]place // stream → its newest segment
-	loaded  map[string]bool  // index objects read
-	decoded []decodedSegment // the last segments read, newest last
-	stats   Stats
+	mu       sync.Mutex
+	streams  map[string]place // stream → its newest segment
+	loaded   map[string]bool  // index objects read
+	segments []string         // the segments they name
+	decoded  []decodedSegment // the last segments read, newest last
+	stats    Stats
 }
 
 // place is where a stream is archived.
@@ -201,6 +202,7 @@ func (a *Archive) add(name string, idx *hooklinev1.ArchiveIndex) {
 		return
 	}
 	a.loaded[name] = true
+	a.segments = append(a.segments, idx.GetSegment())
 	a.stats.Segments++
 	a.stats.Records += idx.GetRecords()
 	for _, s := range idx.GetStreams() {
@@ -379,4 +381,28 @@ func record(m *hooklinev1.ArchivedRecord) (events.Record, error) {
 		Data: m.GetData(), Metadata: m.GetMetadata(), Recorded: m.GetRecorded().AsTime().In(time.UTC),
 		Partition: events.Partition(m.GetPartition()),
 	}, nil
+}
+
+// Each calls fn with every record of every indexed segment (copies a
+// newer segment superseded included), segment by segment: for audits and
+// tests of what the archive holds (it reads the whole bucket).
+func (a *Archive) Each(ctx context.Context, fn func(events.Record) error) error {
+	if err := a.refresh(ctx); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	segments := slices.Clone(a.segments)
+	a.mu.Unlock()
+	for _, name := range segments {
+		recs, err := a.segment(ctx, name)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

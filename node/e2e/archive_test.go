@@ -6,10 +6,12 @@ import (
 	"errors"
 	"maps"
 	"net/http"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/events"
@@ -26,10 +28,11 @@ import (
 // recording that the bytes came from the archive.
 func TestArchiveReplay(t *testing.T) {
 	clk := &clock{now: time.Now().UTC()}
+	archiveDir := filepath.Join(t.TempDir(), "archive")
 	cfg := node.Config{
 		DataDir: filepath.Join(t.TempDir(), "node"), Now: clk.Now, SweepInterval: e2eSweep, StaleAfter: e2eStale,
 		Retention: time.Minute, RetainEvery: 50 * time.Millisecond,
-		Archive: "file://" + filepath.Join(t.TempDir(), "archive") + "?create_dir=1",
+		Archive: "file://" + archiveDir + "?create_dir=1",
 	}
 	n, stop := runE2E(t, cfg)
 	rc := newHookReceiver(t, clk.Now)
@@ -53,7 +56,7 @@ func TestArchiveReplay(t *testing.T) {
 	})
 	stop()
 
-	n2, _ := runE2E(t, cfg)
+	n2, stop2 := runE2E(t, cfg)
 	c = c.on(n2)
 	code, got := n2.rest(t, http.MethodGet, c.key, "/v1/events/evt_old", nil)
 	payload, _ := base64.StdEncoding.DecodeString(got["payload"].(string))
@@ -85,6 +88,31 @@ func TestArchiveReplay(t *testing.T) {
 	if last := d.GetAttempts()[len(d.GetAttempts())-1]; !last.GetFromArchive() {
 		t.Fatalf("the replay's attempt does not say its bytes came from the archive: %v", last)
 	}
+
+	// Reconciliation counts what retention dropped against the archive:
+	// clean while the archive holds it, archive_missing once it is gone.
+	rep := reconcileReport(t, n2)
+	if !rep.GetClean() || archiveCheck(rep).GetExamined() != 1 {
+		t.Fatalf("reconcile with the archive whole: clean %v, %v; checks %v", rep.GetClean(), rep.GetDiscrepancies(), rep.GetChecks())
+	}
+	stop2()
+	if err := os.RemoveAll(filepath.Join(archiveDir, "index")); err != nil {
+		t.Fatal(err)
+	}
+	n3, _ := runE2E(t, cfg)
+	rep = reconcileReport(t, n3)
+	if c := archiveCheck(rep); rep.GetClean() || c.GetDiscrepancies() != 1 || rep.GetDiscrepancies()[0].GetKind() != "archive_missing" {
+		t.Fatalf("reconcile with the archive emptied: clean %v, %v; checks %v", rep.GetClean(), rep.GetDiscrepancies(), rep.GetChecks())
+	}
+}
+
+func archiveCheck(rep *controlv1.ReconcileReport) *controlv1.ReconcileCheck {
+	for _, c := range rep.GetChecks() {
+		if c.GetName() == "archive" {
+			return c
+		}
+	}
+	return nil
 }
 
 // on returns the tenant's client calling another node (the same node
@@ -98,4 +126,14 @@ func (c *tenantClient) on(n *e2eNode) *tenantClient {
 		deliveries: controlv1.NewDeliveryServiceClient(n.cc), catalog: controlv1.NewEventTypeServiceClient(n.cc),
 		planned: maps.Clone(c.planned), ids: maps.Clone(c.ids), names: maps.Clone(c.names),
 	}
+}
+
+func reconcileReport(t *testing.T, n *e2eNode) *controlv1.ReconcileReport {
+	t.Helper()
+	adm := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+e2eAdmin)
+	rep, err := controlv1.NewReconcileServiceClient(n.cc).Reconcile(adm, &controlv1.ReconcileRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }

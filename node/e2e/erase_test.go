@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 
 	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/events/archive"
 	"github.com/hookline/hookline/events/embedded"
 	"github.com/hookline/hookline/events/postgres"
 	"github.com/hookline/hookline/node"
@@ -37,12 +39,57 @@ const (
 	keptMarker   = "KEEP-ME-0b7d42"
 )
 
-// TestEraseEmbedded erases a tenant on a node with the embedded store.
+// TestEraseEmbedded erases a tenant on a node with the embedded store, a
+// 1-minute retention and a file:// archive: the payloads are in the
+// archive (and only there) when the tenant is erased.
 func TestEraseEmbedded(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "node")
-	testErase(t, node.Config{DataDir: dir}, func(t *testing.T) (events.Log, error) {
+	clk := &offsetClock{}
+	arc := &eraseArchive{clk: clk, dir: filepath.Join(t.TempDir(), "archive")}
+	cfg := node.Config{DataDir: dir, Now: clk.Now, Retention: time.Minute, RetainEvery: 50 * time.Millisecond,
+		Archive: "file://" + arc.dir + "?create_dir=1"}
+	testErase(t, cfg, arc, func(t *testing.T) (events.Log, error) {
 		return embedded.Open(embedded.Config{Dir: filepath.Join(dir, "log"), Logger: testLogger()})
 	})
+}
+
+// offsetClock is the real clock moved forward by hand: retries still come
+// due by themselves.
+type offsetClock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (c *offsetClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return time.Now().Add(c.off) }
+func (c *offsetClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off += d
+}
+
+// eraseArchive is a node's archive and the clock that moves its events
+// past retention.
+type eraseArchive struct {
+	clk *offsetClock
+	dir string
+}
+
+// values reads every record of the archive through its own reader.
+func (a *eraseArchive) values(t *testing.T) [][]byte {
+	t.Helper()
+	arc, err := archive.Open(t.Context(), "file://"+a.dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arc.Close()
+	var out [][]byte
+	if err := arc.Each(t.Context(), func(r events.Record) error {
+		out = append(out, []byte(r.Stream), r.Data, r.Metadata)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // TestErasePostgres erases a tenant on a node whose log is in PostgreSQL,
@@ -69,7 +116,7 @@ func TestErasePostgres(t *testing.T) {
 		}
 	})
 	dir := filepath.Join(t.TempDir(), "node")
-	testErase(t, node.Config{DataDir: dir, Store: dsn, StoreSchema: schema}, func(t *testing.T) (events.Log, error) {
+	testErase(t, node.Config{DataDir: dir, Store: dsn, StoreSchema: schema}, nil, func(t *testing.T) (events.Log, error) {
 		return postgres.Open(t.Context(), postgres.Config{DSN: dsn, Schema: schema})
 	})
 }
@@ -83,11 +130,12 @@ func TestErasePostgres(t *testing.T) {
 // ciphertext (read through the stores' own readers, once the node is
 // stopped), and a restarted node cannot read the payloads either.
 // openLog opens the node's store with its own reader once the node is
-// stopped.
-func testErase(t *testing.T, cfg node.Config, openLog func(*testing.T) (events.Log, error)) {
+// stopped. With arc, the events are moved past the log's retention into
+// the archive before the erasure, and the archive is scanned too.
+func testErase(t *testing.T, cfg node.Config, arc *eraseArchive, openLog func(*testing.T) (events.Log, error)) {
 	cfg.Schedule = attempt.Schedule{Base: time.Second, Cap: time.Second, MaxAttempts: 100}
 	n, stop := runE2E(t, cfg)
-	rc := newHookReceiver(t, nil)
+	rc := newHookReceiver(t, cfg.Now)
 	gone, kept := n.tenant(t, "gone", nil), n.tenant(t, "kept", nil)
 	ok := func(w http.ResponseWriter, _ *http.Request, _ int) {
 		w.WriteHeader(http.StatusOK)
@@ -124,6 +172,19 @@ func testErase(t *testing.T, cfg node.Config, openLog func(*testing.T) (events.L
 		t.Fatalf("GET the event before erasure: %d %v", code, got)
 	}
 	backup := logRecordsOf(t, n)
+	if arc != nil {
+		arc.clk.Add(2 * time.Minute)
+		for _, id := range []string{"evt_gone_1", "evt_kept_1"} {
+			stream := events.EventStream(map[string]string{"evt_gone_1": "gone", "evt_kept_1": "kept"}[id], id)
+			eventually(t, 20*time.Second, "retention moves "+stream+" to the archive", func() bool {
+				_, err := n.srv.Log().ReadStream(t.Context(), stream, events.Forwards, 0, 1)
+				return errors.Is(err, events.ErrStreamNotFound)
+			})
+		}
+		if code, got := n.rest(t, http.MethodGet, gone.key, "/v1/events/evt_gone_1", nil); code != http.StatusOK || got["from_archive"] != true {
+			t.Fatalf("GET the archived event before erasure: %d %v", code, got)
+		}
+	}
 
 	if code, got := n.rest(t, http.MethodPost, e2eAdmin, "/v1/tenants/gone/erase", map[string]any{"confirm": "kept"}); code != http.StatusBadRequest {
 		t.Fatalf("erase with the wrong confirmation: %d %v, want 400", code, got)
@@ -202,6 +263,9 @@ func testErase(t *testing.T, cfg node.Config, openLog func(*testing.T) (events.L
 	}
 	scan("the log", logValues)
 	scan("the projections", pebbleValues(t, filepath.Join(cfg.DataDir, "projections")))
+	if arc != nil {
+		scan("the archive", arc.values(t))
+	}
 
 	n2, _ := runE2E(t, cfg)
 	wantGone(n2)

@@ -109,6 +109,9 @@ type Config struct {
 	// does not keep a second copy of them. Nil answers Attempts with an
 	// error.
 	Log events.Log
+	// Archive, when set, is read for the attempts of a delivery whose
+	// stream the log dropped past its retention.
+	Archive events.StreamArchive
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger; nil means slog.Default().
@@ -184,8 +187,9 @@ func (h *History) Get(tenantID, deliveryID string) (d Delivery, ok bool, err err
 }
 
 // Attempts returns a delivery's recorded attempts, oldest first, read from
-// its delivery stream in the log: none when the stream is gone (retention)
-// or was never written.
+// its delivery stream in the log, or in the archive once the log dropped
+// it: none when the stream is gone (retention, no archive) or was never
+// written.
 func (h *History) Attempts(ctx context.Context, deliveryID string) ([]Attempt, error) {
 	if h.cfg.Log == nil {
 		return nil, errors.New("history: no log to read attempts from")
@@ -194,29 +198,44 @@ func (h *History) Attempts(ctx context.Context, deliveryID string) ([]Attempt, e
 	var out []Attempt
 	for from := events.Revision(0); ; {
 		recs, err := h.cfg.Log.ReadStream(ctx, stream, events.Forwards, from, attemptsPage)
+		if errors.Is(err, events.ErrStreamNotFound) && from == 0 && h.cfg.Archive != nil {
+			recs, err = h.cfg.Archive.ReadStream(ctx, stream)
+			if err == nil {
+				return attemptsOf(deliveryID, recs, nil)
+			}
+		}
 		if errors.Is(err, events.ErrStreamNotFound) {
 			return out, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("attempts of %s: %w", deliveryID, err)
 		}
-		for i := range recs {
-			msg, err := events.Decode(&recs[i])
-			if err != nil {
-				return nil, fmt.Errorf("attempts of %s: %w", deliveryID, err)
-			}
-			switch m := msg.(type) {
-			case *hooklinev1.AttemptSucceeded:
-				out = append(out, Attempt{Succeeded: true, Attempt: m.GetAttempt()})
-			case *hooklinev1.AttemptFailed:
-				out = append(out, Attempt{Attempt: m.GetAttempt(), Retryable: m.GetRetryable(), NextAttemptAt: asTime(m.GetNextAttemptAt())})
-			}
+		if out, err = attemptsOf(deliveryID, recs, out); err != nil {
+			return nil, err
 		}
 		if len(recs) < attemptsPage {
 			return out, nil
 		}
 		from = recs[len(recs)-1].Revision + 1
 	}
+}
+
+// attemptsOf appends the attempts that recs (of a delivery stream) record
+// to out.
+func attemptsOf(deliveryID string, recs []events.Record, out []Attempt) ([]Attempt, error) {
+	for i := range recs {
+		msg, err := events.Decode(&recs[i])
+		if err != nil {
+			return nil, fmt.Errorf("attempts of %s: %w", deliveryID, err)
+		}
+		switch m := msg.(type) {
+		case *hooklinev1.AttemptSucceeded:
+			out = append(out, Attempt{Succeeded: true, Attempt: m.GetAttempt()})
+		case *hooklinev1.AttemptFailed:
+			out = append(out, Attempt{Attempt: m.GetAttempt(), Retryable: m.GetRetryable(), NextAttemptAt: asTime(m.GetNextAttemptAt())})
+		}
+	}
+	return out, nil
 }
 
 // attemptsPage is how many events of a delivery stream Attempts reads at a
