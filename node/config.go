@@ -102,9 +102,10 @@ type Config struct {
 	// there first, and replays and event reads reach into it for what the
 	// log no longer holds. Empty: retention drops for good.
 	Archive string
-	// PlainPayloads leaves payloads and response bodies in clear in the
-	// log: no per-tenant data keys, no erasure. For measuring what sealing
-	// costs; a store without a vault (KurrentDB) is always in clear.
+	// PlainPayloads leaves the payloads and response bodies this node
+	// records in clear in the log: not erasable. It still opens what other
+	// nodes sealed. For measuring what sealing costs; a store without a
+	// vault (KurrentDB) is always in clear.
 	PlainPayloads bool
 	// MaxPlanned caps the deliveries one publish may plan (the endpoints
 	// its type reaches); 0 means control.DefaultMaxPlanned (10,000).

@@ -138,10 +138,13 @@ func (s *Server) openStores(ctx context.Context) error {
 	if err := seal.CheckLog(ctx, s.log, s.keyring, cfg.Now()); err != nil {
 		return fmt.Errorf("master key: %w", err)
 	}
-	if vault, ok := s.rawLog.(events.Vault); ok && !cfg.PlainPayloads {
+	if vault, ok := s.rawLog.(events.Vault); ok {
 		s.payloads = seal.NewPayloads(vault, s.keyring, func(tenantID, id string) bool {
 			return s.registry != nil && s.registry.DataKeyErased(tenantID, id)
 		})
+		if cfg.PlainPayloads {
+			s.payloads.Plain() // it still opens what others sealed
+		}
 	}
 	return nil
 }

@@ -36,6 +36,7 @@ type Payloads struct {
 	keys   *Keyring
 	erased func(tenantID, dataKeyID string) bool
 	rand   io.Reader
+	plain  bool // seal nothing new (see Plain)
 
 	mu   sync.Mutex
 	open map[string]*dataKey // tenant → its current key, opened
@@ -59,6 +60,14 @@ func NewPayloads(vault events.Vault, keys *Keyring, erased func(tenantID, dataKe
 	return &Payloads{vault: vault, keys: keys, erased: erased, rand: rand.Reader, open: map[string]*dataKey{}}
 }
 
+// Plain makes p seal nothing new, while it still opens what other nodes
+// (or this one, before) sealed: a node run with --plain-payloads in a
+// cluster of sealing nodes must still deliver their events. It returns p.
+func (p *Payloads) Plain() *Payloads {
+	p.plain = true
+	return p
+}
+
 // PayloadAAD binds a sealed event payload to its tenant and event.
 func PayloadAAD(tenantID, eventID string) []byte {
 	return fmt.Appendf(nil, "tenant/%s/event/%s/payload", tenantID, eventID)
@@ -78,7 +87,7 @@ func dataKeyAAD(tenantID, id string) []byte {
 // Seal seals clear bytes under the tenant's current data key, creating the
 // key when the tenant has none, and returns the ciphertext and its seal.
 func (p *Payloads) Seal(ctx context.Context, tenantID string, aad, clear []byte) ([]byte, *hooklinev1.PayloadSeal, error) {
-	if p == nil {
+	if p == nil || p.plain {
 		return clear, nil, nil
 	}
 	k, err := p.current(ctx, tenantID)
@@ -137,7 +146,7 @@ func (p *Payloads) OpenEvent(ctx context.Context, ev *hooklinev1.EventPublished)
 // SealEvent returns ev with its payload sealed: a copy, ev keeps its clear
 // payload (the publish hands it to the grains).
 func (p *Payloads) SealEvent(ctx context.Context, ev *hooklinev1.EventPublished) (*hooklinev1.EventPublished, error) {
-	if p == nil {
+	if p == nil || p.plain {
 		return ev, nil
 	}
 	ct, s, err := p.Seal(ctx, ev.GetTenantId(), PayloadAAD(ev.GetTenantId(), ev.GetEventId()), ev.GetPayload())

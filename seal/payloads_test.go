@@ -174,3 +174,22 @@ func BenchmarkPayloadSealOpen(b *testing.B) {
 		}
 	}
 }
+
+// TestPayloadsPlain: a plain node seals nothing new and still opens what
+// a sealing node sealed.
+func TestPayloadsPlain(t *testing.T) {
+	vault := memVault(t)
+	kr := parsed(t, masterA)
+	sealing, plain := seal.NewPayloads(vault, kr, nil), seal.NewPayloads(vault, kr, nil).Plain()
+	ev := &hooklinev1.EventPublished{TenantId: "acme", EventId: "evt_1", Payload: []byte("clear")}
+	if got, err := plain.SealEvent(t.Context(), ev); err != nil || got.GetPayloadSeal() != nil || string(got.GetPayload()) != "clear" {
+		t.Fatalf("a plain node sealed: %v, %v", got, err)
+	}
+	sealed, err := sealing.SealEvent(t.Context(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := plain.OpenEvent(t.Context(), sealed); err != nil || string(got.GetPayload()) != "clear" {
+		t.Fatalf("a plain node opening a sealed payload: %q, %v", got.GetPayload(), err)
+	}
+}
