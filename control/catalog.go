@@ -126,6 +126,18 @@ func (s *Server) UpdateTenant(ctx context.Context, req *controlv1.UpdateTenantRe
 	}
 	req = cloneOf(req)
 	req.TenantId = tenantID
+	for _, p := range req.GetUpdateMask().GetPaths() {
+		if p != "retention" && p != "settings.retention" {
+			continue
+		}
+		d, err := tenant.ParseRetention(req.GetSettings().GetRetention())
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		if d >= s.cfg.LogRetention {
+			return nil, toStatus(invalid("settings.retention", "is %s; this node's log keeps %s, and a tenant's retention may only be shorter (\"\" for the node's)", d, s.cfg.LogRetention))
+		}
+	}
 	reply, err := s.askTenant(ctx, tenantID, &internalv1.TenantCommand{IssuedBy: c.Actor(), Command: &internalv1.TenantCommand_Update{Update: req}})
 	if err != nil {
 		return nil, toStatus(err)

@@ -89,6 +89,9 @@ type Config struct {
 	// UI (EventStoreDB), and AuditUI names that UI ("eventstoredb").
 	AuditLink func(stream string) string
 	AuditUI   string
+	// LogRetention is the log's retention, which a tenant's may only be
+	// shorter than; 0 means 30 days.
+	LogRetention time.Duration
 	// Archive, when set, answers reads of events the log no longer
 	// holds (past retention); nil: those are not found.
 	Archive events.StreamArchive
@@ -162,6 +165,7 @@ func (c *Config) Validate() error {
 
 func (c *Config) defaults() {
 	c.MaxPayload = cmp.Or(c.MaxPayload, 256<<10)
+	c.LogRetention = cmp.Or(c.LogRetention, 30*24*time.Hour)
 	c.MaxBatch = cmp.Or(c.MaxBatch, 100)
 	c.MaxPlanned = cmp.Or(c.MaxPlanned, DefaultMaxPlanned)
 	c.DeliveryDeadline = cmp.Or(c.DeliveryDeadline, 24*time.Hour)

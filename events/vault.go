@@ -68,3 +68,10 @@ type Archiver interface {
 type StreamArchive interface {
 	ReadStream(ctx context.Context, stream string) ([]Record, error)
 }
+
+// StreamDropper drops named expiring streams (event and delivery streams)
+// before the log's retention would: a tenant's shorter retention. Other
+// streams are left alone. It returns how many streams it dropped.
+type StreamDropper interface {
+	DropStreams(ctx context.Context, streams []string) (int, error)
+}

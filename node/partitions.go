@@ -188,6 +188,12 @@ func (m *partitions) Owner(p events.Partition) string {
 	return owner
 }
 
+// claims reports whether this node serves partition p (or will once live).
+func (m *partitions) claims(p events.Partition) bool {
+	set := m.claimed.Load()
+	return set != nil && set.Has(p)
+}
+
 // wake asks for a step now.
 func (m *partitions) wake() {
 	select {

@@ -245,7 +245,7 @@ func (s *Server) buildAPI(context.Context) error {
 	var err error
 	s.control, err = control.New(control.Config{
 		Log: s.log, Grains: controlGrains{s.node}, Registry: s.registry, Projections: s.settle,
-		History: s.hist, Reconciler: s.recon, AdminToken: cfg.AdminToken, Keyring: s.keyring, Payloads: s.payloads, Archive: s.archiveReader(), Now: cfg.Now, Logger: cfg.Logger,
+		History: s.hist, Reconciler: s.recon, AdminToken: cfg.AdminToken, Keyring: s.keyring, Payloads: s.payloads, Archive: s.archiveReader(), LogRetention: cfg.Retention, Now: cfg.Now, Logger: cfg.Logger,
 		Portal: s.portal, Cluster: &statuses{srv: s, store: storeKind(cfg.Store), timeout: s.node.RequestTimeout()},
 		AuditLink: auditLink, AuditUI: auditUI,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerCaller: cfg.MaxInFlightPerCaller, MaxPlanned: cfg.MaxPlanned,
@@ -364,6 +364,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.backdrop != nil {
 		run(s.backdrop.Run)
 	}
+	run(s.runTenantRetention)
 	// The log's own maintenance: retention, partitions.
 	if l, ok := s.rawLog.(interface{ Run(context.Context) error }); ok && s.ownsLog {
 		run(l.Run)

@@ -3,6 +3,7 @@ package tenant
 import (
 	"bytes"
 	"encoding/json"
+	"time"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -106,13 +107,32 @@ func (s *State) decidePutEventType(identity string, r *controlv1.PutEventTypeReq
 	return Decision{Events: []proto.Message{next}}, nil
 }
 
+// MinRetention is the shortest retention a tenant may set.
+const MinRetention = time.Minute
+
+// ParseRetention reads a tenant's retention setting: a Go duration, ""
+// or 0 for the log's.
+func ParseRetention(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return 0, command.Invalid("settings.retention", "is %q, not a duration; give one such as 168h (7 days), or \"\" for the node's", s)
+	case d < 0 || d > 0 && d < MinRetention:
+		return 0, command.Invalid("settings.retention", "is %s; give at least %s, or \"\" for the node's", d, MinRetention)
+	}
+	return d, nil
+}
+
 // decideUpdate changes the tenant's own settings named by the mask.
 func (s *State) decideUpdate(identity string, r *controlv1.UpdateTenantRequest, by *hooklinev1.Actor, at *timestamppb.Timestamp, rid string) (Decision, error) {
 	paths := r.GetUpdateMask().GetPaths()
 	if len(paths) == 0 {
 		return Decision{}, command.Invalid("update_mask", "is empty: name the settings to change (over REST, the fields present in the body)")
 	}
-	enforcement := s.SchemaEnforcement
+	enforcement, retention := s.SchemaEnforcement, s.Retention
 	for _, p := range paths {
 		switch p {
 		case "schema_enforcement", "settings.schema_enforcement":
@@ -121,14 +141,21 @@ func (s *State) decideUpdate(identity string, r *controlv1.UpdateTenantRequest, 
 				return Decision{}, command.Invalid("settings.schema_enforcement", "is %q; use off, warn or reject", r.GetSettings().GetSchemaEnforcement())
 			}
 			enforcement = e
+		case "retention", "settings.retention":
+			d, err := ParseRetention(r.GetSettings().GetRetention())
+			if err != nil {
+				return Decision{}, err
+			}
+			retention = d
 		default:
-			return Decision{}, command.Invalid("update_mask", "names %q; a tenant sets schema_enforcement", p)
+			return Decision{}, command.Invalid("update_mask", "names %q; a tenant sets schema_enforcement and retention", p)
 		}
 	}
-	if enforcement == s.SchemaEnforcement {
+	if enforcement == s.SchemaEnforcement && retention == s.Retention {
 		return Decision{}, nil
 	}
 	return Decision{Events: []proto.Message{&hooklinev1.TenantSettingsChanged{
-		TenantId: identity, SchemaEnforcement: enforcement, IssuedBy: by, At: at, RequestId: rid,
+		TenantId: identity, SchemaEnforcement: enforcement, RetentionSeconds: int64(retention / time.Second),
+		IssuedBy: by, At: at, RequestId: rid,
 	}}}, nil
 }

@@ -221,3 +221,48 @@ func TestDecideCatalog(t *testing.T) {
 		t.Fatalf("an unknown mode: %v", err)
 	}
 }
+
+// TestDecideRetentionAndErase: a retention setting keeps the schema
+// enforcement as it was and is refused when too short or not a duration;
+// an erase needs its confirmation and records a destroyed key once.
+func TestDecideRetentionAndErase(t *testing.T) {
+	s := created(t)
+	decide := func(c *internalv1.TenantCommand) (tenant.Decision, error) {
+		c.IssuedBy = admin
+		d, err := s.Decide("acme", c, t0, nil)
+		for _, e := range d.Events {
+			s.Apply(e)
+		}
+		return d, err
+	}
+	retention := func(v string) (tenant.Decision, error) {
+		return decide(&internalv1.TenantCommand{Command: &internalv1.TenantCommand_Update{Update: &controlv1.UpdateTenantRequest{
+			Settings: &controlv1.TenantSettings{Retention: v}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"retention"}},
+		}}})
+	}
+	if _, err := retention("168h"); err != nil || s.Retention != 168*time.Hour || s.View().GetSettings().GetRetention() != "168h0m0s" {
+		t.Fatalf("retention 168h: %v, %v", s.Retention, err)
+	}
+	for _, bad := range []string{"30s", "-1h", "a week"} {
+		if _, err := retention(bad); err == nil || !strings.Contains(err.Error(), "settings.retention") {
+			t.Errorf("retention %q: %v, want refused naming settings.retention", bad, err)
+		}
+	}
+	if _, err := retention(""); err != nil || s.Retention != 0 {
+		t.Fatalf("retention back to the node's: %v, %v", s.Retention, err)
+	}
+
+	erase := func(confirm, key string) (tenant.Decision, error) {
+		return decide(&internalv1.TenantCommand{Command: &internalv1.TenantCommand_Erase{Erase: &internalv1.EraseTenant{
+			Request: &controlv1.EraseTenantRequest{TenantId: "acme", Confirm: confirm}, DataKeyId: key}}})
+	}
+	if _, err := erase("acm", "dk_1"); err == nil || !strings.Contains(err.Error(), "confirm") {
+		t.Fatalf("erase with a wrong confirmation: %v", err)
+	}
+	if d, err := erase("acme", "dk_1"); err != nil || len(d.Events) != 1 || s.View().GetErasedAt() == nil {
+		t.Fatalf("erase: %v, %v", d.Events, err)
+	}
+	if d, err := erase("acme", "dk_1"); err != nil || len(d.Events) != 0 {
+		t.Fatalf("erasing the same key again wrote %v, %v", d.Events, err)
+	}
+}

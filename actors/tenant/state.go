@@ -23,8 +23,10 @@ type State struct {
 	CreatedAt time.Time
 	// Keys are the tenant's API keys in issue order, revoked ones included.
 	Keys []APIKey
-	// SchemaEnforcement is the tenant's setting (TenantSettingsChanged).
+	// SchemaEnforcement and Retention are the tenant's settings
+	// (TenantSettingsChanged); Retention 0 is the log's.
 	SchemaEnforcement hooklinev1.SchemaEnforcement
+	Retention         time.Duration
 	// EventTypes is the catalog: the newest version of each type.
 	EventTypes map[string]*hooklinev1.EventTypeDefined
 	// ErasedKeys are the data keys destroyed (TenantErased), ErasedAt when
@@ -57,6 +59,7 @@ func (s *State) Apply(msg proto.Message) {
 		s.Quota = quotaOrZero(e.GetQuota())
 	case *hooklinev1.TenantSettingsChanged:
 		s.SchemaEnforcement = e.GetSchemaEnforcement()
+		s.Retention = time.Duration(e.GetRetentionSeconds()) * time.Second
 	case *hooklinev1.TenantErased:
 		if id := e.GetDataKeyId(); id != "" {
 			s.ErasedKeys = append(s.ErasedKeys, id)
@@ -105,7 +108,7 @@ func (s *State) View() *controlv1.Tenant {
 		Name:      s.Name,
 		Quota:     proto.CloneOf(s.Quota),
 		CreatedAt: timestamppb.New(s.CreatedAt),
-		Settings:  &controlv1.TenantSettings{SchemaEnforcement: EnforcementName(s.SchemaEnforcement)},
+		Settings:  &controlv1.TenantSettings{SchemaEnforcement: EnforcementName(s.SchemaEnforcement), Retention: retentionText(s.Retention)},
 	}
 	if !s.ErasedAt.IsZero() {
 		t.ErasedAt = timestamppb.New(s.ErasedAt)
@@ -119,4 +122,12 @@ func (s *State) View() *controlv1.Tenant {
 		})
 	}
 	return t
+}
+
+// retentionText shows a retention setting: "" for the log's.
+func retentionText(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
 }

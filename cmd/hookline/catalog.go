@@ -99,16 +99,21 @@ func eventTypesList(fs *flag.FlagSet) func(context.Context, *conn) error {
 func tenantsUpdate(fs *flag.FlagSet) func(context.Context, *conn) error {
 	id := fs.String("id", "", "tenant id (a tenant key's own when empty)")
 	enforcement := fs.String("schema-enforcement", "", "off, warn or reject: what a publish whose payload breaks its type's schema gets")
+	retention := fs.String("retention", "", "how long the tenant's events and deliveries are kept, shorter than the node's, e.g. 168h; \"\" for the node's")
 	return func(ctx context.Context, c *conn) error {
 		req := &controlv1.UpdateTenantRequest{TenantId: *id, Settings: &controlv1.TenantSettings{}, UpdateMask: &fieldmaskpb.FieldMask{}}
 		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "schema-enforcement" {
+			switch f.Name {
+			case "schema-enforcement":
 				req.Settings.SchemaEnforcement = strings.TrimSpace(*enforcement)
 				req.UpdateMask.Paths = append(req.UpdateMask.Paths, "schema_enforcement")
+			case "retention":
+				req.Settings.Retention = strings.TrimSpace(*retention)
+				req.UpdateMask.Paths = append(req.UpdateMask.Paths, "retention")
 			}
 		})
 		if len(req.UpdateMask.Paths) == 0 {
-			return errors.New("tenants update: nothing to change; give --schema-enforcement off|warn|reject")
+			return errors.New("tenants update: nothing to change; give --schema-enforcement off|warn|reject or --retention DURATION")
 		}
 		return show(ctx, c, c.UpdateTenant, req, printTenant)
 	}

@@ -44,6 +44,9 @@ func TestEventTypeCommands(t *testing.T) {
 	if out, err := run("tenants", "update", "--schema-enforcement", "reject"); err != nil || !strings.Contains(out, "reject (schema enforcement)") {
 		t.Fatalf("tenants update: %v\n%s", err, out)
 	}
+	if out, err := run("tenants", "update", "--retention", "168h"); err != nil || !strings.Contains(out, "168h0m0s (its own retention)") {
+		t.Fatalf("tenants update --retention: %v\n%s", err, out)
+	}
 	if out, err := run("events", "publish", "--id", "e1", "--type", "order.paid", "--data", `{"total":-1}`); err == nil || !strings.Contains(out, "/total") {
 		t.Fatalf("a publish that breaks the schema: %v\n%s", err, out)
 	}

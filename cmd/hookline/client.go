@@ -159,6 +159,12 @@ func printTenant(w io.Writer, t *controlv1.Tenant) {
 	}
 	if s := t.GetSettings(); s != nil {
 		fmt.Fprintf(w, "schemas  %s (schema enforcement)\n", s.GetSchemaEnforcement())
+		if r := s.GetRetention(); r != "" {
+			fmt.Fprintf(w, "kept     %s (its own retention)\n", r)
+		}
+	}
+	if e := t.GetErasedAt(); e != nil {
+		fmt.Fprintf(w, "erased   %s (payloads published before are unreadable)\n", fmtTime(e))
 	}
 	if len(t.GetApiKeys()) == 0 {
 		fmt.Fprintf(w, "keys     none (hookline keys issue --tenant %s)\n", t.GetTenantId())

@@ -60,7 +60,7 @@ var commands = []command{
 
 	{name: "tenants create", group: groupClient, summary: "create a tenant (admin)", call: tenantsCreate},
 	{name: "tenants get", group: groupClient, summary: "show a tenant and its keys", call: tenantsGet},
-	{name: "tenants update", group: groupClient, summary: "change a tenant's own settings (--schema-enforcement off|warn|reject)", call: tenantsUpdate},
+	{name: "tenants update", group: groupClient, summary: "change a tenant's own settings (--schema-enforcement off|warn|reject, --retention DURATION)", call: tenantsUpdate},
 	{name: "tenants erase", group: groupClient, summary: "crypto-shred a tenant's payloads and response bodies, for good (admin; --confirm repeats --id)", call: tenantsErase},
 	{name: "event-types put", group: groupClient, summary: "define an event type of the catalog, or a new version: description, example, JSON Schema", call: eventTypesPut},
 	{name: "event-types list", group: groupClient, summary: "list the catalog's event types and the schema enforcement", call: eventTypesList},

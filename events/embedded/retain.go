@@ -59,27 +59,8 @@ func (l *Log) Retain(ctx context.Context, cutoff time.Time) (RetainStats, error)
 		if err := l.archive(ctx, candidates, &stats); err != nil {
 			return stats, fmt.Errorf("retain before %s: %w", cutoff.Format(time.RFC3339), err)
 		}
-		var chunk RetainStats
-		j := &job{done: make(chan error, 1), fn: func(b *pebble.Batch) error {
-			for _, c := range candidates {
-				s, err := l.drop(b, c, cutoff, &lo, &hi)
-				if err != nil {
-					return err
-				}
-				chunk.Streams += s.Streams
-				chunk.Events += s.Events
-				chunk.Bytes += s.Bytes
-			}
-			return nil
-		}}
-		select {
-		case l.jobs <- j:
-		case <-l.quit:
-			return stats, fmt.Errorf("retain: %w", events.ErrClosed)
-		case <-ctx.Done():
-			return stats, fmt.Errorf("retain: %w", ctx.Err())
-		}
-		if err := <-j.done; err != nil {
+		chunk, err := l.dropAll(ctx, candidates, cutoff, &lo, &hi)
+		if err != nil {
 			return stats, fmt.Errorf("retain before %s: %w", cutoff.Format(time.RFC3339), err)
 		}
 		stats.Streams += chunk.Streams
@@ -95,6 +76,66 @@ func (l *Log) Retain(ctx context.Context, cutoff time.Time) (RetainStats, error)
 	}
 	return stats, nil
 }
+
+// dropAll drops, in the writer and in one synced batch, each of the
+// candidates last written before cutoff, and widens [lo, hi] to the
+// sequence numbers dropped.
+func (l *Log) dropAll(ctx context.Context, candidates []expiring, cutoff time.Time, lo, hi *uint64) (RetainStats, error) {
+	var chunk RetainStats
+	j := &job{done: make(chan error, 1), fn: func(b *pebble.Batch) error {
+		for _, c := range candidates {
+			s, err := l.drop(b, c, cutoff, lo, hi)
+			if err != nil {
+				return err
+			}
+			chunk.Streams += s.Streams
+			chunk.Events += s.Events
+			chunk.Bytes += s.Bytes
+		}
+		return nil
+	}}
+	select {
+	case l.jobs <- j:
+	case <-l.quit:
+		return chunk, fmt.Errorf("drop: %w", events.ErrClosed)
+	case <-ctx.Done():
+		return chunk, fmt.Errorf("drop: %w", ctx.Err())
+	}
+	return chunk, <-j.done
+}
+
+// DropStreams drops the named event and delivery streams now, whatever
+// their age, without archiving them (a tenant's own retention, shorter
+// than the log's); other streams are left alone. It implements
+// [events.StreamDropper].
+func (l *Log) DropStreams(ctx context.Context, streams []string) (int, error) {
+	var candidates []expiring
+	for _, s := range streams {
+		if events.Expires(s) {
+			candidates = append(candidates, expiring{stream: s})
+		}
+	}
+	var lo, hi uint64
+	total := 0
+	for len(candidates) > 0 {
+		n := min(len(candidates), retainChunk)
+		chunk, err := l.dropAll(ctx, candidates[:n], never, &lo, &hi)
+		if err != nil {
+			return total, err
+		}
+		total += chunk.Streams
+		candidates = candidates[n:]
+	}
+	if total > 0 {
+		if err := l.use(func() error { return l.db.Compact(ctx, logKey(lo), logKey(hi+1), false) }); err != nil {
+			return total, fmt.Errorf("drop: compact: %w", err)
+		}
+	}
+	return total, nil
+}
+
+// never is a cutoff after every write.
+var never = time.Unix(1<<40, 0)
 
 // archive hands the records of the candidates that may be dropped to
 // Config.Archive, whole streams in one segment, before anything is

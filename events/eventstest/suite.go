@@ -68,6 +68,7 @@ func Run(t *testing.T, h Harness) {
 		{"FilterProgress", testFilterProgress},
 		{"SubscribeCancel", testSubscribeCancel},
 		{"Vault", testVault},
+		{"DropStreams", testDropStreams},
 		{"Closed", testClosed},
 	}
 	for _, c := range cases {

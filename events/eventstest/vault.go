@@ -3,6 +3,7 @@ package eventstest
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/hookline/hookline/events"
@@ -106,5 +107,35 @@ func testVault(e *env) {
 			}
 		}
 		pos = recs[len(recs)-1].Position
+	}
+}
+
+// testDropStreams checks a log's StreamDropper, when it has one: the
+// named event and delivery streams are gone, whatever their age; a tenant
+// stream named with them and a stream not named are kept.
+func testDropStreams(e *env) {
+	d, ok := e.log.(events.StreamDropper)
+	if !ok {
+		e.Skip("this log drops streams only by its retention")
+	}
+	tenant := "drop" + randomHex(6)
+	doomed := []string{events.EventStream(tenant, "e1"), events.DeliveryStream(tenant + "_d1")}
+	kept := []string{events.TenantStream(tenant), events.DeliveryStream(tenant + "_d2")}
+	for _, s := range append(slices.Clone(doomed), kept...) {
+		e.mustAppend(s, events.NoStream{}, newEvents(2, "T")...)
+	}
+	n, err := d.DropStreams(e.ctx, append(slices.Clone(doomed), kept[0]))
+	if err != nil || n != 2 {
+		e.Fatalf("DropStreams: %d, %v; want the 2 expiring streams dropped", n, err)
+	}
+	for _, s := range doomed {
+		if _, err := e.log.ReadStream(e.ctx, s, events.Forwards, 0, 10); !errors.Is(err, events.ErrStreamNotFound) {
+			e.Fatalf("%s after DropStreams: %v, want ErrStreamNotFound", s, err)
+		}
+	}
+	for _, s := range kept {
+		if recs, err := e.log.ReadStream(e.ctx, s, events.Forwards, 0, 10); err != nil || len(recs) != 2 {
+			e.Fatalf("%s after DropStreams: %d records, %v; want it kept", s, len(recs), err)
+		}
 	}
 }

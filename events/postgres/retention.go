@@ -269,3 +269,29 @@ func (l *Log) maintenanceTx(ctx context.Context, fn func(pgx.Tx) error) error {
 func literal(t time.Time) string {
 	return "'" + t.UTC().Format("2006-01-02 15:04:05.999999Z07:00") + "'"
 }
+
+// DropStreams deletes the named event and delivery streams now, whatever
+// their age, without archiving them (a tenant's own retention, shorter
+// than the log's); other streams are left alone. It implements
+// [events.StreamDropper].
+func (l *Log) DropStreams(ctx context.Context, streams []string) (int, error) {
+	if l.closed.Load() {
+		return 0, fmt.Errorf("drop streams: %w", events.ErrClosed)
+	}
+	var expiring []string
+	for _, s := range streams {
+		if events.Expires(s) {
+			expiring = append(expiring, s)
+		}
+	}
+	if len(expiring) == 0 {
+		return 0, nil
+	}
+	var n int
+	err := l.pool.QueryRow(ctx, `WITH gone AS (DELETE FROM `+l.schema+`.events WHERE expires AND stream = ANY($1) RETURNING stream)
+		SELECT count(DISTINCT stream) FROM gone`, expiring).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("drop streams: %w", l.translate(err))
+	}
+	return n, nil
+}

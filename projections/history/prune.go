@@ -168,3 +168,28 @@ func (h *History) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// Forget deletes the given deliveries (a tenant's own retention, shorter
+// than the history's), in batches serialised with the runner.
+func (h *History) Forget(ctx context.Context, ds []Delivery) error {
+	for len(ds) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(len(ds), pruneChunk)
+		err := h.store.Update(func(b *projections.Batch) error {
+			for i := range ds[:n] {
+				h.recent.Forget(ds[i].ID)
+				if err := deleteDelivery(b, &ds[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("forget deliveries: %w", err)
+		}
+		ds = ds[n:]
+	}
+	return nil
+}

@@ -40,6 +40,8 @@ type Tenant struct {
 	CreatedAt time.Time
 	// SchemaEnforcement is the tenant's setting; 0 (off) until set.
 	SchemaEnforcement hooklinev1.SchemaEnforcement `json:",omitempty"`
+	// Retention is the tenant's own, shorter than the log's; 0: the log's.
+	Retention time.Duration `json:",omitempty"`
 	// ErasedKeys are the ids of the tenant's data keys destroyed
 	// (TenantErased), ErasedAt when the last was.
 	ErasedKeys []string  `json:",omitempty"`
@@ -380,6 +382,7 @@ func (r *Registry) Apply(b *projections.Batch, rec *events.Record, msg proto.Mes
 			return err
 		}
 		t.SchemaEnforcement = m.GetSchemaEnforcement()
+		t.Retention = time.Duration(m.GetRetentionSeconds()) * time.Second
 		return put(b, tenantKey(t.ID), t)
 	case *hooklinev1.TenantErased:
 		var t Tenant

@@ -1136,8 +1136,11 @@ type TenantSettingsChanged struct {
 	IssuedBy          *Actor                 `protobuf:"bytes,3,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
 	At                *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
 	RequestId         string                 `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// retention_seconds is how long the tenant's event and delivery
+	// streams are kept, shorter than the log's; 0: the log's.
+	RetentionSeconds int64 `protobuf:"varint,6,opt,name=retention_seconds,json=retentionSeconds,proto3" json:"retention_seconds,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TenantSettingsChanged) Reset() {
@@ -1203,6 +1206,13 @@ func (x *TenantSettingsChanged) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *TenantSettingsChanged) GetRetentionSeconds() int64 {
+	if x != nil {
+		return x.RetentionSeconds
+	}
+	return 0
 }
 
 // TenantErased records that the tenant's data key data_key_id was
@@ -6005,14 +6015,15 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\tissued_by\x18\a \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
 	"\x02at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\t \x01(\tR\trequestId\"\xff\x01\n" +
+	"request_id\x18\t \x01(\tR\trequestId\"\xac\x02\n" +
 	"\x15TenantSettingsChanged\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12M\n" +
 	"\x12schema_enforcement\x18\x02 \x01(\x0e2\x1e.hookline.v1.SchemaEnforcementR\x11schemaEnforcement\x12/\n" +
 	"\tissued_by\x18\x03 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
 	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x05 \x01(\tR\trequestId\"\xc7\x01\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x12+\n" +
+	"\x11retention_seconds\x18\x06 \x01(\x03R\x10retentionSeconds\"\xc7\x01\n" +
 	"\fTenantErased\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1e\n" +
 	"\vdata_key_id\x18\x02 \x01(\tR\tdataKeyId\x12/\n" +

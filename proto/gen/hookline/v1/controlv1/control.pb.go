@@ -860,8 +860,13 @@ type TenantSettings struct {
 	// with the violation recorded on the event and counted) or "reject"
 	// (it is refused with INVALID_ARGUMENT naming the failing field).
 	SchemaEnforcement string `protobuf:"bytes,1,opt,name=schema_enforcement,json=schemaEnforcement,proto3" json:"schema_enforcement,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// retention is how long the tenant's events and deliveries are kept,
+	// as a duration ("168h"), shorter than the node's (30 days by default):
+	// past it their streams leave the log and the history, and are not
+	// archived. "" or "0s": the node's.
+	Retention     string `protobuf:"bytes,2,opt,name=retention,proto3" json:"retention,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TenantSettings) Reset() {
@@ -897,6 +902,13 @@ func (*TenantSettings) Descriptor() ([]byte, []int) {
 func (x *TenantSettings) GetSchemaEnforcement() string {
 	if x != nil {
 		return x.SchemaEnforcement
+	}
+	return ""
+}
+
+func (x *TenantSettings) GetRetention() string {
+	if x != nil {
+		return x.Retention
 	}
 	return ""
 }
@@ -5856,9 +5868,10 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x127\n" +
 	"\bsettings\x18\x02 \x01(\v2\x1b.hookline.v1.TenantSettingsR\bsettings\x12;\n" +
 	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
-	"updateMask\"?\n" +
+	"updateMask\"]\n" +
 	"\x0eTenantSettings\x12-\n" +
-	"\x12schema_enforcement\x18\x01 \x01(\tR\x11schemaEnforcement\"X\n" +
+	"\x12schema_enforcement\x18\x01 \x01(\tR\x11schemaEnforcement\x12\x1c\n" +
+	"\tretention\x18\x02 \x01(\tR\tretention\"X\n" +
 	"\x0fSetQuotaRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12(\n" +
 	"\x05quota\x18\x02 \x01(\v2\x12.hookline.v1.QuotaR\x05quota\"\x88\x01\n" +
