@@ -54,8 +54,13 @@ type plannedEntry struct {
 func (s *Server) explainRouting(ctx context.Context, tenantID, eventID string) (*controlv1.EventRouting, error) {
 	stream := events.EventStream(tenantID, eventID)
 	recs, err := s.cfg.Log.ReadStream(ctx, stream, events.Forwards, 0, 1+maxChunks)
+	archived := false
+	if errors.Is(err, events.ErrStreamNotFound) && s.cfg.Archive != nil {
+		recs, err = s.cfg.Archive.ReadStream(ctx, stream)
+		archived = true
+	}
 	if errors.Is(err, events.ErrStreamNotFound) {
-		return nil, status.Errorf(codes.NotFound, "event_id %q: no such event for this tenant (events are kept 30 days)", eventID)
+		return nil, status.Errorf(codes.NotFound, "event_id %q: no such event for this tenant (events are kept 30 days, or the node's retention, and no archive holds it)", eventID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", stream, err)
@@ -132,7 +137,7 @@ func (s *Server) explainRouting(ctx context.Context, tenantID, eventID string) (
 	}
 	out := &controlv1.EventRouting{
 		EventId: eventID, EventType: pub.GetEventType(), PublishedAt: pub.GetAt(),
-		Position: at.String(), Headers: pub.GetHeaders(),
+		Position: at.String(), Headers: pub.GetHeaders(), FromArchive: archived,
 	}
 	if out.Schema, err = s.schemaAt(ctx, pub, at); err != nil {
 		return nil, err

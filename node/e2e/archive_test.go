@@ -64,6 +64,10 @@ func TestArchiveReplay(t *testing.T) {
 		t.Fatalf("GET an event past retention: %d %v", code, got)
 	}
 
+	if r, err := c.events.ExplainRouting(c.ctx(), &controlv1.ExplainRoutingRequest{EventId: "evt_old"}); err != nil || !r.GetFromArchive() || len(r.GetEndpoints()) != 1 {
+		t.Fatalf("the routing of an event past retention: %v, %v", r, err)
+	}
+
 	planned := delivered.GetPlannedAt().AsTime()
 	dry, err := c.endpoints.RecoverEndpoint(c.ctx(), &controlv1.RecoverEndpointRequest{
 		EndpointId: c.ids["archived_ep"], Since: timestamppb.New(planned.Add(-time.Minute)), Until: timestamppb.New(planned.Add(time.Minute)),

@@ -4281,7 +4281,10 @@ type EventRouting struct {
 	// schema is what the event catalog held for the event's type when it
 	// was published, from the tenant's stream: unset when the type had no
 	// schema then.
-	Schema        *RoutingSchema `protobuf:"bytes,7,opt,name=schema,proto3" json:"schema,omitempty"`
+	Schema *RoutingSchema `protobuf:"bytes,7,opt,name=schema,proto3" json:"schema,omitempty"`
+	// from_archive: the event's stream was read from the archive, the log
+	// having dropped it past its retention.
+	FromArchive   bool `protobuf:"varint,8,opt,name=from_archive,json=fromArchive,proto3" json:"from_archive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4363,6 +4366,13 @@ func (x *EventRouting) GetSchema() *RoutingSchema {
 		return x.Schema
 	}
 	return nil
+}
+
+func (x *EventRouting) GetFromArchive() bool {
+	if x != nil {
+		return x.FromArchive
+	}
+	return false
 }
 
 // RoutingSchema is the catalog's word on a published event.
@@ -6181,7 +6191,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x05types\x18\x01 \x03(\v2!.hookline.v1.OperationalEventTypeR\x05types\"O\n" +
 	"\x15ExplainRoutingRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
-	"\bevent_id\x18\x02 \x01(\tR\aeventId\"\x90\x03\n" +
+	"\bevent_id\x18\x02 \x01(\tR\aeventId\"\xb3\x03\n" +
 	"\fEventRouting\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
 	"\n" +
@@ -6190,7 +6200,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\bposition\x18\x04 \x01(\tR\bposition\x12@\n" +
 	"\aheaders\x18\x05 \x03(\v2&.hookline.v1.EventRouting.HeadersEntryR\aheaders\x129\n" +
 	"\tendpoints\x18\x06 \x03(\v2\x1b.hookline.v1.RoutingVerdictR\tendpoints\x122\n" +
-	"\x06schema\x18\a \x01(\v2\x1a.hookline.v1.RoutingSchemaR\x06schema\x1a:\n" +
+	"\x06schema\x18\a \x01(\v2\x1a.hookline.v1.RoutingSchemaR\x06schema\x12!\n" +
+	"\ffrom_archive\x18\b \x01(\bR\vfromArchive\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x01\n" +
