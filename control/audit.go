@@ -140,14 +140,24 @@ func (s *Server) TraceDelivery(ctx context.Context, req *controlv1.TraceDelivery
 	if err != nil {
 		return nil, err
 	}
+	view := deliveryView(d, attempts)
+	if err := s.openResponses(ctx, view); err != nil {
+		return nil, toStatus(err)
+	}
 	out := &controlv1.DeliveryTrace{
-		Delivery:       deliveryView(d, attempts),
+		Delivery:       view,
 		EventStream:    events.EventStream(d.TenantID, d.EventID),
 		DeliveryStream: events.DeliveryStream(d.ID),
 	}
 	var recs []events.Record
 	for _, stream := range []string{out.EventStream, out.DeliveryStream} {
 		rs, err := s.cfg.Log.ReadStream(ctx, stream, events.Forwards, 0, 4096)
+		if errors.Is(err, events.ErrStreamNotFound) && s.cfg.Archive != nil {
+			// Past the log's retention: the archive's copy.
+			if rs, err = s.cfg.Archive.ReadStream(ctx, stream); err == nil {
+				out.FromArchive = true
+			}
+		}
 		if err != nil && !errors.Is(err, events.ErrStreamNotFound) { // no attempt yet: no delivery stream
 			return nil, toStatus(fmt.Errorf("read %s: %w", stream, err))
 		}

@@ -217,6 +217,24 @@ func testErase(t *testing.T, cfg node.Config, arc *eraseArchive, openLog func(*t
 	if d := kept.waitDelivery(t, keptOK, "read", hasStatus("succeeded")); d.GetErased() {
 		t.Fatalf("the other tenant's delivery reads as erased")
 	}
+	code, trace := n.rest(t, http.MethodGet, e2eAdmin, "/v1/audit/deliveries/"+goneOK+"?tenant_id=gone", nil)
+	shown := map[string]any{}
+	for _, e := range trace["events"].([]any) {
+		ev := e.(map[string]any)
+		data, _ := ev["data"].(map[string]any)
+		switch ev["type"] {
+		case "EventPublished":
+			shown["payload"] = data["payload"]
+		case "AttemptSucceeded":
+			shown["response"] = data["attempt"].(map[string]any)["response_prefix"]
+		}
+	}
+	if code != http.StatusOK || shown["payload"] != "erased" || shown["response"] != "erased" {
+		t.Fatalf("the audit trace of an erased delivery shows %v (%d)", shown, code)
+	}
+	if rep := reconcileReport(t, n); !rep.GetClean() {
+		t.Fatalf("reconcile after the erasure: %v", rep.GetDiscrepancies())
+	}
 	// After the erasure, publishing goes on under a new key.
 	publish(gone, "evt_gone_2", "after")
 	if code, got := n.rest(t, http.MethodGet, gone.key, "/v1/events/evt_gone_2", nil); code != http.StatusOK {

@@ -1507,7 +1507,10 @@ type DeliveryTrace struct {
 	EventStream    string                 `protobuf:"bytes,2,opt,name=event_stream,json=eventStream,proto3" json:"event_stream,omitempty"`
 	DeliveryStream string                 `protobuf:"bytes,3,opt,name=delivery_stream,json=deliveryStream,proto3" json:"delivery_stream,omitempty"`
 	// events of both streams, in log order.
-	Events        []*AuditEvent `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	Events []*AuditEvent `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	// from_archive: a stream was read from the archive, the log having
+	// dropped it past its retention.
+	FromArchive   bool `protobuf:"varint,5,opt,name=from_archive,json=fromArchive,proto3" json:"from_archive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1568,6 +1571,13 @@ func (x *DeliveryTrace) GetEvents() []*AuditEvent {
 		return x.Events
 	}
 	return nil
+}
+
+func (x *DeliveryTrace) GetFromArchive() bool {
+	if x != nil {
+		return x.FromArchive
+	}
+	return false
 }
 
 type GetEndpointHealthRequest struct {
@@ -1983,12 +1993,13 @@ const file_hookline_v1_console_proto_rawDesc = "" +
 	"\x14TraceDeliveryRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vdelivery_id\x18\x02 \x01(\tR\n" +
-	"deliveryId\"\xbf\x01\n" +
+	"deliveryId\"\xe2\x01\n" +
 	"\rDeliveryTrace\x121\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x15.hookline.v1.DeliveryR\bdelivery\x12!\n" +
 	"\fevent_stream\x18\x02 \x01(\tR\veventStream\x12'\n" +
 	"\x0fdelivery_stream\x18\x03 \x01(\tR\x0edeliveryStream\x12/\n" +
-	"\x06events\x18\x04 \x03(\v2\x17.hookline.v1.AuditEventR\x06events\"X\n" +
+	"\x06events\x18\x04 \x03(\v2\x17.hookline.v1.AuditEventR\x06events\x12!\n" +
+	"\ffrom_archive\x18\x05 \x01(\bR\vfromArchive\"X\n" +
 	"\x18GetEndpointHealthRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
