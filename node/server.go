@@ -245,7 +245,7 @@ func (s *Server) buildAPI(context.Context) error {
 	var err error
 	s.control, err = control.New(control.Config{
 		Log: s.log, Grains: controlGrains{s.node}, Registry: s.registry, Projections: s.settle,
-		History: s.hist, Reconciler: s.recon, AdminToken: cfg.AdminToken, Keyring: s.keyring, Payloads: s.payloads, Archive: s.archiveReader(), LogRetention: cfg.Retention, Now: cfg.Now, Logger: cfg.Logger,
+		History: s.hist, Reconciler: s.recon, AdminToken: cfg.AdminToken, Keyring: s.keyring, Payloads: s.payloads, Archive: s.apiArchive(), LogRetention: cfg.Retention, Now: cfg.Now, Logger: cfg.Logger,
 		Portal: s.portal, Cluster: &statuses{srv: s, store: storeKind(cfg.Store), timeout: s.node.RequestTimeout()},
 		AuditLink: auditLink, AuditUI: auditUI,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerCaller: cfg.MaxInFlightPerCaller, MaxPlanned: cfg.MaxPlanned,
@@ -312,6 +312,15 @@ func (s *Server) archiveReader() events.StreamArchive {
 		return nil
 	}
 	return s.archive
+}
+
+// apiArchive is the archive as the control API reads it (throttled), a
+// nil interface without one.
+func (s *Server) apiArchive() events.StreamArchive {
+	if s.archive == nil {
+		return nil
+	}
+	return s.archive.Throttled()
 }
 
 // Vault returns the vault of the node's store, nil when it keeps none.

@@ -23,7 +23,8 @@
 // # Reading
 //
 // [Archive.ReadStream] finds a stream through the indexes (loaded once,
-// then the new ones on a miss, so a node reads what other nodes archived),
+// then the new ones on a miss, so a node reads what other nodes archived;
+// [Archive.Throttled] lists them at most every five seconds),
 // reads its segment whole and keeps the last few decoded. It is slower
 // than the log, and meant for what the log no longer has: replays and
 // reads older than retention.
@@ -85,7 +86,14 @@ type Archive struct {
 	segments []string         // the segments they name
 	decoded  []decodedSegment // the last segments read, newest last
 	stats    Stats
+	// refreshed is when a throttled lookup last listed the indexes (see
+	// Throttled).
+	refreshed time.Time
 }
+
+// refreshEvery bounds how often a throttled lookup that misses lists the
+// bucket's indexes.
+const refreshEvery = 5 * time.Second
 
 // place is where a stream is archived.
 type place struct {
@@ -260,16 +268,22 @@ func (a *Archive) Stats(ctx context.Context) (Stats, error) {
 
 // Has reports whether the archive holds stream.
 func (a *Archive) Has(ctx context.Context, stream string) (bool, error) {
-	p, err := a.find(ctx, stream)
+	p, err := a.find(ctx, stream, false)
 	return p.segment != "", err
 }
 
-// find returns where stream is archived; a zero place when nowhere.
-func (a *Archive) find(ctx context.Context, stream string) (place, error) {
+// find returns where stream is archived; a zero place when nowhere. A
+// miss lists the indexes not read yet, unless throttle and a throttled
+// miss listed them less than refreshEvery ago.
+func (a *Archive) find(ctx context.Context, stream string, throttle bool) (place, error) {
 	a.mu.Lock()
 	p, ok := a.streams[stream]
+	skip := throttle && !a.refreshed.IsZero() && time.Since(a.refreshed) < refreshEvery
+	if !ok && throttle && !skip {
+		a.refreshed = time.Now()
+	}
 	a.mu.Unlock()
-	if ok {
+	if ok || skip {
 		return p, nil
 	}
 	if err := a.refresh(ctx); err != nil {
@@ -283,7 +297,24 @@ func (a *Archive) find(ctx context.Context, stream string) (place, error) {
 // ReadStream returns the archived records of stream in revision order, or
 // fails with [events.ErrStreamNotFound] when the archive does not hold it.
 func (a *Archive) ReadStream(ctx context.Context, stream string) ([]events.Record, error) {
-	p, err := a.find(ctx, stream)
+	return a.readStream(ctx, stream, false)
+}
+
+// Throttled is the archive for reads anybody may ask for (the control
+// API's): a miss lists the bucket's indexes at most every five seconds,
+// so that reads of made-up event ids cannot list the bucket each. The
+// grains read through the archive itself: a delivery's event must be found
+// as soon as any node archived it.
+func (a *Archive) Throttled() events.StreamArchive { return throttled{a} }
+
+type throttled struct{ a *Archive }
+
+func (t throttled) ReadStream(ctx context.Context, stream string) ([]events.Record, error) {
+	return t.a.readStream(ctx, stream, true)
+}
+
+func (a *Archive) readStream(ctx context.Context, stream string, throttle bool) ([]events.Record, error) {
+	p, err := a.find(ctx, stream, throttle)
 	if err != nil {
 		return nil, err
 	}

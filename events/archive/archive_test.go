@@ -92,3 +92,25 @@ func TestDamagedSegment(t *testing.T) {
 		t.Fatalf("a damaged segment: %v", err)
 	}
 }
+
+// TestThrottled: a throttled reader that just missed does not list the
+// bucket again for a while (made-up ids cannot make it list on each
+// read); the archive itself finds what another node archived since at
+// once.
+func TestThrottled(t *testing.T) {
+	dir := t.TempDir()
+	writer, reader := open(t, dir), open(t, dir)
+	api := reader.Throttled()
+	if _, err := api.ReadStream(t.Context(), "event-t.made_up"); !errors.Is(err, events.ErrStreamNotFound) {
+		t.Fatalf("a made-up stream: %v", err)
+	}
+	if err := writer.Write(t.Context(), records("event-t.e1", 1, 1, "x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.ReadStream(t.Context(), "event-t.e1"); !errors.Is(err, events.ErrStreamNotFound) {
+		t.Fatalf("a throttled read right after a miss listed the bucket again: %v", err)
+	}
+	if got, err := reader.ReadStream(t.Context(), "event-t.e1"); err != nil || len(got) != 1 {
+		t.Fatalf("the archive's own read: %d records, %v", len(got), err)
+	}
+}
