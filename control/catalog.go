@@ -134,8 +134,11 @@ func (s *Server) UpdateTenant(ctx context.Context, req *controlv1.UpdateTenantRe
 		if err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
-		if d >= s.cfg.LogRetention {
+		switch {
+		case d >= s.cfg.LogRetention:
 			return nil, toStatus(invalid("settings.retention", "is %s; this node's log keeps %s, and a tenant's retention may only be shorter (\"\" for the node's)", d, s.cfg.LogRetention))
+		case d > 0 && d <= s.cfg.DeliveryDeadline:
+			return nil, toStatus(invalid("settings.retention", "is %s; it must outlast the delivery deadline (%s), or a delivery still retrying would lose its event", d, s.cfg.DeliveryDeadline))
 		}
 	}
 	reply, err := s.askTenant(ctx, tenantID, &internalv1.TenantCommand{IssuedBy: c.Actor(), Command: &internalv1.TenantCommand_Update{Update: req}})

@@ -12,7 +12,9 @@ import (
 )
 
 // Tenants' own retention: a tenant may keep its events and deliveries
-// shorter than the log does. Every RetainEvery (a minute at most), each
+// shorter than the log does, and longer than the delivery deadline (so
+// that no delivery still retrying loses its event to another partition's
+// sweep). Every RetainEvery (a minute at most), each
 // node finds, in its history, the ended deliveries of the partitions it
 // serves that such a tenant planned before its cutoff, drops their
 // delivery and event streams from the log (never archived: the tenant
@@ -22,6 +24,11 @@ import (
 
 // tenantRetentionEvery bounds how often the sweep runs.
 const tenantRetentionEvery = time.Minute
+
+// tenantRetentionBatch bounds the deliveries of one tenant one pass drops:
+// a tenant that just shortened its retention is brought to it over several
+// passes, each holding a bounded list.
+const tenantRetentionBatch = 10_000
 
 // runTenantRetention sweeps until ctx ends.
 func (s *Server) runTenantRetention(ctx context.Context) error {
@@ -95,7 +102,7 @@ func (s *Server) retainTenant(ctx context.Context, dropper events.StreamDropper,
 				doomed = append(doomed, d)
 			}
 		}
-		if page.Next == "" {
+		if page.Next == "" || len(doomed) >= tenantRetentionBatch {
 			break
 		}
 		q.Cursor = page.Next

@@ -249,9 +249,10 @@ func (s *Server) buildAPI(context.Context) error {
 		Portal: s.portal, Cluster: &statuses{srv: s, store: storeKind(cfg.Store), timeout: s.node.RequestTimeout()},
 		AuditLink: auditLink, AuditUI: auditUI,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerCaller: cfg.MaxInFlightPerCaller, MaxPlanned: cfg.MaxPlanned,
-		HandOver:  s,
-		Spans:     controlSpans(cfg.Spans),
-		PlanFault: cfg.Faults,
+		DeliveryDeadline: cfg.Schedule.Deadline,
+		HandOver:         s,
+		Spans:            controlSpans(cfg.Spans),
+		PlanFault:        cfg.Faults,
 	})
 	if err != nil {
 		return err

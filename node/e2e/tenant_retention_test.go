@@ -10,37 +10,40 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/archive"
 	"github.com/hookline/hookline/node"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
-// TestTenantRetention: a tenant whose own retention (1 minute) is shorter
+// TestTenantRetention: a tenant whose own retention (2 minutes) is shorter
 // than the node's (5 minutes) loses its ended deliveries from the log and
 // the history once they are older than it, and they never reach the
 // archive; another tenant's are kept until the node's retention, then
-// archived. A retention longer than the node's, or too short, is refused.
+// archived. A retention longer than the node's, shorter than the delivery
+// deadline (90 s here) or under a minute, is refused.
 func TestTenantRetention(t *testing.T) {
 	clk := &offsetClock{}
 	archiveDir := filepath.Join(t.TempDir(), "archive")
 	n, _ := runE2E(t, node.Config{
 		DataDir: filepath.Join(t.TempDir(), "node"), Now: clk.Now, Retention: 5 * time.Minute, RetainEvery: 50 * time.Millisecond,
-		Archive: "file://" + archiveDir + "?create_dir=1",
+		Schedule: attempt.Schedule{Deadline: 90 * time.Second},
+		Archive:  "file://" + archiveDir + "?create_dir=1",
 	})
 	rc := newHookReceiver(t, clk.Now)
 	short, long := n.tenant(t, "short", nil), n.tenant(t, "long", nil)
 	short.endpoint(t, rc, "short_ep", []string{"order.paid"}, nil, answer(http.StatusOK))
 	long.endpoint(t, rc, "long_ep", []string{"order.paid"}, nil, answer(http.StatusOK))
 
-	for _, bad := range []string{"10s", "10m", "a week"} {
+	for _, bad := range []string{"10s", "1m", "10m", "a week"} { // under a minute, within the deadline, longer than the node's, not a duration
 		if code, got := n.rest(t, http.MethodPatch, short.key, "/v1/tenants/short", map[string]any{"retention": bad}); code != http.StatusBadRequest {
 			t.Fatalf("retention %q: %d %v, want 400", bad, code, got)
 		}
 	}
-	code, got := n.rest(t, http.MethodPatch, short.key, "/v1/tenants/short", map[string]any{"retention": "1m"})
-	if s, _ := got["settings"].(map[string]any); code != http.StatusOK || s["retention"] != "1m0s" {
-		t.Fatalf("retention 1m: %d %v", code, got)
+	code, got := n.rest(t, http.MethodPatch, short.key, "/v1/tenants/short", map[string]any{"retention": "2m"})
+	if s, _ := got["settings"].(map[string]any); code != http.StatusOK || s["retention"] != "2m0s" {
+		t.Fatalf("retention 2m: %d %v", code, got)
 	}
 
 	shortID := short.publish(t, "evt_short", "order.paid")[0]
@@ -52,7 +55,7 @@ func TestTenantRetention(t *testing.T) {
 		_, err := n.srv.Log().ReadStream(t.Context(), stream, events.Forwards, 0, 1)
 		return !errors.Is(err, events.ErrStreamNotFound)
 	}
-	clk.Add(2 * time.Minute)
+	clk.Add(3 * time.Minute)
 	eventually(t, 20*time.Second, "the short tenant's streams leave the log", func() bool {
 		return !inLog(events.EventStream("short", "evt_short")) && !inLog(events.DeliveryStream(shortID))
 	})

@@ -861,7 +861,8 @@ type TenantSettings struct {
 	// (it is refused with INVALID_ARGUMENT naming the failing field).
 	SchemaEnforcement string `protobuf:"bytes,1,opt,name=schema_enforcement,json=schemaEnforcement,proto3" json:"schema_enforcement,omitempty"`
 	// retention is how long the tenant's events and deliveries are kept,
-	// as a duration ("168h"), shorter than the node's (30 days by default):
+	// as a duration ("168h"), longer than the delivery deadline (24 h) and
+	// shorter than the node's (30 days by default):
 	// past it their streams leave the log and the history, and are not
 	// archived. "" or "0s": the node's.
 	Retention     string `protobuf:"bytes,2,opt,name=retention,proto3" json:"retention,omitempty"`
