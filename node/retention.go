@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"strings"
 	"time"
 
 	"github.com/hookline/hookline/events"
@@ -14,13 +16,14 @@ import (
 // Tenants' own retention: a tenant may keep its events and deliveries
 // shorter than the log does, and longer than the delivery deadline (so
 // that no delivery still retrying loses its event to another partition's
-// sweep). Every RetainEvery (a minute at most), each
-// node finds, in its history, the ended deliveries of the partitions it
-// serves that such a tenant planned before its cutoff, drops their
-// delivery and event streams from the log (never archived: the tenant
-// asked for them to be gone), then forgets them in the history. Pending
-// deliveries wait until they end. The log's own retention pass comes
-// later for every stream, so these never reach the archive.
+// sweep). Every RetainEvery (a minute at most), each node finds, in its
+// history, the ended deliveries of the partitions it serves that such a
+// tenant planned before its cutoff, drops their delivery and event
+// streams from the log (never archived: the tenant asked for them to be
+// gone), then forgets them in the history. Pending deliveries wait until
+// they end. The log's own retention pass comes later for every stream, so
+// these never reach the archive; what it archived before a tenant
+// shortened its retention is purged (purgeArchive).
 
 // tenantRetentionEvery bounds how often the sweep runs.
 const tenantRetentionEvery = time.Minute
@@ -64,6 +67,7 @@ func (s *Server) runTenantRetention(ctx context.Context) error {
 // returns how many deliveries it dropped.
 func (s *Server) tenantRetentionPass(ctx context.Context, dropper events.StreamDropper) (int, error) {
 	total := 0
+	retention := map[string]time.Duration{}
 	for cursor := ""; ; {
 		ts, next, err := s.registry.ListTenants(cursor, 500)
 		if err != nil {
@@ -73,6 +77,7 @@ func (s *Server) tenantRetentionPass(ctx context.Context, dropper events.StreamD
 			if t.Retention <= 0 {
 				continue
 			}
+			retention[t.ID] = t.Retention
 			n, err := s.retainTenant(ctx, dropper, t)
 			total += n
 			if err != nil {
@@ -80,10 +85,64 @@ func (s *Server) tenantRetentionPass(ctx context.Context, dropper events.StreamD
 			}
 		}
 		if next == "" {
-			return total, nil
+			break
 		}
 		cursor = next
 	}
+	return total, s.purgeArchive(ctx, retention)
+}
+
+// archivePurgeEvery is how often the archive is purged of what tenants'
+// own retention no longer keeps (streams archived before a tenant
+// shortened its retention): a purge reads the whole bucket.
+const archivePurgeEvery = time.Hour
+
+// purgeArchive removes from the archive the streams of tenants whose own
+// retention they outlived, on one node of the cluster (the one serving
+// partition 1, the first): at once when the tenants' retentions changed,
+// else at most every archivePurgeEvery.
+func (s *Server) purgeArchive(ctx context.Context, retention map[string]time.Duration) error {
+	now := s.cfg.Now()
+	changed := !maps.Equal(retention, s.purgedFor)
+	if s.archive == nil || len(retention) == 0 || !s.parts.claims(1) || (!changed && now.Sub(s.purged) < archivePurgeEvery) {
+		return nil
+	}
+	s.purged, s.purgedFor = now, retention
+	n, err := s.archive.Purge(ctx, func(stream string, recs []events.Record) bool {
+		keep, ok := retention[tenantOf(stream, recs)]
+		return ok && len(recs) > 0 && recs[len(recs)-1].Recorded.Before(now.Add(-keep))
+	})
+	if n > 0 {
+		s.logger.Info("archive purged of tenants' expired streams", slog.Int("streams", n))
+	}
+	return err
+}
+
+// tenantOf names the tenant of an event or delivery stream: from an event
+// stream's name, or from the tenant_id its records carry (themselves or in
+// their attempt).
+func tenantOf(stream string, recs []events.Record) string {
+	if rest, ok := strings.CutPrefix(stream, events.EventCategory+"-"); ok {
+		tenant, _, _ := strings.Cut(rest, ".")
+		return tenant
+	}
+	for i := range recs {
+		msg, err := events.Decode(&recs[i])
+		if err != nil {
+			continue
+		}
+		m := msg.ProtoReflect()
+		if fd := m.Descriptor().Fields().ByName("tenant_id"); fd != nil && m.Get(fd).String() != "" {
+			return m.Get(fd).String()
+		}
+		if fd := m.Descriptor().Fields().ByName("attempt"); fd != nil && m.Has(fd) {
+			a := m.Get(fd).Message()
+			if td := a.Descriptor().Fields().ByName("tenant_id"); td != nil && a.Get(td).String() != "" {
+				return a.Get(td).String()
+			}
+		}
+	}
+	return ""
 }
 
 // retainTenant drops one tenant's ended deliveries planned before its

@@ -45,39 +45,43 @@ type Server struct {
 	keyring  *seal.Keyring
 	payloads *seal.Payloads   // nil: payloads in clear
 	archive  *archive.Archive // nil: none
-	runner   *projections.Runner
-	registry *registry.Registry
-	portal   *portal.Tokens
-	owners   *owners.Owners // the partition table, from the log
-	parts    *partitions    // decides which partitions this node applies and serves
-	due      *due.Due
-	history  *history.History
-	opsFeed  *operational.Feed    // Hookline's own events, by partition
-	opsEmit  *operational.Emitter // publishes opsFeed's entries of this node's partitions
-	hist     *histories           // the cluster-wide history the control API reads
-	waker    *waker
-	started  atomic.Pointer[cluster.Node] // the node, once Start returned
-	dispatch *dispatch.Dispatcher
-	attempts *attempt.Client
-	node     *cluster.Node
-	control  *control.Server
-	grpc     *grpc.Server
-	http     *http.Server
-	grpcLis  net.Listener
-	gwConn   *grpc.ClientConn // the REST gateway's connection to grpc
-	httpLis  net.Listener
-	certs    *certFile    // nil unless the API serves TLS
-	pprof    *http.Server // nil unless PprofAddr is set
-	pprofLis net.Listener
-	logger   *slog.Logger
-	metrics  *metrics
-	tasks    sync.WaitGroup // the endpoint grains' attempts and pulls
-	pulls    *pulls         // the grains' due puller, noting when each endpoint pulled
-	recon    *reconciles
-	backdrop *reconcile.Background // nil when off
-	settle   *settlement           // waits for every member's projections
-	drain    endpoint.Drain        // started on a graceful stop
-	rawLog   events.Log            // the log as opened, before timing
+	// purged and purgedFor: when the archive was last purged of what
+	// tenants' own retention no longer keeps, and for which (retention.go).
+	purged    time.Time
+	purgedFor map[string]time.Duration
+	runner    *projections.Runner
+	registry  *registry.Registry
+	portal    *portal.Tokens
+	owners    *owners.Owners // the partition table, from the log
+	parts     *partitions    // decides which partitions this node applies and serves
+	due       *due.Due
+	history   *history.History
+	opsFeed   *operational.Feed    // Hookline's own events, by partition
+	opsEmit   *operational.Emitter // publishes opsFeed's entries of this node's partitions
+	hist      *histories           // the cluster-wide history the control API reads
+	waker     *waker
+	started   atomic.Pointer[cluster.Node] // the node, once Start returned
+	dispatch  *dispatch.Dispatcher
+	attempts  *attempt.Client
+	node      *cluster.Node
+	control   *control.Server
+	grpc      *grpc.Server
+	http      *http.Server
+	grpcLis   net.Listener
+	gwConn    *grpc.ClientConn // the REST gateway's connection to grpc
+	httpLis   net.Listener
+	certs     *certFile    // nil unless the API serves TLS
+	pprof     *http.Server // nil unless PprofAddr is set
+	pprofLis  net.Listener
+	logger    *slog.Logger
+	metrics   *metrics
+	tasks     sync.WaitGroup // the endpoint grains' attempts and pulls
+	pulls     *pulls         // the grains' due puller, noting when each endpoint pulled
+	recon     *reconciles
+	backdrop  *reconcile.Background // nil when off
+	settle    *settlement           // waits for every member's projections
+	drain     endpoint.Drain        // started on a graceful stop
+	rawLog    events.Log            // the log as opened, before timing
 }
 
 // New builds a node in named steps: the log, the master key, the

@@ -58,6 +58,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // file:// buckets
+	"gocloud.dev/gcerrors"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -81,10 +82,11 @@ type Archive struct {
 	log    *slog.Logger
 
 	mu       sync.Mutex
-	streams  map[string]place // stream → its newest segment
-	loaded   map[string]bool  // index objects read
-	segments []string         // the segments they name
-	decoded  []decodedSegment // the last segments read, newest last
+	streams  map[string]place  // stream → its newest segment
+	loaded   map[string]bool   // index objects read
+	segments []string          // the segments they name
+	indexOf  map[string]string // segment → its index object
+	decoded  []decodedSegment  // the last segments read, newest last
 	stats    Stats
 	// refreshed is when a throttled lookup last listed the indexes (see
 	// Throttled).
@@ -127,7 +129,7 @@ func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Archive, er
 	if err != nil {
 		return nil, fmt.Errorf("archive %s: %w (use file:///path, or s3://bucket, gs://bucket, azblob://container in a build with -tags cloudarchive, as the Docker image is)", where, err)
 	}
-	return &Archive{bucket: b, where: where, log: logger, streams: map[string]place{}, loaded: map[string]bool{}}, nil
+	return &Archive{bucket: b, where: where, log: logger, streams: map[string]place{}, loaded: map[string]bool{}, indexOf: map[string]string{}}, nil
 }
 
 // Close closes the bucket.
@@ -211,6 +213,7 @@ func (a *Archive) add(name string, idx *hooklinev1.ArchiveIndex) {
 	}
 	a.loaded[name] = true
 	a.segments = append(a.segments, idx.GetSegment())
+	a.indexOf[idx.GetSegment()] = name
 	a.stats.Segments++
 	a.stats.Records += idx.GetRecords()
 	for _, s := range idx.GetStreams() {
@@ -435,5 +438,84 @@ func (a *Archive) Each(ctx context.Context, fn func(events.Record) error) error 
 			}
 		}
 	}
+	return nil
+}
+
+// Purge removes from the archive every stream for which drop, given the
+// stream's records, says so (a tenant's own retention, shorter than the
+// log's): each segment holding one is written anew without it (a new
+// segment and index), then its old index and the old segment are deleted.
+// It returns how many streams it removed. One node at a time should purge
+// a bucket.
+func (a *Archive) Purge(ctx context.Context, drop func(stream string, recs []events.Record) bool) (int, error) {
+	if err := a.refresh(ctx); err != nil {
+		return 0, err
+	}
+	a.mu.Lock()
+	segments := slices.Clone(a.segments)
+	a.mu.Unlock()
+	removed := 0
+	for _, seg := range segments {
+		recs, err := a.segment(ctx, seg)
+		if err != nil {
+			return removed, err
+		}
+		byStream := map[string][]events.Record{}
+		for _, r := range recs {
+			byStream[r.Stream] = append(byStream[r.Stream], r)
+		}
+		gone := map[string]bool{}
+		for stream, rs := range byStream {
+			if drop(stream, rs) {
+				gone[stream] = true
+			}
+		}
+		if len(gone) == 0 {
+			continue
+		}
+		var keep []events.Record
+		for _, r := range recs {
+			if !gone[r.Stream] {
+				keep = append(keep, r)
+			}
+		}
+		if err := a.Write(ctx, keep); err != nil {
+			return removed, err
+		}
+		if err := a.forget(ctx, seg, len(recs), gone); err != nil {
+			return removed, err
+		}
+		removed += len(gone)
+	}
+	return removed, nil
+}
+
+// forget deletes a segment and its index, which Purge replaced, and the
+// streams it removed from memory.
+func (a *Archive) forget(ctx context.Context, seg string, records int, gone map[string]bool) error {
+	a.mu.Lock()
+	index := a.indexOf[seg]
+	a.mu.Unlock()
+	for _, key := range []string{index, seg} { // the index first: a segment without one is never read
+		if key == "" {
+			continue
+		}
+		if err := a.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("archive %s: delete %s: %w", a.where, key, err)
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for stream := range gone {
+		if p, ok := a.streams[stream]; ok && p.segment == seg {
+			delete(a.streams, stream)
+			a.stats.Streams--
+		}
+	}
+	a.segments = slices.DeleteFunc(a.segments, func(s string) bool { return s == seg })
+	a.decoded = slices.DeleteFunc(a.decoded, func(d decodedSegment) bool { return d.name == seg })
+	delete(a.indexOf, seg)
+	a.stats.Segments--
+	a.stats.Records -= int64(records)
 	return nil
 }

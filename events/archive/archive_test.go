@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,5 +113,36 @@ func TestThrottled(t *testing.T) {
 	}
 	if got, err := reader.ReadStream(t.Context(), "event-t.e1"); err != nil || len(got) != 1 {
 		t.Fatalf("the archive's own read: %d records, %v", len(got), err)
+	}
+}
+
+// TestPurge: the streams drop names leave the archive, on this node and
+// for a node that opens it afterwards; the others stay whole, and the
+// counts follow.
+func TestPurge(t *testing.T) {
+	dir := t.TempDir()
+	a := open(t, dir)
+	if err := a.Write(t.Context(), append(records("event-gone.e1", 2, 1, "g"), records("event-kept.e1", 3, 3, "k")...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Write(t.Context(), records("event-kept.e2", 1, 10, "k")); err != nil {
+		t.Fatal(err)
+	}
+	n, err := a.Purge(t.Context(), func(stream string, recs []events.Record) bool {
+		return strings.HasPrefix(stream, "event-gone.") && len(recs) == 2
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("purge: %d, %v", n, err)
+	}
+	for _, r := range []*archive.Archive{a, open(t, dir)} {
+		if _, err := r.ReadStream(t.Context(), "event-gone.e1"); !errors.Is(err, events.ErrStreamNotFound) {
+			t.Fatalf("a purged stream: %v", err)
+		}
+		if got, err := r.ReadStream(t.Context(), "event-kept.e1"); err != nil || len(got) != 3 {
+			t.Fatalf("a kept stream of the rewritten segment: %d, %v", len(got), err)
+		}
+		if st, err := r.Stats(t.Context()); err != nil || st.Segments != 2 || st.Streams != 2 || st.Records != 4 {
+			t.Fatalf("stats after the purge: %+v, %v", st, err)
+		}
 	}
 }

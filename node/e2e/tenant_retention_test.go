@@ -32,9 +32,10 @@ func TestTenantRetention(t *testing.T) {
 		Archive:  "file://" + archiveDir + "?create_dir=1",
 	})
 	rc := newHookReceiver(t, clk.Now)
-	short, long := n.tenant(t, "short", nil), n.tenant(t, "long", nil)
+	short, long, late := n.tenant(t, "short", nil), n.tenant(t, "long", nil), n.tenant(t, "late", nil)
 	short.endpoint(t, rc, "short_ep", []string{"order.paid"}, nil, answer(http.StatusOK))
 	long.endpoint(t, rc, "long_ep", []string{"order.paid"}, nil, answer(http.StatusOK))
+	late.endpoint(t, rc, "late_ep", []string{"order.paid"}, nil, answer(http.StatusOK))
 
 	for _, bad := range []string{"10s", "1m", "10m", "a week"} { // under a minute, within the deadline, longer than the node's, not a duration
 		if code, got := n.rest(t, http.MethodPatch, short.key, "/v1/tenants/short", map[string]any{"retention": bad}); code != http.StatusBadRequest {
@@ -48,8 +49,10 @@ func TestTenantRetention(t *testing.T) {
 
 	shortID := short.publish(t, "evt_short", "order.paid")[0]
 	longID := long.publish(t, "evt_long", "order.paid")[0]
+	lateID := late.publish(t, "evt_late", "order.paid")[0]
 	short.waitDelivery(t, shortID, "delivered", hasStatus("succeeded"))
 	long.waitDelivery(t, longID, "delivered", hasStatus("succeeded"))
+	late.waitDelivery(t, lateID, "delivered", hasStatus("succeeded"))
 
 	inLog := func(stream string) bool {
 		_, err := n.srv.Log().ReadStream(t.Context(), stream, events.Forwards, 0, 1)
@@ -72,17 +75,38 @@ func TestTenantRetention(t *testing.T) {
 	eventually(t, 20*time.Second, "the node's retention archives the other tenant's event", func() bool {
 		return !inLog(events.EventStream("long", "evt_long"))
 	})
-	arc, err := archive.Open(t.Context(), "file://"+archiveDir, nil)
-	if err != nil {
-		t.Fatal(err)
+	archived := func(stream string) bool {
+		t.Helper()
+		arc, err := archive.Open(t.Context(), "file://"+archiveDir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer arc.Close()
+		ok, err := arc.Has(t.Context(), stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
 	}
-	defer arc.Close()
 	for stream, want := range map[string]bool{
 		events.EventStream("long", "evt_long"): true, events.DeliveryStream(longID): true,
 		events.EventStream("short", "evt_short"): false, events.DeliveryStream(shortID): false,
+		events.EventStream("late", "evt_late"): true, events.DeliveryStream(lateID): true,
 	} {
-		if got, err := arc.Has(t.Context(), stream); err != nil || got != want {
-			t.Errorf("the archive holds %s: %v, %v; want %v", stream, got, err, want)
+		if got := archived(stream); got != want {
+			t.Errorf("the archive holds %s: %v; want %v", stream, got, want)
 		}
+	}
+
+	// A tenant that shortens its retention once its streams are archived:
+	// the archive is purged of them; the others' stay.
+	if code, got := n.rest(t, http.MethodPatch, late.key, "/v1/tenants/late", map[string]any{"retention": "2m"}); code != http.StatusOK {
+		t.Fatalf("late retention 2m: %d %v", code, got)
+	}
+	eventually(t, 20*time.Second, "the archive is purged of the late tenant's streams", func() bool {
+		return !archived(events.EventStream("late", "evt_late")) && !archived(events.DeliveryStream(lateID))
+	})
+	if !archived(events.EventStream("long", "evt_long")) || !archived(events.DeliveryStream(longID)) {
+		t.Fatal("the purge took another tenant's streams")
 	}
 }
