@@ -17,6 +17,12 @@ const (
 	DefaultWeightTTL = time.Second
 )
 
+// hangWeight is the weight of one answered attempt in a tenant's share of
+// timed-out attempts (an exponential moving average): sixteen answers in a
+// row take a tenant whose attempts all timed out back to about a third of
+// its cap, forty to nine tenths.
+const hangWeight = 1.0 / 16
+
 // Config configures a [Dispatcher]. The zero value is valid and means the
 // defaults below.
 type Config struct {
@@ -29,6 +35,13 @@ type Config struct {
 	// TenantCap is the most slots one tenant holds at once; 0 means three
 	// quarters of Slots (at least 1).
 	TenantCap int
+	// HangFloor is the most slots a tenant whose attempts all time out
+	// holds at once; 0 means a sixteenth of Slots (at least 1). Between
+	// the two, a tenant's cap shrinks with the share of its recent attempts
+	// that timed out (see [Dispatcher.Release]): a slot held by an attempt
+	// that waits for its timeout serves nobody, and the timeouts of many
+	// such attempts end together and start as many again at once.
+	HangFloor int
 	// Weight returns a tenant's share (its quota's weight); nil, or a value
 	// below 1, means 1. It is called with the dispatcher's lock held and
 	// must not call back into the dispatcher. The dispatcher asks it at most
@@ -44,8 +57,8 @@ type Config struct {
 
 // Validate reports negative fields.
 func (c Config) Validate() error {
-	if c.Slots < 0 || c.Objective < 0 || c.TenantCap < 0 || c.WeightTTL < 0 {
-		return errors.New("dispatch: config: slots, objective, tenant cap and weight TTL must not be negative; use 0 for the defaults")
+	if c.Slots < 0 || c.Objective < 0 || c.TenantCap < 0 || c.HangFloor < 0 || c.WeightTTL < 0 {
+		return errors.New("dispatch: config: slots, objective, tenant cap, hang floor and weight TTL must not be negative; use 0 for the defaults")
 	}
 	return nil
 }
@@ -54,6 +67,7 @@ func (c Config) withDefaults() Config {
 	c.Slots = cmp.Or(c.Slots, DefaultSlots)
 	c.Objective = cmp.Or(c.Objective, DefaultObjective)
 	c.TenantCap = cmp.Or(c.TenantCap, max(c.Slots*3/4, 1))
+	c.HangFloor = min(cmp.Or(c.HangFloor, max(c.Slots/16, 1)), c.TenantCap)
 	c.WeightTTL = cmp.Or(c.WeightTTL, DefaultWeightTTL)
 	if c.Now == nil {
 		c.Now = time.Now
@@ -82,6 +96,7 @@ type tenant struct {
 	weighed   time.Time // zero: not asked yet
 	deficit   int
 	held      int
+	hung      float64 // share of its recent attempts that timed out (moving average)
 	endpoints map[string]*endpoint
 	ring      []*endpoint // endpoints with waiting requests
 	next      int
@@ -159,10 +174,33 @@ func (d *Dispatcher) Promote(tenantID, endpointID string, n int) {
 	d.unlockGrant(granted)
 }
 
-// Release gives back one slot held by endpointID of tenantID.
-func (d *Dispatcher) Release(tenantID, endpointID string) {
+// Outcome is what became of the attempt a slot was held for, as
+// [Dispatcher.Release] counts it.
+type Outcome int
+
+const (
+	// Unused: the slot went back without an attempt.
+	Unused Outcome = iota
+	// Answered: the attempt ended before its timeout (whatever the answer:
+	// a refusal or an error status frees the slot at once too).
+	Answered
+	// TimedOut: the attempt held its slot until its timeout.
+	TimedOut
+)
+
+// Release gives back one slot held by endpointID of tenantID, for an
+// attempt that ended with o. A tenant's cap follows the share of its
+// attempts that time out: from TenantCap when none does down to HangFloor
+// when all do, and back as its attempts are answered again.
+func (d *Dispatcher) Release(tenantID, endpointID string, o Outcome) {
 	d.mu.Lock()
 	if t := d.tenants[tenantID]; t != nil {
+		switch o {
+		case Answered:
+			t.hung -= t.hung * hangWeight
+		case TimedOut:
+			t.hung += (1 - t.hung) * hangWeight
+		}
 		if e := t.endpoints[endpointID]; e != nil && e.held > 0 {
 			e.held--
 			t.held--
@@ -171,6 +209,12 @@ func (d *Dispatcher) Release(tenantID, endpointID string) {
 		}
 	}
 	d.unlockGrant(d.dispatch())
+}
+
+// capOf is the most slots t may hold now. d.mu must be held.
+func (d *Dispatcher) capOf(t *tenant) int {
+	c := d.cfg.TenantCap - int(t.hung*float64(d.cfg.TenantCap-d.cfg.HangFloor)+0.5)
+	return max(c, d.cfg.HangFloor)
 }
 
 // Leave drops the requests endpointID of tenantID is waiting for and gives
@@ -223,9 +267,11 @@ func (d *Dispatcher) Stats() Stats {
 // TenantStats is one tenant's part of the dispatcher now.
 type TenantStats struct {
 	TenantID string
-	// Held counts the slots it holds; AtCap says they are TenantCap.
-	Held  int
-	AtCap bool
+	// Held counts the slots it holds; Cap is the most it may hold now
+	// (below TenantCap while its attempts time out); AtCap says Held
+	// reached it.
+	Held, Cap int
+	AtCap     bool
 	// Waiting counts its requests waiting, by class.
 	Waiting [2]int
 }
@@ -238,7 +284,8 @@ func (d *Dispatcher) Tenants() []TenantStats {
 	defer d.mu.Unlock()
 	var out []TenantStats
 	for _, t := range d.tenants {
-		ts := TenantStats{TenantID: t.id, Held: t.held, AtCap: t.held >= d.cfg.TenantCap}
+		c := d.capOf(t)
+		ts := TenantStats{TenantID: t.id, Held: t.held, Cap: c, AtCap: t.held >= c}
 		for _, e := range t.ring {
 			ts.Waiting[due.ClassNew] += len(e.waiting[due.ClassNew])
 			ts.Waiting[due.ClassRetry] += len(e.waiting[due.ClassRetry])
@@ -287,7 +334,7 @@ func (d *Dispatcher) pick() (waiter, bool) {
 		}
 		d.next %= len(d.ring)
 		t := d.ring[d.next]
-		e := t.pick(retries, d.cfg.TenantCap)
+		e := t.pick(retries, d.capOf(t))
 		if e == nil {
 			d.advance()
 			continue
@@ -385,7 +432,7 @@ func (d *Dispatcher) oldestGrantableNew() (time.Time, bool) { return d.oldestNew
 func (d *Dispatcher) oldestNewOf(grantable bool) (time.Time, bool) {
 	var oldest time.Time
 	for _, t := range d.ring {
-		if grantable && t.held >= d.cfg.TenantCap {
+		if grantable && t.held >= d.capOf(t) {
 			continue
 		}
 		for _, e := range t.ring {

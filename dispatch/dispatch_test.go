@@ -149,7 +149,7 @@ func TestDispatch(t *testing.T) {
 			var got []string
 			holder := ask{"blocker", "x", 0}
 			for range tt.grants {
-				d.Release(holder.tenant, holder.endpoint)
+				d.Release(holder.tenant, holder.endpoint, dispatch.Answered)
 				step := g.take()
 				if len(step) != 1 {
 					t.Fatalf("after %v: grants %v, want one", got, step)
@@ -203,7 +203,7 @@ func TestDispatchShares(t *testing.T) {
 				holder := last
 				mu.Unlock()
 				ask(holder) // keep every tenant busy
-				d.Release(holder, holder+"1")
+				d.Release(holder, holder+"1", dispatch.Answered)
 			}
 			for i, tn := range []string{"a", "b", "c"} {
 				want := 100 * w[i]
@@ -237,8 +237,8 @@ func TestDispatchTenantCapAndLeave(t *testing.T) {
 	if got := g.take(); len(got) != 0 {
 		t.Fatalf("grants after leave: %v, want none", got)
 	}
-	d.Release("ok", "o1")
-	d.Release("ok", "o1") // a release of a slot not held changes nothing
+	d.Release("ok", "o1", dispatch.Answered)
+	d.Release("ok", "o1", dispatch.Answered) // a release of a slot not held changes nothing
 	if s := d.Stats(); s.Used != 0 {
 		t.Fatalf("after releases: %+v", s)
 	}
@@ -254,7 +254,7 @@ func TestDispatchConcurrent(t *testing.T) {
 				ch := make(chan struct{}, 1)
 				d.Acquire(tn, ep, due.Class(i%2), func() { ch <- struct{}{} })
 				<-ch
-				d.Release(tn, ep)
+				d.Release(tn, ep, dispatch.Answered)
 			}
 		})
 	}
@@ -283,11 +283,11 @@ func TestDispatchPromote(t *testing.T) {
 		t.Fatalf("grants %v, want busy's two only", got)
 	}
 	d.Promote("acme", "a1", 1)
-	d.Release("busy", "b1")
+	d.Release("busy", "b1", dispatch.Answered)
 	if got := g.take(); !cmp.Equal(got, []string{"acme retry"}) {
 		t.Fatalf("grants %v after the promotion, want acme's promoted request (new work, first in the round)", got)
 	}
-	d.Release("busy", "b1")
+	d.Release("busy", "b1", dispatch.Answered)
 	if got := g.take(); !cmp.Equal(got, []string{"late"}) {
 		t.Fatalf("grants %v, want late's new work ahead of acme's other retry", got)
 	}
@@ -331,10 +331,68 @@ func TestDispatchTenants(t *testing.T) {
 	got := d.Tenants()
 	slices.SortFunc(got, func(a, b dispatch.TenantStats) int { return strings.Compare(a.TenantID, b.TenantID) })
 	want := []dispatch.TenantStats{
-		{TenantID: "busy", Held: 2, AtCap: true, Waiting: [2]int{1, 0}},
-		{TenantID: "late", Waiting: [2]int{0, 1}},
+		{TenantID: "busy", Held: 2, Cap: 2, AtCap: true, Waiting: [2]int{1, 0}},
+		{TenantID: "late", Cap: 2, Waiting: [2]int{0, 1}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tenants (-want +got):\n%s", diff)
+	}
+}
+
+// TestDispatchHangingTenantShrinks: a tenant whose attempts time out holds
+// fewer slots, down to the floor, and the others get what it leaves; as
+// its attempts are answered again it gets its cap back.
+func TestDispatchHangingTenantShrinks(t *testing.T) {
+	d := dispatch.New(dispatch.Config{Slots: 64}) // cap 48, floor 4
+	var mu sync.Mutex
+	held := map[string]int{}
+	grant := func(tenant string) func() {
+		return func() { mu.Lock(); held[tenant]++; mu.Unlock() }
+	}
+	acquire := func(tenant string, n int) {
+		for range n {
+			d.Acquire(tenant, tenant+"1", due.ClassNew, grant(tenant))
+		}
+	}
+	release := func(tenant string, o dispatch.Outcome, n int) {
+		for range n {
+			mu.Lock()
+			held[tenant]--
+			mu.Unlock()
+			d.Release(tenant, tenant+"1", o)
+		}
+	}
+	stats := func(tenant string) dispatch.TenantStats {
+		for _, ts := range d.Tenants() {
+			if ts.TenantID == tenant {
+				return ts
+			}
+		}
+		return dispatch.TenantStats{}
+	}
+	acquire("hang", 500)
+	if held["hang"] != 48 {
+		t.Fatalf("hang holds %d slots, want its cap 48", held["hang"])
+	}
+	// Every attempt times out, and each slot given back is asked for
+	// again by the work waiting.
+	release("hang", dispatch.TimedOut, 100)
+	if s := stats("hang"); held["hang"] != 4 || s.Held != 4 || s.Cap != 4 || !s.AtCap {
+		t.Fatalf("after 100 timeouts hang holds %d (%+v), want the floor of 4", held["hang"], s)
+	}
+	acquire("ok", 100)
+	if held["ok"] != 48 {
+		t.Fatalf("another tenant got %d slots, want its cap 48: the hanging tenant leaves them", held["ok"])
+	}
+	// hang's endpoint answers again.
+	release("hang", dispatch.Answered, 40)
+	if s := stats("hang"); held["hang"] != 16 || s.Cap < 40 {
+		t.Fatalf("after 40 answers hang holds %d with cap %d, want the 16 free slots and a cap of 40 or more", held["hang"], s.Cap)
+	}
+	// A slot given back unused counts as neither.
+	before := stats("hang").Cap
+	release("hang", dispatch.Unused, 1)
+	if s := stats("hang"); s.Cap != before {
+		t.Fatalf("an unused slot moved the cap from %d to %d", before, s.Cap)
 	}
 }

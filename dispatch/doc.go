@@ -30,6 +30,12 @@
 //     the node): slots are not preempted, so a tenant whose endpoints all
 //     hang until their attempt timeout still leaves the rest of the node to
 //     the others.
+//   - A tenant's cap shrinks with the share of its recent attempts that
+//     timed out ([Dispatcher.Release] is told), down to HangFloor (a
+//     sixteenth of the node) when all of them do, and comes back as its
+//     attempts are answered: its hanging attempts serve nobody, and they
+//     would time out together and start again together, in bursts that the
+//     other tenants' attempts of that moment wait behind.
 //
 // The dispatcher is memory only: on a restart the grains ask again.
 package dispatch

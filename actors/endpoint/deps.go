@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/attempt"
+	"github.com/hookline/hookline/dispatch"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
@@ -45,11 +46,13 @@ type Attempter interface {
 
 // Dispatcher grants the node's attempt slots; *dispatch.Dispatcher
 // satisfies it. grant must not block. Promote turns up to n of an
-// endpoint's waiting requests for retries into requests for new work.
+// endpoint's waiting requests for retries into requests for new work;
+// Release says what became of the slot's attempt (a tenant whose attempts
+// time out holds fewer slots).
 type Dispatcher interface {
 	Acquire(tenantID, endpointID string, c due.Class, grant func())
 	Promote(tenantID, endpointID string, n int)
-	Release(tenantID, endpointID string)
+	Release(tenantID, endpointID string, o dispatch.Outcome)
 	Leave(tenantID, endpointID string)
 }
 

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/attempt"
+	"github.com/hookline/hookline/dispatch"
 	"github.com/hookline/hookline/projections/due"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -26,10 +27,14 @@ func (l *loop) acquire(ctx actor.Context, c due.Class) {
 	l.cfg.Dispatcher.Acquire(l.state.TenantID, l.id, c, func() { root.Send(self, &slotGranted{}) })
 }
 
-// release gives a slot back to the dispatcher.
-func (l *loop) release() {
+// release gives back a slot that served no attempt.
+func (l *loop) release() { l.releaseAfter(dispatch.Unused) }
+
+// releaseAfter gives a slot back to the dispatcher, saying what became of
+// its attempt.
+func (l *loop) releaseAfter(o dispatch.Outcome) {
 	if l.cfg.Dispatcher != nil {
-		l.cfg.Dispatcher.Release(l.state.TenantID, l.id)
+		l.cfg.Dispatcher.Release(l.state.TenantID, l.id, o)
 	}
 }
 
@@ -151,7 +156,11 @@ func (l *loop) request(f *flight) (attempt.Request, error) {
 // pause on 410, goes to the endpoint stream) and records the delivery's
 // outcome.
 func (l *loop) onAttempt(ctx actor.Context, m *attemptDone) {
-	l.release()
+	if m.o.ErrorClass == hooklinev1.ErrorClass_ERROR_CLASS_TIMEOUT {
+		l.releaseAfter(dispatch.TimedOut)
+	} else {
+		l.releaseAfter(dispatch.Answered)
+	}
 	l.running--
 	f := l.flights[m.id]
 	if f == nil || f.stage != stageRunning {
