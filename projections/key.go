@@ -1,9 +1,12 @@
 package projections
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -20,38 +23,39 @@ var ErrBadKey = errors.New("projections: malformed key")
 
 // AppendString appends s as an escaped, terminated key part.
 func AppendString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			dst = append(dst, 0, 0xff)
-			continue
+	dst = slices.Grow(dst, len(s)+2)
+	for {
+		i := strings.IndexByte(s, 0)
+		if i < 0 {
+			break
 		}
-		dst = append(dst, s[i])
+		dst = append(append(dst, s[:i]...), 0, 0xff)
+		s = s[i+1:]
 	}
-	return append(dst, 0, 1)
+	return append(append(dst, s...), 0, 1)
 }
 
 // ReadString decodes a part written by [AppendString] and returns the rest.
 func ReadString(b []byte) (s string, rest []byte, err error) {
-	buf := make([]byte, 0, len(b))
-	for i := 0; i < len(b); i++ {
-		if b[i] != 0 {
-			buf = append(buf, b[i])
-			continue
-		}
-		if i+1 >= len(b) {
-			break
+	var buf []byte // only for a string that holds 0x00
+	for {
+		i := bytes.IndexByte(b, 0)
+		if i < 0 || i+1 >= len(b) {
+			return "", nil, fmt.Errorf("%w: unterminated string part", ErrBadKey)
 		}
 		switch b[i+1] {
 		case 1:
-			return string(buf), b[i+2:], nil
+			if buf == nil {
+				return string(b[:i]), b[i+2:], nil
+			}
+			return string(append(buf, b[:i]...)), b[i+2:], nil
 		case 0xff:
-			buf = append(buf, 0)
-			i++
+			buf = append(append(buf, b[:i]...), 0)
+			b = b[i+2:]
 		default:
 			return "", nil, fmt.Errorf("%w: bad escape in string part", ErrBadKey)
 		}
 	}
-	return "", nil, fmt.Errorf("%w: unterminated string part", ErrBadKey)
 }
 
 // AppendUint64 appends v big-endian.

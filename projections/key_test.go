@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,6 +90,41 @@ func TestPrefixEnd(t *testing.T) {
 	} {
 		if got := projections.PrefixEnd(tc.in); !bytes.Equal(got, tc.want) {
 			t.Errorf("PrefixEnd(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// FuzzStringKeys: any two strings read back as written, with what follows
+// them, and their keys sort as the strings do.
+func FuzzStringKeys(f *testing.F) {
+	f.Add("a", "a\x00")
+	f.Add("\x00\x00", "\x00\x01")
+	f.Add("", "\xff")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ka := projections.AppendString(projections.AppendString([]byte("p"), a), b)
+		gotA, rest, err := projections.ReadString(ka[1:])
+		if err != nil || gotA != a {
+			t.Fatalf("ReadString = %q, %v; want %q", gotA, err, a)
+		}
+		gotB, rest, err := projections.ReadString(rest)
+		if err != nil || gotB != b || len(rest) != 0 {
+			t.Fatalf("second part = %q, %v, rest %q; want %q", gotB, err, rest, b)
+		}
+		if c := bytes.Compare(projections.AppendString(nil, a), projections.AppendString(nil, b)); c != strings.Compare(a, b) {
+			t.Fatalf("keys of %q and %q compare %d, the strings %d", a, b, c, strings.Compare(a, b))
+		}
+	})
+}
+
+// BenchmarkStringKey: a delivery id appended to a key and read back.
+func BenchmarkStringKey(b *testing.B) {
+	id := "dlv_4f1c2e9a8b7d6c5e4f3a2b1c0d9e8f7a-ep_0123456789abcdef"
+	buf := make([]byte, 0, 128)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = projections.AppendString(buf[:0], id)
+		if _, _, err := projections.ReadString(buf); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
