@@ -17,10 +17,10 @@ const (
 	DefaultWeightTTL = time.Second
 )
 
-// hangWeight is the weight of one answered attempt in a tenant's share of
-// timed-out attempts (an exponential moving average): sixteen answers in a
-// row take a tenant whose attempts all timed out back to about a third of
-// its cap, forty to nine tenths.
+// hangWeight is the weight of one attempt in a tenant's share of timed-out
+// attempts (an exponential moving average): sixteen answers in a row take a
+// tenant whose attempts all timed out back to about two thirds of its cap,
+// forty to nine tenths.
 const hangWeight = 1.0 / 16
 
 // Config configures a [Dispatcher]. The zero value is valid and means the

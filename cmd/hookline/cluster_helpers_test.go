@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,13 +20,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/events/eventstest"
 	"github.com/hookline/hookline/events/postgres"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -74,22 +73,7 @@ func randomBase64(n int) string {
 func newFleet(t *testing.T) *fleet {
 	t.Helper()
 	dsn := postgresURL(t)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	f := &fleet{t: t, dsn: dsn, schema: "t_" + hex.EncodeToString(b), masterKey: randomBase64(32), secret: randomBase64(32)}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", f.schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+f.schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", f.schema, err)
-		}
-	})
+	f := &fleet{t: t, dsn: dsn, schema: eventstest.PostgresSchema(t, dsn, "t_"), masterKey: randomBase64(32), secret: randomBase64(32)}
 	return f
 }
 

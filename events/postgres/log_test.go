@@ -2,15 +2,11 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/url"
 	"os"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/eventstest"
@@ -33,23 +29,7 @@ func serverURL(t testing.TB) string {
 // with everything in it when the test ends.
 func freshSchema(t testing.TB, dsn string) string {
 	t.Helper()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	schema := "hltest_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return schema
+	return eventstest.PostgresSchema(t, dsn, "hltest_")
 }
 
 // withPool returns dsn with pgxpool's pool_max_conns set to n.

@@ -2,9 +2,6 @@ package e2e_test
 
 import (
 	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,12 +15,12 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/archive"
 	"github.com/hookline/hookline/events/embedded"
+	"github.com/hookline/hookline/events/eventstest"
 	"github.com/hookline/hookline/events/postgres"
 	"github.com/hookline/hookline/node"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
@@ -99,22 +96,7 @@ func TestErasePostgres(t *testing.T) {
 	if dsn == "" {
 		t.Skip("!!! HOOKLINE_POSTGRES_URL is not set: SKIPPING erasure on PostgreSQL (source /var/tmp/hookline-postgres/env, or run eval \"$(.ci/postgres.sh)\") !!!")
 	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "erase_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	schema := eventstest.PostgresSchema(t, dsn, "erase_")
 	dir := filepath.Join(t.TempDir(), "node")
 	testErase(t, node.Config{DataDir: dir, Store: dsn, StoreSchema: schema}, nil, func(t *testing.T) (events.Log, error) {
 		return postgres.Open(t.Context(), postgres.Config{DSN: dsn, Schema: schema})
