@@ -188,6 +188,29 @@ func (m *partitions) Owner(p events.Partition) string {
 	return owner
 }
 
+// servedSince returns the position from which this node serves partition
+// p: that of the record in the table that gave p to it (a hand-over, a
+// takeover, a start), or of the record it appended and the table has not
+// applied yet. It reports false when this node does not serve p, or the
+// record is not known yet (a start decided, not appended).
+func (m *partitions) servedSince(p events.Partition) (events.Position, bool) {
+	n := m.node.Load()
+	if n == nil || !m.claims(p) {
+		return events.Position{}, false
+	}
+	m.mu.Lock()
+	c := m.pending[p]
+	m.mu.Unlock()
+	if c.mine && !c.at.IsStart() {
+		return c.at, true
+	}
+	o := m.owners.Table().Owners[p]
+	if o.Address != n.Address() || o.Since.IsStart() {
+		return events.Position{}, false
+	}
+	return o.Since, true
+}
+
 // claims reports whether this node serves partition p (or will once live).
 func (m *partitions) claims(p events.Partition) bool {
 	set := m.claimed.Load()

@@ -82,6 +82,8 @@ type Server struct {
 	settle    *settlement           // waits for every member's projections
 	drain     endpoint.Drain        // started on a graceful stop
 	rawLog    events.Log            // the log as opened, before timing
+	openedAt  events.Position       // the log's head when this process opened it
+	appended  appendMarks           // the endpoint grains' last appends, by partition
 }
 
 // New builds a node in named steps: the log, the master key, the
@@ -141,6 +143,9 @@ func (s *Server) openStores(ctx context.Context) error {
 	}
 	if err := seal.CheckLog(ctx, s.log, s.keyring, cfg.Now()); err != nil {
 		return fmt.Errorf("master key: %w", err)
+	}
+	if s.openedAt, err = s.log.Head(ctx); err != nil {
+		return fmt.Errorf("read the log's head: %w", err)
 	}
 	if vault, ok := s.rawLog.(events.Vault); ok {
 		s.payloads = seal.NewPayloads(vault, s.keyring, func(tenantID, id string) bool {
@@ -283,9 +288,9 @@ func (s *Server) kinds() []*pcluster.Kind {
 			IdleAfter: s.cfg.IdleAfter,
 		}),
 		endpoint.NewKind(endpoint.Config{
-			Log: s.log, Keyring: s.keyring, Payloads: s.payloads, Archive: s.archiveReader(), EventRetention: s.cfg.Retention,
+			Log: markedLog{Log: s.log, marks: &s.appended}, Keyring: s.keyring, Payloads: s.payloads, Archive: s.archiveReader(), EventRetention: s.cfg.Retention,
 			Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger,
-			Due: s.pulls, OrderingKeys: s.due, Projections: s.runner, History: s.history, Attempts: s.cfg.Faults.Attempter(s.attempts),
+			Due: s.pulls, OrderingKeys: s.due, Projections: s.runner, CatchUpTo: s.catchUpTo, History: s.history, Attempts: s.cfg.Faults.Attempter(s.attempts),
 			Dispatcher: s.dispatch, Grains: s.grainsOnceStarted(), Schedule: s.cfg.Schedule,
 			Tasks: &s.tasks, Breaker: s.cfg.Breaker, Quarantine: endpoint.NewQuarantine(0, 0), Drain: &s.drain,
 			IdleAfter: s.cfg.IdleAfter, Spans: endpointSpans(s.cfg.Spans),

@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"errors"
 	"io"
@@ -103,9 +104,18 @@ type Config struct {
 	// refuses ListOrderingKeys and SkipOrderingKey.
 	OrderingKeys OrderingKeys
 	// Projections is the node's projection runner (*projections.Runner): on
-	// activation the grain waits until it has reached the log's head, and
-	// before each pull until it has applied the grain's own outcomes.
+	// activation the grain waits until it has reached CatchUpTo's position,
+	// and before each pull until it has applied the grain's own outcomes.
 	Projections Projections
+	// CatchUpTo returns the position an endpoint grain of partition p waits
+	// for the projections to reach when it starts: past every record of p
+	// that an earlier grain of the endpoint appended, here or on the
+	// partition's previous owner, so that the new grain repeats no attempt
+	// they made. nil means the log's head, which is always far enough but
+	// waits also for everything appended since by other partitions and
+	// publishers: under load, the projections' lag behind the head, which
+	// a grain started by a hand-over adds to the move's pause.
+	CatchUpTo func(ctx context.Context, p events.Partition) (events.Position, error)
 	// History is the history projection (*history.History), where replay
 	// finds a delivery's endpoint and recovery lists failed deliveries.
 	History History

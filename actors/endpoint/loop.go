@@ -122,16 +122,21 @@ func newLoop(g *grain) *loop {
 	}
 }
 
-// catchUp waits, off the mailbox, for the projections to reach the log's
-// head; the loop starts pulling once they have (onCaughtUp). A partition
-// that is not live here within the I/O timeout is not this node's: the
-// grain stops rather than wait for it (onCaughtUp).
+// catchUp waits, off the mailbox, for the projections to reach the
+// position Config.CatchUpTo gives (the log's head without one); the loop
+// starts pulling once they have (onCaughtUp). A partition that is not live
+// here within the I/O timeout is not this node's: the grain stops rather
+// than wait for it (onCaughtUp).
 func (l *loop) catchUp(ctx actor.Context) {
-	log, proj, part := l.cfg.Log, l.cfg.Projections, l.partition()
+	to, proj, part := l.cfg.CatchUpTo, l.cfg.Projections, l.partition()
+	if to == nil {
+		log := l.cfg.Log
+		to = func(c context.Context, _ events.Partition) (events.Position, error) { return log.Head(c) }
+	}
 	l.async(ctx, l.cfg.IOTimeout, func(c context.Context) any {
-		head, err := log.Head(c)
+		pos, err := to(c, part)
 		if err == nil {
-			err = proj.WaitForPartition(c, part, head)
+			err = proj.WaitForPartition(c, part, pos)
 		}
 		return &caughtUp{err: err}
 	})
