@@ -263,3 +263,63 @@ func (r *countingReceiver) duplicates() int {
 	}
 	return d
 }
+
+// TestStoppingTogether stops both nodes of a cluster at once, as a
+// shutdown of the whole cluster does: each says it is leaving, so neither
+// hands its partitions to the other, which is leaving too. Before the
+// members said so, the two handed the partitions back and forth, each
+// partition many times, until the stop's bound ran out.
+func TestStoppingTogether(t *testing.T) {
+	dir := t.TempDir()
+	l, err := embedded.Open(embedded.Config{Dir: filepath.Join(dir, "log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	a := startServer(t, l, filepath.Join(dir, "a"))
+	b := startServer(t, l, filepath.Join(dir, "b"), a.srv.Node().GossipAddress())
+	poll(t, 20*time.Second, "both nodes serve their share", func() bool {
+		sa, sb := a.srv.Serving(), b.srv.Serving()
+		return sa.Len() > 0 && sb.Len() > 0 && sa.Union(sb).Len() == events.Partitions
+	})
+	before := handOvers(t, l)
+
+	var wg sync.WaitGroup
+	for _, ts := range []*testServer{a, b} {
+		wg.Go(func() { ts.stop(t) })
+	}
+	wg.Wait()
+
+	moved := map[uint32]int{}
+	for _, ev := range handOvers(t, l)[len(before):] {
+		for _, p := range ev.GetPartitions() {
+			moved[p]++
+		}
+	}
+	for p, n := range moved {
+		if n > 1 {
+			t.Errorf("partition %d handed over %d times while both nodes stopped; want at most once (only before the other's notice arrived)", p, n)
+		}
+	}
+	t.Logf("%d partitions handed over while both nodes stopped", len(moved))
+}
+
+// handOvers returns the hand-overs in the partition table, in order.
+func handOvers(t *testing.T, l events.Log) []*hooklinev1.PartitionsAssigned {
+	t.Helper()
+	recs, err := l.ReadStream(t.Context(), events.OwnersStream, events.Forwards, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*hooklinev1.PartitionsAssigned
+	for i := range recs {
+		msg, err := events.Decode(&recs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pa, ok := msg.(*hooklinev1.PartitionsAssigned); ok && pa.GetReason() == hooklinev1.PartitionsAssigned_REASON_HANDOVER {
+			out = append(out, pa)
+		}
+	}
+	return out
+}

@@ -123,6 +123,7 @@ type partitions struct {
 	pending  [events.Partitions + 1]change    // this node's last change, until the table has it
 	draining [events.Partitions + 1]time.Time // since when, for a hand-over; zero when not
 	told     map[string]time.Time             // owner → when this node last sent it PartitionsReady
+	leavers  map[string]string                // member → its id, for the members that said they are leaving
 	seen     map[string]time.Time             // member → when it was last among those alive
 	standbyR standbyRanking                   // the ranking standbys are chosen by, cached
 	near     nearHead                         // whether the projections are near the log's head
@@ -160,6 +161,7 @@ func newPartitions(s *Server) *partitions {
 		log: s.log, runner: s.runner, owners: s.owners, drain: &s.drain, feed: s.opsFeed, standbys: k,
 		seeds: len(s.cfg.Cluster.Seeds) > 0, started: s.cfg.Now(),
 		logger: s.logger, now: s.cfg.Now, kick: make(chan struct{}, 1), told: map[string]time.Time{}, seen: map[string]time.Time{},
+		leavers: map[string]string{},
 	}
 	m.claimed.Store(&events.PartitionSet{})
 	return m
@@ -231,12 +233,26 @@ func (m *partitions) start(n *cluster.Node) {
 	m.wake()
 }
 
-// onReady takes note of a target's PartitionsReady.
-func (m *partitions) onReady(msg proto.Message) {
-	r, ok := msg.(*internalv1.PartitionsReady)
-	if !ok {
-		return
+// receive takes note of another member's PartitionsReady or
+// MemberLeaving.
+func (m *partitions) receive(msg proto.Message) {
+	switch r := msg.(type) {
+	case *internalv1.PartitionsReady:
+		m.onReady(r)
+	case *internalv1.MemberLeaving:
+		if r.GetMember() == "" || r.GetId() == "" {
+			return
+		}
+		m.mu.Lock()
+		m.leavers[r.GetMember()] = r.GetId()
+		m.mu.Unlock()
+		m.logger.Info("a member is leaving; it is no partition's target from now", slog.String("member", r.GetMember()))
+		m.wake()
 	}
+}
+
+// onReady takes note of a target's PartitionsReady.
+func (m *partitions) onReady(r *internalv1.PartitionsReady) {
 	now := m.now()
 	m.mu.Lock()
 	for _, p := range r.GetPartitions() {
@@ -278,13 +294,19 @@ func (m *partitions) leave(ctx context.Context) {
 	m.mu.Lock()
 	m.leaving = true
 	m.mu.Unlock()
-	m.wake()
 	self := n.Address()
+	for _, mb := range n.Members() {
+		if mb.Address != self {
+			n.Send(mb.Address, partitionsService, &internalv1.MemberLeaving{Member: self, Id: n.ID()})
+		}
+	}
+	m.wake()
 	for {
 		owned := 0
 		t := m.owners.Table()
+		targets := m.targets(n).Without(self)
 		for p := events.Partition(1); p <= events.Partitions; p++ {
-			if t.Owners[p].Address == self && n.Ranking().Without(self).Target(p) != "" {
+			if t.Owners[p].Address == self && targets.Target(p) != "" {
 				owned++
 			}
 		}
@@ -317,11 +339,11 @@ func (m *partitions) step(ctx context.Context) {
 		return
 	}
 	self := n.Address()
-	ranking := n.Ranking()
 	alive := map[string]bool{}
-	for _, a := range ranking.Order(1) {
+	for _, a := range n.Ranking().Order(1) {
 		alive[a] = true
 	}
+	ranking := m.targets(n)
 	m.mu.Lock()
 	standbys := m.standbysBy(alive)
 	if m.leaving {
@@ -351,6 +373,32 @@ func (m *partitions) step(ctx context.Context) {
 	if len(pl.tell) > 0 && m.nearHead(ctx) {
 		m.tellReady(n, self, pl.tell)
 	}
+}
+
+// targets returns the ranking partitions' targets are chosen by: the
+// members alive but those that said they are leaving (and are still the
+// member that said so, not a restart on the same address). A leaving
+// member still owns its partitions, and hands them over: it is alive for
+// every other purpose.
+func (m *partitions) targets(n *cluster.Node) *cluster.Ranking {
+	ranking := n.Ranking()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.leavers) == 0 {
+		return ranking
+	}
+	ids := map[string]string{}
+	for _, mb := range n.Members() {
+		ids[mb.Address] = mb.ID
+	}
+	for addr, id := range m.leavers {
+		if ids[addr] != id {
+			delete(m.leavers, addr) // gone, or started again
+			continue
+		}
+		ranking = ranking.Without(addr)
+	}
+	return ranking
 }
 
 // nearHead reports whether the projections are within readyLag of the

@@ -232,7 +232,7 @@ func (s *Server) startServices(context.Context) error {
 		s.node.Serve(historyService, timeout, s.hist.serve),
 		s.node.Serve(statusService, 2*time.Second, s.serveStatus),
 		s.node.Receive(handOverService, s.receiveHandOver),
-		s.node.Receive(partitionsService, s.parts.onReady),
+		s.node.Receive(partitionsService, s.parts.receive),
 		s.node.Serve(settleService, timeout, s.settle.serve),
 	} {
 		if err != nil {

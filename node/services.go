@@ -29,7 +29,8 @@ const (
 	// node's partitions.
 	handOverService = "hookline-handover"
 	// partitionsService receives the PartitionsReady of the members that
-	// should take partitions this node owns.
+	// should take partitions this node owns, and the MemberLeaving of the
+	// members stopping.
 	partitionsService = "hookline-partitions"
 )
 

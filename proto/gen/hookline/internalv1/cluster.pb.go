@@ -1001,6 +1001,65 @@ func (x *PartitionsReady) GetPartitions() []uint32 {
 	return nil
 }
 
+// MemberLeaving tells every other member that the member that sends it is
+// stopping gracefully: they stop taking it as the target of a partition,
+// so nothing is handed to it while it hands its own partitions over, and
+// members stopping together do not hand partitions to each other. id is
+// the sender's member id: a member restarted on the same address is not
+// taken for the one that left. Sent once at the start of the stop; a lost
+// one only costs what a stop cost without it.
+type MemberLeaving struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberLeaving) Reset() {
+	*x = MemberLeaving{}
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberLeaving) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberLeaving) ProtoMessage() {}
+
+func (x *MemberLeaving) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberLeaving.ProtoReflect.Descriptor instead.
+func (*MemberLeaving) Descriptor() ([]byte, []int) {
+	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *MemberLeaving) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *MemberLeaving) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 type HistoryScanned_Entry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -1011,7 +1070,7 @@ type HistoryScanned_Entry struct {
 
 func (x *HistoryScanned_Entry) Reset() {
 	*x = HistoryScanned_Entry{}
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[13]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1082,7 @@ func (x *HistoryScanned_Entry) String() string {
 func (*HistoryScanned_Entry) ProtoMessage() {}
 
 func (x *HistoryScanned_Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[13]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1206,10 @@ const file_hookline_internal_v1_cluster_proto_rawDesc = "" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\rR\n" +
-	"partitionsBGZEgithub.com/hookline/hookline/proto/gen/hookline/internalv1;internalv1b\x06proto3"
+	"partitions\"7\n" +
+	"\rMemberLeaving\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02idBGZEgithub.com/hookline/hookline/proto/gen/hookline/internalv1;internalv1b\x06proto3"
 
 var (
 	file_hookline_internal_v1_cluster_proto_rawDescOnce sync.Once
@@ -1161,7 +1223,7 @@ func file_hookline_internal_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_hookline_internal_v1_cluster_proto_rawDescData
 }
 
-var file_hookline_internal_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_hookline_internal_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_hookline_internal_v1_cluster_proto_goTypes = []any{
 	(*HistoryScan)(nil),                // 0: hookline.internal.v1.HistoryScan
 	(*HistoryScanned)(nil),             // 1: hookline.internal.v1.HistoryScanned
@@ -1176,36 +1238,37 @@ var file_hookline_internal_v1_cluster_proto_goTypes = []any{
 	(*ReconcilePart)(nil),              // 10: hookline.internal.v1.ReconcilePart
 	(*ReconcilePartDone)(nil),          // 11: hookline.internal.v1.ReconcilePartDone
 	(*PartitionsReady)(nil),            // 12: hookline.internal.v1.PartitionsReady
-	(*HistoryScanned_Entry)(nil),       // 13: hookline.internal.v1.HistoryScanned.Entry
-	(*timestamppb.Timestamp)(nil),      // 14: google.protobuf.Timestamp
-	(*v1.Attempt)(nil),                 // 15: hookline.v1.Attempt
-	(*v1.DeliveryRecord)(nil),          // 16: hookline.v1.DeliveryRecord
-	(*v1.EventPublished)(nil),          // 17: hookline.v1.EventPublished
-	(*v1.DeliveriesPlanned)(nil),       // 18: hookline.v1.DeliveriesPlanned
-	(*controlv1.NodeStatus)(nil),       // 19: hookline.v1.NodeStatus
-	(*v1.Actor)(nil),                   // 20: hookline.v1.Actor
-	(*controlv1.ReconcileTenant)(nil),  // 21: hookline.v1.ReconcileTenant
-	(*controlv1.ReconcileCheck)(nil),   // 22: hookline.v1.ReconcileCheck
-	(*controlv1.Discrepancy)(nil),      // 23: hookline.v1.Discrepancy
-	(*controlv1.ProjectionDigest)(nil), // 24: hookline.v1.ProjectionDigest
+	(*MemberLeaving)(nil),              // 13: hookline.internal.v1.MemberLeaving
+	(*HistoryScanned_Entry)(nil),       // 14: hookline.internal.v1.HistoryScanned.Entry
+	(*timestamppb.Timestamp)(nil),      // 15: google.protobuf.Timestamp
+	(*v1.Attempt)(nil),                 // 16: hookline.v1.Attempt
+	(*v1.DeliveryRecord)(nil),          // 17: hookline.v1.DeliveryRecord
+	(*v1.EventPublished)(nil),          // 18: hookline.v1.EventPublished
+	(*v1.DeliveriesPlanned)(nil),       // 19: hookline.v1.DeliveriesPlanned
+	(*controlv1.NodeStatus)(nil),       // 20: hookline.v1.NodeStatus
+	(*v1.Actor)(nil),                   // 21: hookline.v1.Actor
+	(*controlv1.ReconcileTenant)(nil),  // 22: hookline.v1.ReconcileTenant
+	(*controlv1.ReconcileCheck)(nil),   // 23: hookline.v1.ReconcileCheck
+	(*controlv1.Discrepancy)(nil),      // 24: hookline.v1.Discrepancy
+	(*controlv1.ProjectionDigest)(nil), // 25: hookline.v1.ProjectionDigest
 }
 var file_hookline_internal_v1_cluster_proto_depIdxs = []int32{
-	14, // 0: hookline.internal.v1.HistoryScan.since:type_name -> google.protobuf.Timestamp
-	14, // 1: hookline.internal.v1.HistoryScan.until:type_name -> google.protobuf.Timestamp
-	13, // 2: hookline.internal.v1.HistoryScanned.entries:type_name -> hookline.internal.v1.HistoryScanned.Entry
-	15, // 3: hookline.internal.v1.HistoryAttempt.attempt:type_name -> hookline.v1.Attempt
-	14, // 4: hookline.internal.v1.HistoryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
-	16, // 5: hookline.internal.v1.HistoryGot.delivery:type_name -> hookline.v1.DeliveryRecord
+	15, // 0: hookline.internal.v1.HistoryScan.since:type_name -> google.protobuf.Timestamp
+	15, // 1: hookline.internal.v1.HistoryScan.until:type_name -> google.protobuf.Timestamp
+	14, // 2: hookline.internal.v1.HistoryScanned.entries:type_name -> hookline.internal.v1.HistoryScanned.Entry
+	16, // 3: hookline.internal.v1.HistoryAttempt.attempt:type_name -> hookline.v1.Attempt
+	15, // 4: hookline.internal.v1.HistoryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
+	17, // 5: hookline.internal.v1.HistoryGot.delivery:type_name -> hookline.v1.DeliveryRecord
 	3,  // 6: hookline.internal.v1.HistoryGot.attempts:type_name -> hookline.internal.v1.HistoryAttempt
-	17, // 7: hookline.internal.v1.PlansHandedOver.event:type_name -> hookline.v1.EventPublished
-	18, // 8: hookline.internal.v1.PlansHandedOver.plan:type_name -> hookline.v1.DeliveriesPlanned
-	19, // 9: hookline.internal.v1.NodeStatusReply.status:type_name -> hookline.v1.NodeStatus
-	20, // 10: hookline.internal.v1.ReconcilePart.issued_by:type_name -> hookline.v1.Actor
-	21, // 11: hookline.internal.v1.ReconcilePartDone.tenants:type_name -> hookline.v1.ReconcileTenant
-	22, // 12: hookline.internal.v1.ReconcilePartDone.checks:type_name -> hookline.v1.ReconcileCheck
-	23, // 13: hookline.internal.v1.ReconcilePartDone.discrepancies:type_name -> hookline.v1.Discrepancy
-	24, // 14: hookline.internal.v1.ReconcilePartDone.projections:type_name -> hookline.v1.ProjectionDigest
-	16, // 15: hookline.internal.v1.HistoryScanned.Entry.delivery:type_name -> hookline.v1.DeliveryRecord
+	18, // 7: hookline.internal.v1.PlansHandedOver.event:type_name -> hookline.v1.EventPublished
+	19, // 8: hookline.internal.v1.PlansHandedOver.plan:type_name -> hookline.v1.DeliveriesPlanned
+	20, // 9: hookline.internal.v1.NodeStatusReply.status:type_name -> hookline.v1.NodeStatus
+	21, // 10: hookline.internal.v1.ReconcilePart.issued_by:type_name -> hookline.v1.Actor
+	22, // 11: hookline.internal.v1.ReconcilePartDone.tenants:type_name -> hookline.v1.ReconcileTenant
+	23, // 12: hookline.internal.v1.ReconcilePartDone.checks:type_name -> hookline.v1.ReconcileCheck
+	24, // 13: hookline.internal.v1.ReconcilePartDone.discrepancies:type_name -> hookline.v1.Discrepancy
+	25, // 14: hookline.internal.v1.ReconcilePartDone.projections:type_name -> hookline.v1.ProjectionDigest
+	17, // 15: hookline.internal.v1.HistoryScanned.Entry.delivery:type_name -> hookline.v1.DeliveryRecord
 	16, // [16:16] is the sub-list for method output_type
 	16, // [16:16] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
@@ -1224,7 +1287,7 @@ func file_hookline_internal_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_internal_v1_cluster_proto_rawDesc), len(file_hookline_internal_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
