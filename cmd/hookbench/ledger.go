@@ -439,3 +439,24 @@ func (l *ledger) arrivals(r *Receiver) map[string][]time.Time {
 	})
 	return out
 }
+
+// slow counts the deliveries of phase whose first attempt came more than
+// over after their publish was answered, by the whole second of that
+// answer since origin: where in a run the tail of the first-attempt
+// latency was made.
+func (l *ledger) slow(r *Receiver, phase int, over time.Duration, origin time.Time) (bySecond map[int]int, total int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	bySecond = map[int]int{}
+	r.Each(func(_ string, rec *Record, _ []Receipt, _ []uint64) {
+		e := l.of(rec.Endpoint, rec.EventID)
+		if e == nil || e.phase != phase || rec.FirstSeen.IsZero() {
+			return
+		}
+		total++
+		if rec.FirstSeen.Sub(e.ack) > over {
+			bySecond[int(e.ack.Sub(origin)/time.Second)]++
+		}
+	})
+	return bySecond, total
+}

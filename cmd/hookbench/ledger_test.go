@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -175,5 +176,41 @@ func TestLedgerOrder(t *testing.T) {
 	l.orderViolations(r, scope{phases: []int{1}}, &tl)
 	if tl.OrderViolations != 0 {
 		t.Errorf("phase 1: order violations = %d, want 0; examples %v", tl.OrderViolations, tl.Examples)
+	}
+}
+
+// TestLedgerSlow places the slow first attempts of a phase by the second
+// of their publish's answer, and counts only that phase's deliveries.
+func TestLedgerSlow(t *testing.T) {
+	acme := &Tenant{ID: "acme", Await: true, Endpoints: []string{"e0"},
+		subs: map[string][]string{"a": {"e0"}}, names: map[string]string{"e0_x": "e0"}}
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	body := func(id string) []byte { return []byte(`{"id":"` + id + `"}`) }
+	l := newLedger()
+	l.addTenant(acme)
+	publish := func(id string, ack float64, phase int) {
+		l.record(acme, []*controlv1.PublishRequest{{EventId: id, Type: "a", Payload: body(id)}},
+			[]*controlv1.PublishResponse{{Deliveries: []*hooklinev1.PlannedDelivery{{DeliveryId: "d" + id, EndpointId: "e0_x"}}}}, at(ack-0.01), at(ack), phase)
+	}
+	publish("ev1", 0.2, 2) // fast
+	publish("ev2", 1.5, 2) // slow, second 1
+	publish("ev3", 1.7, 2) // slow, second 1
+	publish("ev4", 3.1, 2) // slow, second 3
+	publish("ev5", 1.5, 1) // slow, another phase
+	publish("ev6", 4.0, 2) // never received
+	r, err := NewReceiver("127.0.0.1:0", nil, Behaviour{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, seen := range map[string]float64{"ev1": 0.21, "ev2": 1.9, "ev3": 2.0, "ev4": 3.3, "ev5": 2.5} {
+		r.record("d"+id, id, "e0", body(id), 200, at(seen))
+	}
+	bySecond, total := l.slow(r, 2, 100*time.Millisecond, t0)
+	if total != 4 {
+		t.Errorf("total = %d, want the 4 deliveries of phase 2 received", total)
+	}
+	if want := map[int]int{1: 2, 3: 1}; !maps.Equal(bySecond, want) {
+		t.Errorf("by second = %v, want %v", bySecond, want)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -36,9 +38,11 @@ type change func(ctx context.Context, b *Bench, c *Cluster, r *reader) (map[stri
 // next one only once the cluster has settled again (every partition live).
 func rolling(ctx context.Context, b *Bench) (Summary, error) {
 	return b.changeRun(ctx, "rolling", b.cfg.Nodes, func(ctx context.Context, b *Bench, c *Cluster, r *reader) (map[string]float64, error) {
+		origin := time.Now()
 		for i := range c.Nodes {
 			r.setDown(i, true)
 			began := time.Now()
+			fmt.Fprintf(b.stderr, "hookbench: rolling: node %d stopped at second %.1f of the change\n", i+1, began.Sub(origin).Seconds())
 			if err := c.Roll(ctx, i, 30*time.Second); err != nil {
 				return nil, err
 			}
@@ -142,6 +146,17 @@ func (b *Bench) changeRun(ctx context.Context, name string, n int, ch change) (S
 	}
 	steady, during := b.Summarize(name, steadyStart, steadyPhase), b.Summarize(name, changeStart, changePhase)
 	g := b.arrivalGaps(steadyStart, changeStart, changeEnd)
+	if over := time.Duration(2 * steady.FirstAttemptP99 * float64(time.Millisecond)); over > 0 {
+		bySecond, total := b.ledger.slow(b.recv, changePhase, over, changeStart)
+		var line strings.Builder
+		n := 0
+		for _, sec := range slices.Sorted(maps.Keys(bySecond)) {
+			fmt.Fprintf(&line, " %d:%d", sec, bySecond[sec])
+			n += bySecond[sec]
+		}
+		fmt.Fprintf(b.stderr, "hookbench: %s: %d of %d first attempts over %v (twice the steady p99), by second of the change:%s\n",
+			name, n, total, over.Round(time.Millisecond), line.String())
+	}
 	addExtra(&s, figures)
 	addExtra(&s, map[string]float64{
 		"nodes":                        float64(len(c.Nodes)),
