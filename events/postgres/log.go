@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if err != nil { // Validate parsed it already
 		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
 	}
+	withoutJIT(pcfg.ConnConfig.RuntimeParams)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
@@ -311,4 +313,18 @@ func (l *Log) waitOrQuit(ctx context.Context, d time.Duration) bool {
 	case <-l.quit:
 		return false
 	}
+}
+
+// withoutJIT turns PostgreSQL's JIT compilation off for the log's
+// sessions, unless the DSN sets it (options=-cjit=on, or a jit
+// parameter). The log's queries read a few hundred rows by index, but a
+// subscriber's page joins the one-row head table, whose row estimate
+// (never analyzed) puts the generic plan's cost far above jit_above_cost:
+// every page then spent 180-270 ms compiling itself to run for one, which
+// was the subscribers' lag under load.
+func withoutJIT(params map[string]string) {
+	if _, set := params["jit"]; set || strings.Contains(params["options"], "jit") {
+		return
+	}
+	params["jit"] = "off"
 }
