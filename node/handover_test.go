@@ -24,7 +24,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hookline/hookline/events"
-	"github.com/hookline/hookline/events/embedded"
 	"github.com/hookline/hookline/node"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -49,11 +48,7 @@ func TestHandOver(t *testing.T) {
 
 func testHandOver(t *testing.T, standbys int) {
 	dir := t.TempDir()
-	l, err := embedded.Open(embedded.Config{Dir: filepath.Join(dir, "log")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := openLog(t, dir)
 	edit := func(c *node.Config) { c.Standbys = standbys }
 	a := startServerWith(t, l, filepath.Join(dir, "a"), edit)
 	b := startServerWith(t, l, filepath.Join(dir, "b"), edit, a.srv.Node().GossipAddress())
@@ -271,11 +266,7 @@ func (r *countingReceiver) duplicates() int {
 // partition many times, until the stop's bound ran out.
 func TestStoppingTogether(t *testing.T) {
 	dir := t.TempDir()
-	l, err := embedded.Open(embedded.Config{Dir: filepath.Join(dir, "log")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := openLog(t, dir)
 	a := startServer(t, l, filepath.Join(dir, "a"))
 	b := startServer(t, l, filepath.Join(dir, "b"), a.srv.Node().GossipAddress())
 	poll(t, 20*time.Second, "both nodes serve their share", func() bool {
@@ -296,12 +287,20 @@ func TestStoppingTogether(t *testing.T) {
 			moved[p]++
 		}
 	}
+	most := 0
+	for _, n := range moved {
+		most = max(most, n)
+	}
+	// A partition moves once when one node hands it over before the
+	// other's notice arrives; once more at most when the notice and the
+	// hand-over's record cross (the notice goes member to member, the
+	// record through the log). Never back and forth.
 	for p, n := range moved {
-		if n > 1 {
-			t.Errorf("partition %d handed over %d times while both nodes stopped; want at most once (only before the other's notice arrived)", p, n)
+		if n > 2 {
+			t.Errorf("partition %d handed over %d times while both nodes stopped; want at most twice", p, n)
 		}
 	}
-	t.Logf("%d partitions handed over while both nodes stopped", len(moved))
+	t.Logf("%d partitions handed over while both nodes stopped, each at most %d times", len(moved), most)
 }
 
 // handOvers returns the hand-overs in the partition table, in order.

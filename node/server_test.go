@@ -36,6 +36,18 @@ type testServer struct {
 	cc     *grpc.ClientConn
 }
 
+// openLog opens an embedded log in dir, closed when the test ends: after
+// the cleanups of the servers started on it later (they run LIFO).
+func openLog(t *testing.T, dir string) *embedded.Log {
+	t.Helper()
+	l, err := embedded.Open(embedded.Config{Dir: filepath.Join(dir, "log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
 func startServer(t *testing.T, l *embedded.Log, dir string, seeds ...string) *testServer {
 	t.Helper()
 	return startServerWith(t, l, dir, nil, seeds...)
@@ -106,11 +118,7 @@ func owner(ts *testServer, endpointID string) string {
 // other takes its grains back, rebuilt from the log.
 func TestTwoNodesShareOneLog(t *testing.T) {
 	dir := t.TempDir()
-	l, err := embedded.Open(embedded.Config{Dir: filepath.Join(dir, "log")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() }) // after the servers' cleanups (LIFO)
+	l := openLog(t, dir)
 	a := startServer(t, l, filepath.Join(dir, "a"))
 	b := startServer(t, l, filepath.Join(dir, "b"), a.srv.Node().GossipAddress())
 	poll(t, 10*time.Second, "both nodes see two members", func() bool {

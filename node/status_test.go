@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/events"
-	"github.com/hookline/hookline/events/embedded"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
@@ -22,11 +21,7 @@ import (
 // refused on the other.
 func TestConsoleViewsOnTwoNodes(t *testing.T) {
 	dir := t.TempDir()
-	l, err := embedded.Open(embedded.Config{Dir: filepath.Join(dir, "log")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := openLog(t, dir)
 	a := startServer(t, l, filepath.Join(dir, "a"))
 	b := startServer(t, l, filepath.Join(dir, "b"), a.srv.Node().GossipAddress())
 	poll(t, 10*time.Second, "both nodes see two members", func() bool {
@@ -43,6 +38,7 @@ func TestConsoleViewsOnTwoNodes(t *testing.T) {
 	t.Run("cluster status from either node", func(t *testing.T) {
 		for _, ts := range []*testServer{a, b} {
 			var st *controlv1.ClusterStatus
+			var err error
 			poll(t, 20*time.Second, "every partition served", func() bool {
 				st, err = controlv1.NewOperatorServiceClient(ts.cc).GetClusterStatus(ctx, &controlv1.GetClusterStatusRequest{})
 				return err == nil && st.GetUnserved() == 0
