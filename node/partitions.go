@@ -213,6 +213,25 @@ func (m *partitions) servedSince(p events.Partition) (events.Position, bool) {
 	return o.Since, true
 }
 
+// tookOverLately reports whether this node serves p and the table gave it
+// p from another member (a hand-over or a failover) less than
+// provisionalFor ago.
+func (m *partitions) tookOverLately(p events.Partition) bool {
+	n := m.node.Load()
+	if n == nil || !m.claims(p) {
+		return false
+	}
+	return tookOver(m.owners.Table().Owners[p], n.Address(), m.now())
+}
+
+// tookOver reports whether o, a partition's owner in the table, gave the
+// partition to self from another member (a hand-over or a failover) less
+// than provisionalFor before now.
+func tookOver(o owners.Owner, self string, now time.Time) bool {
+	moved := o.Reason == hooklinev1.PartitionsAssigned_REASON_HANDOVER || o.Reason == hooklinev1.PartitionsAssigned_REASON_FAILOVER
+	return moved && o.Address == self && o.Previous != "" && o.Previous != self && now.Sub(o.At) < provisionalFor
+}
+
 // claims reports whether this node serves partition p (or will once live).
 func (m *partitions) claims(p events.Partition) bool {
 	set := m.claimed.Load()

@@ -9,6 +9,8 @@ import (
 	"github.com/hookline/hookline/actors/endpoint"
 	"github.com/hookline/hookline/cluster"
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections/owners"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
 
 // TestLeftMemberKeepsItsStandbyPlace: for standbyDelay after a member left,
@@ -94,3 +96,29 @@ func TestHandedOverPartitionStaysDrained(t *testing.T) {
 	}
 	d.End(kept)
 }
+
+// TestTookOver: a grain starts under a provisional lease only on a
+// partition its node took from another member, by a hand-over or a
+// failover, within provisionalFor; not on one it started, one it holds
+// since long, or one another member owns.
+func TestTookOver(t *testing.T) {
+	now := time.Date(2026, 12, 4, 7, 0, 0, 0, time.UTC)
+	lately, long := now.Add(-2*time.Second), now.Add(-provisionalFor-time.Second)
+	for _, tc := range []struct {
+		name string
+		o    owners.Owner
+		want bool
+	}{
+		{"handed over lately", owners.Owner{Address: "a:1", Previous: "b:1", Reason: hooklinev1.PartitionsAssigned_REASON_HANDOVER, At: lately}, true},
+		{"taken over lately", owners.Owner{Address: "a:1", Previous: "b:1", Reason: hooklinev1.PartitionsAssigned_REASON_FAILOVER, At: lately}, true},
+		{"handed over long ago", owners.Owner{Address: "a:1", Previous: "b:1", Reason: hooklinev1.PartitionsAssigned_REASON_HANDOVER, At: long}, false},
+		{"started here", owners.Owner{Address: "a:1", Reason: hooklinev1.PartitionsAssigned_REASON_START, At: lately}, false},
+		{"handed to another", owners.Owner{Address: "c:1", Previous: "b:1", Reason: hooklinev1.PartitionsAssigned_REASON_HANDOVER, At: lately}, false},
+		{"from itself", owners.Owner{Address: "a:1", Previous: "a:1", Reason: hooklinev1.PartitionsAssigned_REASON_FAILOVER, At: lately}, false},
+	} {
+		if got := tookOver(tc.o, "a:1", now); got != tc.want {
+			t.Errorf("%s: tookOver %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+

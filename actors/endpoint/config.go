@@ -75,6 +75,10 @@ type Config struct {
 	// IOTimeout bounds one read of the stream, one URL check and one
 	// append; 0 means DefaultIOTimeout (10 s).
 	IOTimeout time.Duration
+	// LeaseTimeout bounds one quota lease request to the tenant's grain;
+	// the grain goes on under a fallback lease when it runs out (see
+	// loop_lease.go). 0 means DefaultLeaseTimeout (250 ms).
+	LeaseTimeout time.Duration
 	// ReadPage is how many events one read of the stream asks for; 0 means
 	// DefaultReadPage.
 	ReadPage int
@@ -116,6 +120,14 @@ type Config struct {
 	// publishers: under load, the projections' lag behind the head, which
 	// a grain started by a hand-over adds to the move's pause.
 	CatchUpTo func(ctx context.Context, p events.Partition) (events.Position, error)
+	// ProvisionalLease reports whether a grain of partition p that has
+	// not had a quota lease yet may start attempts, up to its in-flight
+	// limit, while it waits for its first one: true on a node that took p
+	// over lately from another member, whose grain of the endpoint stopped
+	// starting attempts when it let p go. The attempts count against the
+	// first lease when it comes. nil means never: a grain waits for its
+	// tenant's answer before its first attempt.
+	ProvisionalLease func(p events.Partition) bool
 	// History is the history projection (*history.History), where replay
 	// finds a delivery's endpoint and recovery lists failed deliveries.
 	History History
@@ -188,7 +200,7 @@ func (c Config) Validate() error {
 	if err := c.Schedule.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.IOTimeout < 0 || c.ReadPage < 0 || c.DefaultOverlap < 0 || c.DefaultOverlap > MaxOverlap || c.IdleAfter < 0 || c.EventRetention < 0 {
+	if c.IOTimeout < 0 || c.LeaseTimeout < 0 || c.ReadPage < 0 || c.DefaultOverlap < 0 || c.DefaultOverlap > MaxOverlap || c.IdleAfter < 0 || c.EventRetention < 0 {
 		errs = append(errs, errors.New("endpoint: config: durations and sizes must not be negative, nor the default overlap over 30 days; use 0 for the defaults"))
 	}
 	return errors.Join(errs...)
@@ -205,6 +217,7 @@ func (c Config) withDefaults() Config {
 	c.Rand = cmp.Or(c.Rand, rand.Reader)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.IOTimeout = cmp.Or(c.IOTimeout, DefaultIOTimeout)
+	c.LeaseTimeout = cmp.Or(c.LeaseTimeout, DefaultLeaseTimeout)
 	c.ReadPage = cmp.Or(c.ReadPage, DefaultReadPage)
 	c.DefaultOverlap = cmp.Or(c.DefaultOverlap, DefaultOverlap)
 	c.IdleAfter = cmp.Or(c.IdleAfter, DefaultIdleAfter)

@@ -12,11 +12,12 @@ import (
 )
 
 const (
-	// leaseTimeout bounds one lease request. A tenant grain answers in
-	// milliseconds; one that does not answer within this is most likely on
-	// a member that died, and the endpoint's attempts wait for the answer,
-	// so the wait is short and the fallback lease covers the rest.
-	leaseTimeout = 250 * time.Millisecond
+	// DefaultLeaseTimeout bounds one lease request (Config.LeaseTimeout).
+	// A tenant grain answers in milliseconds; one that does not answer
+	// within this is most likely on a member that died, and the endpoint's
+	// attempts wait for the answer, so the wait is short and the fallback
+	// lease covers the rest.
+	DefaultLeaseTimeout = 250 * time.Millisecond
 	// fallbackLease is how long the grain goes on without a lease when the
 	// tenant grain cannot be reached.
 	fallbackLease = 5 * time.Second
@@ -34,12 +35,30 @@ const (
 // grain cannot be reached, it goes on under a fallback lease of its own
 // in-flight limit for fallbackLease (fail open, logged); when it was
 // asking ahead, the fallback follows the current lease.
+//
+// A grain started on a partition its node took over lately
+// (Config.ProvisionalLease) does not wait for its first lease: it starts
+// up to its in-flight limit under a provisional lease until the answer
+// comes (at most Config.LeaseTimeout), and what it started then counts against
+// that first lease. The endpoint's previous grain, on the member that let
+// the partition go, stopped starting attempts before the move was
+// recorded; without this, every endpoint of a moved partition waited a
+// round trip to its tenant's grain (itself perhaps moving) after the
+// move's pause. The tenant's quota may be exceeded by at most one
+// in-flight limit's worth of attempts per endpoint and move, when its
+// first lease grants fewer than it started.
 type leaseState struct {
 	leaseBucket
 	granted  time.Time    // when the current lease began, as seen here
 	next     *leaseBucket // the next period's, granted ahead
 	asking   bool
 	aheadFor time.Time // the current lease's expiry when it was renewed ahead
+
+	// provisional is the size of the provisional lease the current one
+	// is, until the first answer; zero when it is not one. triedFirst is
+	// set once the grain looked whether it may have one.
+	provisional int32
+	triedFirst  bool
 }
 
 // leaseBucket is one period's lease.
@@ -82,6 +101,17 @@ func (l *loop) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
 		if !now.Before(ahead) && !ls.asking {
 			ls.aheadFor = ls.expires
 			l.askLease(ctx, true)
+		}
+	}
+	if !valid && ls.expires.IsZero() && !ls.triedFirst {
+		ls.triedFirst = true
+		if l.cfg.ProvisionalLease != nil && l.cfg.ProvisionalLease(l.partition()) {
+			if !ls.asking {
+				l.askLease(ctx, false)
+			}
+			n := int32(l.maxInFlight())
+			ls.leaseBucket = leaseBucket{attempts: n, inFlight: n, expires: now.Add(l.cfg.LeaseTimeout)}
+			ls.provisional, valid = n, true
 		}
 	}
 	if valid && ls.attempts > 0 && int32(l.asks+l.running) < ls.inFlight {
@@ -130,7 +160,7 @@ func (l *loop) askLease(ctx actor.Context, ahead bool) {
 	want := &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Lease{Lease: &internalv1.QuotaLeaseRequest{
 		EndpointId: l.id, WantAttempts: int32(len(l.ready) + l.maxInFlight()), WantInFlight: int32(l.maxInFlight()),
 	}}}
-	l.async(ctx, leaseTimeout, func(c context.Context) any {
+	l.async(ctx, l.cfg.LeaseTimeout, func(c context.Context) any {
 		r := &leaseReply{ahead: ahead}
 		res, err := grains.Request(c, tenant.Kind, tenantID, want)
 		rep, ok := res.(*internalv1.TenantReply)
@@ -166,6 +196,15 @@ func (l *loop) onLease(ctx actor.Context, m *leaseReply) {
 		}
 	} else {
 		b = leaseBucket{attempts: m.lease.GetAttempts(), inFlight: m.lease.GetInFlight(), expires: m.lease.GetExpiresAt().AsTime()}
+	}
+	if ls.provisional > 0 {
+		// The first answer: the attempts started under the provisional
+		// lease are taken from it.
+		b.attempts -= ls.provisional - ls.attempts
+		ls.provisional = 0
+		ls.granted, ls.leaseBucket, ls.next = now, b, nil
+		l.pump(ctx)
+		return
 	}
 	switch {
 	case valid && b.expires.After(ls.expires):

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookline/hookline/actors/tenant"
 	"github.com/hookline/hookline/dispatch"
+	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
@@ -285,5 +286,63 @@ func TestLeaseUsedUpGoesOnUnderNext(t *testing.T) {
 	waitUntil(t, "the next period's share spent", func() bool { return g.asked.Load() >= 4 })
 	if n, asked := len(rc.all()), g.asked.Load(); n != 20 || asked != 4 {
 		t.Fatalf("%d attempts and %d lease requests once the lease granted ahead was used; want 20 and 4 (per period: one for the lease, one in vain)", n, asked)
+	}
+}
+
+// heldGrains is localGrains whose answers wait until hold is closed: a
+// tenant grain that answers late (moving, or on a busy member).
+type heldGrains struct {
+	localGrains
+	hold     chan struct{}
+	answered atomic.Int32
+}
+
+func (g *heldGrains) Request(ctx context.Context, kind, identity string, msg proto.Message) (proto.Message, error) {
+	select {
+	case <-g.hold:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	res, err := g.localGrains.Request(ctx, kind, identity, msg)
+	g.answered.Add(1)
+	return res, err
+}
+
+// TestProvisionalLease: a grain on a partition its node took over lately
+// starts attempts, up to its in-flight limit (3), before its tenant's
+// grain answers its first lease request; what it started counts against
+// that first lease, so the tenant's 10 attempts a second hold for the
+// period: 10 attempts in all, not 13.
+func TestProvisionalLease(t *testing.T) {
+	b := newBench(t)
+	tp := b.tenant("acme", &hooklinev1.Quota{AttemptsPerSecond: 10, MaxInFlight: 10})
+	g := &heldGrains{localGrains: localGrains{sys: b.sys, pids: map[string]*actor.PID{tenant.Kind + "/acme": tp}}, hold: make(chan struct{})}
+	b.cfg.Grains = g
+	b.cfg.LeaseTimeout = time.Minute // the answer comes when the test says
+	var asked atomic.Int32
+	b.cfg.ProvisionalLease = func(p events.Partition) bool {
+		asked.Add(1)
+		return p == events.PartitionOf("ep_1")
+	}
+
+	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusOK) })
+	b.endpoint("acme", "ep_1", rc.URL+"/in", func(s *controlv1.EndpointSettings) { s.MaxInFlight = 3 })
+	for j := range 30 {
+		b.publish("acme", fmt.Sprint("evt_", j), "ep_1")
+	}
+	waitUntil(t, "three attempts before the tenant answered", func() bool { return len(rc.all()) >= 3 })
+	if n := g.answered.Load(); n != 0 {
+		t.Fatalf("the tenant answered %d lease requests before the attempts; want them started under the provisional lease", n)
+	}
+	close(g.hold)
+	// The first lease grants 10; 3 are taken: 7 more, then one request in
+	// vain, and the period's share is spent.
+	waitUntil(t, "the first period's attempts", func() bool { return len(rc.all()) >= 10 })
+	waitUntil(t, "the period's share spent", func() bool { return g.answered.Load() >= 2 })
+	if n := len(rc.all()); n != 10 {
+		t.Fatalf("%d attempts in the first period; want 10, the provisional 3 counted against the first lease", n)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("ProvisionalLease asked %d times; want once, for the grain's first lease", n)
 	}
 }
