@@ -40,12 +40,20 @@ const (
 	readyFor   = 3 * readyEvery
 	// readyLag is how far behind the log, in the age of the last record
 	// its projections applied, a member may be and still tell an owner it
-	// is ready to take a partition: a member that has just joined has its
-	// partitions live as soon as they reach its own main lane, which may
-	// still be replaying the history. Its grains wait, after the move,
-	// for their partition to reach the log's head: the bound is part of
-	// the move's pause.
-	readyLag = 500 * time.Millisecond
+	// is ready to take a partition: a member that has just joined, or has
+	// just restarted, has its partitions live as soon as they reach its own
+	// main lane, which may still be replaying what it missed and trail the
+	// log. The new owner's grains start once its projections apply the
+	// hand-over's record, so its lag then is the move's pause: the bound is
+	// a quarter of a second, about twice the lag of a member under steady
+	// load (one that stays above it takes partitions only once it is not,
+	// or when their owner's leave runs out of leaveWait).
+	readyLag = 250 * time.Millisecond
+	// leaveWait is how long a leaving member keeps serving a partition
+	// whose target has not said it is ready before it hands it over
+	// anyway: a target that restarted a moment ago still replays what it
+	// missed, and a hand-over to it pauses the partition for its lag.
+	leaveWait = 5 * time.Second
 	// lagEvery is how often the lag is read again (a read of the log's
 	// head) while this member has partitions to ask for.
 	lagEvery = 500 * time.Millisecond
@@ -96,7 +104,8 @@ const (
 //     the owner stops starting attempts for it, lets those running finish
 //     and be recorded, emits its pending operational events, and then
 //     records the hand-over (HANDOVER); the target serves it from there. A
-//     member that leaves hands over every partition it owns the same way.
+//     member that leaves hands over every partition it owns the same way,
+//     each once its target says it is ready, or after leaveWait.
 //
 // It is safe for concurrent use; Owner is on the path of every request to
 // an endpoint grain and takes no lock.
@@ -118,6 +127,7 @@ type partitions struct {
 
 	mu       sync.Mutex // guards the fields below
 	leaving  bool
+	leftAt   time.Time                        // when leave began
 	joined   bool                             // has seen another member (or has no seeds)
 	ready    [events.Partitions + 1]readyMark // a target that said it has the partition live
 	pending  [events.Partitions + 1]change    // this node's last change, until the table has it
@@ -311,7 +321,7 @@ func (m *partitions) leave(ctx context.Context) {
 		return
 	}
 	m.mu.Lock()
-	m.leaving = true
+	m.leaving, m.leftAt = true, m.now()
 	m.mu.Unlock()
 	self := n.Address()
 	for _, mb := range n.Members() {
@@ -495,7 +505,7 @@ func (m *partitions) decide(self string, ranking, standbys *cluster.Ranking, ali
 		switch {
 		case mine:
 			pl.claim.Add(p)
-			if target != "" && target != self && (m.leaving || m.isReady(p, target, now)) {
+			if target != "" && target != self && (m.isReady(p, target, now) || m.leaving && now.Sub(m.leftAt) >= leaveWait) {
 				handing = true
 				pl.hand[target] = append(pl.hand[target], p)
 			}

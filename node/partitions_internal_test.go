@@ -10,6 +10,7 @@ import (
 	"github.com/hookline/hookline/cluster"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/owners"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
 
@@ -122,3 +123,52 @@ func TestTookOver(t *testing.T) {
 	}
 }
 
+// TestLeaveWaitsForReadyTargets: a leaving member hands a partition over
+// once its target says it has it live and near the log's head; a target
+// that has not (a member restarted a moment ago, still replaying what it
+// missed) gets it only after leaveWait, and meanwhile the leaving member
+// serves it: a hand-over to a lagging target pauses the partition for
+// that target's lag.
+func TestLeaveWaitsForReadyTargets(t *testing.T) {
+	now := time.Date(2026, 12, 4, 7, 0, 0, 0, time.UTC)
+	m := &partitions{now: func() time.Time { return now }, leaving: true, leftAt: now}
+	ranking := cluster.NewRanking([]string{"b:1", "c:1"}) // a:1 leaves: not a target
+	table := &owners.Table{}
+	for p := events.Partition(1); p <= events.Partitions; p++ {
+		table.Owners[p] = owners.Owner{Address: "a:1", Reason: hooklinev1.PartitionsAssigned_REASON_START}
+	}
+	all := events.AllPartitions()
+	var toB, toC []events.Partition
+	for p := events.Partition(1); p <= events.Partitions; p++ {
+		if ranking.Target(p) == "b:1" {
+			toB = append(toB, p)
+		} else {
+			toC = append(toC, p)
+		}
+	}
+	m.onReady(&internalv1.PartitionsReady{Member: "b:1", Partitions: func() (ps []uint32) {
+		for _, p := range toB {
+			ps = append(ps, uint32(p))
+		}
+		return ps
+	}()})
+	decide := func() plan {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.decide("a:1", ranking, ranking, map[string]bool{"a:1": true, "b:1": true, "c:1": true}, table, all)
+	}
+
+	now = now.Add(time.Second)
+	pl := decide()
+	if len(pl.hand["b:1"]) != len(toB) || len(pl.hand["c:1"]) != 0 {
+		t.Fatalf("a second into the leave: handing %d partitions to the ready b and %d to c, which has not said it is ready; want %d and 0",
+			len(pl.hand["b:1"]), len(pl.hand["c:1"]), len(toB))
+	}
+	if pl.claim.Len() != events.Partitions {
+		t.Fatalf("the leaving member serves %d partitions while it hands them over; want all %d", pl.claim.Len(), events.Partitions)
+	}
+	now = now.Add(leaveWait)
+	if got := len(decide().hand["c:1"]); got != len(toC) {
+		t.Fatalf("after leaveWait: handing %d partitions to c; want all %d of them", got, len(toC))
+	}
+}
