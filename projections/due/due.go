@@ -164,6 +164,7 @@ type Due struct {
 	touched map[string]head
 	buf     []byte
 	recent  *projections.Recent[Item] // items put lately, for Apply
+	seen    seenFilter                // the index's deliveries, for Apply (seen.go)
 
 	// mu guards live, heads, timers and scheduled.
 	mu        sync.Mutex

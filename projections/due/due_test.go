@@ -362,3 +362,42 @@ func TestRetryWakesWhenDue(t *testing.T) {
 		t.Error("woken before the retry was due")
 	}
 }
+
+// TestPlannedAgainReplacesItsItem: a delivery planned again (its event's
+// stream expired and the event was published again) replaces its item,
+// whether the index took the first plan in this process or before a
+// restart: the check that skips the lookup for deliveries never indexed
+// must not skip it for these.
+func TestPlannedAgainReplacesItsItem(t *testing.T) {
+	f := newFixture(t)
+	clk := &clock{now: t0.Add(3 * time.Hour)}
+	fs := vfs.NewMem()
+	f.publish("e1", t0, "A")
+	_, _, stop := f.openStop(fs, due.Config{Now: clk.Now, SweepInterval: time.Hour})
+	stop() // the first plan is on disk; the next process never put it
+
+	again := func(eventID, stream string, at time.Time) {
+		f.emit(events.EventStream("acme", stream), events.NoStream{}, &hooklinev1.DeliveriesPlanned{
+			TenantId: "acme", EventId: eventID, EventType: "invoice.paid", At: timestamppb.New(at),
+			ExpiresAt: timestamppb.New(at.Add(24 * time.Hour)), Chunks: 1,
+			Deliveries: []*hooklinev1.PlannedDelivery{{DeliveryId: "d-" + eventID + "-A", EndpointId: "A", ConfigVersion: 3}},
+		})
+	}
+	again("e1", "e1-again", t0.Add(time.Hour))
+	f.publish("e2", t0, "A")
+	d, r := f.open(fs, due.Config{Now: clk.Now, SweepInterval: time.Hour})
+	again("e2", "e2-again", t0.Add(2*time.Hour)) // planned first in this process
+	f.sync(r)
+	items, err := d.Pull("A", clk.Now(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(items), []string{"d-e1-A/new", "d-e2-A/new"}; !cmp.Equal(got, want) {
+		t.Fatalf("due for A after both were planned again: %v; want each once, as planned last", got)
+	}
+	for _, it := range items {
+		if want := map[string]time.Time{"d-e1-A": t0.Add(time.Hour), "d-e2-A": t0.Add(2 * time.Hour)}[it.DeliveryID]; !it.DueAt.Equal(want) {
+			t.Errorf("%s due at %v; want %v, its last plan", it.DeliveryID, it.DueAt, want)
+		}
+	}
+}
