@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/hookline/hookline/events"
 )
@@ -96,23 +95,4 @@ func latest(a, b events.Position) events.Position {
 		return b
 	}
 	return a
-}
-
-// provisionalFor is how long after this node took a partition over from
-// another member its endpoint grains start under a provisional lease while
-// they wait for their first one (endpoint.Config.ProvisionalLease): the
-// grains a move's due work wakes, within the seconds a move settles in.
-const provisionalFor = 10 * time.Second
-
-// tookOverLately is the endpoint grains' Config.ProvisionalLease: whether
-// this node serves p and the table gave it p from another member, by a
-// hand-over or a failover, less than provisionalFor ago. The endpoint's
-// grain on that member stopped starting attempts when it let p go (or
-// died with the member), so a grain here attempting before its tenant's
-// grain answers overshoots the tenant's quota by at most its in-flight
-// limit, once per move. The record's time is its writer's clock: a
-// member whose clock is far off makes the window shorter or longer, not
-// the overshoot larger.
-func (s *Server) tookOverLately(p events.Partition) bool {
-	return s.parts.tookOverLately(p)
 }

@@ -223,9 +223,21 @@ func (m *partitions) servedSince(p events.Partition) (events.Position, bool) {
 	return o.Since, true
 }
 
-// tookOverLately reports whether this node serves p and the table gave it
-// p from another member (a hand-over or a failover) less than
-// provisionalFor ago.
+// provisionalFor is how long after this node took a partition over from
+// another member its endpoint grains start under a provisional lease while
+// they wait for their first one: the grains a move's due work wakes,
+// within the seconds a move settles in.
+const provisionalFor = 10 * time.Second
+
+// tookOverLately is the endpoint grains' Config.ProvisionalLease: whether
+// this node serves p and the table gave it p from another member, by a
+// hand-over or a failover, less than provisionalFor ago. The endpoint's
+// grain on that member stopped starting attempts when it let p go (or
+// died with the member), so a grain here attempting before its tenant's
+// grain answers overshoots the tenant's quota by at most its in-flight
+// limit, once per move. The record's time is its writer's clock: a
+// member whose clock is far off makes the window shorter or longer, not
+// the overshoot larger.
 func (m *partitions) tookOverLately(p events.Partition) bool {
 	n := m.node.Load()
 	if n == nil || !m.claims(p) {

@@ -290,7 +290,7 @@ func (s *Server) kinds() []*pcluster.Kind {
 		endpoint.NewKind(endpoint.Config{
 			Log: markedLog{Log: s.log, marks: &s.appended}, Keyring: s.keyring, Payloads: s.payloads, Archive: s.archiveReader(), EventRetention: s.cfg.Retention,
 			Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger,
-			Due: s.pulls, OrderingKeys: s.due, Projections: s.runner, CatchUpTo: s.catchUpTo, ProvisionalLease: s.tookOverLately, History: s.history, Attempts: s.cfg.Faults.Attempter(s.attempts),
+			Due: s.pulls, OrderingKeys: s.due, Projections: s.runner, CatchUpTo: s.catchUpTo, ProvisionalLease: s.parts.tookOverLately, History: s.history, Attempts: s.cfg.Faults.Attempter(s.attempts),
 			Dispatcher: s.dispatch, Grains: s.grainsOnceStarted(), Schedule: s.cfg.Schedule,
 			Tasks: &s.tasks, Breaker: s.cfg.Breaker, Quarantine: endpoint.NewQuarantine(0, 0), Drain: &s.drain,
 			IdleAfter: s.cfg.IdleAfter, Spans: endpointSpans(s.cfg.Spans),

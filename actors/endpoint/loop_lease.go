@@ -103,7 +103,7 @@ func (l *loop) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
 			l.askLease(ctx, true)
 		}
 	}
-	if !valid && ls.expires.IsZero() && !ls.triedFirst {
+	if ls.expires.IsZero() && !ls.triedFirst { // never had a lease
 		ls.triedFirst = true
 		if l.cfg.ProvisionalLease != nil && l.cfg.ProvisionalLease(l.partition()) {
 			if !ls.asking {
