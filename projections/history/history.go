@@ -298,8 +298,9 @@ func (h *History) Apply(b *projections.Batch, rec *events.Record, msg proto.Mess
 			if err := b.Set(idKey(d.ID), projections.AppendTimeDesc(nil, d.PlannedAt)); err != nil {
 				return err
 			}
+			v := indexValue(&d)
 			for _, k := range indexKeys(&d) {
-				if err := b.Set(k, nil); err != nil {
+				if err := b.Set(k, v); err != nil {
 					return err
 				}
 			}
@@ -379,8 +380,9 @@ func (h *History) update(b *projections.Batch, deliveryID string, change func(d 
 				return err
 			}
 		}
+		v := indexValue(&d)
 		for _, k := range statusKeys(&d) {
-			if err := b.Set(k, nil); err != nil {
+			if err := b.Set(k, v); err != nil {
 				return err
 			}
 		}

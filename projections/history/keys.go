@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections"
 )
 
@@ -22,8 +23,12 @@ import (
 //	d day E S(tenant) S(endpoint) status D S(d) index: tenant, endpoint, status
 //	d day y S(tenant) S(event type) D S(d)     index: tenant, event type
 //
-// Index values are empty: the delivery's record key is rebuilt from the
-// index key's day, D and delivery id.
+// The delivery's record key is rebuilt from the index key's day, D and
+// delivery id. An index value is the delivery's partition (2 bytes, big
+// endian; empty in stores written before it was kept there): a search for
+// some partitions passes over the others' entries without loading their
+// records, which in a cluster are about half of what a member holds (the
+// partitions it stands by for).
 
 const dayBytes = 4
 
@@ -102,6 +107,20 @@ func indexKeys(d *Delivery) [][]byte {
 		keys = append(keys, projections.AppendString(projections.AppendTimeDesc(k, d.PlannedAt), d.ID))
 	}
 	return keys
+}
+
+// indexValue is the value of every index key of d: its partition.
+func indexValue(d *Delivery) []byte {
+	return binary.BigEndian.AppendUint16(nil, uint16(events.PartitionOf(d.EndpointID)))
+}
+
+// partitionOfValue returns the partition an index value holds; false for
+// an entry written without it.
+func partitionOfValue(v []byte) (events.Partition, bool) {
+	if len(v) != 2 {
+		return 0, false
+	}
+	return events.Partition(binary.BigEndian.Uint16(v)), true
 }
 
 // statusKeys returns the index keys of d that depend on its status.

@@ -228,3 +228,33 @@ func ids(ds []history.Delivery) []string {
 	}
 	return out
 }
+
+// BenchmarkScanAThird: a member's part of a cluster's page of 1,000 (a
+// third of the partitions, its share and a half) from a store that holds
+// every partition, as a member that stands by for others does.
+func BenchmarkScanAThird(b *testing.B) {
+	f := newFixture(b)
+	for i := range 1000 {
+		var eps []string
+		for k := range 6 {
+			eps = append(eps, fmt.Sprintf("E%03d", (i*7+k)%120))
+		}
+		f.publish("acme", fmt.Sprintf("m%04d", i), "invoice.paid", t0.Add(time.Duration(i)*time.Second), eps...)
+	}
+	h, _ := f.open(vfs.NewMem(), history.Config{})
+	var third events.PartitionSet
+	for p := events.Partition(1); p <= events.Partitions; p += 3 {
+		third.Add(p)
+	}
+	q := history.Query{TenantID: "acme", Status: history.Pending, Limit: 509}
+	b.ResetTimer()
+	for b.Loop() {
+		p, err := h.Scan(q, nil, &third)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(p.Entries) == 0 {
+			b.Fatal("nothing found")
+		}
+	}
+}

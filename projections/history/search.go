@@ -288,13 +288,17 @@ type scan struct {
 // scanDay reads one day of an index into the partial result. stopped means
 // the scan has its entries or the budget is spent: resume after sc.last.
 func (h *History) scanDay(sc *scan, dp, lower, upper []byte) (stopped bool, err error) {
-	err = h.store.Scan(lower, upper, func(key, _ []byte) (bool, error) {
+	err = h.store.Scan(lower, upper, func(key, value []byte) (bool, error) {
 		sc.budget--
 		planned, id, err := parseIndexTail(key[len(dp):])
 		if err != nil {
 			return false, err
 		}
 		sc.last = append(sc.last[:0], key...)
+		if p, ok := partitionOfValue(value); ok && sc.parts != nil && !sc.parts.Has(p) {
+			stopped = sc.budget <= 0 // another member's: its record is not loaded
+			return !stopped, nil
+		}
 		d, found, err := h.loadRecord(h.store, recordKey(planned, id))
 		if err != nil {
 			return false, err
