@@ -267,6 +267,27 @@ func Behind(q Query, parts []Partial) []int {
 	return out
 }
 
+// Room returns how many entries part i of a search, one that [Behind]
+// returned, may still add to the page: the page's limit less the entries
+// the parts found up to part i's frontier, which stay in the page whatever
+// part i finds after it. Continued for that many, part i is no longer
+// behind, and the others' entries only move the page's end earlier: one
+// round of continuations completes a page.
+func Room(q Query, parts []Partial, i int) int {
+	f := parts[i].Frontier
+	var keys [][]byte
+	for _, p := range parts {
+		for _, e := range p.Entries {
+			if bytes.Compare(e.Key, f) <= 0 {
+				keys = append(keys, e.Key)
+			}
+		}
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	keys = slices.CompactFunc(keys, bytes.Equal)
+	return max(1, LimitOf(q)-len(keys))
+}
+
 // Continue appends next, the scan of a part resumed after its frontier,
 // to p.
 func (p *Partial) Continue(next Partial) {
