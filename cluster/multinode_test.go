@@ -86,6 +86,12 @@ func runChild(seeds string) int {
 			}
 		case "members":
 			fmt.Printf("members %d\n", len(n.Members()))
+		case "ready":
+			if err := n.Ready(); err != nil {
+				fmt.Printf("error %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+			} else {
+				fmt.Println("ready")
+			}
 		case "stop":
 			fmt.Printf("stopped %s\n", stop())
 			return 0
@@ -338,6 +344,62 @@ func TestTwoNodesShareAndHandOverGrains(t *testing.T) {
 	t.Logf("all %d grains answered from the survivor %v after the stop began; %d were re-activated there; slowest request %v",
 		len(ids), time.Since(stopStart), moved, slowest)
 	t.Logf("child's Stop took %v", b.endStop())
+}
+
+// TestStartingMemberHostsNothingUntilReady: a member started warming
+// (cluster.Config.Warming) hosts no grain placed by identity while a
+// member that is ready can, seen from either member, and takes its share
+// once it says it is ready. A node that joins under load would otherwise
+// host tenant grains from the moment it joins the gossip, a second before
+// its actor system answers and while it catches up, and every endpoint of
+// those tenants waits on it for its quota leases.
+func TestStartingMemberHostsNothingUntilReady(t *testing.T) {
+	a := startNode(t)
+	if err := a.Ready(); err != nil {
+		t.Fatalf("ready: %v", err)
+	}
+	b := startChild(t, a.GossipAddress()) // warming, not ready
+	waitTwo(t, a, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	ids := identities(30)
+	for _, id := range ids {
+		viaA, err := ask(ctx, a, id)
+		if err != nil {
+			t.Fatalf("request %s via a: %v", id, err)
+		}
+		viaB, err := b.ask(id)
+		if err != nil {
+			t.Fatalf("request %s via b: %v", id, err)
+		}
+		if viaA != a.Address() || viaB != a.Address() {
+			t.Fatalf("%s answered from %s via a and %s via b while b starts; want the ready member %s for both", id, viaA, viaB, a.Address())
+		}
+	}
+
+	b.call("ready")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		onB := 0
+		for _, id := range ids {
+			where, err := ask(ctx, a, id)
+			if err != nil {
+				t.Fatalf("request %s via a: %v", id, err)
+			}
+			if where == b.address {
+				onB++
+			}
+		}
+		if onB > 0 {
+			t.Logf("%d of %d grains on the member once it was ready", onB, len(ids))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no grain placed on %s within 10 s of its being ready", b.address)
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
+	}
 }
 
 func TestCrashedMemberGrainsMove(t *testing.T) {

@@ -62,6 +62,9 @@ type Member struct {
 	ID      string   // protoactor member (actor system) id
 	Address string   // protoactor remote address, host:port
 	Kinds   []string // grain kinds it hosts, sorted
+	// Starting is set while the member starts (Config.Warming, before
+	// Node.Ready): grains placed by identity go elsewhere while they can.
+	Starting bool
 }
 
 // Node is one Hookline process in the cluster: a protoactor actor system
@@ -115,6 +118,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			remote.WithServerOptions(grpc.Creds(grpccreds.NewTLS(creds.server))),
 			remote.WithDialOptions(grpc.WithTransportCredentials(grpccreds.NewTLS(creds.client))))
 	}
+	lk := &lookup{activationTimeout: cfg.RequestTimeout, partitioned: cfg.PartitionedKind, owners: cfg.Owners, onTopology: cfg.OnTopology}
+	gossip.OnMembers = lk.onMembers
 	provider, err := memberlist.New(gossip)
 	if err != nil {
 		return nil, fmt.Errorf("start node: %w", err)
@@ -128,7 +133,6 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}))
 	rc := remote.Configure(cfg.Host, cfg.remotePort(), remoteOpts...)
 	rc.MaxRetryCount = remoteRetries
-	lk := &lookup{activationTimeout: cfg.RequestTimeout, partitioned: cfg.PartitionedKind, owners: cfg.Owners, onTopology: cfg.OnTopology}
 	cc := pcluster.Configure(cfg.Name, provider, lk, rc,
 		pcluster.WithKinds(cfg.Kinds...),
 		pcluster.WithRequestTimeout(cfg.RequestTimeout),
@@ -423,9 +427,11 @@ func (n *Node) Members() []Member {
 	ms := n.provider.Members()
 	out := make([]Member, 0, len(ms))
 	for _, m := range ms {
-		kinds := slices.DeleteFunc(slices.Clone(m.Kinds), func(k string) bool { return k == pcluster.TopicActorKind })
+		kinds := slices.DeleteFunc(slices.Clone(m.Kinds), func(k string) bool {
+			return k == pcluster.TopicActorKind || k == memberlist.StartingKind
+		})
 		slices.Sort(kinds)
-		out = append(out, Member{ID: m.Id, Address: m.Address(), Kinds: kinds})
+		out = append(out, Member{ID: m.Id, Address: m.Address(), Kinds: kinds, Starting: m.HasKind(memberlist.StartingKind)})
 	}
 	return out
 }
@@ -466,6 +472,13 @@ func (n *Node) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runStopTimeout)
 	defer cancel()
 	return n.Stop(sctx)
+}
+
+// Ready tells the cluster this member is ready (Config.Warming): from
+// then on it hosts grains of every kind it has. Later calls, and calls on
+// a member started without Warming, do nothing.
+func (n *Node) Ready() error {
+	return n.provider.Ready()
 }
 
 // Stop leaves the cluster gracefully and releases the node, in

@@ -78,6 +78,14 @@ type Config struct {
 	// is called from protoactor's event stream and must not block.
 	OnTopology func(*Ranking)
 
+	// Warming starts the member as starting: the others (and it) place the
+	// grains of kinds other than PartitionedKind on members that are
+	// ready while there is one, until [Node.Ready] is called. A member
+	// that joins then hosts those grains (a tenant's) only once it can
+	// answer them promptly, not while it starts and catches up. Without
+	// it, a member is ready from its start.
+	Warming bool
+
 	// RequestTimeout bounds one attempt of [Node.Request]; a request makes
 	// at most three attempts, each also bounded by the caller's context.
 	// Default [DefaultRequestTimeout].
@@ -210,6 +218,7 @@ func (c Config) gossipConfig() memberlist.Config {
 		Port:        port,
 		Seeds:       c.Seeds,
 		Timing:      c.Gossip,
+		Starting:    c.Warming,
 		Logger:      c.Logger.With(slog.String("component", "memberlist")),
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,7 @@ type lookup struct {
 
 	cluster   *pcluster.Cluster
 	rdv       atomic.Pointer[pcluster.Rendezvous]
+	readyKey  atomic.Pointer[string] // the ids of the members rdv places on, for onMembers
 	ranking   atomic.Pointer[Ranking]
 	placement *actor.PID
 	sub       *eventstream.Subscription
@@ -86,7 +88,7 @@ func (l *lookup) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 			return
 		}
 		rdv := pcluster.NewRendezvous()
-		rdv.UpdateMembers(t.Members)
+		rdv.UpdateMembers(readyMembers(t.Members))
 		l.rdv.Store(rdv)
 		ranking := NewRanking(hosting(t.Members, l.partitioned))
 		l.ranking.Store(ranking)
@@ -95,6 +97,42 @@ func (l *lookup) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 			l.onTopology(ranking)
 		}
 	})
+}
+
+// onMembers is the provider's Config.OnMembers: every member set, also
+// one in which only a member's readiness changed, which protoactor's
+// topology events leave out. When the members grains are placed on by
+// identity changed, it places them anew.
+func (l *lookup) onMembers(ms []*pcluster.Member) {
+	if l.placement == nil {
+		return // before Setup
+	}
+	ready := readyMembers(ms)
+	key := make([]string, len(ready))
+	for i, m := range ready {
+		key[i] = m.Id
+	}
+	slices.Sort(key)
+	k := strings.Join(key, ",")
+	if old := l.readyKey.Swap(&k); old != nil && *old == k {
+		return
+	}
+	rdv := pcluster.NewRendezvous()
+	rdv.UpdateMembers(ready)
+	l.rdv.Store(rdv)
+	l.cluster.ActorSystem.Root.Send(l.placement, rebalance{})
+}
+
+// readyMembers returns the members that are not starting
+// (memberlist.StartingKind), or all of them when every one is: the grains
+// placed by rendezvous hashing go to a member that is ready while there is
+// one, and a cluster that starts whole is not left with none.
+func readyMembers(ms []*pcluster.Member) []*pcluster.Member {
+	ready := slices.DeleteFunc(slices.Clone(ms), func(m *pcluster.Member) bool { return m.HasKind(memberlist.StartingKind) })
+	if len(ready) == 0 {
+		return ms
+	}
+	return ready
 }
 
 // hosting returns the addresses of the members that host kind.

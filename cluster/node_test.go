@@ -70,6 +70,7 @@ func testConfig(seeds []string) cluster.Config {
 		Seeds:          slices.DeleteFunc(seeds, func(s string) bool { return s == "" }),
 		Kinds:          echoKinds(),
 		RequestTimeout: time.Second,
+		Warming:        true, // ready when every member is, unless one says so
 		Gossip:         fastGossip,
 		Logger:         testLogger(),
 	}

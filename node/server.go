@@ -211,6 +211,7 @@ func (s *Server) startMember(ctx context.Context) error {
 	cfg.Kinds = append(cfg.Kinds, s.kinds()...)
 	cfg.Owners = s.parts
 	cfg.OnTopology = func(*cluster.Ranking) { s.parts.wake() }
+	cfg.Warming = true // tenant grains come here once it caught up (hostAll)
 	n, err := cluster.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -433,7 +434,7 @@ func (s *Server) becomeReady(ctx context.Context) error {
 		}
 		if err == nil {
 			s.control.Ready()
-			return nil
+			return s.hostAll(ctx)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -445,6 +446,26 @@ func (s *Server) becomeReady(ctx context.Context) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// hostAll tells the cluster that this node hosts grains of every kind
+// once the partitions it follows are live: before, while it catches them
+// up, the other members keep its share of the tenant grains, whose quota
+// leases every endpoint of their tenant waits on (ADR 0053). A member
+// alone, or started with the others, hosts them meanwhile all the same.
+func (s *Server) hostAll(ctx context.Context) error {
+	if err := s.runner.WaitForPartitions(ctx, s.runner.Owned(), events.Position{}); err != nil {
+		if ctx.Err() == nil {
+			s.logger.Warn("cannot tell whether the partitions this node follows caught up; it hosts no tenant grain while another member can", slog.Any("error", err))
+		}
+		return nil
+	}
+	if err := s.node.Ready(); err != nil {
+		s.logger.Warn("cannot tell the other members this node is ready; they place no tenant grain here until they see it", slog.Any("error", err))
+		return nil
+	}
+	s.logger.Info("caught up: hosting tenant grains")
+	return nil
 }
 
 // waitOwned returns once every delivery partition has an owner in the

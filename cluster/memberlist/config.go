@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	pcluster "github.com/asynkron/protoactor-go/cluster"
 	hml "github.com/hashicorp/memberlist"
 )
 
@@ -72,6 +73,16 @@ type Config struct {
 
 	// Timing tunes failure detection and gossip; see [Timing].
 	Timing Timing
+
+	// Starting advertises the node as starting (StartingKind) until
+	// Provider.Ready is called.
+	Starting bool
+
+	// OnMembers, when set, is given every member set handed to protoactor,
+	// right after it: also those that differ from the last only in a
+	// member's kinds (one that became ready), which protoactor's topology
+	// events do not report. It must not block.
+	OnMembers func([]*pcluster.Member)
 
 	// Logger receives the provider's membership changes at info level and
 	// memberlist's own log lines at debug level. Default slog.Default().

@@ -22,7 +22,17 @@ type meta struct {
 	// Client marks a node that routes requests but hosts no grains; it is
 	// left out of the member set given to protoactor.
 	Client bool `json:"cl,omitempty"`
+	// Starting marks a member that is not ready yet (Config.Starting,
+	// until Provider.Ready): protoactor sees it with StartingKind among
+	// its kinds.
+	Starting bool `json:"st,omitempty"`
 }
+
+// StartingKind is a kind no grain has: a member carries it among its kinds
+// while it starts (Config.Starting), so that placement can leave grains it
+// need not host to the members that are ready. Members of a version
+// without it never carry it, and count as ready.
+const StartingKind = "hookline.starting"
 
 func (m meta) encode() ([]byte, error) {
 	b, err := json.Marshal(m)
@@ -47,10 +57,14 @@ func decodeMeta(b []byte) (meta, error) {
 }
 
 func (m meta) member() *pcluster.Member {
+	kinds := slices.Clone(m.Kinds)
+	if m.Starting {
+		kinds = append(kinds, StartingKind)
+	}
 	return &pcluster.Member{
 		Id:    m.ID,
 		Host:  m.Host,
 		Port:  int32(m.Port),
-		Kinds: slices.Clone(m.Kinds),
+		Kinds: kinds,
 	}
 }

@@ -48,8 +48,13 @@ type Provider struct {
 	stopLoops context.CancelFunc
 	stopJoin  context.CancelFunc
 
+	// meta is this node's metadata as gossiped now (delegate.NodeMeta).
+	meta atomic.Pointer[[]byte]
+
 	mu       sync.Mutex // guards the fields below
 	ml       *hml.Memberlist
+	self     meta // this node's metadata, once started
+	ready    bool // Ready was called
 	cluster  *pcluster.Cluster
 	members  []*pcluster.Member // last set handed to protoactor
 	shutdown bool
@@ -97,23 +102,27 @@ func (p *Provider) start(c *pcluster.Cluster, kinds []string, client bool) error
 	if err != nil || port <= 0 {
 		return fmt.Errorf("memberlist: actor system address %q is not host:port: start remote before the provider", c.ActorSystem.Address())
 	}
-	md, err := meta{
-		Cluster: p.cfg.ClusterName,
-		ID:      c.ActorSystem.ID,
-		Host:    host,
-		Port:    port,
-		Kinds:   kinds,
-		Client:  client,
-	}.encode()
+	self := meta{
+		Cluster:  p.cfg.ClusterName,
+		ID:       c.ActorSystem.ID,
+		Host:     host,
+		Port:     port,
+		Kinds:    kinds,
+		Client:   client,
+		Starting: p.cfg.Starting && !p.ready,
+	}
+	md, err := self.encode()
 	if err != nil {
 		return fmt.Errorf("memberlist: %w", err)
 	}
+	p.self = self
+	p.meta.Store(&md)
 
 	mc, err := p.cfg.memberlistConfig(c.ActorSystem.ID)
 	if err != nil {
 		return err
 	}
-	mc.Delegate = delegate{meta: md}
+	mc.Delegate = delegate{meta: &p.meta}
 	// The channel delegate, not a synchronous one: memberlist calls the
 	// event delegate while holding its node lock, so reading Members() from
 	// the callback would deadlock.
@@ -192,6 +201,37 @@ func (p *Provider) Shutdown(graceful bool) error {
 	return nil
 }
 
+// Ready ends a start as starting (Config.Starting): the node's metadata
+// no longer says so, and the change is gossiped (memberlist's update,
+// bounded by Timing.LeaveTimeout). Called before the provider started,
+// the node starts ready. Later calls do nothing.
+func (p *Provider) Ready() error {
+	p.mu.Lock()
+	if p.ready {
+		p.mu.Unlock()
+		return nil
+	}
+	p.ready = true
+	ml := p.ml
+	if ml == nil || p.shutdown || !p.self.Starting {
+		p.mu.Unlock()
+		return nil
+	}
+	p.self.Starting = false
+	md, err := p.self.encode()
+	if err != nil {
+		p.mu.Unlock()
+		return fmt.Errorf("memberlist: %w", err)
+	}
+	p.meta.Store(&md)
+	p.mu.Unlock()
+	if err := ml.UpdateNode(p.cfg.Timing.LeaveTimeout); err != nil {
+		return fmt.Errorf("memberlist: gossip that the node is ready: %w", err)
+	}
+	p.signal() // this node's own view
+	return nil
+}
+
 // Addr returns the gossip address (host:port) this node advertises, which
 // other nodes use as a seed; empty before a start. With [AnyPort] it is how
 // to learn the port chosen.
@@ -261,6 +301,9 @@ func (p *Provider) publish(ctx context.Context, ml *hml.Memberlist, c *pcluster.
 		p.mu.Lock()
 		p.members = members
 		p.mu.Unlock()
+		if p.cfg.OnMembers != nil {
+			p.cfg.OnMembers(members)
+		}
 	}
 }
 
@@ -326,9 +369,9 @@ func (p *Provider) rejoin(ctx context.Context, ml *hml.Memberlist, log *slog.Log
 
 // delegate gives memberlist this node's metadata; gossip carries nothing
 // else, so the message hooks are empty.
-type delegate struct{ meta []byte }
+type delegate struct{ meta *atomic.Pointer[[]byte] }
 
-func (d delegate) NodeMeta(limit int) []byte                  { return d.meta }
+func (d delegate) NodeMeta(limit int) []byte                  { return *d.meta.Load() }
 func (d delegate) NotifyMsg([]byte)                           {}
 func (d delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (d delegate) LocalState(join bool) []byte                { return nil }
