@@ -151,8 +151,13 @@ func (r *Runner) startLane(ctx context.Context, main bool, parts events.Partitio
 	go func() {
 		defer close(l.done)
 		l.err = r.log.Subscribe(l.ctx, from, filter, func(recs []events.Record, through events.Position) error {
+			began := time.Now()
 			if err := r.commit(l, recs, through); err != nil {
 				return applyError{err}
+			}
+			if !main && r.warmingUp(l.parts) {
+				// A warm-up gives way: as long again as the batch took.
+				_ = pause.For(l.ctx, min(time.Since(began), maxWarmUpPause))
 			}
 			return nil
 		})
@@ -165,6 +170,25 @@ func (r *Runner) startLane(ctx context.Context, main bool, parts events.Partitio
 		}
 	}()
 	return l
+}
+
+// maxWarmUpPause bounds one pause of a warm-up (warmingUp).
+const maxWarmUpPause = 100 * time.Millisecond
+
+// warmingUp reports whether the catch-up of parts is a warm-up: none of
+// them is one this node serves, so no delivery waits for it. A warm-up
+// then applies at most half the time, pausing after each batch as long
+// as the batch took: a member that comes back or joins under load
+// catches up in the background of the others' deliveries, which shared
+// two cores with its catch-up at full speed and slowed for a second or
+// two. A catch-up of a partition the node serves (a takeover without a
+// standby) goes at full speed.
+func (r *Runner) warmingUp(parts events.PartitionSet) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	served := parts.Intersect(r.serving)
+	served.Remove(events.NoPartition)
+	return served.IsEmpty()
 }
 
 func stopLane(l *lane) {
