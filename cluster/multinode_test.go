@@ -281,6 +281,21 @@ func waitTwo(t *testing.T, a *cluster.Node, b *child) time.Duration {
 	return time.Since(start)
 }
 
+// askBoth requests identity's echo through the in-process node a and the
+// child b, and returns the addresses of the members that answered.
+func askBoth(ctx context.Context, t *testing.T, a *cluster.Node, b *child, identity string) (viaA, viaB string) {
+	t.Helper()
+	viaA, err := ask(ctx, a, identity)
+	if err != nil {
+		t.Fatalf("request %s via a: %v", identity, err)
+	}
+	viaB, err = b.ask(identity)
+	if err != nil {
+		t.Fatalf("request %s via b: %v", identity, err)
+	}
+	return viaA, viaB
+}
+
 func TestTwoNodesShareAndHandOverGrains(t *testing.T) {
 	a := startNode(t)
 	spawned := time.Now()
@@ -299,14 +314,7 @@ func TestTwoNodesShareAndHandOverGrains(t *testing.T) {
 	owner := make(map[string]string, len(ids))
 	perMember := map[string]int{}
 	for _, id := range ids {
-		viaA, err := ask(ctx, a, id)
-		if err != nil {
-			t.Fatalf("request %s via a: %v", id, err)
-		}
-		viaB, err := b.ask(id)
-		if err != nil {
-			t.Fatalf("request %s via b: %v", id, err)
-		}
+		viaA, viaB := askBoth(ctx, t, a, b, id)
 		if viaA != viaB {
 			t.Errorf("%s answered from %s via a but from %s via b", id, viaA, viaB)
 		}
@@ -365,14 +373,7 @@ func TestStartingMemberHostsNothingUntilReady(t *testing.T) {
 
 	ids := identities(30)
 	for _, id := range ids {
-		viaA, err := ask(ctx, a, id)
-		if err != nil {
-			t.Fatalf("request %s via a: %v", id, err)
-		}
-		viaB, err := b.ask(id)
-		if err != nil {
-			t.Fatalf("request %s via b: %v", id, err)
-		}
+		viaA, viaB := askBoth(ctx, t, a, b, id)
 		if viaA != a.Address() || viaB != a.Address() {
 			t.Fatalf("%s answered from %s via a and %s via b while b starts; want the ready member %s for both", id, viaA, viaB, a.Address())
 		}
