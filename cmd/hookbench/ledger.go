@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -440,11 +441,19 @@ func (l *ledger) arrivals(r *Receiver) map[string][]time.Time {
 	return out
 }
 
+// slowAttempt is one delivery whose first attempt was slow: when its
+// publish was answered (since the origin given to slow), how long its first
+// attempt came after, and its endpoint (the receiver's name for it).
+type slowAttempt struct {
+	At, Delay time.Duration
+	Endpoint  string
+}
+
 // slow counts the deliveries of phase whose first attempt came more than
 // over after their publish was answered, by the whole second of that
 // answer since origin: where in a run the tail of the first-attempt
-// latency was made.
-func (l *ledger) slow(r *Receiver, phase int, over time.Duration, origin time.Time) (bySecond map[int]int, total int) {
+// latency was made. list holds each of them, by the time of its answer.
+func (l *ledger) slow(r *Receiver, phase int, over time.Duration, origin time.Time) (bySecond map[int]int, total int, list []slowAttempt) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	bySecond = map[int]int{}
@@ -454,9 +463,11 @@ func (l *ledger) slow(r *Receiver, phase int, over time.Duration, origin time.Ti
 			return
 		}
 		total++
-		if rec.FirstSeen.Sub(e.ack) > over {
+		if d := rec.FirstSeen.Sub(e.ack); d > over {
 			bySecond[int(e.ack.Sub(origin)/time.Second)]++
+			list = append(list, slowAttempt{At: e.ack.Sub(origin), Delay: d, Endpoint: rec.Endpoint})
 		}
 	})
-	return bySecond, total
+	slices.SortFunc(list, func(a, b slowAttempt) int { return cmp.Compare(a.At, b.At) })
+	return bySecond, total, list
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -206,11 +207,20 @@ func TestLedgerSlow(t *testing.T) {
 	for id, seen := range map[string]float64{"ev1": 0.21, "ev2": 1.9, "ev3": 2.0, "ev4": 3.3, "ev5": 2.5} {
 		r.record("d"+id, id, "e0", body(id), 200, at(seen))
 	}
-	bySecond, total := l.slow(r, 2, 100*time.Millisecond, t0)
+	bySecond, total, list := l.slow(r, 2, 100*time.Millisecond, t0)
 	if total != 4 {
 		t.Errorf("total = %d, want the 4 deliveries of phase 2 received", total)
 	}
 	if want := map[int]int{1: 2, 3: 1}; !maps.Equal(bySecond, want) {
 		t.Errorf("by second = %v, want %v", bySecond, want)
+	}
+	ms := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)).Round(time.Millisecond) }
+	var got []slowAttempt
+	for _, a := range list {
+		got = append(got, slowAttempt{At: a.At.Round(time.Millisecond), Delay: a.Delay.Round(time.Millisecond), Endpoint: a.Endpoint})
+	}
+	want := []slowAttempt{{ms(1.5), ms(0.4), "e0"}, {ms(1.7), ms(0.3), "e0"}, {ms(3.1), ms(0.2), "e0"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("list = %v, want %v", got, want)
 	}
 }

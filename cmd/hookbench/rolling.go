@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -147,7 +148,10 @@ func (b *Bench) changeRun(ctx context.Context, name string, n int, ch change) (S
 	steady, during := b.Summarize(name, steadyStart, steadyPhase), b.Summarize(name, changeStart, changePhase)
 	g := b.arrivalGaps(steadyStart, changeStart, changeEnd)
 	if over := time.Duration(2 * steady.FirstAttemptP99 * float64(time.Millisecond)); over > 0 {
-		bySecond, total := b.ledger.slow(b.recv, changePhase, over, changeStart)
+		bySecond, total, list := b.ledger.slow(b.recv, changePhase, over, changeStart)
+		if err := b.writeSlow(list); err != nil {
+			s.Notes = append(s.Notes, err.Error())
+		}
 		var line strings.Builder
 		n := 0
 		for _, sec := range slices.Sorted(maps.Keys(bySecond)) {
@@ -203,4 +207,22 @@ func (b *Bench) publishHistory(ctx context.Context, ts []*Tenant, apis []*API) (
 	h := b.Summarize("history", time.Time{}, historyPhase)
 	fmt.Fprintf(b.stderr, "hookbench: history: %d deliveries in %.1f s\n", h.Deliveries, time.Since(began).Seconds())
 	return h.Deliveries, nil
+}
+
+// writeSlow writes the slow first attempts of a change to --slow-out, one
+// line each: the second of the change its publish was answered in, its
+// delay and its endpoint, tab-separated after a header.
+func (b *Bench) writeSlow(list []slowAttempt) error {
+	if b.cfg.SlowOut == "" {
+		return nil
+	}
+	var out strings.Builder
+	out.WriteString("answered_s\tdelay_ms\tendpoint\n")
+	for _, a := range list {
+		fmt.Fprintf(&out, "%.3f\t%.1f\t%s\n", a.At.Seconds(), float64(a.Delay)/float64(time.Millisecond), a.Endpoint)
+	}
+	if err := os.WriteFile(b.cfg.SlowOut, []byte(out.String()), 0o644); err != nil {
+		return fmt.Errorf("--slow-out: %w", err)
+	}
+	return nil
 }
