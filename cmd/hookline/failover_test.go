@@ -456,6 +456,10 @@ func TestFailoverSplitBrain(t *testing.T) {
 	b2 = f.start(dirB, a.gossip(t))
 	t.Cleanup(func() { stopAll(t, a, b2) })
 	waitMembers(t, a, b2)
+	// B warms the partitions it is the target of up, then A hands them
+	// back: a planned move, which the load must not straddle to show one
+	// owner.
+	waitShared(t, a, b2)
 	stopsBefore := a.count(lostOwnership) + b2.count(lostOwnership)
 	pub2 := startPublisher(t, key, "healed", "order.paid", 25*time.Millisecond, 40, 20*time.Second, a, b2)
 	pub2.wait(t)
