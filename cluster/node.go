@@ -62,9 +62,6 @@ type Member struct {
 	ID      string   // protoactor member (actor system) id
 	Address string   // protoactor remote address, host:port
 	Kinds   []string // grain kinds it hosts, sorted
-	// Starting is set while the member starts (Config.Warming, before
-	// Node.Ready): grains placed by identity go elsewhere while they can.
-	Starting bool
 }
 
 // Node is one Hookline process in the cluster: a protoactor actor system
@@ -431,7 +428,7 @@ func (n *Node) Members() []Member {
 			return k == pcluster.TopicActorKind || k == memberlist.StartingKind
 		})
 		slices.Sort(kinds)
-		out = append(out, Member{ID: m.Id, Address: m.Address(), Kinds: kinds, Starting: m.HasKind(memberlist.StartingKind)})
+		out = append(out, Member{ID: m.Id, Address: m.Address(), Kinds: kinds})
 	}
 	return out
 }

@@ -246,14 +246,7 @@ func Merge(q Query, parts []Partial) Page {
 // None means Merge's page is final.
 func Behind(q Query, parts []Partial) []int {
 	limit := LimitOf(q)
-	var keys [][]byte
-	for _, p := range parts {
-		for _, e := range p.Entries {
-			keys = append(keys, e.Key)
-		}
-	}
-	slices.SortFunc(keys, bytes.Compare)
-	keys = slices.CompactFunc(keys, bytes.Equal)
+	keys := entryKeys(parts, nil)
 	var last []byte // nil: fewer entries than a page
 	if len(keys) >= limit {
 		last = keys[limit-1]
@@ -274,18 +267,22 @@ func Behind(q Query, parts []Partial) []int {
 // behind, and the others' entries only move the page's end earlier: one
 // round of continuations completes a page.
 func Room(q Query, parts []Partial, i int) int {
-	f := parts[i].Frontier
+	return max(1, LimitOf(q)-len(entryKeys(parts, parts[i].Frontier)))
+}
+
+// entryKeys returns the keys of the parts' entries, at most upTo (nil:
+// all), sorted, each once.
+func entryKeys(parts []Partial, upTo []byte) [][]byte {
 	var keys [][]byte
 	for _, p := range parts {
 		for _, e := range p.Entries {
-			if bytes.Compare(e.Key, f) <= 0 {
+			if upTo == nil || bytes.Compare(e.Key, upTo) <= 0 {
 				keys = append(keys, e.Key)
 			}
 		}
 	}
 	slices.SortFunc(keys, bytes.Compare)
-	keys = slices.CompactFunc(keys, bytes.Equal)
-	return max(1, LimitOf(q)-len(keys))
+	return slices.CompactFunc(keys, bytes.Equal)
 }
 
 // Continue appends next, the scan of a part resumed after its frontier,
