@@ -611,8 +611,11 @@ func (m *partitions) drained(ps []events.Partition) (done []events.Partition, cu
 }
 
 // record appends the step's changes to the table: takes, then hand-overs
-// of drained partitions. A wrong revision means another member changed the
-// table meanwhile: the next step decides again on the table as it is then.
+// of drained partitions. A wrong revision means the table changed since
+// this node read it (another member, or this node's own change its
+// projections have not applied yet): a change goes past those that name
+// none of its partitions (assign), and otherwise the next step decides
+// again on the table as it is then.
 func (m *partitions) record(ctx context.Context, self string, pl plan) {
 	t := m.owners.Table()
 	expected := t.Expected()
@@ -663,14 +666,26 @@ func (m *partitions) assign(ctx context.Context, expected *events.ExpectedRevisi
 		ev.Partitions = append(ev.Partitions, uint32(p))
 	}
 	sum := sha256.Sum256(fmt.Append(nil, ev.GetPartitions(), owner, previous, reason))
-	e, err := events.Encode(ev, fmt.Sprintf("partitions/%v/%s", *expected, hex.EncodeToString(sum[:8])), events.OwnersStream)
-	if err != nil {
-		m.logger.Error("cannot encode a change of the partition table", slog.Any("error", err))
-		return events.Position{}, false
-	}
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	res, err := m.log.Append(actx, events.OwnersStream, *expected, e)
+	var res events.AppendResult
+	var err error
+	for try := 0; ; try++ {
+		e, eerr := events.Encode(ev, fmt.Sprintf("partitions/%v/%s", *expected, hex.EncodeToString(sum[:8])), events.OwnersStream)
+		if eerr != nil {
+			m.logger.Error("cannot encode a change of the partition table", slog.Any("error", eerr))
+			return events.Position{}, false
+		}
+		res, err = m.log.Append(actx, events.OwnersStream, *expected, e)
+		if !errors.Is(err, events.ErrWrongRevision) || try == maxUnrelated {
+			break
+		}
+		next, ok := m.unrelated(actx, *expected, ps)
+		if !ok {
+			break
+		}
+		*expected = next
+	}
 	switch {
 	case errors.Is(err, events.ErrWrongRevision):
 		m.logger.Debug("the partition table changed meanwhile; deciding again", slog.Any("error", err))
@@ -686,6 +701,53 @@ func (m *partitions) assign(ctx context.Context, expected *events.ExpectedRevisi
 	m.logger.Info("partitions assigned", slog.String("owner", owner), slog.String("previous", previous),
 		slog.String("reason", reason.String()), slog.Int("partitions", len(ps)), slog.Int("cut", cut))
 	return res.Position, true
+}
+
+// maxUnrelated is how many changes of the table by other members, none
+// naming a partition of its own, one append of a change goes past
+// (unrelated) before it decides again on the table as its projections
+// have it.
+const maxUnrelated = 3
+
+// unrelated reads the changes of the table appended after expected, which
+// another member made meanwhile, and reports whether none of them names a
+// partition of ps; then the change of ps this node decided on the table
+// before them still holds, and it appends it after them, at the revision
+// it returns. Two members that hand partitions over to one that came back,
+// or take over the partitions of one that died, each at the same moment,
+// would otherwise take turns failing: each failure waits for the
+// projections to reach the log's head (a quarter of a second under load)
+// while the partitions it hands over wait, drained.
+func (m *partitions) unrelated(ctx context.Context, expected events.ExpectedRevision, ps []events.Partition) (events.ExpectedRevision, bool) {
+	var from events.Revision
+	switch e := expected.(type) {
+	case events.Exact:
+		from = events.Revision(e) + 1
+	case events.NoStream:
+	default:
+		return nil, false
+	}
+	const most = 16
+	recs, err := m.log.ReadStream(ctx, events.OwnersStream, events.Forwards, from, most)
+	if err != nil || len(recs) == 0 || len(recs) == most {
+		return nil, false
+	}
+	for i := range recs {
+		msg, err := events.Decode(&recs[i])
+		if err != nil {
+			return nil, false
+		}
+		a, ok := msg.(*hooklinev1.PartitionsAssigned)
+		if !ok {
+			return nil, false
+		}
+		for _, p := range a.GetPartitions() {
+			if slices.Contains(ps, events.Partition(p)) {
+				return nil, false
+			}
+		}
+	}
+	return events.ExpectAfter(recs[len(recs)-1].Revision, true), true
 }
 
 // forget drops, for the partitions this node starts serving, the
