@@ -22,16 +22,8 @@ import (
 // back, at the same moment), and is refused when it names one of them: the
 // member then decides again on the table as it is.
 func TestAssignGoesPastUnrelatedChanges(t *testing.T) {
-	fs, quiet := vfs.NewMem(), slog.New(slog.DiscardHandler)
-	l, err := embedded.Open(embedded.Config{Dir: "log", FS: fs, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	r, err := projections.Open(l, projections.Config{Dir: "projections", FS: fs, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
+	quiet := slog.New(slog.DiscardHandler)
+	l, r := memLogAndRunner(t)
 	o, err := owners.New(r)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +34,6 @@ func TestAssignGoesPastUnrelatedChanges(t *testing.T) {
 	t.Cleanup(func() {
 		cancel()
 		<-ran
-		r.Close()
 	})
 	m := &partitions{log: l, runner: r, owners: o, logger: quiet, now: time.Now}
 	other := func(expected events.ExpectedRevision, ps ...uint32) {
@@ -89,4 +80,22 @@ func TestAssignGoesPastUnrelatedChanges(t *testing.T) {
 	if n := len(stream()); n != 3 {
 		t.Fatalf("the table's stream holds %d changes, want 3: the refused change must not be appended", n)
 	}
+}
+
+// memLogAndRunner opens an embedded log and a projection runner on it, both
+// in memory and quiet, closed when the test ends.
+func memLogAndRunner(t *testing.T) (*embedded.Log, *projections.Runner) {
+	t.Helper()
+	fs, quiet := vfs.NewMem(), slog.New(slog.DiscardHandler)
+	l, err := embedded.Open(embedded.Config{Dir: "log", FS: fs, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	r, err := projections.Open(l, projections.Config{Dir: "projections", FS: fs, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return l, r
 }

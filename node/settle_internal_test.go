@@ -6,10 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-
-	"github.com/hookline/hookline/events/embedded"
-	"github.com/hookline/hookline/projections"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 )
 
@@ -18,18 +14,8 @@ import (
 // asking call's deadline has passed, not after its own, longer, request
 // timeout.
 func TestSettleHonoursTheCallersDeadline(t *testing.T) {
-	fs, quiet := vfs.NewMem(), slog.New(slog.DiscardHandler)
-	l, err := embedded.Open(embedded.Config{Dir: "log", FS: fs, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	r, err := projections.Open(l, projections.Config{Dir: "projections", FS: fs, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	s := &settlement{runner: r, timeout: time.Minute, logger: quiet}
+	_, r := memLogAndRunner(t)
+	s := &settlement{runner: r, timeout: time.Minute, logger: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout) // as Serve gives it
 	defer cancel()
 	start := time.Now()
