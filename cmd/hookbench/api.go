@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -57,6 +58,39 @@ func (a *API) Reconnect(addr string) error {
 		old.Close()
 	}
 	return nil
+}
+
+// readyPoll is how often WaitServing asks a starting node's health again.
+const readyPoll = 20 * time.Millisecond
+
+// WaitServing waits until the node at addr says it is serving (its gRPC
+// health check: the node answers calls only once its projections caught
+// up with the log, and holds the calls that come before), or ctx ends. A
+// load balancer with a readiness probe sends a restarted node no traffic
+// before; a client that calls it at once has its calls held and answered
+// together, a burst of publishes that is the client's, not the cluster's.
+func WaitServing(ctx context.Context, addr string) error {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("dial node %s: %w", addr, err)
+	}
+	defer cc.Close()
+	health := grpc_health_v1.NewHealthClient(cc)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, cerr := health.Check(cctx, &grpc_health_v1.HealthCheckRequest{})
+		cancel()
+		if cerr == nil && resp.GetStatus() == grpc_health_v1.HealthCheckResponse_SERVING {
+			return nil
+		}
+		if err := sleepCtx(ctx, readyPoll); err != nil {
+			last := resp.GetStatus().String()
+			if cerr != nil {
+				last = status.Convert(cerr).Message()
+			}
+			return fmt.Errorf("node %s not serving: %w (its last answer: %s)", addr, err, last)
+		}
+	}
 }
 
 // Addr returns the address of the node the API calls.

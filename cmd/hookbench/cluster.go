@@ -131,12 +131,19 @@ func (c *Cluster) Join(ctx context.Context) (*API, error) {
 }
 
 // Roll stops node i with SIGTERM (SIGKILL after timeout) and starts it
-// again on its data, joining another member, and points its API at it:
-// one step of a rolling restart. It does not wait for the partitions to
-// come back (see waitSettled).
+// again on its data, joining another member, and points its API at it
+// once it says it is serving, as a load balancer with a readiness probe
+// would (until then the calls for it go to the others): one step of a
+// rolling restart. It does not wait for the partitions to come back (see
+// waitSettled).
 func (c *Cluster) Roll(ctx context.Context, i int, timeout time.Duration) error {
 	join := c.Nodes[(i+1)%len(c.Nodes)].GossipAddr()
 	if err := c.Nodes[i].RestartWith(ctx, timeout, c.args(join)); err != nil {
+		return fmt.Errorf("restart node %d: %w", i+1, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := WaitServing(wctx, c.Nodes[i].GRPCAddr()); err != nil {
 		return fmt.Errorf("restart node %d: %w", i+1, err)
 	}
 	return c.APIs[i].Reconnect(c.Nodes[i].GRPCAddr())

@@ -96,7 +96,7 @@ var scenarios = map[string]scenario{
 		run:      clusterFailover, config: []string{"nodes", "kills", "kill_at", "history", "standbys", "pg"}, cluster: true,
 	},
 	"rolling": {
-		summary: "--nodes nodes (3) on one PostgreSQL log, a --history (300,000 deliveries), a steady load, then each node in turn stopped with SIGTERM and started again once the cluster is stable: lost, duplicates, max_stall_s, p99 steady and rolling, unavailable_answers",
+		summary: "--nodes nodes (3) on one PostgreSQL log, a --history (300,000 deliveries), a steady load, then each node in turn stopped with SIGTERM and started again once the cluster is stable (the load reaches it once it says it is serving): lost, duplicates, max_stall_s, p99 steady and rolling, unavailable_answers",
 		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 4, Endpoints: 10, Fanout: 4, Rate: 200, Drain: 60 * time.Second,
 			Nodes: 3, History: 300_000},
 		run: rolling, config: []string{"nodes", "history", "standbys", "pg"}, cluster: true,
