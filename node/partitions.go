@@ -709,8 +709,9 @@ func (m *partitions) assign(ctx context.Context, expected *events.ExpectedRevisi
 // have it.
 const maxUnrelated = 3
 
-// unrelated reads the changes of the table appended after expected, which
-// another member made meanwhile, and reports whether none of them names a
+// unrelated reads the changes of the table appended after expected (by
+// another member, or by this node and not applied by its projections
+// yet), and reports whether none of them names a
 // partition of ps; then the change of ps this node decided on the table
 // before them still holds, and it appends it after them, at the revision
 // it returns. Two members that hand partitions over to one that came back,

@@ -246,7 +246,7 @@ func Merge(q Query, parts []Partial) Page {
 // None means Merge's page is final.
 func Behind(q Query, parts []Partial) []int {
 	limit := LimitOf(q)
-	keys := entryKeys(parts, nil)
+	keys := entryKeys(parts, func([]byte) bool { return true })
 	var last []byte // nil: fewer entries than a page
 	if len(keys) >= limit {
 		last = keys[limit-1]
@@ -267,16 +267,17 @@ func Behind(q Query, parts []Partial) []int {
 // behind, and the others' entries only move the page's end earlier: one
 // round of continuations completes a page.
 func Room(q Query, parts []Partial, i int) int {
-	return max(1, LimitOf(q)-len(entryKeys(parts, parts[i].Frontier)))
+	f := parts[i].Frontier
+	return max(1, LimitOf(q)-len(entryKeys(parts, func(k []byte) bool { return bytes.Compare(k, f) <= 0 })))
 }
 
-// entryKeys returns the keys of the parts' entries, at most upTo (nil:
-// all), sorted, each once.
-func entryKeys(parts []Partial, upTo []byte) [][]byte {
+// entryKeys returns the keys of the parts' entries that keep accepts,
+// sorted, each once.
+func entryKeys(parts []Partial, keep func(key []byte) bool) [][]byte {
 	var keys [][]byte
 	for _, p := range parts {
 		for _, e := range p.Entries {
-			if upTo == nil || bytes.Compare(e.Key, upTo) <= 0 {
+			if keep(e.Key) {
 				keys = append(keys, e.Key)
 			}
 		}
