@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 type perPartition struct {
 	mu   sync.Mutex
 	live events.PartitionSet
+	told []events.PartitionSet // every set PartitionsChanged was given, in order
 }
 
 func (*perPartition) Name() string { return "perpartition" }
@@ -56,7 +58,22 @@ func (*perPartition) Apply(b *projections.Batch, rec *events.Record, _ proto.Mes
 func (p *perPartition) PartitionsChanged(live events.PartitionSet) {
 	p.mu.Lock()
 	p.live = live
+	p.told = append(p.told, live)
 	p.mu.Unlock()
+}
+
+// toldSince returns the sets PartitionsChanged was given after the first n.
+func (p *perPartition) toldSince(n int) []events.PartitionSet {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.told[min(n, len(p.told)):])
+}
+
+// toldCount returns how many sets PartitionsChanged was given.
+func (p *perPartition) toldCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.told)
 }
 
 func (p *perPartition) liveSet() events.PartitionSet {

@@ -26,13 +26,13 @@ func (renamed) Name() string { return "other" }
 func TestRebuildWhileRunning(t *testing.T) {
 	l := openLog(t)
 	fs := vfs.NewMem()
-	open := func() (*projections.Runner, *projections.Store, *projections.Store, *projections.Store) {
+	open := func(pp *perPartition) (*projections.Runner, *projections.Store, *projections.Store, *projections.Store) {
 		t.Helper()
 		r, err := projections.Open(l, projections.Config{Dir: "proj", FS: fs, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := r.Register(&perPartition{})
+		a, err := r.Register(pp)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +46,8 @@ func TestRebuildWhileRunning(t *testing.T) {
 		}
 		return r, a, b, c
 	}
-	r, a, b, c := open()
+	pp := &perPartition{}
+	r, a, b, c := open(pp)
 	owned := events.NewPartitionSet(1, 2)
 	r.Own(owned)
 	stop := run(t, r)
@@ -59,11 +60,15 @@ func TestRebuildWhileRunning(t *testing.T) {
 	if err := r.Rebuild("nope"); err == nil {
 		t.Error("Rebuild of an unknown projection succeeded")
 	}
+	mark := pp.toldCount()
 	if err := r.Rebuild("perpartition"); err != nil {
 		t.Fatal(err)
 	}
-	if r.Live().Has(1) || r.Live().Has(2) {
-		t.Errorf("live partitions right after Rebuild: %s, want none but 0", r.Live())
+	// The rebuilt partitions stop being live at once; they may be live
+	// again before this line runs (a catch-up of 50 records is quick),
+	// so the projection's record of what it was told is the witness.
+	if told := pp.toldSince(mark); len(told) == 0 || told[0].Has(1) || told[0].Has(2) {
+		t.Errorf("partitions told right after Rebuild: %v, want first a set without 1 and 2", told)
 	}
 	appendIn(t, l, 1, 10)
 	head = appendIn(t, l, 2, 10)
@@ -105,7 +110,7 @@ func TestRebuildWhileRunning(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r, _, _, c = open()
+	r, _, _, c = open(&perPartition{})
 	if err := r.Rebuild("counter"); err != nil {
 		t.Fatal(err)
 	}
