@@ -146,8 +146,14 @@ func (a *Archive) Archive(ctx context.Context, recs []events.Record) error {
 // Write writes recs (whole streams) as one segment and its index. No
 // records: nothing is written.
 func (a *Archive) Write(ctx context.Context, recs []events.Record) error {
+	_, err := a.write(ctx, recs)
+	return err
+}
+
+// write writes recs as one segment and its index, and returns where.
+func (a *Archive) write(ctx context.Context, recs []events.Record) (place, error) {
 	if len(recs) == 0 {
-		return nil
+		return place{}, nil
 	}
 	recs = slices.Clone(recs)
 	slices.SortFunc(recs, func(x, y events.Record) int {
@@ -165,7 +171,7 @@ func (a *Archive) Write(ctx context.Context, recs []events.Record) error {
 	for i := range recs {
 		b, err := proto.Marshal(archived(&recs[i]))
 		if err != nil {
-			return err
+			return place{}, err
 		}
 		raw.Write(binary.AppendUvarint(nil, uint64(len(b))))
 		raw.Write(b)
@@ -176,7 +182,7 @@ func (a *Archive) Write(ctx context.Context, recs []events.Record) error {
 	}
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
 	if err != nil {
-		return err
+		return place{}, err
 	}
 	compressed := enc.EncodeAll(raw.Bytes(), nil)
 	_ = enc.Close()
@@ -186,24 +192,24 @@ func (a *Archive) Write(ctx context.Context, recs []events.Record) error {
 	base := fmt.Sprintf("%020d-%020d-%s", first, last, hex.EncodeToString(suffix))
 	segment := segmentPrefix + base + ".zst"
 	if err := a.bucket.WriteAll(ctx, segment, compressed, &blob.WriterOptions{ContentType: "application/zstd"}); err != nil {
-		return fmt.Errorf("archive %s: write %s: %w", a.where, segment, err)
+		return place{}, fmt.Errorf("archive %s: write %s: %w", a.where, segment, err)
 	}
 	idx := &hooklinev1.ArchiveIndex{Segment: segment, Streams: streams, Records: int64(len(recs)),
 		FirstCommit: first, LastCommit: last, WrittenAt: timestamppb.Now()}
 	ib, err := proto.Marshal(idx)
 	if err != nil {
-		return err
+		return place{}, err
 	}
 	index := indexPrefix + base + ".idx"
 	if err := a.bucket.WriteAll(ctx, index, ib, &blob.WriterOptions{ContentType: "application/x-protobuf"}); err != nil {
-		return fmt.Errorf("archive %s: write %s: %w", a.where, index, err)
+		return place{}, fmt.Errorf("archive %s: write %s: %w", a.where, index, err)
 	}
 	a.mu.Lock()
 	a.add(index, idx)
 	a.mu.Unlock()
 	a.log.Debug("segment archived", slog.String("segment", segment), slog.Int("streams", len(streams)), slog.Int("records", len(recs)),
 		slog.Int("bytes", len(compressed)))
-	return nil
+	return place{segment: segment, lastCommit: last}, nil
 }
 
 // add records an index's streams; a.mu is held.
@@ -229,6 +235,22 @@ func (a *Archive) add(name string, idx *hooklinev1.ArchiveIndex) {
 
 // refresh reads the indexes not read yet.
 func (a *Archive) refresh(ctx context.Context) error {
+	var err error
+	// A listing fails when an object it was about to describe is deleted
+	// (a file bucket's listing stats each file): another node's purge.
+	// The indexes read stay read; the listing starts over.
+	for range listAttempts {
+		if err = a.refreshOnce(ctx); gcerrors.Code(err) != gcerrors.NotFound {
+			return err
+		}
+	}
+	return err
+}
+
+// listAttempts bounds refresh's listings when objects vanish under them.
+const listAttempts = 5
+
+func (a *Archive) refreshOnce(ctx context.Context) error {
 	it := a.bucket.List(&blob.ListOptions{Prefix: indexPrefix})
 	for {
 		obj, err := it.Next(ctx)
@@ -245,6 +267,9 @@ func (a *Archive) refresh(ctx context.Context) error {
 			continue
 		}
 		b, err := a.bucket.ReadAll(ctx, obj.Key)
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			continue // deleted since listed: a purge replaced it, and its new index was written first
+		}
 		if err != nil {
 			return fmt.Errorf("archive %s: read %s: %w", a.where, obj.Key, err)
 		}
@@ -256,6 +281,16 @@ func (a *Archive) refresh(ctx context.Context) error {
 		a.add(obj.Key, idx)
 		a.mu.Unlock()
 	}
+}
+
+// reload forgets every index read and reads the bucket's indexes again:
+// after another node's purge deleted a segment this one had indexed.
+func (a *Archive) reload(ctx context.Context) error {
+	a.mu.Lock()
+	a.streams, a.loaded, a.indexOf = map[string]place{}, map[string]bool{}, map[string]string{}
+	a.segments, a.decoded, a.stats = nil, nil, Stats{}
+	a.mu.Unlock()
+	return a.refresh(ctx)
 }
 
 // Stats counts the segments, streams and records the archive's indexes
@@ -325,6 +360,20 @@ func (a *Archive) readStream(ctx context.Context, stream string, throttle bool) 
 		return nil, fmt.Errorf("archive %s: %s: %w", a.where, stream, events.ErrStreamNotFound)
 	}
 	recs, err := a.segment(ctx, p.segment)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		// Another node's purge replaced the segment since this one read
+		// its index: read every index again, once.
+		if err := a.reload(ctx); err != nil {
+			return nil, err
+		}
+		if p, err = a.find(ctx, stream, false); err != nil {
+			return nil, err
+		}
+		if p.segment == "" {
+			return nil, fmt.Errorf("archive %s: %s: %w", a.where, stream, events.ErrStreamNotFound)
+		}
+		recs, err = a.segment(ctx, p.segment)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -429,6 +478,9 @@ func (a *Archive) Each(ctx context.Context, fn func(events.Record) error) error 
 	a.mu.Unlock()
 	for _, name := range segments {
 		recs, err := a.segment(ctx, name)
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			continue // a purge replaced it since its index was read
+		}
 		if err != nil {
 			return err
 		}
@@ -479,10 +531,11 @@ func (a *Archive) Purge(ctx context.Context, drop func(stream string, recs []eve
 				keep = append(keep, r)
 			}
 		}
-		if err := a.Write(ctx, keep); err != nil {
+		now, err := a.write(ctx, keep)
+		if err != nil {
 			return removed, err
 		}
-		if err := a.forget(ctx, seg, len(recs), gone); err != nil {
+		if err := a.forget(ctx, seg, len(recs), gone, now); err != nil {
 			return removed, err
 		}
 		removed += len(gone)
@@ -490,9 +543,11 @@ func (a *Archive) Purge(ctx context.Context, drop func(stream string, recs []eve
 	return removed, nil
 }
 
-// forget deletes a segment and its index, which Purge replaced, and the
-// streams it removed from memory.
-func (a *Archive) forget(ctx context.Context, seg string, records int, gone map[string]bool) error {
+// forget deletes a segment and its index, which Purge replaced with now,
+// and the streams it removed from memory; the streams it kept that were
+// found in seg are found in now (whose last commit may be older than
+// seg's, when a removed stream held the newest records).
+func (a *Archive) forget(ctx context.Context, seg string, records int, gone map[string]bool, now place) error {
 	a.mu.Lock()
 	index := a.indexOf[seg]
 	a.mu.Unlock()
@@ -506,10 +561,14 @@ func (a *Archive) forget(ctx context.Context, seg string, records int, gone map[
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for stream := range gone {
-		if p, ok := a.streams[stream]; ok && p.segment == seg {
+	for stream, p := range a.streams {
+		switch {
+		case p.segment != seg:
+		case gone[stream]:
 			delete(a.streams, stream)
 			a.stats.Streams--
+		default:
+			a.streams[stream] = now
 		}
 	}
 	a.segments = slices.DeleteFunc(a.segments, func(s string) bool { return s == seg })

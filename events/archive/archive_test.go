@@ -146,3 +146,78 @@ func TestPurge(t *testing.T) {
 		}
 	}
 }
+
+// TestReadWhilePurging: a node that lists the indexes while another purges
+// reads no error from an index deleted between its listing and its read
+// (the purge wrote the streams it keeps into a new index first), and finds
+// every kept stream.
+func TestReadWhilePurging(t *testing.T) {
+	dir := t.TempDir()
+	w := open(t, dir)
+	const rounds = 40
+	done := make(chan error, 1)
+	go func() {
+		for i := range rounds {
+			recs := append(records(fmt.Sprintf("event-gone.e%d", i), 2, uint64(10*i+1), "g"), records(fmt.Sprintf("event-kept.e%d", i), 3, uint64(10*i+3), "k")...)
+			if err := w.Write(t.Context(), recs); err != nil {
+				done <- err
+				return
+			}
+			if _, err := w.Purge(t.Context(), func(stream string, _ []events.Record) bool { return strings.HasPrefix(stream, "event-gone.") }); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	reads := 0
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("writer: %v", err)
+			}
+			r := open(t, dir)
+			for i := range rounds {
+				if ok, err := r.Has(t.Context(), fmt.Sprintf("event-kept.e%d", i)); err != nil || !ok {
+					t.Fatalf("after the purges, kept stream %d: %v, %v", i, ok, err)
+				}
+			}
+			t.Logf("%d reads while purging", reads)
+			return
+		default:
+		}
+		r := open(t, dir)
+		if _, err := r.Has(t.Context(), "event-kept.e0"); err != nil {
+			t.Fatalf("a read while another node purges: %v", err)
+		}
+		_ = r.Close()
+		reads++
+	}
+}
+
+// TestPurgeOfTheNewestRecords: a purge that removes the stream holding a
+// segment's newest records leaves the kept streams readable, through the
+// purging archive and through another that had read the old index before
+// the purge deleted it.
+func TestPurgeOfTheNewestRecords(t *testing.T) {
+	dir := t.TempDir()
+	a, other := open(t, dir), open(t, dir)
+	if err := a.Write(t.Context(), append(records("event-kept.e1", 3, 1, "k"), records("event-gone.e1", 2, 4, "g")...)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := other.Has(t.Context(), "event-kept.e1"); err != nil || !ok {
+		t.Fatalf("before the purge, the other archive: %v, %v", ok, err)
+	}
+	if n, err := a.Purge(t.Context(), func(stream string, _ []events.Record) bool { return strings.HasPrefix(stream, "event-gone.") }); err != nil || n != 1 {
+		t.Fatalf("purge: %d, %v", n, err)
+	}
+	for name, r := range map[string]*archive.Archive{"purging": a, "other": other} {
+		if got, err := r.ReadStream(t.Context(), "event-kept.e1"); err != nil || len(got) != 3 {
+			t.Errorf("%s archive, a kept stream: %d records, %v", name, len(got), err)
+		}
+		if _, err := r.ReadStream(t.Context(), "event-gone.e1"); !errors.Is(err, events.ErrStreamNotFound) {
+			t.Errorf("%s archive, the purged stream: %v", name, err)
+		}
+	}
+}
