@@ -5,8 +5,8 @@
 //
 // # How membership flows
 //
-//	memberlist gossip ─▶ ChannelEventDelegate ─▶ drain goroutine ─(kick)─▶
-//	publish goroutine: ml.Members() ─▶ decode meta ─▶ MemberList.UpdateClusterTopology
+//	memberlist gossip ─▶ view (copies) ─▶ ChannelEventDelegate ─▶ drain goroutine ─(kick)─▶
+//	publish goroutine: view's live nodes ─▶ decode meta ─▶ MemberList.UpdateClusterTopology
 //
 // Each node's memberlist Meta carries its protoactor member as compact JSON
 // (cluster name, member id, remote host and port, kinds, client flag),
@@ -21,7 +21,12 @@
 //     synchronous delegate that reads Members() deadlocks. The provider uses
 //     memberlist's ChannelEventDelegate; a drain goroutine empties the
 //     channel and only signals, so memberlist never waits on it, and a
-//     separate publish goroutine reads Members() and updates protoactor.
+//     separate publish goroutine reads the live nodes and updates protoactor.
+//   - memberlist's Members() returns its internal node records, which it
+//     rewrites in place when a node gossips new metadata (a member that
+//     says it is ready): reading them is a data race. The provider keeps
+//     its own copies instead, taken by an event delegate (under
+//     memberlist's lock) in front of the channel delegate.
 //     Signals coalesce: a burst of events gives one update with the latest
 //     list.
 //   - Only the publish goroutine calls UpdateClusterTopology, so topologies

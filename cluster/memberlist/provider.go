@@ -50,6 +50,8 @@ type Provider struct {
 
 	// meta is this node's metadata as gossiped now (delegate.NodeMeta).
 	meta atomic.Pointer[[]byte]
+	// nodes is the live nodes as the event delegate copied them.
+	nodes *view
 
 	mu       sync.Mutex // guards the fields below
 	ml       *hml.Memberlist
@@ -126,7 +128,8 @@ func (p *Provider) start(c *pcluster.Cluster, kinds []string, client bool) error
 	// The channel delegate, not a synchronous one: memberlist calls the
 	// event delegate while holding its node lock, so reading Members() from
 	// the callback would deadlock.
-	mc.Events = &hml.ChannelEventDelegate{Ch: p.events}
+	p.nodes = newView(&hml.ChannelEventDelegate{Ch: p.events})
+	mc.Events = p.nodes
 	ml, err := hml.Create(mc)
 	if err != nil {
 		return fmt.Errorf("memberlist: create on %s: %w", joinHostPort(p.cfg.Host, p.cfg.Port), err)
@@ -138,7 +141,7 @@ func (p *Provider) start(c *pcluster.Cluster, kinds []string, client bool) error
 	p.refused, p.checking = map[string]bool{}, map[string]bool{}
 	p.loops.Add(3)
 	go p.drain(loopCtx)
-	go p.publish(loopCtx, ml, c)
+	go p.publish(loopCtx, c)
 	go p.watchRefused(loopCtx, ml, c.ActorSystem.EventStream)
 	p.signal()
 
@@ -282,10 +285,10 @@ func (p *Provider) drain(ctx context.Context) {
 }
 
 // publish hands the full live member set to protoactor on every signal.
-// It reads ml.Members() here, in its own goroutine, never in memberlist's
+// It reads the view here, in its own goroutine, never in memberlist's
 // callbacks; and it is the only caller of UpdateClusterTopology, so
 // topologies reach protoactor in the order they were read.
-func (p *Provider) publish(ctx context.Context, ml *hml.Memberlist, c *pcluster.Cluster) {
+func (p *Provider) publish(ctx context.Context, c *pcluster.Cluster) {
 	defer p.loops.Done()
 	for {
 		select {
@@ -296,7 +299,7 @@ func (p *Provider) publish(ctx context.Context, ml *hml.Memberlist, c *pcluster.
 		if p.leaving.Load() {
 			continue
 		}
-		members := p.liveMembers(ml)
+		members := p.liveMembers()
 		c.MemberList.UpdateClusterTopology(members)
 		p.mu.Lock()
 		p.members = members
@@ -310,8 +313,8 @@ func (p *Provider) publish(ctx context.Context, ml *hml.Memberlist, c *pcluster.
 // liveMembers converts memberlist's live nodes into protoactor members,
 // skipping clients, nodes of another cluster, nodes whose metadata cannot
 // be read and nodes whose ports refuse connections (refused.go).
-func (p *Provider) liveMembers(ml *hml.Memberlist) []*pcluster.Member {
-	nodes := ml.Members()
+func (p *Provider) liveMembers() []*pcluster.Member {
+	nodes := p.nodes.live()
 	members := make([]*pcluster.Member, 0, len(nodes))
 	p.mu.Lock()
 	defer p.mu.Unlock()

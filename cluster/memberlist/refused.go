@@ -82,7 +82,7 @@ func (p *Provider) watchRefused(ctx context.Context, ml *hml.Memberlist, es *eve
 // than this node, whose actor address is addr.
 func (p *Provider) memberAt(ml *hml.Memberlist, addr string) (id, gossip string, ok bool) {
 	self := ml.LocalNode().Name
-	for _, n := range ml.Members() {
+	for _, n := range p.nodes.live() {
 		m, err := decodeMeta(n.Meta)
 		if err != nil || n.Name == self || net.JoinHostPort(m.Host, strconv.Itoa(m.Port)) != addr {
 			continue
