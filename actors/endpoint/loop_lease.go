@@ -40,13 +40,17 @@ const (
 // (Config.ProvisionalLease) does not wait for its first lease: it starts
 // up to its in-flight limit under a provisional lease until the answer
 // comes (at most Config.LeaseTimeout), and what it started then counts against
-// that first lease. The endpoint's previous grain, on the member that let
+// that first lease. So does a grain whose lease ends while its renewal,
+// asked ahead, is unanswered: a tenant grain on a busy member, or one that
+// is moving, answered later than the lease's last quarter, and every busy
+// endpoint of its tenant stopped until it did (up to Config.LeaseTimeout),
+// at once: a tenant-wide stall in a rolling restart. The endpoint's previous grain, on the member that let
 // the partition go, stopped starting attempts before the move was
 // recorded; without this, every endpoint of a moved partition waited a
 // round trip to its tenant's grain (itself perhaps moving) after the
 // move's pause. The tenant's quota may be exceeded by at most one
 // in-flight limit's worth of attempts per endpoint and move, when its
-// first lease grants fewer than it started.
+// first lease grants fewer than it started, and as much per late renewal.
 type leaseState struct {
 	leaseBucket
 	granted  time.Time    // when the current lease began, as seen here
@@ -114,10 +118,23 @@ func (l *loop) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
 			ls.provisional, valid = n, true
 		}
 	}
+	if !valid && ls.asking && ls.provisional == 0 && !ls.expires.IsZero() && ls.aheadFor.Equal(ls.expires) {
+		// The lease ended while its renewal, asked ahead, is unanswered:
+		// the tenant's grain is slow (a busy member) or moving. Go on
+		// under a provisional lease until the answer comes, as a grain
+		// new to its partition does: what it starts counts against the
+		// renewal.
+		n := int32(l.maxInFlight())
+		ls.leaseBucket = leaseBucket{attempts: n, inFlight: n, expires: now.Add(l.cfg.LeaseTimeout)}
+		ls.provisional, valid = n, true
+	}
 	if valid && ls.attempts > 0 && int32(l.asks+l.running) < ls.inFlight {
 		return true, time.Time{}
 	}
 	if ls.asking {
+		if valid && ls.provisional == 0 && ls.aheadFor.Equal(ls.expires) {
+			return false, ls.expires // the renewal may come late: look again when the lease ends
+		}
 		return false, time.Time{}
 	}
 	if valid && ls.attempts > 0 {

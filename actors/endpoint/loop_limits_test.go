@@ -346,3 +346,63 @@ func TestProvisionalLease(t *testing.T) {
 		t.Fatalf("ProvisionalLease asked %d times; want once, for the grain's first lease", n)
 	}
 }
+
+// lateGrains is localGrains whose answers wait, once late is set, until
+// release is closed: a tenant grain that answers late (on a busy member,
+// or moving). It counts the requests and the answers.
+type lateGrains struct {
+	localGrains
+	late            atomic.Bool
+	release         chan struct{}
+	asked, answered atomic.Int32
+}
+
+func (g *lateGrains) Request(ctx context.Context, kind, identity string, msg proto.Message) (proto.Message, error) {
+	g.asked.Add(1)
+	if g.late.Load() {
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	res, err := g.localGrains.Request(ctx, kind, identity, msg)
+	g.answered.Add(1)
+	return res, err
+}
+
+// TestLateRenewalGoesOnProvisionally: a busy endpoint whose lease ends
+// while its renewal, asked ahead, is unanswered goes on under a
+// provisional lease of its in-flight limit (3) instead of stopping until
+// the answer; what it started then counts against the renewal, so the
+// tenant's 10 attempts a second hold: 20 in two periods, not 23.
+func TestLateRenewalGoesOnProvisionally(t *testing.T) {
+	b := newBench(t)
+	tp := b.tenant("acme", &hooklinev1.Quota{AttemptsPerSecond: 10, MaxInFlight: 10})
+	g := &lateGrains{localGrains: localGrains{sys: b.sys, pids: map[string]*actor.PID{tenant.Kind + "/acme": tp}}, release: make(chan struct{})}
+	b.cfg.Grains = g
+	b.cfg.LeaseTimeout = time.Minute // the late answer comes when the test says
+
+	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusOK) })
+	b.endpoint("acme", "ep_1", rc.URL+"/in", func(s *controlv1.EndpointSettings) { s.MaxInFlight = 3 })
+	for j := range 30 {
+		b.publish("acme", fmt.Sprint("evt_", j), "ep_1")
+	}
+	waitUntil(t, "the first period's 10 attempts", func() bool { return len(rc.all()) >= 10 })
+	waitUntil(t, "the period's share spent", func() bool { return g.answered.Load() >= 2 })
+	g.late.Store(true)
+	answered := g.answered.Load()
+	b.advance(800 * time.Millisecond) // the period's last quarter: asks ahead, unanswered
+	waitUntil(t, "the renewal asked ahead", func() bool { return g.asked.Load() > answered })
+	b.advance(200 * time.Millisecond) // the lease ends
+	waitUntil(t, "three attempts after the lease ended, its renewal unanswered", func() bool { return len(rc.all()) >= 13 })
+	if n := g.answered.Load(); n != answered {
+		t.Fatalf("%d lease answers came before the provisional attempts; want none", n-answered)
+	}
+	close(g.release)
+	waitUntil(t, "the renewal's attempts", func() bool { return len(rc.all()) >= 20 })
+	waitUntil(t, "the renewed period's share spent", func() bool { return g.answered.Load() >= answered+2 })
+	if n := len(rc.all()); n != 20 {
+		t.Fatalf("%d attempts in two periods; want 20, the provisional 3 counted against the renewal", n)
+	}
+}
