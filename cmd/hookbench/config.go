@@ -267,7 +267,7 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.StringVar(&c.Token, "token", os.Getenv("HOOKLINE_ADMIN_TOKEN"), "the node's admin token (HOOKLINE_ADMIN_TOKEN); with --node")
 	fs.StringVar(&c.Hookline, "hookline", "", "hookline binary to start; empty builds cmd/hookline with go build")
 	fs.BoolVar(&c.NodeLog, "node-log", false, "copy the node's log to stderr")
-	fs.StringVar(&c.SlowOut, "slow-out", "", "rolling, scale-out: write each first attempt of the change slower than twice the steady p99 to this file (second of its publish's answer, delay, endpoint; tab-separated)")
+	fs.StringVar(&c.SlowOut, "slow-out", "", "rolling, scale-out: write each first attempt of the change slower than twice the steady p99 to this file (second of its publish's answer, delay, endpoint, then where the delay went as its first attempt records it: to the plan, to the start, the send, and its waits once ready; tab-separated)")
 	fs.BoolVar(&c.KeepData, "keep-data", false, "keep the node's data directory and print where it is")
 	fs.StringVar(&c.NodeFaults, "node-faults", "", "give every node hookbench starts these faults for the whole run (hookline serve --faults, package faults), e.g. plan-short=1000 or corrupt-body=1000: the run must then fail")
 	fs.DurationVar(&c.Duration, "duration", 0, "publishing time (default per scenario: 30s, fairness 20s per phase, retry-storm 10s, crash 60s, cluster 40s, cluster-scale 20s per cluster size)")

@@ -447,6 +447,10 @@ func (l *ledger) arrivals(r *Receiver) map[string][]time.Time {
 type slowAttempt struct {
 	At, Delay time.Duration
 	Endpoint  string
+	// Tenant and ID name the delivery; Ack is when its publish was
+	// answered and FirstSeen when its first attempt arrived.
+	Tenant, ID     string
+	Ack, FirstSeen time.Time
 }
 
 // slow counts the deliveries of phase whose first attempt came more than
@@ -457,7 +461,7 @@ func (l *ledger) slow(r *Receiver, phase int, over time.Duration, origin time.Ti
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	bySecond = map[int]int{}
-	r.Each(func(_ string, rec *Record, _ []Receipt, _ []uint64) {
+	r.Each(func(id string, rec *Record, _ []Receipt, _ []uint64) {
 		e := l.of(rec.Endpoint, rec.EventID)
 		if e == nil || e.phase != phase || rec.FirstSeen.IsZero() {
 			return
@@ -465,7 +469,8 @@ func (l *ledger) slow(r *Receiver, phase int, over time.Duration, origin time.Ti
 		total++
 		if d := rec.FirstSeen.Sub(e.ack); d > over {
 			bySecond[int(e.ack.Sub(origin)/time.Second)]++
-			list = append(list, slowAttempt{At: e.ack.Sub(origin), Delay: d, Endpoint: rec.Endpoint})
+			list = append(list, slowAttempt{At: e.ack.Sub(origin), Delay: d, Endpoint: rec.Endpoint,
+				Tenant: e.tenant.ID, ID: id, Ack: e.ack, FirstSeen: rec.FirstSeen})
 		}
 	})
 	slices.SortFunc(list, func(a, b slowAttempt) int { return cmp.Compare(a.At, b.At) })

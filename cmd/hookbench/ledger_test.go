@@ -217,9 +217,10 @@ func TestLedgerSlow(t *testing.T) {
 	ms := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)).Round(time.Millisecond) }
 	var got []slowAttempt
 	for _, a := range list {
-		got = append(got, slowAttempt{At: a.At.Round(time.Millisecond), Delay: a.Delay.Round(time.Millisecond), Endpoint: a.Endpoint})
+		got = append(got, slowAttempt{At: a.At.Round(time.Millisecond), Delay: a.Delay.Round(time.Millisecond), Endpoint: a.Endpoint, ID: a.ID})
 	}
-	want := []slowAttempt{{ms(1.5), ms(0.4), "e0"}, {ms(1.7), ms(0.3), "e0"}, {ms(3.1), ms(0.2), "e0"}}
+	want := []slowAttempt{{At: ms(1.5), Delay: ms(0.4), Endpoint: "e0", ID: "dev2"}, {At: ms(1.7), Delay: ms(0.3), Endpoint: "e0", ID: "dev3"},
+		{At: ms(3.1), Delay: ms(0.2), Endpoint: "e0", ID: "dev4"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("list = %v, want %v", got, want)
 	}

@@ -10,6 +10,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
 // The scenarios of a cluster whose members change under load: rolling
@@ -149,7 +152,7 @@ func (b *Bench) changeRun(ctx context.Context, name string, n int, ch change) (S
 	g := b.arrivalGaps(steadyStart, changeStart, changeEnd)
 	if over := time.Duration(2 * steady.FirstAttemptP99 * float64(time.Millisecond)); over > 0 {
 		bySecond, total, list := b.ledger.slow(b.recv, changePhase, over, changeStart)
-		if err := b.writeSlow(list); err != nil {
+		if err := b.writeSlow(ctx, c.APIs, list); err != nil {
 			s.Notes = append(s.Notes, err.Error())
 		}
 		var line strings.Builder
@@ -210,19 +213,55 @@ func (b *Bench) publishHistory(ctx context.Context, ts []*Tenant, apis []*API) (
 }
 
 // writeSlow writes the slow first attempts of a change to --slow-out, one
-// line each: the second of the change its publish was answered in, its
-// delay and its endpoint, tab-separated after a header.
-func (b *Bench) writeSlow(list []slowAttempt) error {
+// line each, tab-separated after a header: the second of the change its
+// publish was answered in, its delay and its endpoint; then, as its
+// delivery's first attempt records them (read through apis, the first
+// that answers; "-" when none did), where the delay went: planned_ms from
+// the publish's answer to the plan, start_ms to the attempt's start,
+// send_ms from the start to the arrival, and the attempt's waits once it
+// was ready (ready_ms in all, then the tenant quota, the node's slots, the
+// endpoint's in-flight limit and its rate limit) and its trigger.
+func (b *Bench) writeSlow(ctx context.Context, apis []*API, list []slowAttempt) error {
 	if b.cfg.SlowOut == "" {
 		return nil
 	}
 	var out strings.Builder
-	out.WriteString("answered_s\tdelay_ms\tendpoint\n")
+	out.WriteString("answered_s\tdelay_ms\tendpoint\tplanned_ms\tstart_ms\tsend_ms\tready_ms\tquota_ms\tslot_ms\tin_flight_ms\trate_ms\ttrigger\n")
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
 	for _, a := range list {
-		fmt.Fprintf(&out, "%.3f\t%.1f\t%s\n", a.At.Seconds(), float64(a.Delay)/float64(time.Millisecond), a.Endpoint)
+		fmt.Fprintf(&out, "%.3f\t%s\t%s", a.At.Seconds(), ms(a.Delay), a.Endpoint)
+		if at := firstAttempt(ctx, apis, a.Tenant, a.ID); at != nil {
+			planned, started := at.d.GetPlannedAt().AsTime(), at.a.GetStartedAt().AsTime()
+			w := at.a.GetWaits()
+			fmt.Fprintf(&out, "\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s", ms(planned.Sub(a.Ack)), ms(started.Sub(a.Ack)), ms(a.FirstSeen.Sub(started)),
+				w.GetTotalMs(), w.GetTenantQuotaMs(), w.GetSlotMs(), w.GetInFlightMs(), w.GetRateLimitMs(), at.a.GetTrigger().GetKind())
+		} else {
+			out.WriteString(strings.Repeat("\t-", 9))
+		}
+		out.WriteString("\n")
 	}
 	if err := os.WriteFile(b.cfg.SlowOut, []byte(out.String()), 0o644); err != nil {
 		return fmt.Errorf("--slow-out: %w", err)
+	}
+	return nil
+}
+
+// deliveryAttempt is a delivery and one of its attempts.
+type deliveryAttempt struct {
+	d *controlv1.Delivery
+	a *hooklinev1.Attempt
+}
+
+// firstAttempt reads a delivery's first attempt through the first of apis
+// that has it; nil when none does.
+func firstAttempt(ctx context.Context, apis []*API, tenant, id string) *deliveryAttempt {
+	for _, api := range apis {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		d, err := api.GetDelivery(cctx, tenant, id)
+		cancel()
+		if err == nil && len(d.GetAttempts()) > 0 {
+			return &deliveryAttempt{d, d.GetAttempts()[0]}
+		}
 	}
 	return nil
 }
