@@ -289,25 +289,6 @@ func TestLeaseUsedUpGoesOnUnderNext(t *testing.T) {
 	}
 }
 
-// heldGrains is localGrains whose answers wait until hold is closed: a
-// tenant grain that answers late (moving, or on a busy member).
-type heldGrains struct {
-	localGrains
-	hold     chan struct{}
-	answered atomic.Int32
-}
-
-func (g *heldGrains) Request(ctx context.Context, kind, identity string, msg proto.Message) (proto.Message, error) {
-	select {
-	case <-g.hold:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	res, err := g.localGrains.Request(ctx, kind, identity, msg)
-	g.answered.Add(1)
-	return res, err
-}
-
 // TestProvisionalLease: a grain on a partition its node took over lately
 // starts attempts, up to its in-flight limit (3), before its tenant's
 // grain answers its first lease request; what it started counts against
@@ -316,7 +297,8 @@ func (g *heldGrains) Request(ctx context.Context, kind, identity string, msg pro
 func TestProvisionalLease(t *testing.T) {
 	b := newBench(t)
 	tp := b.tenant("acme", &hooklinev1.Quota{AttemptsPerSecond: 10, MaxInFlight: 10})
-	g := &heldGrains{localGrains: localGrains{sys: b.sys, pids: map[string]*actor.PID{tenant.Kind + "/acme": tp}}, hold: make(chan struct{})}
+	g := &lateGrains{localGrains: localGrains{sys: b.sys, pids: map[string]*actor.PID{tenant.Kind + "/acme": tp}}, release: make(chan struct{})}
+	g.late.Store(true) // from the first request
 	b.cfg.Grains = g
 	b.cfg.LeaseTimeout = time.Minute // the answer comes when the test says
 	var asked atomic.Int32
@@ -334,7 +316,7 @@ func TestProvisionalLease(t *testing.T) {
 	if n := g.answered.Load(); n != 0 {
 		t.Fatalf("the tenant answered %d lease requests before the attempts; want them started under the provisional lease", n)
 	}
-	close(g.hold)
+	close(g.release)
 	// The first lease grants 10; 3 are taken: 7 more, then one request in
 	// vain, and the period's share is spent.
 	waitUntil(t, "the first period's attempts", func() bool { return len(rc.all()) >= 10 })
