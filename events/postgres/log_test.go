@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/events/eventstest"
 	"github.com/hookline/hookline/events/postgres"
@@ -76,4 +78,39 @@ func TestConformance(t *testing.T) {
 		MaxEventSize: suiteMaxEventSize,
 		Owned:        true,
 	})
+}
+
+// TestReopenWaitsForNoAppend: a node that opens a log whose schema is
+// current (every node, at every restart) takes no lock on the events
+// table, so it neither waits for the appends and reads in flight nor
+// holds up those that follow. Before, its migration's ALTER TABLE ... IF
+// NOT EXISTS took an ACCESS EXCLUSIVE lock even when it changed nothing.
+func TestReopenWaitsForNoAppend(t *testing.T) {
+	dsn := serverURL(t)
+	schema := freshSchema(t, dsn)
+	cfg := postgres.Config{DSN: dsn, Schema: schema}
+	open(t, cfg) // creates the schema
+
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	// What an append in flight holds until it commits.
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{schema}.Sanitize()+".events IN ROW EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l, err := postgres.Open(octx, cfg)
+	if err != nil {
+		t.Fatalf("open beside an append in flight: %v (want no wait: the schema is current)", err)
+	}
+	_ = l.Close()
 }

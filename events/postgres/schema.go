@@ -2,6 +2,9 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -19,6 +22,7 @@ import (
 //	                   born, the time of the stream's first event; one
 //	                   table per Config.PartitionEvery, listed in partitions
 //	partitions       the time partitions and their bounds
+//	schema_version   the digest of these definitions, once they ran (see migrate)
 //	data_keys        the vault: each tenant's current data key, sealed
 //	                 (see vault.go); rows are deleted, unlike events
 //	append_group(..) a group of appends, in one statement (see appendGroupFunc)
@@ -66,6 +70,11 @@ CREATE TABLE IF NOT EXISTS %[1]s.partitions (
 	name text        PRIMARY KEY,
 	lo   timestamptz NOT NULL,
 	hi   timestamptz NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS %[1]s.schema_version (
+	one    boolean PRIMARY KEY DEFAULT true CHECK (one),
+	digest text    NOT NULL
 );
 `
 
@@ -271,9 +280,24 @@ func newQueries(schema string) queries {
 func lockKey(schema string) string { return "hookline/events/postgres:" + schema }
 
 // migrate creates or updates the log's objects in schema, in one
-// transaction under the schema's advisory lock.
+// transaction under the schema's advisory lock, unless they are current:
+// the digest of their definitions is recorded in schema_version, and a
+// schema that records this build's digest is left alone. Every node runs
+// migrate when it opens the log, and the definitions' statements lock the
+// events table even when they change nothing (ALTER TABLE ... IF NOT
+// EXISTS takes an ACCESS EXCLUSIVE lock before it finds the column there,
+// CREATE INDEX IF NOT EXISTS a SHARE lock before it finds the index), so
+// every restart of a node stopped every append and read of the cluster
+// until the migration's transaction ended: a stall at every endpoint in a
+// rolling restart.
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	s := pgx.Identifier{schema}.Sanitize()
+	want := schemaDigest(s)
+	if have, err := recordedDigest(ctx, pool, s); err != nil {
+		return err
+	} else if have == want {
+		return nil
+	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lockKey(schema)); err != nil {
 			return fmt.Errorf("lock schema: %w", err)
@@ -287,6 +311,41 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		if _, err := tx.Exec(ctx, fmt.Sprintf(appendFunc, s)); err != nil {
 			return fmt.Errorf("create function append: %w", err)
 		}
+		if _, err := tx.Exec(ctx, `INSERT INTO `+s+`.schema_version (one, digest) VALUES (true, $1)
+			ON CONFLICT (one) DO UPDATE SET digest = excluded.digest`, want); err != nil {
+			return fmt.Errorf("record the schema's version: %w", err)
+		}
 		return nil
 	})
+}
+
+// schemaDigest is the digest of the definitions migrate runs in schema s
+// (quoted).
+func schemaDigest(s string) string {
+	h := sha256.New()
+	for _, def := range []string{schemaSQL, appendGroupFunc, appendFunc} {
+		h.Write([]byte(fmt.Sprintf(def, s)))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// recordedDigest reads the digest schema s (quoted) records; "" when it
+// records none (a new schema, or one from before schema_version).
+func recordedDigest(ctx context.Context, pool *pgxpool.Pool, s string) (string, error) {
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s+".schema_version").Scan(&exists); err != nil {
+		return "", fmt.Errorf("read the schema's version: %w", err)
+	}
+	if !exists {
+		return "", nil
+	}
+	var digest string
+	err := pool.QueryRow(ctx, `SELECT digest FROM `+s+`.schema_version`).Scan(&digest)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the schema's version: %w", err)
+	}
+	return digest, nil
 }
