@@ -47,6 +47,7 @@ type entry struct {
 	tenant    *Tenant
 	phase     int
 	sent, ack time.Time // the publish call that was answered: started, answered
+	via       string    // the address of the node that answered it
 	body      uint64    // BodyHash of the payload published
 	key       string    // the ordering key published with it
 	// endpoints are the endpoints that must receive the event (the bench's
@@ -123,6 +124,18 @@ func (l *ledger) record(t *Tenant, evs []*controlv1.PublishRequest, resps []*con
 			default:
 				e.extra = append(e.extra, id)
 			}
+		}
+	}
+}
+
+// answeredBy notes the node that answered t's events evs, for the events
+// that have no such note yet (a retried batch keeps its first answer's).
+func (l *ledger) answeredBy(t *Tenant, evs []*controlv1.PublishRequest, via string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ev := range evs {
+		if e := l.events[eventKey{t.ID, ev.GetEventId()}]; e != nil && e.via == "" {
+			e.via = via
 		}
 	}
 }
@@ -451,6 +464,7 @@ type slowAttempt struct {
 	// answered and FirstSeen when its first attempt arrived.
 	Tenant, ID     string
 	Ack, FirstSeen time.Time
+	Via            string // the node that answered the publish
 }
 
 // slow counts the deliveries of phase whose first attempt came more than
@@ -470,7 +484,7 @@ func (l *ledger) slow(r *Receiver, phase int, over time.Duration, origin time.Ti
 		if d := rec.FirstSeen.Sub(e.ack); d > over {
 			bySecond[int(e.ack.Sub(origin)/time.Second)]++
 			list = append(list, slowAttempt{At: e.ack.Sub(origin), Delay: d, Endpoint: rec.Endpoint,
-				Tenant: e.tenant.ID, ID: id, Ack: e.ack, FirstSeen: rec.FirstSeen})
+				Tenant: e.tenant.ID, ID: id, Ack: e.ack, FirstSeen: rec.FirstSeen, Via: e.via})
 		}
 	})
 	slices.SortFunc(list, func(a, b slowAttempt) int { return cmp.Compare(a.At, b.At) })

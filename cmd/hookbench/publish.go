@@ -184,6 +184,7 @@ func (b *Bench) publishRoundRobin(ctx context.Context, t *Tenant, evs []*control
 		resps, err := api.PublishBatch(ctx, t.ID, evs)
 		if err == nil {
 			b.record(t, evs, resps, began, time.Now(), l.Phase)
+			b.ledger.answeredBy(t, evs, api.Addr())
 			if l.Twice {
 				return b.publishAgain(ctx, t, evs, resps, l)
 			}

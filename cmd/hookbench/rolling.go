@@ -220,13 +220,14 @@ func (b *Bench) publishHistory(ctx context.Context, ts []*Tenant, apis []*API) (
 // the publish's answer to the plan, start_ms to the attempt's start,
 // send_ms from the start to the arrival, and the attempt's waits once it
 // was ready (ready_ms in all, then the tenant quota, the node's slots, the
-// endpoint's in-flight limit and its rate limit) and its trigger.
+// endpoint's in-flight limit and its rate limit) and its trigger; last,
+// the address of the node that answered its publish.
 func (b *Bench) writeSlow(ctx context.Context, apis []*API, list []slowAttempt) error {
 	if b.cfg.SlowOut == "" {
 		return nil
 	}
 	var out strings.Builder
-	out.WriteString("answered_s\tdelay_ms\tendpoint\tplanned_ms\tstart_ms\tsend_ms\tready_ms\tquota_ms\tslot_ms\tin_flight_ms\trate_ms\ttrigger\n")
+	out.WriteString("answered_s\tdelay_ms\tendpoint\tplanned_ms\tstart_ms\tsend_ms\tready_ms\tquota_ms\tslot_ms\tin_flight_ms\trate_ms\ttrigger\tvia\n")
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
 	for _, a := range list {
 		fmt.Fprintf(&out, "%.3f\t%s\t%s", a.At.Seconds(), ms(a.Delay), a.Endpoint)
@@ -238,7 +239,7 @@ func (b *Bench) writeSlow(ctx context.Context, apis []*API, list []slowAttempt) 
 		} else {
 			out.WriteString(strings.Repeat("\t-", 9))
 		}
-		out.WriteString("\n")
+		fmt.Fprintf(&out, "\t%s\n", cmp.Or(a.Via, "-"))
 	}
 	if err := os.WriteFile(b.cfg.SlowOut, []byte(out.String()), 0o644); err != nil {
 		return fmt.Errorf("--slow-out: %w", err)
