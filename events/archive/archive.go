@@ -283,14 +283,20 @@ func (a *Archive) refreshOnce(ctx context.Context) error {
 	}
 }
 
-// reload forgets every index read and reads the bucket's indexes again:
-// after another node's purge deleted a segment this one had indexed.
+// reload reads the bucket's indexes again, all of them, and puts what
+// they say in place of what a had read: after another node's purge
+// deleted a segment this one had indexed. Lookups meanwhile see the old
+// indexes, never none.
 func (a *Archive) reload(ctx context.Context) error {
+	fresh := &Archive{bucket: a.bucket, where: a.where, log: a.log, streams: map[string]place{}, loaded: map[string]bool{}, indexOf: map[string]string{}}
+	if err := fresh.refresh(ctx); err != nil {
+		return err
+	}
 	a.mu.Lock()
-	a.streams, a.loaded, a.indexOf = map[string]place{}, map[string]bool{}, map[string]string{}
-	a.segments, a.decoded, a.stats = nil, nil, Stats{}
-	a.mu.Unlock()
-	return a.refresh(ctx)
+	defer a.mu.Unlock()
+	a.streams, a.loaded, a.segments, a.indexOf, a.stats = fresh.streams, fresh.loaded, fresh.segments, fresh.indexOf, fresh.stats
+	a.decoded = nil
+	return nil
 }
 
 // Stats counts the segments, streams and records the archive's indexes
