@@ -289,9 +289,10 @@ func (r *Runner) commit(l *lane, recs []events.Record, through events.Position) 
 // projections that want them and have not applied them yet; it returns how
 // many records some projection applied.
 func (r *Runner) applyBatch(pb *pebble.Batch, hooks *[]func(), active events.PartitionSet, recs []events.Record) (uint64, error) {
+	st := newStaging(pb)
 	batches := make([]Batch, len(r.projs))
 	for i, p := range r.projs {
-		batches[i] = newBatch(pb, p.prefix, hooks)
+		batches[i] = newBatch(pb, p.prefix, hooks, st)
 	}
 	var n uint64
 	for i := range recs {
@@ -318,7 +319,7 @@ func (r *Runner) applyBatch(pb *pebble.Batch, hooks *[]func(), active events.Par
 			}
 		}
 	}
-	return n, nil
+	return n, st.flush()
 }
 
 // promote makes live the gained partitions that have reached the main

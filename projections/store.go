@@ -104,7 +104,7 @@ func (s *Store) Update(fn func(b *Batch) error) error {
 	}
 	pb := r.db.NewIndexedBatch()
 	var hooks []func()
-	b := newBatch(pb, s.prefix, &hooks)
+	b := newBatch(pb, s.prefix, &hooks, nil)
 	err := fn(&b)
 	if err == nil && !pb.Empty() {
 		if cerr := pb.Commit(pebble.NoSync); cerr != nil {
@@ -131,14 +131,66 @@ type Batch struct {
 	b     *pebble.Batch
 	hooks *[]func()
 	buf   []byte
+	// st, when set, holds the writes until the commit (see staging); the
+	// runner's commits use one, shared by every projection's Batch.
+	st *staging
 }
 
-func newBatch(pb *pebble.Batch, prefix []byte, hooks *[]func()) Batch {
-	return Batch{view: view{rd: pb, prefix: prefix}, b: pb, hooks: hooks}
+func newBatch(pb *pebble.Batch, prefix []byte, hooks *[]func(), st *staging) Batch {
+	return Batch{view: view{rd: pb, prefix: prefix}, b: pb, hooks: hooks, st: st}
+}
+
+// Get returns a copy of the value stored under key, as this batch's writes
+// left it; ok is false when there is none.
+func (b *Batch) Get(key []byte) (value []byte, ok bool, err error) {
+	if b.st != nil {
+		if v, ok, found := b.st.get(b.key(key)); found {
+			return append([]byte(nil), v...), ok, nil
+		}
+	}
+	return b.view.Get(key)
+}
+
+// NewIter is view.NewIter over the batch's writes so far.
+func (b *Batch) NewIter(lower, upper []byte) (*Iter, error) {
+	if b.st != nil {
+		if err := b.st.flush(); err != nil {
+			return nil, err
+		}
+	}
+	return b.view.NewIter(lower, upper)
+}
+
+// Scan is view.Scan over the batch's writes so far.
+func (b *Batch) Scan(lower, upper []byte, fn ScanFunc) error {
+	it, err := b.NewIter(lower, upper)
+	if err != nil {
+		return err
+	}
+	return it.scan(fn)
+}
+
+// ScanPrefix is Scan over every key that starts with prefix.
+func (b *Batch) ScanPrefix(prefix []byte, fn ScanFunc) error {
+	return b.Scan(prefix, PrefixEnd(prefix), fn)
+}
+
+// IDs is view.IDs over the batch's writes so far.
+func (b *Batch) IDs(prefix []byte) ([]string, error) {
+	if b.st != nil {
+		if err := b.st.flush(); err != nil {
+			return nil, err
+		}
+	}
+	return b.view.IDs(prefix)
 }
 
 // Set writes value under key. The batch copies both.
 func (b *Batch) Set(key, value []byte) error {
+	if b.st != nil {
+		b.st.set(b.key(key), value)
+		return nil
+	}
 	if err := b.b.Set(b.key(key), value, nil); err != nil {
 		return fmt.Errorf("set: %w", err)
 	}
@@ -147,6 +199,10 @@ func (b *Batch) Set(key, value []byte) error {
 
 // Delete removes key.
 func (b *Batch) Delete(key []byte) error {
+	if b.st != nil {
+		b.st.delete(b.key(key))
+		return nil
+	}
 	if err := b.b.Delete(b.key(key), nil); err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
@@ -160,6 +216,10 @@ func (b *Batch) Delete(key []byte) error {
 // store. A key that was overwritten and then single-deleted may come back:
 // use it only for keys whose writer keeps that discipline, and say so.
 func (b *Batch) SingleDelete(key []byte) error {
+	if b.st != nil {
+		b.st.singleDelete(b.key(key))
+		return nil
+	}
 	if err := b.b.SingleDelete(b.key(key), nil); err != nil {
 		return fmt.Errorf("single delete: %w", err)
 	}
@@ -170,6 +230,11 @@ func (b *Batch) SingleDelete(key []byte) error {
 // the projection's namespace. It writes one range tombstone, whatever the
 // number of keys.
 func (b *Batch) DeleteRange(start, end []byte) error {
+	if b.st != nil {
+		if err := b.st.flush(); err != nil {
+			return err
+		}
+	}
 	lo := scoped(b.prefix, start)
 	hi := PrefixEnd(b.prefix)
 	if end != nil {
