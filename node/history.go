@@ -286,6 +286,13 @@ func (h *histories) answerGet(ctx context.Context, req *internalv1.HistoryGet) (
 	if err != nil {
 		return nil, err
 	}
+	if standby := live.Minus(h.runner.Serving()); (!ok || standby.Has(events.PartitionOf(d.EndpointID))) && h.runner.Fresh(standby) {
+		// A standby applies its records a moment late (projections'
+		// StandbyDelay): read again once they are applied.
+		if d, ok, err = h.local.Get(req.GetTenantId(), req.GetDeliveryId()); err != nil {
+			return nil, err
+		}
+	}
 	if !ok || !live.Has(events.PartitionOf(d.EndpointID)) {
 		return &internalv1.HistoryGot{Live: live.Words()}, nil
 	}
@@ -324,6 +331,7 @@ func (h *histories) scanHere(m *internalv1.HistoryScan) (*internalv1.HistoryScan
 	if w := m.GetPartitions(); len(w) > 0 {
 		parts = parts.Intersect(events.PartitionSetOfWords(w))
 	}
+	h.runner.Fresh(parts) // those it stands by for, applied a moment late
 	var after []byte
 	if len(m.GetAfter()) > 0 {
 		after = m.GetAfter()

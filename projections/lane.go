@@ -55,6 +55,14 @@ func (r *Runner) runLanes(ctx context.Context) error {
 	ended := make(chan *lane, 2)
 	ls := &r.lanes
 	var lost logLoss
+	// The held records of a standby are applied by the main lane's next
+	// batch once due; the tick applies them when no batch comes.
+	every := r.standbyDelay
+	if every <= 0 {
+		every = time.Minute // nothing is held back
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	defer func() {
 		for _, l := range []*lane{ls.main, ls.catchUp} {
 			if l != nil {
@@ -93,6 +101,8 @@ func (r *Runner) runLanes(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-r.changed:
+		case <-tick.C:
+			r.releaseIfDue()
 		case l := <-ended:
 			if l != ls.main && l != ls.catchUp {
 				continue // stopped on purpose
@@ -219,22 +229,38 @@ func (r *Runner) commit(l *lane, recs []events.Record, through events.Position) 
 	if !l.main {
 		active = l.parts.Intersect(r.owned.Minus(r.live))
 	}
+	standby := r.standby(l, recs)
 	r.mu.Unlock()
 
 	pb := r.db.NewIndexedBatch()
 	defer pb.Close()
 	var hooks []func()
-	n, err := r.applyBatch(pb, &hooks, active, recs)
+	var n uint64
+	if l.main && (standby.IsEmpty() || r.heldDue()) {
+		// What the main lane held back goes first: its records come
+		// before this batch's in the log.
+		held, err := r.applyHeld(pb, &hooks)
+		if err != nil {
+			return err
+		}
+		n += held
+	}
+	applied, err := r.applyBatch(pb, &hooks, active.Minus(standby), recs)
 	if err != nil {
 		return err
 	}
+	n += applied
+	if !standby.IsEmpty() {
+		r.hold(recs, standby, through)
+	}
 
-	// Move the checkpoints; write them with the state they cover, or alone
-	// now and then when the batch changed nothing.
+	// Move the checkpoints (not those of the partitions held back); write
+	// them with the state they cover, or alone now and then when the batch
+	// changed nothing.
 	now := time.Now()
 	r.mu.Lock()
 	for _, p := range r.projs {
-		set := active
+		set := active.Minus(standby)
 		if p.part == nil {
 			set = active.Intersect(events.NewPartitionSet(events.NoPartition))
 		}

@@ -211,10 +211,17 @@ func TestRunnerPartitions(t *testing.T) {
 
 // TestRunnerPartitionsUnderChurn: partitions gained and lost while records
 // stream in, then all owned: every record applied exactly once (a second
-// apply would stop the runner).
+// apply would stop the runner); with standbys, the partitions served
+// change too, and a standby's records wait to be applied.
 func TestRunnerPartitionsUnderChurn(t *testing.T) {
+	for _, standbys := range []bool{false, true} {
+		t.Run(fmt.Sprintf("standbys=%v", standbys), func(t *testing.T) { testChurn(t, standbys) })
+	}
+}
+
+func testChurn(t *testing.T, standbys bool) {
 	l := openLog(t)
-	r, err := projections.Open(l, projections.Config{Dir: "proj", FS: vfs.NewMem(), Logger: slog.New(slog.DiscardHandler)})
+	r, err := projections.Open(l, projections.Config{Dir: "proj", FS: vfs.NewMem(), Logger: slog.New(slog.DiscardHandler), StandbyDelay: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,6 +249,9 @@ func TestRunnerPartitionsUnderChurn(t *testing.T) {
 			}
 		}
 		r.Own(set)
+		if standbys {
+			r.Serve(events.NewPartitionSet(events.Partition(1+i%parts), events.Partition(1+(i+3)%parts)))
+		}
 		select {
 		case <-done:
 		case <-time.After(3 * time.Millisecond):

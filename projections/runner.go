@@ -73,6 +73,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock, for lag; nil means time.Now.
 	Now func() time.Time
+	// StandbyDelay is how long the records of partitions the node only
+	// stands by for (owned, live, not served: see [Runner.Serve]) may wait
+	// to be applied together, so that a delivery planned and ended within
+	// it is written once (see standby.go); 0 means DefaultStandbyDelay, a
+	// negative value applies them as they come, as the served ones.
+	StandbyDelay time.Duration
 	// CloseFlushTimeout bounds how long Close waits for the store's last
 	// flush (a store whose directory was removed can never flush); 0 means
 	// DefaultCloseFlushTimeout. What is not flushed is applied again from
@@ -87,6 +93,9 @@ const DefaultCloseFlushTimeout = 10 * time.Second
 func (c Config) Validate() error {
 	if c.Dir == "" {
 		return errors.New("projections config: dir is required")
+	}
+	if c.StandbyDelay > time.Minute {
+		return fmt.Errorf("projections config: standby delay %v is over a minute; a standby that far behind takes that long to serve", c.StandbyDelay)
 	}
 	if c.CloseFlushTimeout < 0 {
 		return fmt.Errorf("projections config: close flush timeout %v is negative; use 0 for the default (%v)", c.CloseFlushTimeout, DefaultCloseFlushTimeout)
@@ -103,6 +112,7 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	c.CloseFlushTimeout = cmp.Or(c.CloseFlushTimeout, DefaultCloseFlushTimeout)
+	c.StandbyDelay = cmp.Or(c.StandbyDelay, DefaultStandbyDelay)
 	return c
 }
 
@@ -120,6 +130,11 @@ type Runner struct {
 	now    func() time.Time
 	// closeFlushTimeout bounds Close's wait for the last flush.
 	closeFlushTimeout time.Duration
+	// standbyDelay is Config.StandbyDelay; negative holds nothing back.
+	standbyDelay time.Duration
+	// held is what the main lane holds back of the standby partitions
+	// (standby.go); guarded by applyMu.
+	held heldRecords
 
 	// applyMu serialises commits (the lanes' batches and Store.Update) and
 	// every change of the partition sets. Lock order: applyMu before mu.
@@ -142,7 +157,9 @@ type Runner struct {
 	notify   chan struct{}       // closed and replaced after every batch
 	changed  chan struct{}       // tells Run that the owned or live set changed
 	lanes    laneSet             // the lanes running, for Run
-	epoch    uint64              // moved by Rebuild and by a lost partition: the lanes of an older epoch are stale
+	// heldParts is held.parts, for the readers that do not take applyMu.
+	heldParts events.PartitionSet
+	epoch     uint64 // moved by Rebuild and by a lost partition: the lanes of an older epoch are stale
 }
 
 type registered struct {
@@ -191,7 +208,7 @@ func Open(l events.Log, cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("open projection store %s: %w", cfg.Dir, err)
 	}
 	return &Runner{
-		log: l, db: db, logger: cfg.Logger, now: cfg.Now, closeFlushTimeout: cfg.CloseFlushTimeout,
+		log: l, db: db, logger: cfg.Logger, now: cfg.Now, closeFlushTimeout: cfg.CloseFlushTimeout, standbyDelay: cfg.StandbyDelay,
 		owned:   events.NewPartitionSet(events.NoPartition),
 		live:    events.NewPartitionSet(events.NoPartition),
 		serving: events.AllPartitions(),
@@ -294,6 +311,11 @@ func (r *Runner) Serve(serving events.PartitionSet) {
 		r.mu.Unlock()
 		return
 	}
+	r.mu.Unlock()
+	// A partition served from now on has every record applied first, and
+	// none of them counts as served (the outcome metrics).
+	r.releaseHeld("serve")
+	r.mu.Lock()
 	r.serving = serving
 	live := r.live
 	r.mu.Unlock()
@@ -374,7 +396,8 @@ func (r *Runner) WaitFor(ctx context.Context, pos events.Position) error {
 }
 
 // WaitForPartition returns once partition p is live on this node and the
-// main lane has applied the log up to pos. It waits as long as the node
+// main lane has applied the log up to pos, the records of p it holds back
+// (a standby's: see standby.go) included. It waits as long as the node
 // does not own p (or p catches up), so bound ctx.
 func (r *Runner) WaitForPartition(ctx context.Context, p events.Partition, pos events.Position) error {
 	return r.WaitForPartitions(ctx, events.NewPartitionSet(p), pos)
@@ -389,6 +412,7 @@ func (r *Runner) WaitForPartitions(ctx context.Context, ps events.PartitionSet, 
 		applied, live, ch, stopped, runErr := r.mainPos, ps.Minus(r.live).IsEmpty(), r.notify, r.stopped, r.runErr
 		r.mu.Unlock()
 		if live && !applied.Less(pos) {
+			r.Fresh(ps) // a standby's records held back count as read
 			return nil
 		}
 		if stopped {

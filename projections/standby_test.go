@@ -1,0 +1,129 @@
+package projections_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections"
+)
+
+// TestStandbyRecordsWait: the records of a partition the node stands by
+// for (owned, not served) wait until a reader or a change needs them, and
+// each is applied exactly once however they come out: served, waited for,
+// a record of no partition after them, lost and regained, a restart.
+func TestStandbyRecordsWait(t *testing.T) {
+	l := openLog(t)
+	fs := vfs.NewMem()
+	open := func() (*projections.Runner, *projections.Store, *perPartition) {
+		// A delay longer than the test: only the events under test apply
+		// what is held.
+		r, err := projections.Open(l, projections.Config{Dir: "proj", FS: fs, Logger: slog.New(slog.DiscardHandler), StandbyDelay: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pp := &perPartition{}
+		s, err := r.Register(pp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Own(events.NewPartitionSet(1, 2))
+		r.Serve(events.NewPartitionSet(1))
+		return r, s, pp
+	}
+	r, s, pp := open()
+	stop := run(t, r)
+	waitParts(t, r, events.NewPartitionSet(1, 2), events.Start)
+	count := func(p events.Partition, want uint64, when string) {
+		t.Helper()
+		if got := countOf(t, s, p); got != want {
+			t.Errorf("%s: partition %d holds %d records, want %d", when, p, got, want)
+		}
+	}
+
+	appendIn(t, l, 1, 3)
+	head := appendIn(t, l, 2, 4)
+	waitParts(t, r, events.NewPartitionSet(events.NoPartition), head) // the main lane read them
+	count(1, 3, "served partition")
+	count(2, 0, "standby partition before anything needs it")
+
+	// Served from now on: applied before the projection is told.
+	r.Serve(events.NewPartitionSet(1, 2))
+	count(2, 4, "after Serve")
+	if told := pp.liveSet(); !told.Has(2) {
+		t.Errorf("PartitionsChanged was told %s, want partition 2 in it", told)
+	}
+
+	// A standby again: a wait for the partition applies what is held.
+	r.Serve(events.NewPartitionSet(1))
+	head = appendIn(t, l, 2, 2)
+	waitParts(t, r, events.NewPartitionSet(events.NoPartition), head)
+	count(2, 4, "held again")
+	waitParts(t, r, events.NewPartitionSet(2), head)
+	count(2, 6, "after WaitForPartition")
+
+	// A record of no partition that a partitioned projection applies
+	// comes after the held ones: they are applied first.
+	appendIn(t, l, 2, 1)
+	head = appendIn(t, l, events.NoPartition, 1)
+	waitParts(t, r, events.NewPartitionSet(events.NoPartition), head)
+	count(2, 7, "after a record of no partition")
+	count(events.NoPartition, 1, "records of no partition")
+
+	// Lost while held: passed over, and caught up from its checkpoint when
+	// regained (a second apply fails the runner).
+	head = appendIn(t, l, 2, 2)
+	waitParts(t, r, events.NewPartitionSet(events.NoPartition), head)
+	r.Own(events.NewPartitionSet(1))
+	r.Own(events.NewPartitionSet(1, 2))
+	waitParts(t, r, events.NewPartitionSet(1, 2), head)
+	count(2, 9, "lost and regained")
+
+	// Held when the node stops: nothing of them was written, and the next
+	// start catches them up.
+	head = appendIn(t, l, 2, 3)
+	waitParts(t, r, events.NewPartitionSet(events.NoPartition), head)
+	count(2, 9, "held before the stop")
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, s, _ = open()
+	run(t, r)
+	waitParts(t, r, events.NewPartitionSet(1, 2), head)
+	count(2, 12, "after the restart")
+}
+
+// TestStandbyRecordsApplyWhenDue: with no reader and no change, held
+// records are applied once the oldest has waited the delay, even when the
+// log goes quiet.
+func TestStandbyRecordsApplyWhenDue(t *testing.T) {
+	l := openLog(t)
+	r, err := projections.Open(l, projections.Config{Dir: "proj", FS: vfs.NewMem(), Logger: slog.New(slog.DiscardHandler), StandbyDelay: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.Register(&perPartition{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Own(events.NewPartitionSet(1, 2))
+	r.Serve(events.NewPartitionSet(1))
+	run(t, r)
+	head := appendIn(t, l, 2, 5)
+	waitParts(t, r, events.NewPartitionSet(events.NoPartition), head)
+	deadline := time.Now().Add(10 * time.Second)
+	for countOf(t, s, 2) != 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("held records not applied 10 s after the delay of 20 ms: %d of 5", countOf(t, s, 2))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
