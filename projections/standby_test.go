@@ -20,21 +20,10 @@ import (
 func TestStandbyRecordsWait(t *testing.T) {
 	l := openLog(t)
 	fs := vfs.NewMem()
+	// A delay longer than the test: only the events under test apply what
+	// is held.
 	open := func() (*projections.Runner, *projections.Store, *perPartition) {
-		// A delay longer than the test: only the events under test apply
-		// what is held.
-		r, err := projections.Open(l, projections.Config{Dir: "proj", FS: fs, Logger: slog.New(slog.DiscardHandler), StandbyDelay: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pp := &perPartition{}
-		s, err := r.Register(pp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Own(events.NewPartitionSet(1, 2))
-		r.Serve(events.NewPartitionSet(1))
-		return r, s, pp
+		return openStandby(t, l, fs, time.Minute)
 	}
 	r, s, pp := open()
 	stop := run(t, r)
@@ -106,16 +95,7 @@ func TestStandbyRecordsWait(t *testing.T) {
 // log goes quiet.
 func TestStandbyRecordsApplyWhenDue(t *testing.T) {
 	l := openLog(t)
-	r, err := projections.Open(l, projections.Config{Dir: "proj", FS: vfs.NewMem(), Logger: slog.New(slog.DiscardHandler), StandbyDelay: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := r.Register(&perPartition{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Own(events.NewPartitionSet(1, 2))
-	r.Serve(events.NewPartitionSet(1))
+	r, s, _ := openStandby(t, l, vfs.NewMem(), 20*time.Millisecond)
 	run(t, r)
 	head := appendIn(t, l, 2, 5)
 	waitParts(t, r, events.NewPartitionSet(events.NoPartition), head)
@@ -126,4 +106,22 @@ func TestStandbyRecordsApplyWhenDue(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// openStandby opens a runner of a perPartition projection that owns
+// partitions 1 and 2 and serves 1: it stands by for 2.
+func openStandby(t *testing.T, l events.Log, fs vfs.FS, delay time.Duration) (*projections.Runner, *projections.Store, *perPartition) {
+	t.Helper()
+	r, err := projections.Open(l, projections.Config{Dir: "proj", FS: fs, Logger: slog.New(slog.DiscardHandler), StandbyDelay: delay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp := &perPartition{}
+	s, err := r.Register(pp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Own(events.NewPartitionSet(1, 2))
+	r.Serve(events.NewPartitionSet(1))
+	return r, s, pp
 }
