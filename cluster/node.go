@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -495,7 +496,7 @@ func (n *Node) Stop(ctx context.Context) error {
 		start := time.Now()
 		go func() {
 			defer close(n.stopped)
-			n.stopErr = shutdown(n.cluster)
+			n.stopErr = shutdown(func() { n.cluster.Shutdown(true) }, func() { n.cluster.Remote.Shutdown(false) }, n.log)
 			n.attempts.Wait()
 			n.log.Info("cluster node stopped", slog.Duration("took", time.Since(start)))
 		}()
@@ -511,15 +512,38 @@ func (n *Node) Stop(ctx context.Context) error {
 	}
 }
 
-// shutdown runs protoactor's graceful cluster shutdown, turning a panic
-// into an error.
-func shutdown(c *pcluster.Cluster) (err error) {
+// shutdown runs protoactor's graceful cluster shutdown (stop), turning a
+// panic into an error. One panic is protoactor's own race and is not the
+// node's failure: its remote's last step tells each connection's reader
+// that it leaves by sending on the reader's channel, which a reader whose
+// stream has just failed closes before it forgets it ("send on closed
+// channel"). The cluster has been left by then; only the remote's server
+// was still to stop, which kill does.
+func shutdown(stop, kill func(), log *slog.Logger) (err error) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if re, ok := r.(runtime.Error); ok && re.Error() == "send on closed channel" {
+			log.Warn("protoactor's remote panicked in its last step (a connection closing at the same time); its server is stopped", slog.Any("panic", re))
+			err = killed(kill)
+			return
+		}
+		err = panicError(r)
+	}()
+	stop()
+	return nil
+}
+
+// killed runs kill, turning a panic into an error.
+func killed(kill func()) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = panicError(r)
 		}
 	}()
-	c.Shutdown(true)
+	kill()
 	return nil
 }
 
