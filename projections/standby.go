@@ -89,7 +89,7 @@ func (r *Runner) standby(l *lane, recs []events.Record) events.PartitionSet {
 func (r *Runner) hold(recs []events.Record, parts events.PartitionSet, through events.Position) {
 	h := &r.held
 	if h.parts.IsEmpty() {
-		h.since = r.now()
+		h.since = time.Now() // the wall clock: batching, not the deliveries' time
 	}
 	h.parts = h.parts.Union(parts)
 	h.through = through
@@ -111,7 +111,7 @@ func (r *Runner) hold(recs []events.Record, parts events.PartitionSet, through e
 // is held.
 func (r *Runner) heldDue() bool {
 	h := &r.held
-	return !h.parts.IsEmpty() && (len(h.recs) >= maxHeld || r.now().Sub(h.since) >= r.standbyDelay)
+	return !h.parts.IsEmpty() && (len(h.recs) >= maxHeld || time.Since(h.since) >= r.standbyDelay)
 }
 
 // applyHeld applies the held records of the partitions still live through
