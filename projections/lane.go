@@ -270,14 +270,8 @@ func (r *Runner) commit(l *lane, recs []events.Record, through events.Position) 
 	}
 	r.mu.Unlock()
 	if !pb.Empty() || now.Sub(l.persisted()) >= persistEvery {
-		for _, p := range r.projs {
-			if !p.ckptPersist {
-				continue
-			}
-			if err := pb.Set(checkpointKey(p.name), p.ckpt.encode(), nil); err != nil {
-				return fmt.Errorf("projection %s: set checkpoint: %w", p.name, err)
-			}
-			p.ckptPersist = false
+		if err := r.writeCheckpoints(pb); err != nil {
+			return err
 		}
 		// No fsync, no write-ahead log: the checkpoint commits atomically
 		// with the state it covers, and a crash that loses the memtables
@@ -307,6 +301,21 @@ func (r *Runner) commit(l *lane, recs []events.Record, through events.Position) 
 	r.mu.Unlock()
 	if !l.main {
 		r.promoteLocked()
+	}
+	return nil
+}
+
+// writeCheckpoints writes through pb the checkpoints that moved since they
+// were last written. applyMu is held.
+func (r *Runner) writeCheckpoints(pb *pebble.Batch) error {
+	for _, p := range r.projs {
+		if !p.ckptPersist {
+			continue
+		}
+		if err := pb.Set(checkpointKey(p.name), p.ckpt.encode(), nil); err != nil {
+			return fmt.Errorf("projection %s: set checkpoint: %w", p.name, err)
+		}
+		p.ckptPersist = false
 	}
 	return nil
 }

@@ -93,8 +93,12 @@ func (s *staging) delete(key []byte) {
 	op.del, op.set, op.val = plainDelete, false, op.val[:0]
 }
 
-// flush writes the staged writes to the Pebble batch and forgets them.
+// flush writes the staged writes to the Pebble batch and forgets them; a
+// nil staging (a batch that writes through) has none.
 func (s *staging) flush() error {
+	if s == nil {
+		return nil
+	}
 	for k, op := range s.ops {
 		key := []byte(k)
 		var err error

@@ -164,17 +164,7 @@ func (r *Runner) releaseHeld(why string) {
 	var hooks []func()
 	n, err := r.applyHeld(pb, &hooks)
 	if err == nil {
-		r.mu.Lock()
-		for _, p := range r.projs {
-			if p.ckptPersist {
-				err = pb.Set(checkpointKey(p.name), p.ckpt.encode(), nil)
-				if err != nil {
-					break
-				}
-				p.ckptPersist = false
-			}
-		}
-		r.mu.Unlock()
+		err = r.writeCheckpoints(pb)
 	}
 	if err == nil {
 		err = pb.Commit(pebble.NoSync)

@@ -153,21 +153,18 @@ func (b *Batch) Get(key []byte) (value []byte, ok bool, err error) {
 
 // NewIter is view.NewIter over the batch's writes so far.
 func (b *Batch) NewIter(lower, upper []byte) (*Iter, error) {
-	if b.st != nil {
-		if err := b.st.flush(); err != nil {
-			return nil, err
-		}
+	if err := b.st.flush(); err != nil {
+		return nil, err
 	}
 	return b.view.NewIter(lower, upper)
 }
 
 // Scan is view.Scan over the batch's writes so far.
 func (b *Batch) Scan(lower, upper []byte, fn ScanFunc) error {
-	it, err := b.NewIter(lower, upper)
-	if err != nil {
+	if err := b.st.flush(); err != nil {
 		return err
 	}
-	return it.scan(fn)
+	return b.view.Scan(lower, upper, fn)
 }
 
 // ScanPrefix is Scan over every key that starts with prefix.
@@ -177,10 +174,8 @@ func (b *Batch) ScanPrefix(prefix []byte, fn ScanFunc) error {
 
 // IDs is view.IDs over the batch's writes so far.
 func (b *Batch) IDs(prefix []byte) ([]string, error) {
-	if b.st != nil {
-		if err := b.st.flush(); err != nil {
-			return nil, err
-		}
+	if err := b.st.flush(); err != nil {
+		return nil, err
 	}
 	return b.view.IDs(prefix)
 }
@@ -230,10 +225,8 @@ func (b *Batch) SingleDelete(key []byte) error {
 // the projection's namespace. It writes one range tombstone, whatever the
 // number of keys.
 func (b *Batch) DeleteRange(start, end []byte) error {
-	if b.st != nil {
-		if err := b.st.flush(); err != nil {
-			return err
-		}
+	if err := b.st.flush(); err != nil {
+		return err
 	}
 	lo := scoped(b.prefix, start)
 	hi := PrefixEnd(b.prefix)
