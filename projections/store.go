@@ -284,6 +284,9 @@ func (i *Iter) Key() []byte { return i.it.Key()[len(i.prefix):] }
 // Value returns the current value.
 func (i *Iter) Value() ([]byte, error) { return i.it.ValueAndErr() }
 
+// Error returns any error met while iterating.
+func (i *Iter) Error() error { return i.it.Error() }
+
 // Close releases the iterator and returns any error met while iterating.
 func (i *Iter) Close() error { return i.it.Close() }
 

@@ -1,6 +1,8 @@
 package history_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections"
 	"github.com/hookline/hookline/projections/history"
 )
 
@@ -266,4 +269,59 @@ func BenchmarkScanAThird(b *testing.B) {
 			b.Fatal("nothing found")
 		}
 	}
+}
+
+// BenchmarkSearchPages pages through 20,000 deliveries of a tenant, 1,000
+// a page, from a store flushed to its tables (as a node's history is after
+// a minute), as a dashboard or a harness counting them would.
+func BenchmarkSearchPages(b *testing.B) {
+	f := newFixture(b)
+	for i := range 4000 {
+		var eps []string
+		for k := range 5 {
+			eps = append(eps, fmt.Sprintf("E%03d", (i*7+k)%120))
+		}
+		f.publish("acme", fmt.Sprintf("m%05d", i), "invoice.paid", t0.Add(time.Duration(i)*time.Second), eps...)
+	}
+	fs := vfs.NewMem()
+	// A first runner applies the log and closes, which flushes the
+	// store; the one searched opens it with nothing left to apply.
+	r, err := projections.Open(f.log, projections.Config{Dir: "proj", FS: fs, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.Own(events.AllPartitions())
+	if _, err := history.New(r, history.Config{Logger: quiet, Log: f.log}); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	f.sync(r)
+	cancel()
+	if err := errors.Join(<-done, r.Close()); err != nil && !errors.Is(err, context.Canceled) {
+		b.Fatal(err)
+	}
+	h, _ := f.open(fs, history.Config{})
+	b.ResetTimer()
+	read, runs := 0, 0
+	for b.Loop() {
+		runs++
+		q := history.Query{TenantID: "acme", Limit: 1000}
+		for {
+			p, err := h.Search(q)
+			if err != nil {
+				b.Fatal(err)
+			}
+			read += len(p.Deliveries)
+			if p.Next == "" {
+				break
+			}
+			q.Cursor = p.Next
+		}
+	}
+	if read != runs*20000 {
+		b.Fatalf("read %d deliveries in %d runs, want 20,000 a run", read, runs)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(read), "ns/delivery")
 }

@@ -307,6 +307,16 @@ type scan struct {
 // scanDay reads one day of an index into the partial result. stopped means
 // the scan has its entries or the budget is spent: resume after sc.last.
 func (h *History) scanDay(sc *scan, dp, lower, upper []byte) (stopped bool, err error) {
+	// The day's records are read with one iterator, not one Get each: the
+	// index and the records are both in planned-time order, so each seek
+	// lands at or just after the one before (Pebble then steps instead of
+	// seeking from the top, and reads each block once).
+	var records *recordReader
+	defer func() {
+		if records != nil {
+			err = errors.Join(err, records.close())
+		}
+	}()
 	err = h.store.Scan(lower, upper, func(key, value []byte) (bool, error) {
 		sc.budget--
 		planned, id, err := parseIndexTail(key[len(dp):])
@@ -318,7 +328,12 @@ func (h *History) scanDay(sc *scan, dp, lower, upper []byte) (stopped bool, err 
 			stopped = sc.budget <= 0 // another member's: its record is not loaded
 			return !stopped, nil
 		}
-		d, found, err := h.loadRecord(h.store, recordKey(planned, id))
+		if records == nil {
+			if records, err = h.newRecordReader(dp[:1+dayBytes]); err != nil {
+				return false, err
+			}
+		}
+		d, found, err := h.loadRecord(records, recordKey(planned, id))
 		if err != nil {
 			return false, err
 		}
@@ -425,3 +440,29 @@ func fingerprint(q Query) []byte {
 	sum := sha256.Sum256(k)
 	return sum[:8]
 }
+
+// recordReader reads the records of one day, in key order, with one
+// iterator: a [reader] for loadRecord.
+type recordReader struct {
+	it *projections.Iter
+}
+
+func (h *History) newRecordReader(day []byte) (*recordReader, error) {
+	prefix := append(bytes.Clone(day), 'r')
+	it, err := h.store.NewIter(prefix, projections.PrefixEnd(prefix))
+	if err != nil {
+		return nil, err
+	}
+	return &recordReader{it: it}, nil
+}
+
+// Get returns the record at key (a record key of the reader's day).
+func (r *recordReader) Get(key []byte) ([]byte, bool, error) {
+	if !r.it.SeekGE(key) || !bytes.Equal(r.it.Key(), key) {
+		return nil, false, r.it.Error()
+	}
+	v, err := r.it.Value()
+	return v, err == nil, err
+}
+
+func (r *recordReader) close() error { return r.it.Close() }
