@@ -232,24 +232,27 @@ func (r *Runner) commit(l *lane, recs []events.Record, through events.Position) 
 	standby := r.standby(l, recs)
 	r.mu.Unlock()
 
-	pb := r.db.NewIndexedBatch()
-	defer pb.Close()
+	st := newStaging(r.db)
+	defer st.close()
 	var hooks []func()
 	var n uint64
 	if l.main && (standby.IsEmpty() || r.heldDue()) {
 		// What the main lane held back goes first: its records come
 		// before this batch's in the log.
-		held, err := r.applyHeld(pb, &hooks)
+		held, err := r.applyHeld(st, &hooks)
 		if err != nil {
 			return err
 		}
 		n += held
 	}
-	applied, err := r.applyBatch(pb, &hooks, active.Minus(standby), recs)
+	applied, err := r.applyBatch(st, &hooks, active.Minus(standby), recs)
 	if err != nil {
 		return err
 	}
 	n += applied
+	if err := st.flush(); err != nil {
+		return err
+	}
 	if !standby.IsEmpty() {
 		r.hold(recs, standby, through)
 	}
@@ -269,7 +272,7 @@ func (r *Runner) commit(l *lane, recs []events.Record, through events.Position) 
 		}
 	}
 	r.mu.Unlock()
-	if !pb.Empty() || now.Sub(l.persisted()) >= persistEvery {
+	if pb := st.pb; !pb.Empty() || now.Sub(l.persisted()) >= persistEvery {
 		if err := r.writeCheckpoints(pb); err != nil {
 			return err
 		}
@@ -321,13 +324,13 @@ func (r *Runner) writeCheckpoints(pb *pebble.Batch) error {
 }
 
 // applyBatch applies the records of the active partitions to the
-// projections that want them and have not applied them yet; it returns how
-// many records some projection applied.
-func (r *Runner) applyBatch(pb *pebble.Batch, hooks *[]func(), active events.PartitionSet, recs []events.Record) (uint64, error) {
-	st := newStaging(pb)
+// projections that want them and have not applied them yet, staging their
+// writes in st (the caller flushes it); it returns how many records some
+// projection applied.
+func (r *Runner) applyBatch(st *staging, hooks *[]func(), active events.PartitionSet, recs []events.Record) (uint64, error) {
 	batches := make([]Batch, len(r.projs))
 	for i, p := range r.projs {
-		batches[i] = newBatch(pb, p.prefix, hooks, st)
+		batches[i] = newStagedBatch(st, p.prefix, hooks)
 	}
 	var n uint64
 	for i := range recs {
@@ -354,7 +357,7 @@ func (r *Runner) applyBatch(pb *pebble.Batch, hooks *[]func(), active events.Par
 			}
 		}
 	}
-	return n, st.flush()
+	return n, nil
 }
 
 // promote makes live the gained partitions that have reached the main

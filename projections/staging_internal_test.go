@@ -19,19 +19,20 @@ func TestStagingWritesNetEffect(t *testing.T) {
 	}
 	defer db.Close()
 	prefix := []byte("pX")
+	var indexed bool // the last commit's batch was an indexed one
 	commit := func(fn func(b *Batch)) uint32 {
 		t.Helper()
-		pb := db.NewIndexedBatch()
-		defer pb.Close()
-		st := newStaging(pb)
+		st := newStaging(db)
+		defer st.close()
 		var hooks []func()
-		b := newBatch(pb, prefix, &hooks, st)
+		b := newStagedBatch(st, prefix, &hooks)
 		fn(&b)
 		if err := st.flush(); err != nil {
 			t.Fatal(err)
 		}
-		n := pb.Count()
-		if err := pb.Commit(pebble.NoSync); err != nil {
+		n := st.pb.Count()
+		indexed = st.indexed
+		if err := st.pb.Commit(pebble.NoSync); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -66,6 +67,9 @@ func TestStagingWritesNetEffect(t *testing.T) {
 		must(b.Set([]byte("moved"), []byte("x")))
 	}); n != 2 {
 		t.Errorf("first commit wrote %d operations, want 2 (kept, moved)", n)
+	}
+	if indexed {
+		t.Error("a commit that opened no iterator used an indexed batch")
 	}
 	if _, ok := stored("gone"); ok {
 		t.Error("a key set and single-deleted in one commit is in the store")
@@ -120,8 +124,35 @@ func TestStagingWritesNetEffect(t *testing.T) {
 		must(b.Set([]byte("i3"), []byte("3")))
 		must(b.SingleDelete([]byte("i3")))
 	})
+	if !indexed {
+		t.Error("a commit that opened an iterator did not index its batch")
+	}
 	if _, ok := stored("i2"); !ok {
 		t.Error("a write flushed for an iterator is not in the store")
+	}
+
+	// A range deleted, then read in the same commit: gone, the keys
+	// written after it are there, and so is what was staged before it.
+	commit(func(b *Batch) {
+		must(b.Set([]byte("r0"), []byte("0")))
+		must(b.DeleteRange([]byte("i"), []byte("j")))
+		for _, k := range []string{"i1", "i2"} {
+			if _, ok, err := b.Get([]byte(k)); err != nil || ok {
+				t.Errorf("Get(%s) after its range was deleted found it (%v)", k, err)
+			}
+		}
+		must(b.Set([]byte("i4"), []byte("4")))
+		if v, ok, err := b.Get([]byte("i4")); err != nil || !ok || string(v) != "4" {
+			t.Errorf("Get of a write after the range delete = %q, %v, %v", v, ok, err)
+		}
+		if v, ok, err := b.Get([]byte("r0")); err != nil || !ok || string(v) != "0" {
+			t.Errorf("Get of a write spilled by the range delete = %q, %v, %v", v, ok, err)
+		}
+	})
+	for k, want := range map[string]bool{"i1": false, "i2": false, "i4": true, "r0": true} {
+		if _, ok := stored(k); ok != want {
+			t.Errorf("after the range delete, %s in the store: %v, want %v", k, ok, want)
+		}
 	}
 	if _, ok := stored("i3"); ok {
 		t.Error("i3, set and single-deleted after the iterator, is in the store")

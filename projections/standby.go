@@ -117,7 +117,7 @@ func (r *Runner) heldDue() bool {
 // applyHeld applies the held records of the partitions still live through
 // pb, moves their checkpoints to where the main lane held them back, and
 // forgets every held record. applyMu is held.
-func (r *Runner) applyHeld(pb *pebble.Batch, hooks *[]func()) (uint64, error) {
+func (r *Runner) applyHeld(st *staging, hooks *[]func()) (uint64, error) {
 	h := &r.held
 	if h.parts.IsEmpty() {
 		return 0, nil
@@ -125,7 +125,7 @@ func (r *Runner) applyHeld(pb *pebble.Batch, hooks *[]func()) (uint64, error) {
 	r.mu.Lock()
 	keep := h.parts.Intersect(r.live)
 	r.mu.Unlock()
-	n, err := r.applyBatch(pb, hooks, keep, h.recs)
+	n, err := r.applyBatch(st, hooks, keep, h.recs)
 	if err != nil {
 		return 0, err
 	}
@@ -159,15 +159,18 @@ func (r *Runner) releaseHeld(why string) {
 	if r.held.parts.IsEmpty() || r.closed {
 		return
 	}
-	pb := r.db.NewIndexedBatch()
-	defer pb.Close()
+	st := newStaging(r.db)
+	defer st.close()
 	var hooks []func()
-	n, err := r.applyHeld(pb, &hooks)
+	n, err := r.applyHeld(st, &hooks)
 	if err == nil {
-		err = r.writeCheckpoints(pb)
+		err = st.flush()
 	}
 	if err == nil {
-		err = pb.Commit(pebble.NoSync)
+		err = r.writeCheckpoints(st.pb)
+	}
+	if err == nil {
+		err = st.pb.Commit(pebble.NoSync)
 	}
 	if err != nil {
 		r.mu.Lock()

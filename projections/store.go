@@ -104,7 +104,7 @@ func (s *Store) Update(fn func(b *Batch) error) error {
 	}
 	pb := r.db.NewIndexedBatch()
 	var hooks []func()
-	b := newBatch(pb, s.prefix, &hooks, nil)
+	b := newBatch(pb, s.prefix, &hooks)
 	err := fn(&b)
 	if err == nil && !pb.Empty() {
 		if cerr := pb.Commit(pebble.NoSync); cerr != nil {
@@ -128,7 +128,7 @@ func (s *Store) Update(fn func(b *Batch) error) error {
 // during the Apply (or Update) call that received it.
 type Batch struct {
 	view
-	b     *pebble.Batch
+	b     *pebble.Batch // the batch written through, when st is nil
 	hooks *[]func()
 	buf   []byte
 	// st, when set, holds the writes until the commit (see staging); the
@@ -136,35 +136,56 @@ type Batch struct {
 	st *staging
 }
 
-func newBatch(pb *pebble.Batch, prefix []byte, hooks *[]func(), st *staging) Batch {
-	return Batch{view: view{rd: pb, prefix: prefix}, b: pb, hooks: hooks, st: st}
+// newBatch is a Batch that writes through to pb, an indexed batch.
+func newBatch(pb *pebble.Batch, prefix []byte, hooks *[]func()) Batch {
+	return Batch{view: view{rd: pb, prefix: prefix}, b: pb, hooks: hooks}
+}
+
+// newStagedBatch is a Batch whose writes st holds until the commit.
+func newStagedBatch(st *staging, prefix []byte, hooks *[]func()) Batch {
+	return Batch{view: view{prefix: prefix}, hooks: hooks, st: st}
 }
 
 // Get returns a copy of the value stored under key, as this batch's writes
 // left it; ok is false when there is none.
 func (b *Batch) Get(key []byte) (value []byte, ok bool, err error) {
-	if b.st != nil {
-		if v, ok, found := b.st.get(b.key(key)); found {
-			return append([]byte(nil), v...), ok, nil
-		}
+	if b.st == nil {
+		return b.view.Get(key)
 	}
-	return b.view.Get(key)
+	if v, ok, found := b.st.get(b.key(key)); found {
+		return append([]byte(nil), v...), ok, nil
+	}
+	return view{rd: b.st.reader(), prefix: b.prefix}.Get(key)
+}
+
+// iterable is the view an iterator reads: the Pebble batch, with every
+// write so far in it.
+func (b *Batch) iterable() (view, error) {
+	if b.st == nil {
+		return b.view, nil
+	}
+	if err := b.st.spill(); err != nil {
+		return view{}, err
+	}
+	return view{rd: b.st.pb, prefix: b.prefix}, nil
 }
 
 // NewIter is view.NewIter over the batch's writes so far.
 func (b *Batch) NewIter(lower, upper []byte) (*Iter, error) {
-	if err := b.st.flush(); err != nil {
+	v, err := b.iterable()
+	if err != nil {
 		return nil, err
 	}
-	return b.view.NewIter(lower, upper)
+	return v.NewIter(lower, upper)
 }
 
 // Scan is view.Scan over the batch's writes so far.
 func (b *Batch) Scan(lower, upper []byte, fn ScanFunc) error {
-	if err := b.st.flush(); err != nil {
+	v, err := b.iterable()
+	if err != nil {
 		return err
 	}
-	return b.view.Scan(lower, upper, fn)
+	return v.Scan(lower, upper, fn)
 }
 
 // ScanPrefix is Scan over every key that starts with prefix.
@@ -174,10 +195,11 @@ func (b *Batch) ScanPrefix(prefix []byte, fn ScanFunc) error {
 
 // IDs is view.IDs over the batch's writes so far.
 func (b *Batch) IDs(prefix []byte) ([]string, error) {
-	if err := b.st.flush(); err != nil {
+	v, err := b.iterable()
+	if err != nil {
 		return nil, err
 	}
-	return b.view.IDs(prefix)
+	return v.IDs(prefix)
 }
 
 // Set writes value under key. The batch copies both.
@@ -225,15 +247,20 @@ func (b *Batch) SingleDelete(key []byte) error {
 // the projection's namespace. It writes one range tombstone, whatever the
 // number of keys.
 func (b *Batch) DeleteRange(start, end []byte) error {
-	if err := b.st.flush(); err != nil {
-		return err
+	pb := b.b
+	if b.st != nil {
+		// Reads after it must see the range gone: the batch is indexed.
+		if err := b.st.spill(); err != nil {
+			return err
+		}
+		pb = b.st.pb
 	}
 	lo := scoped(b.prefix, start)
 	hi := PrefixEnd(b.prefix)
 	if end != nil {
 		hi = scoped(b.prefix, end)
 	}
-	if err := b.b.DeleteRange(lo, hi, nil); err != nil {
+	if err := pb.DeleteRange(lo, hi, nil); err != nil {
 		return fmt.Errorf("delete range: %w", err)
 	}
 	return nil
