@@ -283,10 +283,13 @@ func (b *Bench) Confirm(ctx context.Context, s *Summary, timeout time.Duration) 
 		total += n
 	}
 	var last error
+	var listed int64 // deliveries listed, over every read: what the nodes served
+	defer func() { addExtra(s, map[string]float64{"confirm_listed": float64(listed)}) }()
 	// countAll counts every succeeded and failed delivery: a read of the
 	// whole history.
 	countAll := func() (bool, error) {
 		var ok, failed int64
+		defer func() { listed += ok + failed }()
 		for t, n := range want {
 			sc, complete, err := b.api.CountDeliveries(ctx, t.ID, "succeeded", 2000)
 			if err != nil {
@@ -316,6 +319,7 @@ func (b *Bench) Confirm(ctx context.Context, s *Summary, timeout time.Duration) 
 			}
 			pending += pc
 		}
+		listed += pending
 		s.NodePending = pending
 		if pending > 0 {
 			last = fmt.Errorf("the node says %d or more pending", pending)

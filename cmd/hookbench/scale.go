@@ -37,8 +37,8 @@ func clusterScale(ctx context.Context, b *Bench) (Summary, error) {
 			key := "nodes_" + strconv.Itoa(n)
 			fmt.Fprintf(b.stderr, "hookbench: round %d, %d node(s): %.1f deliveries/s sustained, %.1f with the drain (lost %d, duplicates %d)\n",
 				round+1, n, s.Extra["sustained_per_sec"], s.DeliveriesPerSec, s.Lost, s.Duplicates)
-			fmt.Fprintf(b.stderr, "hookbench: round %d, %d node(s): CPU s of the start %.1f, the load %.1f, the confirmation %.1f, the stop %.1f (%d deliveries)\n",
-				round+1, n, s.Extra["start_cpu_s"], s.Extra["load_cpu_s"], s.Extra["confirm_cpu_s"], s.Extra["stop_cpu_s"], s.Planned)
+			fmt.Fprintf(b.stderr, "hookbench: round %d, %d node(s): CPU s of the start %.1f, the load %.1f, the confirmation %.1f (%.0f deliveries listed), the stop %.1f (%d deliveries)\n",
+				round+1, n, s.Extra["start_cpu_s"], s.Extra["load_cpu_s"], s.Extra["confirm_cpu_s"], s.Extra["confirm_listed"], s.Extra["stop_cpu_s"], s.Planned)
 			fmt.Fprintf(b.stderr, "hookbench: round %d, %d node(s): %.3f CPU s per 1k deliveries (all nodes; %.3f while loaded), largest node applied %.1f%% of %0.f projection records, %.0f disk bytes per delivery (nodes) + %.0f (log)\n",
 				round+1, n, s.CPUSecPer1k, s.Extra["load_cpu_s_per_1k"], 100*s.Extra["max_projection_share"], s.Extra["projection_records"], s.DiskBytesPerDelivery, s.Extra["log_bytes_per_delivery"])
 			for k, v := range map[string]float64{
