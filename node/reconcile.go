@@ -178,6 +178,12 @@ func (s *Server) startReconcile() error {
 	s.recon = &reconciles{node: s.node, log: s.log, r: r, runner: s.runner, kind: endpoint.Kind, logger: s.logger, now: s.cfg.Now}
 	if s.cfg.ReconcileEvery >= 0 {
 		s.backdrop = r.Background(s.cfg.ReconcileEvery)
+		// One member follows the plans (every publish's records): the
+		// owner of partition 1, or any member while it has none.
+		s.backdrop.PlansHere(func() bool {
+			o := s.node.PartitionOwner(1)
+			return o == "" || o == s.node.Address()
+		})
 	}
 	s.metrics.reconcileGauges(s)
 	return s.node.Serve(reconcileService, DefaultReconcileTimeout, s.recon.serve)

@@ -23,7 +23,8 @@ const DefaultEvery = 30 * time.Second
 //     memory; due work of paused or disabled endpoints is counted as held;
 //   - the plans of the publishes since the last run: every EventPublished
 //     has its DeliveriesPlanned chunks, all of them (plan_missing,
-//     plan_incomplete), read from the log once.
+//     plan_incomplete), read from the log once, by one member of a
+//     cluster (PlansHere).
 //
 // It repairs nothing: hookline reconcile --repair does. It is safe for
 // concurrent use.
@@ -37,11 +38,13 @@ type Background struct {
 	runs   int64
 	last   time.Time
 
-	// scanMu guards tail and open, which Check uses; lock order: scanMu
-	// before mu.
-	scanMu sync.Mutex
-	tail   events.Position
-	open   map[string]*planTail // event streams whose plan is not complete yet
+	// scanMu guards tail, following and open, which Check uses; lock
+	// order: scanMu before mu.
+	scanMu    sync.Mutex
+	tail      events.Position
+	following bool                 // tail is where the plans were read up to
+	open      map[string]*planTail // event streams whose plan is not complete yet
+	here      func() bool          // whether this node follows the plans (nil: it does)
 }
 
 // planTail is one event stream's plan as the background has read it.
@@ -78,6 +81,15 @@ func (b *Background) Counts() (counts map[string]int64, held int64, runs int64, 
 	return counts, b.held, b.runs, b.last
 }
 
+// PlansHere makes the plans check run only while here reports true. The
+// plans are the log's, not a partition's: every member of a cluster would
+// read the same records of every publish to count the same discrepancies,
+// so one of them does (the node names the owner of partition 1). A node
+// that becomes the one follows the publishes from the log's head then; one
+// that stops forgets what it followed and counts no plan. Call it before
+// Run.
+func (b *Background) PlansHere(here func() bool) { b.here = here }
+
 // Start makes the plans followed from the log's head now on: the checks
 // look at the publishes after it. Run calls it.
 func (b *Background) Start(ctx context.Context) error {
@@ -86,7 +98,7 @@ func (b *Background) Start(ctx context.Context) error {
 		return fmt.Errorf("background reconcile: %w", err)
 	}
 	b.scanMu.Lock()
-	b.tail = head
+	b.tail, b.following = head, true
 	b.scanMu.Unlock()
 	return nil
 }
@@ -216,10 +228,19 @@ func circuit(ctx context.Context, log events.Log, endpointID string) (state stri
 // plan is missing or incomplete once a whole run has passed over them (an
 // atomic append is read whole; the margin covers a head read in between).
 func (b *Background) plans(ctx context.Context, counts map[string]int64) error {
+	if b.here != nil && !b.here() {
+		b.following = false
+		clear(b.open)
+		return nil
+	}
 	log := b.r.cfg.Log
 	head, err := log.Head(ctx)
 	if err != nil {
 		return err
+	}
+	if !b.following {
+		b.tail, b.following = head, true // from now on, as Start
+		return nil
 	}
 	from := b.tail
 	filter := events.Filter{StreamPrefixes: []string{events.EventCategory + "-"}, Types: []string{"EventPublished", "DeliveriesPlanned"}}

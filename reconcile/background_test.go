@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +44,49 @@ func TestBackgroundPlans(t *testing.T) {
 	}
 	if c := check(); c[reconcile.KindPlanMissing] != 1 || c[reconcile.KindPlanIncomplete] != 1 {
 		t.Errorf("counts %v, want one missing and one incomplete plan", c)
+	}
+}
+
+// TestBackgroundPlansOnOneMember: a member that does not follow the plans
+// counts none of them; once it does, it counts the publishes from then on,
+// and it forgets them when it stops.
+func TestBackgroundPlansOnOneMember(t *testing.T) {
+	tl := newTestLog(t)
+	tl.endpoint("t1", "ep_1", "a")
+	r, err := reconcile.New(reconcile.Config{Log: tl.l, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := r.Background(time.Hour)
+	var here atomic.Bool
+	b.PlansHere(here.Load)
+	ctx := context.Background()
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	missing := func() int64 {
+		t.Helper()
+		if err := b.Check(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c, _, _, _ := b.Counts()
+		return c[reconcile.KindPlanMissing]
+	}
+	tl.publish("t1", "elsewhere", "a", 0) // while another member follows
+	if n, m := missing(), missing(); n != 0 || m != 0 {
+		t.Fatalf("a member that does not follow the plans counted %d, then %d missing", n, m)
+	}
+	here.Store(true)
+	if n := missing(); n != 0 {
+		t.Fatalf("on taking the plans over: %d missing, want 0 (it starts at the head)", n)
+	}
+	tl.publish("t1", "here", "a", 0)
+	if n, m := missing(), missing(); n != 0 || m != 1 {
+		t.Fatalf("after a publish without a plan: %d, then %d missing, want 0, then 1", n, m)
+	}
+	here.Store(false)
+	if n := missing(); n != 0 {
+		t.Fatalf("after giving the plans up: %d missing, want 0", n)
 	}
 }
 
