@@ -42,7 +42,9 @@
 // budget (a page may then come back short, with a cursor to continue).
 // Results with the same planned time come in delivery id order. A scan
 // looks for one more match than the page holds, so a page is followed by a
-// cursor only when more may come.
+// cursor only when more may come. Records are keyed by day and planned
+// time like the indexes, so a scan reads a day's records with one iterator
+// that only ever seeks forward, not a point read each.
 //
 // # Cursors
 //
