@@ -246,13 +246,7 @@ func ids(ds []history.Delivery) []string {
 // every partition, as a member that stands by for others does.
 func BenchmarkScanAThird(b *testing.B) {
 	f := newFixture(b)
-	for i := range 1000 {
-		var eps []string
-		for k := range 6 {
-			eps = append(eps, fmt.Sprintf("E%03d", (i*7+k)%120))
-		}
-		f.publish("acme", fmt.Sprintf("m%04d", i), "invoice.paid", t0.Add(time.Duration(i)*time.Second), eps...)
-	}
+	f.publishSpread(1000, 6)
 	h, _ := f.open(vfs.NewMem(), history.Config{})
 	var third events.PartitionSet
 	for p := events.Partition(1); p <= events.Partitions; p += 3 {
@@ -276,13 +270,7 @@ func BenchmarkScanAThird(b *testing.B) {
 // a minute), as a dashboard or a harness counting them would.
 func BenchmarkSearchPages(b *testing.B) {
 	f := newFixture(b)
-	for i := range 4000 {
-		var eps []string
-		for k := range 5 {
-			eps = append(eps, fmt.Sprintf("E%03d", (i*7+k)%120))
-		}
-		f.publish("acme", fmt.Sprintf("m%05d", i), "invoice.paid", t0.Add(time.Duration(i)*time.Second), eps...)
-	}
+	f.publishSpread(4000, 5)
 	fs := vfs.NewMem()
 	// A first runner applies the log and closes, which flushes the
 	// store; the one searched opens it with nothing left to apply.
@@ -324,4 +312,16 @@ func BenchmarkSearchPages(b *testing.B) {
 		b.Fatalf("read %d deliveries in %d runs, want 20,000 a run", read, runs)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(read), "ns/delivery")
+}
+
+// publishSpread publishes n events of tenant acme a second apart, each to
+// per of 120 endpoints, spread over them.
+func (f *fixture) publishSpread(n, per int) {
+	for i := range n {
+		var eps []string
+		for k := range per {
+			eps = append(eps, fmt.Sprintf("E%03d", (i*7+k)%120))
+		}
+		f.publish("acme", fmt.Sprintf("m%05d", i), "invoice.paid", t0.Add(time.Duration(i)*time.Second), eps...)
+	}
 }
