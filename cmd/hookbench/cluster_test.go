@@ -98,6 +98,11 @@ func TestRunCluster(t *testing.T) {
 	if _, ok := extra["duplicates_per_kill"]; !ok {
 		t.Errorf("no duplicates_per_kill: %v", extra)
 	}
+	// Deliveries published in the second after the first kill waited at
+	// least their own delivery, and less than the run.
+	if w, ok := extra["takeover_s"].(float64); !ok || w <= 0 || w > 60 {
+		t.Errorf("takeover_s = %v, want a wait in (0, 60] s: %v", extra["takeover_s"], extra)
+	}
 }
 
 // TestGapsOf: the gap over a kill counts; a gap that runs past the end of

@@ -454,6 +454,60 @@ func (l *ledger) arrivals(r *Receiver) map[string][]time.Time {
 	return out
 }
 
+// answers returns, by endpoint, when the publish of every expected
+// delivery of awaited tenants was answered: the publishing side of the
+// arrivals, so that a gap in an endpoint's arrivals can be told apart
+// from a gap in what was published for it.
+func (l *ledger) answers() map[string][]time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string][]time.Time{}
+	for _, e := range l.events {
+		if !e.tenant.Await {
+			continue
+		}
+		for _, ep := range e.endpoints {
+			out[ep] = append(out[ep], e.ack)
+		}
+	}
+	return out
+}
+
+// longestWait returns the longest time a delivery whose publish was
+// answered in [from, to) waited from that answer to its first arrival,
+// and the delivery; a delivery not received by the end counts until now.
+// After a kill, it is how long the killed member's partitions went
+// unserved: their deliveries published then wait for the takeover, the
+// others arrive at once.
+func (l *ledger) longestWait(r *Receiver, from, to, now time.Time) (time.Duration, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := map[string]time.Time{}
+	r.Each(func(id string, rec *Record, _ []Receipt, _ []uint64) {
+		seen[id] = rec.FirstSeen
+	})
+	var longest time.Duration
+	var which string
+	for _, e := range l.events {
+		if !e.tenant.Await || e.ack.Before(from) || !e.ack.Before(to) {
+			continue
+		}
+		for _, id := range e.ids {
+			if id == "" {
+				continue
+			}
+			first := seen[id]
+			if first.IsZero() {
+				first = now // not received (yet)
+			}
+			if d := first.Sub(e.ack); d > longest {
+				longest, which = d, id
+			}
+		}
+	}
+	return longest, which
+}
+
 // slowAttempt is one delivery whose first attempt was slow: when its
 // publish was answered (since the origin given to slow), how long its first
 // attempt came after, and its endpoint (the receiver's name for it).

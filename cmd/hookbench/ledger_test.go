@@ -225,3 +225,63 @@ func TestLedgerSlow(t *testing.T) {
 		t.Errorf("list = %v, want %v", got, want)
 	}
 }
+
+// TestLedgerAnswersAndLongestWait checks the publishing side of a run's
+// figures by hand: when each endpoint's publishes were answered, and the
+// longest a delivery answered in a window waited for its first arrival,
+// one never received counting until now.
+func TestLedgerAnswersAndLongestWait(t *testing.T) {
+	acme := &Tenant{ID: "acme", Await: true, Endpoints: []string{"e0", "e1"},
+		subs: map[string][]string{"a": {"e0"}, "b": {"e0", "e1"}}, names: map[string]string{"e0_x": "e0", "e1_x": "e1"}}
+	quiet := &Tenant{ID: "quiet", Endpoints: []string{"q0"}, // not awaited: left out
+		subs: map[string][]string{"a": {"q0"}}, names: map[string]string{"q0_x": "q0"}}
+	t0 := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	body := func(id string) []byte { return []byte(`{"id":"` + id + `"}`) }
+	l := newLedger()
+	l.addTenant(acme)
+	l.addTenant(quiet)
+	publish := func(tn *Tenant, id, typ string, ack float64) {
+		var ds []*hooklinev1.PlannedDelivery
+		for _, ep := range tn.subs[typ] {
+			ds = append(ds, &hooklinev1.PlannedDelivery{DeliveryId: id + "-" + ep, EndpointId: ep + "_x"})
+		}
+		l.record(tn, []*controlv1.PublishRequest{{EventId: id, Type: typ, Payload: body(id)}},
+			[]*controlv1.PublishResponse{{Deliveries: ds}}, at(ack-0.01), at(ack), 0)
+	}
+	publish(acme, "ev1", "a", 1)
+	publish(acme, "ev2", "b", 2)
+	publish(acme, "ev3", "a", 3)
+	publish(acme, "ev4", "b", 4) // e1's copy never arrives
+	publish(quiet, "ev9", "a", 2)
+
+	got := l.answers()
+	for ep := range got {
+		slices.SortFunc(got[ep], func(a, b time.Time) int { return a.Compare(b) })
+	}
+	want := map[string][]time.Time{"e0": {at(1), at(2), at(3), at(4)}, "e1": {at(2), at(4)}}
+	if !maps.EqualFunc(got, want, func(a, b []time.Time) bool { return slices.EqualFunc(a, b, time.Time.Equal) }) {
+		t.Errorf("answers = %v, want %v", got, want)
+	}
+
+	r, err := NewReceiver("127.0.0.1:0", nil, Behaviour{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.record("ev1-e0", "ev1", "e0", body("ev1"), 200, at(1.1))
+	r.record("ev2-e0", "ev2", "e0", body("ev2"), 200, at(2.1))
+	r.record("ev2-e1", "ev2", "e1", body("ev2"), 200, at(3.5)) // the longest of [2, 3.5)
+	r.record("ev3-e0", "ev3", "e0", body("ev3"), 200, at(3.2))
+	r.record("ev4-e0", "ev4", "e0", body("ev4"), 200, at(4.1))
+	r.record("ev9-q0", "ev9", "q0", body("ev9"), 200, at(9)) // not awaited
+
+	if d, id := l.longestWait(r, at(2), at(3.5), at(10)); d != 1500*time.Millisecond || id != "ev2-e1" {
+		t.Errorf("longest wait in [2, 3.5) = %v (%s), want 1.5s (ev2-e1)", d, id)
+	}
+	if d, id := l.longestWait(r, at(3.5), at(5), at(10)); d != 6*time.Second || id != "ev4-e1" {
+		t.Errorf("longest wait in [3.5, 5) = %v (%s), want 6s (ev4-e1, not received: until now)", d, id)
+	}
+	if d, _ := l.longestWait(r, at(5), at(9), at(10)); d != 0 {
+		t.Errorf("longest wait with no publish answered = %v, want 0", d)
+	}
+}

@@ -171,6 +171,17 @@ func (b *Bench) record(t *Tenant, evs []*controlv1.PublishRequest, resps []*cont
 	b.events += int64(len(resps))
 }
 
+// slowestPublish returns the longest PublishBatch call answered in phase.
+func (b *Bench) slowestPublish(phase int) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var d time.Duration
+	for _, l := range b.publishLat[phase] {
+		d = max(d, l)
+	}
+	return d
+}
+
 // publishRoundRobin sends a batch to the next node of l.APIs and, when that
 // fails and l.Retry is set, to the node after it at once with the same
 // event ids (so the retry is idempotent), pausing only after a full round

@@ -150,6 +150,7 @@ func (b *Bench) changeRun(ctx context.Context, name string, n int, ch change) (S
 	}
 	steady, during := b.Summarize(name, steadyStart, steadyPhase), b.Summarize(name, changeStart, changePhase)
 	g := b.arrivalGaps(steadyStart, changeStart, changeEnd)
+	pg := gapsOf(b.ledger.answers(), steadyStart, changeStart, changeEnd)
 	if over := time.Duration(2 * steady.FirstAttemptP99 * float64(time.Millisecond)); over > 0 {
 		bySecond, total, list := b.ledger.slow(b.recv, changePhase, over, changeStart)
 		if err := b.writeSlow(ctx, c.APIs, list); err != nil {
@@ -171,6 +172,9 @@ func (b *Bench) changeRun(ctx context.Context, name string, n int, ch change) (S
 		"change_s":                     round(changed.Sub(changeStart).Seconds(), 2),
 		"max_stall_s":                  round(g.failover.Seconds(), 3),
 		"max_stall_steady_s":           round(g.before.Seconds(), 3),
+		"publish_gap_s":                round(pg.failover.Seconds(), 3),
+		"publish_gap_steady_s":         round(pg.before.Seconds(), 3),
+		"publish_max_ms_rolling":       round(float64(b.slowestPublish(changePhase))/float64(time.Millisecond), 1),
 		"first_attempt_p99_ms_steady":  steady.FirstAttemptP99,
 		"first_attempt_p99_ms_rolling": during.FirstAttemptP99,
 		"unavailable_answers":          float64(r.unavailable.Load()),
@@ -178,7 +182,7 @@ func (b *Bench) changeRun(ctx context.Context, name string, n int, ch change) (S
 		"reader_errors":                float64(r.errs.Load()),
 		"publish_retries":              float64(b.retries.Load()),
 	})
-	s.Notes = append(s.Notes, "history: deliveries published and delivered before the measured run (their checks count in the summary's); max_stall_s: the longest gap between first arrivals at one endpoint overlapping the change (max_stall_steady_s: the same in the steady phase); first_attempt_p99_ms_rolling: during the change; unavailable_answers: the reader's searches and single GETs of delivered deliveries answered UNAVAILABLE or NOT_FOUND by a node that was up")
+	s.Notes = append(s.Notes, "history: deliveries published and delivered before the measured run (their checks count in the summary's); max_stall_s: the longest gap between first arrivals at one endpoint overlapping the change (max_stall_steady_s: the same in the steady phase); publish_gap_s: the same between the answers of the publishes planned for one endpoint (a stall on the publishing side shows in both); publish_max_ms_rolling: the slowest publish call answered during the change; first_attempt_p99_ms_rolling: during the change; unavailable_answers: the reader's searches and single GETs of delivered deliveries answered UNAVAILABLE or NOT_FOUND by a node that was up")
 	for _, e := range r.unavailableExamples() {
 		s.Notes = append(s.Notes, "unavailable answer: "+e)
 	}
