@@ -482,27 +482,30 @@ func (l *ledger) answers() map[string][]time.Time {
 func (l *ledger) longestWait(r *Receiver, from, to, now time.Time) (time.Duration, string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	seen := map[string]time.Time{}
-	r.Each(func(id string, rec *Record, _ []Receipt, _ []uint64) {
-		seen[id] = rec.FirstSeen
-	})
-	var longest time.Duration
-	var which string
+	acks := map[string]time.Time{}
+	var ids []string
 	for _, e := range l.events {
 		if !e.tenant.Await || e.ack.Before(from) || !e.ack.Before(to) {
 			continue
 		}
 		for _, id := range e.ids {
-			if id == "" {
-				continue
+			if id != "" {
+				acks[id] = e.ack
+				ids = append(ids, id)
 			}
-			first := seen[id]
-			if first.IsZero() {
-				first = now // not received (yet)
-			}
-			if d := first.Sub(e.ack); d > longest {
-				longest, which = d, id
-			}
+		}
+	}
+	seen := map[string]time.Time{}
+	r.Lookup(ids, func(id string, rec Record) { seen[id] = rec.FirstSeen })
+	var longest time.Duration
+	var which string
+	for _, id := range ids {
+		first := seen[id]
+		if first.IsZero() {
+			first = now // not received (yet)
+		}
+		if d := first.Sub(acks[id]); d > longest {
+			longest, which = d, id
 		}
 	}
 	return longest, which
