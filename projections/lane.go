@@ -239,7 +239,7 @@ func (r *Runner) commit(l *lane, recs []events.Record, through events.Position) 
 	if l.main && (standby.IsEmpty() || r.heldDue()) {
 		// What the main lane held back goes first: its records come
 		// before this batch's in the log.
-		held, err := r.applyHeld(st, &hooks)
+		held, err := r.applyHeld(st, &hooks, r.held.parts)
 		if err != nil {
 			return err
 		}

@@ -313,8 +313,9 @@ func (r *Runner) Serve(serving events.PartitionSet) {
 	}
 	r.mu.Unlock()
 	// A partition served from now on has every record applied first, and
-	// none of them counts as served (the outcome metrics).
-	r.releaseHeld("serve")
+	// none of them counts as served (the outcome metrics); the others
+	// stay held.
+	r.releaseHeld("serve", serving)
 	r.mu.Lock()
 	r.serving = serving
 	live := r.live

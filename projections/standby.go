@@ -26,8 +26,9 @@ import (
 // the next start catches the partitions up from their checkpoints. Every
 // reader of a standby's state gets it whole:
 //
-//   - Serve applies what is held before it serves a partition (a promotion
-//     or a hand-over), and before the metrics count anything of it;
+//   - Serve applies what is held of a partition before it serves it (a
+//     promotion or a hand-over), and before the metrics count anything of
+//     it; the other partitions' records stay held;
 //   - a read of a partition the node stands by for calls Fresh first (the
 //     node answers a search or a GET from a standby when the owner cannot);
 //   - a batch with a record of no partition that a partitioned projection
@@ -114,16 +115,18 @@ func (r *Runner) heldDue() bool {
 	return !h.parts.IsEmpty() && (len(h.recs) >= maxHeld || time.Since(h.since) >= r.standbyDelay)
 }
 
-// applyHeld applies the held records of the partitions still live through
-// pb, moves their checkpoints to where the main lane held them back, and
-// forgets every held record. applyMu is held.
-func (r *Runner) applyHeld(st *staging, hooks *[]func()) (uint64, error) {
+// applyHeld applies the held records of the partitions of parts (those
+// still live) through pb and moves their checkpoints to where the main
+// lane held them back; it forgets those partitions' held records and keeps
+// the others'. Pass r.held.parts for all of them. applyMu is held.
+func (r *Runner) applyHeld(st *staging, hooks *[]func(), parts events.PartitionSet) (uint64, error) {
 	h := &r.held
-	if h.parts.IsEmpty() {
+	release := h.parts.Intersect(parts)
+	if release.IsEmpty() {
 		return 0, nil
 	}
 	r.mu.Lock()
-	keep := h.parts.Intersect(r.live)
+	keep := release.Intersect(r.live)
 	r.mu.Unlock()
 	n, err := r.applyBatch(st, hooks, keep, h.recs)
 	if err != nil {
@@ -136,11 +139,32 @@ func (r *Runner) applyHeld(st *staging, hooks *[]func()) (uint64, error) {
 		}
 	}
 	r.mu.Unlock()
-	r.dropHeld()
+	r.forgetHeld(release)
 	return n, nil
 }
 
-// dropHeld forgets the held records, keeping the slice's room.
+// forgetHeld forgets the held records of parts, keeping the slice's room
+// (all of them when parts covers every partition held).
+func (r *Runner) forgetHeld(parts events.PartitionSet) {
+	h := &r.held
+	if h.parts.Minus(parts).IsEmpty() {
+		r.dropHeld()
+		return
+	}
+	kept := h.recs[:0]
+	for _, rec := range h.recs {
+		if !parts.Has(rec.Partition) {
+			kept = append(kept, rec)
+		}
+	}
+	clear(h.recs[len(kept):]) // let their data go
+	h.recs, h.parts = kept, h.parts.Minus(parts)
+	r.mu.Lock()
+	r.heldParts = h.parts
+	r.mu.Unlock()
+}
+
+// dropHeld forgets every held record, keeping the slice's room.
 func (r *Runner) dropHeld() {
 	h := &r.held
 	clear(h.recs) // let their data go
@@ -150,19 +174,22 @@ func (r *Runner) dropHeld() {
 	r.mu.Unlock()
 }
 
-// releaseHeld applies the held records in a commit of their own: before a
-// partition is served, for a reader, or when the log has gone quiet. If
-// that fails, the held partitions leave the live set and catch up from
-// their checkpoints, where an error that persists stops Run. applyMu is
-// held.
-func (r *Runner) releaseHeld(why string) {
-	if r.held.parts.IsEmpty() || r.closed {
+// releaseHeld applies the held records of the partitions of parts in a
+// commit of their own: before a partition is served, for a reader, or when
+// the log has gone quiet (then all of them). The other partitions' records
+// stay held: a promotion or a read waits for its own partitions' records
+// only. If that fails, the released partitions leave the live set and
+// catch up from their checkpoints, where an error that persists stops
+// Run. applyMu is held.
+func (r *Runner) releaseHeld(why string, parts events.PartitionSet) {
+	release := r.held.parts.Intersect(parts)
+	if release.IsEmpty() || r.closed {
 		return
 	}
 	st := newStaging(r.db)
 	defer st.close()
 	var hooks []func()
-	n, err := r.applyHeld(st, &hooks)
+	n, err := r.applyHeld(st, &hooks, release)
 	if err == nil {
 		err = st.flush()
 	}
@@ -174,13 +201,12 @@ func (r *Runner) releaseHeld(why string) {
 	}
 	if err != nil {
 		r.mu.Lock()
-		parts := r.held.parts
-		r.live = r.live.Minus(parts)
+		r.live = r.live.Minus(release)
 		live := r.live
 		r.epoch++
 		r.mu.Unlock()
-		r.dropHeld()
-		r.logger.Error("projections could not apply a standby's held records; its partitions catch up", slog.String("why", why), slog.String("partitions", parts.String()), slog.Any("error", err))
+		r.forgetHeld(release)
+		r.logger.Error("projections could not apply a standby's held records; its partitions catch up", slog.String("why", why), slog.String("partitions", release.String()), slog.Any("error", err))
 		r.partitionsChanged(live)
 		r.signalChange()
 		return
@@ -195,7 +221,8 @@ func (r *Runner) releaseHeld(why string) {
 	r.mu.Unlock()
 }
 
-// Fresh applies what the runner holds back of the partitions in parts, so
+// Fresh applies what the runner holds back of the partitions in parts (and
+// of no other), so
 // that a read of them that follows sees every record the main lane has
 // read: call it before answering for a partition the node stands by for.
 // It costs nothing when none of them is held, and reports whether it
@@ -212,7 +239,7 @@ func (r *Runner) Fresh(parts events.PartitionSet) bool {
 	if r.held.parts.Intersect(parts).IsEmpty() {
 		return false
 	}
-	r.releaseHeld("read")
+	r.releaseHeld("read", parts)
 	return true
 }
 
@@ -222,6 +249,6 @@ func (r *Runner) releaseIfDue() {
 	r.applyMu.Lock()
 	defer r.applyMu.Unlock()
 	if r.heldDue() {
-		r.releaseHeld("due")
+		r.releaseHeld("due", r.held.parts)
 	}
 }

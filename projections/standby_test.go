@@ -108,6 +108,39 @@ func TestStandbyRecordsApplyWhenDue(t *testing.T) {
 	}
 }
 
+// TestStandbyReleasesOnlyWhatIsNeeded: a promotion or a read applies the
+// held records of its own partitions; the others' stay held until they
+// are needed or due, and are applied once.
+func TestStandbyReleasesOnlyWhatIsNeeded(t *testing.T) {
+	l := openLog(t)
+	r, s, _ := openStandby(t, l, vfs.NewMem(), time.Minute)
+	r.Own(events.NewPartitionSet(1, 2, 3)) // serves 1, stands by for 2 and 3
+	run(t, r)
+	waitParts(t, r, events.NewPartitionSet(1, 2, 3), events.Start)
+	appendIn(t, l, 2, 4)
+	head := appendIn(t, l, 3, 5)
+	waitParts(t, r, events.NewPartitionSet(events.NoPartition), head)
+
+	r.Serve(events.NewPartitionSet(1, 2))
+	if got := countOf(t, s, 2); got != 4 {
+		t.Errorf("promoted partition 2 holds %d records, want 4", got)
+	}
+	if got := countOf(t, s, 3); got != 0 {
+		t.Errorf("partition 3, still a standby, holds %d records after 2's promotion, want 0 (held)", got)
+	}
+	head = appendIn(t, l, 3, 1)
+	waitParts(t, r, events.NewPartitionSet(events.NoPartition), head)
+	if !r.Fresh(events.NewPartitionSet(3)) {
+		t.Error("Fresh(3) applied nothing, want partition 3's held records")
+	}
+	if got := countOf(t, s, 3); got != 6 {
+		t.Errorf("partition 3 holds %d records after Fresh, want 6", got)
+	}
+	if r.Fresh(events.NewPartitionSet(3)) {
+		t.Error("a second Fresh(3) applied something again")
+	}
+}
+
 // openStandby opens a runner of a perPartition projection that owns
 // partitions 1 and 2 and serves 1: it stands by for 2.
 func openStandby(t *testing.T, l events.Log, fs vfs.FS, delay time.Duration) (*projections.Runner, *projections.Store, *perPartition) {
