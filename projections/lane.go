@@ -386,12 +386,17 @@ func (r *Runner) promoteLocked() {
 		r.mu.Unlock()
 		return
 	}
-	r.live = r.live.Union(ready)
-	live := r.live
+	live := r.live.Union(ready)
+	r.mu.Unlock()
+	// The projections are told first: a wait for these partitions returns
+	// once their state is loaded (the due index's summaries), not before.
+	// applyMu keeps every commit out meanwhile.
+	r.partitionsChanged(live)
+	r.mu.Lock()
+	r.live = live
 	close(r.notify)
 	r.notify = make(chan struct{})
 	r.mu.Unlock()
-	r.partitionsChanged(live)
 	r.logger.Info("projection partitions live", slog.String("partitions", ready.String()), slog.Int("live", live.Len()-1))
 	r.signalChange()
 }

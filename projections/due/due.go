@@ -207,7 +207,10 @@ func New(r *projections.Runner, cfg Config) (*Due, error) {
 
 // PartitionsChanged implements [projections.Partitioned]: it forgets the
 // endpoints of the partitions no longer live, and loads the summaries of
-// those that became live and wakes their endpoints with work.
+// those that became live and wakes their endpoints with work. The store is
+// read without d.mu, which every pull takes: pulls of the endpoints
+// already served do not wait for a promotion's load. The runner calls it
+// with no batch being applied, so nothing writes the summaries meanwhile.
 func (d *Due) PartitionsChanged(live events.PartitionSet) {
 	d.mu.Lock()
 	gained, lost := live.Minus(d.live), d.live.Minus(live)
@@ -220,14 +223,26 @@ func (d *Due) PartitionsChanged(live events.PartitionSet) {
 			}
 		}
 	}
-	var wake []string
+	d.mu.Unlock()
+	var loaded []loadedHead
 	var err error
-	now := d.now()
 	gained.Each(func(p events.Partition) {
 		if err == nil && p != events.NoPartition {
-			wake, err = d.load(p, now, wake)
+			loaded, err = d.load(p, loaded)
 		}
 	})
+	var wake []string
+	now := d.now()
+	d.mu.Lock()
+	for _, l := range loaded {
+		d.heads[l.ep] = l.h
+		if l.h.firstRetry.After(now) {
+			d.schedule(l.ep, l.h.firstRetry)
+		}
+		if l.h.wakeAt(now) {
+			wake = append(wake, l.ep)
+		}
+	}
 	d.mu.Unlock()
 	d.kickRun()
 	if err != nil {
@@ -240,22 +255,31 @@ func (d *Due) PartitionsChanged(live events.PartitionSet) {
 	}
 }
 
-// load builds the summaries of partition p by skipping through its index:
-// two seeks per endpoint with work, whatever the number of items. It adds
-// to wake the endpoints with work due at now. d.mu must be held.
-func (d *Due) load(p events.Partition, now time.Time, wake []string) ([]string, error) {
+// loadedHead is an endpoint's summary as load read it.
+type loadedHead struct {
+	ep string
+	h  head
+}
+
+// load reads the summaries of partition p's endpoints with work by
+// skipping through its index: two seeks per endpoint, whatever the number
+// of items. It appends them to loaded.
+func (d *Due) load(p events.Partition, loaded []loadedHead) ([]loadedHead, error) {
 	pp := partitionPrefix(p)
 	it, err := d.store.NewIter(pp, projections.PrefixEnd(pp))
 	if err != nil {
-		return wake, err
+		return loaded, err
 	}
 	defer it.Close()
 	for ok := it.First(); ok; {
 		ep, c, due, err := parseItemKey(it.Key())
 		if err != nil {
-			return wake, err
+			return loaded, err
 		}
-		h := d.heads[ep]
+		if n := len(loaded); n == 0 || loaded[n-1].ep != ep {
+			loaded = append(loaded, loadedHead{ep: ep})
+		}
+		h := &loaded[len(loaded)-1].h
 		if c == ClassNew {
 			h.oldestNew = due
 			ok = it.SeekGE(classPrefix(ep, ClassRetry))
@@ -263,15 +287,8 @@ func (d *Due) load(p events.Partition, now time.Time, wake []string) ([]string, 
 			h.firstRetry = due
 			ok = it.SeekGE(projections.PrefixEnd(endpointPrefix(ep)))
 		}
-		d.heads[ep] = h
-		if h.firstRetry.After(now) {
-			d.schedule(ep, h.firstRetry)
-		}
-		if h.wakeAt(now) {
-			wake = append(wake, ep)
-		}
 	}
-	return wake, nil
+	return loaded, nil
 }
 
 // wakeAt reports whether an endpoint with this summary has work at now:

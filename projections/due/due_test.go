@@ -401,3 +401,46 @@ func TestPlannedAgainReplacesItsItem(t *testing.T) {
 		}
 	}
 }
+
+// TestPromotionLoadsSummaries: a partition the node stood by for has no
+// summaries and wakes nothing; once served, its endpoints' summaries are
+// loaded from the store, those with new work are woken, and a retry
+// wakes its endpoint when due (a timer set by the load).
+func TestPromotionLoadsSummaries(t *testing.T) {
+	f := newFixture(t)
+	rec := newRecorder()
+	d, r := f.open(vfs.NewMem(), due.Config{Waker: rec, SweepInterval: time.Hour})
+	r.Serve(events.PartitionSet{}) // stands by for every partition
+	now := time.Now()
+	retry := now.Add(2 * time.Second)
+	f.publish("e1", now, "A", "B")
+	f.failed("d-e1-B", 1, retry)
+	f.sync(r)
+	if hs := d.Heads(); len(hs) != 0 {
+		t.Fatalf("standing by: Heads = %v, want none", hs)
+	}
+	if n := rec.count("A") + rec.count("B"); n != 0 {
+		t.Fatalf("standing by: %d wakes, want none", n)
+	}
+
+	r.Serve(events.AllPartitions())
+	rec.waitWake(t, "A")
+	got := map[string]due.Head{}
+	for _, h := range d.Heads() {
+		got[h.EndpointID] = h
+	}
+	want := map[string]due.Head{
+		"A": {EndpointID: "A", OldestNew: now},
+		"B": {EndpointID: "B", FirstRetry: retry},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Heads after the promotion (-want +got):\n%s", diff)
+	}
+	if time.Now().Before(retry) && rec.count("B") != 0 {
+		t.Error("B woken before its retry was due")
+	}
+	rec.waitWake(t, "B")
+	if time.Now().Before(retry) {
+		t.Error("B woken before its retry was due")
+	}
+}
