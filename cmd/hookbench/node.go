@@ -73,7 +73,14 @@ func (a boundAddrs) flags() []string {
 var (
 	servingLine = regexp.MustCompile(`hookline serving" grpc_addr=(\S+) http_addr=(\S+)`)
 	startedLine = regexp.MustCompile(`msg="cluster node started" .*\saddress=(\S+) gossip_address=(\S+)`)
+	// busyLine names an address another process took while the node was
+	// down (the system may give a port the node freed to anyone).
+	busyLine = regexp.MustCompile(`listen (?:tcp|udp) (\S+): bind: address already in use`)
 )
+
+// busyRetry is how long start keeps trying a learnt address another
+// process holds before it gives the node a new one.
+const busyRetry = 5 * time.Second
 
 // BuildNode builds cmd/hookline into dir with `go build`; it must run inside
 // the hookline module (the repository), or use --hookline PATH.
@@ -100,7 +107,54 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	return n, nil
 }
 
+// start starts a process and waits until it serves. A process that could
+// not listen on a learnt address, because another process took it while
+// the node was down, is started again on that address until busyRetry has
+// passed, then on one the system chooses (the node keeps its data; a
+// cluster member's new address only changes its place in the ranking).
 func (n *Node) start(ctx context.Context) error {
+	deadline := time.Now().Add(busyRetry)
+	for {
+		err := n.startOnce(ctx)
+		if err == nil {
+			return nil
+		}
+		m := busyLine.FindStringSubmatch(err.Error())
+		if m == nil || !n.learnt(m[1]) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			n.forget(m[1])
+			fmt.Fprintf(cmp.Or(n.cfg.Log, io.Discard), "hookbench: another process holds %s: the node starts on a new address\n", m[1])
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// learnt reports whether addr is one of the addresses the node keeps.
+func (n *Node) learnt(addr string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	b := n.bound
+	return addr == b.grpc || addr == b.http || addr == b.cluster || addr == b.gossip
+}
+
+// forget lets the system choose the node's next address in place of addr.
+func (n *Node) forget(addr string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, f := range []*string{&n.bound.grpc, &n.bound.http, &n.bound.cluster, &n.bound.gossip} {
+		if *f == addr {
+			*f = ""
+		}
+	}
+}
+
+func (n *Node) startOnce(ctx context.Context) error {
 	n.mu.Lock()
 	addrs := n.bound.flags()
 	n.mu.Unlock()
@@ -119,6 +173,7 @@ func (n *Node) start(ctx context.Context) error {
 	ready := make(chan string, 1)
 	n.mu.Lock()
 	n.cmd, n.done, n.grpcAddr, n.gossip = cmd, done, "", ""
+	n.tail = nil // this process's lines only: start reads its failure there
 	n.starts++
 	n.mu.Unlock()
 	go func() {
