@@ -634,7 +634,9 @@ func (m *partitions) record(ctx context.Context, self string, pl plan) {
 		if len(ps) == 0 {
 			continue
 		}
-		pos, ok := m.assign(ctx, &expected, ps, target, self, hooklinev1.PartitionsAssigned_REASON_HANDOVER, cut)
+		drain, word := m.handTimes(ps, target)
+		pos, ok := m.assign(ctx, &expected, ps, target, self, hooklinev1.PartitionsAssigned_REASON_HANDOVER, cut,
+			slog.Duration("drained", drain.Round(time.Millisecond)), slog.Duration("since_ready", word.Round(time.Millisecond)))
 		if !ok {
 			return
 		}
@@ -644,6 +646,26 @@ func (m *partitions) record(ctx context.Context, self string, pl plan) {
 		}
 		m.wake() // serve no more: the next step gives them up
 	}
+}
+
+// handTimes returns, for partitions about to be handed over, how long the
+// longest of their drains has run and how long ago target last said it was
+// ready for the earliest of them (it says so every readyEvery; 0 when it
+// did not: a leave that ran out of leaveWait): where a hand-over's pause
+// went, which the hand-over's log line says.
+func (m *partitions) handTimes(ps []events.Partition, target string) (drain, word time.Duration) {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range ps {
+		if d := m.draining[p]; !d.IsZero() {
+			drain = max(drain, now.Sub(d))
+		}
+		if r := m.ready[p]; r.member == target && !r.at.IsZero() {
+			word = max(word, now.Sub(r.at))
+		}
+	}
+	return drain, word
 }
 
 // settle notes this node's change of ps at pos, taken or handed over,
@@ -659,7 +681,7 @@ func (m *partitions) settle(ps []events.Partition, pos events.Position, mine boo
 
 // assign appends one PartitionsAssigned with the expected revision, which
 // it advances; it reports whether the append landed, and its position.
-func (m *partitions) assign(ctx context.Context, expected *events.ExpectedRevision, ps []events.Partition, owner, previous string, reason hooklinev1.PartitionsAssigned_Reason, cut int) (events.Position, bool) {
+func (m *partitions) assign(ctx context.Context, expected *events.ExpectedRevision, ps []events.Partition, owner, previous string, reason hooklinev1.PartitionsAssigned_Reason, cut int, logged ...any) (events.Position, bool) {
 	slices.Sort(ps)
 	ev := &hooklinev1.PartitionsAssigned{Owner: owner, Previous: previous, Reason: reason, At: timestamppb.New(m.now()), Cut: int32(cut)}
 	for _, p := range ps {
@@ -698,8 +720,8 @@ func (m *partitions) assign(ctx context.Context, expected *events.ExpectedRevisi
 		return events.Position{}, false
 	}
 	*expected = events.ExpectAfter(res.Revision, true)
-	m.logger.Info("partitions assigned", slog.String("owner", owner), slog.String("previous", previous),
-		slog.String("reason", reason.String()), slog.Int("partitions", len(ps)), slog.Int("cut", cut))
+	m.logger.Info("partitions assigned", append([]any{slog.String("owner", owner), slog.String("previous", previous),
+		slog.String("reason", reason.String()), slog.Int("partitions", len(ps)), slog.Int("cut", cut)}, logged...)...)
 	return res.Position, true
 }
 
