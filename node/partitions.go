@@ -402,17 +402,41 @@ func (m *partitions) step(ctx context.Context) {
 	m.drainFor(pl.hand, pl.claim)
 	m.runner.Own(pl.follow)
 	before := *m.claimed.Load()
-	if gained := pl.claim.Minus(before); !gained.IsEmpty() {
+	gained := pl.claim.Minus(before)
+	if !gained.IsEmpty() {
 		m.forget(gained) // before the emitter may see them served
 	}
 	m.claimed.Store(&pl.claim)
 	m.runner.Serve(pl.claim)
+	m.logMoved(gained, self)
 	if lost := before.Minus(pl.claim); !lost.IsEmpty() {
 		n.Rebalance() // their grains stop here; the next request reaches the new owner
 	}
 	m.record(ctx, self, pl)
 	if len(pl.tell) > 0 && m.nearHead(ctx) {
 		m.tellReady(n, self, pl.tell)
+	}
+}
+
+// logMoved logs the partitions this node has just started serving that
+// another member recorded giving it (a hand-over), with how long after that
+// record they are served here: the new owner's share of a planned move's
+// pause, its projections reaching the record (the old owner's share is in
+// the record's own line, drained).
+func (m *partitions) logMoved(gained events.PartitionSet, self string) {
+	t := m.owners.Table()
+	now := m.now()
+	var moved events.PartitionSet
+	var longest time.Duration
+	gained.Each(func(p events.Partition) {
+		if o := t.Owners[p]; o.Reason == hooklinev1.PartitionsAssigned_REASON_HANDOVER && o.Address == self && !o.At.IsZero() {
+			moved.Add(p)
+			longest = max(longest, now.Sub(o.At))
+		}
+	})
+	if !moved.IsEmpty() {
+		m.logger.Info("serving partitions handed over", slog.String("partitions", moved.String()),
+			slog.Duration("after_record", longest.Round(time.Millisecond)))
 	}
 }
 
