@@ -27,14 +27,17 @@ const (
 // grain: a number of attempts and of attempts in flight, until it expires.
 // With Config.Grains set, the loop starts attempts only within it, and
 // asks for a new one when it has expired or is used up, one request at a
-// time. A busy endpoint asks ahead, in its lease's last quarter: the
-// tenant grants the next period's lease at once (see tenant.Leases), held
-// in next until the current one ends or is used up, so attempts go on
-// across the boundary without waiting for a round trip to the tenant's
-// grain, which may be on another member or moving to one. When the tenant
-// grain cannot be reached, it goes on under a fallback lease of its own
-// in-flight limit for fallbackLease (fail open, logged); when it was
-// asking ahead, the fallback follows the current lease.
+// time; and for more of the period's share once what is left is no more
+// than its in-flight limit and than what it used (early: attempts go on
+// under the rest meanwhile), until the tenant grants none. A busy
+// endpoint asks ahead, in its lease's last quarter: the tenant grants the
+// next period's lease at once (see tenant.Leases), held in next until the
+// current one ends or is used up, so attempts go on across the boundary
+// without waiting for a round trip to the tenant's grain, which may be on
+// another member or moving to one. When the tenant grain cannot be
+// reached, it goes on under a fallback lease of its own in-flight limit
+// for fallbackLease (fail open, logged); when it was asking ahead, the
+// fallback follows the current lease.
 //
 // A grain started on a partition its node took over lately
 // (Config.ProvisionalLease) does not wait for its first lease: it starts
@@ -58,6 +61,13 @@ type leaseState struct {
 	asking   bool
 	aheadFor time.Time // the current lease's expiry when it was renewed ahead
 
+	// earlyFor is the current lease's expiry when more of its period's
+	// share was asked for before it was used up; dry is set once the
+	// tenant granted none, and the grain asks again only for the next
+	// period's.
+	earlyFor time.Time
+	dry      bool
+
 	// provisional is the size of the provisional lease the current one
 	// is, until the first answer; zero when it is not one. triedFirst is
 	// set once the grain looked whether it may have one.
@@ -65,9 +75,18 @@ type leaseState struct {
 	triedFirst  bool
 }
 
-// leaseBucket is one period's lease.
+// renewing reports whether the request under way was sent for the
+// current lease while it was valid (ahead of its period's end, or early,
+// before it was used up): if the lease ends before the answer comes, the
+// tenant's grain is late, and the grain goes on provisionally.
+func (ls *leaseState) renewing() bool {
+	return ls.asking && !ls.expires.IsZero() && (ls.aheadFor.Equal(ls.expires) || ls.earlyFor.Equal(ls.expires))
+}
+
+// leaseBucket is one period's lease: attempts left of total granted.
 type leaseBucket struct {
 	attempts int32
+	total    int32
 	inFlight int32
 	expires  time.Time
 }
@@ -96,7 +115,7 @@ func (l *loop) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
 		// period's end instead held a busy endpoint whose share outgrew
 		// its last ask for up to a quarter of a period (a p99 of ~190 ms
 		// for a tenant far from its quota).
-		ls.granted, ls.leaseBucket, ls.next = ls.expires, *ls.next, nil
+		ls.granted, ls.leaseBucket, ls.next, ls.dry = ls.expires, *ls.next, nil, false
 	}
 	valid := now.Before(ls.expires)
 	ahead := time.Time{} // when to ask ahead
@@ -114,25 +133,28 @@ func (l *loop) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
 				l.askLease(ctx, false)
 			}
 			n := int32(l.maxInFlight())
-			ls.leaseBucket = leaseBucket{attempts: n, inFlight: n, expires: now.Add(l.cfg.LeaseTimeout)}
+			ls.leaseBucket = leaseBucket{attempts: n, total: n, inFlight: n, expires: now.Add(l.cfg.LeaseTimeout)}
 			ls.provisional, valid = n, true
 		}
 	}
-	if !valid && ls.asking && ls.provisional == 0 && !ls.expires.IsZero() && ls.aheadFor.Equal(ls.expires) {
+	if !valid && ls.provisional == 0 && ls.renewing() {
 		// The lease ended while its renewal, asked ahead, is unanswered:
 		// the tenant's grain is slow (a busy member) or moving. Go on
 		// under a provisional lease until the answer comes, as a grain
 		// new to its partition does: what it starts counts against the
 		// renewal.
 		n := int32(l.maxInFlight())
-		ls.leaseBucket = leaseBucket{attempts: n, inFlight: n, expires: now.Add(l.cfg.LeaseTimeout)}
+		ls.leaseBucket = leaseBucket{attempts: n, total: n, inFlight: n, expires: now.Add(l.cfg.LeaseTimeout)}
 		ls.provisional, valid = n, true
+	}
+	if valid {
+		l.askEarly(ctx, now)
 	}
 	if valid && ls.attempts > 0 && int32(l.asks+l.running) < ls.inFlight {
 		return true, time.Time{}
 	}
 	if ls.asking {
-		if valid && ls.provisional == 0 && ls.aheadFor.Equal(ls.expires) {
+		if valid && ls.provisional == 0 && ls.renewing() {
 			return false, ls.expires // the renewal may come late: look again when the lease ends
 		}
 		return false, time.Time{}
@@ -140,7 +162,7 @@ func (l *loop) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
 	if valid && ls.attempts > 0 {
 		return false, time.Time{} // in flight at the lease's limit: an outcome pumps
 	}
-	if valid && (ls.next != nil || (!ls.expires.IsZero() && ls.inFlight <= 0)) {
+	if valid && (ls.next != nil || ls.dry || (!ls.expires.IsZero() && ls.inFlight <= 0)) {
 		// Used up, with a next period's lease of no attempts in hand; or
 		// granted nothing more this period: wait for the period's end, or
 		// until it is time to ask ahead.
@@ -154,10 +176,31 @@ func (l *loop) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
 }
 
 // useLease counts an attempt against the lease.
-func (l *loop) useLease() {
+func (l *loop) useLease(ctx actor.Context, now time.Time) {
 	if l.cfg.Grains != nil {
 		l.lease.attempts--
+		l.askEarly(ctx, now)
 	}
+}
+
+// askEarly asks for more of the current period's share when what is left
+// of the lease is no more than the endpoint's in-flight limit, nor than
+// what it used of it: now, while the rest keeps attempts going, rather
+// than once it is used up, when the next attempt would wait a round trip
+// to the tenant's grain (on another member, on a busy one, or moving). An
+// endpoint busier than its last ask ran out within every period and waited
+// for that round trip: up to the lease timeout near a restart. One that
+// used less than half of its lease holds the rest of the tenant's budget
+// for the period already, and does not ask for more. It asks no more once
+// the tenant granted none (dry), nor with the next period's lease in hand.
+func (l *loop) askEarly(ctx actor.Context, now time.Time) {
+	ls := &l.lease
+	if ls.asking || ls.dry || ls.provisional > 0 || ls.next != nil || ls.attempts <= 0 ||
+		ls.attempts > int32(l.maxInFlight()) || ls.total-ls.attempts < ls.attempts || !now.Before(ls.expires) {
+		return
+	}
+	ls.earlyFor = ls.expires
+	l.askLease(ctx, false)
 }
 
 // prefetchLease asks for a first lease while the loop catches up, so that
@@ -208,18 +251,19 @@ func (l *loop) onLease(ctx actor.Context, m *leaseReply) {
 		l.log.Warn("endpoint grain cannot get a quota lease; going on under a fallback lease", "error", m.err)
 		n := int32(l.maxInFlight())
 		b = leaseBucket{attempts: n * int32(fallbackLease/time.Second), inFlight: n, expires: now.Add(fallbackLease)}
+		b.total = b.attempts
 		if m.ahead && valid {
 			b.expires = ls.expires.Add(fallbackLease)
 		}
 	} else {
-		b = leaseBucket{attempts: m.lease.GetAttempts(), inFlight: m.lease.GetInFlight(), expires: m.lease.GetExpiresAt().AsTime()}
+		b = leaseBucket{attempts: m.lease.GetAttempts(), total: m.lease.GetAttempts(), inFlight: m.lease.GetInFlight(), expires: m.lease.GetExpiresAt().AsTime()}
 	}
 	if ls.provisional > 0 {
 		// The first answer: the attempts started under the provisional
 		// lease are taken from it.
 		b.attempts -= ls.provisional - ls.attempts
 		ls.provisional = 0
-		ls.granted, ls.leaseBucket, ls.next = now, b, nil
+		ls.granted, ls.leaseBucket, ls.next, ls.dry = now, b, nil, false
 		l.pump(ctx)
 		return
 	}
@@ -229,11 +273,13 @@ func (l *loop) onLease(ctx actor.Context, m *leaseReply) {
 	case valid && b.expires.Equal(ls.expires):
 		// More of the current period's share.
 		ls.attempts += b.attempts
+		ls.total += b.attempts
+		ls.dry = b.attempts <= 0
 		if b.attempts > 0 || ls.attempts <= 0 {
 			ls.inFlight = b.inFlight // none left: 0, wait for the period's end
 		}
 	default:
-		ls.granted, ls.leaseBucket, ls.next = now, b, nil
+		ls.granted, ls.leaseBucket, ls.next, ls.dry = now, b, nil, false
 	}
 	l.pump(ctx)
 }

@@ -108,7 +108,7 @@ func (l *loop) startReady(ctx actor.Context, now time.Time) time.Time {
 		c := l.ready[l.asks].class()
 		l.asks++
 		l.probeAsked = l.probeAsked || probe
-		l.useLease()
+		l.useLease(ctx, now)
 		l.acquire(ctx, c)
 		if probe {
 			if l.asks < len(l.ready) {

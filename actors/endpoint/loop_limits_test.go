@@ -208,9 +208,14 @@ type gatedGrains struct {
 	localGrains
 	down  atomic.Bool
 	asked atomic.Int32
+	// onAsk, when set, is called at each request before it is sent.
+	onAsk func()
 }
 
 func (g *gatedGrains) Request(ctx context.Context, kind, identity string, msg proto.Message) (proto.Message, error) {
+	if g.onAsk != nil {
+		g.onAsk()
+	}
 	if g.down.Load() {
 		return nil, fmt.Errorf("%s/%s cannot be reached", kind, identity)
 	}
@@ -394,4 +399,70 @@ func TestLateRenewalGoesOnProvisionally(t *testing.T) {
 	if n := len(rc.all()); n != 20 {
 		t.Fatalf("%d attempts in two periods; want 20, the provisional 3 counted against the renewal", n)
 	}
+}
+
+// TestLeaseAskedBeforeUsedUp: an endpoint whose lease runs low (no more
+// left than its in-flight limit, 2) asks its tenant for more of the
+// period's share while its attempts run, not once the lease is used up,
+// when its next attempt would wait for the answer: with both of its
+// attempts held by the receiver, the second request is out already. The
+// tenant (4 attempts a second) grants no more than its quota: 4 attempts
+// in the period and no request once it granted none, the rest in the
+// periods after.
+func TestLeaseAskedBeforeUsedUp(t *testing.T) {
+	b := newBench(t)
+	tp := b.tenant("acme", &hooklinev1.Quota{AttemptsPerSecond: 4, MaxInFlight: 10})
+	g := &gatedGrains{localGrains: localGrains{sys: b.sys, pids: map[string]*actor.PID{tenant.Kind + "/acme": tp}}}
+	b.cfg.Grains = g
+	var rc *receiver
+	var attemptsAtSecond atomic.Int32 // attempts the receiver had when the second request was sent
+	attemptsAtSecond.Store(-1)
+	g.onAsk = func() {
+		if g.asked.Load() == 1 {
+			attemptsAtSecond.CompareAndSwap(-1, int32(len(rc.all())))
+		}
+	}
+
+	gate := make(chan struct{})
+	rc = newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		// The headers at once, the body once the gate opens: the attempt
+		// runs until then (its timeout, 30 s, is past the waits below).
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+		}
+	})
+	b.endpoint("acme", "ep_1", rc.URL+"/in", func(s *controlv1.EndpointSettings) { s.MaxInFlight, s.TimeoutMs = 2, 30_000 })
+	var ids []string
+	for j := range 10 {
+		ids = append(ids, b.publish("acme", fmt.Sprint("evt_", j), "ep_1")...)
+	}
+	waitUntil(t, "two attempts held by the receiver", func() bool {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		return rc.active == 2
+	})
+	waitUntil(t, "a second lease request", func() bool { return g.asked.Load() >= 2 })
+	if n := attemptsAtSecond.Load(); n > 2 {
+		t.Fatalf("the second lease request was sent after %d attempts; want it out while the first two ran", n)
+	}
+	close(gate)
+	waitUntil(t, "the period's 4 attempts", func() bool { return len(rc.all()) >= 4 })
+	// Three requests at most: the first (for 2 attempts when it was sent
+	// before the deliveries were ready, then 2 more early), and one
+	// answered with nothing more; none once the share is spent.
+	if n, asked := len(rc.all()), g.asked.Load(); n != 4 || asked > 3 {
+		t.Fatalf("first period: %d attempts, %d lease requests; want the quota's 4, and 3 requests at most", n, asked)
+	}
+	waitUntil(t, "every delivery succeeded", func() bool {
+		b.advance(time.Second)
+		for _, id := range ids {
+			if b.status("acme", id).Status != history.Succeeded {
+				return false
+			}
+		}
+		return true
+	})
 }
