@@ -360,7 +360,8 @@ func TestTwoNodesShareAndHandOverGrains(t *testing.T) {
 // once it says it is ready. A node that joins under load would otherwise
 // host tenant grains from the moment it joins the gossip, a second before
 // its actor system answers and while it catches up, and every endpoint of
-// those tenants waits on it for its quota leases.
+// those tenants waits on it for its quota leases. The ready member sees
+// another ready (OthersReady) only once the starting one says it is.
 func TestStartingMemberHostsNothingUntilReady(t *testing.T) {
 	a := startNode(t)
 	if err := a.Ready(); err != nil {
@@ -368,6 +369,9 @@ func TestStartingMemberHostsNothingUntilReady(t *testing.T) {
 	}
 	b := startChild(t, a.GossipAddress()) // warming, not ready
 	waitTwo(t, a, b)
+	if a.OthersReady() {
+		t.Fatal("a sees another member ready while b starts")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -394,6 +398,9 @@ func TestStartingMemberHostsNothingUntilReady(t *testing.T) {
 		}
 		if onB > 0 {
 			t.Logf("%d of %d grains on the member once it was ready", onB, len(ids))
+			if !a.OthersReady() {
+				t.Fatal("a places grains on b but does not see another member ready")
+			}
 			return
 		}
 		if time.Now().After(deadline) {

@@ -434,6 +434,18 @@ func (n *Node) Members() []Member {
 	return out
 }
 
+// OthersReady reports whether a member other than this one is up and
+// ready: it does not carry the starting mark of a member that is still
+// catching up (Config.Warming, Ready).
+func (n *Node) OthersReady() bool {
+	for _, m := range n.provider.Members() {
+		if m.Id != n.system.ID && !slices.Contains(m.Kinds, memberlist.StartingKind) {
+			return true
+		}
+	}
+	return false
+}
+
 // Hosting returns the addresses of the members that host kind, sorted by
 // member id.
 func (n *Node) Hosting(kind string) []string {

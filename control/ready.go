@@ -10,7 +10,8 @@ import (
 )
 
 // readyWait bounds how long a call that comes before the node is ready
-// waits for it before it is refused with UNAVAILABLE; readyWaiters bounds
+// waits for it, when no other member can serve it, before it is refused
+// with UNAVAILABLE; readyWaiters bounds
 // the calls that wait at once (they are not authenticated yet): the others
 // are refused at once.
 const (
@@ -22,10 +23,11 @@ var errNotReady = status.Error(codes.Unavailable, "the node is still catching up
 
 // Ready marks the node ready: its projections have applied the log as it
 // was when the node started, so the registry knows every tenant, key and
-// endpoint. Until then calls wait (at most readyWait) instead of being
-// answered from a registry that lags the log (a publish would plan for no
-// endpoint, a valid key would be refused), and health checks say not
-// serving. Later calls do nothing.
+// endpoint. Until then calls are not answered from a registry that lags
+// the log (a publish would plan for no endpoint, a valid key would be
+// refused): they are refused with UNAVAILABLE while another member can
+// serve them, and otherwise wait (at most readyWait); health checks say
+// not serving. Later calls do nothing.
 func (s *Server) Ready() {
 	s.readyOnce.Do(func() {
 		close(s.ready)
@@ -34,12 +36,19 @@ func (s *Server) Ready() {
 }
 
 // awaitReady waits until the node is ready, the call's context ends or
-// readyWait passes.
+// readyWait passes; it refuses the call at once when another member can
+// serve it (Config.ServedElsewhere). A member restarted in a rolling
+// upgrade catches up for seconds: the calls a round-robin client sent it
+// meanwhile stalled their callers, then reached the cluster all at once
+// when it was ready, just as its partitions were handed back to it.
 func (s *Server) awaitReady(ctx context.Context) error {
 	select {
 	case <-s.ready:
 		return nil
 	default:
+	}
+	if s.cfg.ServedElsewhere != nil && s.cfg.ServedElsewhere() {
+		return errNotReady
 	}
 	if s.waiting.Add(1) > readyWaiters {
 		s.waiting.Add(-1)

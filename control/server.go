@@ -140,8 +140,14 @@ type Config struct {
 	// PlanFault, if set, alters each publish's plan before it is recorded
 	// (the fault switch's plan-short); nil records the plan as routed.
 	PlanFault PlanFault
-	Now       func() time.Time
-	Logger    *slog.Logger
+	// ServedElsewhere, if set, reports whether another member of the
+	// cluster is ready to serve calls: one that comes before this node is
+	// ready is then refused at once with UNAVAILABLE, to be retried there,
+	// instead of waiting for this node's catch-up. nil means calls wait
+	// (see Ready).
+	ServedElsewhere func() bool
+	Now             func() time.Time
+	Logger          *slog.Logger
 }
 
 // Validate reports the first missing or invalid setting.

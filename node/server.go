@@ -263,6 +263,7 @@ func (s *Server) buildAPI(context.Context) error {
 		HandOver:         s,
 		Spans:            controlSpans(cfg.Spans),
 		PlanFault:        cfg.Faults,
+		ServedElsewhere:  s.node.OthersReady,
 	})
 	if err != nil {
 		return err
