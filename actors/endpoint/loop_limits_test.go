@@ -123,27 +123,10 @@ func TestTenantLease(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	})
 	b.endpoint("acme", "ep_1", rc.URL+"/in", nil)
-	var ids []string
-	for j := range 12 {
-		ids = append(ids, b.publish("acme", fmt.Sprint("evt_", j), "ep_1")...)
-	}
-	waitUntil(t, "two attempts in flight", func() bool {
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		return rc.active == 2
-	})
+	ids := publishMany(b, "acme", "ep_1", 12)
+	waitActive(t, rc, "two attempts in flight", 2)
 	close(gate)
-	// The lease lasts a second of the injected clock: move it so that new
-	// leases are granted.
-	waitUntil(t, "every delivery succeeded", func() bool {
-		b.advance(time.Second)
-		for _, id := range ids {
-			if b.status("acme", id).Status != history.Succeeded {
-				return false
-			}
-		}
-		return true
-	})
+	succeedAll(t, b, "acme", ids)
 	rc.mu.Lock()
 	peak := rc.peak
 	rc.mu.Unlock()
@@ -435,15 +418,8 @@ func TestLeaseAskedBeforeUsedUp(t *testing.T) {
 		}
 	})
 	b.endpoint("acme", "ep_1", rc.URL+"/in", func(s *controlv1.EndpointSettings) { s.MaxInFlight, s.TimeoutMs = 2, 30_000 })
-	var ids []string
-	for j := range 10 {
-		ids = append(ids, b.publish("acme", fmt.Sprint("evt_", j), "ep_1")...)
-	}
-	waitUntil(t, "two attempts held by the receiver", func() bool {
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		return rc.active == 2
-	})
+	ids := publishMany(b, "acme", "ep_1", 10)
+	waitActive(t, rc, "two attempts held by the receiver", 2)
 	waitUntil(t, "a second lease request", func() bool { return g.asked.Load() >= 2 })
 	if n := attemptsAtSecond.Load(); n > 2 {
 		t.Fatalf("the second lease request was sent after %d attempts; want it out while the first two ran", n)
@@ -456,10 +432,38 @@ func TestLeaseAskedBeforeUsedUp(t *testing.T) {
 	if n, asked := len(rc.all()), g.asked.Load(); n != 4 || asked > 3 {
 		t.Fatalf("first period: %d attempts, %d lease requests; want the quota's 4, and 3 requests at most", n, asked)
 	}
+	succeedAll(t, b, "acme", ids)
+}
+
+// publishMany publishes n events for one endpoint and returns their
+// deliveries.
+func publishMany(b *bench, tenantID, endpointID string, n int) []string {
+	var ids []string
+	for j := range n {
+		ids = append(ids, b.publish(tenantID, fmt.Sprint("evt_", j), endpointID)...)
+	}
+	return ids
+}
+
+// waitActive waits until the receiver holds n requests at once.
+func waitActive(t *testing.T, rc *receiver, what string, n int) {
+	t.Helper()
+	waitUntil(t, what, func() bool {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		return rc.active == n
+	})
+}
+
+// succeedAll waits until every delivery of ids succeeded, moving the
+// injected clock a second at a time: a lease lasts a second of it, and
+// new leases are granted once it moves.
+func succeedAll(t *testing.T, b *bench, tenantID string, ids []string) {
+	t.Helper()
 	waitUntil(t, "every delivery succeeded", func() bool {
 		b.advance(time.Second)
 		for _, id := range ids {
-			if b.status("acme", id).Status != history.Succeeded {
+			if b.status(tenantID, id).Status != history.Succeeded {
 				return false
 			}
 		}
