@@ -11,9 +11,8 @@ import (
 
 // readyWait bounds how long a call that comes before the node is ready
 // waits for it, when no other member can serve it, before it is refused
-// with UNAVAILABLE; readyWaiters bounds
-// the calls that wait at once (they are not authenticated yet): the others
-// are refused at once.
+// with UNAVAILABLE; readyWaiters bounds the calls that wait at once (they
+// are not authenticated yet): the others are refused at once.
 const (
 	readyWait    = 10 * time.Second
 	readyWaiters = 256
