@@ -67,6 +67,7 @@ func clusterFailover(ctx context.Context, b *Bench) (Summary, error) {
 		s.Notes = append(s.Notes, awaitErr.Error())
 	}
 	g := b.arrivalGaps(start, kills[0], published)
+	pg := gapsOf(b.ledger.answers(), start, kills[0], published)
 	takeover, _ := b.ledger.longestWait(b.recv, kills[0], kills[0].Add(time.Second), time.Now())
 	addExtra(&s, map[string]float64{
 		"nodes":               float64(len(c.Nodes)),
@@ -75,13 +76,14 @@ func clusterFailover(ctx context.Context, b *Bench) (Summary, error) {
 		"kill_at_s":           round(kills[0].Sub(start).Seconds(), 2),
 		"failover_s":          round(g.failover.Seconds(), 3),
 		"gap_before_kill_s":   round(g.before.Seconds(), 3),
+		"publish_gap_s":       round(pg.failover.Seconds(), 3),
 		"takeover_s":          round(takeover.Seconds(), 3),
 		"endpoints_stalled":   float64(g.stalled),
 		"duplicates_per_kill": round(float64(s.Duplicates)/float64(len(kills)), 2),
 		"duplicate_ids":       float64(b.recv.Stats().DuplicateIDs),
 		"publish_retries":     float64(b.retries.Load()),
 	})
-	s.Notes = append(s.Notes, "nodes and kills count the processes started and killed; failover_s: the longest gap between first arrivals at one endpoint overlapping the first kill → end of publishing; gap_before_kill_s: the same before it (steady-state jitter); takeover_s: the longest a delivery published in the second after the first kill waited from its publish's answer to its first arrival (the killed member's partitions wait for their takeover; it does not count the gaps of the load itself)")
+	s.Notes = append(s.Notes, "nodes and kills count the processes started and killed; failover_s: the longest gap between first arrivals at one endpoint overlapping the first kill → end of publishing; gap_before_kill_s: the same before it (steady-state jitter); publish_gap_s: the same as failover_s between the answers of the publishes planned for one endpoint (publishes retried off the killed node make a gap of the load's own, which failover_s counts too); takeover_s: the longest a delivery published in the second after the first kill waited from its publish's answer to its first arrival (the killed member's partitions wait for their takeover; it does not count the gaps of the load itself)")
 	b.clusterFigures(ctx, c, &s)
 	return s, nil
 }

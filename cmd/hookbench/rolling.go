@@ -72,8 +72,23 @@ func scaleOut(ctx context.Context, b *Bench) (Summary, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.add(api)
+		// The reader asks the newcomer once its health check says serving,
+		// as a load balancer with a readiness probe would: until then it
+		// refuses the calls the others serve (it is catching up).
+		sctx, stopWaiting := context.WithCancel(ctx)
+		defer stopWaiting()
+		serving := make(chan error, 1)
+		go func() {
+			err := WaitServing(sctx, c.Nodes[len(c.Nodes)-1].GRPCAddr())
+			if err == nil {
+				r.add(api)
+			}
+			serving <- err
+		}()
 		if err := c.waitSettled(ctx, 10*time.Minute); err != nil {
+			return nil, fmt.Errorf("after the join: %w", err)
+		}
+		if err := <-serving; err != nil {
 			return nil, fmt.Errorf("after the join: %w", err)
 		}
 		warm := time.Since(began)
