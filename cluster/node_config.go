@@ -63,7 +63,10 @@ type Config struct {
 
 	// PartitionedKind is the grain kind placed by delivery partition: its
 	// grains run on the member that owns their identity's partition
-	// (events.PartitionOf). Empty places every kind by its identity.
+	// (events.PartitionOf). Empty places every kind by its identity. A
+	// grain of it whose partition another member owns now receives
+	// [Retire] and must stop itself, at once or once it has finished what
+	// it cannot hand over (a minute at most).
 	PartitionedKind string
 
 	// Owners, when set, names the member that owns each delivery

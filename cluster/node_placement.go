@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
+	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/hookline/hookline/cluster/memberlist"
 	"github.com/hookline/hookline/events"
@@ -248,14 +249,33 @@ type grain struct {
 // longer owns.
 type rebalance struct{}
 
+// Retire is what the placement sends a grain of the partitioned kind whose
+// partition another member owns now, instead of stopping it: the grain
+// answers nothing new, finishes the work it cannot hand over (the endpoint
+// grain: the attempts it has running, until their outcomes are recorded),
+// and then stops itself. The placement routes nothing to it meanwhile,
+// and activates no other grain of its identity on this member until it
+// has stopped; one that has not stopped within retireWithin is stopped.
+type Retire struct{}
+
+// retireWithin bounds a retiring grain's life: longer than any attempt
+// (30 s at most) and the append of its outcome.
+const retireWithin = time.Minute
+
+// retireDue is the placement's timer for a retiring grain.
+type retireDue struct{ pid *actor.PID }
+
 // placement activates the grains this member owns, as its children, and
 // stops those that a topology change, or a change of a partition's owner,
-// gives to another member. It activates no grain of a partition this
-// member does not own: the caller's next attempt asks the lookup again.
+// gives to another member (it retires those of the partitioned kind). It
+// activates no grain of a partition this member does not own: the
+// caller's next attempt asks the lookup again.
 type placement struct {
-	cluster *pcluster.Cluster
-	lookup  *lookup
-	grains  map[string]grain // by ClusterIdentity.AsKey()
+	cluster  *pcluster.Cluster
+	lookup   *lookup
+	grains   map[string]grain // by ClusterIdentity.AsKey()
+	retiring map[string]grain // retired grains not stopped yet, by ClusterIdentity.AsKey()
+	stopping bool
 }
 
 func (p *placement) Receive(ctx actor.Context) {
@@ -264,14 +284,24 @@ func (p *placement) Receive(ctx actor.Context) {
 		p.activate(ctx, msg.ClusterIdentity)
 	case rebalance:
 		p.rebalance(ctx)
+	case retireDue:
+		for _, g := range p.retiring {
+			if g.pid.Equal(msg.pid) {
+				ctx.Poison(g.pid) // still running: stopped, its attempts cut
+			}
+		}
 	case *actor.Terminated:
-		p.terminated(msg.Who)
+		p.terminated(ctx, msg.Who)
 	case *actor.Stopping:
 		// Stop every grain before this actor, waiting for each, as
 		// disthash does: a grain's Stopped handler still runs on this
 		// member.
-		futures := make([]*actor.Future, 0, len(p.grains))
+		p.stopping = true
+		futures := make([]*actor.Future, 0, len(p.grains)+len(p.retiring))
 		for _, g := range p.grains {
+			futures = append(futures, ctx.PoisonFuture(g.pid))
+		}
+		for _, g := range p.retiring {
 			futures = append(futures, ctx.PoisonFuture(g.pid))
 		}
 		for _, f := range futures {
@@ -285,6 +315,12 @@ func (p *placement) activate(ctx actor.Context, ci *pcluster.ClusterIdentity) {
 		ctx.Respond(&pcluster.ActivationResponse{Pid: g.pid})
 		return
 	}
+	if _, ok := p.retiring[ci.AsKey()]; ok {
+		// Its last activation here still finishes what it cannot hand
+		// over: the caller asks again.
+		ctx.Respond(&pcluster.ActivationResponse{Failed: true})
+		return
+	}
 	kind, ok := p.cluster.TryGetClusterKind(ci.Kind)
 	if !ok || p.lookup.ownerOf(ci) != p.cluster.ActorSystem.Address() {
 		// Not a kind of this member, or not its grain (any more, or not
@@ -293,32 +329,62 @@ func (p *placement) activate(ctx actor.Context, ci *pcluster.ClusterIdentity) {
 		ctx.Respond(&pcluster.ActivationResponse{Failed: true})
 		return
 	}
+	ctx.Respond(&pcluster.ActivationResponse{Pid: p.spawn(ctx, kind, ci)})
+}
+
+// spawn starts the grain of ci, a kind of this member.
+func (p *placement) spawn(ctx actor.Context, kind *pcluster.ActivatedKind, ci *pcluster.ClusterIdentity) *actor.PID {
 	pid := ctx.SpawnPrefix(pcluster.WithClusterIdentity(kind.Props, ci), ci.Identity)
 	kind.Inc()
 	p.grains[ci.AsKey()] = grain{id: ci, pid: pid}
-	ctx.Respond(&pcluster.ActivationResponse{Pid: pid})
+	return pid
 }
 
-// rebalance stops the grains that another member owns now; their next
-// request activates them there.
+// rebalance stops the grains that another member owns now, and retires
+// those of the partitioned kind; their next request activates them there.
 func (p *placement) rebalance(ctx actor.Context) {
 	me := p.cluster.ActorSystem.Address()
-	for _, g := range p.grains {
-		if p.lookup.ownerOf(g.id) != me {
-			ctx.Poison(g.pid)
+	for key, g := range p.grains {
+		if p.lookup.ownerOf(g.id) == me {
+			continue
 		}
+		if p.lookup.partitioned == "" || g.id.Kind != p.lookup.partitioned {
+			ctx.Poison(g.pid)
+			continue
+		}
+		delete(p.grains, key)
+		if p.retiring == nil {
+			p.retiring = map[string]grain{}
+		}
+		p.retiring[key] = g
+		ctx.Send(g.pid, Retire{})
+		scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(retireWithin, ctx.Self(), retireDue{pid: g.pid})
 	}
 }
 
-func (p *placement) terminated(who *actor.PID) {
-	for key, g := range p.grains {
-		if !g.pid.Equal(who) {
-			continue
+// terminated forgets a grain that stopped. A retired grain whose partition
+// came back to this member meanwhile (its activations were refused) is
+// started again at once, so that it pulls its due work without waiting
+// for the next wake.
+func (p *placement) terminated(ctx actor.Context, who *actor.PID) {
+	for _, retired := range []bool{false, true} {
+		m := p.grains
+		if retired {
+			m = p.retiring
 		}
-		if kind, ok := p.cluster.TryGetClusterKind(g.id.Kind); ok {
-			kind.Dec()
+		for key, g := range m {
+			if !g.pid.Equal(who) {
+				continue
+			}
+			kind, ok := p.cluster.TryGetClusterKind(g.id.Kind)
+			if ok {
+				kind.Dec()
+			}
+			delete(m, key)
+			if ok && retired && !p.stopping && p.lookup.ownerOf(g.id) == p.cluster.ActorSystem.Address() {
+				p.spawn(ctx, kind, g.id)
+			}
+			return
 		}
-		delete(p.grains, key)
-		return
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/scheduler"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/hookline/hookline/cluster"
@@ -23,7 +24,16 @@ import (
 // "identity@address", naming itself and the member it runs on.
 const echoKind = "echo"
 
+// Retired (cluster.Retire), it stops at once, but for an identity that
+// starts with "lingering": that one stops lingerFor later, as a grain
+// finishing work it cannot hand over would.
 type echoGrain struct{ identity string }
+
+// lingerFor is how long a lingering echo grain takes to stop once retired.
+const lingerFor = 300 * time.Millisecond
+
+// stopNow is a lingering echo grain's timer.
+type stopNow struct{}
 
 func (g *echoGrain) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
@@ -31,6 +41,14 @@ func (g *echoGrain) Receive(ctx actor.Context) {
 		g.identity = msg.Identity.Identity
 	case *wrapperspb.StringValue:
 		ctx.Respond(wrapperspb.String(g.identity + "@" + ctx.ActorSystem().Address()))
+	case cluster.Retire:
+		if strings.HasPrefix(g.identity, "lingering") {
+			scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(lingerFor, ctx.Self(), stopNow{})
+			return
+		}
+		ctx.Stop(ctx.Self())
+	case stopNow:
+		ctx.Stop(ctx.Self())
 	}
 }
 

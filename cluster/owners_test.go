@@ -106,3 +106,74 @@ func TestOnlyTheOwnerRunsAPartitionsGrains(t *testing.T) {
 		}
 	})
 }
+
+// TestARetiredGrainFinishesFirst: a grain of the partitioned kind whose
+// partition moved away is retired, not stopped: it may finish what it
+// cannot hand over. While it does, no other grain of its identity starts
+// on this member, even once the partition is back (two copies would
+// attempt the same deliveries); once it has stopped, the member starts
+// the grain again by itself, so that its due work is pulled without
+// waiting for a request.
+func TestARetiredGrainFinishesFirst(t *testing.T) {
+	owners := &tableOwners{moved: map[events.Partition]string{}}
+	cfg := testConfig(nil)
+	cfg.PartitionedKind, cfg.Owners = echoKind, owners
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n, err := cluster.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopNode(t, n) })
+	owners.mu.Lock()
+	owners.self = n.Address()
+	owners.mu.Unlock()
+
+	const id = "lingering_ep"
+	if where, err := ask(ctx, n, id); err != nil || where != n.Address() {
+		t.Fatalf("before the move: answered from %q (%v), want %s", where, err, n.Address())
+	}
+	ci := pcluster.NewClusterIdentity(id, echoKind)
+	activate := func() any {
+		t.Helper()
+		res, err := n.ActorSystem().Root.RequestFuture(actor.NewPID(n.Address(), "hookline-placement"),
+			&pcluster.ActivationRequest{ClusterIdentity: ci}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	retired := time.Now()
+	owners.move(events.PartitionOf(id), "127.0.0.1:1")
+	n.Rebalance()
+	activate()                                       // answered after the rebalance: the grain is retired
+	owners.move(events.PartitionOf(id), n.Address()) // and back at once
+
+	res := activate()
+	if resp, ok := res.(*pcluster.ActivationResponse); !ok || !resp.Failed {
+		if time.Since(retired) < lingerFor {
+			t.Fatalf("activation answered %v while the retired grain still ran; want a refusal", res)
+		}
+		t.Skipf("the retired grain stopped before the activation was asked (%v): nothing to check", time.Since(retired))
+	}
+	if got := n.Active(echoKind); got != 1 {
+		t.Errorf("%d grains active while the retired one finishes; want that one alone", got)
+	}
+	// Once it stops, the member starts it again by itself.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if resp, ok := activate().(*pcluster.ActivationResponse); ok && !resp.Failed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the grain was not started again within 5 s of its retirement")
+		}
+		time.Sleep(10 * time.Millisecond) // a poll interval
+	}
+	if got := n.Active(echoKind); got != 1 {
+		t.Errorf("%d grains active after the retired one stopped; want one", got)
+	}
+	if where, err := ask(ctx, n, id); err != nil || where != n.Address() {
+		t.Errorf("after the retired grain stopped: answered from %q (%v), want %s", where, err, n.Address())
+	}
+}

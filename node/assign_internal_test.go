@@ -59,7 +59,7 @@ func TestAssignGoesPastUnrelatedChanges(t *testing.T) {
 	// This member read the table before b's change of partition 5.
 	expected := o.Table().Expected()
 	other(expected, 5)
-	pos, ok := m.assign(ctx, &expected, []events.Partition{1, 2}, "a:1", "", hooklinev1.PartitionsAssigned_REASON_START, 0)
+	pos, ok := m.assign(ctx, &expected, []events.Partition{1, 2}, "a:1", "", hooklinev1.PartitionsAssigned_REASON_START, nil)
 	if !ok {
 		t.Fatal("a change of partitions 1 and 2 was refused after a change of partition 5 alone; want it appended after it")
 	}
@@ -74,7 +74,7 @@ func TestAssignGoesPastUnrelatedChanges(t *testing.T) {
 	// Now b changes partition 3 before this member's change of it.
 	stale := expected
 	other(stale, 3)
-	if _, ok := m.assign(ctx, &stale, []events.Partition{3, 4}, "a:1", "", hooklinev1.PartitionsAssigned_REASON_START, 0); ok {
+	if _, ok := m.assign(ctx, &stale, []events.Partition{3, 4}, "a:1", "", hooklinev1.PartitionsAssigned_REASON_START, nil); ok {
 		t.Fatal("a change of partition 3 landed after another member's change of partition 3; want it refused")
 	}
 	if n := len(stream()); n != 3 {

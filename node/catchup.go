@@ -16,11 +16,14 @@ import (
 //
 //   - the partition's previous owner, before the table gave the partition
 //     to this node: the hand-over's or the takeover's record in the table
-//     comes after them (a hand-over drains first; a member taken over is
-//     gone, or no longer serves the partition once it sees the table);
+//     comes after them (a member taken over is gone, or no longer serves
+//     the partition once it sees the table), but for the outcomes of the
+//     attempts a hand-over lists as still running, which the grain waits
+//     for by delivery (Config.StillRunning, ADR 0063);
 //   - this process's own grains of the partition (one passivated, or
 //     stopped when the partition left and started again when it came
-//     back): appendMarks keeps where their last append landed;
+//     back, which the placement does only once the one that retired has
+//     stopped): appendMarks keeps where their last append landed;
 //   - this node's previous process, before a restart: the log's head when
 //     this process opened it is past them.
 //

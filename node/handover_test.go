@@ -322,3 +322,146 @@ func handOvers(t *testing.T, l events.Log) []*hooklinev1.PartitionsAssigned {
 	}
 	return out
 }
+
+// TestHandOverWhileAnAttemptRuns stops a node while one of its endpoints'
+// receivers holds an attempt open. The hand-over does not wait for that
+// attempt: it is recorded at once, listing the attempt, and the other
+// node serves the partition from there: a delivery published meanwhile to
+// another endpoint of the same partition arrives while the held attempt is
+// still open. The other node does not attempt the held delivery itself,
+// and counts it against its endpoint's in-flight limit (1): a second
+// delivery to that endpoint waits. The stopping node records the held
+// attempt's outcome once the receiver answers; the delivery ends succeeded
+// after one attempt, received once, and the other node, woken by that
+// outcome, attempts the second delivery at once.
+func TestHandOverWhileAnAttemptRuns(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir)
+	a := startServer(t, l, filepath.Join(dir, "a"))
+	b := startServer(t, l, filepath.Join(dir, "b"), a.srv.Node().GossipAddress())
+	poll(t, 20*time.Second, "both nodes serve their share", func() bool {
+		sa, sb := a.srv.Serving(), b.srv.Serving()
+		return sa.Len() > 0 && sb.Len() > 0 && sa.Union(sb).Len() == events.Partitions
+	})
+	recv := newCountingReceiver(t)
+	hold := &holding{held: make(chan struct{}, 1), release: make(chan struct{}), next: recv.Config.Handler}
+	recv.Config.Handler = hold // before any request
+	defer hold.open()
+
+	key := tenantWithKey(t, a)
+	kctx, kcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer kcancel()
+	kctx = metadata.AppendToOutgoingContext(kctx, "authorization", "Bearer "+key)
+	api := controlv1.NewEndpointServiceClient(a.cc)
+	// Two endpoints of one partition that b serves: one whose receiver
+	// holds its attempt, one that answers at once.
+	var slow, fast int
+	ids, byPart := map[int]string{}, map[events.Partition]int{}
+	for i := 0; fast == 0; i++ {
+		if i == 200 {
+			t.Fatal("no two of 200 endpoints share a partition of b")
+		}
+		r, err := api.CreateEndpoint(kctx, &controlv1.CreateEndpointRequest{Settings: &controlv1.EndpointSettings{
+			Url: fmt.Sprintf("%s/e%d", recv.URL, i), EventTypes: []string{fmt.Sprintf("order.e%d", i)}, TimeoutMs: 25000, MaxInFlight: 1,
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = r.GetEndpoint().GetEndpointId()
+		p := events.PartitionOf(ids[i])
+		if first, ok := byPart[p]; ok && b.srv.Serving().Has(p) {
+			slow, fast = first, i
+		}
+		byPart[p] = i
+	}
+	part := events.PartitionOf(ids[slow])
+	hold.path.Store(fmt.Sprintf("/e%d", slow))
+	evs := controlv1.NewEventServiceClient(a.cc)
+	pub, err := evs.Publish(kctx, &controlv1.PublishRequest{EventId: "held_1", Type: fmt.Sprintf("order.e%d", slow), Payload: []byte(`{"n":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	heldID := pub.GetDeliveries()[0].GetDeliveryId()
+	select {
+	case <-hold.held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the held endpoint's receiver got no attempt within 30 s")
+	}
+
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); b.stop(t) }()
+	poll(t, 10*time.Second, "a serves the partition while b's attempt is held", func() bool { return a.srv.Serving().Has(part) })
+	if _, err := evs.Publish(kctx, &controlv1.PublishRequest{EventId: "paid_1", Type: fmt.Sprintf("order.e%d", fast), Payload: []byte(`{"n":2}`)}); err != nil {
+		t.Fatal(err)
+	}
+	fastPath, slowPath := fmt.Sprintf("/e%d", fast), fmt.Sprintf("/e%d", slow)
+	poll(t, 10*time.Second, "the other endpoint's delivery received while the attempt is held", func() bool { return recv.distinct(fastPath) == 1 })
+	if _, err := evs.Publish(kctx, &controlv1.PublishRequest{EventId: "held_2", Type: fmt.Sprintf("order.e%d", slow), Payload: []byte(`{"n":3}`)}); err != nil {
+		t.Fatal(err)
+	}
+	// The fast endpoint's next delivery is a witness: a has planned and
+	// attempted what came after the held endpoint's second one.
+	if _, err := evs.Publish(kctx, &controlv1.PublishRequest{EventId: "paid_2", Type: fmt.Sprintf("order.e%d", fast), Payload: []byte(`{"n":4}`)}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 10*time.Second, "the other endpoint's second delivery received", func() bool { return recv.distinct(fastPath) == 2 })
+	if n := recv.distinct(slowPath); n != 0 {
+		t.Errorf("the held endpoint's receiver answered %d requests while the first was held; want none: its in-flight limit of 1 counts the attempt b still runs", n)
+	}
+
+	var listed bool
+	for _, h := range handOvers(t, l) {
+		for _, r := range h.GetRunning() {
+			listed = listed || (r.GetDeliveryId() == heldID && r.GetEndpointId() == ids[slow] && r.GetAttempt() == 1)
+		}
+	}
+	if !listed {
+		t.Errorf("no hand-over lists the held attempt of %s as running", heldID)
+	}
+
+	hold.open()
+	dapi := controlv1.NewDeliveryServiceClient(a.cc)
+	poll(t, 30*time.Second, "the held delivery ends succeeded", func() bool {
+		d, err := dapi.GetDelivery(kctx, &controlv1.GetDeliveryRequest{DeliveryId: heldID})
+		return err == nil && d.GetStatus() == "succeeded"
+	})
+	d, err := dapi.GetDelivery(kctx, &controlv1.GetDeliveryRequest{DeliveryId: heldID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetAttemptCount() != 1 {
+		t.Errorf("the held delivery ended after %d attempts; want the one b ran", d.GetAttemptCount())
+	}
+	poll(t, 10*time.Second, "the held endpoint's second delivery received", func() bool { return recv.distinct(slowPath) == 2 })
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("b did not stop within 30 s of the held attempt's answer")
+	}
+	if n := recv.duplicates(); n > 0 {
+		t.Errorf("%d deliveries received more than once: a hand-over repeats no attempt", n)
+	}
+}
+
+// holding holds the requests to one path (none until it is set) until
+// open, and tells of the first on held; next answers every request.
+type holding struct {
+	path     atomic.Value // string
+	held     chan struct{}
+	release  chan struct{}
+	openOnce sync.Once
+	next     http.Handler
+}
+
+func (h *holding) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p, _ := h.path.Load().(string); p != "" && r.URL.Path == p {
+		select {
+		case h.held <- struct{}{}:
+		default:
+		}
+		<-h.release
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+func (h *holding) open() { h.openOnce.Do(func() { close(h.release) }) }

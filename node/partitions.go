@@ -101,11 +101,13 @@ const (
 //   - a partition whose target is not its owner (a member joined, or came
 //     back) moves once the target has it live, its projections are within
 //     readyLag of the log's head, and it says so (PartitionsReady):
-//     the owner stops starting attempts for it, lets those running finish
-//     and be recorded, emits its pending operational events, and then
-//     records the hand-over (HANDOVER); the target serves it from there. A
-//     member that leaves hands over every partition it owns the same way,
-//     each once its target says it is ready, or after leaveWait.
+//     the owner stops starting attempts for it, emits its pending
+//     operational events, and records the hand-over (HANDOVER) with the
+//     attempts it still runs, which its retiring grains finish; the target
+//     serves it from there, and waits for those attempts' outcomes by
+//     delivery (ADR 0063). A member that leaves hands over every
+//     partition it owns the same way, each once its target says it is
+//     ready, or after leaveWait.
 //
 // It is safe for concurrent use; Owner is on the path of every request to
 // an endpoint grain and takes no lock.
@@ -252,6 +254,28 @@ func (m *partitions) tookOverLately(p events.Partition) bool {
 func tookOver(o owners.Owner, self string, now time.Time) bool {
 	moved := o.Reason == hooklinev1.PartitionsAssigned_REASON_HANDOVER || o.Reason == hooklinev1.PartitionsAssigned_REASON_FAILOVER
 	return moved && o.Address == self && o.Previous != "" && o.Previous != self && now.Sub(o.At) < provisionalFor
+}
+
+// stillRunning is the endpoint grains' Config.StillRunning: the attempts
+// of endpointID that the member which handed its partition to this node
+// still ran when it recorded the hand-over (none when the partition came
+// otherwise, or this node does not serve it).
+func (m *partitions) stillRunning(endpointID string) []endpoint.Running {
+	n, p := m.node.Load(), events.PartitionOf(endpointID)
+	if n == nil || !m.claims(p) {
+		return nil
+	}
+	o := m.owners.Table().Owners[p]
+	if o.Reason != hooklinev1.PartitionsAssigned_REASON_HANDOVER || o.Address != n.Address() {
+		return nil
+	}
+	var out []endpoint.Running
+	for _, r := range o.Running {
+		if r.EndpointID == endpointID {
+			out = append(out, endpoint.Running{EndpointID: r.EndpointID, DeliveryID: r.DeliveryID, Attempt: r.Attempt, Until: r.Until})
+		}
+	}
+	return out
 }
 
 // claims reports whether this node serves partition p (or will once live).
@@ -608,9 +632,10 @@ func (m *partitions) drainFor(hand map[string][]events.Partition, claim events.P
 }
 
 // drained returns, of the partitions to hand to one target, those with no
-// attempt running or unrecorded and no operational event left to emit
-// (or whose drain ran out of time), with the attempts cut.
-func (m *partitions) drained(ps []events.Partition) (done []events.Partition, cut int) {
+// operational event left to emit (or whose drain ran out of time), and the
+// attempts they still run: the hand-over lists them, and the new owner
+// waits for their outcomes, not the hand-over (ADR 0063).
+func (m *partitions) drained(ps []events.Partition) (done []events.Partition, running []endpoint.Running) {
 	now := m.now()
 	for _, p := range ps {
 		m.mu.Lock()
@@ -619,19 +644,16 @@ func (m *partitions) drained(ps []events.Partition) (done []events.Partition, cu
 		if since.IsZero() {
 			continue
 		}
-		busy := m.drain.Busy(p)
 		pending, err := m.feed.PendingIn(p)
 		if err != nil {
 			pending = 0 // the next owner emits what is left (a repeat is a duplicate)
 		}
-		switch {
-		case busy == 0 && pending == 0:
+		if pending == 0 || now.Sub(since) >= drainTimeout {
 			done = append(done, p)
-		case now.Sub(since) >= drainTimeout:
-			done, cut = append(done, p), cut+busy
+			running = append(running, m.drain.Running(p)...)
 		}
 	}
-	return done, cut
+	return done, running
 }
 
 // record appends the step's changes to the table: takes, then hand-overs
@@ -645,7 +667,7 @@ func (m *partitions) record(ctx context.Context, self string, pl plan) {
 	expected := t.Expected()
 	for _, reason := range []hooklinev1.PartitionsAssigned_Reason{hooklinev1.PartitionsAssigned_REASON_START, hooklinev1.PartitionsAssigned_REASON_FAILOVER} {
 		for previous, ps := range pl.take[reason] {
-			pos, ok := m.assign(ctx, &expected, ps, self, previous, reason, 0)
+			pos, ok := m.assign(ctx, &expected, ps, self, previous, reason, nil)
 			if !ok {
 				return
 			}
@@ -654,21 +676,18 @@ func (m *partitions) record(ctx context.Context, self string, pl plan) {
 		}
 	}
 	for _, target := range slices.Sorted(maps.Keys(pl.hand)) {
-		ps, cut := m.drained(pl.hand[target])
+		ps, running := m.drained(pl.hand[target])
 		if len(ps) == 0 {
 			continue
 		}
 		drain, word := m.handTimes(ps, target)
-		pos, ok := m.assign(ctx, &expected, ps, target, self, hooklinev1.PartitionsAssigned_REASON_HANDOVER, cut,
+		pos, ok := m.assign(ctx, &expected, ps, target, self, hooklinev1.PartitionsAssigned_REASON_HANDOVER, running,
 			slog.Duration("drained", drain.Round(time.Millisecond)), slog.Duration("since_ready", word.Round(time.Millisecond)))
 		if !ok {
 			return
 		}
 		m.settle(ps, pos, false)
-		if cut > 0 {
-			m.logger.Warn("handed partitions over with attempts still running; their deliveries may be attempted again", slog.String("to", target), slog.Int("attempts", cut))
-		}
-		m.wake() // serve no more: the next step gives them up
+		m.wake() // serve no more: the next step gives them up (their grains retire)
 	}
 }
 
@@ -705,11 +724,17 @@ func (m *partitions) settle(ps []events.Partition, pos events.Position, mine boo
 
 // assign appends one PartitionsAssigned with the expected revision, which
 // it advances; it reports whether the append landed, and its position.
-func (m *partitions) assign(ctx context.Context, expected *events.ExpectedRevision, ps []events.Partition, owner, previous string, reason hooklinev1.PartitionsAssigned_Reason, cut int, logged ...any) (events.Position, bool) {
+// running are the attempts a hand-over leaves running.
+func (m *partitions) assign(ctx context.Context, expected *events.ExpectedRevision, ps []events.Partition, owner, previous string, reason hooklinev1.PartitionsAssigned_Reason, running []endpoint.Running, logged ...any) (events.Position, bool) {
 	slices.Sort(ps)
-	ev := &hooklinev1.PartitionsAssigned{Owner: owner, Previous: previous, Reason: reason, At: timestamppb.New(m.now()), Cut: int32(cut)}
+	ev := &hooklinev1.PartitionsAssigned{Owner: owner, Previous: previous, Reason: reason, At: timestamppb.New(m.now())}
 	for _, p := range ps {
 		ev.Partitions = append(ev.Partitions, uint32(p))
+	}
+	for _, r := range running {
+		ev.Running = append(ev.Running, &hooklinev1.RunningAttempt{
+			EndpointId: r.EndpointID, DeliveryId: r.DeliveryID, Attempt: r.Attempt, Until: timestamppb.New(r.Until),
+		})
 	}
 	sum := sha256.Sum256(fmt.Append(nil, ev.GetPartitions(), owner, previous, reason))
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -745,7 +770,7 @@ func (m *partitions) assign(ctx context.Context, expected *events.ExpectedRevisi
 	}
 	*expected = events.ExpectAfter(res.Revision, true)
 	m.logger.Info("partitions assigned", append([]any{slog.String("owner", owner), slog.String("previous", previous),
-		slog.String("reason", reason.String()), slog.Int("partitions", len(ps)), slog.Int("cut", cut)}, logged...)...)
+		slog.String("reason", reason.String()), slog.Int("partitions", len(ps)), slog.Int("running", len(running))}, logged...)...)
 	return res.Position, true
 }
 

@@ -89,13 +89,13 @@ func TestHandedOverPartitionStaysDrained(t *testing.T) {
 		t.Fatalf("while handing 5 over: draining 5 %v, 6 %v, 7 %v; want true, false, true", d.Draining(handed), d.Draining(kept), d.Draining(other))
 	}
 	m.drainFor(nil, events.NewPartitionSet(6)) // the table has the hand-over
-	if !d.Draining(handed) || d.Begin(handed) {
+	if !d.Draining(handed) || d.Begin(endpoint.Running{EndpointID: handed, DeliveryID: "d1"}) {
 		t.Fatal("a partition handed over is no longer drained: a grain not stopped yet could start an attempt the new owner makes too")
 	}
-	if !d.Begin(kept) {
+	if !d.Begin(endpoint.Running{EndpointID: kept, DeliveryID: "d2"}) {
 		t.Fatal("a served partition is drained")
 	}
-	d.End(kept)
+	d.End(kept, "d2")
 }
 
 // TestTookOver: a grain starts under a provisional lease only on a

@@ -292,7 +292,8 @@ func (s *Server) kinds() []*pcluster.Kind {
 		endpoint.NewKind(endpoint.Config{
 			Log: markedLog{Log: s.log, marks: &s.appended}, Keyring: s.keyring, Payloads: s.payloads, Archive: s.archiveReader(), EventRetention: s.cfg.Retention,
 			Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger,
-			Due: s.pulls, OrderingKeys: s.due, Projections: s.runner, CatchUpTo: s.catchUpTo, ProvisionalLease: s.parts.tookOverLately, History: s.history, Attempts: s.cfg.Faults.Attempter(s.attempts),
+			Due: s.pulls, OrderingKeys: s.due, Projections: s.runner, CatchUpTo: s.catchUpTo, ProvisionalLease: s.parts.tookOverLately,
+			StillRunning: s.parts.stillRunning, Outcomes: s.due, History: s.history, Attempts: s.cfg.Faults.Attempter(s.attempts),
 			Dispatcher: s.dispatch, Grains: s.grainsOnceStarted(), Schedule: s.cfg.Schedule,
 			Tasks: &s.tasks, Breaker: s.cfg.Breaker, Quarantine: endpoint.NewQuarantine(0, 0), Drain: &s.drain,
 			IdleAfter: s.cfg.IdleAfter, Spans: endpointSpans(s.cfg.Spans),
@@ -607,11 +608,11 @@ func (s *Server) drainAttempts(ctx context.Context) {
 	for idle < 3 { // no slot in use at three checks in a row
 		select {
 		case <-ctx.Done():
-			s.logger.Warn("attempts still running at stop; their deliveries may be attempted again by the next owners", slog.Int("running", s.dispatch.Stats().Used))
+			s.logger.Warn("attempts still running at stop; their deliveries may be attempted again by the next owners", slog.Int("running", max(s.dispatch.Stats().Used, s.drain.Total())))
 			return
 		case <-tick.C:
 		}
-		if s.dispatch.Stats().Used == 0 {
+		if s.dispatch.Stats().Used == 0 && s.drain.Total() == 0 {
 			idle++
 		} else {
 			idle = 0

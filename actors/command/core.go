@@ -345,6 +345,16 @@ func (c *Core[C]) Stopped(ctx actor.Context) {
 	}
 }
 
+// Refuse answers every queued command with e; the command in flight, if
+// any, goes on. A grain that takes no command any more (it is retiring)
+// answers those that come later itself.
+func (c *Core[C]) Refuse(ctx actor.Context, e *internalv1.GrainError) {
+	for _, r := range c.queue {
+		c.Reply(ctx, r.Sender, c.cfg.ErrReply(e))
+	}
+	c.queue = nil
+}
+
 func (c *Core[C]) answerAll(ctx actor.Context) {
 	if c.current != nil {
 		c.Reply(ctx, c.current.Sender, c.cfg.ErrReply(c.stopped))

@@ -128,6 +128,16 @@ type Config struct {
 	// first lease when it comes. nil means never: a grain waits for its
 	// tenant's answer before its first attempt.
 	ProvisionalLease func(p events.Partition) bool
+	// StillRunning returns the attempts of an endpoint that the member which
+	// handed its partition to this node was still running when it did
+	// (nil, or none: nothing to wait for). The grain attempts none of
+	// their deliveries before Outcomes shows their outcome applied, or
+	// before the attempt's Until has passed; they count against the
+	// endpoint's in-flight limit meanwhile.
+	StillRunning func(endpointID string) []Running
+	// Outcomes tells whether those outcomes are applied, and wakes the
+	// grain when they are (*due.Due); required with StillRunning.
+	Outcomes Outcomes
 	// History is the history projection (*history.History), where replay
 	// finds a delivery's endpoint and recovery lists failed deliveries.
 	History History
@@ -190,6 +200,9 @@ func (c Config) Validate() error {
 	}
 	if c.Keyring == nil {
 		errs = append(errs, errors.New("endpoint: config: keyring is required; set Config.Keyring (seal.LoadKeyring)"))
+	}
+	if c.StillRunning != nil && c.Outcomes == nil {
+		errs = append(errs, errors.New("endpoint: config: StillRunning needs Outcomes, which tells when their outcomes are applied; set Config.Outcomes to the due projection"))
 	}
 	if c.Due != nil && (c.Projections == nil || c.History == nil || c.Attempts == nil) {
 		errs = append(errs, errors.New("endpoint: config: the delivery loop (Due) needs Projections, History and Attempts; set them, or leave Due nil to turn the loop off"))

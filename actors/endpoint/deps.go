@@ -23,6 +23,15 @@ type Due interface {
 	Pull(endpointID string, now time.Time, limit int) ([]due.Item, error)
 }
 
+// Outcomes tells whether a delivery's outcome is applied: its due item
+// counts the attempt, or it has none left (Get); Watch asks for a wake of
+// the delivery's endpoint once it is, until a time. *due.Due satisfies it.
+type Outcomes interface {
+	Get(deliveryID string) (due.Item, bool, error)
+	Watch(deliveryID string, until time.Time)
+	Unwatch(deliveryID string)
+}
+
 // Projections waits until the node's projections of a delivery partition
 // have applied the log up to a position; *projections.Runner satisfies it.
 type Projections interface {

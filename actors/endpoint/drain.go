@@ -1,7 +1,11 @@
 package endpoint
 
 import (
+	"maps"
+	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/hookline/hookline/events"
 )
@@ -10,14 +14,28 @@ import (
 // whole node (a graceful stop) or for some of its partitions (a partition
 // handed to another member): a draining endpoint grain starts no attempt
 // (its deliveries stay due, for the next owner), while the attempts already
-// running finish and their outcomes are recorded. Busy tells how many are
-// left. The zero value is ready to use and drains nothing; it is safe for
-// concurrent use, and a nil *Drain never drains.
+// running finish and their outcomes are recorded. Running lists those left,
+// which a hand-over passes on to the next owner. The zero value is ready to
+// use and drains nothing; it is safe for concurrent use, and a nil *Drain
+// never drains.
 type Drain struct {
 	mu    sync.Mutex // guards the fields below
 	all   bool
 	parts events.PartitionSet
-	busy  [events.Partitions + 1]int
+	busy  [events.Partitions + 1]map[string]Running // by delivery id
+	total int
+}
+
+// Running is an attempt a grain started and whose outcome it has not
+// recorded yet.
+type Running struct {
+	EndpointID, DeliveryID string
+	// Attempt is the attempt's number: once its outcome is recorded, the
+	// delivery's due item counts at least this many attempts, or is gone.
+	Attempt int32
+	// Until is when the attempt has run out of time, the append of its
+	// outcome included.
+	Until time.Time
 }
 
 // Start drains the whole node. It cannot be undone: a node drains once, on
@@ -30,8 +48,8 @@ func (d *Drain) Start() {
 
 // Partitions drains the endpoints of the partitions in s, and those only
 // (with the whole node's drain, if started): each call replaces the last.
-// Once it returns, Busy counts every attempt of s that may still run: none
-// starts after it.
+// Once it returns, Running lists every attempt of s that may still run:
+// none starts after it.
 func (d *Drain) Partitions(s events.PartitionSet) {
 	d.mu.Lock()
 	d.parts = s
@@ -52,31 +70,42 @@ func (d *Drain) draining(endpointID string) bool {
 	return d.all || d.parts.Has(events.PartitionOf(endpointID))
 }
 
-// Begin counts an attempt of endpointID's grain that starts, unless the
-// grain is draining: then it reports false and the attempt must not start.
-// Each Begin that reports true is matched by one End.
-func (d *Drain) Begin(endpointID string) bool {
+// Begin counts the attempt r that a grain is about to start, unless its
+// endpoint is draining: then it reports false and the attempt must not
+// start. Each Begin that reports true is matched by one End.
+func (d *Drain) Begin(r Running) bool {
 	if d == nil {
 		return true
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.draining(endpointID) {
+	if d.draining(r.EndpointID) {
 		return false
 	}
-	d.busy[events.PartitionOf(endpointID)]++
+	p := events.PartitionOf(r.EndpointID)
+	if d.busy[p] == nil {
+		d.busy[p] = map[string]Running{}
+	}
+	if _, ok := d.busy[p][r.DeliveryID]; !ok {
+		d.total++
+	}
+	d.busy[p][r.DeliveryID] = r
 	return true
 }
 
-// End counts out an attempt counted by Begin: its outcome is recorded, or
-// it was let go.
-func (d *Drain) End(endpointID string) {
+// End counts out the attempt of deliveryID that Begin counted: its outcome
+// is recorded, or it was let go.
+func (d *Drain) End(endpointID, deliveryID string) {
 	if d == nil {
 		return
 	}
 	d.mu.Lock()
-	d.busy[events.PartitionOf(endpointID)]--
-	d.mu.Unlock()
+	defer d.mu.Unlock()
+	p := events.PartitionOf(endpointID)
+	if _, ok := d.busy[p][deliveryID]; ok {
+		delete(d.busy[p], deliveryID)
+		d.total--
+	}
 }
 
 // Busy returns the attempts of partition p's endpoints that are running or
@@ -87,5 +116,32 @@ func (d *Drain) Busy(p events.Partition) int {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.busy[p]
+	return len(d.busy[p])
+}
+
+// Total returns the attempts of every partition that are running or whose
+// outcome is not recorded yet.
+func (d *Drain) Total() int {
+	if d == nil {
+		return 0
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.total
+}
+
+// Running returns the attempts of partition p's endpoints that are running
+// or whose outcome is not recorded yet, by endpoint and delivery.
+func (d *Drain) Running(p events.Partition) []Running {
+	if d == nil || !p.Valid() {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.SortedFunc(maps.Values(d.busy[p]), func(a, b Running) int {
+		if c := strings.Compare(a.EndpointID, b.EndpointID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.DeliveryID, b.DeliveryID)
+	})
 }

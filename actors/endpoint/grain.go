@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/actors/command"
+	hcluster "github.com/hookline/hookline/cluster"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 )
@@ -68,8 +69,14 @@ func (g *grain) Receive(ctx actor.Context) {
 		if command.Identify(msg, &g.id) {
 			g.activate(ctx)
 		}
+	case hcluster.Retire:
+		g.retire(ctx)
 	case *internalv1.EndpointCommand:
 		switch {
+		case g.retiring():
+			// The placement routes nothing here any more; a caller that
+			// held this PID asks again and reaches the new owner.
+			reply(ctx, ctx.Sender(), errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, msgMoved))
 		case g.core == nil:
 			// A plain actor without an identity.
 			reply(ctx, ctx.Sender(), errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain has no identity; retry"))
@@ -111,6 +118,25 @@ func (g *grain) Receive(ctx actor.Context) {
 		}
 	}
 }
+
+// retire stops the grain, whose partition another member owns now, once
+// the attempts it has running have their outcomes recorded
+// (loop_handover.go); meanwhile it answers no command, and those queued
+// are refused.
+func (g *grain) retire(ctx actor.Context) {
+	switch {
+	case g.core == nil:
+		ctx.Stop(ctx.Self())
+	case g.loop == nil || g.core.Stopping():
+		g.core.Stop(ctx, internalv1.GrainError_CODE_UNAVAILABLE, msgMoved)
+	case !g.loop.retire(ctx):
+		g.core.Refuse(ctx, &internalv1.GrainError{Code: internalv1.GrainError_CODE_UNAVAILABLE, Message: msgMoved})
+		g.log.Debug("endpoint grain retiring: its partition moved to another member; it stops once its running attempts are recorded", "attempts", g.loop.busy)
+	}
+}
+
+// retiring reports whether the grain is retiring.
+func (g *grain) retiring() bool { return g.loop != nil && g.loop.retiring }
 
 // activate reads the stream off the mailbox and rebuilds the state; commands
 // wait in the queue until it is done.
@@ -155,7 +181,7 @@ func (g *grain) idle() bool {
 // transitions, a pause on 410, a recovery's progress), then it handles the
 // queued commands one by one.
 func (g *grain) next(ctx actor.Context) {
-	for g.core.Ready() {
+	for g.core.Ready() && !g.retiring() {
 		if due := g.state.RetireExpired(g.cfg.Now()); len(due) > 0 {
 			g.core.Append(ctx, nil, "retire_overlap", due, g.state.Apply, func() {})
 			return // the append's continuation comes back here

@@ -83,6 +83,21 @@ type loop struct {
 	// by maxStale; it holds anything only when the index missed an event.
 	stale map[string]struct{}
 
+	// busy counts the flights whose attempt the node's Drain counts
+	// (flight.busy): retiring, the grain stops once it is 0.
+	busy int
+	// A partition handed over while attempts ran (loop_handover.go):
+	// elsewhere counts the flights in stageElsewhere, checking is set
+	// while their outcomes are looked up and recheck when a wake came
+	// meanwhile; handed are the deliveries whose previous owner's attempt
+	// ran out of time unrecorded, whose stream the next pull reads first;
+	// retiring is set once the placement gave the endpoint to another
+	// member.
+	elsewhere         int
+	checking, recheck bool
+	handed            map[string]struct{}
+	retiring          bool
+
 	breaker *Breaker
 	limiter *rate.Limiter
 	lease   leaseState
@@ -119,6 +134,7 @@ func newLoop(g *grain) *loop {
 		cfg: &g.cfg, id: g.id, log: g.log, state: g.state, core: g.core, host: g,
 		ctx: c, cancel: cancel, incarnation: uuid.NewString(),
 		flights: map[string]*flight{}, settled: map[string]events.Position{}, stale: map[string]struct{}{},
+		handed: map[string]struct{}{},
 	}
 }
 
@@ -153,7 +169,7 @@ func (l *loop) stop() {
 		l.cfg.Dispatcher.Leave(l.state.TenantID, l.id)
 	}
 	for _, f := range l.flights {
-		l.unbusy(f)
+		l.letGo(f)
 	}
 }
 
@@ -204,6 +220,10 @@ type (
 // receive handles the loop's messages; the grain passes it every message
 // that is not its own.
 func (l *loop) receive(ctx actor.Context, msg any) {
+	if l.retiring {
+		l.retiringReceive(ctx, msg)
+		return
+	}
 	switch m := msg.(type) {
 	case *caughtUp:
 		l.onCaughtUp(ctx, m)
@@ -234,6 +254,8 @@ func (l *loop) receive(ctx actor.Context, msg any) {
 		l.onRecoverList(ctx, m)
 	case *recoverBatch:
 		l.onRecoverBatch(ctx, m)
+	case *elsewhereChecked:
+		l.onElsewhereChecked(ctx, m)
 	}
 }
 
@@ -254,6 +276,7 @@ func (l *loop) onCaughtUp(ctx actor.Context, m *caughtUp) {
 	}
 	l.caughtUp = true
 	l.wantPull = true
+	l.awaitPredecessor(ctx)
 	l.resumeRecovery(ctx)
 	l.pump(ctx)
 }
@@ -262,6 +285,7 @@ func (l *loop) onCaughtUp(ctx actor.Context, m *caughtUp) {
 // endpoint.
 func (l *loop) wake(ctx actor.Context) {
 	l.wantPull = true
+	l.checkElsewhere(ctx)
 	l.pump(ctx)
 }
 
@@ -276,7 +300,7 @@ func (l *loop) ownRecorded(ctx actor.Context) {
 
 // attempting reports whether the endpoint may attempt now.
 func (l *loop) attempting() bool {
-	return l.state.Live() && l.state.Status == controlv1.Endpoint_STATUS_ACTIVE && !l.gone && !l.cfg.Drain.Draining(l.id)
+	return !l.retiring && l.state.Live() && l.state.Status == controlv1.Endpoint_STATUS_ACTIVE && !l.gone && !l.cfg.Drain.Draining(l.id)
 }
 
 // paused reports whether the endpoint exists and is paused or disabled: it
@@ -305,6 +329,10 @@ func (l *loop) pump(ctx actor.Context) {
 	if l.core.Stopping() || !l.core.Loaded() {
 		return
 	}
+	if l.retiring {
+		l.retireStep(ctx)
+		return
+	}
 	if !l.caughtUp {
 		if l.retryCatchUp {
 			l.retryCatchUp = false
@@ -331,13 +359,17 @@ func (l *loop) pump(ctx actor.Context) {
 		l.arm(ctx, until)
 		return
 	}
-	var wake time.Time
+	var wake, handedOver time.Time
+	if l.elsewhere > 0 {
+		handedOver = l.expireElsewhere(now)
+	}
 	switch {
 	case l.pullMode():
 		wake = l.expireLeases(ctx, now) // its consumer takes the ready ones
 	case l.attempting():
 		wake = l.startReady(ctx, now)
 	}
+	wake = earliestOf(wake, handedOver)
 	if l.wantPull && !l.pulling && !l.paused() && l.lowOnWork() {
 		l.pull(ctx)
 	}
@@ -377,5 +409,8 @@ func (l *loop) noteDue(at time.Time) {
 // queueOwn adds an event for the endpoint stream; next appends it, in
 // order with the commands' events, when pump ends.
 func (l *loop) queueOwn(ev proto.Message) {
+	if l.retiring {
+		return // the endpoint stream is the new owner's grain's to append to
+	}
 	l.own = append(l.own, ev)
 }

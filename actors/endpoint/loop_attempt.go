@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -46,7 +47,7 @@ func (l *loop) onSlot(ctx actor.Context) {
 	probe := l.probeAsked
 	l.probeAsked = false
 	switch {
-	case !l.attempting() || len(l.ready) == 0 || l.running >= l.maxInFlight():
+	case !l.attempting() || len(l.ready) == 0 || l.running+l.elsewhere >= l.maxInFlight():
 		l.release()
 		if probe {
 			l.breaker.Cancel()
@@ -60,15 +61,6 @@ func (l *loop) onSlot(ctx actor.Context) {
 		l.pump(ctx)
 		return
 	}
-	if !l.cfg.Drain.Begin(l.id) {
-		// A drain began since the check above: the slot goes back.
-		l.release()
-		if probe {
-			l.breaker.Cancel()
-		}
-		l.pump(ctx)
-		return
-	}
 	now := l.cfg.Now()
 	var f *flight
 	for len(l.ready) > 0 && f == nil {
@@ -79,8 +71,13 @@ func (l *loop) onSlot(ctx actor.Context) {
 			f = nil
 		}
 	}
+	if f != nil && !l.cfg.Drain.Begin(l.runningOf(f, now)) {
+		// A drain began since the check above: the flight stays ready,
+		// and the slot goes back.
+		l.ready = slices.Insert(l.ready, 0, f)
+		f = nil
+	}
 	if f == nil {
-		l.cfg.Drain.End(l.id)
 		l.release()
 		if probe {
 			l.breaker.Cancel()
@@ -90,6 +87,7 @@ func (l *loop) onSlot(ctx actor.Context) {
 	}
 	l.running++
 	f.busy = true // counted by Begin
+	l.busy++
 	f.stage, f.probe = stageRunning, probe
 	l.startLineage(f, now)
 	req, err := l.request(f)
@@ -109,6 +107,21 @@ func (l *loop) onSlot(ctx actor.Context) {
 		return done
 	})
 	l.pump(ctx) // the next ready flight may ask for a slot
+}
+
+// runningOf names the attempt that f is about to start at now, for the
+// node's Drain: a hand-over lists it for the next owner. It has run out of
+// time once the endpoint's attempt timeout (at most MaxAttemptTimeout) and
+// the append of its outcome have.
+func (l *loop) runningOf(f *flight, now time.Time) Running {
+	timeout := time.Duration(l.state.Config.GetTimeoutMs()) * time.Millisecond
+	if timeout <= 0 || timeout > attempt.MaxAttemptTimeout {
+		timeout = attempt.MaxAttemptTimeout
+	}
+	return Running{
+		EndpointID: l.id, DeliveryID: f.item.DeliveryID, Attempt: f.d.attempts + 1,
+		Until: now.Add(timeout + l.cfg.IOTimeout),
+	}
 }
 
 // request builds an attempt: the stored bytes, signed with every live

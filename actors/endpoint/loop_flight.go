@@ -21,6 +21,7 @@ const (
 	stageRunning                // the HTTP attempt is out
 	stageRecording              // its outcome is being appended
 	stageLeased                 // pulled by the consumer of a pull endpoint, not acknowledged yet
+	stageElsewhere              // attempted by the member that handed the partition over (loop_handover.go)
 )
 
 // flight is a delivery the grain holds, from the pull (or the replay
@@ -59,6 +60,8 @@ type flight struct {
 	// busy is set from the start of an attempt until its outcome is
 	// recorded (or the flight is let go): Drain counts it.
 	busy bool
+	// elsewhere is, in stageElsewhere, the previous owner's attempt.
+	elsewhere Running
 }
 
 // class is what f asks a slot for: a replay asks as a retry, whatever

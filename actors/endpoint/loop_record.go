@@ -148,7 +148,8 @@ func (l *loop) recordAgain(ctx actor.Context, f *flight) {
 func (l *loop) unbusy(f *flight) {
 	if f.busy {
 		f.busy = false
-		l.cfg.Drain.End(l.id)
+		l.busy--
+		l.cfg.Drain.End(l.id, f.item.DeliveryID)
 	}
 }
 

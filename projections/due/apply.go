@@ -63,6 +63,7 @@ func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) e
 		}
 	case *hooklinev1.AttemptSucceeded:
 		a := m.GetAttempt()
+		d.outcome(b, a.GetEndpointId(), a.GetDeliveryId())
 		it, err := d.remove(b, a.GetDeliveryId())
 		if err != nil {
 			return err
@@ -73,6 +74,7 @@ func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) e
 		}
 		return d.endedItem(b, it, false, asTime(a.GetFinishedAt()))
 	case *hooklinev1.DeliveryExpired:
+		d.outcome(b, m.GetEndpointId(), m.GetDeliveryId())
 		it, err := d.remove(b, m.GetDeliveryId())
 		if err != nil {
 			return err
@@ -80,6 +82,7 @@ func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) e
 		return d.endedItem(b, it, true, asTime(m.GetAt()))
 	case *hooklinev1.AttemptFailed:
 		a := m.GetAttempt()
+		d.outcome(b, a.GetEndpointId(), a.GetDeliveryId())
 		if m.GetNextAttemptAt() == nil {
 			it, err := d.remove(b, a.GetDeliveryId())
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookline/hookline/events"
@@ -175,6 +176,11 @@ type Due struct {
 
 	kick chan struct{} // signals Run that the earliest timer changed
 
+	// watch holds the deliveries whose outcome a grain waits for
+	// (watch.go); watchMu guards its byID, watching counts them.
+	watchMu  sync.Mutex
+	watch    watches
+	watching atomic.Int64
 }
 
 // head summarises an endpoint's work: zero times when none.

@@ -3,6 +3,7 @@ package due
 import (
 	"container/heap"
 	"context"
+	"slices"
 	"time"
 
 	"github.com/hookline/hookline/events"
@@ -62,12 +63,17 @@ func (d *Due) committed() {
 	}
 	d.mu.Unlock()
 	clear(d.touched)
+	var wake []string
+	for ep := range d.watch.wakeFor {
+		wake = append(wake, ep) // a watched outcome: woken whatever it has due
+	}
+	clear(d.watch.wakeFor)
+	watched := len(wake)
 	for i := range changes {
 		c := &changes[i]
 		c.h, c.err = d.readHead(c.ep, c.from)
 	}
 
-	var wake []string
 	kick := false
 	d.mu.Lock()
 	for _, c := range changes {
@@ -81,7 +87,7 @@ func (d *Due) committed() {
 			continue
 		}
 		d.heads[c.ep] = c.h
-		if c.h.wakeAt(now) {
+		if c.h.wakeAt(now) && !slices.Contains(wake[:watched], c.ep) {
 			wake = append(wake, c.ep)
 		}
 		if c.h.firstRetry.After(now) && d.schedule(c.ep, c.h.firstRetry) {

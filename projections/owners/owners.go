@@ -37,6 +37,18 @@ type Owner struct {
 	Since  events.Position
 	Reason hooklinev1.PartitionsAssigned_Reason
 	At     time.Time
+	// Running are the attempts of the partition that Previous still ran
+	// when it handed the partition over (HANDOVER): their deliveries wait
+	// for their outcomes on the new owner.
+	Running []Running `json:",omitempty"`
+}
+
+// Running is an attempt a member still ran when it handed its partition
+// over.
+type Running struct {
+	EndpointID, DeliveryID string
+	Attempt                int32
+	Until                  time.Time
 }
 
 // Table is the partition table at one position of the log.
@@ -112,9 +124,14 @@ func (o *Owners) Apply(b *projections.Batch, rec *events.Record, msg proto.Messa
 			return fmt.Errorf("owners: decode the table: %w", err)
 		}
 	}
+	running := map[events.Partition][]Running{}
+	for _, r := range m.GetRunning() {
+		p := events.PartitionOf(r.GetEndpointId())
+		running[p] = append(running[p], Running{EndpointID: r.GetEndpointId(), DeliveryID: r.GetDeliveryId(), Attempt: r.GetAttempt(), Until: r.GetUntil().AsTime()})
+	}
 	for _, p := range m.GetPartitions() {
 		if part := events.Partition(p); part.Valid() {
-			t.Owners[part] = Owner{Address: m.GetOwner(), Previous: m.GetPrevious(), Since: rec.Position, Reason: m.GetReason(), At: m.GetAt().AsTime()}
+			t.Owners[part] = Owner{Address: m.GetOwner(), Previous: m.GetPrevious(), Since: rec.Position, Reason: m.GetReason(), At: m.GetAt().AsTime(), Running: running[part]}
 		}
 	}
 	t.Revision, t.Exists = rec.Revision, true

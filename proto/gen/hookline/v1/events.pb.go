@@ -694,8 +694,8 @@ const (
 	PartitionsAssigned_REASON_UNSPECIFIED PartitionsAssigned_Reason = 0
 	// START: the partitions had no owner yet.
 	PartitionsAssigned_REASON_START PartitionsAssigned_Reason = 1
-	// HANDOVER: their owner drained them (no attempt running, every
-	// outcome recorded) and hands them to owner.
+	// HANDOVER: their owner starts no more attempts for them and hands
+	// them to owner; the attempts it still runs are listed in running.
 	PartitionsAssigned_REASON_HANDOVER PartitionsAssigned_Reason = 2
 	// FAILOVER: their owner left the cluster without handing them over
 	// (a crash, or a suspicion); owner takes them.
@@ -799,7 +799,7 @@ func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
 func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{53, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{54, 0}
 }
 
 // Actor names who issued the command that caused an event.
@@ -5757,7 +5757,7 @@ func (x *MasterKeyRetired) GetAt() *timestamppb.Timestamp {
 // order, so that every node sees each change at the same place among the
 // records it applies. Writers append with the revision they read and, on a
 // wrong revision, read again and decide again: the member that releases
-// partitions it drained (HANDOVER), or the member that takes partitions
+// partitions it serves (HANDOVER), or the member that takes partitions
 // that have no live owner (START, FAILOVER).
 type PartitionsAssigned struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -5770,8 +5770,15 @@ type PartitionsAssigned struct {
 	Reason   PartitionsAssigned_Reason `protobuf:"varint,4,opt,name=reason,proto3,enum=hookline.v1.PartitionsAssigned_Reason" json:"reason,omitempty"`
 	At       *timestamppb.Timestamp    `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
 	// cut counts attempts still running when a HANDOVER's drain ran out of
-	// time (their deliveries may be attempted again by owner).
-	Cut           int32 `protobuf:"varint,6,opt,name=cut,proto3" json:"cut,omitempty"`
+	// time (their deliveries may be attempted again by owner). Written by
+	// the members that waited for their attempts before a hand-over; a
+	// hand-over lists them in running instead.
+	Cut int32 `protobuf:"varint,6,opt,name=cut,proto3" json:"cut,omitempty"`
+	// running are the attempts of these partitions that previous still ran
+	// when it recorded a HANDOVER: it finishes them and records their
+	// outcomes, and owner attempts none of their deliveries before it has
+	// applied that outcome, or before the attempt's until.
+	Running       []*RunningAttempt `protobuf:"bytes,7,rep,name=running,proto3" json:"running,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5848,6 +5855,87 @@ func (x *PartitionsAssigned) GetCut() int32 {
 	return 0
 }
 
+func (x *PartitionsAssigned) GetRunning() []*RunningAttempt {
+	if x != nil {
+		return x.Running
+	}
+	return nil
+}
+
+// RunningAttempt is an attempt a member started and has not recorded the
+// outcome of.
+type RunningAttempt struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	EndpointId string                 `protobuf:"bytes,1,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	DeliveryId string                 `protobuf:"bytes,2,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	// attempt is its number: the delivery's outcome is recorded once its
+	// due item counts this many attempts, or it has ended.
+	Attempt int32 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// until is when the attempt has run out of time, its outcome's append
+	// included, by the clock of the member running it.
+	Until         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunningAttempt) Reset() {
+	*x = RunningAttempt{}
+	mi := &file_hookline_v1_events_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunningAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunningAttempt) ProtoMessage() {}
+
+func (x *RunningAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunningAttempt.ProtoReflect.Descriptor instead.
+func (*RunningAttempt) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *RunningAttempt) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *RunningAttempt) GetDeliveryId() string {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return ""
+}
+
+func (x *RunningAttempt) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *RunningAttempt) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
 // ReconcileRepaired records one repair of a reconcile run, with its reason:
 // every repair is in the log, beside what it changed.
 type ReconcileRepaired struct {
@@ -5871,7 +5959,7 @@ type ReconcileRepaired struct {
 
 func (x *ReconcileRepaired) Reset() {
 	*x = ReconcileRepaired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[53]
+	mi := &file_hookline_v1_events_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5883,7 +5971,7 @@ func (x *ReconcileRepaired) String() string {
 func (*ReconcileRepaired) ProtoMessage() {}
 
 func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[53]
+	mi := &file_hookline_v1_events_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5896,7 +5984,7 @@ func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
 func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{53}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ReconcileRepaired) GetRunId() string {
@@ -6545,7 +6633,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x10MasterKeyRetired\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12/\n" +
 	"\tissued_by\x18\x02 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
-	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc2\x02\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xf9\x02\n" +
 	"\x12PartitionsAssigned\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\rR\n" +
@@ -6554,12 +6642,20 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\bprevious\x18\x03 \x01(\tR\bprevious\x12>\n" +
 	"\x06reason\x18\x04 \x01(\x0e2&.hookline.v1.PartitionsAssigned.ReasonR\x06reason\x12*\n" +
 	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x10\n" +
-	"\x03cut\x18\x06 \x01(\x05R\x03cut\"\\\n" +
+	"\x03cut\x18\x06 \x01(\x05R\x03cut\x125\n" +
+	"\arunning\x18\a \x03(\v2\x1b.hookline.v1.RunningAttemptR\arunning\"\\\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fREASON_START\x10\x01\x12\x13\n" +
 	"\x0fREASON_HANDOVER\x10\x02\x12\x13\n" +
-	"\x0fREASON_FAILOVER\x10\x03\"\xdc\x03\n" +
+	"\x0fREASON_FAILOVER\x10\x03\"\x9e\x01\n" +
+	"\x0eRunningAttempt\x12\x1f\n" +
+	"\vendpoint_id\x18\x01 \x01(\tR\n" +
+	"endpointId\x12\x1f\n" +
+	"\vdelivery_id\x18\x02 \x01(\tR\n" +
+	"deliveryId\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\x05R\aattempt\x120\n" +
+	"\x05until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\"\xdc\x03\n" +
 	"\x11ReconcileRepaired\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x127\n" +
 	"\x04kind\x18\x02 \x01(\x0e2#.hookline.v1.ReconcileRepaired.KindR\x04kind\x12\x16\n" +
@@ -6619,7 +6715,7 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(SchemaEnforcement)(0),         // 0: hookline.v1.SchemaEnforcement
 	(KeyOrdering)(0),               // 1: hookline.v1.KeyOrdering
@@ -6687,38 +6783,39 @@ var file_hookline_v1_events_proto_goTypes = []any{
 	(*MasterKeyRegistered)(nil),    // 63: hookline.v1.MasterKeyRegistered
 	(*MasterKeyRetired)(nil),       // 64: hookline.v1.MasterKeyRetired
 	(*PartitionsAssigned)(nil),     // 65: hookline.v1.PartitionsAssigned
-	(*ReconcileRepaired)(nil),      // 66: hookline.v1.ReconcileRepaired
-	nil,                            // 67: hookline.v1.EndpointConfig.MetadataEntry
-	nil,                            // 68: hookline.v1.EndpointConfig.HeadersEntry
-	nil,                            // 69: hookline.v1.EndpointConfig.SealedHeadersEntry
-	nil,                            // 70: hookline.v1.EventPublished.HeadersEntry
-	nil,                            // 71: hookline.v1.HeadersResealed.SealedHeadersEntry
-	(*timestamppb.Timestamp)(nil),  // 72: google.protobuf.Timestamp
+	(*RunningAttempt)(nil),         // 66: hookline.v1.RunningAttempt
+	(*ReconcileRepaired)(nil),      // 67: hookline.v1.ReconcileRepaired
+	nil,                            // 68: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                            // 69: hookline.v1.EndpointConfig.HeadersEntry
+	nil,                            // 70: hookline.v1.EndpointConfig.SealedHeadersEntry
+	nil,                            // 71: hookline.v1.EventPublished.HeadersEntry
+	nil,                            // 72: hookline.v1.HeadersResealed.SealedHeadersEntry
+	(*timestamppb.Timestamp)(nil),  // 73: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	3,   // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
 	14,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
 	13,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	72,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	73,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
 	13,  // 4: hookline.v1.EventTypeDefined.issued_by:type_name -> hookline.v1.Actor
-	72,  // 5: hookline.v1.EventTypeDefined.at:type_name -> google.protobuf.Timestamp
+	73,  // 5: hookline.v1.EventTypeDefined.at:type_name -> google.protobuf.Timestamp
 	0,   // 6: hookline.v1.TenantSettingsChanged.schema_enforcement:type_name -> hookline.v1.SchemaEnforcement
 	13,  // 7: hookline.v1.TenantSettingsChanged.issued_by:type_name -> hookline.v1.Actor
-	72,  // 8: hookline.v1.TenantSettingsChanged.at:type_name -> google.protobuf.Timestamp
+	73,  // 8: hookline.v1.TenantSettingsChanged.at:type_name -> google.protobuf.Timestamp
 	13,  // 9: hookline.v1.TenantErased.issued_by:type_name -> hookline.v1.Actor
-	72,  // 10: hookline.v1.TenantErased.at:type_name -> google.protobuf.Timestamp
+	73,  // 10: hookline.v1.TenantErased.at:type_name -> google.protobuf.Timestamp
 	14,  // 11: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
 	13,  // 12: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	72,  // 13: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	73,  // 13: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
 	13,  // 14: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	72,  // 15: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	73,  // 15: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
 	13,  // 16: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	72,  // 17: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	73,  // 17: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
 	4,   // 18: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
-	67,  // 19: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	68,  // 19: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
 	1,   // 20: hookline.v1.EndpointConfig.ordering:type_name -> hookline.v1.KeyOrdering
-	68,  // 21: hookline.v1.EndpointConfig.headers:type_name -> hookline.v1.EndpointConfig.HeadersEntry
-	69,  // 22: hookline.v1.EndpointConfig.sealed_headers:type_name -> hookline.v1.EndpointConfig.SealedHeadersEntry
+	69,  // 21: hookline.v1.EndpointConfig.headers:type_name -> hookline.v1.EndpointConfig.HeadersEntry
+	70,  // 22: hookline.v1.EndpointConfig.sealed_headers:type_name -> hookline.v1.EndpointConfig.SealedHeadersEntry
 	24,  // 23: hookline.v1.EndpointConfig.oauth2:type_name -> hookline.v1.OAuth2Config
 	23,  // 24: hookline.v1.EndpointConfig.mtls:type_name -> hookline.v1.MTLSConfig
 	25,  // 25: hookline.v1.EndpointConfig.url_password:type_name -> hookline.v1.SealedValue
@@ -6727,55 +6824,55 @@ var file_hookline_v1_events_proto_depIdxs = []int32{
 	22,  // 28: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
 	26,  // 29: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
 	13,  // 30: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	72,  // 31: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	73,  // 31: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
 	22,  // 32: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
 	13,  // 33: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	72,  // 34: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	73,  // 34: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
 	26,  // 35: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
 	26,  // 36: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	72,  // 37: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	73,  // 37: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
 	13,  // 38: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	72,  // 39: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	73,  // 39: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
 	5,   // 40: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
 	13,  // 41: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	72,  // 42: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	73,  // 42: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
 	6,   // 43: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
 	13,  // 44: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	72,  // 45: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	73,  // 45: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
 	13,  // 46: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	72,  // 47: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	73,  // 47: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
 	13,  // 48: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	72,  // 49: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	73,  // 49: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
 	13,  // 50: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	72,  // 51: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	73,  // 51: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
 	2,   // 52: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	72,  // 53: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	72,  // 54: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	72,  // 55: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	72,  // 56: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	72,  // 57: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
-	72,  // 58: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	73,  // 53: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	73,  // 54: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	73,  // 55: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	73,  // 56: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	73,  // 57: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	73,  // 58: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
 	13,  // 59: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
-	72,  // 60: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
-	72,  // 61: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	73,  // 60: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	73,  // 61: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
 	7,   // 62: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
-	72,  // 63: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
-	72,  // 64: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
-	72,  // 65: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	73,  // 63: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	73,  // 64: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
+	73,  // 65: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
 	13,  // 66: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	72,  // 67: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	70,  // 68: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	73,  // 67: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	71,  // 68: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
 	44,  // 69: hookline.v1.EventPublished.schema_violation:type_name -> hookline.v1.SchemaViolation
 	43,  // 70: hookline.v1.EventPublished.payload_seal:type_name -> hookline.v1.PayloadSeal
 	1,   // 71: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
 	45,  // 72: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	72,  // 73: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	72,  // 74: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	73,  // 73: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	73,  // 74: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
 	48,  // 75: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
 	46,  // 76: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
 	13,  // 77: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	72,  // 78: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	72,  // 79: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	73,  // 78: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	73,  // 79: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
 	2,   // 80: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
 	13,  // 81: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
 	50,  // 82: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
@@ -6784,49 +6881,51 @@ var file_hookline_v1_events_proto_depIdxs = []int32{
 	53,  // 85: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
 	43,  // 86: hookline.v1.Attempt.response_seal:type_name -> hookline.v1.PayloadSeal
 	8,   // 87: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
-	72,  // 88: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
+	73,  // 88: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
 	13,  // 89: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
 	9,   // 90: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
-	72,  // 91: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
+	73,  // 91: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
 	10,  // 92: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
 	49,  // 93: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
 	49,  // 94: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	72,  // 95: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	72,  // 96: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	72,  // 97: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	73,  // 95: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	73,  // 96: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	73,  // 97: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
 	13,  // 98: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	72,  // 99: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	73,  // 99: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
 	13,  // 100: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
-	72,  // 101: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
-	72,  // 102: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	73,  // 101: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
+	73,  // 102: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
 	13,  // 103: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	72,  // 104: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	73,  // 104: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
 	13,  // 105: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	72,  // 106: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	73,  // 106: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
 	26,  // 107: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
 	13,  // 108: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	72,  // 109: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	71,  // 110: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
+	73,  // 109: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	72,  // 110: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
 	13,  // 111: hookline.v1.HeadersResealed.issued_by:type_name -> hookline.v1.Actor
-	72,  // 112: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
+	73,  // 112: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
 	25,  // 113: hookline.v1.HeadersResealed.oauth2_client_secret:type_name -> hookline.v1.SealedValue
 	25,  // 114: hookline.v1.HeadersResealed.mtls_client_key:type_name -> hookline.v1.SealedValue
 	25,  // 115: hookline.v1.HeadersResealed.url_password:type_name -> hookline.v1.SealedValue
-	72,  // 116: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	73,  // 116: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
 	13,  // 117: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	72,  // 118: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	73,  // 118: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
 	11,  // 119: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
-	72,  // 120: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
-	12,  // 121: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	13,  // 122: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	72,  // 123: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	25,  // 124: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
-	25,  // 125: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
-	126, // [126:126] is the sub-list for method output_type
-	126, // [126:126] is the sub-list for method input_type
-	126, // [126:126] is the sub-list for extension type_name
-	126, // [126:126] is the sub-list for extension extendee
-	0,   // [0:126] is the sub-list for field type_name
+	73,  // 120: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
+	66,  // 121: hookline.v1.PartitionsAssigned.running:type_name -> hookline.v1.RunningAttempt
+	73,  // 122: hookline.v1.RunningAttempt.until:type_name -> google.protobuf.Timestamp
+	12,  // 123: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	13,  // 124: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	73,  // 125: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	25,  // 126: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	25,  // 127: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	128, // [128:128] is the sub-list for method output_type
+	128, // [128:128] is the sub-list for method input_type
+	128, // [128:128] is the sub-list for extension type_name
+	128, // [128:128] is the sub-list for extension extendee
+	0,   // [0:128] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -6840,7 +6939,7 @@ func file_hookline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
 			NumEnums:      13,
-			NumMessages:   59,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

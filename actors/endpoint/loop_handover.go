@@ -1,0 +1,244 @@
+package endpoint
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections/due"
+	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
+)
+
+// A partition that moves between members while its attempts run. The old
+// owner records the move at once, listing the attempts it still runs (the
+// node's partition manager); then:
+//
+//   - its grain retires (retire): it starts nothing, pulls nothing,
+//     answers no command (UNAVAILABLE: the caller retries and reaches the
+//     new owner), appends nothing to the endpoint stream, lets go of every
+//     delivery it holds but those it is attempting, records their
+//     outcomes and stops;
+//   - the new owner's grain starts at once and holds the deliveries of
+//     those attempts (stageElsewhere) without attempting them, counted
+//     against its in-flight limit, until their outcomes are applied here
+//     (the due index wakes it: the delivery is then due again or not, as
+//     any other) or the attempt has run out of time on the old owner (its
+//     stream is then read before any attempt here, which fences a late
+//     outcome). So the move's pause does not wait for the running
+//     attempts, and none is cut or repeated.
+
+// msgMoved is a retiring grain's refusal.
+const msgMoved = "the endpoint's partition moved to another member; retry"
+
+// retire lets go of everything the grain holds but the deliveries it is
+// attempting or appending to (their outcomes are recorded here), and
+// reports whether it holds nothing any more: the grain stops then.
+func (l *loop) retire(ctx actor.Context) bool {
+	l.retiring = true
+	l.own = nil
+	l.recovery = nil // resumed by the new owner from the endpoint stream
+	for _, o := range l.replays {
+		l.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, msgMoved)
+	}
+	l.replays = nil
+	if l.timer != nil {
+		l.timer()
+		l.timer, l.timerAt = nil, time.Time{}
+	}
+	return l.retireStep(ctx)
+}
+
+// retireStep lets go of the flights a retiring grain does not finish, and
+// stops the grain once none is left. It reports whether it stopped.
+func (l *loop) retireStep(ctx actor.Context) bool {
+	l.ready = nil
+	for _, f := range l.flights {
+		if f.busy || f.stage == stageRecording {
+			continue // its append is under way: recorded here
+		}
+		for _, o := range f.replays {
+			l.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, msgMoved)
+		}
+		f.replays = nil
+		if o := f.skipping; o != nil {
+			reply(ctx, o.sender, errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, msgMoved))
+			f.skipping = nil
+		}
+		l.letGo(f)
+	}
+	if len(l.flights) > 0 {
+		return false
+	}
+	l.core.Stop(ctx, internalv1.GrainError_CODE_UNAVAILABLE, msgMoved)
+	return true
+}
+
+// retiringReceive handles a retiring grain's messages: those that carry
+// its remaining attempts and appends on, and nothing else.
+func (l *loop) retiringReceive(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case *attemptDone:
+		l.onAttempt(ctx, m)
+	case *recorded:
+		l.onRecorded(ctx, m)
+	case *readDone:
+		l.onRead(ctx, m)
+	case *slotGranted:
+		l.onSlot(ctx)
+	case *leaseReply:
+		l.onLease(ctx, m)
+	case *pulledDue:
+		l.pulling = false
+	case *elsewhereChecked:
+		l.checking = false
+	}
+	if !l.core.Stopping() {
+		l.retireStep(ctx)
+	}
+}
+
+// letGo forgets a flight without an outcome (it stays due, or it ended);
+// its replays and skip have been answered.
+func (l *loop) letGo(f *flight) {
+	l.unbusy(f)
+	if f.stage == stageElsewhere {
+		l.elsewhere--
+		if l.cfg.Outcomes != nil {
+			l.cfg.Outcomes.Unwatch(f.item.DeliveryID)
+		}
+	}
+	delete(l.flights, f.item.DeliveryID)
+}
+
+// awaitPredecessor holds, as the grain starts, the deliveries that the
+// member which handed the endpoint's partition to this node was still
+// attempting then, and looks up whether their outcomes are applied.
+func (l *loop) awaitPredecessor(ctx actor.Context) {
+	if l.cfg.StillRunning == nil || l.cfg.Outcomes == nil {
+		return
+	}
+	now := l.cfg.Now()
+	for _, r := range l.cfg.StillRunning(l.id) {
+		if r.EndpointID != l.id || !now.Before(r.Until) || l.flights[r.DeliveryID] != nil {
+			continue
+		}
+		// Watched before it is looked up: an outcome applied in between
+		// still wakes the grain.
+		l.cfg.Outcomes.Watch(r.DeliveryID, r.Until)
+		l.flights[r.DeliveryID] = &flight{
+			item:  due.Item{DeliveryID: r.DeliveryID, EndpointID: l.id},
+			stage: stageElsewhere, elsewhere: r,
+		}
+		l.elsewhere++
+	}
+	if l.elsewhere > 0 {
+		l.log.Debug("endpoint grain waits for the attempts its partition's previous owner still runs", "attempts", l.elsewhere)
+		l.checkElsewhere(ctx)
+	}
+}
+
+// elsewhereChecked says which of the previous owner's attempts have their
+// outcome applied, and what the projections had applied after the lookup.
+type elsewhereChecked struct {
+	done    []string
+	applied events.Position
+	err     error
+}
+
+// checkElsewhere looks up, off the mailbox, whether the outcomes of the
+// previous owner's attempts are applied: once its grain is woken (the due
+// index wakes it for each such outcome) and when it starts.
+func (l *loop) checkElsewhere(ctx actor.Context) {
+	if l.elsewhere == 0 {
+		return
+	}
+	if l.checking {
+		l.recheck = true
+		return
+	}
+	var rs []Running
+	for _, f := range l.flights {
+		if f.stage == stageElsewhere {
+			rs = append(rs, f.elsewhere)
+		}
+	}
+	l.checking = true
+	out, proj := l.cfg.Outcomes, l.cfg.Projections
+	l.async(ctx, l.cfg.IOTimeout, func(context.Context) any {
+		var done []string
+		for _, r := range rs {
+			it, ok, err := out.Get(r.DeliveryID)
+			if err != nil {
+				return &elsewhereChecked{err: err}
+			}
+			if !ok || it.Attempts >= r.Attempt {
+				done = append(done, r.DeliveryID)
+			}
+		}
+		// After the lookups: the projections have applied at least the
+		// outcomes they found.
+		return &elsewhereChecked{done: done, applied: proj.Applied()}
+	})
+}
+
+// onElsewhereChecked lets go of the deliveries whose outcome the previous
+// owner recorded and this node applied: due again or not, they are pulled
+// as any other. A pull that read the index before that outcome skips them
+// (settled).
+func (l *loop) onElsewhereChecked(ctx actor.Context, m *elsewhereChecked) {
+	l.checking = false
+	if m.err != nil {
+		l.log.Warn("endpoint grain cannot look up the outcome of an attempt its partition's previous owner ran; looking again shortly", "error", m.err)
+		l.recheck = false
+		l.arm(ctx, l.cfg.Now().Add(time.Second))
+		return
+	}
+	for _, id := range m.done {
+		f := l.flights[id]
+		if f == nil || f.stage != stageElsewhere {
+			continue
+		}
+		l.settled[id] = m.applied
+		l.releaseElsewhere(f)
+	}
+	if l.recheck {
+		l.recheck = false
+		l.checkElsewhere(ctx)
+	}
+	l.wantPull = true
+	l.pump(ctx)
+}
+
+// releaseElsewhere lets go of a delivery the previous owner attempted; the
+// replays that came for it meanwhile wait for room among the flights.
+func (l *loop) releaseElsewhere(f *flight) {
+	l.replays = append(l.replays, f.replays...)
+	f.replays = nil
+	l.letGo(f)
+}
+
+// expireElsewhere lets go of the deliveries whose attempt has run out of
+// time on the previous owner with no outcome applied here: their streams
+// are read before they are attempted (a late outcome fences this grain's
+// append). It returns when the next of those left runs out (zero: none).
+func (l *loop) expireElsewhere(now time.Time) time.Time {
+	var next time.Time
+	for id, f := range l.flights {
+		if f.stage != stageElsewhere {
+			continue
+		}
+		if now.Before(f.elsewhere.Until) {
+			next = earliestOf(next, f.elsewhere.Until)
+			continue
+		}
+		l.log.Warn("the attempt of a delivery that the partition's previous owner ran is out of time with no outcome recorded; its stream is read before it is attempted here", "delivery_id", id)
+		if len(l.handed) < maxStale {
+			l.handed[id] = struct{}{}
+		}
+		l.releaseElsewhere(f)
+		l.wantPull = true
+	}
+	return next
+}
