@@ -15,6 +15,7 @@ import (
 	"github.com/hookline/hookline/actors/tenant"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections"
+	"github.com/hookline/hookline/projections/due"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/reconcile"
 )
@@ -104,22 +105,26 @@ func (m *metrics) nodeGauges(s *Server) {
 		Name: "hookline_projection_records_total",
 		Help: "Log records this node's projections applied since it started (its share of the cluster's).",
 	}, func() float64 { return float64(s.runner.Stats().Records) }))
+	blocked := &blockedKeys{due: s.due, now: s.cfg.Now}
 	gauge("hookline_ordering_blocked_keys", "Ordering keys of this node's partitions whose head delivery has failed (waiting for a retry, or parked).", func() float64 {
-		st, err := s.due.BlockedKeys(s.cfg.Now())
+		st, err := blocked.read()
 		if err != nil {
 			return -1
 		}
 		return float64(st.Blocked)
 	})
 	gauge("hookline_ordering_oldest_blocked_seconds", "How long the longest-blocked ordering key of this node's partitions has waited.", func() float64 {
-		st, err := s.due.BlockedKeys(s.cfg.Now())
+		st, err := blocked.read()
 		if err != nil {
 			return -1
 		}
 		return st.OldestBlocked.Seconds()
 	})
-	gauge("hookline_partitions_owned", "Delivery partitions this node owns.", func() float64 { return float64(s.runner.Stats().Owned) })
-	gauge("hookline_partitions_live", "Owned delivery partitions that are caught up and served.", func() float64 { return float64(s.runner.Stats().Live) })
+	gauge("hookline_partitions_owned", "Delivery partitions this node follows: as their owner, their target or a standby.", func() float64 { return float64(s.runner.Stats().Owned) })
+	gauge("hookline_partitions_live", "Followed delivery partitions whose projections have caught up.", func() float64 { return float64(s.runner.Stats().Live) })
+	gauge("hookline_partitions_served", "Delivery partitions this node serves (runs their grains, attempts their deliveries), caught up.", func() float64 {
+		return float64(s.runner.Stats().Served)
+	})
 	for _, mode := range []string{"warn", "reject"} {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "hookline_schema_violations_total", ConstLabels: prometheus.Labels{"mode": mode},
@@ -362,4 +367,32 @@ func (s *Server) activeGrains() int {
 		return 0
 	}
 	return n.Active(tenant.Kind) + n.Active(endpoint.Kind)
+}
+
+// blockedKeys is the summary of the blocked ordering keys for the two
+// gauges that show it: one scrape reads the store once (a scan of every
+// live partition's keys) for both, and scrapes closer together than
+// blockedEvery share a reading.
+type blockedKeys struct {
+	due *due.Due
+	now func() time.Time
+
+	mu  sync.Mutex
+	at  time.Time
+	st  due.KeyStats
+	err error
+}
+
+// blockedEvery is how long a reading of the blocked keys is reused.
+const blockedEvery = 250 * time.Millisecond
+
+func (b *blockedKeys) read() (due.KeyStats, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	if b.at.IsZero() || now.Sub(b.at) >= blockedEvery || now.Before(b.at) {
+		b.st, b.err = b.due.BlockedKeys(now)
+		b.at = now
+	}
+	return b.st, b.err
 }

@@ -470,16 +470,19 @@ func (r *Runner) Checkpoints() map[string]events.Position {
 type Stats struct {
 	// Records counts the records applied to some projection since Open.
 	Records uint64
-	// Owned and Live count the delivery partitions the node owns, and
-	// those of them caught up.
-	Owned, Live int
+	// Owned and Live count the delivery partitions the node follows (as
+	// their owner, target or standby), and those of them caught up;
+	// Served those it serves and has caught up.
+	Owned, Live, Served int
 }
 
 // Stats returns the runner's counts.
 func (r *Runner) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return Stats{Records: r.records, Owned: r.owned.Len() - 1, Live: r.live.Len() - 1}
+	served := r.live.Intersect(r.serving)
+	served.Remove(events.NoPartition)
+	return Stats{Records: r.records, Owned: r.owned.Len() - 1, Live: r.live.Len() - 1, Served: served.Len()}
 }
 
 // Lag is how far the projections are behind the log, for metrics and health.
