@@ -149,42 +149,58 @@ func (c *Cluster) Roll(ctx context.Context, i int, timeout time.Duration) error 
 	return c.APIs[i].Reconnect(c.Nodes[i].GRPCAddr())
 }
 
-// waitSettled waits until the nodes share the delivery partitions: every
-// node owns some, each has all it owns live (caught up) and its
-// projections within 2 s of the log's head, and together
-// they have every partition live (more than 256 when the nodes count the
-// partitions they keep as standbys). A load started before that lands for
-// a while on the first node alone.
+// waitSettled waits until the nodes share the delivery partitions again:
+// every node serves some, each has all it follows live (caught up) and its
+// projections within 2 s of the log's head, and together they serve every
+// partition. A member that came back takes its partitions back once it is
+// near the log's head, so this waits for that hand-back too; a load
+// started before that lands for a while on the first node alone. It
+// scrapes each node once per settlePoll: a scrape costs the node CPU.
 func (c *Cluster) waitSettled(ctx context.Context, within time.Duration) error {
 	const settledLag = 2 * time.Second // near the log's head: a member takes partitions only then
 	deadline := time.Now().Add(within)
+	names := []string{"hookline_partitions_owned", "hookline_partitions_live", "hookline_partitions_served",
+		"hookline_projection_lag_seconds", "hookline_projection_records_total"}
 	for {
-		live, settled, last := 0.0, true, ""
+		served, settled, last, old := 0.0, true, "", false
 		for i, n := range c.Nodes {
-			owned, ok1, err1 := n.Metric(ctx, "hookline_partitions_owned")
-			l, ok2, err2 := n.Metric(ctx, "hookline_partitions_live")
-			lag, ok3, err3 := n.Metric(ctx, "hookline_projection_lag_seconds")
-			applied, ok4, err4 := n.Metric(ctx, "hookline_projection_records_total")
-			if err := errors.Join(err1, err2, err3, err4); err != nil || !ok1 || !ok2 || !ok3 || !ok4 {
+			m, err := n.Metrics(ctx, names...)
+			s, hasServed := m["hookline_partitions_served"]
+			if !hasServed {
+				// A build before the gauge: its followed partitions, live,
+				// stand in (more than 256 with standbys).
+				s = m["hookline_partitions_live"]
+			}
+			if err == nil && len(m) < len(names)-1 {
+				err = fmt.Errorf("%d of the %d series it needs", len(m), len(names))
+			}
+			if err != nil {
 				settled, last = false, fmt.Sprintf("node %d: metrics: %v", i+1, err)
 				continue
 			}
+			if !hasServed {
+				old = true
+			}
+			owned, l := m["hookline_partitions_owned"], m["hookline_partitions_live"]
+			lag, applied := m["hookline_projection_lag_seconds"], m["hookline_projection_records_total"]
 			switch {
 			case owned == 0 || l != owned:
-				settled, last = false, fmt.Sprintf("node %d owns %.0f partitions, %.0f live", i+1, owned, l)
+				settled, last = false, fmt.Sprintf("node %d follows %.0f partitions, %.0f live", i+1, owned, l)
+			case s == 0:
+				settled, last = false, fmt.Sprintf("node %d serves no partition yet", i+1)
 			case applied == 0 || lag < 0 || lag > settledLag.Seconds():
 				// Live partitions of a member still replaying the log are
 				// live only up to its own position, far behind; one that
 				// applied nothing yet has no lag to tell.
 				settled, last = false, fmt.Sprintf("node %d's projections are %.1f s behind the log (%.0f records applied)", i+1, lag, applied)
 			}
-			live += l
+			served += s
 		}
-		if settled && live >= 256 {
+		if settled && (served == 256 || old && served >= 256) {
 			return nil
 		}
-		if live < 256 && last == "" {
-			last = fmt.Sprintf("%.0f of 256 partitions live", live)
+		if served != 256 && last == "" {
+			last = fmt.Sprintf("%.0f of 256 partitions served", served)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the %d nodes did not share the partitions within %v: %s", len(c.Nodes), within, last)
@@ -192,10 +208,13 @@ func (c *Cluster) waitSettled(ctx context.Context, within time.Duration) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond): // a poll interval
+		case <-time.After(settlePoll):
 		}
 	}
 }
+
+// settlePoll is how often waitSettled scrapes the nodes.
+const settlePoll = 250 * time.Millisecond
 
 // Usage sums the CPU of every node and gives the highest peak RSS.
 func (c *Cluster) Usage() (Usage, error) {

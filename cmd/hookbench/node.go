@@ -256,34 +256,47 @@ func (n *Node) HTTPAddr() string {
 // Metric reads one metric of the node's /metrics (the sum over its
 // labels); ok is false when the node does not export it.
 func (n *Node) Metric(ctx context.Context, name string) (v float64, ok bool, err error) {
+	vs, err := n.Metrics(ctx, name)
+	v, ok = vs[name]
+	return v, ok, err
+}
+
+// Metrics reads several series of the node's /metrics in one scrape: for
+// each name, the sum of its lines; a name the node does not export is
+// missing from the map. A scrape costs the node some CPU (gauges that
+// read its stores): a poll of several series scrapes once.
+func (n *Node) Metrics(ctx context.Context, names ...string) (map[string]float64, error) {
 	addr := n.HTTPAddr()
 	if addr == "" {
-		return 0, false, errors.New("node has no HTTP address yet")
+		return nil, errors.New("node has no HTTP address yet")
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
-		return 0, false, err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, false, fmt.Errorf("metrics of %s: %w", addr, err)
+		return nil, fmt.Errorf("metrics of %s: %w", addr, err)
 	}
 	defer resp.Body.Close()
+	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, name) || (len(line) > len(name) && line[len(name)] != ' ' && line[len(name)] != '{') {
-			continue
+		for _, name := range names {
+			if !strings.HasPrefix(line, name) || (len(line) > len(name) && line[len(name)] != ' ' && line[len(name)] != '{') {
+				continue
+			}
+			f := strings.Fields(line)
+			x, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				return nil, fmt.Errorf("metrics of %s: %q: %w", addr, line, err)
+			}
+			out[name] += x
 		}
-		f := strings.Fields(line)
-		x, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			return 0, false, fmt.Errorf("metrics of %s: %q: %w", addr, line, err)
-		}
-		v, ok = v+x, true
 	}
-	return v, ok, sc.Err()
+	return out, sc.Err()
 }
 
 // DataDir is the node's data directory.
