@@ -37,6 +37,30 @@ func (o *tableOwners) move(p events.Partition, to string) {
 	o.moved[p] = to
 }
 
+// startOwned starts a node that places the echo kind by partition, on a
+// table that names it for every partition, and has it answer for grain id
+// once; the context ends with the test (20 s at most).
+func startOwned(t *testing.T, id string) (context.Context, *cluster.Node, *tableOwners) {
+	t.Helper()
+	owners := &tableOwners{moved: map[events.Partition]string{}}
+	cfg := testConfig(nil)
+	cfg.PartitionedKind, cfg.Owners = echoKind, owners
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	n, err := cluster.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopNode(t, n) })
+	owners.mu.Lock()
+	owners.self = n.Address()
+	owners.mu.Unlock()
+	if where, err := ask(ctx, n, id); err != nil || where != n.Address() {
+		t.Fatalf("before the move: answered from %q (%v), want %s", where, err, n.Address())
+	}
+	return ctx, n, owners
+}
+
 // TestOnlyTheOwnerRunsAPartitionsGrains: a member runs a grain of the
 // partitioned kind only while the partition table names it. When the
 // table moves the partition to another member, the PID this node cached
@@ -46,24 +70,8 @@ func (o *tableOwners) move(p events.Partition, to string) {
 // activation request that a member with a lagging table sends here is
 // refused, not answered with a second copy.
 func TestOnlyTheOwnerRunsAPartitionsGrains(t *testing.T) {
-	owners := &tableOwners{moved: map[events.Partition]string{}}
-	cfg := testConfig(nil)
-	cfg.PartitionedKind, cfg.Owners = echoKind, owners
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	n, err := cluster.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stopNode(t, n) })
-	owners.mu.Lock()
-	owners.self = n.Address()
-	owners.mu.Unlock()
-
 	const id = "ep_moving"
-	if where, err := ask(ctx, n, id); err != nil || where != n.Address() {
-		t.Fatalf("before the move: answered from %q (%v), want %s", where, err, n.Address())
-	}
+	ctx, n, owners := startOwned(t, id)
 	gone := "127.0.0.1:1" // nobody answers there
 	owners.move(events.PartitionOf(id), gone)
 
@@ -115,24 +123,8 @@ func TestOnlyTheOwnerRunsAPartitionsGrains(t *testing.T) {
 // the grain again by itself, so that its due work is pulled without
 // waiting for a request.
 func TestARetiredGrainFinishesFirst(t *testing.T) {
-	owners := &tableOwners{moved: map[events.Partition]string{}}
-	cfg := testConfig(nil)
-	cfg.PartitionedKind, cfg.Owners = echoKind, owners
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	n, err := cluster.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stopNode(t, n) })
-	owners.mu.Lock()
-	owners.self = n.Address()
-	owners.mu.Unlock()
-
 	const id = "lingering_ep"
-	if where, err := ask(ctx, n, id); err != nil || where != n.Address() {
-		t.Fatalf("before the move: answered from %q (%v), want %s", where, err, n.Address())
-	}
+	ctx, n, owners := startOwned(t, id)
 	ci := pcluster.NewClusterIdentity(id, echoKind)
 	activate := func() any {
 		t.Helper()

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/events/embedded"
 	"github.com/hookline/hookline/node"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -47,15 +48,7 @@ func TestHandOver(t *testing.T) {
 }
 
 func testHandOver(t *testing.T, standbys int) {
-	dir := t.TempDir()
-	l := openLog(t, dir)
-	edit := func(c *node.Config) { c.Standbys = standbys }
-	a := startServerWith(t, l, filepath.Join(dir, "a"), edit)
-	b := startServerWith(t, l, filepath.Join(dir, "b"), edit, a.srv.Node().GossipAddress())
-	poll(t, 20*time.Second, "both nodes serve their share", func() bool {
-		sa, sb := a.srv.Serving(), b.srv.Serving()
-		return sa.Len() > 0 && sb.Len() > 0 && sa.Union(sb).Len() == events.Partitions
-	})
+	_, a, b := startPair(t, func(c *node.Config) { c.Standbys = standbys })
 	recv := newCountingReceiver(t)
 	key := tenantWithKey(t, a)
 	kctx, kcancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -170,6 +163,21 @@ func testHandOver(t *testing.T, standbys int) {
 	}
 }
 
+// startPair starts two nodes on one embedded log, with edit applied to
+// their configs (nil: none), and waits until they share the partitions.
+func startPair(t *testing.T, edit func(*node.Config)) (*embedded.Log, *testServer, *testServer) {
+	t.Helper()
+	dir := t.TempDir()
+	l := openLog(t, dir)
+	a := startServerWith(t, l, filepath.Join(dir, "a"), edit)
+	b := startServerWith(t, l, filepath.Join(dir, "b"), edit, a.srv.Node().GossipAddress())
+	poll(t, 20*time.Second, "both nodes serve their share", func() bool {
+		sa, sb := a.srv.Serving(), b.srv.Serving()
+		return sa.Len() > 0 && sb.Len() > 0 && sa.Union(sb).Len() == events.Partitions
+	})
+	return l, a, b
+}
+
 // tenantWithKey creates tenant acme through ts and returns an API key.
 func tenantWithKey(t *testing.T, ts *testServer) string {
 	t.Helper()
@@ -265,14 +273,7 @@ func (r *countingReceiver) duplicates() int {
 // members said so, the two handed the partitions back and forth, each
 // partition many times, until the stop's bound ran out.
 func TestStoppingTogether(t *testing.T) {
-	dir := t.TempDir()
-	l := openLog(t, dir)
-	a := startServer(t, l, filepath.Join(dir, "a"))
-	b := startServer(t, l, filepath.Join(dir, "b"), a.srv.Node().GossipAddress())
-	poll(t, 20*time.Second, "both nodes serve their share", func() bool {
-		sa, sb := a.srv.Serving(), b.srv.Serving()
-		return sa.Len() > 0 && sb.Len() > 0 && sa.Union(sb).Len() == events.Partitions
-	})
+	l, a, b := startPair(t, nil)
 	before := handOvers(t, l)
 
 	var wg sync.WaitGroup
@@ -335,14 +336,7 @@ func handOvers(t *testing.T, l events.Log) []*hooklinev1.PartitionsAssigned {
 // after one attempt, received once, and the other node, woken by that
 // outcome, attempts the second delivery at once.
 func TestHandOverWhileAnAttemptRuns(t *testing.T) {
-	dir := t.TempDir()
-	l := openLog(t, dir)
-	a := startServer(t, l, filepath.Join(dir, "a"))
-	b := startServer(t, l, filepath.Join(dir, "b"), a.srv.Node().GossipAddress())
-	poll(t, 20*time.Second, "both nodes serve their share", func() bool {
-		sa, sb := a.srv.Serving(), b.srv.Serving()
-		return sa.Len() > 0 && sb.Len() > 0 && sa.Union(sb).Len() == events.Partitions
-	})
+	l, a, b := startPair(t, nil)
 	recv := newCountingReceiver(t)
 	hold := &holding{held: make(chan struct{}, 1), release: make(chan struct{}), next: recv.Config.Handler}
 	recv.Config.Handler = hold // before any request

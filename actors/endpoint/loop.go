@@ -220,8 +220,10 @@ type (
 // receive handles the loop's messages; the grain passes it every message
 // that is not its own.
 func (l *loop) receive(ctx actor.Context, msg any) {
-	if l.retiring {
-		l.retiringReceive(ctx, msg)
+	if l.retiring && !l.retiringWork(msg) {
+		if !l.core.Stopping() {
+			l.retireStep(ctx)
+		}
 		return
 	}
 	switch m := msg.(type) {

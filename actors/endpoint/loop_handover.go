@@ -75,28 +75,20 @@ func (l *loop) retireStep(ctx actor.Context) bool {
 	return true
 }
 
-// retiringReceive handles a retiring grain's messages: those that carry
-// its remaining attempts and appends on, and nothing else.
-func (l *loop) retiringReceive(ctx actor.Context, msg any) {
-	switch m := msg.(type) {
-	case *attemptDone:
-		l.onAttempt(ctx, m)
-	case *recorded:
-		l.onRecorded(ctx, m)
-	case *readDone:
-		l.onRead(ctx, m)
-	case *slotGranted:
-		l.onSlot(ctx)
-	case *leaseReply:
-		l.onLease(ctx, m)
+// retiringWork reports whether a retiring grain handles msg as usual:
+// the messages that carry its remaining attempts and appends on (their
+// handlers pump, and pump goes no further than retireStep). Of the others
+// it notes only that their I/O has ended.
+func (l *loop) retiringWork(msg any) bool {
+	switch msg.(type) {
+	case *attemptDone, *recorded, *readDone, *slotGranted, *leaseReply:
+		return true
 	case *pulledDue:
 		l.pulling = false
 	case *elsewhereChecked:
 		l.checking = false
 	}
-	if !l.core.Stopping() {
-		l.retireStep(ctx)
-	}
+	return false
 }
 
 // letGo forgets a flight without an outcome (it stays due, or it ended);
