@@ -24,6 +24,10 @@ type RunConfig struct {
 	NodeLog  bool   // copy the node's log to stderr
 	SlowOut  string // rolling, scale-out: write the slow first attempts of the change here
 	KeepData bool   // keep the node's data directory
+	// ReceiverLatency is how long the receiver takes to answer every
+	// request (it records the request's arrival first): receivers that are
+	// slow to answer, as real ones are. 0 answers at once.
+	ReceiverLatency time.Duration
 	// NodeFaults is given to every node hookbench starts as `hookline
 	// serve --faults` (package faults), for the whole run.
 	NodeFaults string
@@ -146,6 +150,8 @@ func (c RunConfig) Validate() error {
 	case c.OrderingKeys > 0 && c.OrderingKeys/max(c.Publishers, 1) < c.Batch:
 		return fmt.Errorf("--ordering-keys %d gives each of the %d publishers %d keys, fewer than --batch %d: a batch must not carry a key twice (the bench knows a key's order only between batches); give more keys or a smaller batch",
 			c.OrderingKeys, c.Publishers, c.OrderingKeys/c.Publishers, c.Batch)
+	case c.ReceiverLatency < 0 || c.ReceiverLatency > 10*time.Second:
+		return fmt.Errorf("--receiver-latency %v: give 0 to 10s (the attempts' timeout is longer)", c.ReceiverLatency)
 	case c.Rate < 0 || c.EndpointRate < 0 || c.HangRate < 0:
 		return errors.New("--rate, --endpoint-rate and --hang-rate must not be negative")
 	case c.Node != "" && c.Token == "":
@@ -219,6 +225,9 @@ func (c RunConfig) view(own []string) map[string]any {
 		"storm": d(c.Storm), "retry_after": d(c.RetryAfter), "hang_endpoints": n(int64(c.HangEndpoints)),
 		"hang_rate": f(c.HangRate), "hang_timeout": d(c.HangTimeout), "pg": pg, "pg_restarts": n(int64(c.PGRestarts)),
 		"history": n(c.History), "broker_deliveries": n(c.BrokerDeliveries),
+	}
+	if c.ReceiverLatency > 0 {
+		all["receiver_latency"] = d(c.ReceiverLatency)
 	}
 	if c.OrderingKeys > 0 {
 		all["ordering_keys"] = n(int64(c.OrderingKeys))
@@ -301,6 +310,7 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.IntVar(&c.HangEndpoints, "hang-endpoints", 0, "fairness: tenant A's hanging endpoints (500)")
 	fs.Float64Var(&c.HangRate, "hang-rate", 0, "fairness: tenant A's events per second, each to every A endpoint (2)")
 	fs.DurationVar(&c.HangTimeout, "hang-timeout", 0, "fairness: tenant A's attempt timeout, 1s to 30s (5s)")
+	fs.DurationVar(&c.ReceiverLatency, "receiver-latency", 0, "the receiver answers every request this long after it arrived (arrivals are what first attempts are timed by), as a slow receiver does; 0 to 10s (0)")
 	fs.IntVar(&c.PGRestarts, "pg-restarts", 0, "acceptance --pg private: times the pg-restart fault restarts PostgreSQL (immediate shutdown), spread over --duration (1)")
 	only := fs.String("only", "", "acceptance: run only these faults, comma-separated (the baseline always runs): "+strings.Join(faultNames(), ", "))
 

@@ -106,7 +106,7 @@ func sum(vs []float64) float64 {
 func (b *Bench) scaleStep(ctx context.Context, n int) (_ Summary, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	recv, err := NewReceiver("127.0.0.1:0", nil, Behaviour{})
+	recv, err := NewReceiver("127.0.0.1:0", nil, Behaviour{Latency: b.cfg.ReceiverLatency})
 	if err != nil {
 		return Summary{}, err
 	}

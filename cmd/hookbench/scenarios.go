@@ -146,7 +146,7 @@ func Run(ctx context.Context, cfg RunConfig, stdout, stderr io.Writer) (err erro
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	recv, err := NewReceiver("127.0.0.1:0", nil, Behaviour{})
+	recv, err := NewReceiver("127.0.0.1:0", nil, Behaviour{Latency: cfg.ReceiverLatency})
 	if err != nil {
 		return err
 	}
