@@ -17,7 +17,7 @@ func TestParseRunCluster(t *testing.T) {
 		t.Errorf("cluster defaults: %+v, %v", c, err)
 	}
 	c, err = parseRun([]string{"cluster-scale", "--pg", "postgres://x"}, &stderr)
-	if err != nil || c.Duration != 20*time.Second || c.MaxBacklog != 4000 {
+	if err != nil || c.Duration != 20*time.Second || c.MaxBacklog != 4000 || c.Rounds != 3 {
 		t.Errorf("cluster-scale defaults: %+v, %v", c, err)
 	}
 	for _, sc := range []string{"cluster", "cluster-scale"} {

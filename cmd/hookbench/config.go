@@ -304,7 +304,7 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.DurationVar(&c.KillAt, "kill-at", 0, "cluster: kill -9 the first node after this much publishing (half of --duration); further --kills follow at even intervals")
 	fs.IntVar(&c.Kills, "kills", 0, "crash: kill -9 this many times, at least 5 (6); cluster: kill -9 this many times, one node at a time, each restarted before the next kill (1); acceptance: kills per killing fault (3); brokers: kills in each broker phase (2)")
 	fs.Int64Var(&c.BrokerDeliveries, "broker-deliveries", 0, "brokers: deliveries of each broker phase with kills (10000)")
-	fs.IntVar(&c.Rounds, "rounds", 0, "cluster-scale: rounds of 1, 2 and 3 nodes, in alternating order; figures are medians (1)")
+	fs.IntVar(&c.Rounds, "rounds", 0, "cluster-scale: rounds of 1, 2 and 3 nodes, in alternating order; figures are medians (3: one round always runs three nodes last); flood: rounds of its phases (1)")
 	fs.DurationVar(&c.Storm, "storm", 0, "retry-storm: answer 429 for this long (20s)")
 	fs.DurationVar(&c.RetryAfter, "retry-after", 0, "retry-storm: Retry-After sent with the 429s (5s)")
 	fs.IntVar(&c.HangEndpoints, "hang-endpoints", 0, "fairness: tenant A's hanging endpoints (500)")

@@ -109,9 +109,9 @@ var scenarios = map[string]scenario{
 	},
 	"flood": {summary: "three nodes on one PostgreSQL log; anonymous calls flood one with made-up hk_ then hlp_ bearers beside a tenant publishing through it: CPU per call, publish p99, the other members, the log pool", defaults: RunConfig{Duration: 15 * time.Second, Tenants: 1, Endpoints: 10, Fanout: 4, Rate: 50, Drain: 60 * time.Second}, run: flood, cluster: true},
 	"cluster-scale": {
-		summary: "sustained deliveries/s and CPU per delivery with 1, 2 and 3 nodes on one PostgreSQL log (4 tenants × 50 endpoints, fan-out 4, as fast as accepted; --duration each)",
+		summary: "sustained deliveries/s and CPU per delivery with 1, 2 and 3 nodes on one PostgreSQL log (4 tenants × 50 endpoints, fan-out 4, as fast as accepted; --duration each, --rounds rounds (3) in alternating order)",
 		defaults: RunConfig{Duration: 20 * time.Second, Tenants: 4, Endpoints: 50, Fanout: 4, MaxBacklog: 4000, EndpointRate: 1000,
-			EndpointInFlight: 50, Drain: 30 * time.Second},
+			EndpointInFlight: 50, Drain: 30 * time.Second, Rounds: 3},
 		run: clusterScale, config: []string{"rounds", "standbys", "pg"}, cluster: true,
 	},
 	"acceptance": {
