@@ -38,6 +38,7 @@ type bench struct {
 	sys    *actor.ActorSystem
 	clk    *clock
 	runner *projections.Runner
+	reg    *registry.Registry
 	hist   *history.History
 	wakes  *wakeRouter
 	cfg    endpoint.Config
@@ -90,7 +91,7 @@ func newBenchWith(t *testing.T, wrap func(events.Log) events.Log) *bench {
 		t.Fatal(err)
 	}
 	b.runner = r
-	if _, err := registry.New(r); err != nil {
+	if b.reg, err = registry.New(r); err != nil {
 		t.Fatal(err)
 	}
 	b.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))

@@ -62,7 +62,7 @@ func (g *grain) handlePull(ctx actor.Context, r *request) {
 	if lease == 0 {
 		lease = defaultLease
 	}
-	msgs, err := g.loop.leaseReady(n, lease)
+	msgs, err := g.loop.leaseReady(ctx, n, lease)
 	if err != nil {
 		g.log.Error("endpoint grain cannot lease its deliveries", "error", err)
 		reply(ctx, r.Sender, errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, "cannot sign the deliveries; retry"))
@@ -73,12 +73,18 @@ func (g *grain) handlePull(ctx actor.Context, r *request) {
 }
 
 // leaseReady takes up to n ready flights, signs each as an attempt started now
-// and leases it for d.
-func (l *loop) leaseReady(n int, d time.Duration) ([]*controlv1.PulledMessage, error) {
+// and leases it for d. A flight whose tenant's payloads were erased since
+// it was read ends failed instead, unseen.
+func (l *loop) leaseReady(ctx actor.Context, n int, d time.Duration) ([]*controlv1.PulledMessage, error) {
 	now := l.cfg.Now()
 	var out []*controlv1.PulledMessage
 	for len(out) < n && len(l.ready) > 0 {
 		f := l.ready[0]
+		if f.d.erased || l.cfg.Payloads.Erased(f.item.TenantID, f.d.event.GetPayloadSeal().GetDataKeyId()) {
+			l.ready = l.ready[1:]
+			l.recordGone(ctx, f, hooklinev1.ErrorClass_ERROR_CLASS_ERASED, "the tenant's payloads were erased before the pull")
+			continue
+		}
 		req, err := l.request(f)
 		if err != nil {
 			return out, err

@@ -66,6 +66,12 @@ func cmd(tenant string, c any) *internalv1.EndpointCommand {
 		out.Command = &internalv1.EndpointCommand_Replay{Replay: c}
 	case *internalv1.Wake:
 		out.Command = &internalv1.EndpointCommand_Wake{Wake: c}
+	case *controlv1.PullDeliveriesRequest:
+		out.Command = &internalv1.EndpointCommand_Pull{Pull: c}
+	case *controlv1.AckDeliveriesRequest:
+		out.Command = &internalv1.EndpointCommand_Ack{Ack: c}
+	case *controlv1.SkipOrderingKeyRequest:
+		out.Command = &internalv1.EndpointCommand_SkipOrderingKey{SkipOrderingKey: c}
 	}
 	return out
 }
