@@ -21,8 +21,12 @@ import (
 // ready ones, with the headers and body a push would send, and its
 // AckDeliveries records each as a success. A lease that ends
 // unacknowledged is recorded as a failed attempt, so the delivery is
-// offered again after its backoff; a grain that stops forgets its leases,
-// and the deliveries, still due in the index, are offered again.
+// offered again after its backoff, by a push if the endpoint has switched
+// to push meanwhile; a grain that stops forgets its leases, and the
+// deliveries, still due in the index, are offered again. A lease is an
+// attempt for the node's Drain: a partition being handed over hands out
+// none, and its hand-over lists those out, so that the next owner offers
+// none of them before its lease has run out.
 
 // Bounds of a pull.
 const (
@@ -74,7 +78,9 @@ func (g *grain) handlePull(ctx actor.Context, r *request) {
 
 // leaseReady takes up to n ready flights, signs each as an attempt started now
 // and leases it for d. A flight whose tenant's payloads were erased since
-// it was read ends failed instead, unseen.
+// it was read ends failed instead, unseen; while the endpoint's partition
+// drains for a hand-over it leases none (the consumer's next pull reaches
+// the next owner).
 func (l *loop) leaseReady(ctx actor.Context, n int, d time.Duration) ([]*controlv1.PulledMessage, error) {
 	now := l.cfg.Now()
 	var out []*controlv1.PulledMessage
@@ -93,9 +99,14 @@ func (l *loop) leaseReady(ctx actor.Context, n int, d time.Duration) ([]*control
 		if err != nil {
 			return out, err
 		}
+		until := now.Add(d)
+		if !l.cfg.Drain.Lease(Running{EndpointID: l.id, DeliveryID: f.item.DeliveryID, Attempt: f.d.attempts + 1, Until: until.Add(l.cfg.IOTimeout)}) {
+			break // the partition is being handed over: the next owner offers it
+		}
 		l.ready = l.ready[1:]
 		l.startLineage(f, now)
-		f.stage, f.leasedAt, f.leasedUntil = stageLeased, now, now.Add(d)
+		f.stage, f.leasedAt, f.leasedUntil = stageLeased, now, until
+		l.leased++
 		l.noteDue(f.leasedUntil)
 		m := &controlv1.PulledMessage{
 			DeliveryId: f.item.DeliveryID, EventId: f.item.EventID, Type: f.eventType(),
@@ -160,10 +171,23 @@ func (l *loop) expireLeases(ctx actor.Context, now time.Time) time.Time {
 	return next
 }
 
-// settleLease records a leased flight's outcome.
+// settleLease records a leased flight's outcome. The Drain lists the lease
+// until the outcome is recorded, as it does an attempt (busy).
 func (l *loop) settleLease(ctx actor.Context, f *flight, o attempt.Outcome) {
+	l.leased--
+	f.busy = true
+	l.busy++
 	f.outcome = &o
 	l.record(ctx, f, l.outcomeEvent(f, o, l.cfg.Now()))
+}
+
+// forgetLease lets go of a leased flight's lease without an outcome (the
+// grain stops, or retires: a hand-over lists the lease).
+func (l *loop) forgetLease(f *flight) {
+	if f.stage == stageLeased {
+		l.leased--
+		l.cfg.Drain.End(l.id, f.item.DeliveryID)
+	}
 }
 
 // earliestOf returns the earlier of two times, zero meaning none.

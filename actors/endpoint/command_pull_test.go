@@ -3,6 +3,7 @@ package endpoint_test
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -137,6 +138,118 @@ func TestPullAfterErasure(t *testing.T) {
 	}
 }
 
+// TestPullLeaseEndsAfterASwitchToPush: a delivery leased to a pull
+// consumer when its endpoint switches to push is not left pending: its
+// lease ends as any other (a failed attempt), and push delivers it after
+// the backoff. Before, the lease was never looked at again once the
+// endpoint pushed, and the delivery stayed held, pending, for good.
+func TestPullLeaseEndsAfterASwitchToPush(t *testing.T) {
+	b := newBench(t)
+	rc := newReceiver(t, status(http.StatusOK))
+	pid := b.pullEndpoint("ep_1", nil)
+	id := b.publish("acme", "evt_1", "ep_1")[0]
+	if msgs := b.pullUntil(pid, 10*time.Second); len(msgs) != 1 || msgs[0].GetDeliveryId() != id {
+		t.Fatalf("the pull handed out %v; want %s", msgs, id)
+	}
+
+	mustOK(t, ask(t, b.sys, pid, cmd("acme", &controlv1.UpdateEndpointRequest{
+		Settings: &controlv1.EndpointSettings{Url: rc.URL + "/in", EventTypes: []string{"*"}, Delivery: "push"},
+	})))
+	b.advance(11 * time.Second) // past the lease
+	evs := b.waitEvents(id, 1)
+	if f, ok := evs[0].(*hooklinev1.AttemptFailed); !ok || !f.GetAttempt().GetPulled() || f.GetNextAttemptAt() == nil {
+		t.Fatalf("after its lease the delivery recorded %v; want a failed, pulled attempt with a retry", evs[0])
+	}
+	if n := rc.count(id); n != 0 {
+		t.Fatalf("pushed %d times before the lease's retry was due", n)
+	}
+	b.advance(time.Hour) // past any backoff
+	b.waitStatus("acme", history.Succeeded, id)
+	if n := rc.count(id); n != 1 {
+		t.Errorf("the receiver got the delivery %d times; want once", n)
+	}
+}
+
+// TestPullLeasesNoneWhileDraining: while the endpoint's partition drains
+// for a hand-over, a pull hands out nothing, for the next owner would hand
+// the same deliveries out too; the leases already out are listed with the
+// running attempts, which the hand-over passes on, so that the next owner
+// offers none of them before its lease has run out. Before, a draining
+// partition went on leasing, and its leases were listed nowhere.
+func TestPullLeasesNoneWhileDraining(t *testing.T) {
+	var fl *faultLog
+	b := newBenchWith(t, func(l events.Log) events.Log { fl = newFaultLog(l); return fl })
+	drain := &endpoint.Drain{}
+	b.cfg.Drain = drain
+	pid := b.pullEndpoint("ep_1", nil)
+	ids := b.readyForPull(fl, pid, "evt_1", "evt_2")
+	leased, waiting := ids[0], ids[1]
+
+	msgs := b.pullMax(pid, 1, 30*time.Second)
+	if len(msgs) != 1 || msgs[0].GetDeliveryId() != leased {
+		t.Fatalf("the pull handed out %v; want %s", msgs, leased)
+	}
+	p := events.PartitionOf("ep_1")
+	running := drain.Running(p)
+	if len(running) != 1 || running[0].DeliveryID != leased || running[0].Attempt != 1 || !running[0].Until.After(msgs[0].GetLeaseExpiresAt().AsTime()) {
+		t.Errorf("the drain lists %+v; want the lease of %s, attempt 1, until after its lease", running, leased)
+	}
+	if n := drain.Total(); n != 0 {
+		t.Errorf("the drain counts %d attempts to wait for; a lease is not waited for", n)
+	}
+
+	drain.Partitions(events.NewPartitionSet(p))
+	for _, m := range b.pull(pid, 30*time.Second) {
+		t.Errorf("a pull of a draining partition handed out %s", m.GetDeliveryId())
+	}
+	if b.ack(pid, leased) != 1 {
+		t.Errorf("the lease handed out before the drain could not be acknowledged")
+	}
+	b.waitStatus("acme", history.Succeeded, leased)
+	if n := len(drain.Running(p)); n != 0 {
+		t.Errorf("the drain lists %d after the lease's outcome was recorded; want none", n)
+	}
+	drain.Partitions(events.PartitionSet{})
+	if msgs := b.pullUntil(pid, 30*time.Second); len(msgs) != 1 || msgs[0].GetDeliveryId() != waiting {
+		t.Errorf("once the drain ended the pull handed out %v; want %s", msgs, waiting)
+	}
+}
+
+// readyForPull makes the pull endpoint's grain hold the deliveries of new
+// events ready for its consumer, and returns them in their order: it waits
+// for the grain to have caught up (a first delivery pulled and
+// acknowledged), then hands it the events as the publish path does, while
+// the projections (held at the log's head) have not applied them, so that
+// it takes them at once from the hand-over. The projections go on after.
+func (b *bench) readyForPull(fl *faultLog, pid *actor.PID, eventIDs ...string) []string {
+	b.t.Helper()
+	first := b.publish("acme", "warm_up", "ep_1")[0]
+	if msgs := b.pullUntil(pid, 30*time.Second); len(msgs) != 1 || b.ack(pid, first) != 1 {
+		b.t.Fatalf("the first pull handed out %d deliveries, or its ack failed", len(msgs))
+	}
+	head, err := b.log.Head(b.t.Context())
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	fl.holdSubscription(&head)
+	defer fl.holdSubscription(nil)
+	var ids []string
+	for _, id := range eventIDs {
+		pub, plan := b.event("acme", id, "ep_1")
+		ids = append(ids, b.append(pub, plan)...)
+		b.sys.Root.Send(pid, &endpoint.Planned{Event: pub, Items: due.PlannedItems(plan), Position: b.planPosition(id)})
+	}
+	b.handled(pid)
+	return ids
+}
+
+// handled returns once the grain has handled the messages sent to it
+// before: its mailbox is in order, and a command's answer comes after.
+func (b *bench) handled(pid *actor.PID) {
+	b.t.Helper()
+	mustOK(b.t, ask(b.t, b.sys, pid, cmd("acme", &controlv1.GetEndpointRequest{})))
+}
+
 // planPosition is the position of an event's plan in the log.
 func (b *bench) planPosition(eventID string) events.Position {
 	b.t.Helper()
@@ -145,11 +258,4 @@ func (b *bench) planPosition(eventID string) events.Position {
 		b.t.Fatalf("read the plan of %s: %d records, %v", eventID, len(recs), err)
 	}
 	return recs[1].Position
-}
-
-// handled returns once the grain has handled the messages sent to it
-// before: its mailbox is in order, and a command's answer comes after.
-func (b *bench) handled(pid *actor.PID) {
-	b.t.Helper()
-	mustOK(b.t, ask(b.t, b.sys, pid, cmd("acme", &controlv1.GetEndpointRequest{})))
 }

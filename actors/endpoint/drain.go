@@ -14,20 +14,24 @@ import (
 // whole node (a graceful stop) or for some of its partitions (a partition
 // handed to another member): a draining endpoint grain starts no attempt
 // (its deliveries stay due, for the next owner), while the attempts already
-// running finish and their outcomes are recorded. Running lists those left,
-// which a hand-over passes on to the next owner. The zero value is ready to
-// use and drains nothing; it is safe for concurrent use, and a nil *Drain
-// never drains.
+// running finish and their outcomes are recorded. A pull lease counts as an
+// attempt, except that nothing waits for it: a draining endpoint hands out
+// none, and one already out ends on its own (its consumer's acknowledgement
+// goes to the next owner). Running lists the attempts and leases left, which
+// a hand-over passes on to the next owner. The zero value is ready to use
+// and drains nothing; it is safe for concurrent use, and a nil *Drain never
+// drains.
 type Drain struct {
-	mu    sync.Mutex // guards the fields below
-	all   bool
-	parts events.PartitionSet
-	busy  [events.Partitions + 1]map[string]Running // by delivery id
-	total int
+	mu     sync.Mutex // guards the fields below
+	all    bool
+	parts  events.PartitionSet
+	busy   [events.Partitions + 1]map[string]Running // by delivery id
+	leases [events.Partitions + 1]map[string]Running // by delivery id
+	total  int                                       // of busy
 }
 
-// Running is an attempt a grain started and whose outcome it has not
-// recorded yet.
+// Running is an attempt (or a pull lease) a grain started and whose
+// outcome it has not recorded yet.
 type Running struct {
 	EndpointID, DeliveryID string
 	// Attempt is the attempt's number: once its outcome is recorded, the
@@ -93,8 +97,31 @@ func (d *Drain) Begin(r Running) bool {
 	return true
 }
 
-// End counts out the attempt of deliveryID that Begin counted: its outcome
-// is recorded, or it was let go.
+// Lease counts the pull lease r (Until: when the lease and the append of
+// its outcome have run out) that a grain is about to hand out, unless its
+// endpoint is draining: then it reports false and the lease must not be
+// handed out, for the next owner would hand it out too. Running lists it;
+// Busy and Total do not count it. Each Lease that reports true is matched
+// by one End.
+func (d *Drain) Lease(r Running) bool {
+	if d == nil {
+		return true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.draining(r.EndpointID) {
+		return false
+	}
+	p := events.PartitionOf(r.EndpointID)
+	if d.leases[p] == nil {
+		d.leases[p] = map[string]Running{}
+	}
+	d.leases[p][r.DeliveryID] = r
+	return true
+}
+
+// End counts out the attempt or lease of deliveryID that Begin or Lease
+// counted: its outcome is recorded, or it was let go.
 func (d *Drain) End(endpointID, deliveryID string) {
 	if d == nil {
 		return
@@ -106,6 +133,7 @@ func (d *Drain) End(endpointID, deliveryID string) {
 		delete(d.busy[p], deliveryID)
 		d.total--
 	}
+	delete(d.leases[p], deliveryID)
 }
 
 // Busy returns the attempts of partition p's endpoints that are running or
@@ -131,14 +159,20 @@ func (d *Drain) Total() int {
 }
 
 // Running returns the attempts of partition p's endpoints that are running
-// or whose outcome is not recorded yet, by endpoint and delivery.
+// or whose outcome is not recorded yet, and its pull leases out, by
+// endpoint and delivery.
 func (d *Drain) Running(p events.Partition) []Running {
 	if d == nil || !p.Valid() {
 		return nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return slices.SortedFunc(maps.Values(d.busy[p]), func(a, b Running) int {
+	all := maps.Clone(d.busy[p])
+	if all == nil {
+		all = map[string]Running{}
+	}
+	maps.Copy(all, d.leases[p])
+	return slices.SortedFunc(maps.Values(all), func(a, b Running) int {
 		if c := strings.Compare(a.EndpointID, b.EndpointID); c != 0 {
 			return c
 		}

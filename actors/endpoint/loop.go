@@ -65,6 +65,7 @@ type loop struct {
 	asks         int                // slots asked of the dispatcher, not granted yet
 	probeAsked   bool               // one of the asks is the breaker's half-open probe
 	running      int                // attempts out
+	leased       int                // flights in stageLeased (command_pull.go)
 	pulling      bool
 	wantPull     bool
 	// settled are the deliveries whose outcome this activation appended,
@@ -365,11 +366,13 @@ func (l *loop) pump(ctx actor.Context) {
 	if l.elsewhere > 0 {
 		handedOver = l.expireElsewhere(now)
 	}
-	switch {
-	case l.pullMode():
-		wake = l.expireLeases(ctx, now) // its consumer takes the ready ones
-	case l.attempting():
-		wake = l.startReady(ctx, now)
+	if l.leased > 0 {
+		// Whatever the mode: a lease handed out before a switch to push
+		// ends too, and push takes its delivery from there.
+		wake = l.expireLeases(ctx, now)
+	}
+	if !l.pullMode() && l.attempting() { // a pull endpoint's consumer takes the ready ones
+		wake = earliestOf(wake, l.startReady(ctx, now))
 	}
 	wake = earliestOf(wake, handedOver)
 	if l.wantPull && !l.pulling && !l.paused() && l.lowOnWork() {

@@ -95,6 +95,7 @@ func (l *loop) retiringWork(msg any) bool {
 // its replays and skip have been answered.
 func (l *loop) letGo(f *flight) {
 	l.unbusy(f)
+	l.forgetLease(f)
 	if f.stage == stageElsewhere {
 		l.elsewhere--
 		if l.cfg.Outcomes != nil {
