@@ -257,16 +257,19 @@ func tookOver(o owners.Owner, self string, now time.Time) bool {
 }
 
 // stillRunning is the endpoint grains' Config.StillRunning: the attempts
-// of endpointID that the member which handed its partition to this node
-// still ran when it recorded the hand-over (none when the partition came
-// otherwise, or this node does not serve it).
+// of endpointID that the record which gave its partition to this node
+// lists as still running elsewhere (none when the partition came
+// otherwise, or this node does not serve it): a hand-over lists those its
+// owner ran and those it held for its own predecessors, a takeover those
+// the member that died held (passOn).
 func (m *partitions) stillRunning(endpointID string) []endpoint.Running {
 	n, p := m.node.Load(), events.PartitionOf(endpointID)
 	if n == nil || !m.claims(p) {
 		return nil
 	}
 	o := m.owners.Table().Owners[p]
-	if o.Reason != hooklinev1.PartitionsAssigned_REASON_HANDOVER || o.Address != n.Address() {
+	moved := o.Reason == hooklinev1.PartitionsAssigned_REASON_HANDOVER || o.Reason == hooklinev1.PartitionsAssigned_REASON_FAILOVER
+	if !moved || o.Address != n.Address() {
 		return nil
 	}
 	var out []endpoint.Running
@@ -653,7 +656,39 @@ func (m *partitions) drained(ps []events.Partition) (done []events.Partition, ru
 			running = append(running, m.drain.Running(p)...)
 		}
 	}
-	return done, running
+	return done, passOn(m.owners.Table(), done, running, now)
+}
+
+// passOn returns running, the attempts a change of partitions ps lists, with
+// those that t lists for ps as running on an earlier owner and whose time is
+// not out at now: the member that serves a partition holds their deliveries
+// for that owner (ADR 0063), and whoever serves it next must hold them too,
+// else a third owner attempts while the first still sends (ADR 0067). A
+// delivery listed twice is listed once, with its latest attempt.
+func passOn(t *owners.Table, ps []events.Partition, running []endpoint.Running, now time.Time) []endpoint.Running {
+	for _, p := range ps {
+		for _, r := range t.Owners[p].Running {
+			if now.Before(r.Until) {
+				running = append(running, endpoint.Running{EndpointID: r.EndpointID, DeliveryID: r.DeliveryID, Attempt: r.Attempt, Until: r.Until})
+			}
+		}
+	}
+	byDelivery := map[string]endpoint.Running{}
+	var out []endpoint.Running
+	for _, r := range running {
+		prev, seen := byDelivery[r.DeliveryID]
+		switch {
+		case !seen:
+			out = append(out, r)
+		case r.Attempt < prev.Attempt || r.Attempt == prev.Attempt && !r.Until.After(prev.Until):
+			continue
+		}
+		byDelivery[r.DeliveryID] = r
+	}
+	for i, r := range out {
+		out[i] = byDelivery[r.DeliveryID]
+	}
+	return out
 }
 
 // record appends the step's changes to the table: takes, then hand-overs
@@ -667,7 +702,9 @@ func (m *partitions) record(ctx context.Context, self string, pl plan) {
 	expected := t.Expected()
 	for _, reason := range []hooklinev1.PartitionsAssigned_Reason{hooklinev1.PartitionsAssigned_REASON_START, hooklinev1.PartitionsAssigned_REASON_FAILOVER} {
 		for previous, ps := range pl.take[reason] {
-			pos, ok := m.assign(ctx, &expected, ps, self, previous, reason, nil)
+			// A member that died held the attempts its predecessors may
+			// still run: its takeover holds them in its place.
+			pos, ok := m.assign(ctx, &expected, ps, self, previous, reason, passOn(t, ps, nil, m.now()))
 			if !ok {
 				return
 			}

@@ -37,14 +37,16 @@ type Owner struct {
 	Since  events.Position
 	Reason hooklinev1.PartitionsAssigned_Reason
 	At     time.Time
-	// Running are the attempts of the partition that Previous still ran
-	// when it handed the partition over (HANDOVER): their deliveries wait
-	// for their outcomes on the new owner.
+	// Running are the attempts of the partition that may still run on a
+	// member that served it before, as the record that named Address lists
+	// them (a HANDOVER: those Previous still ran and those it held for its
+	// own predecessors; a FAILOVER: those the member that left held): their
+	// deliveries wait for their outcomes on the new owner.
 	Running []Running `json:",omitempty"`
 }
 
-// Running is an attempt a member still ran when it handed its partition
-// over.
+// Running is an attempt (or a pull lease) a member may still run after its
+// partition moved on.
 type Running struct {
 	EndpointID, DeliveryID string
 	Attempt                int32

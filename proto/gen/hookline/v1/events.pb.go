@@ -695,10 +695,12 @@ const (
 	// START: the partitions had no owner yet.
 	PartitionsAssigned_REASON_START PartitionsAssigned_Reason = 1
 	// HANDOVER: their owner starts no more attempts for them and hands
-	// them to owner; the attempts it still runs are listed in running.
+	// them to owner; the attempts it still runs, and those it still held
+	// for its predecessors, are listed in running.
 	PartitionsAssigned_REASON_HANDOVER PartitionsAssigned_Reason = 2
 	// FAILOVER: their owner left the cluster without handing them over
-	// (a crash, or a suspicion); owner takes them.
+	// (a crash, or a suspicion); owner takes them, and holds the attempts
+	// the owner that left held for its predecessors, listed in running.
 	PartitionsAssigned_REASON_FAILOVER PartitionsAssigned_Reason = 3
 )
 
@@ -5774,10 +5776,13 @@ type PartitionsAssigned struct {
 	// the members that waited for their attempts before a hand-over; a
 	// hand-over lists them in running instead.
 	Cut int32 `protobuf:"varint,6,opt,name=cut,proto3" json:"cut,omitempty"`
-	// running are the attempts of these partitions that previous still ran
-	// when it recorded a HANDOVER: it finishes them and records their
-	// outcomes, and owner attempts none of their deliveries before it has
-	// applied that outcome, or before the attempt's until.
+	// running are the attempts (and pull leases) of these partitions that
+	// may still run on a member that served them before: for a HANDOVER
+	// those previous still ran, which it finishes and records, and, for
+	// HANDOVER and FAILOVER alike, those the table listed as running on an
+	// earlier owner whose until has not passed. owner attempts none of their
+	// deliveries before it has applied that outcome, or before the
+	// attempt's until.
 	Running       []*RunningAttempt `protobuf:"bytes,7,rep,name=running,proto3" json:"running,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
