@@ -154,8 +154,12 @@ func (g *grain) handleSkipOrderingKey(ctx actor.Context, r *request) {
 
 // skip holds the key's head as a flight and appends its
 // OrderingKeySkipped once its stream is read. A head held already (being
-// attempted, or about to be) is not skipped under it: the caller retries.
+// attempted, or about to be, here or by the partition's previous owner) is
+// not skipped under it: the caller retries.
 func (l *loop) skip(ctx actor.Context, o *skipOrder, d history.Delivery) {
+	if l.skipLater(o, d) {
+		return // until the grain knows what its predecessors attempt
+	}
 	if _, held := l.flights[d.ID]; held {
 		reply(ctx, o.sender, errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, "the key's head "+d.ID+" is being attempted; retry the skip in a moment"))
 		return

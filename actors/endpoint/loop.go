@@ -98,6 +98,9 @@ type loop struct {
 	checking, recheck bool
 	handed            map[string]struct{}
 	retiring          bool
+	// skips are skips of ordering keys' heads that came before the grain
+	// caught up: they wait for it (loop_handover.go).
+	skips []laterSkip
 
 	breaker *Breaker
 	limiter *rate.Limiter
@@ -280,6 +283,7 @@ func (l *loop) onCaughtUp(ctx actor.Context, m *caughtUp) {
 	l.caughtUp = true
 	l.wantPull = true
 	l.awaitPredecessor(ctx)
+	l.skipNow(ctx)
 	l.resumeRecovery(ctx)
 	l.pump(ctx)
 }

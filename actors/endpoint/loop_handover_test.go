@@ -1,6 +1,8 @@
 package endpoint_test
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
@@ -125,5 +128,83 @@ func TestLoopAttemptsOnceItsPredecessorsTimeIsOut(t *testing.T) {
 	b.waitStatus("acme", history.Succeeded, d)
 	if n := rc.count(d); n != 1 {
 		t.Errorf("the delivery reached the receiver %d times; want once", n)
+	}
+}
+
+// TestSkipWaitsForThePredecessorsAttempt: a skip of an ordering key's head
+// that reaches the grain before it has caught up, while the partition's
+// previous owner may still be attempting that head, is not carried out
+// under that attempt: it waits until the grain knows which deliveries its
+// predecessor holds, and is then refused as a skip under the grain's own
+// attempt is (UNAVAILABLE: the caller retries). Before, the skip ended the
+// head while the previous owner still sent it, and the key's next delivery
+// could go out beside it.
+func TestSkipWaitsForThePredecessorsAttempt(t *testing.T) {
+	b := newBench(t)
+	rc := newReceiver(t, status(http.StatusOK))
+	// Created by a grain that then stops: the previous owner.
+	b.sys.Root.StopFuture(b.endpoint("acme", "ep_1", rc.URL+"/in", func(s *controlv1.EndpointSettings) { s.Ordering = "key" })).Wait()
+	var heads []string
+	for _, id := range []string{"evt_1", "evt_2"} {
+		pub, plan := b.event("acme", id, "ep_1")
+		pub.OrderingKey, plan.OrderingKey = "k", "k"
+		plan.GetDeliveries()[0].Ordering = hooklinev1.KeyOrdering_KEY_ORDERING_CONTINUE
+		heads = append(heads, b.append(pub, plan)...)
+	}
+	head := heads[0]
+	d := b.cfg.Due.(*due.Due)
+	waitUntil(t, "the key's head in the index", func() bool {
+		k, ok, err := d.Key("ep_1", "k")
+		return err == nil && ok && k.Head == head && b.status("acme", head).ID == head
+	})
+
+	// The new owner's grain: its catch-up waits until released; the
+	// previous owner still attempts the head.
+	release := make(chan struct{})
+	b.cfg.CatchUpTo = func(ctx context.Context, _ events.Partition) (events.Position, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return events.Position{}, ctx.Err()
+		}
+		return b.log.Head(ctx)
+	}
+	until := b.clk.Now().Add(5 * time.Second)
+	b.cfg.StillRunning = func(string) []endpoint.Running {
+		return []endpoint.Running{{EndpointID: "ep_1", DeliveryID: head, Attempt: 1, Until: until}}
+	}
+	b.cfg.Outcomes, b.cfg.OrderingKeys = d, d
+	watch := &logWatch{}
+	b.cfg.Logger = slog.New(watch)
+	pid := b.spawn("ep_1")
+	answered := make(chan *internalv1.EndpointReply, 1)
+	go func() {
+		res, _ := b.sys.Root.RequestFuture(pid, cmd("acme", &controlv1.SkipOrderingKeyRequest{OrderingKey: "k", HeadDeliveryId: head}), 10*time.Second).Result()
+		rep, _ := res.(*internalv1.EndpointReply)
+		answered <- rep
+	}()
+	var rep *internalv1.EndpointReply
+	waitUntil(t, "the skip answered, or waiting for the catch-up", func() bool {
+		select {
+		case rep = <-answered:
+			return true
+		default:
+			return watch.saw("skip waits")
+		}
+	})
+	close(release)
+	if rep == nil {
+		rep = <-answered
+	}
+	if rep.GetError().GetCode() != internalv1.GrainError_CODE_UNAVAILABLE {
+		t.Fatalf("a skip of the head the previous owner still attempts answered %v; want UNAVAILABLE (retry)", rep)
+	}
+	if evs := b.delivery(head); len(evs) != 0 {
+		t.Fatalf("the head's stream holds %s; want nothing while the previous owner attempts it", typeNames(evs))
+	}
+	b.advance(6 * time.Second) // the previous owner's attempt is out of time
+	b.waitStatus("acme", history.Succeeded, heads...)
+	if n := rc.count(head); n != 1 {
+		t.Errorf("the head reached the receiver %d times; want once, from the new owner", n)
 	}
 }

@@ -135,8 +135,8 @@ func (l *loop) abandon(ctx actor.Context, o *replayOrder, code internalv1.GrainE
 	}
 }
 
-// abandonAll answers every replay waiting in the flights and in the queue;
-// the grain is stopping.
+// abandonAll answers every replay and skip waiting in the flights and in
+// the queue; the grain is stopping.
 func (l *loop) abandonAll(ctx actor.Context, e *internalv1.GrainError) {
 	if l == nil {
 		return
@@ -160,6 +160,7 @@ func (l *loop) abandonAll(ctx actor.Context, e *internalv1.GrainError) {
 		answer(o)
 	}
 	l.replays = nil
+	l.refuseSkips(ctx, e)
 }
 
 // deliveryView is the delivery as a replay answers it: pending, with the
