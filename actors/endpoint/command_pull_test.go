@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/actors/endpoint"
+	"github.com/hookline/hookline/dispatch"
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
@@ -258,4 +261,45 @@ func (b *bench) planPosition(eventID string) events.Position {
 		b.t.Fatalf("read the plan of %s: %d records, %v", eventID, len(recs), err)
 	}
 	return recs[1].Position
+}
+
+// TestPushSlotAfterASwitchToPull: a delivery waiting for a slot of the
+// node's dispatcher when its endpoint switches from push to pull is not
+// pushed when the slot comes (the endpoint has no URL any more): the slot
+// goes back, and the consumer's pull hands the delivery out, unattempted.
+func TestPushSlotAfterASwitchToPull(t *testing.T) {
+	b := newBench(t)
+	d := dispatch.New(dispatch.Config{Slots: 1})
+	b.cfg.Dispatcher = d
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	rc := newReceiver(t, gate(release, http.StatusOK, http.StatusOK))
+	t.Cleanup(open) // before the receiver closes
+	pid := b.endpoint("acme", "ep_1", rc.URL+"/in", func(s *controlv1.EndpointSettings) { s.MaxInFlight = 2 })
+	first := b.publish("acme", "evt_1", "ep_1")[0]
+	rc.waitActive(t, 1) // in the node's only slot
+	held := b.publish("acme", "evt_2", "ep_1")[0]
+	waitUntil(t, "the second delivery waiting for a slot", func() bool { return d.Stats().Waiting[due.ClassNew] == 1 })
+
+	mustOK(t, ask(t, b.sys, pid, cmd("acme", &controlv1.UpdateEndpointRequest{
+		Settings: &controlv1.EndpointSettings{Delivery: "pull"}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"url", "delivery"}},
+	})))
+	open()
+	b.waitStatus("acme", history.Succeeded, first)
+	msgs := b.pullUntil(pid, 30*time.Second)
+	if len(msgs) != 1 || msgs[0].GetDeliveryId() != held {
+		t.Fatalf("the pull handed out %v; want %s", msgs, held)
+	}
+	if evs := b.delivery(held); len(evs) != 0 {
+		t.Fatalf("the delivery recorded %s before its consumer pulled it; want nothing", typeNames(evs))
+	}
+	if b.ack(pid, held) != 1 {
+		t.Fatal("the pulled delivery could not be acknowledged")
+	}
+	b.waitStatus("acme", history.Succeeded, held)
+	if n := rc.count(held); n != 0 {
+		t.Errorf("the delivery was pushed %d times after the switch to pull", n)
+	}
+	waitUntil(t, "the slot given back", func() bool { return d.Stats().Used == 0 })
 }

@@ -305,9 +305,11 @@ func (l *loop) ownRecorded(ctx actor.Context) {
 	l.pump(ctx)
 }
 
-// attempting reports whether the endpoint may attempt now.
+// attempting reports whether the endpoint may push an attempt now: a pull
+// endpoint's consumer takes its ready deliveries instead (a slot asked for
+// before a switch to pull goes back unused).
 func (l *loop) attempting() bool {
-	return !l.retiring && l.state.Live() && l.state.Status == controlv1.Endpoint_STATUS_ACTIVE && !l.gone && !l.cfg.Drain.Draining(l.id)
+	return !l.retiring && !l.pullMode() && l.state.Live() && l.state.Status == controlv1.Endpoint_STATUS_ACTIVE && !l.gone && !l.cfg.Drain.Draining(l.id)
 }
 
 // paused reports whether the endpoint exists and is paused or disabled: it
@@ -375,7 +377,7 @@ func (l *loop) pump(ctx actor.Context) {
 		// ends too, and push takes its delivery from there.
 		wake = l.expireLeases(ctx, now)
 	}
-	if !l.pullMode() && l.attempting() { // a pull endpoint's consumer takes the ready ones
+	if l.attempting() {
 		wake = earliestOf(wake, l.startReady(ctx, now))
 	}
 	wake = earliestOf(wake, handedOver)
