@@ -128,9 +128,10 @@ type Config struct {
 	// first lease when it comes. nil means never: a grain waits for its
 	// tenant's answer before its first attempt.
 	ProvisionalLease func(p events.Partition) bool
-	// StillRunning returns the attempts of an endpoint that the member which
-	// handed its partition to this node was still running when it did
-	// (nil, or none: nothing to wait for). The grain attempts none of
+	// StillRunning returns the attempts (and pull leases) of an endpoint
+	// that may still run on a member that served its partition before this
+	// node: those the record that gave this node the partition lists (nil,
+	// or none: nothing to wait for). The grain attempts none of
 	// their deliveries before Outcomes shows their outcome applied, or
 	// before the attempt's Until has passed; they count against the
 	// endpoint's in-flight limit meanwhile.
