@@ -187,12 +187,13 @@ func TestPullLeasesNoneWhileDraining(t *testing.T) {
 	pid := b.pullEndpoint("ep_1", nil)
 	ids := b.readyForPull(fl, pid, "evt_1", "evt_2")
 	leased, waiting := ids[0], ids[1]
+	p := events.PartitionOf("ep_1")
+	waitUntil(t, "the first lease's outcome recorded", func() bool { return len(drain.Running(p)) == 0 })
 
 	msgs := b.pullMax(pid, 1, 30*time.Second)
 	if len(msgs) != 1 || msgs[0].GetDeliveryId() != leased {
 		t.Fatalf("the pull handed out %v; want %s", msgs, leased)
 	}
-	p := events.PartitionOf("ep_1")
 	running := drain.Running(p)
 	if len(running) != 1 || running[0].DeliveryID != leased || running[0].Attempt != 1 || !running[0].Until.After(msgs[0].GetLeaseExpiresAt().AsTime()) {
 		t.Errorf("the drain lists %+v; want the lease of %s, attempt 1, until after its lease", running, leased)
@@ -209,9 +210,7 @@ func TestPullLeasesNoneWhileDraining(t *testing.T) {
 		t.Errorf("the lease handed out before the drain could not be acknowledged")
 	}
 	b.waitStatus("acme", history.Succeeded, leased)
-	if n := len(drain.Running(p)); n != 0 {
-		t.Errorf("the drain lists %d after the lease's outcome was recorded; want none", n)
-	}
+	waitUntil(t, "the drain lists nothing once the lease's outcome is recorded", func() bool { return len(drain.Running(p)) == 0 })
 	drain.Partitions(events.PartitionSet{})
 	if msgs := b.pullUntil(pid, 30*time.Second); len(msgs) != 1 || msgs[0].GetDeliveryId() != waiting {
 		t.Errorf("once the drain ended the pull handed out %v; want %s", msgs, waiting)
