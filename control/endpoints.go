@@ -12,8 +12,8 @@ import (
 
 	"github.com/hookline/hookline/actors/endpoint"
 	"github.com/hookline/hookline/actors/tenant"
+	"github.com/hookline/hookline/eventtype"
 	"github.com/hookline/hookline/filter"
-	"github.com/hookline/hookline/operational"
 	"github.com/hookline/hookline/projections/registry"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -144,11 +144,8 @@ func checkSettings(st *controlv1.EndpointSettings) error {
 		return err
 	}
 	for i, t := range st.GetEventTypes() {
-		if t == "*" || t == operational.All {
-			continue
-		}
-		if err := checkEventType(fmt.Sprintf("settings.event_types[%d]", i), t); err != nil {
-			return err
+		if err := eventtype.CheckEntry(t); err != nil {
+			return invalid(fmt.Sprintf("settings.event_types[%d]", i), "%v", err)
 		}
 	}
 	if src := st.GetFilter(); src != "" {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/hookline/hookline/actors/endpoint"
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/eventtype"
 	"github.com/hookline/hookline/filter"
-	"github.com/hookline/hookline/projections/registry"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 	"github.com/hookline/hookline/seal"
@@ -202,13 +202,14 @@ func verdict(id string, pub *hooklinev1.EventPublished, h *endpointHistory, plan
 	describe := func(cv int64) *hooklinev1.EndpointConfig {
 		c := config(cv)
 		v.ConfigVersion, v.EventTypes, v.Filter = cv, slices.Clone(c.GetEventTypes()), c.GetFilter()
+		v.MatchedBy, _ = eventtype.Match(c.GetEventTypes(), typ)
 		return c
 	}
 	if p, ok := planned[id]; ok {
 		describe(p.d.GetConfigVersion())
 		v.DeliveryId = p.d.GetDeliveryId()
 		v.Verdict = controlv1.RoutingVerdict_VERDICT_PLANNED
-		v.Reason = fmt.Sprintf("planned at config version %d: subscribed to %s", v.ConfigVersion, typ)
+		v.Reason = fmt.Sprintf("planned at config version %d: subscribed to %s", v.ConfigVersion, subscribedBy(typ, v.MatchedBy))
 		if p.d.GetFilterPassed() {
 			v.Reason += ", and its filter passed the event"
 			explain(v, in)
@@ -226,11 +227,11 @@ func verdict(id string, pub *hooklinev1.EventPublished, h *endpointHistory, plan
 	if f, ok := filtered[id]; ok {
 		describe(f.GetConfigVersion())
 		v.Verdict = controlv1.RoutingVerdict_VERDICT_FILTERED_OUT
-		v.Reason = fmt.Sprintf("subscribed to %s at config version %d, and its filter did not pass the event", typ, v.ConfigVersion)
+		v.Reason = fmt.Sprintf("subscribed to %s at config version %d, and its filter did not pass the event", subscribedBy(typ, v.MatchedBy), v.ConfigVersion)
 		explain(v, in)
 		if f.GetError() != "" {
 			v.FilterError = f.GetError()
-			v.Reason = fmt.Sprintf("subscribed to %s at config version %d, and its filter gave no true or false on the event (%s), which counts as not passed", typ, v.ConfigVersion, f.GetError())
+			v.Reason = fmt.Sprintf("subscribed to %s at config version %d, and its filter gave no true or false on the event (%s), which counts as not passed", subscribedBy(typ, v.MatchedBy), v.ConfigVersion, f.GetError())
 		}
 		return v
 	}
@@ -255,20 +256,27 @@ func verdict(id string, pub *hooklinev1.EventPublished, h *endpointHistory, plan
 		return v
 	}
 	c := describe(then.ConfigVersion)
-	if !subscribes(c.GetEventTypes(), typ) {
+	if v.MatchedBy == "" {
 		v.Verdict = controlv1.RoutingVerdict_VERDICT_NOT_SUBSCRIBED
-		v.Reason = fmt.Sprintf("its event types at config version %d (%s) did not include %s", v.ConfigVersion, strings.Join(c.GetEventTypes(), ", "), typ)
+		v.Reason = fmt.Sprintf("its event types at config version %d (%s) did not match %s", v.ConfigVersion, strings.Join(c.GetEventTypes(), ", "), typ)
+		if slices.Contains(c.GetEventTypes(), eventtype.All) && strings.HasPrefix(typ, eventtype.Reserved) {
+			v.Reason += fmt.Sprintf(": * leaves out Hookline's operational types, which go only to endpoints that name them or %s*", eventtype.Reserved)
+		}
 		return v
 	}
 	v.Verdict = controlv1.RoutingVerdict_VERDICT_NOT_PLANNED
-	v.Reason = fmt.Sprintf("subscribed to %s at the publish's position in the log (config version %d), and the plan lacks it: the publishing node's registry had not seen it yet; hookline reconcile reports it as plan_short, and --repair plans it", typ, v.ConfigVersion)
+	v.Reason = fmt.Sprintf("subscribed to %s at the publish's position in the log (config version %d), and the plan lacks it: the publishing node's registry had not seen it yet; hookline reconcile reports it as plan_short, and --repair plans it", subscribedBy(typ, v.MatchedBy), v.ConfigVersion)
 	return v
 }
 
-// subscribes reports whether an endpoint with these event types is
-// planned for an event of type typ (the registry's rule).
-func subscribes(types []string, typ string) bool {
-	return len(types) == 0 || slices.Contains(types, registry.AllTypes) || slices.Contains(types, typ)
+// subscribedBy says how an endpoint subscribed to typ: by its name, or
+// through the pattern entry that matched it (eventtype's rule, the one
+// publish planned by).
+func subscribedBy(typ, entry string) string {
+	if entry == "" || entry == typ {
+		return typ
+	}
+	return typ + " through " + entry
 }
 
 // explain evaluates v's filter on the event, for the values it read.

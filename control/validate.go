@@ -10,12 +10,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookline/hookline/attempt"
+	"github.com/hookline/hookline/eventtype"
 )
 
 const (
-	maxIDLen        = 64
-	maxEventIDLen   = 128
-	maxEventTypeLen = 128
+	maxIDLen      = 64
+	maxEventIDLen = 128
 	// maxSchemaVersionLen bounds schema_version, sent as a header.
 	maxSchemaVersionLen = 32
 	// maxObjectIDLen bounds object_id.
@@ -66,25 +66,14 @@ func checkEventID(id string) error {
 	return nil
 }
 
-// checkEventType validates a dotted event type such as invoice.paid: segments
-// of [A-Za-z0-9_-] separated by single dots. "*" is reserved for endpoints
-// that subscribe to every type.
+// checkEventType validates the type of an event or of a catalog entry: a
+// dotted name such as invoice.paid (package eventtype), never a pattern.
 func checkEventType(field, typ string) error {
 	if typ == "" {
 		return invalid(field, "is required: a dotted name such as invoice.paid")
 	}
-	if len(typ) > maxEventTypeLen {
-		return invalid(field, "is %d characters long; use at most %d", len(typ), maxEventTypeLen)
-	}
-	for _, seg := range strings.Split(typ, ".") {
-		if seg == "" {
-			return invalid(field, "%q has an empty segment; use a dotted name such as invoice.paid", typ)
-		}
-		for i := 0; i < len(seg); i++ {
-			if c := seg[i]; !isAlnum(c) && c != '_' && c != '-' {
-				return invalid(field, "%q has %q; use letters, digits, '_' and '-' between dots", typ, c)
-			}
-		}
+	if err := eventtype.Check(typ); err != nil {
+		return invalid(field, "%v", err)
 	}
 	return nil
 }

@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/hookline/hookline/eventtype"
 )
 
 // Prefix starts every operational event type. It is reserved: producers
-// cannot publish types that start with it.
-const Prefix = "hookline."
+// cannot publish types that start with it, and an endpoint subscribed to
+// every type ("*") gets none of them (package eventtype's rule).
+const Prefix = eventtype.Reserved
 
 // All subscribes an endpoint to every operational event type, present and
 // future.

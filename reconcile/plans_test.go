@@ -303,3 +303,40 @@ func planned(t *testing.T, tl *testLog, tenant, event string) []*hooklinev1.Deli
 	}
 	return out
 }
+
+// TestPlansFollowPatterns: the subscription snapshot matches an event's
+// type as the registry does: a prefix pattern at any depth, not the bare
+// prefix; "*" not an operational type, hookline.* every one. A plan that
+// follows the rule is clean; one that leaves out a pattern's endpoint is
+// short of it, and one that planned "*" for an operational event planned
+// an endpoint that was not subscribed.
+func TestPlansFollowPatterns(t *testing.T) {
+	tl := newTestLog(t)
+	const tn = "t1"
+	tl.endpoint(tn, "ep_orders", "order.*")
+	tl.endpoint(tn, "ep_items", "order.item.*", "invoice.paid")
+	tl.endpoint(tn, "ep_all", "*")
+	tl.endpoint(tn, "ep_ops", "hookline.*")
+
+	tl.publish(tn, "e1", "order.item.added", 1, []string{"ep_all", "ep_items", "ep_orders"}) // clean
+	tl.publish(tn, "e2", "order", 1, []string{"ep_all"})                                     // clean: order.* wants a dot
+	tl.publish(tn, "e3", "order.paid", 1, []string{"ep_all"})                                // short of ep_orders
+	tl.publish(tn, "e4", "hookline.endpoint.paused", 1, []string{"ep_ops"})                  // clean
+	tl.publish(tn, "e5", "hookline.endpoint.paused", 1, []string{"ep_all", "ep_ops"})        // ep_all not subscribed
+
+	r, err := reconcile.New(reconcile.Config{Log: tl.l, Logger: quiet, Now: func() time.Time { return tl.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := r.Plans(context.Background(), reconcile.Run{ID: "run1", Head: tl.head()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []found{
+		{Kind: reconcile.KindPlanShort, Event: "e3", Deliveries: ids(tn, "e3", "ep_orders"), Repairable: true},
+		{Kind: reconcile.KindPlanUnsubscribed, Event: "e5", Deliveries: ids(tn, "e5", "ep_all")},
+	}
+	if diff := cmp.Diff(want, foundOf(part.GetDiscrepancies())); diff != "" {
+		t.Errorf("discrepancies (-want +got):\n%s", diff)
+	}
+}

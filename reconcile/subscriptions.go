@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/events"
-	"github.com/hookline/hookline/projections/registry"
+	"github.com/hookline/hookline/eventtype"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
 
@@ -36,11 +36,12 @@ type subscriber struct {
 	cv         int64
 	filter     string                 // the endpoint's filter at cv, "" for none
 	ordering   hooklinev1.KeyOrdering // at cv
-	all        bool                   // subscribed to every type
-	types      []string               // sorted, when not all
-	paused     bool
-	disabled   bool
-	deleted    bool
+	// entries are its event types as eventtype.Entries reads them:
+	// sorted, "*" alone for every type.
+	entries  []string
+	paused   bool
+	disabled bool
+	deleted  bool
 	// circuit is the breaker's last transition ("" none, open, half_open,
 	// closed) and openUntil the end of its last open period.
 	circuit   string
@@ -96,25 +97,19 @@ func (s *subscriptions) apply(rec *events.Record, msg proto.Message) {
 	}
 }
 
-func (e *subscriber) setTypes(types []string) {
-	e.all = len(types) == 0 || slices.Contains(types, registry.AllTypes)
-	e.types = nil
-	if !e.all {
-		e.types = slices.Clone(types)
-		slices.Sort(e.types)
-	}
-}
+func (e *subscriber) setTypes(types []string) { e.entries = eventtype.Entries(types) }
 
-// subscribes reports whether e would be planned for an event of type t now.
-func (e *subscriber) subscribes(t string) bool {
+// subscribes reports whether e would be planned now for an event of a
+// type that patterns match: patterns are eventtype.Patterns of the type,
+// the rule the registry plans by.
+func (e *subscriber) subscribes(patterns []string) bool {
 	if e.deleted || e.disabled {
 		return false
 	}
-	if e.all {
-		return true
-	}
-	_, found := slices.BinarySearch(e.types, t)
-	return found
+	return slices.ContainsFunc(patterns, func(p string) bool {
+		_, found := slices.BinarySearch(e.entries, p)
+		return found
+	})
 }
 
 // subscribed is an endpoint's subscription at a publish: its config
@@ -129,8 +124,9 @@ type subscribed struct {
 // with their config versions and filters.
 func (s *subscriptions) snapshot(tenant, eventType string) map[string]subscribed {
 	var out map[string]subscribed
+	patterns := eventtype.Patterns(eventType)
 	for _, e := range s.byTenant[tenant] {
-		if e.subscribes(eventType) {
+		if e.subscribes(patterns) {
 			if out == nil {
 				out = map[string]subscribed{}
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/attempt"
+	"github.com/hookline/hookline/eventtype"
 	"github.com/hookline/hookline/operational"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -260,6 +261,10 @@ func validateSettings(s *controlv1.EndpointSettings, now time.Time) error {
 			return command.Invalid("settings.event_types", "entry %q has spaces or control characters; use names like \"invoice.paid\"", t)
 		case seen[t]:
 			return command.Invalid("settings.event_types", "lists %q twice; list each event type once", t)
+		case strings.Contains(t, "*"):
+			if err := eventtype.CheckEntry(t); err != nil {
+				return command.Invalid("settings.event_types", "%v", err)
+			}
 		}
 		seen[t] = true
 	}

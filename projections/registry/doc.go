@@ -9,8 +9,12 @@
 //
 // # Semantics
 //
-//   - An endpoint subscribed to "*" ([AllTypes]), or to no type at all, gets
-//     every event type; publish should reject "*" as an event's own type.
+//   - An endpoint's event types are names (order.paid), prefix patterns
+//     (order.*: order.paid, order.item.added) or "*" ([AllTypes]: every
+//     type but the operational ones; no type at all counts as "*"). The
+//     index keeps each entry as it is; a type is answered from the entries
+//     that match it ([eventtype.Patterns]), so planning reads one short
+//     range per segment of the type, whatever the number of endpoints.
 //   - Paused endpoints still get deliveries planned (they wait in the due
 //     index); disabled and deleted endpoints get none. EndpointResumed clears
 //     both pause and disable; deletion is final.
@@ -27,7 +31,7 @@
 //	K S(tenant) S(key id)             API key by id, revoked ones too (JSON)
 //	e S(endpoint)                     endpoint (JSON, config as protobuf)
 //	l S(tenant) S(endpoint)           the tenant's endpoints, deleted excluded
-//	x S(tenant) S(type) S(endpoint)   EndpointRef (JSON), deleted and disabled excluded
+//	x S(tenant) S(entry) S(endpoint)  EndpointRef (JSON), deleted and disabled excluded
 //
 // Queries read Pebble directly rather than an in-memory copy: a point read
 // or a short range scan costs microseconds from the block cache, the store

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/eventtype"
 	"github.com/hookline/hookline/projections"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
@@ -26,8 +27,9 @@ import (
 const Name = "registry.v2"
 
 // AllTypes is the event type that subscribes an endpoint to every type. An
-// endpoint whose event types are empty, or include AllTypes, gets them all.
-const AllTypes = "*"
+// endpoint whose event types are empty, or include AllTypes, gets them all
+// (the operational types excepted: package eventtype has the rule).
+const AllTypes = eventtype.All
 
 // ErrBadCursor means a ListEndpoints cursor was not made by ListEndpoints.
 var ErrBadCursor = errors.New("registry: malformed cursor")
@@ -219,7 +221,9 @@ func (r *Registry) Endpoint(id string) (e Endpoint, ok bool, err error) {
 
 // EndpointsForType returns the tenant's endpoints that subscribe to
 // eventType, deleted and disabled ones excluded, paused ones included, by
-// id. Endpoints subscribed to [AllTypes] are included for every type.
+// id: those that name it, those whose prefix pattern matches it (order.*
+// for order.paid) and those subscribed to [AllTypes], by the rule of
+// [eventtype.Patterns].
 func (r *Registry) EndpointsForType(tenantID, eventType string) ([]EndpointRef, error) {
 	return r.rememberedRefs("y\x00"+tenantID+"\x00"+eventType, func() ([]EndpointRef, error) {
 		return r.endpointsForType(tenantID, eventType)
@@ -249,17 +253,20 @@ func (r *Registry) rememberedRefs(key string, fill func() ([]EndpointRef, error)
 	return slices.Clone(v.([]EndpointRef)), nil
 }
 
+// endpointsForType reads the type index under every entry that matches
+// eventType: one short scan per segment of the type, and one for
+// [AllTypes]. An endpoint that more than one of its entries match is
+// listed once.
 func (r *Registry) endpointsForType(tenantID, eventType string) ([]EndpointRef, error) {
-	refs, err := r.refs(tenantID, eventType)
-	if err != nil || eventType == AllTypes {
-		return refs, err
+	var refs []EndpointRef
+	for _, p := range eventtype.Patterns(eventType) {
+		found, err := r.refs(tenantID, p)
+		if err != nil {
+			return nil, err
+		}
+		refs = append(refs, found...)
 	}
-	all, err := r.refs(tenantID, AllTypes)
-	if err != nil {
-		return nil, err
-	}
-	refs = append(refs, all...)
-	slices.SortFunc(refs, func(a, b EndpointRef) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortStableFunc(refs, func(a, b EndpointRef) int { return strings.Compare(a.ID, b.ID) })
 	return slices.CompactFunc(refs, func(a, b EndpointRef) bool { return a.ID == b.ID }), nil
 }
 
@@ -585,16 +592,10 @@ func putIndexes(b *projections.Batch, e *endpointRecord) error {
 	return nil
 }
 
-// indexTypes returns the types an endpoint is indexed under: [AllTypes]
-// alone when it subscribes to everything.
-func indexTypes(types []string) []string {
-	if len(types) == 0 || slices.Contains(types, AllTypes) {
-		return []string{AllTypes}
-	}
-	out := slices.Clone(types)
-	slices.Sort(out)
-	return slices.Compact(out)
-}
+// indexTypes returns the entries an endpoint is indexed under, patterns
+// as they are (order.*): [AllTypes] alone when it subscribes to
+// everything.
+func indexTypes(types []string) []string { return eventtype.Entries(types) }
 
 // endpointRecord is the stored form of an Endpoint: the config as protobuf.
 type endpointRecord struct {
@@ -645,7 +646,8 @@ type apiKey struct {
 //	e S(endpoint)                     endpointRecord (JSON)
 //	l S(tenant) S(endpoint)           the tenant's endpoints, deleted excluded
 //	a S(tenant) S(endpoint)           every endpoint the tenant created, deleted included
-//	x S(tenant) S(type) S(endpoint)   EndpointRef (JSON), deleted and disabled excluded
+//	x S(tenant) S(entry) S(endpoint)  EndpointRef (JSON), deleted and disabled excluded; entry is
+//	                                  an event type, a prefix pattern (order.*) or *
 func tenantKey(id string) []byte { return projections.AppendString([]byte{'t'}, id) }
 
 // eventTypeKey is where the newest version of a catalog's type is kept.

@@ -262,3 +262,54 @@ func TestAnswersFollowChanges(t *testing.T) {
 		t.Errorf("EndpointsForType after the endpoint was deleted: %v", refs)
 	}
 }
+
+// TestPatterns: an endpoint subscribed with a prefix pattern is planned
+// for every type under the prefix, at any depth, and for no other; one
+// that several of its entries match is listed once; a pattern changed by
+// an update follows; "*" gets no operational type, hookline.* gets them.
+func TestPatterns(t *testing.T) {
+	f := newFixture(t)
+	f.emit(events.TenantStream("acme"), &hooklinev1.TenantCreated{TenantId: "acme", Name: "Acme", Quota: &hooklinev1.Quota{}})
+	f.emit(events.EndpointStream("orders"), endpoint("acme", "orders", 1, "order.*"))
+	f.emit(events.EndpointStream("items"), endpoint("acme", "items", 1, "order.item.*", "order.*", "order.item.added"))
+	f.emit(events.EndpointStream("all"), endpoint("acme", "all", 1, "*"))
+	f.emit(events.EndpointStream("ops"), endpoint("acme", "ops", 1, "hookline.*"))
+	f.emit(events.EndpointStream("moved"), endpoint("acme", "moved", 1, "order.*"),
+		&hooklinev1.EndpointUpdated{TenantId: "acme", EndpointId: "moved", ConfigVersion: 2,
+			Config: &hooklinev1.EndpointConfig{Url: "https://example.com/moved", EventTypes: []string{"invoice.*"}}})
+	f.emit(events.EndpointStream("other"), endpoint("globex", "other", 1, "order.*"))
+	reg, _ := f.open(vfs.NewMem())
+
+	ids := func(typ string) []string {
+		t.Helper()
+		refs, err := reg.EndpointsForType("acme", typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range refs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		typ  string
+		want []string
+	}{
+		{"order.paid", []string{"all", "items", "orders"}},
+		{"order.item.added", []string{"all", "items", "orders"}},
+		{"order", []string{"all"}},
+		{"orders.paid", []string{"all"}},
+		{"invoice.paid", []string{"all", "moved"}},
+		{"hookline.endpoint.paused", []string{"ops"}},
+	} {
+		if diff := cmp.Diff(tt.want, ids(tt.typ)); diff != "" {
+			t.Errorf("EndpointsForType(%s) (-want +got):\n%s", tt.typ, diff)
+		}
+	}
+	// EndpointsNaming, for operational events, reads the entry as it is.
+	refs, err := reg.EndpointsNaming("acme", "hookline.*")
+	if err != nil || len(refs) != 1 || refs[0].ID != "ops" {
+		t.Errorf("EndpointsNaming(hookline.*) = %v, %v; want ops", refs, err)
+	}
+}

@@ -4523,7 +4523,11 @@ type RoutingVerdict struct {
 	FilterError  string         `protobuf:"bytes,9,opt,name=filter_error,json=filterError,proto3" json:"filter_error,omitempty"`
 	// repair_run names the reconcile run that planned it, when the
 	// publish's own plan had missed it.
-	RepairRun     string `protobuf:"bytes,10,opt,name=repair_run,json=repairRun,proto3" json:"repair_run,omitempty"`
+	RepairRun string `protobuf:"bytes,10,opt,name=repair_run,json=repairRun,proto3" json:"repair_run,omitempty"`
+	// matched_by is the entry of event_types that matched the event's type:
+	// the type itself, a prefix pattern such as order.*, or *; the most
+	// specific when several did. Empty when none did.
+	MatchedBy     string `protobuf:"bytes,11,opt,name=matched_by,json=matchedBy,proto3" json:"matched_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4624,6 +4628,13 @@ func (x *RoutingVerdict) GetFilterError() string {
 func (x *RoutingVerdict) GetRepairRun() string {
 	if x != nil {
 		return x.RepairRun
+	}
+	return ""
+}
+
+func (x *RoutingVerdict) GetMatchedBy() string {
+	if x != nil {
+		return x.MatchedBy
 	}
 	return ""
 }
@@ -6213,7 +6224,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\vFilterValue\x12\x12\n" +
 	"\x04expr\x18\x01 \x01(\tR\x04expr\x12,\n" +
 	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\xed\x04\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\x8c\x05\n" +
 	"\x0eRoutingVerdict\x12\x1f\n" +
 	"\vendpoint_id\x18\x01 \x01(\tR\n" +
 	"endpointId\x12=\n" +
@@ -6229,7 +6240,9 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\ffilter_error\x18\t \x01(\tR\vfilterError\x12\x1d\n" +
 	"\n" +
 	"repair_run\x18\n" +
-	" \x01(\tR\trepairRun\"\xe0\x01\n" +
+	" \x01(\tR\trepairRun\x12\x1d\n" +
+	"\n" +
+	"matched_by\x18\v \x01(\tR\tmatchedBy\"\xe0\x01\n" +
 	"\aVerdict\x12\x17\n" +
 	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fVERDICT_PLANNED\x10\x01\x12\x12\n" +
