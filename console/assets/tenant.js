@@ -5,6 +5,7 @@
 import { api, ApiError } from './api.js';
 import { h, clear, announce, fmtTime, badge, field, showFieldError, clearFieldErrors, notice } from './dom.js';
 import { healthChart } from './chart.js';
+import { catalogPanel, describeEntry, showCoverage } from './catalog.js';
 import { app } from './state.js';
 
 const statusName = (s) => String(s || '').replace(/^STATUS_/, '').toLowerCase();
@@ -29,16 +30,22 @@ export async function endpoints(main) {
     h('tbody', {}, eps.map((e) => h('tr', {},
       h('td', {}, h('a', { href: app.link(`/endpoints/${encodeURIComponent(e.endpoint_id)}`) }, e.endpoint_id)),
       h('td', { class: 'mono' }, e.settings?.url || ''),
-      h('td', {}, (e.settings?.event_types || []).join(', ')),
+      h('td', {}, eventTypes(e.settings?.event_types)),
       h('td', {}, badge(statusName(e.status))),
       h('td', { class: 'num' }, e.config_version || ''))))));
+}
+
+// eventTypes shows an endpoint's event types, each pattern with what it
+// receives.
+function eventTypes(types) {
+  return (types || []).flatMap((t, i) => [i ? ', ' : '', h('code', { title: describeEntry(t) || undefined }, t)]);
 }
 
 // settingsForm builds the endpoint form; ids map the API's field names
 // (settings.url …) to inputs, so an error lands at its field.
 const settingsFields = [
   ['url', 'URL', 'text', 'https on an allowed port, with a public host; or a broker: nats://host/subject, amqp[s]://user:password@host/vhost?exchange=X&routing_key=Y (the password is sealed).'],
-  ['event_types', 'Event types', 'text', 'Comma-separated, e.g. invoice.paid, order.shipped; * for all.'],
+  ['event_types', 'Event types', 'text', 'Comma-separated: names (invoice.paid), patterns (order.* for every order.… type, at any depth) or * for all.'],
   ['description', 'Description', 'text', ''],
   ['rate_per_second', 'Rate limit (attempts/s)', 'number', '0 means the default.'],
   ['burst', 'Burst', 'number', ''],
@@ -175,43 +182,21 @@ function secretNotice(secret, extra) {
 }
 
 export async function newEndpoint(main) {
-  main.append(h('h1', {}, 'New endpoint'), await catalogPanel());
+  const catalog = await catalogPanel('f-event_types');
+  main.append(h('h1', {}, 'New endpoint'), catalog);
   const holder = h('div');
-  main.append(holder, settingsForm({ event_types: ['*'] }, false, 'Create endpoint', async (settings) => {
+  const form = settingsForm({ event_types: ['*'] }, false, 'Create endpoint', async (settings) => {
     const r = await api('POST', '/v1/webhook-endpoints', { query: app.tq(), body: settings });
     const ep = r.endpoint;
     clear(main).append(h('h1', {}, `Endpoint ${ep.endpoint_id} created`), secretNotice(r.secret),
       h('p', {}, h('a', { href: app.link(`/endpoints/${encodeURIComponent(ep.endpoint_id)}`), id: 'open-endpoint' }, 'Open the endpoint')));
     main.querySelector('h1').focus();
     announce(`Endpoint ${ep.endpoint_id} created`);
-  }));
-}
-
-// catalogPanel lists the tenant's event catalog: each type with its
-// description, example and schema, and a button that adds it to the
-// form's event types (the form follows it). Empty when the tenant has no
-// catalog.
-async function catalogPanel() {
-  let r;
-  try { r = await api('GET', '/v1/event-types', { query: app.tq() }); } catch { return h('div'); }
-  const types = r.event_types || [];
-  if (!types.length) return h('div');
-  const subscribe = (type) => {
-    const f = document.getElementById('f-event_types');
-    const cur = f.value.split(',').map((x) => x.trim()).filter((x) => x && x !== '*');
-    if (!cur.includes(type)) cur.push(type);
-    f.value = cur.join(', ');
-    announce(`${type} added to the event types`);
-  };
-  const json = (v) => h('pre', {}, JSON.stringify(v, null, 2));
-  return h('section', { 'aria-labelledby': 'catalog-h' },
-    h('h2', { id: 'catalog-h' }, 'Event types you can subscribe to'),
-    h('ul', { id: 'catalog', class: 'catalog' }, types.map((t) => h('li', { 'data-type': t.event_type },
-      h('code', {}, t.event_type), ' ', h('span', { class: 'muted' }, `version ${t.version}`), ' ',
-      h('button', { type: 'button', onclick: () => subscribe(t.event_type) }, 'Subscribe'),
-      t.description ? h('p', {}, t.description) : null,
-      t.example ? h('details', {}, h('summary', {}, 'Example payload'), json(t.example)) : null,
-      t.schema ? h('details', {}, h('summary', {}, 'Schema'), json(t.schema)) : null))));
+  });
+  main.append(holder, form);
+  const types = form.elements.event_types;
+  types.addEventListener('input', () => showCoverage(catalog, types.value));
+  showCoverage(catalog, types.value);
 }
 
 export async function endpoint(main, id) {
