@@ -21,13 +21,13 @@ import (
 )
 
 type fixture struct {
-	t    *testing.T
+	t    testing.TB
 	log  *embedded.Log
 	head events.Position
 	n    int
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	l, err := embedded.Open(embedded.Config{Dir: "log", FS: vfs.NewMem(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
