@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -131,4 +134,87 @@ func checkMoved(t *testing.T, in, out []byte, batch bool) {
 			t.Fatalf("data %q became payload %q, want %q", data, got, want.Bytes())
 		}
 	}
+}
+
+// bodyMessages are the messages a REST body can fill: every request of the
+// control API's services and every message field a route's body names
+// (settings, quota), in a fixed order.
+func bodyMessages(t testing.TB) []protoreflect.MessageDescriptor {
+	var out []protoreflect.MessageDescriptor
+	for _, path := range []string{"hookline/v1/control.proto", "hookline/v1/console.proto", "hookline/v1/reconcile.proto"} {
+		fd, err := protoregistry.GlobalFiles.FindFileByPath(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range fd.Services().Len() {
+			sd := fd.Services().Get(i)
+			for j := range sd.Methods().Len() {
+				in := sd.Methods().Get(j).Input()
+				out = append(out, in)
+				if body := restBodies()[string(sd.Name())+"_"+string(sd.Methods().Get(j).Name())]; body != "" {
+					out = append(out, in.Fields().ByName(protoreflect.Name(body)).Message())
+				}
+			}
+		}
+	}
+	return out
+}
+
+// FuzzRESTShape feeds arbitrary bodies to every message a REST body can
+// fill, decoded as the gateway decodes them, and checks the explanation
+// of a refusal against protojson itself: a body protojson accepts has no
+// problem for shapeProblem; one it refuses that is valid JSON has one,
+// named by a field path that exists in the message (or "body"), as a field
+// error without a line and column. The seed corpus in
+// testdata/fuzz/FuzzRESTShape holds the kinds of mismatch.
+func FuzzRESTShape(f *testing.F) {
+	msgs := bodyMessages(f)
+	gw := &runtime.JSONPb{UnmarshalOptions: protojson.UnmarshalOptions{}}
+	f.Fuzz(func(t *testing.T, body []byte, pick uint16) {
+		md := msgs[int(pick)%len(msgs)]
+		err := gw.NewDecoder(bytes.NewReader(body)).Decode(newMessage(md))
+		fe := shapeProblem(md, "", body)
+		var raw json.RawMessage
+		validJSON := json.NewDecoder(bytes.NewReader(body)).Decode(&raw) == nil
+		switch {
+		case err == nil && fe != nil:
+			t.Fatalf("%s accepts %q, yet shapeProblem finds %v", md.FullName(), body, fe)
+		case err != nil && !errors.Is(err, io.EOF) && validJSON && fe == nil:
+			t.Fatalf("%s refuses %q (%v), and shapeProblem finds no field", md.FullName(), body, err)
+		case fe == nil:
+			return
+		}
+		if !fieldMessage.MatchString(fe.Error()) || strings.Contains(fe.Error(), "(at line ") {
+			t.Fatalf("%s: %q reads %q: not a field error without a position", md.FullName(), body, fe.Error())
+		}
+		if !fieldExists(md, fe.field) {
+			t.Fatalf("%s: %q names %s, which is no field of it", md.FullName(), body, fe.field)
+		}
+	})
+}
+
+// indexes are the list indexes of a field path: events[2].type.
+var indexes = regexp.MustCompile(`\[\d+\]`)
+
+// fieldExists reports whether path (a.b[2].c) names a field of md, or is
+// "body"; an unknown field's own name counts, as the refusal names it.
+func fieldExists(md protoreflect.MessageDescriptor, path string) bool {
+	if path == "body" {
+		return true
+	}
+	parts := strings.Split(indexes.ReplaceAllString(path, ""), ".")
+	for i, p := range parts {
+		if md == nil {
+			return false
+		}
+		fd := md.Fields().ByName(protoreflect.Name(p))
+		if fd == nil {
+			return i == len(parts)-1 // an unknown field, named as given
+		}
+		md = fd.Message()
+		if fd.IsMap() {
+			md = fd.MapValue().Message()
+		}
+	}
+	return true
 }

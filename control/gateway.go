@@ -1,7 +1,6 @@
 package control
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,7 +47,7 @@ func (s *Server) Handler(ctx context.Context, conn *grpc.ClientConn) (http.Handl
 			if isErased(err) {
 				w = goneWriter{w}
 			}
-			runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, restError(err))
+			runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, explainREST(ctx, r, err))
 		}),
 		runtime.WithIncomingHeaderMatcher(incomingHeader),
 	)
@@ -158,7 +157,7 @@ func (s *Server) guard(limit int64, next http.Handler) http.Handler {
 			refuse(w, status.Errorf(codes.InvalidArgument, "body: cannot be read: %v", err))
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = newRESTBody(body)
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
@@ -217,7 +216,7 @@ func rawData(next http.Handler, batch bool) http.Handler {
 		if out, err := moveData(body, batch); err == nil {
 			body = out
 		} // otherwise the gateway reports the malformed JSON itself
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = newRESTBody(body)
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})

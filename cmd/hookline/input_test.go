@@ -135,7 +135,7 @@ func TestBadInputRefused(t *testing.T) {
 			{"bytes not base64", "/v1/events", map[string]any{"event_id": "r1", "type": "order.paid", "payload": "!!"}, "payload: is not a base64 string"},
 			{"string given a number", "/v1/events", map[string]any{"event_id": 7, "type": "order.paid", "data": 1}, "event_id: is not a JSON string"},
 			{"unknown field", "/v1/events", map[string]any{"event_id": "r2", "type": "order.paid", "data": 1, "colour": "red"}, `colour: is not a field of this request`},
-			{"bad timestamp", "/v1/events", map[string]any{"event_id": "r3", "type": "order.paid", "data": 1, "occurred_at": "yesterday"}, "body: has a value that is not an RFC 3339 time"},
+			{"bad timestamp", "/v1/events", map[string]any{"event_id": "r3", "type": "order.paid", "data": 1, "occurred_at": "yesterday"}, "occurred_at: is not an RFC 3339 time"},
 			{"number for a string in a batch", "/v1/events/batch", map[string]any{"events": []any{map[string]any{"event_id": "r4", "type": 5, "data": 1}}}, "type: is not a JSON string"},
 			{"not JSON", "/v1/webhook-endpoints", "{", "body: is not valid JSON"},
 		}
