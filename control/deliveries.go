@@ -22,6 +22,9 @@ func (s *Server) ListDeliveries(ctx context.Context, req *controlv1.ListDeliveri
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPage("page_size", req.GetPageSize(), history.MaxLimit, history.DefaultLimit); err != nil {
+		return nil, toStatus(err)
+	}
 	if s.cfg.History == nil {
 		return nil, status.Error(codes.Unavailable, "delivery history is not served by this node")
 	}
@@ -36,9 +39,6 @@ func (s *Server) ListDeliveries(ctx context.Context, req *controlv1.ListDeliveri
 		q.Status = history.Failed
 	default:
 		return nil, toStatus(invalid("status", "%q is not a status; use pending, succeeded or failed", req.GetStatus()))
-	}
-	if q.Limit < 0 || q.Limit > history.MaxLimit {
-		return nil, toStatus(invalid("page_size", "is %d; give 1 to %d (0 means %d)", q.Limit, history.MaxLimit, history.DefaultLimit))
 	}
 	if t := req.GetSince(); t != nil {
 		q.Since = t.AsTime()

@@ -228,11 +228,10 @@ func (s *Server) ListEndpoints(ctx context.Context, req *controlv1.ListEndpoints
 	if err != nil {
 		return nil, err
 	}
-	size := int(req.GetPageSize())
-	if size < 0 || size > 500 {
-		return nil, toStatus(invalid("page_size", "is %d; give 1 to 500 (0 means 100)", size))
+	if err := checkPage("page_size", req.GetPageSize(), 500, 100); err != nil {
+		return nil, toStatus(err)
 	}
-	eps, next, err := s.cfg.Registry.ListEndpoints(tenantID, req.GetCursor(), size)
+	eps, next, err := s.cfg.Registry.ListEndpoints(tenantID, req.GetCursor(), int(req.GetPageSize()))
 	if errors.Is(err, registry.ErrBadCursor) {
 		return nil, toStatus(invalid("cursor", "is not a cursor of this list; pass next_cursor from the previous page unchanged"))
 	}

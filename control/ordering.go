@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hookline/hookline/actors/endpoint"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -12,6 +13,9 @@ import (
 // ListOrderingKeys lists an ordered endpoint's keys that have a head
 // delivery, from the due index of the endpoint's partition owner.
 func (s *Server) ListOrderingKeys(ctx context.Context, req *controlv1.ListOrderingKeysRequest) (*controlv1.ListOrderingKeysResponse, error) {
+	if err := checkPage("page_size", req.GetPageSize(), endpoint.MaxKeysPage, endpoint.DefaultKeysPage); err != nil {
+		return nil, toStatus(err)
+	}
 	r := proto.CloneOf(req)
 	reply, err := s.endpointCommand(ctx, req.GetTenantId(), req.GetEndpointId(), false, func(c *internalv1.EndpointCommand) {
 		c.Command = &internalv1.EndpointCommand_ListOrderingKeys{ListOrderingKeys: r}

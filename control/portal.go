@@ -129,19 +129,18 @@ func (s *Server) ListPortalTokens(ctx context.Context, req *controlv1.ListPortal
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPage("page_size", req.GetPageSize(), 500, 100); err != nil {
+		return nil, toStatus(err)
+	}
 	if s.cfg.Portal == nil {
 		return nil, status.Error(codes.Unavailable, "portal tokens are not served by this node")
-	}
-	size := int(req.GetPageSize())
-	if size < 0 || size > 500 {
-		return nil, toStatus(invalid("page_size", "is %d; give 1 to 500 (0 means 100)", size))
 	}
 	var keep func(portal.Token) bool
 	if !req.GetIncludeInactive() {
 		now := s.cfg.Now()
 		keep = func(t portal.Token) bool { return t.Active(now) }
 	}
-	toks, next, err := s.cfg.Portal.List(tenantID, req.GetCursor(), size, keep)
+	toks, next, err := s.cfg.Portal.List(tenantID, req.GetCursor(), int(req.GetPageSize()), keep)
 	if errors.Is(err, portal.ErrBadCursor) {
 		return nil, toStatus(invalid("cursor", "is not a cursor of this list; pass next_cursor from the previous page unchanged"))
 	}

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hookline/hookline/actors/endpoint"
 	"github.com/hookline/hookline/internal/pause"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
@@ -30,6 +31,9 @@ func (s *Server) PullDeliveries(ctx context.Context, req *controlv1.PullDeliveri
 	}
 	if w := req.GetWaitSeconds(); w < 0 || w > maxPullWait {
 		return nil, toStatus(invalid("wait_seconds", "is %d; use 0 to %d", w, maxPullWait))
+	}
+	if err := checkPage("max", req.GetMax(), endpoint.MaxPullMax, endpoint.DefaultPullMax); err != nil {
+		return nil, toStatus(err)
 	}
 	// The wait is the caller's, in real time whatever the node's clock.
 	deadline := time.Now().Add(time.Duration(req.GetWaitSeconds()) * time.Second)

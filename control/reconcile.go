@@ -21,6 +21,14 @@ type Reconciler interface {
 // the node; it maps to RESOURCE_EXHAUSTED. The node's own error wraps it.
 var ErrReconcileBusy = errors.New("control: a reconcile is already running")
 
+// maxListed bounds a report's max_listed (the counts cover every
+// discrepancy whatever it is); 0 means the reconciler's default,
+// defaultListed (reconcile.DefaultMaxListed).
+const (
+	maxListed     = 100_000
+	defaultListed = 1000
+)
+
 // Reconcile compares every durable boundary with the log and, with repair,
 // repairs (admin only). It takes as long as reading the log: give the call
 // a deadline of minutes on a large log.
@@ -29,11 +37,14 @@ func (s *Server) Reconcile(ctx context.Context, req *controlv1.ReconcileRequest)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPage("max_listed", req.GetMaxListed(), maxListed, defaultListed); err != nil {
+		return nil, toStatus(err)
+	}
+	if ms := req.GetNotPulledAfterMs(); ms < 0 {
+		return nil, toStatus(invalid("not_pulled_after_ms", "is %d; give 0 (60 s) or more", ms))
+	}
 	if s.cfg.Reconciler == nil {
 		return nil, status.Error(codes.Unimplemented, "this node does not reconcile")
-	}
-	if req.GetMaxListed() < 0 || req.GetNotPulledAfterMs() < 0 {
-		return nil, toStatus(invalid("max_listed", "and not_pulled_after_ms must not be negative"))
 	}
 	report, err := s.cfg.Reconciler.Reconcile(ctx, req, c.Actor())
 	if errors.Is(err, ErrReconcileBusy) {

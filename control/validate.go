@@ -78,6 +78,15 @@ func checkEventType(field, typ string) error {
 	return nil
 }
 
+// checkPage validates a paging field (page_size, max, max_listed): 0 for
+// def, or 1 to max. Negative and huge values are refused naming it.
+func checkPage(field string, n int32, max, def int) error {
+	if n < 0 || int(n) > max {
+		return invalid(field, "is %d; give 1 to %d (0 means %d)", n, max, def)
+	}
+	return nil
+}
+
 // checkContentType validates a payload's media type, which every attempt
 // sends as its Content-Type header: at most 128 characters of printable
 // ASCII, parsed as a media type.

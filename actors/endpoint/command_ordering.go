@@ -29,6 +29,14 @@ const (
 	maxKeysPage     = 1000
 )
 
+// DefaultKeysPage and MaxKeysPage bound ListOrderingKeys' page_size (0
+// means DefaultKeysPage); the control API refuses a page_size out of them
+// before it asks the grain.
+const (
+	DefaultKeysPage = defaultKeysPage
+	MaxKeysPage     = maxKeysPage
+)
+
 // handleListOrderingKeys answers the endpoint's keys with a head, from the
 // due index.
 func (g *grain) handleListOrderingKeys(ctx actor.Context, r *request) {

@@ -37,6 +37,14 @@ const (
 	maxAckDeliveries = 1000
 )
 
+// DefaultPullMax and MaxPullMax bound a pull's max (0 means
+// DefaultPullMax); the control API refuses a max out of them before it
+// asks the grain.
+const (
+	DefaultPullMax = defaultPullMax
+	MaxPullMax     = maxPullMax
+)
+
 // pullMode reports whether the endpoint is pulled by a consumer.
 func (l *loop) pullMode() bool { return l.state.Config.GetPull() }
 
