@@ -141,11 +141,18 @@ func call(t *testing.T, ts *httptest.Server, verb, path string, body []byte) (in
 
 var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
 
-// fill puts a value of the right type in each path parameter of r, and
-// tenant_id=acme in its query when it has one.
-func (r route) fill(query url.Values) string {
+// fill puts a value of the right type in each path parameter of r (or
+// the value params gives it), and tenant_id=acme in its query when it has
+// one.
+func (r route) fill(query url.Values) string { return r.fillPath(nil, query) }
+
+func (r route) fillPath(params map[string]string, query url.Values) string {
 	p := pathParam.ReplaceAllStringFunc(r.path, func(m string) string {
-		fd := r.in.Fields().ByName(protoreflect.Name(m[1 : len(m)-1]))
+		name := m[1 : len(m)-1]
+		if v, ok := params[name]; ok {
+			return v
+		}
+		fd := r.in.Fields().ByName(protoreflect.Name(name))
 		if fd != nil && fd.Kind() != protoreflect.StringKind {
 			return "1"
 		}
@@ -247,7 +254,8 @@ func eachField(md protoreflect.MessageDescriptor, path []string, depth int, f fu
 // TestRESTTypeMismatchesNameTheField sends, to every REST route with a
 // body, every field of its body (nested ones included) with a value of the
 // wrong JSON type, one at a time; and to every route with a query, every
-// query parameter that is not a string with a value that does not parse.
+// query or path parameter that is not a string with a value that does not
+// parse.
 // Each is refused with 400 and a message that starts with the field's
 // whole path, and names no line or column.
 func TestRESTTypeMismatchesNameTheField(t *testing.T) {
@@ -267,6 +275,18 @@ func TestRESTTypeMismatchesNameTheField(t *testing.T) {
 					}
 				}
 			})
+		}
+		for _, m := range pathParam.FindAllStringSubmatch(r.path, -1) {
+			fd := r.in.Fields().ByName(protoreflect.Name(m[1]))
+			if fd == nil || fd.Kind() == protoreflect.StringKind {
+				continue
+			}
+			path := r.fillPath(map[string]string{m[1]: "x1"}, nil)
+			code, msg := call(t, ts, r.verb, path, nil)
+			checked++
+			if code != http.StatusBadRequest || !strings.HasPrefix(msg, m[1]+": ") {
+				t.Errorf("%s %s %s: %d %q; want 400 naming %s", op, r.verb, path, code, msg, m[1])
+			}
 		}
 		for _, q := range r.query {
 			fd := r.in.Fields().ByName(protoreflect.Name(q))

@@ -58,6 +58,9 @@ func message(md protoreflect.MessageDescriptor, prefix string, raw json.RawMessa
 		}
 		path := prefix + string(fd.Name())
 		if first, dup := seen[fd.Number()]; dup {
+			if first == m.name {
+				return &fieldError{field: path, msg: "is given twice; give it once"}
+			}
 			return &fieldError{field: path, msg: fmt.Sprintf("is given twice (as %q and %q); give it once", first, m.name)}
 		}
 		seen[fd.Number()] = m.name
