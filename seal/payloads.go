@@ -127,24 +127,30 @@ func (p *Payloads) Open(ctx context.Context, tenantID string, aad, sealed []byte
 	return clear, nil
 }
 
-// OpenEvent returns ev with its payload in clear: ev itself when it is not
-// sealed, else a copy whose payload_seal still names the key. It fails
-// with [ErrErased] when the payload was erased.
+// OpenEvent returns ev with its payload (and its schema violation's
+// pointer and message) in clear: ev itself when it is not sealed, else a
+// copy whose payload_seal still names the key. It fails with [ErrErased]
+// when the payload was erased.
 func (p *Payloads) OpenEvent(ctx context.Context, ev *hooklinev1.EventPublished) (*hooklinev1.EventPublished, error) {
-	if ev.GetPayloadSeal() == nil || ev == nil {
+	if ev == nil || ev.GetPayloadSeal() == nil && ev.GetSchemaViolation().GetSealed() == nil {
 		return ev, nil
 	}
 	clear, err := p.Open(ctx, ev.GetTenantId(), PayloadAAD(ev.GetTenantId(), ev.GetEventId()), ev.GetPayload(), ev.GetPayloadSeal())
 	if err != nil {
 		return nil, err
 	}
+	v, err := p.openViolation(ctx, ev)
+	if err != nil {
+		return nil, err
+	}
 	out := shallowEvent(ev)
-	out.Payload = clear
+	out.Payload, out.SchemaViolation = clear, v
 	return out, nil
 }
 
-// SealEvent returns ev with its payload sealed: a copy, ev keeps its clear
-// payload (the publish hands it to the grains).
+// SealEvent returns ev with its payload sealed, and with what its schema
+// violation quotes of the payload sealed under the same key: a copy, ev
+// keeps its clear payload (the publish hands it to the grains).
 func (p *Payloads) SealEvent(ctx context.Context, ev *hooklinev1.EventPublished) (*hooklinev1.EventPublished, error) {
 	if p == nil || p.plain {
 		return ev, nil
@@ -153,8 +159,12 @@ func (p *Payloads) SealEvent(ctx context.Context, ev *hooklinev1.EventPublished)
 	if err != nil {
 		return nil, err
 	}
+	v, err := p.sealViolation(ctx, ev, s)
+	if err != nil {
+		return nil, err
+	}
 	out := shallowEvent(ev)
-	out.Payload, out.PayloadSeal = ct, s
+	out.Payload, out.PayloadSeal, out.SchemaViolation = ct, s, v
 	return out, nil
 }
 

@@ -545,7 +545,7 @@ func (x AttemptTrigger_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AttemptTrigger_Kind.Descriptor instead.
 func (AttemptTrigger_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38, 0}
 }
 
 type RetryDecision_Outcome int32
@@ -616,7 +616,7 @@ func (x RetryDecision_Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryDecision_Outcome.Descriptor instead.
 func (RetryDecision_Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41, 0}
 }
 
 // RetryAfter says what became of the receiver's Retry-After.
@@ -685,7 +685,7 @@ func (x RetryDecision_RetryAfter) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryDecision_RetryAfter.Descriptor instead.
 func (RetryDecision_RetryAfter) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40, 1}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41, 1}
 }
 
 type PartitionsAssigned_Reason int32
@@ -744,7 +744,7 @@ func (x PartitionsAssigned_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PartitionsAssigned_Reason.Descriptor instead.
 func (PartitionsAssigned_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{52, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{53, 0}
 }
 
 type ReconcileRepaired_Kind int32
@@ -801,7 +801,7 @@ func (x ReconcileRepaired_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReconcileRepaired_Kind.Descriptor instead.
 func (ReconcileRepaired_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{54, 0}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{55, 0}
 }
 
 // Actor names who issued the command that caused an event.
@@ -3649,7 +3649,7 @@ func (x *EventPublished) GetPayloadSeal() *PayloadSeal {
 	return nil
 }
 
-// PayloadSeal says that bytes are sealed with AES-256-GCM under a data key
+// PayloadSeal says that bytes are sealed with XChaCha20-Poly1305 under a data key
 // of their tenant, kept outside the log in the store's key vault and
 // itself sealed under a master key. Destroying the key (TenantErased)
 // crypto-shreds every payload sealed under it, in the log, its
@@ -3717,6 +3717,12 @@ type SchemaViolation struct {
 	Pointer       string                 `protobuf:"bytes,2,opt,name=pointer,proto3" json:"pointer,omitempty"`
 	Keyword       string                 `protobuf:"bytes,3,opt,name=keyword,proto3" json:"keyword,omitempty"`
 	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// sealed is set in the log when the event's payload is sealed: pointer
+	// and message quote the payload (its keys and values), so they are
+	// empty here and sealed holds them, a SchemaViolation of those two
+	// fields, under the payload's data key: erased with it. schema_version
+	// and keyword come from the schema and stay in clear.
+	Sealed        *SealedText `protobuf:"bytes,5,opt,name=sealed,proto3" json:"sealed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3779,6 +3785,69 @@ func (x *SchemaViolation) GetMessage() string {
 	return ""
 }
 
+func (x *SchemaViolation) GetSealed() *SealedText {
+	if x != nil {
+		return x.Sealed
+	}
+	return nil
+}
+
+// SealedText is text drawn from a payload (a schema violation's place and
+// message, a filter's error), sealed under the data key of the payload's
+// seal, as the payload is, and bound to its place by the additional data
+// (see package seal): erasing the tenant's data key erases it too.
+type SealedText struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ciphertext    []byte                 `protobuf:"bytes,1,opt,name=ciphertext,proto3" json:"ciphertext,omitempty"`
+	Seal          *PayloadSeal           `protobuf:"bytes,2,opt,name=seal,proto3" json:"seal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealedText) Reset() {
+	*x = SealedText{}
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealedText) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealedText) ProtoMessage() {}
+
+func (x *SealedText) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealedText.ProtoReflect.Descriptor instead.
+func (*SealedText) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SealedText) GetCiphertext() []byte {
+	if x != nil {
+		return x.Ciphertext
+	}
+	return nil
+}
+
+func (x *SealedText) GetSeal() *PayloadSeal {
+	if x != nil {
+		return x.Seal
+	}
+	return nil
+}
+
 type PlannedDelivery struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	DeliveryId    string                 `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
@@ -3796,7 +3865,7 @@ type PlannedDelivery struct {
 
 func (x *PlannedDelivery) Reset() {
 	*x = PlannedDelivery{}
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3808,7 +3877,7 @@ func (x *PlannedDelivery) String() string {
 func (*PlannedDelivery) ProtoMessage() {}
 
 func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[32]
+	mi := &file_hookline_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3821,7 +3890,7 @@ func (x *PlannedDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedDelivery.ProtoReflect.Descriptor instead.
 func (*PlannedDelivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PlannedDelivery) GetDeliveryId() string {
@@ -3868,14 +3937,18 @@ type FilteredEndpoint struct {
 	ConfigVersion int64                  `protobuf:"varint,2,opt,name=config_version,json=configVersion,proto3" json:"config_version,omitempty"`
 	// error is set when the filter did not give true or false (a field the
 	// event lacks, a type mismatch, the cost limit): it counts as not passed.
-	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// sealed_error is set in the log instead of error when the event's
+	// payload is sealed: an error may quote the payload's values, so it is
+	// sealed under the payload's data key and erased with it.
+	SealedError   *SealedText `protobuf:"bytes,4,opt,name=sealed_error,json=sealedError,proto3" json:"sealed_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FilteredEndpoint) Reset() {
 	*x = FilteredEndpoint{}
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3887,7 +3960,7 @@ func (x *FilteredEndpoint) String() string {
 func (*FilteredEndpoint) ProtoMessage() {}
 
 func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[33]
+	mi := &file_hookline_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3900,7 +3973,7 @@ func (x *FilteredEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilteredEndpoint.ProtoReflect.Descriptor instead.
 func (*FilteredEndpoint) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FilteredEndpoint) GetEndpointId() string {
@@ -3922,6 +3995,13 @@ func (x *FilteredEndpoint) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *FilteredEndpoint) GetSealedError() *SealedText {
+	if x != nil {
+		return x.SealedError
+	}
+	return nil
 }
 
 // DeliveriesPlanned lists the endpoints chosen for an event at publish time.
@@ -3956,7 +4036,7 @@ type DeliveriesPlanned struct {
 
 func (x *DeliveriesPlanned) Reset() {
 	*x = DeliveriesPlanned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3968,7 +4048,7 @@ func (x *DeliveriesPlanned) String() string {
 func (*DeliveriesPlanned) ProtoMessage() {}
 
 func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[34]
+	mi := &file_hookline_v1_events_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3981,7 +4061,7 @@ func (x *DeliveriesPlanned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveriesPlanned.ProtoReflect.Descriptor instead.
 func (*DeliveriesPlanned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{34}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeliveriesPlanned) GetTenantId() string {
@@ -4081,7 +4161,7 @@ type PlanRepair struct {
 
 func (x *PlanRepair) Reset() {
 	*x = PlanRepair{}
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4093,7 +4173,7 @@ func (x *PlanRepair) String() string {
 func (*PlanRepair) ProtoMessage() {}
 
 func (x *PlanRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[35]
+	mi := &file_hookline_v1_events_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4106,7 +4186,7 @@ func (x *PlanRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRepair.ProtoReflect.Descriptor instead.
 func (*PlanRepair) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{35}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PlanRepair) GetRunId() string {
@@ -4213,7 +4293,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4225,7 +4305,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[36]
+	mi := &file_hookline_v1_events_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4238,7 +4318,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{36}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Attempt) GetTenantId() string {
@@ -4487,7 +4567,7 @@ type AttemptTrigger struct {
 
 func (x *AttemptTrigger) Reset() {
 	*x = AttemptTrigger{}
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4499,7 +4579,7 @@ func (x *AttemptTrigger) String() string {
 func (*AttemptTrigger) ProtoMessage() {}
 
 func (x *AttemptTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[37]
+	mi := &file_hookline_v1_events_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4512,7 +4592,7 @@ func (x *AttemptTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptTrigger.ProtoReflect.Descriptor instead.
 func (*AttemptTrigger) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{37}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AttemptTrigger) GetKind() AttemptTrigger_Kind {
@@ -4578,7 +4658,7 @@ type AttemptWaits struct {
 
 func (x *AttemptWaits) Reset() {
 	*x = AttemptWaits{}
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4590,7 +4670,7 @@ func (x *AttemptWaits) String() string {
 func (*AttemptWaits) ProtoMessage() {}
 
 func (x *AttemptWaits) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[38]
+	mi := &file_hookline_v1_events_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4603,7 +4683,7 @@ func (x *AttemptWaits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptWaits.ProtoReflect.Descriptor instead.
 func (*AttemptWaits) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{38}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AttemptWaits) GetTotalMs() int64 {
@@ -4666,7 +4746,7 @@ type AttemptTrace struct {
 
 func (x *AttemptTrace) Reset() {
 	*x = AttemptTrace{}
-	mi := &file_hookline_v1_events_proto_msgTypes[39]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4678,7 +4758,7 @@ func (x *AttemptTrace) String() string {
 func (*AttemptTrace) ProtoMessage() {}
 
 func (x *AttemptTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[39]
+	mi := &file_hookline_v1_events_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4691,7 +4771,7 @@ func (x *AttemptTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptTrace.ProtoReflect.Descriptor instead.
 func (*AttemptTrace) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{39}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AttemptTrace) GetTraceparent() string {
@@ -4734,7 +4814,7 @@ type RetryDecision struct {
 
 func (x *RetryDecision) Reset() {
 	*x = RetryDecision{}
-	mi := &file_hookline_v1_events_proto_msgTypes[40]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4746,7 +4826,7 @@ func (x *RetryDecision) String() string {
 func (*RetryDecision) ProtoMessage() {}
 
 func (x *RetryDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[40]
+	mi := &file_hookline_v1_events_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4759,7 +4839,7 @@ func (x *RetryDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDecision.ProtoReflect.Descriptor instead.
 func (*RetryDecision) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{40}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RetryDecision) GetOutcome() RetryDecision_Outcome {
@@ -4834,7 +4914,7 @@ type AttemptSucceeded struct {
 
 func (x *AttemptSucceeded) Reset() {
 	*x = AttemptSucceeded{}
-	mi := &file_hookline_v1_events_proto_msgTypes[41]
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4846,7 +4926,7 @@ func (x *AttemptSucceeded) String() string {
 func (*AttemptSucceeded) ProtoMessage() {}
 
 func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[41]
+	mi := &file_hookline_v1_events_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4859,7 +4939,7 @@ func (x *AttemptSucceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptSucceeded.ProtoReflect.Descriptor instead.
 func (*AttemptSucceeded) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{41}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AttemptSucceeded) GetAttempt() *Attempt {
@@ -4885,7 +4965,7 @@ type AttemptFailed struct {
 
 func (x *AttemptFailed) Reset() {
 	*x = AttemptFailed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	mi := &file_hookline_v1_events_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4897,7 +4977,7 @@ func (x *AttemptFailed) String() string {
 func (*AttemptFailed) ProtoMessage() {}
 
 func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[42]
+	mi := &file_hookline_v1_events_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4910,7 +4990,7 @@ func (x *AttemptFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptFailed.ProtoReflect.Descriptor instead.
 func (*AttemptFailed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{42}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AttemptFailed) GetAttempt() *Attempt {
@@ -4958,7 +5038,7 @@ type DeliveryExpired struct {
 
 func (x *DeliveryExpired) Reset() {
 	*x = DeliveryExpired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[43]
+	mi := &file_hookline_v1_events_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4970,7 +5050,7 @@ func (x *DeliveryExpired) String() string {
 func (*DeliveryExpired) ProtoMessage() {}
 
 func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[43]
+	mi := &file_hookline_v1_events_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4983,7 +5063,7 @@ func (x *DeliveryExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryExpired.ProtoReflect.Descriptor instead.
 func (*DeliveryExpired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{43}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeliveryExpired) GetTenantId() string {
@@ -5056,7 +5136,7 @@ type ReplayRequested struct {
 
 func (x *ReplayRequested) Reset() {
 	*x = ReplayRequested{}
-	mi := &file_hookline_v1_events_proto_msgTypes[44]
+	mi := &file_hookline_v1_events_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5068,7 +5148,7 @@ func (x *ReplayRequested) String() string {
 func (*ReplayRequested) ProtoMessage() {}
 
 func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[44]
+	mi := &file_hookline_v1_events_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5081,7 +5161,7 @@ func (x *ReplayRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequested.ProtoReflect.Descriptor instead.
 func (*ReplayRequested) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{44}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ReplayRequested) GetTenantId() string {
@@ -5161,7 +5241,7 @@ type OrderingKeySkipped struct {
 
 func (x *OrderingKeySkipped) Reset() {
 	*x = OrderingKeySkipped{}
-	mi := &file_hookline_v1_events_proto_msgTypes[45]
+	mi := &file_hookline_v1_events_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5173,7 +5253,7 @@ func (x *OrderingKeySkipped) String() string {
 func (*OrderingKeySkipped) ProtoMessage() {}
 
 func (x *OrderingKeySkipped) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[45]
+	mi := &file_hookline_v1_events_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5186,7 +5266,7 @@ func (x *OrderingKeySkipped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderingKeySkipped.ProtoReflect.Descriptor instead.
 func (*OrderingKeySkipped) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{45}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *OrderingKeySkipped) GetTenantId() string {
@@ -5269,7 +5349,7 @@ type PortalTokenIssued struct {
 
 func (x *PortalTokenIssued) Reset() {
 	*x = PortalTokenIssued{}
-	mi := &file_hookline_v1_events_proto_msgTypes[46]
+	mi := &file_hookline_v1_events_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5281,7 +5361,7 @@ func (x *PortalTokenIssued) String() string {
 func (*PortalTokenIssued) ProtoMessage() {}
 
 func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[46]
+	mi := &file_hookline_v1_events_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5294,7 +5374,7 @@ func (x *PortalTokenIssued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenIssued.ProtoReflect.Descriptor instead.
 func (*PortalTokenIssued) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{46}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PortalTokenIssued) GetTenantId() string {
@@ -5373,7 +5453,7 @@ type PortalTokenRevoked struct {
 
 func (x *PortalTokenRevoked) Reset() {
 	*x = PortalTokenRevoked{}
-	mi := &file_hookline_v1_events_proto_msgTypes[47]
+	mi := &file_hookline_v1_events_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5385,7 +5465,7 @@ func (x *PortalTokenRevoked) String() string {
 func (*PortalTokenRevoked) ProtoMessage() {}
 
 func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[47]
+	mi := &file_hookline_v1_events_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5398,7 +5478,7 @@ func (x *PortalTokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortalTokenRevoked.ProtoReflect.Descriptor instead.
 func (*PortalTokenRevoked) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{47}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PortalTokenRevoked) GetTenantId() string {
@@ -5447,7 +5527,7 @@ type SecretResealed struct {
 
 func (x *SecretResealed) Reset() {
 	*x = SecretResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[48]
+	mi := &file_hookline_v1_events_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5459,7 +5539,7 @@ func (x *SecretResealed) String() string {
 func (*SecretResealed) ProtoMessage() {}
 
 func (x *SecretResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[48]
+	mi := &file_hookline_v1_events_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5472,7 +5552,7 @@ func (x *SecretResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResealed.ProtoReflect.Descriptor instead.
 func (*SecretResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{48}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SecretResealed) GetTenantId() string {
@@ -5533,7 +5613,7 @@ type HeadersResealed struct {
 
 func (x *HeadersResealed) Reset() {
 	*x = HeadersResealed{}
-	mi := &file_hookline_v1_events_proto_msgTypes[49]
+	mi := &file_hookline_v1_events_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5545,7 +5625,7 @@ func (x *HeadersResealed) String() string {
 func (*HeadersResealed) ProtoMessage() {}
 
 func (x *HeadersResealed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[49]
+	mi := &file_hookline_v1_events_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5558,7 +5638,7 @@ func (x *HeadersResealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeadersResealed.ProtoReflect.Descriptor instead.
 func (*HeadersResealed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{49}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HeadersResealed) GetTenantId() string {
@@ -5634,7 +5714,7 @@ type MasterKeyRegistered struct {
 
 func (x *MasterKeyRegistered) Reset() {
 	*x = MasterKeyRegistered{}
-	mi := &file_hookline_v1_events_proto_msgTypes[50]
+	mi := &file_hookline_v1_events_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5646,7 +5726,7 @@ func (x *MasterKeyRegistered) String() string {
 func (*MasterKeyRegistered) ProtoMessage() {}
 
 func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[50]
+	mi := &file_hookline_v1_events_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5659,7 +5739,7 @@ func (x *MasterKeyRegistered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRegistered.ProtoReflect.Descriptor instead.
 func (*MasterKeyRegistered) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{50}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *MasterKeyRegistered) GetKeyId() string {
@@ -5704,7 +5784,7 @@ type MasterKeyRetired struct {
 
 func (x *MasterKeyRetired) Reset() {
 	*x = MasterKeyRetired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[51]
+	mi := &file_hookline_v1_events_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5716,7 +5796,7 @@ func (x *MasterKeyRetired) String() string {
 func (*MasterKeyRetired) ProtoMessage() {}
 
 func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[51]
+	mi := &file_hookline_v1_events_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5729,7 +5809,7 @@ func (x *MasterKeyRetired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterKeyRetired.ProtoReflect.Descriptor instead.
 func (*MasterKeyRetired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{51}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *MasterKeyRetired) GetKeyId() string {
@@ -5790,7 +5870,7 @@ type PartitionsAssigned struct {
 
 func (x *PartitionsAssigned) Reset() {
 	*x = PartitionsAssigned{}
-	mi := &file_hookline_v1_events_proto_msgTypes[52]
+	mi := &file_hookline_v1_events_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5802,7 +5882,7 @@ func (x *PartitionsAssigned) String() string {
 func (*PartitionsAssigned) ProtoMessage() {}
 
 func (x *PartitionsAssigned) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[52]
+	mi := &file_hookline_v1_events_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5815,7 +5895,7 @@ func (x *PartitionsAssigned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionsAssigned.ProtoReflect.Descriptor instead.
 func (*PartitionsAssigned) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{52}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PartitionsAssigned) GetPartitions() []uint32 {
@@ -5885,7 +5965,7 @@ type RunningAttempt struct {
 
 func (x *RunningAttempt) Reset() {
 	*x = RunningAttempt{}
-	mi := &file_hookline_v1_events_proto_msgTypes[53]
+	mi := &file_hookline_v1_events_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5897,7 +5977,7 @@ func (x *RunningAttempt) String() string {
 func (*RunningAttempt) ProtoMessage() {}
 
 func (x *RunningAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[53]
+	mi := &file_hookline_v1_events_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5910,7 +5990,7 @@ func (x *RunningAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunningAttempt.ProtoReflect.Descriptor instead.
 func (*RunningAttempt) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{53}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RunningAttempt) GetEndpointId() string {
@@ -5964,7 +6044,7 @@ type ReconcileRepaired struct {
 
 func (x *ReconcileRepaired) Reset() {
 	*x = ReconcileRepaired{}
-	mi := &file_hookline_v1_events_proto_msgTypes[54]
+	mi := &file_hookline_v1_events_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5976,7 +6056,7 @@ func (x *ReconcileRepaired) String() string {
 func (*ReconcileRepaired) ProtoMessage() {}
 
 func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_events_proto_msgTypes[54]
+	mi := &file_hookline_v1_events_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5989,7 +6069,7 @@ func (x *ReconcileRepaired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRepaired.ProtoReflect.Descriptor instead.
 func (*ReconcileRepaired) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_events_proto_rawDescGZIP(), []int{54}
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ReconcileRepaired) GetRunId() string {
@@ -6404,12 +6484,19 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"C\n" +
 	"\vPayloadSeal\x12\x1e\n" +
 	"\vdata_key_id\x18\x01 \x01(\tR\tdataKeyId\x12\x14\n" +
-	"\x05nonce\x18\x02 \x01(\fR\x05nonce\"\x86\x01\n" +
+	"\x05nonce\x18\x02 \x01(\fR\x05nonce\"\xb7\x01\n" +
 	"\x0fSchemaViolation\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\x05R\rschemaVersion\x12\x18\n" +
 	"\apointer\x18\x02 \x01(\tR\apointer\x12\x18\n" +
 	"\akeyword\x18\x03 \x01(\tR\akeyword\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xd5\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12/\n" +
+	"\x06sealed\x18\x05 \x01(\v2\x17.hookline.v1.SealedTextR\x06sealed\"Z\n" +
+	"\n" +
+	"SealedText\x12\x1e\n" +
+	"\n" +
+	"ciphertext\x18\x01 \x01(\fR\n" +
+	"ciphertext\x12,\n" +
+	"\x04seal\x18\x02 \x01(\v2\x18.hookline.v1.PayloadSealR\x04seal\"\xd5\x01\n" +
 	"\x0fPlannedDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x1f\n" +
@@ -6417,12 +6504,13 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"endpointId\x12%\n" +
 	"\x0econfig_version\x18\x03 \x01(\x03R\rconfigVersion\x12#\n" +
 	"\rfilter_passed\x18\x04 \x01(\bR\ffilterPassed\x124\n" +
-	"\bordering\x18\x05 \x01(\x0e2\x18.hookline.v1.KeyOrderingR\bordering\"p\n" +
+	"\bordering\x18\x05 \x01(\x0e2\x18.hookline.v1.KeyOrderingR\bordering\"\xac\x01\n" +
 	"\x10FilteredEndpoint\x12\x1f\n" +
 	"\vendpoint_id\x18\x01 \x01(\tR\n" +
 	"endpointId\x12%\n" +
 	"\x0econfig_version\x18\x02 \x01(\x03R\rconfigVersion\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\xcc\x03\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12:\n" +
+	"\fsealed_error\x18\x04 \x01(\v2\x17.hookline.v1.SealedTextR\vsealedError\"\xcc\x03\n" +
 	"\x11DeliveriesPlanned\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1d\n" +
@@ -6720,7 +6808,7 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(SchemaEnforcement)(0),         // 0: hookline.v1.SchemaEnforcement
 	(KeyOrdering)(0),               // 1: hookline.v1.KeyOrdering
@@ -6767,60 +6855,61 @@ var file_hookline_v1_events_proto_goTypes = []any{
 	(*EventPublished)(nil),         // 42: hookline.v1.EventPublished
 	(*PayloadSeal)(nil),            // 43: hookline.v1.PayloadSeal
 	(*SchemaViolation)(nil),        // 44: hookline.v1.SchemaViolation
-	(*PlannedDelivery)(nil),        // 45: hookline.v1.PlannedDelivery
-	(*FilteredEndpoint)(nil),       // 46: hookline.v1.FilteredEndpoint
-	(*DeliveriesPlanned)(nil),      // 47: hookline.v1.DeliveriesPlanned
-	(*PlanRepair)(nil),             // 48: hookline.v1.PlanRepair
-	(*Attempt)(nil),                // 49: hookline.v1.Attempt
-	(*AttemptTrigger)(nil),         // 50: hookline.v1.AttemptTrigger
-	(*AttemptWaits)(nil),           // 51: hookline.v1.AttemptWaits
-	(*AttemptTrace)(nil),           // 52: hookline.v1.AttemptTrace
-	(*RetryDecision)(nil),          // 53: hookline.v1.RetryDecision
-	(*AttemptSucceeded)(nil),       // 54: hookline.v1.AttemptSucceeded
-	(*AttemptFailed)(nil),          // 55: hookline.v1.AttemptFailed
-	(*DeliveryExpired)(nil),        // 56: hookline.v1.DeliveryExpired
-	(*ReplayRequested)(nil),        // 57: hookline.v1.ReplayRequested
-	(*OrderingKeySkipped)(nil),     // 58: hookline.v1.OrderingKeySkipped
-	(*PortalTokenIssued)(nil),      // 59: hookline.v1.PortalTokenIssued
-	(*PortalTokenRevoked)(nil),     // 60: hookline.v1.PortalTokenRevoked
-	(*SecretResealed)(nil),         // 61: hookline.v1.SecretResealed
-	(*HeadersResealed)(nil),        // 62: hookline.v1.HeadersResealed
-	(*MasterKeyRegistered)(nil),    // 63: hookline.v1.MasterKeyRegistered
-	(*MasterKeyRetired)(nil),       // 64: hookline.v1.MasterKeyRetired
-	(*PartitionsAssigned)(nil),     // 65: hookline.v1.PartitionsAssigned
-	(*RunningAttempt)(nil),         // 66: hookline.v1.RunningAttempt
-	(*ReconcileRepaired)(nil),      // 67: hookline.v1.ReconcileRepaired
-	nil,                            // 68: hookline.v1.EndpointConfig.MetadataEntry
-	nil,                            // 69: hookline.v1.EndpointConfig.HeadersEntry
-	nil,                            // 70: hookline.v1.EndpointConfig.SealedHeadersEntry
-	nil,                            // 71: hookline.v1.EventPublished.HeadersEntry
-	nil,                            // 72: hookline.v1.HeadersResealed.SealedHeadersEntry
-	(*timestamppb.Timestamp)(nil),  // 73: google.protobuf.Timestamp
+	(*SealedText)(nil),             // 45: hookline.v1.SealedText
+	(*PlannedDelivery)(nil),        // 46: hookline.v1.PlannedDelivery
+	(*FilteredEndpoint)(nil),       // 47: hookline.v1.FilteredEndpoint
+	(*DeliveriesPlanned)(nil),      // 48: hookline.v1.DeliveriesPlanned
+	(*PlanRepair)(nil),             // 49: hookline.v1.PlanRepair
+	(*Attempt)(nil),                // 50: hookline.v1.Attempt
+	(*AttemptTrigger)(nil),         // 51: hookline.v1.AttemptTrigger
+	(*AttemptWaits)(nil),           // 52: hookline.v1.AttemptWaits
+	(*AttemptTrace)(nil),           // 53: hookline.v1.AttemptTrace
+	(*RetryDecision)(nil),          // 54: hookline.v1.RetryDecision
+	(*AttemptSucceeded)(nil),       // 55: hookline.v1.AttemptSucceeded
+	(*AttemptFailed)(nil),          // 56: hookline.v1.AttemptFailed
+	(*DeliveryExpired)(nil),        // 57: hookline.v1.DeliveryExpired
+	(*ReplayRequested)(nil),        // 58: hookline.v1.ReplayRequested
+	(*OrderingKeySkipped)(nil),     // 59: hookline.v1.OrderingKeySkipped
+	(*PortalTokenIssued)(nil),      // 60: hookline.v1.PortalTokenIssued
+	(*PortalTokenRevoked)(nil),     // 61: hookline.v1.PortalTokenRevoked
+	(*SecretResealed)(nil),         // 62: hookline.v1.SecretResealed
+	(*HeadersResealed)(nil),        // 63: hookline.v1.HeadersResealed
+	(*MasterKeyRegistered)(nil),    // 64: hookline.v1.MasterKeyRegistered
+	(*MasterKeyRetired)(nil),       // 65: hookline.v1.MasterKeyRetired
+	(*PartitionsAssigned)(nil),     // 66: hookline.v1.PartitionsAssigned
+	(*RunningAttempt)(nil),         // 67: hookline.v1.RunningAttempt
+	(*ReconcileRepaired)(nil),      // 68: hookline.v1.ReconcileRepaired
+	nil,                            // 69: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                            // 70: hookline.v1.EndpointConfig.HeadersEntry
+	nil,                            // 71: hookline.v1.EndpointConfig.SealedHeadersEntry
+	nil,                            // 72: hookline.v1.EventPublished.HeadersEntry
+	nil,                            // 73: hookline.v1.HeadersResealed.SealedHeadersEntry
+	(*timestamppb.Timestamp)(nil),  // 74: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	3,   // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
 	14,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
 	13,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	73,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	74,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
 	13,  // 4: hookline.v1.EventTypeDefined.issued_by:type_name -> hookline.v1.Actor
-	73,  // 5: hookline.v1.EventTypeDefined.at:type_name -> google.protobuf.Timestamp
+	74,  // 5: hookline.v1.EventTypeDefined.at:type_name -> google.protobuf.Timestamp
 	0,   // 6: hookline.v1.TenantSettingsChanged.schema_enforcement:type_name -> hookline.v1.SchemaEnforcement
 	13,  // 7: hookline.v1.TenantSettingsChanged.issued_by:type_name -> hookline.v1.Actor
-	73,  // 8: hookline.v1.TenantSettingsChanged.at:type_name -> google.protobuf.Timestamp
+	74,  // 8: hookline.v1.TenantSettingsChanged.at:type_name -> google.protobuf.Timestamp
 	13,  // 9: hookline.v1.TenantErased.issued_by:type_name -> hookline.v1.Actor
-	73,  // 10: hookline.v1.TenantErased.at:type_name -> google.protobuf.Timestamp
+	74,  // 10: hookline.v1.TenantErased.at:type_name -> google.protobuf.Timestamp
 	14,  // 11: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
 	13,  // 12: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	73,  // 13: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	74,  // 13: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
 	13,  // 14: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	73,  // 15: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	74,  // 15: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
 	13,  // 16: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	73,  // 17: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	74,  // 17: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
 	4,   // 18: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
-	68,  // 19: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	69,  // 19: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
 	1,   // 20: hookline.v1.EndpointConfig.ordering:type_name -> hookline.v1.KeyOrdering
-	69,  // 21: hookline.v1.EndpointConfig.headers:type_name -> hookline.v1.EndpointConfig.HeadersEntry
-	70,  // 22: hookline.v1.EndpointConfig.sealed_headers:type_name -> hookline.v1.EndpointConfig.SealedHeadersEntry
+	70,  // 21: hookline.v1.EndpointConfig.headers:type_name -> hookline.v1.EndpointConfig.HeadersEntry
+	71,  // 22: hookline.v1.EndpointConfig.sealed_headers:type_name -> hookline.v1.EndpointConfig.SealedHeadersEntry
 	24,  // 23: hookline.v1.EndpointConfig.oauth2:type_name -> hookline.v1.OAuth2Config
 	23,  // 24: hookline.v1.EndpointConfig.mtls:type_name -> hookline.v1.MTLSConfig
 	25,  // 25: hookline.v1.EndpointConfig.url_password:type_name -> hookline.v1.SealedValue
@@ -6829,108 +6918,111 @@ var file_hookline_v1_events_proto_depIdxs = []int32{
 	22,  // 28: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
 	26,  // 29: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
 	13,  // 30: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	73,  // 31: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	74,  // 31: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
 	22,  // 32: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
 	13,  // 33: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	73,  // 34: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	74,  // 34: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
 	26,  // 35: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
 	26,  // 36: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	73,  // 37: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	74,  // 37: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
 	13,  // 38: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	73,  // 39: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	74,  // 39: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
 	5,   // 40: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
 	13,  // 41: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	73,  // 42: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	74,  // 42: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
 	6,   // 43: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
 	13,  // 44: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	73,  // 45: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	74,  // 45: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
 	13,  // 46: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	73,  // 47: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	74,  // 47: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
 	13,  // 48: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	73,  // 49: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	74,  // 49: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
 	13,  // 50: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	73,  // 51: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	74,  // 51: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
 	2,   // 52: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	73,  // 53: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	73,  // 54: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	73,  // 55: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	73,  // 56: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	73,  // 57: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
-	73,  // 58: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	74,  // 53: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	74,  // 54: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	74,  // 55: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	74,  // 56: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	74,  // 57: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	74,  // 58: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
 	13,  // 59: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
-	73,  // 60: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
-	73,  // 61: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	74,  // 60: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	74,  // 61: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
 	7,   // 62: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
-	73,  // 63: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
-	73,  // 64: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
-	73,  // 65: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	74,  // 63: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	74,  // 64: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
+	74,  // 65: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
 	13,  // 66: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	73,  // 67: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	71,  // 68: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	74,  // 67: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	72,  // 68: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
 	44,  // 69: hookline.v1.EventPublished.schema_violation:type_name -> hookline.v1.SchemaViolation
 	43,  // 70: hookline.v1.EventPublished.payload_seal:type_name -> hookline.v1.PayloadSeal
-	1,   // 71: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
-	45,  // 72: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	73,  // 73: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	73,  // 74: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
-	48,  // 75: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
-	46,  // 76: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
-	13,  // 77: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	73,  // 78: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	73,  // 79: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	2,   // 80: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
-	13,  // 81: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
-	50,  // 82: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
-	51,  // 83: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
-	52,  // 84: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
-	53,  // 85: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
-	43,  // 86: hookline.v1.Attempt.response_seal:type_name -> hookline.v1.PayloadSeal
-	8,   // 87: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
-	73,  // 88: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
-	13,  // 89: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
-	9,   // 90: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
-	73,  // 91: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
-	10,  // 92: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
-	49,  // 93: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
-	49,  // 94: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	73,  // 95: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	73,  // 96: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	73,  // 97: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
-	13,  // 98: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	73,  // 99: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
-	13,  // 100: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
-	73,  // 101: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
-	73,  // 102: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	13,  // 103: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	73,  // 104: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
-	13,  // 105: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	73,  // 106: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
-	26,  // 107: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
-	13,  // 108: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	73,  // 109: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	72,  // 110: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
-	13,  // 111: hookline.v1.HeadersResealed.issued_by:type_name -> hookline.v1.Actor
-	73,  // 112: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
-	25,  // 113: hookline.v1.HeadersResealed.oauth2_client_secret:type_name -> hookline.v1.SealedValue
-	25,  // 114: hookline.v1.HeadersResealed.mtls_client_key:type_name -> hookline.v1.SealedValue
-	25,  // 115: hookline.v1.HeadersResealed.url_password:type_name -> hookline.v1.SealedValue
-	73,  // 116: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
-	13,  // 117: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	73,  // 118: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
-	11,  // 119: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
-	73,  // 120: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
-	66,  // 121: hookline.v1.PartitionsAssigned.running:type_name -> hookline.v1.RunningAttempt
-	73,  // 122: hookline.v1.RunningAttempt.until:type_name -> google.protobuf.Timestamp
-	12,  // 123: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
-	13,  // 124: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	73,  // 125: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	25,  // 126: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
-	25,  // 127: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
-	128, // [128:128] is the sub-list for method output_type
-	128, // [128:128] is the sub-list for method input_type
-	128, // [128:128] is the sub-list for extension type_name
-	128, // [128:128] is the sub-list for extension extendee
-	0,   // [0:128] is the sub-list for field type_name
+	45,  // 71: hookline.v1.SchemaViolation.sealed:type_name -> hookline.v1.SealedText
+	43,  // 72: hookline.v1.SealedText.seal:type_name -> hookline.v1.PayloadSeal
+	1,   // 73: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
+	45,  // 74: hookline.v1.FilteredEndpoint.sealed_error:type_name -> hookline.v1.SealedText
+	46,  // 75: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
+	74,  // 76: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	74,  // 77: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	49,  // 78: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
+	47,  // 79: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
+	13,  // 80: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
+	74,  // 81: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	74,  // 82: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	2,   // 83: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
+	13,  // 84: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
+	51,  // 85: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
+	52,  // 86: hookline.v1.Attempt.waits:type_name -> hookline.v1.AttemptWaits
+	53,  // 87: hookline.v1.Attempt.trace:type_name -> hookline.v1.AttemptTrace
+	54,  // 88: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
+	43,  // 89: hookline.v1.Attempt.response_seal:type_name -> hookline.v1.PayloadSeal
+	8,   // 90: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
+	74,  // 91: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
+	13,  // 92: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
+	9,   // 93: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
+	74,  // 94: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
+	10,  // 95: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
+	50,  // 96: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
+	50,  // 97: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
+	74,  // 98: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	74,  // 99: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	74,  // 100: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	13,  // 101: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
+	74,  // 102: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	13,  // 103: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
+	74,  // 104: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
+	74,  // 105: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	13,  // 106: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
+	74,  // 107: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	13,  // 108: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
+	74,  // 109: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	26,  // 110: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
+	13,  // 111: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
+	74,  // 112: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	73,  // 113: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
+	13,  // 114: hookline.v1.HeadersResealed.issued_by:type_name -> hookline.v1.Actor
+	74,  // 115: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
+	25,  // 116: hookline.v1.HeadersResealed.oauth2_client_secret:type_name -> hookline.v1.SealedValue
+	25,  // 117: hookline.v1.HeadersResealed.mtls_client_key:type_name -> hookline.v1.SealedValue
+	25,  // 118: hookline.v1.HeadersResealed.url_password:type_name -> hookline.v1.SealedValue
+	74,  // 119: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	13,  // 120: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
+	74,  // 121: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	11,  // 122: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
+	74,  // 123: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
+	67,  // 124: hookline.v1.PartitionsAssigned.running:type_name -> hookline.v1.RunningAttempt
+	74,  // 125: hookline.v1.RunningAttempt.until:type_name -> google.protobuf.Timestamp
+	12,  // 126: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
+	13,  // 127: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
+	74,  // 128: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	25,  // 129: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	25,  // 130: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	131, // [131:131] is the sub-list for method output_type
+	131, // [131:131] is the sub-list for method input_type
+	131, // [131:131] is the sub-list for extension type_name
+	131, // [131:131] is the sub-list for extension extendee
+	0,   // [0:131] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -6944,7 +7036,7 @@ func file_hookline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
 			NumEnums:      13,
-			NumMessages:   60,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

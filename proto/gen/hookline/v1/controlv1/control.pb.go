@@ -4822,8 +4822,16 @@ type PublishResponse struct {
 	// and the payload does not match its type's schema: the event was
 	// accepted, and the violation recorded with it.
 	SchemaViolation *v1.SchemaViolation `protobuf:"bytes,6,opt,name=schema_violation,json=schemaViolation,proto3" json:"schema_violation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// erased is true when the event's payload was erased with its tenant's
+	// data key by the time of this answer: the event is recorded and will
+	// never be delivered (its deliveries end failed, ERASED). It answers a
+	// publish that ran while its tenant was being erased, and a duplicate
+	// of an erased event; publish under a new event_id to deliver it. What
+	// quoted the payload (a violation's pointer and message, a filter's
+	// error) then reads "erased".
+	Erased        bool `protobuf:"varint,7,opt,name=erased,proto3" json:"erased,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PublishResponse) Reset() {
@@ -4896,6 +4904,13 @@ func (x *PublishResponse) GetSchemaViolation() *v1.SchemaViolation {
 		return x.SchemaViolation
 	}
 	return nil
+}
+
+func (x *PublishResponse) GetErased() bool {
+	if x != nil {
+		return x.Erased
+	}
+	return false
 }
 
 type PublishBatchRequest struct {
@@ -6274,7 +6289,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\fordering_key\x18\x0e \x01(\tR\vorderingKey\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa7\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbf\x02\n" +
 	"\x0fPublishResponse\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12<\n" +
 	"\n" +
@@ -6283,7 +6298,8 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x129\n" +
 	"\bfiltered\x18\x04 \x03(\v2\x1d.hookline.v1.FilteredEndpointR\bfiltered\x12\x19\n" +
 	"\btrace_id\x18\x05 \x01(\tR\atraceId\x12G\n" +
-	"\x10schema_violation\x18\x06 \x01(\v2\x1c.hookline.v1.SchemaViolationR\x0fschemaViolation\"g\n" +
+	"\x10schema_violation\x18\x06 \x01(\v2\x1c.hookline.v1.SchemaViolationR\x0fschemaViolation\x12\x16\n" +
+	"\x06erased\x18\a \x01(\bR\x06erased\"g\n" +
 	"\x13PublishBatchRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x123\n" +
 	"\x06events\x18\x02 \x03(\v2\x1b.hookline.v1.PublishRequestR\x06events\"\x8d\x01\n" +
