@@ -192,14 +192,21 @@ func (s *Server) auditOpen(ctx context.Context, msg proto.Message) (proto.Messag
 	case *hooklinev1.EventPublished:
 		opened, err := s.cfg.Payloads.OpenEvent(ctx, m)
 		if errors.Is(err, seal.ErrErased) {
-			m = proto.CloneOf(m)
-			m.Payload = nil
-			return m, [][]string{{"payload"}}
+			return seal.ErasedEvent(m), [][]string{{"payload"}}
 		}
 		if err == nil {
 			opened = proto.CloneOf(opened)
 			opened.PayloadSeal = nil
 			return opened, nil
+		}
+	case *hooklinev1.DeliveriesPlanned:
+		// The filters' errors, which may quote the payload: opened, or
+		// erased with it.
+		filtered, _, err := s.cfg.Payloads.OpenFiltered(ctx, m.GetTenantId(), m.GetEventId(), m.GetFiltered())
+		if err == nil {
+			out := proto.CloneOf(m)
+			out.Filtered = filtered
+			return out, nil
 		}
 	case *hooklinev1.AttemptSucceeded:
 		a, erased := s.auditAttempt(ctx, m.GetAttempt())

@@ -25,6 +25,7 @@ import (
 	"github.com/hookline/hookline/projections/registry"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/seal"
 )
 
 // Publish records one event and its planned deliveries in one atomic append
@@ -140,7 +141,12 @@ func (s *Server) record(ctx context.Context, published *hooklinev1.EventPublishe
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: seal the payload: %w", stream, err)
 	}
-	evs, err := s.plan(stream, stored, planned, filtered, now)
+	// A filter's error may quote the payload: sealed with it.
+	storedFiltered, err := s.cfg.Payloads.SealFiltered(ctx, tenantID, published.GetEventId(), stored.GetPayloadSeal(), filtered)
+	if err != nil {
+		return nil, fmt.Errorf("publish %s: %w", stream, err)
+	}
+	evs, err := s.plan(stream, stored, planned, storedFiltered, now)
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +162,14 @@ func (s *Server) record(ctx context.Context, published *hooklinev1.EventPublishe
 		return nil, fmt.Errorf("publish %s: %w", stream, err)
 	}
 	s.cfg.Logger.Debug("event published", slog.String("tenant_id", tenantID), slog.String("event_id", published.GetEventId()), slog.Int("deliveries", len(planned)))
+	if s.cfg.Payloads.Erased(tenantID, stored.GetPayloadSeal().GetDataKeyId()) {
+		// Sealed under a key whose erasure this node applied while the
+		// publish ran: recorded, erased, never delivered. The answer says
+		// so, so that an answer without it, given once the erasure has
+		// returned, always means a readable payload (see erasedAnswer).
+		return erasedAnswer(&controlv1.PublishResponse{EventId: published.GetEventId(), Deliveries: planned, Filtered: storedFiltered,
+			TraceId: traceID(published), SchemaViolation: published.GetSchemaViolation()}), nil
+	}
 	if s.cfg.HandOver != nil && len(planned) > 0 {
 		handed := published
 		if stored.GetPayloadSeal() != nil {
@@ -362,7 +376,7 @@ func (s *Server) plan(stream string, published *hooklinev1.EventPublished, plann
 			ExpiresAt:   expires,
 			OrderingKey: published.GetOrderingKey(),
 		}
-		ev, err := events.EncodeIn(dp, fmt.Sprintf("plan/%d/%s", i, digest(dp)), stream, c.Partition)
+		ev, err := events.EncodeIn(dp, fmt.Sprintf("plan/%d/%s", i, digest(valueFree(dp))), stream, c.Partition)
 		if err != nil {
 			return nil, err
 		}
@@ -372,7 +386,9 @@ func (s *Server) plan(stream string, published *hooklinev1.EventPublished, plann
 }
 
 // republish answers a publish whose event stream already exists: the same
-// payload gets the original answer, another payload is a conflict.
+// payload gets the original answer, another payload is a conflict. What
+// the original quoted of its payload (its schema violation, its filters'
+// errors) is opened from its seal, or reads erased.
 func (s *Server) republish(ctx context.Context, stream string, published *hooklinev1.EventPublished) (*controlv1.PublishResponse, error) {
 	recs, err := s.cfg.Log.ReadStream(ctx, stream, events.Forwards, 0, 1+maxChunks)
 	if err != nil {
@@ -391,13 +407,69 @@ func (s *Server) republish(ctx context.Context, stream string, published *hookli
 					"event_id %q was already published with another payload (sha256 %s, this one %s); an event id names one fact: use a new event_id for a new fact",
 					published.GetEventId(), hex.EncodeToString(m.GetPayloadSha256())[:16], hex.EncodeToString(published.GetPayloadSha256())[:16])
 			}
-			resp.TraceId, resp.SchemaViolation = traceID(m), m.GetSchemaViolation()
+			resp.TraceId = traceID(m)
+			resp.Erased = s.cfg.Payloads.Erased(m.GetTenantId(), m.GetPayloadSeal().GetDataKeyId())
+			if resp.SchemaViolation, err = s.openViolation(ctx, m); errors.Is(err, seal.ErrErased) {
+				resp.Erased, resp.SchemaViolation = true, m.GetSchemaViolation() // made value-free below
+			} else if err != nil {
+				return nil, fmt.Errorf("read %s: %w", stream, err)
+			}
 		case *hooklinev1.DeliveriesPlanned:
+			filtered, erased, err := s.cfg.Payloads.OpenFiltered(ctx, m.GetTenantId(), m.GetEventId(), m.GetFiltered())
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", stream, err)
+			}
 			resp.Deliveries = append(resp.Deliveries, m.GetDeliveries()...)
-			resp.Filtered = append(resp.Filtered, m.GetFiltered()...)
+			resp.Filtered = append(resp.Filtered, filtered...)
+			resp.Erased = resp.Erased || erased
 		}
 	}
+	if resp.Erased {
+		return erasedAnswer(resp), nil
+	}
 	return resp, nil
+}
+
+// openViolation returns a published event's schema violation with what it
+// quotes of the payload opened from its seal; ErrErased when erased.
+func (s *Server) openViolation(ctx context.Context, m *hooklinev1.EventPublished) (*hooklinev1.SchemaViolation, error) {
+	if m.GetSchemaViolation().GetSealed() == nil {
+		return m.GetSchemaViolation(), nil
+	}
+	opened, err := s.cfg.Payloads.OpenEvent(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	return opened.GetSchemaViolation(), nil
+}
+
+// erasedAnswer marks a publish answer erased, and puts erased in the place
+// of everything in it that quotes the payload: after an erasure no answer
+// shows a value of it.
+func erasedAnswer(resp *controlv1.PublishResponse) *controlv1.PublishResponse {
+	resp.Erased = true
+	resp.SchemaViolation = seal.ErasedViolation(resp.GetSchemaViolation())
+	for i, f := range resp.GetFiltered() {
+		if f.GetError() != "" || f.GetSealedError() != nil {
+			resp.Filtered[i] = &hooklinev1.FilteredEndpoint{EndpointId: f.GetEndpointId(), ConfigVersion: f.GetConfigVersion(), Error: seal.ErasedText}
+		}
+	}
+	return resp
+}
+
+// valueFree is the part of a plan chunk that its event id is drawn from:
+// all of it but the filters' errors, which may quote the payload and are
+// sealed under a random nonce (a retried append must get the same ids).
+// Whether a filter failed is kept: the errors follow from the payload and
+// the filters, which the ids already depend on.
+func valueFree(dp *hooklinev1.DeliveriesPlanned) *hooklinev1.DeliveriesPlanned {
+	out := proto.CloneOf(dp)
+	for _, f := range out.GetFiltered() {
+		if f.GetError() != "" || f.GetSealedError() != nil {
+			f.Error, f.SealedError = "error", nil
+		}
+	}
+	return out
 }
 
 // maxChunks bounds the DeliveriesPlanned events read back for a duplicate.

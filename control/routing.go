@@ -100,6 +100,9 @@ func (s *Server) explainRouting(ctx context.Context, tenantID, eventID string) (
 	} else if err != nil {
 		return nil, fmt.Errorf("event %s: %w", eventID, err)
 	}
+	if err := s.openFiltered(ctx, pub, filtered); err != nil {
+		return nil, err
+	}
 	ids, err := s.cfg.Registry.TenantEndpointIDs(tenantID)
 	if err != nil {
 		return nil, err
@@ -148,6 +151,22 @@ func (s *Server) explainRouting(ctx context.Context, tenantID, eventID string) (
 		}
 	}
 	return out, nil
+}
+
+// openFiltered opens, in place, the filters' errors that the plan sealed
+// with the payload.
+func (s *Server) openFiltered(ctx context.Context, pub *hooklinev1.EventPublished, filtered map[string]*hooklinev1.FilteredEndpoint) error {
+	for id, f := range filtered {
+		opened, erased, err := s.cfg.Payloads.OpenFiltered(ctx, pub.GetTenantId(), pub.GetEventId(), []*hooklinev1.FilteredEndpoint{f})
+		if err == nil && erased {
+			err = erasedError(fmt.Sprintf("the payload of event %s, which routing explanations read,", pub.GetEventId()))
+		}
+		if err != nil {
+			return err
+		}
+		filtered[id] = opened[0]
+	}
+	return nil
 }
 
 // endpointHistory is one endpoint's stream as an explanation needs it.

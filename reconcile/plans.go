@@ -220,24 +220,24 @@ func (r *Reconciler) checkPlan(p *tally, pb *publication) (map[string]subscribed
 }
 
 // filterInput reads the EventPublished of an event stream, for the
-// filters of a re-plan.
-func (r *Reconciler) filterInput(ctx context.Context, stream string) (*filter.Input, error) {
+// filters of a re-plan, and returns its payload's seal.
+func (r *Reconciler) filterInput(ctx context.Context, stream string) (*filter.Input, *hooklinev1.PayloadSeal, error) {
 	rec, err := readOne(ctx, r.cfg.Log, stream, events.Forwards, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	msg, err := events.Decode(rec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pub, ok := msg.(*hooklinev1.EventPublished)
 	if !ok {
-		return nil, fmt.Errorf("%s starts with %s, not EventPublished", stream, rec.Type)
+		return nil, nil, fmt.Errorf("%s starts with %s, not EventPublished", stream, rec.Type)
 	}
 	if pub, err = r.cfg.Payloads.OpenEvent(ctx, pub); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return filter.NewInput(filter.EventOf(pub)), nil
+	return filter.NewInput(filter.EventOf(pub)), pub.GetPayloadSeal(), nil
 }
 
 // complete reports whether sorted seen is exactly 0..chunks-1.
@@ -300,6 +300,7 @@ func (r *Reconciler) replanned(ctx context.Context, pb *publication, missing map
 	var planned []*hooklinev1.PlannedDelivery
 	var filtered []*hooklinev1.FilteredEndpoint
 	var in *filter.Input
+	var under *hooklinev1.PayloadSeal // the payload's seal, which its filters' errors are sealed under
 	for _, ep := range slices.Sorted(maps.Keys(missing)) {
 		sub := missing[ep]
 		id := events.DeliveryID(pb.tenant, pb.event, ep)
@@ -316,7 +317,7 @@ func (r *Reconciler) replanned(ctx context.Context, pb *publication, missing map
 		}
 		if sub.filter != "" {
 			if in == nil {
-				if in, err = r.filterInput(ctx, pb.stream); errors.Is(err, seal.ErrErased) {
+				if in, under, err = r.filterInput(ctx, pb.stream); errors.Is(err, seal.ErrErased) {
 					// Erased: no filter can pass it, and a delivery of it
 					// would only end erased.
 					filtered = append(filtered, &hooklinev1.FilteredEndpoint{EndpointId: ep, ConfigVersion: sub.cv, Error: "the payload was erased"})
@@ -332,11 +333,15 @@ func (r *Reconciler) replanned(ctx context.Context, pb *publication, missing map
 				passed, err = f.Match(in)
 			}
 			if !passed {
-				fe := &hooklinev1.FilteredEndpoint{EndpointId: ep, ConfigVersion: sub.cv}
+				fe := []*hooklinev1.FilteredEndpoint{{EndpointId: ep, ConfigVersion: sub.cv}}
 				if err != nil {
-					fe.Error = err.Error()
+					// It may quote the payload: sealed with it.
+					fe[0].Error = err.Error()
+					if fe, err = r.cfg.Payloads.SealFiltered(ctx, pb.tenant, pb.event, under, fe); err != nil {
+						return nil, nil, err
+					}
 				}
-				filtered = append(filtered, fe)
+				filtered = append(filtered, fe...)
 				continue
 			}
 			pd.FilterPassed = true

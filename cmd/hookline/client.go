@@ -529,6 +529,9 @@ func eventsPublish(fs *flag.FlagSet) func(context.Context, *conn) error {
 			if len(r.GetDeliveries())+len(r.GetFiltered()) == 0 {
 				fmt.Fprintln(w, "  no endpoint subscribes to this type")
 			}
+			if r.GetErased() {
+				fmt.Fprintln(w, "  erased: its payload was erased with the tenant's data key and is never delivered; publish it under a new --id")
+			}
 		})
 	}
 }
