@@ -66,8 +66,13 @@ func (l *loop) onSlot(ctx actor.Context) {
 	for len(l.ready) > 0 && f == nil {
 		f = l.ready[0]
 		l.ready = l.ready[1:]
-		if f.d.replay == nil && f.expired(now) {
+		switch {
+		case f.d.replay == nil && f.expired(now):
 			l.expire(ctx, f, now)
+			f = nil
+		case l.erased(f):
+			// Erased while it waited for its slot: never sent.
+			l.recordGone(ctx, f, hooklinev1.ErrorClass_ERROR_CLASS_ERASED, erasedText)
 			f = nil
 		}
 	}
@@ -101,9 +106,15 @@ func (l *loop) onSlot(ctx actor.Context) {
 		return
 	}
 	client, id, tenantID, payloads := l.cfg.Attempts, f.item.DeliveryID, f.item.TenantID, l.cfg.Payloads
+	under := f.d.event.GetPayloadSeal()
 	l.async(ctx, attempt.MaxAttemptTimeout+l.cfg.IOTimeout, func(c context.Context) any {
+		// The last look before the payload leaves: the erasure may have
+		// been applied since the grain chose the flight.
+		if payloads.Erased(tenantID, under.GetDataKeyId()) {
+			return &attemptDone{id: id, erased: true}
+		}
 		done := &attemptDone{id: id, o: client.Do(c, req)}
-		done.sealResponse(c, payloads, tenantID)
+		done.sealResponse(c, payloads, tenantID, under)
 		return done
 	})
 	l.pump(ctx) // the next ready flight may ask for a slot
@@ -169,6 +180,10 @@ func (l *loop) request(f *flight) (attempt.Request, error) {
 // pause on 410, goes to the endpoint stream) and records the delivery's
 // outcome.
 func (l *loop) onAttempt(ctx actor.Context, m *attemptDone) {
+	if m.erased {
+		l.onErasedBeforeSend(ctx, m)
+		return
+	}
 	if m.o.ErrorClass == hooklinev1.ErrorClass_ERROR_CLASS_TIMEOUT {
 		l.releaseAfter(dispatch.TimedOut)
 	} else {
@@ -206,6 +221,26 @@ func (l *loop) onAttempt(ctx actor.Context, m *attemptDone) {
 	}
 	f.outcome, f.responseSeal = &o, m.responseSeal
 	l.record(ctx, f, l.outcomeEvent(f, o, now))
+	l.pump(ctx)
+}
+
+// onErasedBeforeSend ends a flight whose payload was erased between the
+// grain's choice and the request: nothing was sent, so the slot and a
+// half-open probe go back unused, and the delivery ends ERASED.
+func (l *loop) onErasedBeforeSend(ctx actor.Context, m *attemptDone) {
+	l.release()
+	l.running--
+	f := l.flights[m.id]
+	if f == nil || f.stage != stageRunning {
+		l.pump(ctx)
+		return
+	}
+	if f.probe {
+		l.breaker.Cancel()
+		f.probe = false
+	}
+	f.lin.traced = false // no request carried it
+	l.recordGone(ctx, f, hooklinev1.ErrorClass_ERROR_CLASS_ERASED, erasedText)
 	l.pump(ctx)
 }
 
@@ -303,18 +338,32 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-// sealResponse seals the response body's prefix under the tenant's data
-// key, off the grain's mailbox (the key may be read from the vault). A
-// body that cannot be sealed is not recorded: never in clear where
-// payloads are sealed.
-func (d *attemptDone) sealResponse(ctx context.Context, payloads *seal.Payloads, tenantID string) {
+// sealResponse seals the response body's prefix off the grain's mailbox
+// (the key may be read from the vault): under the data key of the
+// payload it answers (under), so that it is erased with it, or, for a
+// payload in clear, under the tenant's current key. A body that cannot be
+// sealed is not recorded: never in clear where payloads are sealed, and
+// never under a newer key than its payload's, which would outlive the
+// payload's erasure (a response that came back after it is dropped).
+func (d *attemptDone) sealResponse(ctx context.Context, payloads *seal.Payloads, tenantID string, under *hooklinev1.PayloadSeal) {
 	if payloads == nil || len(d.o.ResponsePrefix) == 0 {
 		return
 	}
-	ct, s, err := payloads.Seal(ctx, tenantID, seal.ResponseAAD(tenantID, d.id), d.o.ResponsePrefix)
-	if err != nil {
-		d.o.ResponsePrefix = nil
+	aad := seal.ResponseAAD(tenantID, d.id)
+	if under == nil {
+		ct, s, err := payloads.Seal(ctx, tenantID, aad, d.o.ResponsePrefix)
+		if err != nil {
+			d.o.ResponsePrefix = nil
+			return
+		}
+		d.o.ResponsePrefix, d.responseSeal = ct, s
 		return
 	}
-	d.o.ResponsePrefix, d.responseSeal = ct, s
+	t, err := payloads.SealUnder(ctx, tenantID, under, aad, d.o.ResponsePrefix)
+	switch {
+	case err != nil:
+		d.o.ResponsePrefix = nil
+	case t != nil: // nil: a node that seals nothing new keeps it in clear
+		d.o.ResponsePrefix, d.responseSeal = t.GetCiphertext(), t.GetSeal()
+	}
 }

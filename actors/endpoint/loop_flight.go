@@ -120,6 +120,9 @@ type (
 		o  attempt.Outcome
 		// responseSeal seals o.ResponsePrefix (see sealResponse).
 		responseSeal *hooklinev1.PayloadSeal
+		// erased: the payload was erased before the request was sent,
+		// and nothing was (o is empty).
+		erased bool
 	}
 )
 
@@ -203,13 +206,25 @@ func (l *loop) settle(ctx actor.Context, f *flight) {
 		// before the stream's next_attempt_at.
 		l.drop(ctx, f)
 		l.noteDue(f.d.lastNext)
-	case f.d.erased || l.cfg.Payloads.Erased(f.item.TenantID, f.d.event.GetPayloadSeal().GetDataKeyId()):
-		l.recordGone(ctx, f, hooklinev1.ErrorClass_ERROR_CLASS_ERASED, "the tenant's payloads were erased before the attempt")
+	case l.erased(f):
+		l.recordGone(ctx, f, hooklinev1.ErrorClass_ERROR_CLASS_ERASED, erasedText)
 	case f.d.event == nil:
 		l.eventMissing(ctx, f, now)
 	default:
 		l.enqueue(f)
 	}
+}
+
+// erasedText is the error of a delivery ended because its payload was
+// erased.
+const erasedText = "the tenant's payloads were erased before the attempt"
+
+// erased reports whether a flight's payload was erased: its read found
+// it so, or the erasure of the key it is sealed under has been applied
+// since. Checked when the flight settles, when it gets its slot, and
+// just before its request is sent.
+func (l *loop) erased(f *flight) bool {
+	return f.d.erased || l.cfg.Payloads.Erased(f.item.TenantID, f.d.event.GetPayloadSeal().GetDataKeyId())
 }
 
 // eventMissing handles a delivery whose event stream was not found. After
