@@ -98,7 +98,33 @@ func (s *Server) EraseTenant(ctx context.Context, req *controlv1.EraseTenantRequ
 	if erasedAt == nil {
 		erasedAt = timestamppb.New(s.cfg.Now())
 	}
-	return &controlv1.EraseTenantResponse{TenantId: tenantID, DataKeyId: keyID, ErasedAt: erasedAt}, toStatus(s.settle(ctx))
+	if err := s.settleEvery(ctx); err != nil {
+		return nil, status.Errorf(codes.Unavailable,
+			"erase tenant %s: the erasure is recorded and data key %s destroyed, but not every member has applied it yet (%v); until one does it may still deliver or serve the payloads it holds in memory; do not erase again (that would erase what was published since): check the member, which applies it as it catches up or holds nothing once restarted",
+			tenantID, keyID, err)
+	}
+	return &controlv1.EraseTenantResponse{TenantId: tenantID, DataKeyId: keyID, ErasedAt: erasedAt}, nil
+}
+
+// everyMember is the node's settlement, which can say which members did
+// not confirm a position in time (node.settlement).
+type everyMember interface {
+	WaitForEvery(ctx context.Context, pos events.Position) error
+}
+
+// settleEvery is settle that fails when a member did not confirm: an
+// erasure answers only once no member can still open the erased key with
+// a copy it holds in memory, nor send or serve what it opened with it.
+func (s *Server) settleEvery(ctx context.Context) error {
+	p, ok := s.cfg.Projections.(everyMember)
+	if !ok {
+		return s.settle(ctx) // one node: its own projections are all there is
+	}
+	head, err := s.cfg.Log.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("read log head: %w", err)
+	}
+	return p.WaitForEvery(ctx, head)
 }
 
 // GetEvent returns one published event with its payload in clear, or

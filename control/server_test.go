@@ -23,6 +23,7 @@ import (
 	"github.com/hookline/hookline/projections/portal"
 	"github.com/hookline/hookline/projections/registry"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/seal"
 )
 
 // These tests serve the control API over loopback on an embedded log and
@@ -37,18 +38,28 @@ type node struct {
 	log  *countingLog
 	cc   *grpc.ClientConn
 	runs *projections.Runner
+	// payloads seals the payloads (startSealed), nil otherwise.
+	payloads *seal.Payloads
 }
 
 // countingLog counts the reads of the log's head: each is a round trip to
-// the database on a shared log.
+// the database on a shared log. A test may hold appends in beforeAppend.
 type countingLog struct {
 	events.Log
-	heads atomic.Int64
+	heads        atomic.Int64
+	beforeAppend atomic.Pointer[func(stream string)]
 }
 
 func (l *countingLog) Head(ctx context.Context) (events.Position, error) {
 	l.heads.Add(1)
 	return l.Log.Head(ctx)
+}
+
+func (l *countingLog) Append(ctx context.Context, stream string, expected events.ExpectedRevision, evs ...events.Event) (events.AppendResult, error) {
+	if f := l.beforeAppend.Load(); f != nil {
+		(*f)(stream)
+	}
+	return l.Log.Append(ctx, stream, expected, evs...)
 }
 
 // noGrains stands for the cluster: no grain answers in these tests.
@@ -61,6 +72,18 @@ func (noGrains) Request(context.Context, string, string, proto.Message) (proto.M
 // start serves a control API configured by cfg (its stores filled in)
 // until the test ends.
 func start(t *testing.T, cfg control.Config) *node {
+	t.Helper()
+	return startOn(t, cfg, false)
+}
+
+// startSealed is start with payloads sealed under data keys in the log's
+// vault (n.payloads), erased as the registry says.
+func startSealed(t *testing.T, cfg control.Config) *node {
+	t.Helper()
+	return startOn(t, cfg, true)
+}
+
+func startOn(t *testing.T, cfg control.Config, sealed bool) *node {
 	t.Helper()
 	fs := vfs.NewMem()
 	l, err := embedded.Open(embedded.Config{Dir: "log", FS: fs, Logger: slog.New(slog.DiscardHandler)})
@@ -84,6 +107,13 @@ func start(t *testing.T, cfg control.Config) *node {
 	done := make(chan error, 1)
 	go func() { done <- runs.Run(ctx) }()
 	cfg.Log, cfg.Grains, cfg.Registry, cfg.Projections, cfg.Portal = cl, noGrains{}, reg, runs, toks
+	if sealed {
+		kr, err := seal.NewKeyring(seal.Key{Secret: make([]byte, seal.KeySize)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Payloads = seal.NewPayloads(l, kr, reg.DataKeyErased)
+	}
 	cfg.AdminToken = adminToken
 	srv, err := control.New(cfg)
 	if err != nil {
@@ -108,7 +138,7 @@ func start(t *testing.T, cfg control.Config) *node {
 		_ = runs.Close()
 		_ = l.Close()
 	})
-	return &node{srv: srv, log: cl, cc: cc, runs: runs}
+	return &node{srv: srv, log: cl, cc: cc, runs: runs, payloads: cfg.Payloads}
 }
 
 // tenant records a tenant in the log, as its grain would, and waits until

@@ -3,7 +3,10 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,14 +37,36 @@ type settlement struct {
 
 // WaitFor implements control.Projections.
 func (s *settlement) WaitFor(ctx context.Context, pos events.Position) error {
+	_, err := s.waitFor(ctx, pos)
+	return err
+}
+
+// WaitForEvery is WaitFor that also fails, naming them, when members did
+// not confirm in time: an erasure is not done while a member may still
+// open payloads with a key it holds in memory.
+func (s *settlement) WaitForEvery(ctx context.Context, pos events.Position) error {
+	late, err := s.waitFor(ctx, pos)
+	if err == nil && len(late) > 0 {
+		err = fmt.Errorf("members %s did not confirm in time that they applied position %s", strings.Join(late, ", "), pos)
+	}
+	return err
+}
+
+// waitFor waits for this node's projections, then for every other
+// member's, and returns the members that did not confirm in time.
+func (s *settlement) waitFor(ctx context.Context, pos events.Position) ([]string, error) {
 	if err := s.runner.WaitFor(ctx, pos); err != nil {
-		return err
+		return nil, err
 	}
 	msg := &internalv1.WaitApplied{Commit: pos.Commit, Prepare: pos.Prepare}
 	if d, ok := ctx.Deadline(); ok {
 		msg.WaitMs = max(time.Until(d).Milliseconds(), 1)
 	}
-	var wg sync.WaitGroup
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex // guards late
+		late []string
+	)
 	for _, m := range s.node.Members() {
 		if m.Address == s.node.Address() {
 			continue
@@ -54,11 +79,15 @@ func (s *settlement) WaitFor(ctx context.Context, pos events.Position) error {
 			if err != nil && ctx.Err() == nil {
 				s.logger.Warn("a member did not apply a command in time; a publish there may miss it until it does",
 					slog.String("member", m.Address), slog.String("position", pos.String()), slog.Any("error", err))
+				mu.Lock()
+				late = append(late, m.Address)
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	return ctx.Err()
+	slices.Sort(late)
+	return late, ctx.Err()
 }
 
 // serve waits, for another member, until this node's projections have
