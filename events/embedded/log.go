@@ -99,6 +99,9 @@ func Open(cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", cfg.Dir, err), db.Close())
 	}
+	if err := l.migrateVault(); err != nil {
+		return nil, errors.Join(fmt.Errorf("open %s: %w", cfg.VaultDir, err), db.Close())
+	}
 	l.seq.Store(seq)
 	go l.write()
 	l.log.Debug("events log opened", slog.String("dir", cfg.Dir), slog.Uint64("seq", seq))

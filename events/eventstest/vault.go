@@ -3,6 +3,7 @@ package eventstest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -93,6 +94,8 @@ func testVault(e *env) {
 		e.Fatalf("PutDataKey after a destroy: %+v, %v", got, err)
 	}
 
+	testVaultKEK(e, v, tenant)
+
 	for pos := events.Start; ; {
 		recs, err := e.log.ReadAll(e.ctx, pos, 1000)
 		if err != nil {
@@ -107,6 +110,87 @@ func testVault(e *env) {
 			}
 		}
 		pos = recs[len(recs)-1].Position
+	}
+}
+
+// testVaultKEK checks the vault's key-encryption key: none at first; a
+// data key is stored only under the current one; SetKEK is
+// compare-and-swap, and once it returns no data key is stored under the
+// old one, even by a put that raced it; ReplaceDataKey compares the KEK
+// too, and rewraps under another.
+func testVaultKEK(e *env, v events.Vault, tenant string) {
+	if kek, err := v.KEK(e.ctx); err != nil || kek != "" {
+		e.Fatalf("the KEK of a new vault: %q, %v; want none", kek, err)
+	}
+	under := func(id, kek string) events.DataKey {
+		return events.DataKey{TenantID: tenant + id, ID: "dk_" + id, KEK: kek, Sealed: []byte("wrapped-" + id)}
+	}
+	if _, err := v.PutDataKey(e.ctx, under("k1", "kek_1")); !errors.Is(err, events.ErrKEKChanged) {
+		e.Fatalf("a key under a KEK that is not the current one: %v, want ErrKEKChanged", err)
+	}
+	if err := v.SetKEK(e.ctx, "kek_other", "kek_1"); !errors.Is(err, events.ErrKEKChanged) {
+		e.Fatalf("SetKEK from a KEK that is not the current one: %v, want ErrKEKChanged", err)
+	}
+	if err := v.SetKEK(e.ctx, "", "kek_1"); err != nil {
+		e.Fatal(err)
+	}
+	if kek, err := v.KEK(e.ctx); err != nil || kek != "kek_1" {
+		e.Fatalf("the KEK after SetKEK: %q, %v", kek, err)
+	}
+	if _, err := v.PutDataKey(e.ctx, under("k0", "")); !errors.Is(err, events.ErrKEKChanged) {
+		e.Fatalf("a key under the old KEK: %v, want ErrKEKChanged", err)
+	}
+	k1 := under("k1", "kek_1")
+	if got, err := v.PutDataKey(e.ctx, k1); err != nil || got.KEK != "kek_1" {
+		e.Fatalf("a key under the current KEK: %+v, %v", got, err)
+	}
+	rewrapped := events.DataKey{TenantID: k1.TenantID, ID: k1.ID, KEK: "kek_2", Sealed: []byte("rewrapped")}
+	if err := v.ReplaceDataKey(e.ctx, events.DataKey{TenantID: k1.TenantID, ID: k1.ID, KEK: "kek_0", Sealed: k1.Sealed}, rewrapped); !errors.Is(err, events.ErrDataKeyChanged) {
+		e.Fatalf("ReplaceDataKey of a key named under another KEK: %v, want ErrDataKeyChanged", err)
+	}
+	if err := v.ReplaceDataKey(e.ctx, k1, rewrapped); err != nil {
+		e.Fatal(err)
+	}
+	if got, err := v.DataKey(e.ctx, k1.TenantID); err != nil || got.KEK != "kek_2" || !bytes.Equal(got.Sealed, rewrapped.Sealed) {
+		e.Fatalf("the key rewrapped: %+v, %v", got, err)
+	}
+
+	// Puts under kek_1 race the switch to kek_2: those stored are all
+	// there when SetKEK returns, and none is stored after.
+	var wg sync.WaitGroup
+	switched := make(chan struct{})
+	for i := range 16 {
+		wg.Go(func() {
+			if i == 8 {
+				if err := v.SetKEK(e.ctx, "kek_1", "kek_2"); err != nil {
+					e.Errorf("SetKEK: %v", err)
+				}
+				close(switched)
+			}
+			if _, err := v.PutDataKey(e.ctx, under(fmt.Sprint("race", i), "kek_1")); err != nil && !errors.Is(err, events.ErrKEKChanged) {
+				e.Errorf("a racing PutDataKey: %v", err)
+			}
+		})
+	}
+	<-switched
+	underOld := func() []string {
+		keys, err := v.DataKeys(e.ctx)
+		if err != nil {
+			e.Fatal(err)
+		}
+		var ids []string
+		for _, k := range keys {
+			if k.KEK == "kek_1" {
+				ids = append(ids, k.ID)
+			}
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	atSwitch := underOld()
+	wg.Wait()
+	if after := underOld(); !slices.Equal(after, atSwitch) {
+		e.Fatalf("keys stored under the old KEK after SetKEK returned: %v, then %v", atSwitch, after)
 	}
 }
 

@@ -23,8 +23,10 @@ import (
 //	                   table per Config.PartitionEvery, listed in partitions
 //	partitions       the time partitions and their bounds
 //	schema_version   the digest of these definitions, once they ran (see migrate)
-//	data_keys        the vault: each tenant's current data key, sealed
+//	data_keys        the vault: each tenant's current data key, wrapped
 //	                 (see vault.go); rows are deleted, unlike events
+//	vault_kek        the id of the key-encryption key new data keys are
+//	                 wrapped under (the key itself is kept elsewhere)
 //	append_group(..) a group of appends, in one statement (see appendGroupFunc)
 //	append(...)      one append: append_group of one (see appendFunc)
 const schemaSQL = `
@@ -65,6 +67,14 @@ CREATE TABLE IF NOT EXISTS %[1]s.data_keys (
 	id        text  NOT NULL,
 	sealed    bytea NOT NULL
 );
+-- Vaults from before key-encryption keys: their keys are sealed under
+-- the master key ('').
+ALTER TABLE %[1]s.data_keys ADD COLUMN IF NOT EXISTS kek text NOT NULL DEFAULT '';
+CREATE TABLE IF NOT EXISTS %[1]s.vault_kek (
+	one boolean PRIMARY KEY DEFAULT true CHECK (one),
+	id  text    NOT NULL
+);
+INSERT INTO %[1]s.vault_kek (one, id) VALUES (true, '') ON CONFLICT DO NOTHING;
 
 CREATE TABLE IF NOT EXISTS %[1]s.partitions (
 	name text        PRIMARY KEY,
