@@ -61,9 +61,10 @@ func (w goneWriter) WriteHeader(code int) {
 
 // EraseTenant crypto-shreds a tenant's payloads (admin only): it records
 // the destruction of the tenant's current data key in the tenant's
-// stream (TenantErased), destroys the key in the vault, and answers once
-// every member has applied the record, so that no node opens with a copy
-// it held in memory. The order makes a crash harmless: a key whose
+// stream (TenantErased), destroys the key in the vault, replaces the
+// vault's key-encryption key (with a KEK store: every copy of the vault
+// made before opens nothing), and answers once every member has applied
+// the record, so that no node opens with a copy it held in memory. The order makes a crash harmless: a key whose
 // erasure is recorded is refused everywhere, and the next seal or erase
 // destroys it if it is still in the vault.
 func (s *Server) EraseTenant(ctx context.Context, req *controlv1.EraseTenantRequest) (*controlv1.EraseTenantResponse, error) {
@@ -92,6 +93,12 @@ func (s *Server) EraseTenant(ctx context.Context, req *controlv1.EraseTenantRequ
 	}
 	if err := s.cfg.Payloads.Destroy(ctx, tenantID, keyID); err != nil {
 		return nil, toStatus(fmt.Errorf("erase tenant %s: the erasure is recorded, the key not yet destroyed (erase again): %w", tenantID, err))
+	}
+	// With a KEK store: no copy of the vault made before opens any more.
+	if err := s.cfg.Payloads.RotateKEK(ctx); err != nil {
+		return nil, status.Errorf(codes.Unavailable,
+			"erase tenant %s: the erasure is recorded and data key %s destroyed in the vault, but the vault's key-encryption key was not replaced (%v): copies of the vault made before still hold the key until a later erasure replaces it; do not erase again (that would erase what was published since)",
+			tenantID, keyID, err)
 	}
 	s.cfg.Logger.Warn("tenant payloads erased", slog.String("tenant_id", tenantID), slog.String("data_key_id", keyID))
 	erasedAt := reply.GetTenant().GetErasedAt()

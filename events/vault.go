@@ -33,7 +33,8 @@ type Vault interface {
 	// ReplaceDataKey stores k in place of the tenant's current key when that
 	// key is still old (same id, KEK and sealed bytes), for a reseal under
 	// a new master key or a new KEK; it fails with [ErrDataKeyChanged]
-	// otherwise.
+	// otherwise, and with [ErrKEKChanged] when k.KEK is not the vault's
+	// current KEK.
 	ReplaceDataKey(ctx context.Context, old, k DataKey) error
 
 	// DestroyDataKey destroys the tenant's data key id, durably, if it is
@@ -50,7 +51,8 @@ type Vault interface {
 
 	// SetKEK makes id the vault's current KEK if old is, or fails with
 	// [ErrKEKChanged]. Once it returns, no data key is stored under old
-	// any more: a PutDataKey under old either finished before, or fails.
+	// any more: a PutDataKey or ReplaceDataKey under old either finished
+	// before, or fails.
 	SetKEK(ctx context.Context, old, id string) error
 }
 

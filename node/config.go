@@ -102,6 +102,15 @@ type Config struct {
 	// there first, and replays and event reads reach into it for what the
 	// log no longer holds. Empty: retention drops for good.
 	Archive string
+	// VaultKEK is where the vault's key-encryption keys live, apart from
+	// the vault: file:///path (a directory of its own) or an object store
+	// URL (s3://bucket, gs://bucket, azblob://container). With it, every
+	// data key is wrapped under the current KEK and each erasure destroys
+	// the KEK it replaces, so no copy of the vault made before an erasure
+	// (a backup, PostgreSQL's WAL, a replica) opens again. Every node of a
+	// cluster needs the same. Empty: data keys sealed under the master key
+	// only (see docs/features/erasure.md).
+	VaultKEK string
 	// PlainPayloads leaves the payloads and response bodies this node
 	// records in clear in the log: not erasable. It still opens what other
 	// nodes sealed. For measuring what sealing costs; a store without a

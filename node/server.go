@@ -35,6 +35,7 @@ import (
 	"github.com/hookline/hookline/projections/registry"
 	"github.com/hookline/hookline/reconcile"
 	"github.com/hookline/hookline/seal"
+	"github.com/hookline/hookline/seal/kekstore"
 )
 
 // Server is one running Hookline node.
@@ -44,6 +45,7 @@ type Server struct {
 	ownsLog  bool
 	keyring  *seal.Keyring
 	payloads *seal.Payloads   // nil: payloads in clear
+	keks     *kekstore.Store  // the vault's KEKs (--vault-kek); nil: none
 	archive  *archive.Archive // nil: none
 	// purged and purgedFor: when the archive was last purged of what
 	// tenants' own retention no longer keeps, and for which (retention.go).
@@ -147,13 +149,27 @@ func (s *Server) openStores(ctx context.Context) error {
 	if s.openedAt, err = s.log.Head(ctx); err != nil {
 		return fmt.Errorf("read the log's head: %w", err)
 	}
-	if vault, ok := s.rawLog.(events.Vault); ok {
-		s.payloads = seal.NewPayloads(vault, s.keyring, func(tenantID, id string) bool {
-			return s.registry != nil && s.registry.DataKeyErased(tenantID, id)
-		})
-		if cfg.PlainPayloads {
-			s.payloads.Plain() // it still opens what others sealed
+	vault, ok := s.rawLog.(events.Vault)
+	if !ok {
+		if cfg.VaultKEK != "" {
+			return errors.New("--vault-kek: this node's store keeps no vault (KurrentDB keeps payloads in clear); use the embedded or PostgreSQL store, or leave it out")
 		}
+		return nil
+	}
+	s.payloads = seal.NewPayloads(vault, s.keyring, func(tenantID, id string) bool {
+		return s.registry != nil && s.registry.DataKeyErased(tenantID, id)
+	})
+	if cfg.PlainPayloads {
+		s.payloads.Plain() // it still opens what others sealed
+	}
+	if cfg.VaultKEK != "" {
+		if s.keks, err = kekstore.Open(ctx, cfg.VaultKEK); err != nil {
+			return err
+		}
+		s.payloads.UseKEKs(s.keks)
+	}
+	if err := s.payloads.StartKEKs(ctx); err != nil {
+		return fmt.Errorf("the vault's key-encryption key: %w", err)
 	}
 	return nil
 }
@@ -521,6 +537,9 @@ func (s *Server) close() {
 	}
 	if s.ownsLog && s.log != nil {
 		_ = s.log.Close()
+	}
+	if s.keks != nil {
+		_ = s.keks.Close()
 	}
 	if s.archive != nil {
 		_ = s.archive.Close()

@@ -36,10 +36,12 @@ type Payloads struct {
 	keys   *Keyring
 	erased func(tenantID, dataKeyID string) bool
 	rand   io.Reader
-	plain  bool // seal nothing new (see Plain)
+	plain  bool     // seal nothing new (see Plain)
+	keks   KEKStore // where the vault's KEKs are; nil: data keys sealed under the master key (see kek.go)
 
-	mu   sync.Mutex
-	open map[string]*dataKey // tenant → its current key, opened
+	mu      sync.Mutex             // guards open and kekOpen
+	open    map[string]*dataKey    // tenant → its current key, opened
+	kekOpen map[string]cipher.AEAD // KEK id → the KEK, opened
 }
 
 // dataKey is a tenant's data key, opened.
@@ -57,7 +59,7 @@ func NewPayloads(vault events.Vault, keys *Keyring, erased func(tenantID, dataKe
 	if erased == nil {
 		erased = func(string, string) bool { return false }
 	}
-	return &Payloads{vault: vault, keys: keys, erased: erased, rand: rand.Reader, open: map[string]*dataKey{}}
+	return &Payloads{vault: vault, keys: keys, erased: erased, rand: rand.Reader, open: map[string]*dataKey{}, kekOpen: map[string]cipher.AEAD{}}
 }
 
 // Plain makes p seal nothing new, while it still opens what other nodes
@@ -233,7 +235,7 @@ func (p *Payloads) current(ctx context.Context, tenantID string) (*dataKey, erro
 			}
 			continue
 		}
-		return p.remember(tenantID, stored)
+		return p.remember(ctx, tenantID, stored)
 	}
 	return nil, fmt.Errorf("seal: the data key of tenant %s is being erased; publish again", tenantID)
 }
@@ -258,11 +260,12 @@ func (p *Payloads) keyOf(ctx context.Context, tenantID, id string) (*dataKey, er
 	if stored.ID != id {
 		return nil, ErrErased
 	}
-	return p.remember(tenantID, stored)
+	return p.remember(ctx, tenantID, stored)
 }
 
-// create makes a new data key for the tenant and stores it, unless
-// another node stored one first: the vault's is returned.
+// create makes a new data key for the tenant and stores it, wrapped under
+// the vault's current KEK, unless another node stored one first: the
+// vault's is returned.
 func (p *Payloads) create(ctx context.Context, tenantID string) (events.DataKey, error) {
 	raw := make([]byte, chacha20poly1305.KeySize+8)
 	if _, err := io.ReadFull(p.rand, raw); err != nil {
@@ -270,35 +273,89 @@ func (p *Payloads) create(ctx context.Context, tenantID string) (events.DataKey,
 	}
 	key, idBytes := raw[:chacha20poly1305.KeySize], raw[chacha20poly1305.KeySize:]
 	id := "dk_" + hex.EncodeToString(idBytes)
-	sealed, err := p.sealKey(tenantID, id, key)
-	if err != nil {
-		return events.DataKey{}, err
+	for range 3 {
+		kek, err := p.vault.KEK(ctx)
+		if err != nil {
+			return events.DataKey{}, err
+		}
+		sealed, err := p.sealKey(ctx, tenantID, id, kek, key)
+		if err != nil {
+			return events.DataKey{}, err
+		}
+		stored, err := p.vault.PutDataKey(ctx, events.DataKey{TenantID: tenantID, ID: id, KEK: kek, Sealed: sealed})
+		if !errors.Is(err, events.ErrKEKChanged) {
+			return stored, err
+		}
 	}
-	return p.vault.PutDataKey(ctx, events.DataKey{TenantID: tenantID, ID: id, Sealed: sealed})
+	return events.DataKey{}, fmt.Errorf("seal: the vault's key-encryption key keeps changing; publish again")
 }
 
-// sealKey seals a data key under the current master key.
-func (p *Payloads) sealKey(tenantID, id string, key []byte) ([]byte, error) {
-	masterID, nonce, ct, err := p.keys.Seal(key, dataKeyAAD(tenantID, id))
+// sealKey seals a data key under the KEK kek, or under the current master
+// key when kek is "".
+func (p *Payloads) sealKey(ctx context.Context, tenantID, id, kek string, key []byte) ([]byte, error) {
+	if kek == "" {
+		masterID, nonce, ct, err := p.keys.Seal(key, dataKeyAAD(tenantID, id))
+		if err != nil {
+			return nil, err
+		}
+		return proto.Marshal(&hooklinev1.SealedValue{MasterKeyId: masterID, Nonce: nonce, Ciphertext: ct})
+	}
+	aead, err := p.kek(ctx, kek)
 	if err != nil {
 		return nil, err
 	}
-	return proto.Marshal(&hooklinev1.SealedValue{MasterKeyId: masterID, Nonce: nonce, Ciphertext: ct})
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := io.ReadFull(p.rand, nonce); err != nil {
+		return nil, fmt.Errorf("seal: read nonce: %w", err)
+	}
+	// Under a KEK, no master key: the KEK is sealed under one.
+	return proto.Marshal(&hooklinev1.SealedValue{Nonce: nonce, Ciphertext: aead.Seal(nil, nonce, key, dataKeyAAD(tenantID, id))})
 }
 
-// openKey opens a data key as the vault keeps it.
-func (p *Payloads) openKey(k events.DataKey) ([]byte, string, error) {
+// openKey opens a data key as the vault keeps it, and says which master
+// key sealed it ("" when a KEK wraps it).
+func (p *Payloads) openKey(ctx context.Context, k events.DataKey) ([]byte, string, error) {
 	var sv hooklinev1.SealedValue
 	if err := proto.Unmarshal(k.Sealed, &sv); err != nil {
 		return nil, "", fmt.Errorf("seal: the data key %q of tenant %s is damaged: %w", k.ID, k.TenantID, err)
 	}
-	key, err := p.keys.Open(sv.GetMasterKeyId(), sv.GetNonce(), sv.GetCiphertext(), dataKeyAAD(k.TenantID, k.ID))
-	return key, sv.GetMasterKeyId(), err
+	if k.KEK == "" {
+		key, err := p.keys.Open(sv.GetMasterKeyId(), sv.GetNonce(), sv.GetCiphertext(), dataKeyAAD(k.TenantID, k.ID))
+		return key, sv.GetMasterKeyId(), err
+	}
+	aead, err := p.kek(ctx, k.KEK)
+	if err != nil {
+		return nil, "", err
+	}
+	key, err := aead.Open(nil, sv.GetNonce(), sv.GetCiphertext(), dataKeyAAD(k.TenantID, k.ID))
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: the data key %q of tenant %s under key-encryption key %s", ErrOpen, k.ID, k.TenantID, k.KEK)
+	}
+	return key, "", nil
 }
 
-// remember opens a stored key and keeps it as the tenant's current one.
-func (p *Payloads) remember(tenantID string, stored events.DataKey) (*dataKey, error) {
-	key, _, err := p.openKey(stored)
+// remember opens a stored key and keeps it as the tenant's current one. A
+// key read just before a rotation may name a KEK the rotation destroyed
+// since: it is read again, wrapped under the new one.
+func (p *Payloads) remember(ctx context.Context, tenantID string, stored events.DataKey) (*dataKey, error) {
+	key, _, err := p.openKey(ctx, stored)
+	for range 3 {
+		if !errors.Is(err, ErrNoKEK) {
+			break
+		}
+		again, rerr := p.vault.DataKey(ctx, tenantID)
+		if errors.Is(rerr, events.ErrNoDataKey) || rerr == nil && again.ID != stored.ID {
+			return nil, ErrErased
+		}
+		if rerr != nil {
+			return nil, rerr
+		}
+		if again.KEK == stored.KEK {
+			return nil, fmt.Errorf("seal: the data key of tenant %s is wrapped under key-encryption key %s, which the KEK store does not hold: is --vault-kek the store every node uses? %w", tenantID, stored.KEK, err)
+		}
+		stored = again
+		key, _, err = p.openKey(ctx, stored)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -315,11 +372,14 @@ func (p *Payloads) remember(tenantID string, stored events.DataKey) (*dataKey, e
 
 // Reseal seals every data key in the vault that is not sealed under the
 // current master key anew under it (the same keys: payloads stay as they
-// are), so that the other master keys can be retired. It returns how many
-// it resealed.
+// are), or with a KEK store every KEK, so that the other master keys can
+// be retired. It returns how many it resealed.
 func (p *Payloads) Reseal(ctx context.Context) (int, error) {
 	if p == nil {
 		return 0, nil
+	}
+	if p.keks != nil {
+		return p.resealKEKs(ctx)
 	}
 	keys, err := p.vault.DataKeys(ctx)
 	if err != nil {
@@ -327,14 +387,14 @@ func (p *Payloads) Reseal(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, k := range keys {
-		key, masterID, err := p.openKey(k)
+		key, masterID, err := p.openKey(ctx, k)
 		if err != nil {
 			return n, fmt.Errorf("reseal the data key of tenant %s: %w", k.TenantID, err)
 		}
 		if masterID == p.keys.CurrentID() {
 			continue
 		}
-		sealed, err := p.sealKey(k.TenantID, k.ID, key)
+		sealed, err := p.sealKey(ctx, k.TenantID, k.ID, "", key)
 		if err != nil {
 			return n, err
 		}

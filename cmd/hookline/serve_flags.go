@@ -100,6 +100,8 @@ var serveFlags = []serveFlag{
 		func(s *serveSettings) any { return &s.node.Retention }},
 	{"archive", "HOOKLINE_ARCHIVE", "", "object storage `URL` (file:///path, s3://bucket?region=R, gs://bucket, azblob://container) that keeps what retention drops, read back by replays and event reads; empty drops for good",
 		func(s *serveSettings) any { return &s.node.Archive }},
+	{"vault-kek", "HOOKLINE_VAULT_KEK", "", "where the vault's key-encryption keys live, apart from it: file:///path or an object store `URL` (no versioning); each erasure destroys the one it replaces, so no earlier copy of the vault (a backup, PostgreSQL's WAL, a replica) opens; the same on every node",
+		func(s *serveSettings) any { return &s.node.VaultKEK }},
 	{"plain-payloads", "HOOKLINE_PLAIN_PAYLOADS", "", "keep payloads and response bodies in clear in the log, without per-tenant data keys: no erasure (for measuring what sealing costs)",
 		func(s *serveSettings) any { return &s.node.PlainPayloads }},
 	{"log-level", "HOOKLINE_LOG_LEVEL", "info", "debug, info, warn or error",

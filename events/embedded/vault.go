@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -80,6 +81,9 @@ func (l *Log) ReplaceDataKey(_ context.Context, old, k events.DataKey) error {
 	}
 	if err != nil {
 		return err
+	}
+	if kek, err := l.readKEK(); err != nil || k.KEK != kek {
+		return cmp.Or(err, events.ErrKEKChanged)
 	}
 	return l.writeKey(k)
 }

@@ -117,7 +117,7 @@ func testVault(e *env) {
 // data key is stored only under the current one; SetKEK is
 // compare-and-swap, and once it returns no data key is stored under the
 // old one, even by a put that raced it; ReplaceDataKey compares the KEK
-// too, and rewraps under another.
+// too, and rewraps under the current one only.
 func testVaultKEK(e *env, v events.Vault, tenant string) {
 	if kek, err := v.KEK(e.ctx); err != nil || kek != "" {
 		e.Fatalf("the KEK of a new vault: %q, %v; want none", kek, err)
@@ -144,17 +144,6 @@ func testVaultKEK(e *env, v events.Vault, tenant string) {
 	if got, err := v.PutDataKey(e.ctx, k1); err != nil || got.KEK != "kek_1" {
 		e.Fatalf("a key under the current KEK: %+v, %v", got, err)
 	}
-	rewrapped := events.DataKey{TenantID: k1.TenantID, ID: k1.ID, KEK: "kek_2", Sealed: []byte("rewrapped")}
-	if err := v.ReplaceDataKey(e.ctx, events.DataKey{TenantID: k1.TenantID, ID: k1.ID, KEK: "kek_0", Sealed: k1.Sealed}, rewrapped); !errors.Is(err, events.ErrDataKeyChanged) {
-		e.Fatalf("ReplaceDataKey of a key named under another KEK: %v, want ErrDataKeyChanged", err)
-	}
-	if err := v.ReplaceDataKey(e.ctx, k1, rewrapped); err != nil {
-		e.Fatal(err)
-	}
-	if got, err := v.DataKey(e.ctx, k1.TenantID); err != nil || got.KEK != "kek_2" || !bytes.Equal(got.Sealed, rewrapped.Sealed) {
-		e.Fatalf("the key rewrapped: %+v, %v", got, err)
-	}
-
 	// Puts under kek_1 race the switch to kek_2: those stored are all
 	// there when SetKEK returns, and none is stored after.
 	var wg sync.WaitGroup
@@ -191,6 +180,22 @@ func testVaultKEK(e *env, v events.Vault, tenant string) {
 	wg.Wait()
 	if after := underOld(); !slices.Equal(after, atSwitch) {
 		e.Fatalf("keys stored under the old KEK after SetKEK returned: %v, then %v", atSwitch, after)
+	}
+
+	rewrapped := func(kek string) events.DataKey {
+		return events.DataKey{TenantID: k1.TenantID, ID: k1.ID, KEK: kek, Sealed: []byte("rewrapped-" + kek)}
+	}
+	if err := v.ReplaceDataKey(e.ctx, events.DataKey{TenantID: k1.TenantID, ID: k1.ID, KEK: "kek_0", Sealed: k1.Sealed}, rewrapped("kek_2")); !errors.Is(err, events.ErrDataKeyChanged) {
+		e.Fatalf("ReplaceDataKey of a key named under another KEK: %v, want ErrDataKeyChanged", err)
+	}
+	if err := v.ReplaceDataKey(e.ctx, k1, rewrapped("kek_1")); !errors.Is(err, events.ErrKEKChanged) {
+		e.Fatalf("ReplaceDataKey under a KEK that is no longer current: %v, want ErrKEKChanged", err)
+	}
+	if err := v.ReplaceDataKey(e.ctx, k1, rewrapped("kek_2")); err != nil {
+		e.Fatal(err)
+	}
+	if got, err := v.DataKey(e.ctx, k1.TenantID); err != nil || got.KEK != "kek_2" || !bytes.Equal(got.Sealed, rewrapped("kek_2").Sealed) {
+		e.Fatalf("the key rewrapped: %+v, %v", got, err)
 	}
 }
 

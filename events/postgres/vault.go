@@ -39,12 +39,8 @@ func (l *Log) DataKey(ctx context.Context, tenantID string) (events.DataKey, err
 // SetKEK set if it waited.
 func (l *Log) PutDataKey(ctx context.Context, k events.DataKey) (events.DataKey, error) {
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
-		var kek string
-		if err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT id FROM %s.vault_kek FOR SHARE`, l.schema)).Scan(&kek); err != nil {
+		if err := l.checkKEK(ctx, tx, k.KEK); err != nil {
 			return err
-		}
-		if kek != k.KEK {
-			return events.ErrKEKChanged
 		}
 		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.data_keys (tenant_id, id, kek, sealed) VALUES ($1, $2, $3, $4) ON CONFLICT (tenant_id) DO NOTHING`, l.schema), k.TenantID, k.ID, k.KEK, k.Sealed)
 		return err
@@ -58,15 +54,35 @@ func (l *Log) PutDataKey(ctx context.Context, k events.DataKey) (events.DataKey,
 	return l.DataKey(ctx, k.TenantID)
 }
 
-// ReplaceDataKey implements [events.Vault].
+// ReplaceDataKey implements [events.Vault]. It holds vault_kek's row in
+// share mode, as PutDataKey does.
 func (l *Log) ReplaceDataKey(ctx context.Context, old, k events.DataKey) error {
-	tag, err := l.pool.Exec(ctx, fmt.Sprintf(`UPDATE %s.data_keys SET id = $3, kek = $4, sealed = $5 WHERE tenant_id = $1 AND id = $2 AND kek = $6 AND sealed = $7`, l.schema),
-		old.TenantID, old.ID, k.ID, k.KEK, k.Sealed, old.KEK, old.Sealed)
-	if err != nil {
+	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		if err := l.checkKEK(ctx, tx, k.KEK); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s.data_keys SET id = $3, kek = $4, sealed = $5 WHERE tenant_id = $1 AND id = $2 AND kek = $6 AND sealed = $7`, l.schema),
+			old.TenantID, old.ID, k.ID, k.KEK, k.Sealed, old.KEK, old.Sealed)
+		if err == nil && tag.RowsAffected() == 0 {
+			err = events.ErrDataKeyChanged
+		}
+		return err
+	})
+	if err != nil && !errors.Is(err, events.ErrKEKChanged) && !errors.Is(err, events.ErrDataKeyChanged) {
 		return fmt.Errorf("vault: replace the data key of %s: %w", old.TenantID, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return events.ErrDataKeyChanged
+	return err
+}
+
+// checkKEK fails with ErrKEKChanged unless kek is the current KEK, and
+// holds vault_kek's row in share mode until tx ends: SetKEK waits for tx.
+func (l *Log) checkKEK(ctx context.Context, tx pgx.Tx, kek string) error {
+	var cur string
+	if err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT id FROM %s.vault_kek FOR SHARE`, l.schema)).Scan(&cur); err != nil {
+		return err
+	}
+	if cur != kek {
+		return events.ErrKEKChanged
 	}
 	return nil
 }

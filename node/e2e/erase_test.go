@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/events"
@@ -26,6 +27,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 	"github.com/hookline/hookline/seal"
+	"github.com/hookline/hookline/seal/kekstore"
 )
 
 // Markers written in payloads and response bodies: after erasure, no copy
@@ -90,7 +92,10 @@ func (a *eraseArchive) values(t *testing.T) [][]byte {
 }
 
 // TestErasePostgres erases a tenant on a node whose log is in PostgreSQL,
-// in a schema of its own, dropped at the end.
+// in a schema of its own, dropped at the end, with the vault's KEKs in a
+// directory of their own: a copy of the vault's table made before the
+// erasure (as a backup, the WAL or a replica holds it) opens nothing
+// after it.
 func TestErasePostgres(t *testing.T) {
 	dsn := os.Getenv("HOOKLINE_POSTGRES_URL")
 	if dsn == "" {
@@ -98,7 +103,8 @@ func TestErasePostgres(t *testing.T) {
 	}
 	schema := eventstest.PostgresSchema(t, dsn, "erase_")
 	dir := filepath.Join(t.TempDir(), "node")
-	testErase(t, node.Config{DataDir: dir, Store: dsn, StoreSchema: schema}, nil, func(t *testing.T) (events.Log, error) {
+	cfg := node.Config{DataDir: dir, Store: dsn, StoreSchema: schema, VaultKEK: "file://" + filepath.ToSlash(filepath.Join(t.TempDir(), "keks"))}
+	testErase(t, cfg, nil, func(t *testing.T) (events.Log, error) {
 		return postgres.Open(t.Context(), postgres.Config{DSN: dsn, Schema: schema})
 	})
 }
@@ -154,6 +160,10 @@ func testErase(t *testing.T, cfg node.Config, arc *eraseArchive, openLog func(*t
 		t.Fatalf("GET the event before erasure: %d %v", code, got)
 	}
 	backup := logRecordsOf(t, n)
+	vaultCopy, err := n.srv.Vault().DataKeys(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if arc != nil {
 		arc.clk.Add(2 * time.Minute)
 		for _, id := range []string{"evt_gone_1", "evt_kept_1"} {
@@ -224,7 +234,20 @@ func testErase(t *testing.T, cfg node.Config, arc *eraseArchive, openLog func(*t
 	}
 
 	// A backup of the log taken before the erasure opens no more.
-	opener := seal.NewPayloads(n.srv.Vault(), mustKeyring(t), nil)
+	var keks *kekstore.Store
+	if cfg.VaultKEK != "" {
+		if keks, err = kekstore.Open(t.Context(), cfg.VaultKEK); err != nil {
+			t.Fatal(err)
+		}
+		defer keks.Close()
+	}
+	withKEKs := func(p *seal.Payloads) *seal.Payloads {
+		if keks != nil {
+			p.UseKEKs(keks)
+		}
+		return p
+	}
+	opener := withKEKs(seal.NewPayloads(n.srv.Vault(), mustKeyring(t), nil))
 	opened := map[string]error{}
 	for i := range backup {
 		msg, err := events.Decode(&backup[i])
@@ -234,6 +257,19 @@ func testErase(t *testing.T, cfg node.Config, arc *eraseArchive, openLog func(*t
 	}
 	if !errors.Is(opened["gone"], seal.ErrErased) || opened["kept"] != nil {
 		t.Fatalf("opening the backup's events: %v", opened)
+	}
+	if keks != nil {
+		// A copy of the vault made before the erasure, with the master key
+		// and the KEK store: the KEK it was wrapped under is destroyed.
+		fromCopy := withKEKs(seal.NewPayloads(restoredVault(t, vaultCopy), mustKeyring(t), nil))
+		for i := range backup {
+			msg, err := events.Decode(&backup[i])
+			if p, ok := msg.(*hooklinev1.EventPublished); err == nil && ok && p.GetTenantId() == "gone" {
+				if ev, err := fromCopy.OpenEvent(t.Context(), p); err == nil {
+					t.Fatalf("a copy of the vault made before the erasure opens the erased payload: %q", ev.GetPayload())
+				}
+			}
+		}
 	}
 
 	stop()
@@ -269,6 +305,28 @@ func testErase(t *testing.T, cfg node.Config, arc *eraseArchive, openLog func(*t
 
 	n2, _ := runE2E(t, cfg)
 	wantGone(n2)
+}
+
+// restoredVault is a vault in memory holding copied, as a restore of a
+// copy of another vault would.
+func restoredVault(t *testing.T, copied []events.DataKey) events.Vault {
+	t.Helper()
+	l, err := embedded.Open(embedded.Config{Dir: "/restored", FS: vfs.NewMem(), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	for _, k := range copied {
+		if cur, err := l.KEK(t.Context()); err != nil || cur != k.KEK {
+			if err := l.SetKEK(t.Context(), cur, k.KEK); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := l.PutDataKey(t.Context(), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
 }
 
 // logRecordsOf reads the running node's whole log.
