@@ -9,8 +9,10 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/crypto/chacha20poly1305"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookline/hookline/events"
@@ -157,32 +159,53 @@ func (p *Payloads) SettleKEKs(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		stale := 0
-		for _, k := range keys {
-			switch {
-			case p.erased(k.TenantID, k.ID):
-				if err := p.Destroy(ctx, k.TenantID, k.ID); err != nil {
-					return err
-				}
-			case k.KEK != cur:
-				stale++
-				err := p.rewrap(ctx, k, cur)
-				if errors.Is(err, events.ErrKEKChanged) {
-					return nil // a newer rotation is current: it settles
-				}
-				if errors.Is(err, ErrNoKEK) && p.moved(ctx, k) {
-					continue // another rotation rewrapped it and destroyed its KEK since the listing
-				}
-				if err != nil && !errors.Is(err, events.ErrDataKeyChanged) {
-					return fmt.Errorf("seal: wrap the data key of tenant %s under the new key-encryption key: %w", k.TenantID, err)
-				}
-			}
-		}
-		if stale == 0 {
+		stale, overtaken, err := p.rewrapAll(ctx, keys, cur)
+		switch {
+		case err != nil:
+			return err
+		case overtaken:
+			return nil // a newer rotation is current: it settles
+		case stale == 0:
 			return p.deleteOlderKEKs(ctx, cur)
 		}
 	}
 	return fmt.Errorf("seal: data keys of the vault keep changing while they are wrapped under key-encryption key %s; erase again later", cur)
+}
+
+// rewrapWorkers is how many data keys a settle wraps at once (each is a
+// round trip to the vault).
+const rewrapWorkers = 8
+
+// rewrapAll wraps each of keys not under cur under it, rewrapWorkers at a
+// time, and destroys those whose erasure is recorded. It returns how many
+// were not under cur, and whether a newer KEK became current meanwhile.
+func (p *Payloads) rewrapAll(ctx context.Context, keys []events.DataKey, cur string) (stale int, overtaken bool, err error) {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(rewrapWorkers)
+	var newer atomic.Bool
+	for _, k := range keys {
+		switch {
+		case p.erased(k.TenantID, k.ID):
+			g.Go(func() error { return p.Destroy(gctx, k.TenantID, k.ID) })
+		case k.KEK != cur:
+			stale++
+			g.Go(func() error {
+				err := p.rewrap(gctx, k, cur)
+				switch {
+				case errors.Is(err, events.ErrKEKChanged):
+					newer.Store(true)
+					return nil
+				case errors.Is(err, ErrNoKEK) && p.moved(gctx, k):
+					return nil // another rotation rewrapped it and destroyed its KEK since the listing
+				case err != nil && !errors.Is(err, events.ErrDataKeyChanged):
+					return fmt.Errorf("seal: wrap the data key of tenant %s under the new key-encryption key: %w", k.TenantID, err)
+				}
+				return nil
+			})
+		}
+	}
+	err = g.Wait()
+	return stale, newer.Load(), err
 }
 
 // deleteOlderKEKs deletes from the store every KEK of an older generation

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/events/embedded"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/seal"
 	"github.com/hookline/hookline/seal/kekstore"
@@ -167,5 +169,36 @@ func TestKEKRotationsAtOnce(t *testing.T) {
 	}
 	if ids, err := store.List(ctx); err != nil || len(ids) != 1 {
 		t.Fatalf("the KEK store after rotations at once: %v, %v; want one KEK", ids, err)
+	}
+}
+
+// BenchmarkRotateKEK is an erasure's replacement of the KEK on a vault of
+// 1,000 tenants on disk (the embedded store's vault: one synced file per
+// key) with the KEKs in a directory.
+func BenchmarkRotateKEK(b *testing.B) {
+	ctx := context.Background()
+	l, err := embedded.Open(embedded.Config{Dir: filepath.Join(b.TempDir(), "log")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	s, err := kekstore.Open(ctx, "file://"+filepath.ToSlash(filepath.Join(b.TempDir(), "keks")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := seal.NewPayloads(l, parsed(b, masterA), nil).UseKEKs(s)
+	if err := p.StartKEKs(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for i := range 1000 {
+		if _, err := p.SealEvent(ctx, &hooklinev1.EventPublished{TenantId: fmt.Sprint("t", i), EventId: "e", Payload: []byte("x")}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if err := p.RotateKEK(ctx); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
