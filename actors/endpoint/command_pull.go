@@ -94,7 +94,7 @@ func (l *loop) leaseReady(ctx actor.Context, n int, d time.Duration) ([]*control
 	var out []*controlv1.PulledMessage
 	for len(out) < n && len(l.ready) > 0 {
 		f := l.ready[0]
-		if f.d.erased || l.cfg.Payloads.Erased(f.item.TenantID, f.d.event.GetPayloadSeal().GetDataKeyId()) {
+		if l.erased(f) {
 			l.ready = l.ready[1:]
 			l.recordGone(ctx, f, hooklinev1.ErrorClass_ERROR_CLASS_ERASED, "the tenant's payloads were erased before the pull")
 			continue
