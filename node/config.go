@@ -97,8 +97,8 @@ type Config struct {
 	// embedded log applies it (0: hourly). Tenant and endpoint streams are
 	// kept for good.
 	Retention, RetainEvery time.Duration
-	// Archive is a gocloud.dev/blob URL (file:///path, s3://bucket,
-	// gs://bucket, azblob://container): what retention drops is written
+	// Archive is a bucket URL (file:///path; s3://bucket, gs://bucket,
+	// azblob://container in a build with -tags cloudarchive): what retention drops is written
 	// there first, and replays and event reads reach into it for what the
 	// log no longer holds. Empty: retention drops for good.
 	Archive string

@@ -31,10 +31,11 @@
 //
 // # Stores
 //
-// The bucket is a gocloud.dev/blob URL: file:///path (tested here), and
-// in a build with -tags cloudarchive (cmd/hookline's drivers; the Docker
-// image is one) s3://bucket?region=…, gs://bucket, azblob://container,
-// with credentials from each cloud's usual environment.
+// The bucket is a URL: file:///path in every build (a [Bucket] in a
+// directory, with no dependency), and in a build with -tags cloudarchive
+// (cmd/hookline imports package cloudblob; the Docker image is one)
+// s3://bucket?region=…, gs://bucket, azblob://container, with credentials
+// from each cloud's usual environment.
 package archive
 
 import (
@@ -46,7 +47,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"slices"
@@ -56,9 +56,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/klauspost/compress/zstd"
-	"gocloud.dev/blob"
-	_ "gocloud.dev/blob/fileblob" // file:// buckets
-	"gocloud.dev/gcerrors"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -77,7 +74,7 @@ const (
 
 // Archive is a bucket of segments. Safe for concurrent use.
 type Archive struct {
-	bucket *blob.Bucket
+	bucket Bucket
 	where  string // the URL without its query, for messages
 	log    *slog.Logger
 
@@ -117,19 +114,25 @@ type Stats struct {
 
 // Open opens the bucket at url (see the package documentation).
 func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Archive, error) {
-	if logger == nil {
-		logger = slog.Default()
-	}
 	where := rawURL
 	if u, err := url.Parse(rawURL); err == nil {
 		u.RawQuery, u.User = "", nil
 		where = u.String()
 	}
-	b, err := blob.OpenBucket(ctx, rawURL)
+	b, err := openBucket(ctx, rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("archive %s: %w (use file:///path, or s3://bucket, gs://bucket, azblob://container in a build with -tags cloudarchive, as the Docker image is)", where, err)
+		return nil, fmt.Errorf("archive %s: %w", where, err)
 	}
-	return &Archive{bucket: b, where: where, log: logger, streams: map[string]place{}, loaded: map[string]bool{}, indexOf: map[string]string{}}, nil
+	return New(b, where, logger), nil
+}
+
+// New is an archive in bucket; where names it in messages (a URL without
+// credentials). The archive owns the bucket: Close closes it.
+func New(bucket Bucket, where string, logger *slog.Logger) *Archive {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Archive{bucket: bucket, where: where, log: logger, streams: map[string]place{}, loaded: map[string]bool{}, indexOf: map[string]string{}}
 }
 
 // Close closes the bucket.
@@ -191,7 +194,7 @@ func (a *Archive) write(ctx context.Context, recs []events.Record) (place, error
 	_, _ = rand.Read(suffix) // crypto/rand.Read never fails
 	base := fmt.Sprintf("%020d-%020d-%s", first, last, hex.EncodeToString(suffix))
 	segment := segmentPrefix + base + ".zst"
-	if err := a.bucket.WriteAll(ctx, segment, compressed, &blob.WriterOptions{ContentType: "application/zstd"}); err != nil {
+	if err := a.bucket.WriteAll(ctx, segment, compressed); err != nil {
 		return place{}, fmt.Errorf("archive %s: write %s: %w", a.where, segment, err)
 	}
 	idx := &hooklinev1.ArchiveIndex{Segment: segment, Streams: streams, Records: int64(len(recs)),
@@ -201,7 +204,7 @@ func (a *Archive) write(ctx context.Context, recs []events.Record) (place, error
 		return place{}, err
 	}
 	index := indexPrefix + base + ".idx"
-	if err := a.bucket.WriteAll(ctx, index, ib, &blob.WriterOptions{ContentType: "application/x-protobuf"}); err != nil {
+	if err := a.bucket.WriteAll(ctx, index, ib); err != nil {
 		return place{}, fmt.Errorf("archive %s: write %s: %w", a.where, index, err)
 	}
 	a.mu.Lock()
@@ -240,7 +243,7 @@ func (a *Archive) refresh(ctx context.Context) error {
 	// (a file bucket's listing stats each file): another node's purge.
 	// The indexes read stay read; the listing starts over.
 	for range listAttempts {
-		if err = a.refreshOnce(ctx); gcerrors.Code(err) != gcerrors.NotFound {
+		if err = a.refreshOnce(ctx); !errors.Is(err, ErrNoObject) {
 			return err
 		}
 	}
@@ -251,36 +254,33 @@ func (a *Archive) refresh(ctx context.Context) error {
 const listAttempts = 5
 
 func (a *Archive) refreshOnce(ctx context.Context) error {
-	it := a.bucket.List(&blob.ListOptions{Prefix: indexPrefix})
-	for {
-		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("archive %s: list indexes: %w", a.where, err)
-		}
+	keys, err := a.bucket.List(ctx, indexPrefix)
+	if err != nil {
+		return fmt.Errorf("archive %s: list indexes: %w", a.where, err)
+	}
+	for _, key := range keys {
 		a.mu.Lock()
-		done := a.loaded[obj.Key]
+		done := a.loaded[key]
 		a.mu.Unlock()
-		if done || !strings.HasSuffix(obj.Key, ".idx") {
+		if done || !strings.HasSuffix(key, ".idx") {
 			continue
 		}
-		b, err := a.bucket.ReadAll(ctx, obj.Key)
-		if gcerrors.Code(err) == gcerrors.NotFound {
+		b, err := a.bucket.ReadAll(ctx, key)
+		if errors.Is(err, ErrNoObject) {
 			continue // deleted since listed: a purge replaced it, and its new index was written first
 		}
 		if err != nil {
-			return fmt.Errorf("archive %s: read %s: %w", a.where, obj.Key, err)
+			return fmt.Errorf("archive %s: read %s: %w", a.where, key, err)
 		}
 		idx := &hooklinev1.ArchiveIndex{}
 		if err := proto.Unmarshal(b, idx); err != nil {
-			return fmt.Errorf("archive %s: index %s is damaged: %w", a.where, obj.Key, err)
+			return fmt.Errorf("archive %s: index %s is damaged: %w", a.where, key, err)
 		}
 		a.mu.Lock()
-		a.add(obj.Key, idx)
+		a.add(key, idx)
 		a.mu.Unlock()
 	}
+	return nil
 }
 
 // reload reads the bucket's indexes again, all of them, and puts what
@@ -366,7 +366,7 @@ func (a *Archive) readStream(ctx context.Context, stream string, throttle bool) 
 		return nil, fmt.Errorf("archive %s: %s: %w", a.where, stream, events.ErrStreamNotFound)
 	}
 	recs, err := a.segment(ctx, p.segment)
-	if gcerrors.Code(err) == gcerrors.NotFound {
+	if errors.Is(err, ErrNoObject) {
 		// Another node's purge replaced the segment since this one read
 		// its index: read every index again, once.
 		if err := a.reload(ctx); err != nil {
@@ -484,7 +484,7 @@ func (a *Archive) Each(ctx context.Context, fn func(events.Record) error) error 
 	a.mu.Unlock()
 	for _, name := range segments {
 		recs, err := a.segment(ctx, name)
-		if gcerrors.Code(err) == gcerrors.NotFound {
+		if errors.Is(err, ErrNoObject) {
 			continue // a purge replaced it since its index was read
 		}
 		if err != nil {
@@ -561,7 +561,7 @@ func (a *Archive) forget(ctx context.Context, seg string, records int, gone map[
 		if key == "" {
 			continue
 		}
-		if err := a.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		if err := a.bucket.Delete(ctx, key); err != nil && !errors.Is(err, ErrNoObject) {
 			return fmt.Errorf("archive %s: delete %s: %w", a.where, key, err)
 		}
 	}
