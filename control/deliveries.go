@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -12,6 +13,7 @@ import (
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
@@ -62,6 +64,9 @@ func (s *Server) ListDeliveries(ctx context.Context, req *controlv1.ListDeliveri
 	for _, d := range page.Deliveries {
 		out.Deliveries = append(out.Deliveries, deliveryView(d, nil))
 	}
+	if req.GetWithWaits() {
+		s.fillWaits(ctx, tenantID, out.Deliveries)
+	}
 	return out, nil
 }
 
@@ -76,6 +81,7 @@ func (s *Server) GetDelivery(ctx context.Context, req *controlv1.GetDeliveryRequ
 		return nil, err
 	}
 	v := deliveryView(d, attempts)
+	s.fillWaits(ctx, tenantID, []*controlv1.Delivery{v})
 	return v, toStatus(s.openResponses(ctx, v))
 }
 
@@ -182,8 +188,13 @@ func deliveryView(d history.Delivery, attempts []history.Attempt) *controlv1.Del
 		NextAttemptAt:  ts(d.NextAttemptAt),
 		FinishedAt:     ts(d.EndedAt),
 		LastHttpStatus: d.LastHTTPStatus,
+		LastError:      d.LastError,
+		LastPulled:     d.LastPulled,
 		OrderingKey:    d.OrderingKey,
 		Sequence:       d.Sequence,
+	}
+	if c := d.LastErrorClass; c != hooklinev1.ErrorClass_ERROR_CLASS_UNSPECIFIED {
+		v.LastErrorClass = strings.ToLower(strings.TrimPrefix(c.String(), "ERROR_CLASS_"))
 	}
 	if len(attempts) > 0 {
 		v.Attempts = attemptsView(attempts)

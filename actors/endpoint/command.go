@@ -23,6 +23,10 @@ func (g *grain) handle(ctx actor.Context, r *request) {
 	if g.core.Recall(ctx, r, r.Cmd.GetRequestId(), func(msgs []proto.Message) { g.retried(ctx, r, msgs) }) {
 		return
 	}
+	if r.Cmd.GetListWaits() != nil {
+		g.handleListWaits(ctx, r)
+		return
+	}
 	if g.loop != nil {
 		switch r.Cmd.GetCommand().(type) {
 		case *internalv1.EndpointCommand_Replay:

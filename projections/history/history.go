@@ -69,9 +69,12 @@ type Delivery struct {
 	// Attempts counts the recorded attempts, manual ones included.
 	Attempts      int32
 	LastAttemptAt time.Time
-	// LastHTTPStatus and LastError describe the last attempt.
+	// LastHTTPStatus, LastError and LastErrorClass describe the last
+	// attempt; LastPulled says it was a pull, which has no HTTP status.
 	LastHTTPStatus int32
 	LastError      string
+	LastErrorClass hooklinev1.ErrorClass `json:",omitempty"`
+	LastPulled     bool                  `json:",omitempty"`
 	// NextAttemptAt is the scheduled automatic retry; zero when none.
 	NextAttemptAt time.Time
 	// EndedAt is when the delivery succeeded or failed; zero while pending.
@@ -401,7 +404,7 @@ func (h *History) loadForApply(b *projections.Batch, deliveryID string) (Deliver
 func noteAttempt(d *Delivery, a *hooklinev1.Attempt) {
 	d.Attempts++
 	d.LastAttemptAt = asTime(a.GetStartedAt())
-	d.LastHTTPStatus, d.LastError = a.GetHttpStatus(), a.GetError()
+	d.LastHTTPStatus, d.LastError, d.LastErrorClass, d.LastPulled = a.GetHttpStatus(), a.GetError(), a.GetErrorClass(), a.GetPulled()
 	if a.GetSequence() > 0 {
 		d.OrderingKey, d.Sequence = a.GetOrderingKey(), a.GetSequence()
 	}

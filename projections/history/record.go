@@ -24,7 +24,7 @@ func (d *Delivery) Record() *hooklinev1.DeliveryRecord {
 		PlannedAt: ts(d.PlannedAt), ExpiresAt: ts(d.ExpiresAt), Attempts: d.Attempts, LastAttemptAt: ts(d.LastAttemptAt),
 		LastHttpStatus: d.LastHTTPStatus, LastError: d.LastError, NextAttemptAt: ts(d.NextAttemptAt),
 		EndedAt: ts(d.EndedAt), Expired: d.Expired, Replays: d.Replays,
-		OrderingKey: d.OrderingKey, Sequence: d.Sequence,
+		OrderingKey: d.OrderingKey, Sequence: d.Sequence, LastPulled: d.LastPulled, LastErrorClass: d.LastErrorClass,
 	}
 }
 
@@ -36,7 +36,7 @@ func FromRecord(r *hooklinev1.DeliveryRecord) Delivery {
 		PlannedAt: asTime(r.GetPlannedAt()), ExpiresAt: asTime(r.GetExpiresAt()), Attempts: r.GetAttempts(),
 		LastAttemptAt: asTime(r.GetLastAttemptAt()), LastHTTPStatus: r.GetLastHttpStatus(), LastError: r.GetLastError(),
 		NextAttemptAt: asTime(r.GetNextAttemptAt()), EndedAt: asTime(r.GetEndedAt()), Expired: r.GetExpired(), Replays: r.GetReplays(),
-		OrderingKey: r.GetOrderingKey(), Sequence: r.GetSequence(),
+		OrderingKey: r.GetOrderingKey(), Sequence: r.GetSequence(), LastPulled: r.GetLastPulled(), LastErrorClass: r.GetLastErrorClass(),
 	}
 }
 

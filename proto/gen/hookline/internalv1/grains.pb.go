@@ -646,6 +646,7 @@ type EndpointCommand struct {
 	//	*EndpointCommand_SkipOrderingKey
 	//	*EndpointCommand_Pull
 	//	*EndpointCommand_Ack
+	//	*EndpointCommand_ListWaits
 	Command isEndpointCommand_Command `protobuf_oneof:"command"`
 	// request_id names this command (the control API sets it): a retry of it
 	// with the same id gets the original answer and changes nothing again.
@@ -867,6 +868,15 @@ func (x *EndpointCommand) GetAck() *controlv1.AckDeliveriesRequest {
 	return nil
 }
 
+func (x *EndpointCommand) GetListWaits() *ListWaits {
+	if x != nil {
+		if x, ok := x.Command.(*EndpointCommand_ListWaits); ok {
+			return x.ListWaits
+		}
+	}
+	return nil
+}
+
 func (x *EndpointCommand) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
@@ -951,6 +961,10 @@ type EndpointCommand_Ack struct {
 	Ack *controlv1.AckDeliveriesRequest `protobuf:"bytes,44,opt,name=ack,proto3,oneof"`
 }
 
+type EndpointCommand_ListWaits struct {
+	ListWaits *ListWaits `protobuf:"bytes,45,opt,name=list_waits,json=listWaits,proto3,oneof"`
+}
+
 func (*EndpointCommand_Create) isEndpointCommand_Command() {}
 
 func (*EndpointCommand_Get) isEndpointCommand_Command() {}
@@ -986,6 +1000,8 @@ func (*EndpointCommand_SkipOrderingKey) isEndpointCommand_Command() {}
 func (*EndpointCommand_Pull) isEndpointCommand_Command() {}
 
 func (*EndpointCommand_Ack) isEndpointCommand_Command() {}
+
+func (*EndpointCommand_ListWaits) isEndpointCommand_Command() {}
 
 // Reseal asks an endpoint grain to seal each of its live secrets that is
 // not sealed under the current master key anew, under the current key
@@ -1058,14 +1074,17 @@ type EndpointReply struct {
 	Error    *GrainError            `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
 	Endpoint *controlv1.Endpoint    `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	// secret is set once, by create and rotate.
-	Secret        string                            `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
-	Delivery      *controlv1.Delivery               `protobuf:"bytes,4,opt,name=delivery,proto3" json:"delivery,omitempty"`
-	Recovery      *controlv1.Recovery               `protobuf:"bytes,5,opt,name=recovery,proto3" json:"recovery,omitempty"`
-	Recoveries    []*controlv1.Recovery             `protobuf:"bytes,6,rep,name=recoveries,proto3" json:"recoveries,omitempty"`
-	OrderingKeys  []*controlv1.OrderingKey          `protobuf:"bytes,7,rep,name=ordering_keys,json=orderingKeys,proto3" json:"ordering_keys,omitempty"`
-	OrderingKey   *controlv1.OrderingKey            `protobuf:"bytes,8,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
-	Pulled        *controlv1.PullDeliveriesResponse `protobuf:"bytes,9,opt,name=pulled,proto3" json:"pulled,omitempty"`
-	Acked         *controlv1.AckDeliveriesResponse  `protobuf:"bytes,10,opt,name=acked,proto3" json:"acked,omitempty"`
+	Secret       string                            `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	Delivery     *controlv1.Delivery               `protobuf:"bytes,4,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	Recovery     *controlv1.Recovery               `protobuf:"bytes,5,opt,name=recovery,proto3" json:"recovery,omitempty"`
+	Recoveries   []*controlv1.Recovery             `protobuf:"bytes,6,rep,name=recoveries,proto3" json:"recoveries,omitempty"`
+	OrderingKeys []*controlv1.OrderingKey          `protobuf:"bytes,7,rep,name=ordering_keys,json=orderingKeys,proto3" json:"ordering_keys,omitempty"`
+	OrderingKey  *controlv1.OrderingKey            `protobuf:"bytes,8,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	Pulled       *controlv1.PullDeliveriesResponse `protobuf:"bytes,9,opt,name=pulled,proto3" json:"pulled,omitempty"`
+	Acked        *controlv1.AckDeliveriesResponse  `protobuf:"bytes,10,opt,name=acked,proto3" json:"acked,omitempty"`
+	// waits answers ListWaits, by delivery id: the deliveries the grain
+	// knows a wait of (the others are not held by anything it knows of).
+	Waits         map[string]*controlv1.DeliveryWait `protobuf:"bytes,11,rep,name=waits,proto3" json:"waits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1170,6 +1189,121 @@ func (x *EndpointReply) GetAcked() *controlv1.AckDeliveriesResponse {
 	return nil
 }
 
+func (x *EndpointReply) GetWaits() map[string]*controlv1.DeliveryWait {
+	if x != nil {
+		return x.Waits
+	}
+	return nil
+}
+
+// ListWaits asks an endpoint grain what holds each of its pending
+// deliveries (the control API's Delivery.wait).
+type ListWaits struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deliveries    []*WaitQuery           `protobuf:"bytes,1,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWaits) Reset() {
+	*x = ListWaits{}
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWaits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWaits) ProtoMessage() {}
+
+func (x *ListWaits) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWaits.ProtoReflect.Descriptor instead.
+func (*ListWaits) Descriptor() ([]byte, []int) {
+	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ListWaits) GetDeliveries() []*WaitQuery {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
+// WaitQuery is one pending delivery, as the history has it.
+type WaitQuery struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	DeliveryId string                 `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	// ordering_key is the event's ordering key on an ordered endpoint.
+	OrderingKey   string                 `protobuf:"bytes,2,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitQuery) Reset() {
+	*x = WaitQuery{}
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitQuery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitQuery) ProtoMessage() {}
+
+func (x *WaitQuery) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitQuery.ProtoReflect.Descriptor instead.
+func (*WaitQuery) Descriptor() ([]byte, []int) {
+	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *WaitQuery) GetDeliveryId() string {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return ""
+}
+
+func (x *WaitQuery) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
+}
+
+func (x *WaitQuery) GetNextAttemptAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttemptAt
+	}
+	return nil
+}
+
 // Wake tells an endpoint grain that deliveries may be due. Hints may be lost;
 // the due projection's sweeper covers that.
 type Wake struct {
@@ -1180,7 +1314,7 @@ type Wake struct {
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_hookline_internal_v1_grains_proto_msgTypes[9]
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1326,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_grains_proto_msgTypes[9]
+	mi := &file_hookline_internal_v1_grains_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1339,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{9}
+	return file_hookline_internal_v1_grains_proto_rawDescGZIP(), []int{11}
 }
 
 var File_hookline_internal_v1_grains_proto protoreflect.FileDescriptor
@@ -1262,7 +1396,7 @@ const file_hookline_internal_v1_grains_proto_rawDesc = "" +
 	"\battempts\x18\x01 \x01(\x05R\battempts\x12\x1b\n" +
 	"\tin_flight\x18\x02 \x01(\x05R\binFlight\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x81\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xc3\n" +
 	"\n" +
 	"\x0fEndpointCommand\x12/\n" +
 	"\tissued_by\x18\x01 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12\x1b\n" +
@@ -1285,7 +1419,9 @@ const file_hookline_internal_v1_grains_proto_rawDesc = "" +
 	"\x12list_ordering_keys\x18) \x01(\v2$.hookline.v1.ListOrderingKeysRequestH\x00R\x10listOrderingKeys\x12Q\n" +
 	"\x11skip_ordering_key\x18* \x01(\v2#.hookline.v1.SkipOrderingKeyRequestH\x00R\x0fskipOrderingKey\x128\n" +
 	"\x04pull\x18+ \x01(\v2\".hookline.v1.PullDeliveriesRequestH\x00R\x04pull\x125\n" +
-	"\x03ack\x18, \x01(\v2!.hookline.v1.AckDeliveriesRequestH\x00R\x03ack\x12\x1d\n" +
+	"\x03ack\x18, \x01(\v2!.hookline.v1.AckDeliveriesRequestH\x00R\x03ack\x12@\n" +
+	"\n" +
+	"list_waits\x18- \x01(\v2\x1f.hookline.internal.v1.ListWaitsH\x00R\tlistWaits\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x0f \x01(\tR\trequestIdB\t\n" +
 	"\acommand\"]\n" +
@@ -1293,7 +1429,7 @@ const file_hookline_internal_v1_grains_proto_rawDesc = "" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12\x15\n" +
-	"\x06key_id\x18\x03 \x01(\tR\x05keyId\"\xa2\x04\n" +
+	"\x06key_id\x18\x03 \x01(\tR\x05keyId\"\xbd\x05\n" +
 	"\rEndpointReply\x126\n" +
 	"\x05error\x18\x01 \x01(\v2 .hookline.internal.v1.GrainErrorR\x05error\x121\n" +
 	"\bendpoint\x18\x02 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x12\x16\n" +
@@ -1307,7 +1443,21 @@ const file_hookline_internal_v1_grains_proto_rawDesc = "" +
 	"\fordering_key\x18\b \x01(\v2\x18.hookline.v1.OrderingKeyR\vorderingKey\x12;\n" +
 	"\x06pulled\x18\t \x01(\v2#.hookline.v1.PullDeliveriesResponseR\x06pulled\x128\n" +
 	"\x05acked\x18\n" +
-	" \x01(\v2\".hookline.v1.AckDeliveriesResponseR\x05acked\"\x06\n" +
+	" \x01(\v2\".hookline.v1.AckDeliveriesResponseR\x05acked\x12D\n" +
+	"\x05waits\x18\v \x03(\v2..hookline.internal.v1.EndpointReply.WaitsEntryR\x05waits\x1aS\n" +
+	"\n" +
+	"WaitsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.hookline.v1.DeliveryWaitR\x05value:\x028\x01\"L\n" +
+	"\tListWaits\x12?\n" +
+	"\n" +
+	"deliveries\x18\x01 \x03(\v2\x1f.hookline.internal.v1.WaitQueryR\n" +
+	"deliveries\"\x93\x01\n" +
+	"\tWaitQuery\x12\x1f\n" +
+	"\vdelivery_id\x18\x01 \x01(\tR\n" +
+	"deliveryId\x12!\n" +
+	"\fordering_key\x18\x02 \x01(\tR\vorderingKey\x12B\n" +
+	"\x0fnext_attempt_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\"\x06\n" +
 	"\x04WakeBGZEgithub.com/hookline/hookline/proto/gen/hookline/internalv1;internalv1b\x06proto3"
 
 var (
@@ -1323,7 +1473,7 @@ func file_hookline_internal_v1_grains_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_internal_v1_grains_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_hookline_internal_v1_grains_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_hookline_internal_v1_grains_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_hookline_internal_v1_grains_proto_goTypes = []any{
 	(GrainError_Code)(0),                      // 0: hookline.internal.v1.GrainError.Code
 	(*GrainError)(nil),                        // 1: hookline.internal.v1.GrainError
@@ -1335,93 +1485,102 @@ var file_hookline_internal_v1_grains_proto_goTypes = []any{
 	(*EndpointCommand)(nil),                   // 7: hookline.internal.v1.EndpointCommand
 	(*Reseal)(nil),                            // 8: hookline.internal.v1.Reseal
 	(*EndpointReply)(nil),                     // 9: hookline.internal.v1.EndpointReply
-	(*Wake)(nil),                              // 10: hookline.internal.v1.Wake
-	(*v1.Actor)(nil),                          // 11: hookline.v1.Actor
-	(*controlv1.CreateTenantRequest)(nil),     // 12: hookline.v1.CreateTenantRequest
-	(*controlv1.GetTenantRequest)(nil),        // 13: hookline.v1.GetTenantRequest
-	(*controlv1.IssueApiKeyRequest)(nil),      // 14: hookline.v1.IssueApiKeyRequest
-	(*controlv1.RevokeApiKeyRequest)(nil),     // 15: hookline.v1.RevokeApiKeyRequest
-	(*controlv1.SetQuotaRequest)(nil),         // 16: hookline.v1.SetQuotaRequest
-	(*controlv1.PutEventTypeRequest)(nil),     // 17: hookline.v1.PutEventTypeRequest
-	(*controlv1.UpdateTenantRequest)(nil),     // 18: hookline.v1.UpdateTenantRequest
-	(*controlv1.EraseTenantRequest)(nil),      // 19: hookline.v1.EraseTenantRequest
-	(*controlv1.Tenant)(nil),                  // 20: hookline.v1.Tenant
-	(*controlv1.IssueApiKeyResponse)(nil),     // 21: hookline.v1.IssueApiKeyResponse
-	(*timestamppb.Timestamp)(nil),             // 22: google.protobuf.Timestamp
-	(*controlv1.CreateEndpointRequest)(nil),   // 23: hookline.v1.CreateEndpointRequest
-	(*controlv1.GetEndpointRequest)(nil),      // 24: hookline.v1.GetEndpointRequest
-	(*controlv1.UpdateEndpointRequest)(nil),   // 25: hookline.v1.UpdateEndpointRequest
-	(*controlv1.RotateSecretRequest)(nil),     // 26: hookline.v1.RotateSecretRequest
-	(*controlv1.RetireSecretRequest)(nil),     // 27: hookline.v1.RetireSecretRequest
-	(*controlv1.PauseEndpointRequest)(nil),    // 28: hookline.v1.PauseEndpointRequest
-	(*controlv1.ResumeEndpointRequest)(nil),   // 29: hookline.v1.ResumeEndpointRequest
-	(*controlv1.DeleteEndpointRequest)(nil),   // 30: hookline.v1.DeleteEndpointRequest
-	(*controlv1.ReplayDeliveryRequest)(nil),   // 31: hookline.v1.ReplayDeliveryRequest
-	(*controlv1.RecoverEndpointRequest)(nil),  // 32: hookline.v1.RecoverEndpointRequest
-	(*controlv1.GetRecoveryRequest)(nil),      // 33: hookline.v1.GetRecoveryRequest
-	(*controlv1.ListRecoveriesRequest)(nil),   // 34: hookline.v1.ListRecoveriesRequest
-	(*controlv1.ListOrderingKeysRequest)(nil), // 35: hookline.v1.ListOrderingKeysRequest
-	(*controlv1.SkipOrderingKeyRequest)(nil),  // 36: hookline.v1.SkipOrderingKeyRequest
-	(*controlv1.PullDeliveriesRequest)(nil),   // 37: hookline.v1.PullDeliveriesRequest
-	(*controlv1.AckDeliveriesRequest)(nil),    // 38: hookline.v1.AckDeliveriesRequest
-	(*controlv1.Endpoint)(nil),                // 39: hookline.v1.Endpoint
-	(*controlv1.Delivery)(nil),                // 40: hookline.v1.Delivery
-	(*controlv1.Recovery)(nil),                // 41: hookline.v1.Recovery
-	(*controlv1.OrderingKey)(nil),             // 42: hookline.v1.OrderingKey
-	(*controlv1.PullDeliveriesResponse)(nil),  // 43: hookline.v1.PullDeliveriesResponse
-	(*controlv1.AckDeliveriesResponse)(nil),   // 44: hookline.v1.AckDeliveriesResponse
+	(*ListWaits)(nil),                         // 10: hookline.internal.v1.ListWaits
+	(*WaitQuery)(nil),                         // 11: hookline.internal.v1.WaitQuery
+	(*Wake)(nil),                              // 12: hookline.internal.v1.Wake
+	nil,                                       // 13: hookline.internal.v1.EndpointReply.WaitsEntry
+	(*v1.Actor)(nil),                          // 14: hookline.v1.Actor
+	(*controlv1.CreateTenantRequest)(nil),     // 15: hookline.v1.CreateTenantRequest
+	(*controlv1.GetTenantRequest)(nil),        // 16: hookline.v1.GetTenantRequest
+	(*controlv1.IssueApiKeyRequest)(nil),      // 17: hookline.v1.IssueApiKeyRequest
+	(*controlv1.RevokeApiKeyRequest)(nil),     // 18: hookline.v1.RevokeApiKeyRequest
+	(*controlv1.SetQuotaRequest)(nil),         // 19: hookline.v1.SetQuotaRequest
+	(*controlv1.PutEventTypeRequest)(nil),     // 20: hookline.v1.PutEventTypeRequest
+	(*controlv1.UpdateTenantRequest)(nil),     // 21: hookline.v1.UpdateTenantRequest
+	(*controlv1.EraseTenantRequest)(nil),      // 22: hookline.v1.EraseTenantRequest
+	(*controlv1.Tenant)(nil),                  // 23: hookline.v1.Tenant
+	(*controlv1.IssueApiKeyResponse)(nil),     // 24: hookline.v1.IssueApiKeyResponse
+	(*timestamppb.Timestamp)(nil),             // 25: google.protobuf.Timestamp
+	(*controlv1.CreateEndpointRequest)(nil),   // 26: hookline.v1.CreateEndpointRequest
+	(*controlv1.GetEndpointRequest)(nil),      // 27: hookline.v1.GetEndpointRequest
+	(*controlv1.UpdateEndpointRequest)(nil),   // 28: hookline.v1.UpdateEndpointRequest
+	(*controlv1.RotateSecretRequest)(nil),     // 29: hookline.v1.RotateSecretRequest
+	(*controlv1.RetireSecretRequest)(nil),     // 30: hookline.v1.RetireSecretRequest
+	(*controlv1.PauseEndpointRequest)(nil),    // 31: hookline.v1.PauseEndpointRequest
+	(*controlv1.ResumeEndpointRequest)(nil),   // 32: hookline.v1.ResumeEndpointRequest
+	(*controlv1.DeleteEndpointRequest)(nil),   // 33: hookline.v1.DeleteEndpointRequest
+	(*controlv1.ReplayDeliveryRequest)(nil),   // 34: hookline.v1.ReplayDeliveryRequest
+	(*controlv1.RecoverEndpointRequest)(nil),  // 35: hookline.v1.RecoverEndpointRequest
+	(*controlv1.GetRecoveryRequest)(nil),      // 36: hookline.v1.GetRecoveryRequest
+	(*controlv1.ListRecoveriesRequest)(nil),   // 37: hookline.v1.ListRecoveriesRequest
+	(*controlv1.ListOrderingKeysRequest)(nil), // 38: hookline.v1.ListOrderingKeysRequest
+	(*controlv1.SkipOrderingKeyRequest)(nil),  // 39: hookline.v1.SkipOrderingKeyRequest
+	(*controlv1.PullDeliveriesRequest)(nil),   // 40: hookline.v1.PullDeliveriesRequest
+	(*controlv1.AckDeliveriesRequest)(nil),    // 41: hookline.v1.AckDeliveriesRequest
+	(*controlv1.Endpoint)(nil),                // 42: hookline.v1.Endpoint
+	(*controlv1.Delivery)(nil),                // 43: hookline.v1.Delivery
+	(*controlv1.Recovery)(nil),                // 44: hookline.v1.Recovery
+	(*controlv1.OrderingKey)(nil),             // 45: hookline.v1.OrderingKey
+	(*controlv1.PullDeliveriesResponse)(nil),  // 46: hookline.v1.PullDeliveriesResponse
+	(*controlv1.AckDeliveriesResponse)(nil),   // 47: hookline.v1.AckDeliveriesResponse
+	(*controlv1.DeliveryWait)(nil),            // 48: hookline.v1.DeliveryWait
 }
 var file_hookline_internal_v1_grains_proto_depIdxs = []int32{
 	0,  // 0: hookline.internal.v1.GrainError.code:type_name -> hookline.internal.v1.GrainError.Code
-	11, // 1: hookline.internal.v1.TenantCommand.issued_by:type_name -> hookline.v1.Actor
-	12, // 2: hookline.internal.v1.TenantCommand.create:type_name -> hookline.v1.CreateTenantRequest
-	13, // 3: hookline.internal.v1.TenantCommand.get:type_name -> hookline.v1.GetTenantRequest
-	14, // 4: hookline.internal.v1.TenantCommand.issue_key:type_name -> hookline.v1.IssueApiKeyRequest
-	15, // 5: hookline.internal.v1.TenantCommand.revoke_key:type_name -> hookline.v1.RevokeApiKeyRequest
-	16, // 6: hookline.internal.v1.TenantCommand.set_quota:type_name -> hookline.v1.SetQuotaRequest
+	14, // 1: hookline.internal.v1.TenantCommand.issued_by:type_name -> hookline.v1.Actor
+	15, // 2: hookline.internal.v1.TenantCommand.create:type_name -> hookline.v1.CreateTenantRequest
+	16, // 3: hookline.internal.v1.TenantCommand.get:type_name -> hookline.v1.GetTenantRequest
+	17, // 4: hookline.internal.v1.TenantCommand.issue_key:type_name -> hookline.v1.IssueApiKeyRequest
+	18, // 5: hookline.internal.v1.TenantCommand.revoke_key:type_name -> hookline.v1.RevokeApiKeyRequest
+	19, // 6: hookline.internal.v1.TenantCommand.set_quota:type_name -> hookline.v1.SetQuotaRequest
 	5,  // 7: hookline.internal.v1.TenantCommand.lease:type_name -> hookline.internal.v1.QuotaLeaseRequest
-	17, // 8: hookline.internal.v1.TenantCommand.put_event_type:type_name -> hookline.v1.PutEventTypeRequest
-	18, // 9: hookline.internal.v1.TenantCommand.update:type_name -> hookline.v1.UpdateTenantRequest
+	20, // 8: hookline.internal.v1.TenantCommand.put_event_type:type_name -> hookline.v1.PutEventTypeRequest
+	21, // 9: hookline.internal.v1.TenantCommand.update:type_name -> hookline.v1.UpdateTenantRequest
 	3,  // 10: hookline.internal.v1.TenantCommand.erase:type_name -> hookline.internal.v1.EraseTenant
-	19, // 11: hookline.internal.v1.EraseTenant.request:type_name -> hookline.v1.EraseTenantRequest
+	22, // 11: hookline.internal.v1.EraseTenant.request:type_name -> hookline.v1.EraseTenantRequest
 	1,  // 12: hookline.internal.v1.TenantReply.error:type_name -> hookline.internal.v1.GrainError
-	20, // 13: hookline.internal.v1.TenantReply.tenant:type_name -> hookline.v1.Tenant
-	21, // 14: hookline.internal.v1.TenantReply.key:type_name -> hookline.v1.IssueApiKeyResponse
+	23, // 13: hookline.internal.v1.TenantReply.tenant:type_name -> hookline.v1.Tenant
+	24, // 14: hookline.internal.v1.TenantReply.key:type_name -> hookline.v1.IssueApiKeyResponse
 	6,  // 15: hookline.internal.v1.TenantReply.lease:type_name -> hookline.internal.v1.QuotaLease
-	22, // 16: hookline.internal.v1.QuotaLease.expires_at:type_name -> google.protobuf.Timestamp
-	11, // 17: hookline.internal.v1.EndpointCommand.issued_by:type_name -> hookline.v1.Actor
-	23, // 18: hookline.internal.v1.EndpointCommand.create:type_name -> hookline.v1.CreateEndpointRequest
-	24, // 19: hookline.internal.v1.EndpointCommand.get:type_name -> hookline.v1.GetEndpointRequest
-	25, // 20: hookline.internal.v1.EndpointCommand.update:type_name -> hookline.v1.UpdateEndpointRequest
-	26, // 21: hookline.internal.v1.EndpointCommand.rotate:type_name -> hookline.v1.RotateSecretRequest
-	27, // 22: hookline.internal.v1.EndpointCommand.retire:type_name -> hookline.v1.RetireSecretRequest
-	28, // 23: hookline.internal.v1.EndpointCommand.pause:type_name -> hookline.v1.PauseEndpointRequest
-	29, // 24: hookline.internal.v1.EndpointCommand.resume:type_name -> hookline.v1.ResumeEndpointRequest
-	30, // 25: hookline.internal.v1.EndpointCommand.delete:type_name -> hookline.v1.DeleteEndpointRequest
-	31, // 26: hookline.internal.v1.EndpointCommand.replay:type_name -> hookline.v1.ReplayDeliveryRequest
-	32, // 27: hookline.internal.v1.EndpointCommand.recover:type_name -> hookline.v1.RecoverEndpointRequest
-	33, // 28: hookline.internal.v1.EndpointCommand.get_recovery:type_name -> hookline.v1.GetRecoveryRequest
-	10, // 29: hookline.internal.v1.EndpointCommand.wake:type_name -> hookline.internal.v1.Wake
+	25, // 16: hookline.internal.v1.QuotaLease.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 17: hookline.internal.v1.EndpointCommand.issued_by:type_name -> hookline.v1.Actor
+	26, // 18: hookline.internal.v1.EndpointCommand.create:type_name -> hookline.v1.CreateEndpointRequest
+	27, // 19: hookline.internal.v1.EndpointCommand.get:type_name -> hookline.v1.GetEndpointRequest
+	28, // 20: hookline.internal.v1.EndpointCommand.update:type_name -> hookline.v1.UpdateEndpointRequest
+	29, // 21: hookline.internal.v1.EndpointCommand.rotate:type_name -> hookline.v1.RotateSecretRequest
+	30, // 22: hookline.internal.v1.EndpointCommand.retire:type_name -> hookline.v1.RetireSecretRequest
+	31, // 23: hookline.internal.v1.EndpointCommand.pause:type_name -> hookline.v1.PauseEndpointRequest
+	32, // 24: hookline.internal.v1.EndpointCommand.resume:type_name -> hookline.v1.ResumeEndpointRequest
+	33, // 25: hookline.internal.v1.EndpointCommand.delete:type_name -> hookline.v1.DeleteEndpointRequest
+	34, // 26: hookline.internal.v1.EndpointCommand.replay:type_name -> hookline.v1.ReplayDeliveryRequest
+	35, // 27: hookline.internal.v1.EndpointCommand.recover:type_name -> hookline.v1.RecoverEndpointRequest
+	36, // 28: hookline.internal.v1.EndpointCommand.get_recovery:type_name -> hookline.v1.GetRecoveryRequest
+	12, // 29: hookline.internal.v1.EndpointCommand.wake:type_name -> hookline.internal.v1.Wake
 	8,  // 30: hookline.internal.v1.EndpointCommand.reseal:type_name -> hookline.internal.v1.Reseal
-	34, // 31: hookline.internal.v1.EndpointCommand.list_recoveries:type_name -> hookline.v1.ListRecoveriesRequest
-	35, // 32: hookline.internal.v1.EndpointCommand.list_ordering_keys:type_name -> hookline.v1.ListOrderingKeysRequest
-	36, // 33: hookline.internal.v1.EndpointCommand.skip_ordering_key:type_name -> hookline.v1.SkipOrderingKeyRequest
-	37, // 34: hookline.internal.v1.EndpointCommand.pull:type_name -> hookline.v1.PullDeliveriesRequest
-	38, // 35: hookline.internal.v1.EndpointCommand.ack:type_name -> hookline.v1.AckDeliveriesRequest
-	1,  // 36: hookline.internal.v1.EndpointReply.error:type_name -> hookline.internal.v1.GrainError
-	39, // 37: hookline.internal.v1.EndpointReply.endpoint:type_name -> hookline.v1.Endpoint
-	40, // 38: hookline.internal.v1.EndpointReply.delivery:type_name -> hookline.v1.Delivery
-	41, // 39: hookline.internal.v1.EndpointReply.recovery:type_name -> hookline.v1.Recovery
-	41, // 40: hookline.internal.v1.EndpointReply.recoveries:type_name -> hookline.v1.Recovery
-	42, // 41: hookline.internal.v1.EndpointReply.ordering_keys:type_name -> hookline.v1.OrderingKey
-	42, // 42: hookline.internal.v1.EndpointReply.ordering_key:type_name -> hookline.v1.OrderingKey
-	43, // 43: hookline.internal.v1.EndpointReply.pulled:type_name -> hookline.v1.PullDeliveriesResponse
-	44, // 44: hookline.internal.v1.EndpointReply.acked:type_name -> hookline.v1.AckDeliveriesResponse
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	37, // 31: hookline.internal.v1.EndpointCommand.list_recoveries:type_name -> hookline.v1.ListRecoveriesRequest
+	38, // 32: hookline.internal.v1.EndpointCommand.list_ordering_keys:type_name -> hookline.v1.ListOrderingKeysRequest
+	39, // 33: hookline.internal.v1.EndpointCommand.skip_ordering_key:type_name -> hookline.v1.SkipOrderingKeyRequest
+	40, // 34: hookline.internal.v1.EndpointCommand.pull:type_name -> hookline.v1.PullDeliveriesRequest
+	41, // 35: hookline.internal.v1.EndpointCommand.ack:type_name -> hookline.v1.AckDeliveriesRequest
+	10, // 36: hookline.internal.v1.EndpointCommand.list_waits:type_name -> hookline.internal.v1.ListWaits
+	1,  // 37: hookline.internal.v1.EndpointReply.error:type_name -> hookline.internal.v1.GrainError
+	42, // 38: hookline.internal.v1.EndpointReply.endpoint:type_name -> hookline.v1.Endpoint
+	43, // 39: hookline.internal.v1.EndpointReply.delivery:type_name -> hookline.v1.Delivery
+	44, // 40: hookline.internal.v1.EndpointReply.recovery:type_name -> hookline.v1.Recovery
+	44, // 41: hookline.internal.v1.EndpointReply.recoveries:type_name -> hookline.v1.Recovery
+	45, // 42: hookline.internal.v1.EndpointReply.ordering_keys:type_name -> hookline.v1.OrderingKey
+	45, // 43: hookline.internal.v1.EndpointReply.ordering_key:type_name -> hookline.v1.OrderingKey
+	46, // 44: hookline.internal.v1.EndpointReply.pulled:type_name -> hookline.v1.PullDeliveriesResponse
+	47, // 45: hookline.internal.v1.EndpointReply.acked:type_name -> hookline.v1.AckDeliveriesResponse
+	13, // 46: hookline.internal.v1.EndpointReply.waits:type_name -> hookline.internal.v1.EndpointReply.WaitsEntry
+	11, // 47: hookline.internal.v1.ListWaits.deliveries:type_name -> hookline.internal.v1.WaitQuery
+	25, // 48: hookline.internal.v1.WaitQuery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	48, // 49: hookline.internal.v1.EndpointReply.WaitsEntry.value:type_name -> hookline.v1.DeliveryWait
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_hookline_internal_v1_grains_proto_init() }
@@ -1459,6 +1618,7 @@ func file_hookline_internal_v1_grains_proto_init() {
 		(*EndpointCommand_SkipOrderingKey)(nil),
 		(*EndpointCommand_Pull)(nil),
 		(*EndpointCommand_Ack)(nil),
+		(*EndpointCommand_ListWaits)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1466,7 +1626,7 @@ func file_hookline_internal_v1_grains_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_internal_v1_grains_proto_rawDesc), len(file_hookline_internal_v1_grains_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -101,10 +101,14 @@ type DeliveryRecord struct {
 	// ordering_key is the event's key on an endpoint that orders by key;
 	// sequence the delivery's place among that key's (known from its first
 	// attempt; 0 before).
-	OrderingKey   string `protobuf:"bytes,18,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
-	Sequence      int64  `protobuf:"varint,19,opt,name=sequence,proto3" json:"sequence,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OrderingKey string `protobuf:"bytes,18,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	Sequence    int64  `protobuf:"varint,19,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// last_pulled: the last attempt was a pull (Attempt.pulled), and
+	// last_error_class its error's class.
+	LastPulled     bool       `protobuf:"varint,20,opt,name=last_pulled,json=lastPulled,proto3" json:"last_pulled,omitempty"`
+	LastErrorClass ErrorClass `protobuf:"varint,21,opt,name=last_error_class,json=lastErrorClass,proto3,enum=hookline.v1.ErrorClass" json:"last_error_class,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DeliveryRecord) Reset() {
@@ -268,6 +272,20 @@ func (x *DeliveryRecord) GetSequence() int64 {
 		return x.Sequence
 	}
 	return 0
+}
+
+func (x *DeliveryRecord) GetLastPulled() bool {
+	if x != nil {
+		return x.LastPulled
+	}
+	return false
+}
+
+func (x *DeliveryRecord) GetLastErrorClass() ErrorClass {
+	if x != nil {
+		return x.LastErrorClass
+	}
+	return ErrorClass_ERROR_CLASS_UNSPECIFIED
 }
 
 // ArchivedRecord is one record of the log as the archive keeps it, past
@@ -480,7 +498,7 @@ var File_hookline_v1_records_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x19hookline/v1/records.proto\x12\vhookline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe7\x06\n" +
+	"\x19hookline/v1/records.proto\x12\vhookline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18hookline/v1/events.proto\"\xcb\a\n" +
 	"\x0eDeliveryRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x1f\n" +
@@ -506,7 +524,10 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\aexpired\x18\x10 \x01(\bR\aexpired\x12\x18\n" +
 	"\areplays\x18\x11 \x01(\x05R\areplays\x12!\n" +
 	"\fordering_key\x18\x12 \x01(\tR\vorderingKey\x12\x1a\n" +
-	"\bsequence\x18\x13 \x01(\x03R\bsequence\"]\n" +
+	"\bsequence\x18\x13 \x01(\x03R\bsequence\x12\x1f\n" +
+	"\vlast_pulled\x18\x14 \x01(\bR\n" +
+	"lastPulled\x12A\n" +
+	"\x10last_error_class\x18\x15 \x01(\x0e2\x17.hookline.v1.ErrorClassR\x0elastErrorClass\"]\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATUS_PENDING\x10\x01\x12\x14\n" +
@@ -554,6 +575,7 @@ var file_hookline_v1_records_proto_goTypes = []any{
 	(*ArchivedRecord)(nil),        // 2: hookline.v1.ArchivedRecord
 	(*ArchiveIndex)(nil),          // 3: hookline.v1.ArchiveIndex
 	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(ErrorClass)(0),               // 5: hookline.v1.ErrorClass
 }
 var file_hookline_v1_records_proto_depIdxs = []int32{
 	0, // 0: hookline.v1.DeliveryRecord.status:type_name -> hookline.v1.DeliveryRecord.Status
@@ -562,13 +584,14 @@ var file_hookline_v1_records_proto_depIdxs = []int32{
 	4, // 3: hookline.v1.DeliveryRecord.last_attempt_at:type_name -> google.protobuf.Timestamp
 	4, // 4: hookline.v1.DeliveryRecord.next_attempt_at:type_name -> google.protobuf.Timestamp
 	4, // 5: hookline.v1.DeliveryRecord.ended_at:type_name -> google.protobuf.Timestamp
-	4, // 6: hookline.v1.ArchivedRecord.recorded:type_name -> google.protobuf.Timestamp
-	4, // 7: hookline.v1.ArchiveIndex.written_at:type_name -> google.protobuf.Timestamp
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	5, // 6: hookline.v1.DeliveryRecord.last_error_class:type_name -> hookline.v1.ErrorClass
+	4, // 7: hookline.v1.ArchivedRecord.recorded:type_name -> google.protobuf.Timestamp
+	4, // 8: hookline.v1.ArchiveIndex.written_at:type_name -> google.protobuf.Timestamp
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_records_proto_init() }
@@ -576,6 +599,7 @@ func file_hookline_v1_records_proto_init() {
 	if File_hookline_v1_records_proto != nil {
 		return
 	}
+	file_hookline_v1_events_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

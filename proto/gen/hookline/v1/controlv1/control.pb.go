@@ -5442,12 +5442,15 @@ type ListDeliveriesRequest struct {
 	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
 	// status: pending, succeeded or failed.
-	Status        string                 `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
-	EventType     string                 `protobuf:"bytes,4,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
-	Since         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
-	Until         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=until,proto3" json:"until,omitempty"`
-	PageSize      int32                  `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	Cursor        string                 `protobuf:"bytes,8,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	Status    string                 `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	EventType string                 `protobuf:"bytes,4,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	Since     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
+	Until     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=until,proto3" json:"until,omitempty"`
+	PageSize  int32                  `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	Cursor    string                 `protobuf:"bytes,8,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// with_waits asks, for each pending delivery of the page, what it waits
+	// for (Delivery.wait): one question to each of their endpoints' grains.
+	WithWaits     bool `protobuf:"varint,9,opt,name=with_waits,json=withWaits,proto3" json:"with_waits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5536,6 +5539,13 @@ func (x *ListDeliveriesRequest) GetCursor() string {
 		return x.Cursor
 	}
 	return ""
+}
+
+func (x *ListDeliveriesRequest) GetWithWaits() bool {
+	if x != nil {
+		return x.WithWaits
+	}
+	return false
 }
 
 type ListDeliveriesResponse struct {
@@ -5720,7 +5730,21 @@ type Delivery struct {
 	// erased says the tenant's payloads were erased: the attempts'
 	// response bodies cannot be read (response_prefix is empty) any more
 	// than the event's payload.
-	Erased        bool `protobuf:"varint,15,opt,name=erased,proto3" json:"erased,omitempty"`
+	Erased bool `protobuf:"varint,15,opt,name=erased,proto3" json:"erased,omitempty"`
+	// last_error is the last attempt's error, when it failed without an
+	// HTTP answer (a refused address, a timeout, a lease that expired) or
+	// with one (its status line); last_pulled says the last attempt was a
+	// pull by the endpoint's consumer, which has no HTTP status.
+	LastError  string `protobuf:"bytes,16,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastPulled bool   `protobuf:"varint,17,opt,name=last_pulled,json=lastPulled,proto3" json:"last_pulled,omitempty"`
+	// last_error_class is the class of that error in lower case, as
+	// Attempt.error_class names it without its prefix: http_status, timeout,
+	// connect, tls, dns, reset, blocked (the egress policy refused the
+	// address), endpoint_gone, internal, token, erased.
+	LastErrorClass string `protobuf:"bytes,19,opt,name=last_error_class,json=lastErrorClass,proto3" json:"last_error_class,omitempty"`
+	// wait says what a pending delivery waits for (GetDelivery, and
+	// ListDeliveries with with_waits); unset for an ended one.
+	Wait          *DeliveryWait `protobuf:"bytes,18,opt,name=wait,proto3" json:"wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5858,6 +5882,108 @@ func (x *Delivery) GetErased() bool {
 		return x.Erased
 	}
 	return false
+}
+
+func (x *Delivery) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *Delivery) GetLastPulled() bool {
+	if x != nil {
+		return x.LastPulled
+	}
+	return false
+}
+
+func (x *Delivery) GetLastErrorClass() string {
+	if x != nil {
+		return x.LastErrorClass
+	}
+	return ""
+}
+
+func (x *Delivery) GetWait() *DeliveryWait {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
+// DeliveryWait is what holds a pending delivery now, as its endpoint's
+// grain sees it.
+type DeliveryWait struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reason is one of: backoff (its next attempt is scheduled), due (it is
+	// due and about to be attempted), attempting (an attempt is out),
+	// paused (the endpoint is paused), circuit_open (the endpoint's circuit
+	// breaker is open), key_blocked (an earlier delivery of its ordering
+	// key has not ended), rate_limit, in_flight (the endpoint's limits),
+	// quota (the tenant's quota), slot (the node's attempt slots, shared
+	// among tenants), leased (a puller holds it), pull (it waits for the
+	// consumer of a pull endpoint to pull it).
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// detail says it in a sentence, with what to do when something can be
+	// done.
+	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	// until is when the wait ends, when that is known: the scheduled
+	// attempt, the circuit's cool-down, the lease's end.
+	Until         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=until,proto3" json:"until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliveryWait) Reset() {
+	*x = DeliveryWait{}
+	mi := &file_hookline_v1_control_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliveryWait) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliveryWait) ProtoMessage() {}
+
+func (x *DeliveryWait) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_control_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliveryWait.ProtoReflect.Descriptor instead.
+func (*DeliveryWait) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_control_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *DeliveryWait) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DeliveryWait) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *DeliveryWait) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
 }
 
 var File_hookline_v1_control_proto protoreflect.FileDescriptor
@@ -6341,7 +6467,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"acceptedAt\"b\n" +
 	"\x14LookupEventsResponse\x120\n" +
 	"\x05found\x18\x01 \x03(\v2\x1a.hookline.v1.AcceptedEventR\x05found\x12\x18\n" +
-	"\amissing\x18\x02 \x03(\tR\amissing\"\xa5\x02\n" +
+	"\amissing\x18\x02 \x03(\tR\amissing\"\xc4\x02\n" +
 	"\x15ListDeliveriesRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -6352,7 +6478,9 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
 	"\x05until\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1b\n" +
 	"\tpage_size\x18\a \x01(\x05R\bpageSize\x12\x16\n" +
-	"\x06cursor\x18\b \x01(\tR\x06cursor\"p\n" +
+	"\x06cursor\x18\b \x01(\tR\x06cursor\x12\x1d\n" +
+	"\n" +
+	"with_waits\x18\t \x01(\bR\twithWaits\"p\n" +
 	"\x16ListDeliveriesResponse\x125\n" +
 	"\n" +
 	"deliveries\x18\x01 \x03(\v2\x15.hookline.v1.DeliveryR\n" +
@@ -6366,7 +6494,7 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x15ReplayDeliveryRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vdelivery_id\x18\x02 \x01(\tR\n" +
-	"deliveryId\"\xcf\x04\n" +
+	"deliveryId\"\xe8\x05\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x1b\n" +
@@ -6388,7 +6516,17 @@ const file_hookline_v1_control_proto_rawDesc = "" +
 	"\x10last_http_status\x18\f \x01(\x05R\x0elastHttpStatus\x12!\n" +
 	"\fordering_key\x18\r \x01(\tR\vorderingKey\x12\x1a\n" +
 	"\bsequence\x18\x0e \x01(\x03R\bsequence\x12\x16\n" +
-	"\x06erased\x18\x0f \x01(\bR\x06erased2\xe0\x04\n" +
+	"\x06erased\x18\x0f \x01(\bR\x06erased\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x10 \x01(\tR\tlastError\x12\x1f\n" +
+	"\vlast_pulled\x18\x11 \x01(\bR\n" +
+	"lastPulled\x12(\n" +
+	"\x10last_error_class\x18\x13 \x01(\tR\x0elastErrorClass\x12-\n" +
+	"\x04wait\x18\x12 \x01(\v2\x19.hookline.v1.DeliveryWaitR\x04wait\"p\n" +
+	"\fDeliveryWait\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\x120\n" +
+	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until2\xe0\x04\n" +
 	"\rTenantService\x12E\n" +
 	"\fCreateTenant\x12 .hookline.v1.CreateTenantRequest\x1a\x13.hookline.v1.Tenant\x12?\n" +
 	"\tGetTenant\x12\x1d.hookline.v1.GetTenantRequest\x1a\x13.hookline.v1.Tenant\x12P\n" +
@@ -6446,7 +6584,7 @@ func file_hookline_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_hookline_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
 var file_hookline_v1_control_proto_goTypes = []any{
 	(Endpoint_Status)(0),                      // 0: hookline.v1.Endpoint.Status
 	(Endpoint_Circuit)(0),                     // 1: hookline.v1.Endpoint.Circuit
@@ -6529,39 +6667,40 @@ var file_hookline_v1_control_proto_goTypes = []any{
 	(*GetDeliveryRequest)(nil),                // 78: hookline.v1.GetDeliveryRequest
 	(*ReplayDeliveryRequest)(nil),             // 79: hookline.v1.ReplayDeliveryRequest
 	(*Delivery)(nil),                          // 80: hookline.v1.Delivery
-	nil,                                       // 81: hookline.v1.EndpointSettings.MetadataEntry
-	nil,                                       // 82: hookline.v1.EndpointSettings.HeadersEntry
-	nil,                                       // 83: hookline.v1.EndpointSettings.SecretHeadersEntry
-	nil,                                       // 84: hookline.v1.PulledMessage.HeadersEntry
-	nil,                                       // 85: hookline.v1.EventRouting.HeadersEntry
-	nil,                                       // 86: hookline.v1.PublishRequest.HeadersEntry
-	(*v1.Quota)(nil),                          // 87: hookline.v1.Quota
-	(*timestamppb.Timestamp)(nil),             // 88: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),             // 89: google.protobuf.FieldMask
-	(*structpb.Struct)(nil),                   // 90: google.protobuf.Struct
-	(*structpb.Value)(nil),                    // 91: google.protobuf.Value
-	(*v1.SchemaViolation)(nil),                // 92: hookline.v1.SchemaViolation
-	(*v1.PlannedDelivery)(nil),                // 93: hookline.v1.PlannedDelivery
-	(*v1.FilteredEndpoint)(nil),               // 94: hookline.v1.FilteredEndpoint
-	(*v1.Attempt)(nil),                        // 95: hookline.v1.Attempt
+	(*DeliveryWait)(nil),                      // 81: hookline.v1.DeliveryWait
+	nil,                                       // 82: hookline.v1.EndpointSettings.MetadataEntry
+	nil,                                       // 83: hookline.v1.EndpointSettings.HeadersEntry
+	nil,                                       // 84: hookline.v1.EndpointSettings.SecretHeadersEntry
+	nil,                                       // 85: hookline.v1.PulledMessage.HeadersEntry
+	nil,                                       // 86: hookline.v1.EventRouting.HeadersEntry
+	nil,                                       // 87: hookline.v1.PublishRequest.HeadersEntry
+	(*v1.Quota)(nil),                          // 88: hookline.v1.Quota
+	(*timestamppb.Timestamp)(nil),             // 89: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),             // 90: google.protobuf.FieldMask
+	(*structpb.Struct)(nil),                   // 91: google.protobuf.Struct
+	(*structpb.Value)(nil),                    // 92: google.protobuf.Value
+	(*v1.SchemaViolation)(nil),                // 93: hookline.v1.SchemaViolation
+	(*v1.PlannedDelivery)(nil),                // 94: hookline.v1.PlannedDelivery
+	(*v1.FilteredEndpoint)(nil),               // 95: hookline.v1.FilteredEndpoint
+	(*v1.Attempt)(nil),                        // 96: hookline.v1.Attempt
 }
 var file_hookline_v1_control_proto_depIdxs = []int32{
-	87,  // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
-	88,  // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
-	88,  // 2: hookline.v1.EraseTenantResponse.erased_at:type_name -> google.protobuf.Timestamp
+	88,  // 0: hookline.v1.CreateTenantRequest.quota:type_name -> hookline.v1.Quota
+	89,  // 1: hookline.v1.AsOf.recorded_at:type_name -> google.protobuf.Timestamp
+	89,  // 2: hookline.v1.EraseTenantResponse.erased_at:type_name -> google.protobuf.Timestamp
 	14,  // 3: hookline.v1.UpdateTenantRequest.settings:type_name -> hookline.v1.TenantSettings
-	89,  // 4: hookline.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
-	87,  // 5: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
-	88,  // 6: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	87,  // 7: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
+	90,  // 4: hookline.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
+	88,  // 5: hookline.v1.SetQuotaRequest.quota:type_name -> hookline.v1.Quota
+	89,  // 6: hookline.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	88,  // 7: hookline.v1.Tenant.quota:type_name -> hookline.v1.Quota
 	16,  // 8: hookline.v1.Tenant.api_keys:type_name -> hookline.v1.ApiKey
-	88,  // 9: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	89,  // 9: hookline.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
 	7,   // 10: hookline.v1.Tenant.as_of:type_name -> hookline.v1.AsOf
 	14,  // 11: hookline.v1.Tenant.settings:type_name -> hookline.v1.TenantSettings
-	88,  // 12: hookline.v1.Tenant.erased_at:type_name -> google.protobuf.Timestamp
-	81,  // 13: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
-	82,  // 14: hookline.v1.EndpointSettings.headers:type_name -> hookline.v1.EndpointSettings.HeadersEntry
-	83,  // 15: hookline.v1.EndpointSettings.secret_headers:type_name -> hookline.v1.EndpointSettings.SecretHeadersEntry
+	89,  // 12: hookline.v1.Tenant.erased_at:type_name -> google.protobuf.Timestamp
+	82,  // 13: hookline.v1.EndpointSettings.metadata:type_name -> hookline.v1.EndpointSettings.MetadataEntry
+	83,  // 14: hookline.v1.EndpointSettings.headers:type_name -> hookline.v1.EndpointSettings.HeadersEntry
+	84,  // 15: hookline.v1.EndpointSettings.secret_headers:type_name -> hookline.v1.EndpointSettings.SecretHeadersEntry
 	19,  // 16: hookline.v1.EndpointSettings.auth:type_name -> hookline.v1.EndpointAuth
 	21,  // 17: hookline.v1.EndpointAuth.oauth2:type_name -> hookline.v1.OAuth2Auth
 	20,  // 18: hookline.v1.EndpointAuth.mtls:type_name -> hookline.v1.MTLSAuth
@@ -6569,149 +6708,151 @@ var file_hookline_v1_control_proto_depIdxs = []int32{
 	35,  // 20: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
 	35,  // 21: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
 	18,  // 22: hookline.v1.UpdateEndpointRequest.settings:type_name -> hookline.v1.EndpointSettings
-	89,  // 23: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	90,  // 23: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
 	35,  // 24: hookline.v1.RotateSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	88,  // 25: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
-	88,  // 26: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
+	89,  // 25: hookline.v1.SecretInfo.created_at:type_name -> google.protobuf.Timestamp
+	89,  // 26: hookline.v1.SecretInfo.expires_at:type_name -> google.protobuf.Timestamp
 	18,  // 27: hookline.v1.Endpoint.settings:type_name -> hookline.v1.EndpointSettings
 	0,   // 28: hookline.v1.Endpoint.status:type_name -> hookline.v1.Endpoint.Status
 	1,   // 29: hookline.v1.Endpoint.circuit:type_name -> hookline.v1.Endpoint.Circuit
 	34,  // 30: hookline.v1.Endpoint.secrets:type_name -> hookline.v1.SecretInfo
-	88,  // 31: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	88,  // 32: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	89,  // 31: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	89,  // 32: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
 	7,   // 33: hookline.v1.Endpoint.as_of:type_name -> hookline.v1.AsOf
-	88,  // 34: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	88,  // 35: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	88,  // 36: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
-	88,  // 37: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
+	89,  // 34: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	89,  // 35: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	89,  // 36: hookline.v1.RecoveryManifest.first_planned_at:type_name -> google.protobuf.Timestamp
+	89,  // 37: hookline.v1.RecoveryManifest.last_planned_at:type_name -> google.protobuf.Timestamp
 	51,  // 38: hookline.v1.ListRecoveriesResponse.recoveries:type_name -> hookline.v1.Recovery
 	50,  // 39: hookline.v1.ListOrderingKeysResponse.keys:type_name -> hookline.v1.OrderingKey
 	46,  // 40: hookline.v1.PullDeliveriesResponse.messages:type_name -> hookline.v1.PulledMessage
-	84,  // 41: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
-	88,  // 42: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
-	88,  // 43: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	88,  // 44: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
-	88,  // 45: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
-	88,  // 46: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
-	88,  // 47: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
-	88,  // 48: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
+	85,  // 41: hookline.v1.PulledMessage.headers:type_name -> hookline.v1.PulledMessage.HeadersEntry
+	89,  // 42: hookline.v1.PulledMessage.lease_expires_at:type_name -> google.protobuf.Timestamp
+	89,  // 43: hookline.v1.SeekDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	89,  // 44: hookline.v1.OrderingKey.blocked_since:type_name -> google.protobuf.Timestamp
+	89,  // 45: hookline.v1.Recovery.since:type_name -> google.protobuf.Timestamp
+	89,  // 46: hookline.v1.Recovery.until:type_name -> google.protobuf.Timestamp
+	89,  // 47: hookline.v1.Recovery.started_at:type_name -> google.protobuf.Timestamp
+	89,  // 48: hookline.v1.Recovery.finished_at:type_name -> google.protobuf.Timestamp
 	37,  // 49: hookline.v1.Recovery.manifest:type_name -> hookline.v1.RecoveryManifest
-	90,  // 50: hookline.v1.ExportEventTypesResponse.document:type_name -> google.protobuf.Struct
-	91,  // 51: hookline.v1.PutEventTypeRequest.example:type_name -> google.protobuf.Value
-	91,  // 52: hookline.v1.PutEventTypeRequest.schema:type_name -> google.protobuf.Value
-	91,  // 53: hookline.v1.EventType.example:type_name -> google.protobuf.Value
-	91,  // 54: hookline.v1.EventType.schema:type_name -> google.protobuf.Value
-	88,  // 55: hookline.v1.EventType.defined_at:type_name -> google.protobuf.Timestamp
+	91,  // 50: hookline.v1.ExportEventTypesResponse.document:type_name -> google.protobuf.Struct
+	92,  // 51: hookline.v1.PutEventTypeRequest.example:type_name -> google.protobuf.Value
+	92,  // 52: hookline.v1.PutEventTypeRequest.schema:type_name -> google.protobuf.Value
+	92,  // 53: hookline.v1.EventType.example:type_name -> google.protobuf.Value
+	92,  // 54: hookline.v1.EventType.schema:type_name -> google.protobuf.Value
+	89,  // 55: hookline.v1.EventType.defined_at:type_name -> google.protobuf.Timestamp
 	55,  // 56: hookline.v1.ListEventTypesResponse.event_types:type_name -> hookline.v1.EventType
 	7,   // 57: hookline.v1.ListEventTypesResponse.as_of:type_name -> hookline.v1.AsOf
 	59,  // 58: hookline.v1.ListOperationalEventTypesResponse.types:type_name -> hookline.v1.OperationalEventType
-	88,  // 59: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
-	85,  // 60: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
+	89,  // 59: hookline.v1.EventRouting.published_at:type_name -> google.protobuf.Timestamp
+	86,  // 60: hookline.v1.EventRouting.headers:type_name -> hookline.v1.EventRouting.HeadersEntry
 	65,  // 61: hookline.v1.EventRouting.endpoints:type_name -> hookline.v1.RoutingVerdict
 	63,  // 62: hookline.v1.EventRouting.schema:type_name -> hookline.v1.RoutingSchema
-	92,  // 63: hookline.v1.RoutingSchema.violation:type_name -> hookline.v1.SchemaViolation
-	91,  // 64: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
+	93,  // 63: hookline.v1.RoutingSchema.violation:type_name -> hookline.v1.SchemaViolation
+	92,  // 64: hookline.v1.FilterValue.value:type_name -> google.protobuf.Value
 	2,   // 65: hookline.v1.RoutingVerdict.verdict:type_name -> hookline.v1.RoutingVerdict.Verdict
 	64,  // 66: hookline.v1.RoutingVerdict.filter_values:type_name -> hookline.v1.FilterValue
-	88,  // 67: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
-	91,  // 68: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	86,  // 69: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
-	93,  // 70: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
-	94,  // 71: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
-	92,  // 72: hookline.v1.PublishResponse.schema_violation:type_name -> hookline.v1.SchemaViolation
+	89,  // 67: hookline.v1.PublishRequest.occurred_at:type_name -> google.protobuf.Timestamp
+	92,  // 68: hookline.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	87,  // 69: hookline.v1.PublishRequest.headers:type_name -> hookline.v1.PublishRequest.HeadersEntry
+	94,  // 70: hookline.v1.PublishResponse.deliveries:type_name -> hookline.v1.PlannedDelivery
+	95,  // 71: hookline.v1.PublishResponse.filtered:type_name -> hookline.v1.FilteredEndpoint
+	93,  // 72: hookline.v1.PublishResponse.schema_violation:type_name -> hookline.v1.SchemaViolation
 	66,  // 73: hookline.v1.PublishBatchRequest.events:type_name -> hookline.v1.PublishRequest
 	67,  // 74: hookline.v1.PublishResult.response:type_name -> hookline.v1.PublishResponse
 	69,  // 75: hookline.v1.PublishBatchResponse.results:type_name -> hookline.v1.PublishResult
-	88,  // 76: hookline.v1.Event.accepted_at:type_name -> google.protobuf.Timestamp
-	88,  // 77: hookline.v1.Event.occurred_at:type_name -> google.protobuf.Timestamp
-	88,  // 78: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
+	89,  // 76: hookline.v1.Event.accepted_at:type_name -> google.protobuf.Timestamp
+	89,  // 77: hookline.v1.Event.occurred_at:type_name -> google.protobuf.Timestamp
+	89,  // 78: hookline.v1.AcceptedEvent.accepted_at:type_name -> google.protobuf.Timestamp
 	74,  // 79: hookline.v1.LookupEventsResponse.found:type_name -> hookline.v1.AcceptedEvent
-	88,  // 80: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
-	88,  // 81: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	89,  // 80: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	89,  // 81: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
 	80,  // 82: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.Delivery
-	88,  // 83: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
-	88,  // 84: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	88,  // 85: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
-	95,  // 86: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
-	5,   // 87: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
-	6,   // 88: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
-	8,   // 89: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
-	10,  // 90: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
-	15,  // 91: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
-	13,  // 92: hookline.v1.TenantService.UpdateTenant:input_type -> hookline.v1.UpdateTenantRequest
-	11,  // 93: hookline.v1.TenantService.EraseTenant:input_type -> hookline.v1.EraseTenantRequest
-	3,   // 94: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
-	22,  // 95: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	24,  // 96: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	25,  // 97: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	27,  // 98: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	28,  // 99: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
-	30,  // 100: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
-	31,  // 101: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	32,  // 102: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	33,  // 103: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	36,  // 104: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	38,  // 105: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
-	39,  // 106: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
-	41,  // 107: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
-	43,  // 108: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
-	44,  // 109: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
-	47,  // 110: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
-	49,  // 111: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
-	54,  // 112: hookline.v1.EventTypeService.PutEventType:input_type -> hookline.v1.PutEventTypeRequest
-	56,  // 113: hookline.v1.EventTypeService.ListEventTypes:input_type -> hookline.v1.ListEventTypesRequest
-	52,  // 114: hookline.v1.EventTypeService.ExportEventTypes:input_type -> hookline.v1.ExportEventTypesRequest
-	66,  // 115: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
-	68,  // 116: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
-	73,  // 117: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
-	71,  // 118: hookline.v1.EventService.GetEvent:input_type -> hookline.v1.GetEventRequest
-	61,  // 119: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
-	58,  // 120: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
-	76,  // 121: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	78,  // 122: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	79,  // 123: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
-	17,  // 124: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
-	17,  // 125: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
-	9,   // 126: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
-	17,  // 127: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
-	17,  // 128: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
-	17,  // 129: hookline.v1.TenantService.UpdateTenant:output_type -> hookline.v1.Tenant
-	12,  // 130: hookline.v1.TenantService.EraseTenant:output_type -> hookline.v1.EraseTenantResponse
-	4,   // 131: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
-	23,  // 132: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	35,  // 133: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
-	26,  // 134: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	35,  // 135: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
-	29,  // 136: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
-	35,  // 137: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
-	35,  // 138: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
-	35,  // 139: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
-	35,  // 140: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
-	51,  // 141: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
-	51,  // 142: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
-	40,  // 143: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
-	42,  // 144: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
-	50,  // 145: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
-	45,  // 146: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
-	48,  // 147: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
-	51,  // 148: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
-	55,  // 149: hookline.v1.EventTypeService.PutEventType:output_type -> hookline.v1.EventType
-	57,  // 150: hookline.v1.EventTypeService.ListEventTypes:output_type -> hookline.v1.ListEventTypesResponse
-	53,  // 151: hookline.v1.EventTypeService.ExportEventTypes:output_type -> hookline.v1.ExportEventTypesResponse
-	67,  // 152: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
-	70,  // 153: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
-	75,  // 154: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
-	72,  // 155: hookline.v1.EventService.GetEvent:output_type -> hookline.v1.Event
-	62,  // 156: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
-	60,  // 157: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
-	77,  // 158: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	80,  // 159: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
-	80,  // 160: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
-	124, // [124:161] is the sub-list for method output_type
-	87,  // [87:124] is the sub-list for method input_type
-	87,  // [87:87] is the sub-list for extension type_name
-	87,  // [87:87] is the sub-list for extension extendee
-	0,   // [0:87] is the sub-list for field type_name
+	89,  // 83: hookline.v1.Delivery.planned_at:type_name -> google.protobuf.Timestamp
+	89,  // 84: hookline.v1.Delivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	89,  // 85: hookline.v1.Delivery.finished_at:type_name -> google.protobuf.Timestamp
+	96,  // 86: hookline.v1.Delivery.attempts:type_name -> hookline.v1.Attempt
+	81,  // 87: hookline.v1.Delivery.wait:type_name -> hookline.v1.DeliveryWait
+	89,  // 88: hookline.v1.DeliveryWait.until:type_name -> google.protobuf.Timestamp
+	5,   // 89: hookline.v1.TenantService.CreateTenant:input_type -> hookline.v1.CreateTenantRequest
+	6,   // 90: hookline.v1.TenantService.GetTenant:input_type -> hookline.v1.GetTenantRequest
+	8,   // 91: hookline.v1.TenantService.IssueApiKey:input_type -> hookline.v1.IssueApiKeyRequest
+	10,  // 92: hookline.v1.TenantService.RevokeApiKey:input_type -> hookline.v1.RevokeApiKeyRequest
+	15,  // 93: hookline.v1.TenantService.SetQuota:input_type -> hookline.v1.SetQuotaRequest
+	13,  // 94: hookline.v1.TenantService.UpdateTenant:input_type -> hookline.v1.UpdateTenantRequest
+	11,  // 95: hookline.v1.TenantService.EraseTenant:input_type -> hookline.v1.EraseTenantRequest
+	3,   // 96: hookline.v1.TenantService.ResealSecrets:input_type -> hookline.v1.ResealSecretsRequest
+	22,  // 97: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	24,  // 98: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	25,  // 99: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	27,  // 100: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	28,  // 101: hookline.v1.EndpointService.RotateSecret:input_type -> hookline.v1.RotateSecretRequest
+	30,  // 102: hookline.v1.EndpointService.RetireSecret:input_type -> hookline.v1.RetireSecretRequest
+	31,  // 103: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	32,  // 104: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	33,  // 105: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	36,  // 106: hookline.v1.EndpointService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	38,  // 107: hookline.v1.EndpointService.GetRecovery:input_type -> hookline.v1.GetRecoveryRequest
+	39,  // 108: hookline.v1.EndpointService.ListRecoveries:input_type -> hookline.v1.ListRecoveriesRequest
+	41,  // 109: hookline.v1.EndpointService.ListOrderingKeys:input_type -> hookline.v1.ListOrderingKeysRequest
+	43,  // 110: hookline.v1.EndpointService.SkipOrderingKey:input_type -> hookline.v1.SkipOrderingKeyRequest
+	44,  // 111: hookline.v1.EndpointService.PullDeliveries:input_type -> hookline.v1.PullDeliveriesRequest
+	47,  // 112: hookline.v1.EndpointService.AckDeliveries:input_type -> hookline.v1.AckDeliveriesRequest
+	49,  // 113: hookline.v1.EndpointService.SeekDeliveries:input_type -> hookline.v1.SeekDeliveriesRequest
+	54,  // 114: hookline.v1.EventTypeService.PutEventType:input_type -> hookline.v1.PutEventTypeRequest
+	56,  // 115: hookline.v1.EventTypeService.ListEventTypes:input_type -> hookline.v1.ListEventTypesRequest
+	52,  // 116: hookline.v1.EventTypeService.ExportEventTypes:input_type -> hookline.v1.ExportEventTypesRequest
+	66,  // 117: hookline.v1.EventService.Publish:input_type -> hookline.v1.PublishRequest
+	68,  // 118: hookline.v1.EventService.PublishBatch:input_type -> hookline.v1.PublishBatchRequest
+	73,  // 119: hookline.v1.EventService.LookupEvents:input_type -> hookline.v1.LookupEventsRequest
+	71,  // 120: hookline.v1.EventService.GetEvent:input_type -> hookline.v1.GetEventRequest
+	61,  // 121: hookline.v1.EventService.ExplainRouting:input_type -> hookline.v1.ExplainRoutingRequest
+	58,  // 122: hookline.v1.EventService.ListOperationalEventTypes:input_type -> hookline.v1.ListOperationalEventTypesRequest
+	76,  // 123: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	78,  // 124: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	79,  // 125: hookline.v1.DeliveryService.ReplayDelivery:input_type -> hookline.v1.ReplayDeliveryRequest
+	17,  // 126: hookline.v1.TenantService.CreateTenant:output_type -> hookline.v1.Tenant
+	17,  // 127: hookline.v1.TenantService.GetTenant:output_type -> hookline.v1.Tenant
+	9,   // 128: hookline.v1.TenantService.IssueApiKey:output_type -> hookline.v1.IssueApiKeyResponse
+	17,  // 129: hookline.v1.TenantService.RevokeApiKey:output_type -> hookline.v1.Tenant
+	17,  // 130: hookline.v1.TenantService.SetQuota:output_type -> hookline.v1.Tenant
+	17,  // 131: hookline.v1.TenantService.UpdateTenant:output_type -> hookline.v1.Tenant
+	12,  // 132: hookline.v1.TenantService.EraseTenant:output_type -> hookline.v1.EraseTenantResponse
+	4,   // 133: hookline.v1.TenantService.ResealSecrets:output_type -> hookline.v1.ResealSecretsResponse
+	23,  // 134: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	35,  // 135: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.Endpoint
+	26,  // 136: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	35,  // 137: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.Endpoint
+	29,  // 138: hookline.v1.EndpointService.RotateSecret:output_type -> hookline.v1.RotateSecretResponse
+	35,  // 139: hookline.v1.EndpointService.RetireSecret:output_type -> hookline.v1.Endpoint
+	35,  // 140: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.Endpoint
+	35,  // 141: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.Endpoint
+	35,  // 142: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.Endpoint
+	51,  // 143: hookline.v1.EndpointService.RecoverEndpoint:output_type -> hookline.v1.Recovery
+	51,  // 144: hookline.v1.EndpointService.GetRecovery:output_type -> hookline.v1.Recovery
+	40,  // 145: hookline.v1.EndpointService.ListRecoveries:output_type -> hookline.v1.ListRecoveriesResponse
+	42,  // 146: hookline.v1.EndpointService.ListOrderingKeys:output_type -> hookline.v1.ListOrderingKeysResponse
+	50,  // 147: hookline.v1.EndpointService.SkipOrderingKey:output_type -> hookline.v1.OrderingKey
+	45,  // 148: hookline.v1.EndpointService.PullDeliveries:output_type -> hookline.v1.PullDeliveriesResponse
+	48,  // 149: hookline.v1.EndpointService.AckDeliveries:output_type -> hookline.v1.AckDeliveriesResponse
+	51,  // 150: hookline.v1.EndpointService.SeekDeliveries:output_type -> hookline.v1.Recovery
+	55,  // 151: hookline.v1.EventTypeService.PutEventType:output_type -> hookline.v1.EventType
+	57,  // 152: hookline.v1.EventTypeService.ListEventTypes:output_type -> hookline.v1.ListEventTypesResponse
+	53,  // 153: hookline.v1.EventTypeService.ExportEventTypes:output_type -> hookline.v1.ExportEventTypesResponse
+	67,  // 154: hookline.v1.EventService.Publish:output_type -> hookline.v1.PublishResponse
+	70,  // 155: hookline.v1.EventService.PublishBatch:output_type -> hookline.v1.PublishBatchResponse
+	75,  // 156: hookline.v1.EventService.LookupEvents:output_type -> hookline.v1.LookupEventsResponse
+	72,  // 157: hookline.v1.EventService.GetEvent:output_type -> hookline.v1.Event
+	62,  // 158: hookline.v1.EventService.ExplainRouting:output_type -> hookline.v1.EventRouting
+	60,  // 159: hookline.v1.EventService.ListOperationalEventTypes:output_type -> hookline.v1.ListOperationalEventTypesResponse
+	77,  // 160: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	80,  // 161: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.Delivery
+	80,  // 162: hookline.v1.DeliveryService.ReplayDelivery:output_type -> hookline.v1.Delivery
+	126, // [126:163] is the sub-list for method output_type
+	89,  // [89:126] is the sub-list for method input_type
+	89,  // [89:89] is the sub-list for extension type_name
+	89,  // [89:89] is the sub-list for extension extendee
+	0,   // [0:89] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_control_proto_init() }
@@ -6725,7 +6866,7 @@ func file_hookline_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_control_proto_rawDesc), len(file_hookline_v1_control_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   84,
+			NumMessages:   85,
 			NumExtensions: 0,
 			NumServices:   5,
 		},
