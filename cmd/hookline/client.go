@@ -22,71 +22,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/client"
+	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
-
-// clientOptions are the flags of every client of a node: where it is, who
-// calls, and how to trust it.
-type clientOptions struct {
-	addr, token, ca string
-	plaintext       bool
-	timeout         time.Duration
-}
-
-// clientFlags declares the client flags on fs. The token's default,
-// HOOKLINE_TOKEN, is read when the flags are used (config), so that -h
-// never shows it.
-func clientFlags(fs *flag.FlagSet) *clientOptions {
-	o := &clientOptions{}
-	fs.StringVar(&o.addr, "addr", envOr("HOOKLINE_ADDR", client.DefaultAddr), "the node's gRPC address (HOOKLINE_ADDR)")
-	fs.StringVar(&o.token, "token", "", "an API key or the admin token (default HOOKLINE_TOKEN)")
-	fs.StringVar(&o.ca, "ca", os.Getenv("HOOKLINE_CA"), "PEM file of the CA that signed the node's certificate (HOOKLINE_CA); TLS is the default except on loopback")
-	fs.BoolVar(&o.plaintext, "plaintext", false, "no TLS, even to a host that is not loopback (a private network)")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "give up on a call after this long")
-	return o
-}
-
-// config is the client's Config from the flags.
-func (o *clientOptions) config() client.Config {
-	return client.Config{Addr: o.addr, Token: cmp.Or(o.token, os.Getenv("HOOKLINE_TOKEN")), CAFile: o.ca, Plaintext: o.plaintext}
-}
-
-// conn is a connected client with the caller's output choices.
-type conn struct {
-	*client.Client
-	json    bool
-	out     io.Writer
-	timeout time.Duration
-}
-
-// ctx bounds one command's calls by --timeout.
-func (c *conn) ctx(parent context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(parent, c.timeout)
-}
-
-// runClient parses a client command's flags, connects and runs it.
-func runClient(ctx context.Context, cmd command, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hookline "+cmd.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	opts := clientFlags(fs)
-	asJSON := fs.Bool("json", false, "print the answer as JSON")
-	do := cmd.call(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%s: unexpected argument %q; flags go as --name value", cmd.name, fs.Arg(0))
-	}
-	if q := fs.Lookup("quiet"); q != nil && q.Value.String() == "true" && *asJSON {
-		return errQuietJSON
-	}
-	c, err := client.New(opts.config())
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return do(ctx, &conn{Client: c, json: *asJSON, out: stdout, timeout: opts.timeout})
-}
 
 func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
@@ -154,9 +92,7 @@ func printTenant(w io.Writer, t *controlv1.Tenant) {
 	if a := t.GetAsOf(); a != nil {
 		fmt.Fprintf(w, "as of    position %s, recorded %s (%d events)\n", a.GetPosition(), fmtTime(a.GetRecordedAt()), a.GetEvents())
 	}
-	if q := t.GetQuota(); q != nil {
-		fmt.Fprintf(w, "quota    %g attempts/s, %d in flight, weight %d (0: the default)\n", q.GetAttemptsPerSecond(), q.GetMaxInFlight(), q.GetWeight())
-	}
+	fmt.Fprintf(w, "quota    %s\n", quotaText(t.GetQuota()))
 	if s := t.GetSettings(); s != nil {
 		fmt.Fprintf(w, "schemas  %s (schema enforcement)\n", s.GetSchemaEnforcement())
 		if r := s.GetRetention(); r != "" {
@@ -176,6 +112,28 @@ func printTenant(w io.Writer, t *controlv1.Tenant) {
 		}
 		fmt.Fprintf(w, "key      %s  %-8s %s\n", k.GetKeyId(), state, k.GetName())
 	}
+}
+
+// quotaText says a tenant's quota, a limit it leaves 0 as the node's
+// default (never "0 attempts/s").
+func quotaText(q *hooklinev1.Quota) string {
+	if q.GetAttemptsPerSecond() == 0 && q.GetMaxInFlight() == 0 && q.GetWeight() == 0 && q.GetMaxEndpoints() == 0 {
+		return "none of its own: the node's defaults (--tenant-default-rate, --tenant-default-in-flight), weight 1, up to 1000 endpoints"
+	}
+	parts := []string{"the node's default rate", "the node's default in flight", "weight 1", "up to 1000 endpoints"}
+	if r := q.GetAttemptsPerSecond(); r > 0 {
+		parts[0] = fmt.Sprintf("%g attempts/s", r)
+	}
+	if n := q.GetMaxInFlight(); n > 0 {
+		parts[1] = fmt.Sprintf("%d in flight", n)
+	}
+	if n := q.GetWeight(); n > 0 {
+		parts[2] = fmt.Sprintf("weight %d", n)
+	}
+	if n := q.GetMaxEndpoints(); n > 0 {
+		parts[3] = fmt.Sprintf("up to %d endpoints", n)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func keysIssue(fs *flag.FlagSet) func(context.Context, *conn) error {
@@ -436,8 +394,10 @@ func printEndpoint(w io.Writer, e *controlv1.Endpoint) {
 	fmt.Fprintf(w, "endpoint     %s\ntenant       %s\nurl          %s\nevent types  %s\nstatus       %s\nconfig       v%d\n",
 		e.GetEndpointId(), e.GetTenantId(), s.GetUrl(), strings.Join(s.GetEventTypes(), ", "), statusName(e.GetStatus()), e.GetConfigVersion())
 	if a := e.GetAsOf(); a != nil {
-		fmt.Fprintf(w, "as of        position %s, recorded %s (%d events)\ncircuit      %s\n", a.GetPosition(), fmtTime(a.GetRecordedAt()), a.GetEvents(),
-			strings.ToLower(strings.TrimPrefix(e.GetCircuit().String(), "CIRCUIT_")))
+		fmt.Fprintf(w, "as of        position %s, recorded %s (%d events)\n", a.GetPosition(), fmtTime(a.GetRecordedAt()), a.GetEvents())
+	}
+	if c := e.GetCircuit(); c != controlv1.Endpoint_CIRCUIT_UNSPECIFIED {
+		fmt.Fprintf(w, "circuit      %s\n", circuitText(c))
 	}
 	if s.GetDelivery() == "pull" {
 		fmt.Fprintln(w, "delivery     pull (hookline endpoints pull)")
@@ -477,6 +437,19 @@ func printEndpoint(w io.Writer, e *controlv1.Endpoint) {
 	if e.GetPublicKey() != "" {
 		fmt.Fprintf(w, "public key   %s\n", e.GetPublicKey())
 	}
+}
+
+// circuitText says what an endpoint's circuit breaker lets through.
+func circuitText(c controlv1.Endpoint_Circuit) string {
+	switch c {
+	case controlv1.Endpoint_CIRCUIT_CLOSED:
+		return "closed (attempts flow)"
+	case controlv1.Endpoint_CIRCUIT_OPEN:
+		return "open (no attempt until its cool-down ends: the receiver failed too often in a row)"
+	case controlv1.Endpoint_CIRCUIT_HALF_OPEN:
+		return "half-open (one probe attempt decides)"
+	}
+	return strings.ToLower(strings.TrimPrefix(c.String(), "CIRCUIT_"))
 }
 
 func statusName(s controlv1.Endpoint_Status) string {
@@ -520,6 +493,10 @@ func eventsPublish(fs *flag.FlagSet) func(context.Context, *conn) error {
 				dup = " (already accepted: nothing new written)"
 			}
 			fmt.Fprintf(w, "event %s%s\ntrace %s\n", r.GetEventId(), dup, r.GetTraceId())
+			if v := r.GetSchemaViolation(); v != nil {
+				fmt.Fprintf(w, "schema violation (accepted: the tenant's schema enforcement is warn): the payload does not match version %d of the schema of %s at %q: %s (%s)\n",
+					v.GetSchemaVersion(), *typ, v.GetPointer(), v.GetMessage(), v.GetKeyword())
+			}
 			for _, d := range r.GetDeliveries() {
 				fmt.Fprintf(w, "  delivery %s -> endpoint %s (config v%d)\n", d.GetDeliveryId(), d.GetEndpointId(), d.GetConfigVersion())
 			}

@@ -52,21 +52,55 @@ func deliveriesList(fs *flag.FlagSet) func(context.Context, *conn) error {
 	return func(ctx context.Context, c *conn) error {
 		req := &controlv1.ListDeliveriesRequest{
 			TenantId: *tenant, EndpointId: *endpoint, Status: *status, EventType: *typ,
-			Since: since.t, Until: until.t, PageSize: int32(*size), Cursor: *cursor,
+			Since: since.t, Until: until.t, PageSize: int32(*size), Cursor: *cursor, WithWaits: true,
 		}
 		return show(ctx, c, c.ListDeliveries, req, func(w io.Writer, r *controlv1.ListDeliveriesResponse) {
 			if len(r.GetDeliveries()) == 0 {
 				fmt.Fprintln(w, emptyPage("no deliveries", *cursor)+searched(req))
 			}
 			for _, d := range r.GetDeliveries() {
-				fmt.Fprintf(w, "%s  %-9s attempts=%-2d last=%-3d %s  %s -> %s\n", d.GetDeliveryId(), d.GetStatus(), d.GetAttemptCount(),
-					d.GetLastHttpStatus(), fmtTime(d.GetPlannedAt()), d.GetEventType(), d.GetEndpointId())
+				fmt.Fprintf(w, "%s  %-9s attempts=%-2d last=%-7s %s  %s -> %s", d.GetDeliveryId(), d.GetStatus(), d.GetAttemptCount(),
+					lastText(d), fmtTime(d.GetPlannedAt()), d.GetEventType(), d.GetEndpointId())
+				if wt := d.GetWait(); wt != nil {
+					fmt.Fprintf(w, "  waits: %s", waitText(wt, false))
+				}
+				fmt.Fprintln(w)
 			}
 			if r.GetNextCursor() != "" {
 				fmt.Fprintf(w, "(more: --cursor %s)\n", r.GetNextCursor())
 			}
 		})
 	}
+}
+
+// lastText says how a delivery's last attempt ended: its HTTP status, or
+// for one without (a pull, a refused address, a timeout) what it was;
+// "-" before any attempt.
+func lastText(d *controlv1.Delivery) string {
+	switch {
+	case d.GetAttemptCount() == 0:
+		return "-"
+	case d.GetLastHttpStatus() > 0:
+		return fmt.Sprint(d.GetLastHttpStatus())
+	case d.GetLastPulled() && d.GetLastErrorClass() != "":
+		return "pulled:" + d.GetLastErrorClass()
+	case d.GetLastPulled():
+		return "pulled"
+	}
+	return cmp.Or(d.GetLastErrorClass(), "error")
+}
+
+// waitText says what a pending delivery waits for: its reason and until
+// when, with the detail sentence when long.
+func waitText(w *controlv1.DeliveryWait, long bool) string {
+	s := w.GetReason()
+	if u := w.GetUntil(); u != nil {
+		s += " until " + fmtTime(u)
+	}
+	if long && w.GetDetail() != "" {
+		s += ": " + w.GetDetail()
+	}
+	return s
 }
 
 // searched names the filters of a search for deliveries: " of endpoint
@@ -116,6 +150,12 @@ func printDelivery(w io.Writer, d *controlv1.Delivery) {
 		d.GetDeliveryId(), d.GetEventId(), d.GetEventType(), d.GetEndpointId(), d.GetStatus(), fmtTime(d.GetPlannedAt()))
 	if t := d.GetNextAttemptAt(); t != nil {
 		fmt.Fprintf(w, "next       %s\n", fmtTime(t))
+	}
+	if wt := d.GetWait(); wt != nil {
+		fmt.Fprintf(w, "waits      %s\n", waitText(wt, true))
+	}
+	if e := d.GetLastError(); e != "" && d.GetStatus() != "succeeded" {
+		fmt.Fprintf(w, "last error %s\n", e)
 	}
 	printAttempts(w, d.GetAttempts())
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,11 +32,10 @@ const devFlaky = "evt_dev_order_2"
 // few sample events and shows their deliveries as they unfold, until ctx
 // ends (Ctrl-C).
 func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hookline dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("dev")
 	data := fs.String("data", "", "data directory (default: a new temporary directory, removed at exit)")
 	verbose := fs.Bool("v", false, "show the node's logs")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	say := func(format string, args ...any) { fmt.Fprintf(stdout, format+"\n", args...) }
@@ -158,8 +156,9 @@ func bearer(ctx context.Context, token string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 }
 
-// setUp creates the tenant dev, its API key, a portal link and the
-// endpoint ep_dev that delivers to url.
+// setUp creates the tenant dev, its API key, a portal link and an endpoint
+// that delivers to url (asked for as ep_dev; the node adds a suffix of
+// its own, and the id printed is the one it answered).
 func (pg *playground) setUp(ctx context.Context, httpAddr, url string) error {
 	tenants := controlv1.NewTenantServiceClient(pg.cc)
 	if _, err := tenants.CreateTenant(bearer(ctx, pg.admin), &controlv1.CreateTenantRequest{TenantId: "dev", Name: "Development"}); err != nil {
@@ -187,7 +186,7 @@ func (pg *playground) setUp(ctx context.Context, httpAddr, url string) error {
 		return fmt.Errorf("create endpoint: %w", err)
 	}
 	pg.secret = ep.GetSecret()
-	pg.say("  endpoint ep_dev -> %s (secret %s…)", ep.GetEndpoint().GetSettings().GetUrl(), pg.secret[:12])
+	pg.say("  endpoint %s -> %s (secret %s…)", ep.GetEndpoint().GetEndpointId(), ep.GetEndpoint().GetSettings().GetUrl(), pg.secret[:12])
 	return nil
 }
 

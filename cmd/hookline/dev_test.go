@@ -33,8 +33,9 @@ func (b *syncBuffer) String() string {
 }
 
 // TestDevPrintsConsoleAndPortalLink runs `hookline dev` until it has
-// printed the console's address and the dev tenant's portal link, and
-// opens both: the console page, and a session with the link's token.
+// printed the console's address, the dev tenant's portal link and its
+// endpoint, and opens them: the console page, a session with the link's
+// token, and the endpoint by the id printed.
 func TestDevPrintsConsoleAndPortalLink(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncBuffer
@@ -47,13 +48,14 @@ func TestDevPrintsConsoleAndPortalLink(t *testing.T) {
 		}
 	}()
 	link := regexp.MustCompile(`portal link  (http://\S+)/console/portal#token=(hlp_\S+)`)
-	var m []string
-	for deadline := time.Now().Add(30 * time.Second); m == nil; {
-		if m = link.FindStringSubmatch(out.String()); m != nil {
+	endpoint := regexp.MustCompile(`endpoint (\S+) -> http://`)
+	var m, e []string
+	for deadline := time.Now().Add(30 * time.Second); m == nil || e == nil; {
+		if m, e = link.FindStringSubmatch(out.String()), endpoint.FindStringSubmatch(out.String()); m != nil && e != nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no portal link within 30 s; printed:\n%s", out.String())
+			t.Fatalf("no portal link or endpoint within 30 s; printed:\n%s", out.String())
 		}
 		time.Sleep(50 * time.Millisecond) // poll interval
 	}
@@ -83,5 +85,15 @@ func TestDevPrintsConsoleAndPortalLink(t *testing.T) {
 	}
 	if s.Kind != "portal_token" || s.TenantID != "dev" {
 		t.Errorf("the portal link opens %s, want a portal token of dev", body)
+	}
+	req, _ = http.NewRequest(http.MethodGet, base+"/v1/webhook-endpoints/"+e[1], nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Errorf("GET the endpoint dev printed, %s: %s", e[1], res.Status)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -18,33 +17,24 @@ import (
 	"github.com/hookline/hookline/verify"
 )
 
+// receiveAbout is the paragraph of receive's -h text.
+const receiveAbout = `Listens for webhooks, verifies each one's Standard Webhooks signature
+(webhook-id, webhook-timestamp, webhook-signature) with the secret, prints
+a line per webhook and answers 200, or 401 when the signature does not
+verify. Without a secret it verifies nothing and answers 200. For trying
+Hookline out: a real receiver verifies with the verify package.`
+
 // receiveRun is `hookline receive`: a local receiver for trying Hookline
 // out. It listens on --addr, verifies each webhook's signature with
 // --secret, prints a line per webhook and answers it, until ctx ends
 // (Ctrl-C, SIGTERM).
 func receiveRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hookline receive", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("receive")
 	addr := fs.String("addr", "127.0.0.1:9000", "the address to listen on for webhooks")
 	// The secret's default is read after parsing, so that -h never shows it.
 	secret := fs.String("secret", "", "the endpoint's signing `secret` whsec_…, or several comma-separated during a rotation (default HOOKLINE_RECEIVER_SECRET); none verifies nothing")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: hookline receive [--addr 127.0.0.1:9000] [--secret whsec_…]
-
-Listens for webhooks, verifies each one's Standard Webhooks signature
-(webhook-id, webhook-timestamp, webhook-signature) with the secret, prints
-a line per webhook and answers 200, or 401 when the signature does not
-verify. Without a secret it verifies nothing and answers 200. For trying
-Hookline out: a real receiver verifies with the verify package.
-
-`)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("receive: unexpected argument %q; flags go as --name value", fs.Arg(0))
 	}
 	if *secret == "" {
 		*secret = os.Getenv("HOOKLINE_RECEIVER_SECRET")

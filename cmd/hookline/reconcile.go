@@ -13,7 +13,6 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/hookline/hookline/client"
 	"github.com/hookline/hookline/node"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
@@ -22,16 +21,8 @@ import (
 // repair did not fix): scripts and monitors act on the exit status.
 var errNotClean = errors.New("reconcile: not clean")
 
-// reconcileRun is `hookline reconcile`: against a running node (--addr,
-// the admin token), or against a stopped node's data directory on the
-// embedded log (--data). It prints the report and fails unless clean.
-func reconcileRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hookline reconcile", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: hookline reconcile [--repair] [flags]
-
-Compares every durable boundary with the log (the plans with the publishes
+// reconcileAbout is the paragraph of reconcile's -h text.
+const reconcileAbout = `Compares every durable boundary with the log (the plans with the publishes
 and the subscriptions of their time, the due index with the delivery
 streams and the grains, the history with the attempts, each projection with
 a replay) and prints the counts per tenant and every discrepancy with its
@@ -39,11 +30,13 @@ ids. --repair fixes what can be fixed without a second logical delivery;
 each repair is an event with its reason. Exits 1 unless clean.
 
 Against a running node give --addr and the admin token; against a stopped
-node's data directory (embedded log) give --data.
+node's data directory (embedded log) give --data.`
 
-`)
-		fs.PrintDefaults()
-	}
+// reconcileRun is `hookline reconcile`: against a running node (--addr,
+// the admin token), or against a stopped node's data directory on the
+// embedded log (--data). It prints the report and fails unless clean.
+func reconcileRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("reconcile")
 	opts := clientFlags(fs)
 	data := fs.String("data", "", "a STOPPED node's data directory (embedded log): reconcile it offline instead of asking a node")
 	repair := fs.Bool("repair", false, "repair what can be repaired: re-plan from the publish's snapshot, wake stranded work, rebuild divergent projections")
@@ -51,11 +44,8 @@ node's data directory (embedded log) give --data.
 	notPulled := fs.Duration("not-pulled-after", 0, "report due work an endpoint's grain has not pulled for this long (0: the node's default, 1m)")
 	skipReplay := fs.Bool("skip-replay", false, "skip the comparison of projections with a replay of the log (the costliest check)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("reconcile: unexpected argument %q; flags go as --name value", fs.Arg(0))
 	}
 	if *maxListed < 0 || *notPulled < 0 {
 		return errors.New("reconcile: --max or --not-pulled-after is negative; give 0 (the default) or more")
@@ -76,7 +66,7 @@ node's data directory (embedded log) give --data.
 		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		rep, err = node.ReconcileOffline(ctx, *data, req, logger)
 	} else {
-		rep, err = reconcileNode(ctx, opts.config(), req)
+		rep, err = reconcileNode(ctx, opts, req)
 	}
 	if err != nil {
 		return err
@@ -100,13 +90,14 @@ node's data directory (embedded log) give --data.
 }
 
 // reconcileNode asks a running node.
-func reconcileNode(ctx context.Context, cfg client.Config, req *controlv1.ReconcileRequest) (*controlv1.ReconcileReport, error) {
-	c, err := client.New(cfg)
+func reconcileNode(ctx context.Context, opts *clientOptions, req *controlv1.ReconcileRequest) (*controlv1.ReconcileReport, error) {
+	c, err := opts.connect()
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	return c.Reconcile(ctx, req)
+	rep, err := c.Reconcile(ctx, req)
+	return rep, noNode(err, opts.addr)
 }
 
 // flagGiven reports whether the command line set the flag name.

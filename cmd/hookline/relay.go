@@ -58,8 +58,7 @@ func openOutbox(ctx context.Context, dsn, table string, conns int32) (*pgxpool.P
 
 // relayRun runs a relay Worker until ctx ends (SIGINT, SIGTERM).
 func relayRun(ctx context.Context, args []string, _, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hookline relay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("relay")
 	db, table := outboxFlags(fs)
 	opts := clientFlags(fs)
 	batch := fs.Int("batch", 100, "rows per batch: one PublishBatch each")
@@ -68,15 +67,8 @@ func relayRun(ctx context.Context, args []string, _, stderr io.Writer) error {
 	retention := fs.Duration("retention", 7*24*time.Hour, "delete relayed rows this long after their creation; 0 never deletes")
 	metricsAddr := fs.String("metrics-addr", os.Getenv("HOOKLINE_RELAY_METRICS_ADDR"), "serve Prometheus metrics at http://ADDR/metrics; empty serves none (HOOKLINE_RELAY_METRICS_ADDR)")
 	logLevel := fs.String("log-level", envOr("HOOKLINE_LOG_LEVEL", "info"), "debug, info, warn or error (HOOKLINE_LOG_LEVEL)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: hookline relay --db postgres://… [flags]\n\nMoves committed rows of the outbox table into Hookline, at least once and\nidempotently by event id, until stopped. Run several for availability.\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("relay: unexpected argument %q; flags go as --name value", fs.Arg(0))
 	}
 	logger, err := newLogger(stderr, *logLevel)
 	if err != nil {
@@ -92,6 +84,9 @@ func relayRun(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	defer pool.Close()
 	ccfg := opts.config()
+	if ccfg.Token == "" {
+		return errNoToken
+	}
 	ccfg.Logger = logger
 	hl, err := client.New(ccfg)
 	if err != nil {
@@ -132,10 +127,9 @@ func relayRun(ctx context.Context, args []string, _, stderr io.Writer) error {
 
 // outboxSchema prints the outbox table's SQL.
 func outboxSchema(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hookline outbox schema", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("outbox schema")
 	table := fs.String("table", envOr("HOOKLINE_OUTBOX_TABLE", string(outbox.DefaultTable)), "the outbox table, name or schema.name (HOOKLINE_OUTBOX_TABLE)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	t := outbox.Table(*table)
@@ -148,10 +142,9 @@ func outboxSchema(_ context.Context, args []string, stdout, stderr io.Writer) er
 
 // outboxInit creates the outbox table if it does not exist.
 func outboxInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hookline outbox init", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("outbox init")
 	db, table := outboxFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	pool, err := openOutbox(ctx, *db, *table, 1)
@@ -170,8 +163,7 @@ func outboxInit(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // with the events Hookline accepted, and repairs on request. It fails
 // (exit status 1) when a row is missing in Hookline or differs.
 func outboxReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hookline outbox reconcile", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("outbox reconcile")
 	db, table := outboxFlags(fs)
 	opts := clientFlags(fs)
 	var since, until timeFlag
@@ -179,7 +171,7 @@ func outboxReconcile(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.Var(&until, "until", "and before (default: now)")
 	repair := fs.Bool("repair", false, "publish the rows Hookline does not have (idempotent)")
 	list := fs.Int("list", 20, "list at most this many event ids of each kind")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if since.t == nil {
@@ -190,7 +182,7 @@ func outboxReconcile(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	defer pool.Close()
-	hl, err := client.New(opts.config())
+	hl, err := opts.connect()
 	if err != nil {
 		return err
 	}
@@ -201,7 +193,7 @@ func outboxReconcile(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	rep, err := relay.Reconcile(ctx, cfg)
 	if err != nil {
-		return err
+		return noNode(err, opts.addr)
 	}
 	printOutboxReport(stdout, rep)
 	if *repair {

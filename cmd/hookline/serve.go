@@ -23,7 +23,7 @@ import (
 // serve runs a node until ctx ends (SIGINT, SIGTERM). Its flags (the table
 // serveFlags) become a node.Config in named steps.
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
-	s, err := parseServe(args, stderr)
+	s, err := parseServe(args)
 	if err != nil {
 		return err
 	}

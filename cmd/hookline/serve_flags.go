@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -120,63 +119,34 @@ var serveFlags = []serveFlag{
 		func(s *serveSettings) any { return &s.faults }},
 }
 
-// serveUsage heads serve's -h text; the flags follow.
-const serveUsage = `Usage: hookline serve [flags]
-
-Runs a node until SIGINT or SIGTERM. Every flag but --faults has an
+// serveAbout is the paragraph of serve's -h text.
+const serveAbout = `Runs a node until SIGINT or SIGTERM. Every flag but --faults has an
 environment variable, named after it, that sets its default. The node also
-reads HOOKLINE_ADMIN_TOKEN, HOOKLINE_MASTER_KEY and HOOKLINE_CLUSTER_SECRET.
-
-`
+reads HOOKLINE_ADMIN_TOKEN, HOOKLINE_MASTER_KEY and HOOKLINE_CLUSTER_SECRET.`
 
 // parseServe parses serve's command line into settings, each flag's
 // default taken from its environment variable when that is set.
-func parseServe(args []string, stderr io.Writer) (*serveSettings, error) {
-	fs := flag.NewFlagSet("hookline serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { printServeFlags(fs) }
+func parseServe(args []string) (*serveSettings, error) {
+	fs := newFlags("serve")
 	s := &serveSettings{}
 	for _, f := range serveFlags {
 		if err := f.define(fs, s); err != nil {
 			return nil, err
 		}
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("serve: unexpected argument %q; flags go as --name value", fs.Arg(0))
-	}
 	return s, nil
-}
-
-// printServeFlags writes serve's -h text: the flags in the table's order,
-// each with its environment variable and default.
-func printServeFlags(fs *flag.FlagSet) {
-	w := fs.Output()
-	fmt.Fprint(w, serveUsage)
-	for _, f := range serveFlags {
-		fl := fs.Lookup(f.name)
-		kind, usage := flag.UnquoteUsage(fl)
-		var notes []string
-		if f.env != "" {
-			notes = append(notes, f.env)
-		}
-		if fl.DefValue != "" && fl.DefValue != "0" && fl.DefValue != "0s" && fl.DefValue != "false" {
-			notes = append(notes, "default "+strconv.Quote(redactDSN(fl.DefValue)))
-		}
-		fmt.Fprintf(w, "  %s\n      %s", strings.TrimSpace("--"+f.name+" "+kind), usage)
-		if len(notes) > 0 {
-			fmt.Fprintf(w, " (%s)", strings.Join(notes, ", "))
-		}
-		fmt.Fprintln(w)
-	}
 }
 
 // define declares f on fs, with its default from the table or, when it is
 // set, from f's environment variable.
 func (f serveFlag) define(fs *flag.FlagSet, s *serveSettings) error {
 	usage := f.usage
+	if f.env != "" {
+		usage += " (" + f.env + ")"
+	}
 	var kind string // what a value looks like, for an error
 	switch p := f.to(s).(type) {
 	case *string:
