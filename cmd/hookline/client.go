@@ -274,10 +274,18 @@ func endpointsCreate(fs *flag.FlagSet) func(context.Context, *conn) error {
 	id := fs.String("id", "", "endpoint id (generated when empty)")
 	settings := settingsFlags(fs)
 	quiet := quietFlag(fs, "the endpoint's signing secret")
+	printID := fs.Bool("print-id", false, "print only the endpoint's id, e.g. for EP=$(…) (then its secret is not shown: rotate-secret shows a new one)")
 	return func(ctx context.Context, c *conn) error {
+		if *printID && (*quiet || c.json) {
+			return errors.New("endpoints create: --print-id prints the id alone; give it without --quiet and --json")
+		}
 		s, _ := settings()
 		req := &controlv1.CreateEndpointRequest{TenantId: *tenant, EndpointId: *id, Settings: s}
 		return show(ctx, c, c.CreateEndpoint, req, func(w io.Writer, r *controlv1.CreateEndpointResponse) {
+			if *printID {
+				fmt.Fprintln(w, r.GetEndpoint().GetEndpointId())
+				return
+			}
 			printNewSecret(w, *quiet, r.GetEndpoint(), r.GetSecret())
 		})
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -33,13 +34,25 @@ func receiveRun(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	addr := fs.String("addr", "127.0.0.1:9000", "the address to listen on for webhooks")
 	// The secret's default is read after parsing, so that -h never shows it.
 	secret := fs.String("secret", "", "the endpoint's signing `secret` whsec_…, or several comma-separated during a rotation (default HOOKLINE_RECEIVER_SECRET); none verifies nothing")
+	certFile := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
+	keyFile := fs.String("tls-key", "", "the PEM private key of --tls-cert")
+	clientCA := fs.String("client-ca", "", "require of every sender a client certificate this PEM CA signed (mutual TLS; with --tls-cert)")
+	oauth2 := fs.String("oauth2-client", "", "`ID:SECRET` of an OAuth2 client: serve a token endpoint at /token (client credentials) and require its bearer token on every webhook")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	tlsCfg, err := receiverTLS(*certFile, *keyFile, *clientCA)
+	if err != nil {
+		return err
+	}
+	tokens, err := newTokenIssuer(*oauth2)
+	if err != nil {
 		return err
 	}
 	if *secret == "" {
 		*secret = os.Getenv("HOOKLINE_RECEIVER_SECRET")
 	}
-	rcv := &receiver{out: stdout}
+	rcv := &receiver{out: stdout, tokens: tokens}
 	mode := "no --secret: nothing is verified, every webhook is answered 200"
 	if secrets := splitList(*secret); len(secrets) > 0 {
 		v, err := verify.New(secrets[0], secrets[1:]...)
@@ -53,7 +66,17 @@ func receiveRun(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
-	fmt.Fprintf(stdout, "hookline receive: listening on http://%s (%s); Ctrl-C stops\n", lis.Addr(), mode)
+	scheme := "http"
+	if tlsCfg != nil {
+		lis, scheme = tls.NewListener(lis, tlsCfg), "https"
+		if tlsCfg.ClientCAs != nil {
+			mode += "; a client certificate required"
+		}
+	}
+	if tokens != nil {
+		mode += fmt.Sprintf("; OAuth2 token endpoint %s://%s/token, its bearer token required", scheme, lis.Addr())
+	}
+	fmt.Fprintf(stdout, "hookline receive: listening on %s://%s (%s); Ctrl-C stops\n", scheme, lis.Addr(), mode)
 	return serveHTTP(ctx, lis, rcv)
 }
 
@@ -98,6 +121,8 @@ type receiver struct {
 	label string
 	// verifier checks the signatures; nil verifies nothing.
 	verifier *verify.Verifier
+	// tokens, if set, serves /token and requires its bearer tokens.
+	tokens *tokenIssuer
 	// flakyEvent is an event id whose first flakyTimes webhooks are
 	// answered 503 (dev's sample of retries); "" for none.
 	flakyEvent string
@@ -113,8 +138,20 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		fmt.Fprintln(w, "hookline receive: POST webhooks to any path")
 		return
 	}
+	if r.tokens != nil && req.URL.Path == "/token" {
+		r.tokens.ServeHTTP(w, req)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxWebhookBody))
 	status, verdict := r.judge(req.Header, body, err)
+	if r.tokens != nil && !r.tokens.valid(req.Header.Get("Authorization")) {
+		status, verdict = http.StatusUnauthorized, "no bearer token of /token"
+	} else if r.tokens != nil {
+		verdict = "bearer token ok, " + verdict
+	}
+	if req.TLS != nil && len(req.TLS.PeerCertificates) > 0 {
+		verdict = fmt.Sprintf("client certificate %q, %s", req.TLS.PeerCertificates[0].Subject.CommonName, verdict)
+	}
 	r.mu.Lock()
 	fmt.Fprintf(r.out, "%s%s  %s -> %d  %s\n", r.label, time.Now().Format("15:04:05"), describe(req.Header, verdict), status, shown(body))
 	r.mu.Unlock()

@@ -54,7 +54,7 @@ func startReceive(t *testing.T, env []string, args ...string) *receiveProcess {
 		}
 	})
 	first := p.next(t)
-	m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(first)
+	m := regexp.MustCompile(`listening on (https?://\S+)`).FindStringSubmatch(first)
 	if m == nil {
 		t.Fatalf("hookline receive started with %q; stderr:\n%s", first, stderr.String())
 	}
