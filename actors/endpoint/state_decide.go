@@ -288,6 +288,9 @@ func (s *State) decideUpdate(r *controlv1.UpdateEndpointRequest, by *hooklinev1.
 		}
 		cfg.Url = u
 	}
+	if err := checkSecretsFollowURL(s.Config, cfg, replaceSecret, secretsOf(next).clientSecret != ""); err != nil {
+		return Decision{}, err
+	}
 	if err := sealURLPassword(s.EndpointID, cfg, s.Config, env); err != nil {
 		return Decision{}, err
 	}

@@ -206,8 +206,8 @@ func TestOAuth2Settings(t *testing.T) {
 
 // TestBrokerURLCredentials: a broker URL's password (or NATS token) is
 // sealed apart from the URL, which keeps only the user; an update with the
-// same scheme, host and user and no password keeps it, another user drops
-// it, an empty userinfo clears it; a new master key reseals it.
+// same scheme, host and user and no password keeps it, another user or
+// host drops it, an empty userinfo clears it; a new master key reseals it.
 func TestBrokerURLCredentials(t *testing.T) {
 	oldKey, newKey := make([]byte, seal.KeySize), make([]byte, seal.KeySize)
 	rand.Read(oldKey)
@@ -254,6 +254,10 @@ func TestBrokerURLCredentials(t *testing.T) {
 	}
 
 	kr = krNew
+	setURL("nats://tok-51a0@nats.example.com/hooks.payments")
+	setURL("nats://nats.example.net/hooks.payments") // another host: dropped
+	check("nats://nats.example.net/hooks.payments", "")
+	setURL("nats://tok-51a0@nats.example.com/hooks.payments")
 	setURL("nats://@nats.example.com/hooks.payments") // @ alone: cleared
 	check("nats://nats.example.com/hooks.payments", "")
 }

@@ -1193,7 +1193,9 @@ type EndpointSettings struct {
 	// values are sealed at rest (like signing secrets) and never shown:
 	// reads list their names in secret_header_names. Up to 20 headers in
 	// all, under the same rules as headers. On update, naming
-	// secret_headers replaces them all; leaving it out keeps them.
+	// secret_headers replaces them all; leaving it out keeps them, unless
+	// url moves to another scheme, host or port: then the update must name
+	// them (empty drops them), or it is refused.
 	SecretHeaders map[string]string `protobuf:"bytes,17,rep,name=secret_headers,json=secretHeaders,proto3" json:"secret_headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// secret_header_names (read only) lists the names of the secret headers.
 	SecretHeaderNames []string `protobuf:"bytes,18,rep,name=secret_header_names,json=secretHeaderNames,proto3" json:"secret_header_names,omitempty"`
@@ -1521,8 +1523,8 @@ type OAuth2Auth struct {
 	TokenUrl string `protobuf:"bytes,1,opt,name=token_url,json=tokenUrl,proto3" json:"token_url,omitempty"`
 	ClientId string `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	// client_secret is sealed at rest and never shown (write only). On an
-	// update that keeps token_url and client_id, leaving it empty keeps the
-	// current one.
+	// update that keeps token_url, client_id and the endpoint url's scheme,
+	// host and port, leaving it empty keeps the current one.
 	ClientSecret string   `protobuf:"bytes,3,opt,name=client_secret,json=clientSecret,proto3" json:"client_secret,omitempty"`
 	Scopes       []string `protobuf:"bytes,4,rep,name=scopes,proto3" json:"scopes,omitempty"`
 	// audience, when set, is sent as the token request's audience parameter.
