@@ -49,11 +49,22 @@ func restart(t *testing.T, s *brokers.Server) {
 	}
 }
 
+// waitCircuitOpen waits until the endpoint's circuit is open: its
+// attempts failed, and the node holds its deliveries.
+func waitCircuitOpen(t *testing.T, c *tenantClient, endpointID, why string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "the circuit open "+why, func() bool {
+		ep, err := c.endpoints.GetEndpoint(c.ctx(), &controlv1.GetEndpointRequest{EndpointId: endpointID})
+		return err == nil && ep.GetCircuit() == controlv1.Endpoint_CIRCUIT_OPEN
+	})
+}
+
 // TestNATSDestination delivers through a node to a NATS JetStream subject:
 // every delivery is stored once in the stream, with the delivery id as
 // Nats-Msg-Id and the signature headers as message headers, verifiable
 // like a webhook; a replay is dropped by the stream as a repeat; with the
-// server down for 10 s, deliveries retry and succeed once it is back.
+// server down until the endpoint's circuit opens, deliveries retry and
+// succeed once it is back.
 func TestNATSDestination(t *testing.T) {
 	ns := startBroker(t, brokers.NATS)
 	n := startE2E(t, node.Config{Schedule: attempt.Schedule{Base: 200 * time.Millisecond, Cap: time.Second, MaxAttempts: 100}})
@@ -135,19 +146,14 @@ func TestNATSDestination(t *testing.T) {
 		t.Fatalf("after the replay the stream holds %d messages, %d of the replayed delivery; want 200 and 1", len(got), got[ids[0]])
 	}
 
-	// The server down for 10 s: deliveries wait, and succeed once it is
-	// back.
+	// The server down until the endpoint's circuit opens on the failed
+	// attempts: deliveries wait, and succeed once it is back.
 	ns.Kill()
-	down := time.Now()
 	var during []string
 	for i := range 20 {
 		during = append(during, c.publish(t, fmt.Sprintf("down_%02d", i), "order.paid")...)
 	}
-	eventually(t, 30*time.Second, "a failed attempt while the server is down", func() bool {
-		d, err := c.deliveries.GetDelivery(c.ctx(), &controlv1.GetDeliveryRequest{DeliveryId: during[0]})
-		return err == nil && d.GetAttemptCount() > 0
-	})
-	time.Sleep(10*time.Second - time.Since(down)) // the rest of the outage
+	waitCircuitOpen(t, c, created.GetEndpoint().GetEndpointId(), "while the server is down")
 	restart(t, ns)
 	eventually(t, 60*time.Second, "the deliveries held while the server was down", all(during))
 	if got := stored(); len(got) != 220 {

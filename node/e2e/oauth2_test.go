@@ -21,19 +21,22 @@ import (
 // issuer is a loopback OAuth2 token endpoint issuing tokens valid for
 // lifetime, and a receiver that accepts only its unexpired tokens.
 type issuer struct {
-	lifetime time.Duration
-	down     atomic.Bool
+	lifetime    time.Duration
+	down        atomic.Bool
+	downRefused atomic.Int64 // token requests refused while down
 
-	mu       sync.Mutex // guards the fields below
-	issued   map[string]time.Time
-	requests int
-	received map[string]int // webhook-id → accepted requests
-	refused  map[string]int // why → count
+	mu         sync.Mutex // guards the fields below
+	issued     map[string]time.Time
+	lastIssued time.Time
+	requests   int
+	received   map[string]int // webhook-id → accepted requests
+	refused    map[string]int // why → count
 }
 
 func (is *issuer) token(w http.ResponseWriter, r *http.Request) {
 	id, secret, ok := r.BasicAuth()
 	if is.down.Load() {
+		is.downRefused.Add(1)
 		http.Error(w, `{"error":"temporarily_unavailable"}`, http.StatusServiceUnavailable)
 		return
 	}
@@ -45,6 +48,7 @@ func (is *issuer) token(w http.ResponseWriter, r *http.Request) {
 	is.requests++
 	tok := fmt.Sprintf("tok-%d", is.requests)
 	is.issued[tok] = time.Now()
+	is.lastIssued = is.issued[tok]
 	is.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"access_token":%q,"token_type":"Bearer","expires_in":%d}`, tok, int(is.lifetime.Seconds()))
@@ -77,12 +81,12 @@ func (is *issuer) receive(wh *standardwebhooks.Webhook) http.HandlerFunc {
 // that demands a bearer token from a loopback token endpoint issuing 2 s
 // tokens: every delivery succeeds, the receiver sees only tokens the
 // endpoint issued, and the token endpoint is asked about once per token
-// lifetime, not once per delivery. Then the token endpoint is down for
-// 10 s: the deliveries published meanwhile wait, and succeed once it is
-// back.
+// lifetime, not once per delivery. Then the token endpoint is down: the
+// deliveries published once every token has expired wait, and succeed
+// once it is back.
 func TestOAuth2EndToEnd(t *testing.T) {
 	if testing.Short() {
-		t.Skip("delivers 1,100 webhooks and waits out a 10 s outage")
+		t.Skip("delivers 1,100 webhooks and waits out an outage of the token endpoint")
 	}
 	n := startE2E(t, node.Config{Schedule: attempt.Schedule{Base: 500 * time.Millisecond, Cap: 2 * time.Second, MaxAttempts: 100}})
 	c := n.tenant(t, "acme", nil)
@@ -137,21 +141,28 @@ func TestOAuth2EndToEnd(t *testing.T) {
 	}
 	t.Logf("1,000 deliveries in %v, %d token requests", elapsed.Round(time.Millisecond), requests)
 
-	// The outage: 10 s. The events are published once the last token
-	// issued has expired, so that none can be delivered until the token
-	// endpoint is back.
+	// The outage. The events are published once the last token issued
+	// has expired, so that none can be delivered until the token endpoint
+	// is back; it stays down until the node has been refused a token
+	// twice since, and a delivery's attempt has failed for it.
 	is.down.Store(true)
-	outage := time.Now()
-	var during []string
-	for time.Since(outage) < 10*time.Second {
-		if during == nil && time.Since(outage) > is.lifetime+500*time.Millisecond {
-			during = publish(1000, 100)
-		}
-		if during != nil && anyDelivered(is, during) {
+	eventually(t, 2*is.lifetime+time.Second, "the last token issued expired", func() bool {
+		is.mu.Lock()
+		defer is.mu.Unlock()
+		return time.Since(is.lastIssued) > is.lifetime
+	})
+	refusedBefore := is.downRefused.Load()
+	during := publish(1000, 100)
+	eventually(t, 30*time.Second, "the deliveries held by the outage", func() bool {
+		if anyDelivered(is, during) {
 			t.Fatal("a delivery succeeded while the token endpoint was down and every token had expired")
 		}
-		time.Sleep(100 * time.Millisecond) // polls the receiver through the outage
-	}
+		if is.downRefused.Load() < refusedBefore+2 {
+			return false
+		}
+		d, err := c.deliveries.GetDelivery(c.ctx(), &controlv1.GetDeliveryRequest{DeliveryId: during[0]})
+		return err == nil && d.GetAttemptCount() > 0 && d.GetStatus() == "pending"
+	})
 	is.down.Store(false)
 	eventually(t, 60*time.Second, "the deliveries held by the outage", delivered(during))
 

@@ -136,8 +136,8 @@ func (q *rabbitQueue) has(ids []string) func() bool {
 // persistent, with the delivery id as message-id and the signature headers
 // as message headers; the password is sealed and never shown; a routing
 // key no queue takes, and a wrong password, fail with an error that says
-// so; with the broker down for 10 s, deliveries retry and succeed once it
-// is back.
+// so; with the broker down until the endpoint's circuit opens, deliveries
+// retry and succeed once it is back.
 func TestRabbitMQDestination(t *testing.T) {
 	rs := startBroker(t, brokers.RabbitMQ)
 	declareRabbit(t, rs.URL())
@@ -194,19 +194,14 @@ func TestRabbitMQDestination(t *testing.T) {
 		})
 	}
 
-	// The broker down for 10 s: deliveries wait, and succeed once it is
-	// back.
+	// The broker down until the endpoint's circuit opens on the failed
+	// attempts: deliveries wait, and succeed once it is back.
 	rs.Kill()
-	down := time.Now()
 	var during []string
 	for i := range 20 {
 		during = append(during, c.publish(t, fmt.Sprintf("down_%02d", i), "order.paid")...)
 	}
-	eventually(t, 30*time.Second, "a failed attempt while the broker is down", func() bool {
-		d, err := c.deliveries.GetDelivery(c.ctx(), &controlv1.GetDeliveryRequest{DeliveryId: during[0]})
-		return err == nil && d.GetAttemptCount() > 0
-	})
-	time.Sleep(10*time.Second - time.Since(down)) // the rest of the outage
+	waitCircuitOpen(t, c, created.GetEndpoint().GetEndpointId(), "while the broker is down")
 	restart(t, rs)
 	eventually(t, 90*time.Second, "the deliveries held while the broker was down", q.has(during))
 	eventually(t, 30*time.Second, "every earlier delivery still in the queue's count", q.has(ids))
