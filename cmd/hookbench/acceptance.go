@@ -53,8 +53,9 @@ type FaultResult struct {
 	// The ledger's counts over the fault's events (see Summary): Expected
 	// the deliveries the bench computed for the healthy tenants, and the
 	// checks. A duplicate is explained by a window the bench caused (a
-	// kill, a restart, a fault that loses acknowledgements) or an answer
-	// its sender had left.
+	// kill or a restart until the node serves again, a grain's stop after
+	// an acknowledgement lost; see acceptance_window.go) or an answer its
+	// sender had left.
 	Expected int64 `json:"expected"`
 	Checks
 	// Queue ages during the fault (the node's gauges, the highest seen)
@@ -217,10 +218,11 @@ func (a *acceptance) start(ctx context.Context) (func(), error) {
 }
 
 func (a *acceptance) nodeLog() io.Writer {
+	g := &grainStops{ledger: a.b.ledger}
 	if a.b.cfg.NodeLog {
-		return a.b.stderr
+		g.next = a.b.stderr
 	}
-	return nil
+	return g
 }
 
 // nodeArgs are a node's extra arguments with the faults spec (none when
@@ -338,9 +340,6 @@ func (a *acceptance) underFault(ctx context.Context, fr *faultRun) (start, end t
 		}
 	}
 	end = time.Now()
-	if f.explains {
-		b.ledger.disturbed(f.name, start, end)
-	}
 	return start, end, errors.Join(pubErr, faultErr)
 }
 
@@ -423,6 +422,9 @@ func (a *acceptance) restartAll(ctx context.Context, faults string) error {
 		if err := n.RestartWith(ctx, 30*time.Second, a.nodeArgs(faults, base...)); err != nil {
 			return err
 		}
+		if err := WaitServing(ctx, n.GRPCAddr()); err != nil {
+			return err
+		}
 		a.b.ledger.disturbed("restart", began, time.Now())
 		if err := a.apis[i].Reconnect(n.GRPCAddr()); err != nil {
 			return err
@@ -455,6 +457,9 @@ func (a *acceptance) restartKilled(ctx context.Context, faults string, kills int
 			args = a.nodeArgs("", a.baseArgs(i)...)
 		}
 		if err := a.nodes[i].RestartWith(context.WithoutCancel(ctx), 30*time.Second, args); err != nil {
+			return killed, err
+		}
+		if err := WaitServing(context.WithoutCancel(ctx), a.nodes[i].GRPCAddr()); err != nil {
 			return killed, err
 		}
 		a.b.ledger.disturbed("killed by its fault", exited, time.Now())

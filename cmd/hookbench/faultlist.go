@@ -21,11 +21,6 @@ type faultSpec struct {
 	// healthyP99 judges the healthy tenants' first-attempt p99 against
 	// the baseline: for faults that some tenants suffer and not others.
 	healthyP99 bool
-	// explains: the fault's window explains a duplicate whose receipts
-	// straddle it (it kills nodes, loses acknowledgements or restarts the
-	// database, so an attempt may land before its outcome is recorded).
-	// The others must cause none.
-	explains bool
 	// pgOnly runs only on a cluster (--pg).
 	pgOnly  bool
 	prepare func(ctx context.Context, a *acceptance, fr *faultRun) error
@@ -50,7 +45,7 @@ var faultList = []faultSpec{
 	},
 	{
 		name: "fanout-midway", summary: "the node is killed (SIGKILL) while appending a multi-chunk plan: before, during or just after it lands",
-		nodeFaults: "kill-in-plan=20", kills: true, explains: true,
+		nodeFaults: "kill-in-plan=20", kills: true,
 	},
 	{
 		name: "duplicate-due", summary: "every pull hands the endpoint's previous pull out again, every wake is sent twice",
@@ -58,7 +53,7 @@ var faultList = []faultSpec{
 	},
 	{
 		name: "kill-after-2xx", summary: "the node is killed after the receiver answered 2xx and before the success is recorded",
-		nodeFaults: "kill-after-2xx=100", kills: true, explains: true,
+		nodeFaults: "kill-after-2xx=100", kills: true,
 	},
 	{
 		name: "retry-storm", summary: "every endpoint answers 429 with Retry-After at once, for --storm (then 200)",
@@ -112,11 +107,14 @@ var faultList = []faultSpec{
 	},
 	{
 		name: "unknown-outcome", summary: "every 200th append lands and then fails as if its acknowledgement was lost",
-		nodeFaults: "unknown-every=200", explains: true,
+		nodeFaults: "unknown-every=200",
 	},
 	{
 		name: "pg-restart", summary: "the PostgreSQL server restarts under load, --pg-restarts times (immediate shutdown: a crash, recovered from its WAL at start)",
-		pgOnly: true, explains: true,
+		pgOnly: true,
+		prepare: func(ctx context.Context, a *acceptance, _ *faultRun) error {
+			return a.apis[0].CreateTenant(ctx, pgProbeTenant)
+		},
 		during: func(ctx context.Context, a *acceptance, fr *faultRun) error {
 			n := max(a.b.cfg.PGRestarts, 1)
 			start, every := time.Now(), a.b.cfg.Duration/time.Duration(n+1)
@@ -126,10 +124,16 @@ var faultList = []faultSpec{
 					fr.notes = append(fr.notes, fmt.Sprintf("%d of %d restarts fit in the load: lengthen --duration (a restart takes seconds)", i, n))
 					return nil
 				}
+				began := time.Now()
 				took, err := a.pg.restart(ctx)
 				if err != nil {
 					return err
 				}
+				served, err := a.servedAgain(ctx, i+1)
+				if err != nil {
+					return err
+				}
+				a.b.ledger.disturbed("PostgreSQL restart", began, served)
 				fr.figures["pg_restarts"], most = float64(i+1), max(most, took)
 				fr.figures["pg_restart_max_s"] = round(most.Seconds(), 2)
 			}
