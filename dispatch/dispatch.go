@@ -3,6 +3,7 @@ package dispatch
 import (
 	"cmp"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -12,9 +13,10 @@ import (
 
 // Defaults of the zero Config.
 const (
-	DefaultSlots     = 256
-	DefaultObjective = time.Second
-	DefaultWeightTTL = time.Second
+	DefaultSlots        = 256
+	DefaultObjective    = time.Second
+	DefaultWeightTTL    = time.Second
+	DefaultHangHalfLife = 15 * time.Minute
 )
 
 // hangWeight is the weight of one attempt in a tenant's share of timed-out
@@ -42,6 +44,13 @@ type Config struct {
 	// that waits for its timeout serves nobody, and the timeouts of many
 	// such attempts end together and start as many again at once.
 	HangFloor int
+	// HangHalfLife is how long it takes a tenant's share of timed-out
+	// attempts to fade by half while none of its attempts ends; 0 means
+	// DefaultHangHalfLife (15 min). The share outlives the moments when
+	// the tenant holds and waits for nothing, so a hanging tenant whose
+	// attempts come in waves (circuits that open and probe together)
+	// starts each wave near HangFloor, not at TenantCap.
+	HangHalfLife time.Duration
 	// Weight returns a tenant's share (its quota's weight); nil, or a value
 	// below 1, means 1. It is called with the dispatcher's lock held and
 	// must not call back into the dispatcher. The dispatcher asks it at most
@@ -57,8 +66,8 @@ type Config struct {
 
 // Validate reports negative fields.
 func (c Config) Validate() error {
-	if c.Slots < 0 || c.Objective < 0 || c.TenantCap < 0 || c.HangFloor < 0 || c.WeightTTL < 0 {
-		return errors.New("dispatch: config: slots, objective, tenant cap, hang floor and weight TTL must not be negative; use 0 for the defaults")
+	if c.Slots < 0 || c.Objective < 0 || c.TenantCap < 0 || c.HangFloor < 0 || c.HangHalfLife < 0 || c.WeightTTL < 0 {
+		return errors.New("dispatch: config: slots, objective, tenant cap, hang floor, hang half-life and weight TTL must not be negative; use 0 for the defaults")
 	}
 	return nil
 }
@@ -68,6 +77,7 @@ func (c Config) withDefaults() Config {
 	c.Objective = cmp.Or(c.Objective, DefaultObjective)
 	c.TenantCap = cmp.Or(c.TenantCap, max(c.Slots*3/4, 1))
 	c.HangFloor = min(cmp.Or(c.HangFloor, max(c.Slots/16, 1)), c.TenantCap)
+	c.HangHalfLife = cmp.Or(c.HangHalfLife, DefaultHangHalfLife)
 	c.WeightTTL = cmp.Or(c.WeightTTL, DefaultWeightTTL)
 	if c.Now == nil {
 		c.Now = time.Now
@@ -88,6 +98,18 @@ type Dispatcher struct {
 	ring    []*tenant // tenants with waiting requests, in DRR order
 	next    int       // index in ring of the tenant being served
 	arrived bool      // the current tenant got its quantum for this visit
+	// idle keeps the hang of tenants forgotten while it still lowers their
+	// cap; pruned when it has doubled since the last pruning (pruneAt).
+	idle    map[string]hang
+	pruneAt int
+}
+
+// hang is a tenant's share of its recent attempts that timed out (an
+// exponential moving average over attempts), as of at: it fades with time
+// by half per Config.HangHalfLife.
+type hang struct {
+	share float64
+	at    time.Time
 }
 
 type tenant struct {
@@ -96,7 +118,7 @@ type tenant struct {
 	weighed   time.Time // zero: not asked yet
 	deficit   int
 	held      int
-	hung      float64 // share of its recent attempts that timed out (moving average)
+	hung      hang // share of its recent attempts that timed out
 	endpoints map[string]*endpoint
 	ring      []*endpoint // endpoints with waiting requests
 	next      int
@@ -119,7 +141,7 @@ func New(cfg Config) *Dispatcher {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	return &Dispatcher{cfg: cfg.withDefaults(), tenants: map[string]*tenant{}}
+	return &Dispatcher{cfg: cfg.withDefaults(), tenants: map[string]*tenant{}, idle: map[string]hang{}, pruneAt: minPruneAt}
 }
 
 // Acquire asks for one slot for an attempt of class c (new deliveries
@@ -133,6 +155,10 @@ func (d *Dispatcher) Acquire(tenantID, endpointID string, c due.Class, grant fun
 	t := d.tenants[tenantID]
 	if t == nil {
 		t = &tenant{id: tenantID, endpoints: map[string]*endpoint{}}
+		if h, ok := d.idle[tenantID]; ok {
+			t.hung = d.faded(h, d.cfg.Now())
+			delete(d.idle, tenantID)
+		}
 		d.tenants[tenantID] = t
 	}
 	e := t.endpoints[endpointID]
@@ -197,9 +223,11 @@ func (d *Dispatcher) Release(tenantID, endpointID string, o Outcome) {
 	if t := d.tenants[tenantID]; t != nil {
 		switch o {
 		case Answered:
-			t.hung -= t.hung * hangWeight
+			t.hung = d.faded(t.hung, d.cfg.Now())
+			t.hung.share -= t.hung.share * hangWeight
 		case TimedOut:
-			t.hung += (1 - t.hung) * hangWeight
+			t.hung = d.faded(t.hung, d.cfg.Now())
+			t.hung.share += (1 - t.hung.share) * hangWeight
 		}
 		if e := t.endpoints[endpointID]; e != nil && e.held > 0 {
 			e.held--
@@ -211,10 +239,26 @@ func (d *Dispatcher) Release(tenantID, endpointID string, o Outcome) {
 	d.unlockGrant(d.dispatch())
 }
 
-// capOf is the most slots t may hold now. d.mu must be held.
+// capOf is the most slots t may hold: its share of timed-out attempts as
+// of its last attempt's end (the time it has faded since is taken into
+// account at the next end, and when it comes back after being forgotten).
+// d.mu must be held.
 func (d *Dispatcher) capOf(t *tenant) int {
-	c := d.cfg.TenantCap - int(t.hung*float64(d.cfg.TenantCap-d.cfg.HangFloor)+0.5)
-	return max(c, d.cfg.HangFloor)
+	return max(d.cfg.TenantCap-d.cut(t.hung.share), d.cfg.HangFloor)
+}
+
+// cut is how many slots a share of timed-out attempts takes off the cap.
+func (d *Dispatcher) cut(share float64) int {
+	return int(share*float64(d.cfg.TenantCap-d.cfg.HangFloor) + 0.5)
+}
+
+// faded returns h as of now: its share halved for every HangHalfLife since
+// it was last updated.
+func (d *Dispatcher) faded(h hang, now time.Time) hang {
+	if h.share == 0 || !now.After(h.at) {
+		return hang{share: h.share, at: now}
+	}
+	return hang{share: h.share * math.Exp2(-float64(now.Sub(h.at))/float64(d.cfg.HangHalfLife)), at: now}
 }
 
 // Leave drops the requests endpointID of tenantID is waiting for and gives
@@ -404,7 +448,32 @@ func (d *Dispatcher) forget(t *tenant, e *endpoint) {
 	}
 	if len(t.endpoints) == 0 && t.held == 0 {
 		delete(d.tenants, t.id)
+		d.remember(t.id, t.hung)
 	}
+}
+
+// minPruneAt is the fewest idle records at which remember prunes.
+const minPruneAt = 64
+
+// remember keeps the hang of a tenant being forgotten while it still takes
+// a slot off its cap. The records are pruned of those that faded when
+// their number has doubled since the last pruning, so that they stay
+// bounded by the tenants that hung within a few hours. d.mu must be held.
+func (d *Dispatcher) remember(tenantID string, h hang) {
+	if d.cut(h.share) == 0 {
+		return
+	}
+	d.idle[tenantID] = h
+	if len(d.idle) < d.pruneAt {
+		return
+	}
+	now := d.cfg.Now()
+	for id, h := range d.idle {
+		if d.cut(d.faded(h, now).share) == 0 {
+			delete(d.idle, id)
+		}
+	}
+	d.pruneAt = max(2*len(d.idle), minPruneAt)
 }
 
 // weight returns t's weight as of now, asking Config.Weight when the cached

@@ -396,3 +396,54 @@ func TestDispatchHangingTenantShrinks(t *testing.T) {
 		t.Fatalf("an unused slot moved the cap from %d to %d", before, s.Cap)
 	}
 }
+
+// TestDispatchHangingTenantRemembered: a hanging tenant whose attempts
+// come in waves (its endpoints' circuits open together and probe
+// together) holds and waits for nothing between them; the share of its
+// attempts that timed out outlives those gaps, fading with time, so the
+// next wave starts near the floor instead of at the full cap.
+func TestDispatchHangingTenantRemembered(t *testing.T) {
+	clk := &clock{now: t0}
+	d := dispatch.New(dispatch.Config{Slots: 64, Now: clk.Now}) // cap 48, floor 4
+	var mu sync.Mutex
+	held := 0
+	wave := func() int {
+		mu.Lock()
+		held = 0
+		mu.Unlock()
+		for range 48 {
+			d.Acquire("hang", "hang1", due.ClassRetry, func() { mu.Lock(); held++; mu.Unlock() })
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return held
+	}
+	// endWave gives back every slot with o and drops what still waits:
+	// the tenant then holds and waits for nothing.
+	endWave := func(o dispatch.Outcome) {
+		for range held {
+			d.Release("hang", "hang1", o)
+		}
+		d.Leave("hang", "hang1")
+		if ts := d.Tenants(); len(ts) != 0 {
+			t.Fatalf("between waves the dispatcher still reports %+v", ts)
+		}
+	}
+
+	if got := wave(); got != 48 {
+		t.Fatalf("the first wave got %d slots, want the full cap of 48", got)
+	}
+	endWave(dispatch.TimedOut)
+	for i := range 4 {
+		clk.Add(10 * time.Second)
+		if got := wave(); got > 8 {
+			t.Fatalf("wave %d, 10 s after the last timed out, got %d slots; want the floor of 4 or a few more", i+2, got)
+		}
+		endWave(dispatch.TimedOut)
+	}
+	// Hours without an attempt: the timeouts are forgotten.
+	clk.Add(4 * time.Hour)
+	if got := wave(); got != 48 {
+		t.Fatalf("a wave 4 h later got %d slots, want the full cap of 48", got)
+	}
+}

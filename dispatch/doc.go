@@ -35,7 +35,10 @@
 //     sixteenth of the node) when all of them do, and comes back as its
 //     attempts are answered: its hanging attempts serve nobody, and they
 //     would time out together and start again together, in bursts that the
-//     other tenants' attempts of that moment wait behind.
+//     other tenants' attempts of that moment wait behind. The share fades
+//     with time (HangHalfLife, 15 min) and outlives the moments when the
+//     tenant holds and waits for nothing, so a tenant whose hanging
+//     attempts come in waves starts each wave near the floor.
 //
 // The dispatcher is memory only: on a restart the grains ask again.
 package dispatch
