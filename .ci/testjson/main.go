@@ -9,10 +9,11 @@
 //
 // The skips file lists one expected skip a line, "package test when"
 // (# starts a comment): package is the module-relative directory, test the
-// test's name (a subtest as Parent/Sub), and when is either unset:VAR, the
-// skip is expected while the environment variable VAR is unset, or slow,
-// the test skips itself when the machine was too slow for it to tell
-// (reported, never a failure).
+// test's name (a subtest as Parent/Sub), and when is unset:VAR, the skip
+// is expected while the environment variable VAR is unset; slow, the test
+// skips itself when the machine was too slow for it to tell (reported,
+// never a failure); or always, a case that does not apply to the harness
+// it runs under and runs under another.
 package main
 
 import (
@@ -59,11 +60,12 @@ func main() {
 // skip is an expected skip of the skips file.
 type skip struct {
 	pkg, test string
-	// slow: allowed whenever it happens; otherwise expected only while
-	// the variable unset is unset. A listed test that runs is fine.
-	slow  bool
-	unset string
-	why   string // for the summary
+	// always (slow, or a case another harness runs): allowed whenever it
+	// happens; otherwise expected only while the variable unset is unset.
+	// A listed test that runs is fine.
+	always bool
+	unset  string
+	why    string // for the summary
 }
 
 // readSkips reads the skips file; getenv says which variables are set.
@@ -87,7 +89,9 @@ func readSkips(path string, getenv func(string) string) ([]skip, error) {
 		s := skip{pkg: fields[0], test: fields[1]}
 		switch when := fields[2]; {
 		case when == "slow":
-			s.slow, s.why = true, "too slow to tell: allowed"
+			s.always, s.why = true, "too slow to tell: allowed"
+		case when == "always":
+			s.always, s.why = true, "does not apply to its harness"
 		case strings.HasPrefix(when, "unset:") && len(when) > len("unset:"):
 			s.unset = strings.TrimPrefix(when, "unset:")
 			if getenv(s.unset) != "" {
@@ -95,7 +99,7 @@ func readSkips(path string, getenv func(string) string) ([]skip, error) {
 			}
 			s.why = s.unset + " is unset"
 		default:
-			return nil, fmt.Errorf("%s:%d: when is %q; use unset:VAR or slow", path, n, when)
+			return nil, fmt.Errorf("%s:%d: when is %q; use unset:VAR, slow or always", path, n, when)
 		}
 		out = append(out, s)
 	}

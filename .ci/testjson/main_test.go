@@ -16,6 +16,7 @@ func TestReport(t *testing.T) {
 	os.WriteFile(path, []byte(`# package test when
 events/esdb   TestConformance   unset:HOOKLINE_ESDB_URL
 node/e2e      TestSlow          slow
+events/embedded TestDisk/Closed always
 events/postgres TestLog         unset:HOOKLINE_POSTGRES_URL
 `), 0o644)
 	env := map[string]string{"HOOKLINE_POSTGRES_URL": "postgres://"}
@@ -39,6 +40,8 @@ events/postgres TestLog         unset:HOOKLINE_POSTGRES_URL
 		`{"Action":"pass","Package":"` + m + `events/esdb","Elapsed":0.1}`,
 		`{"Action":"skip","Package":"` + m + `node/e2e","Test":"TestSlow"}`,
 		`{"Action":"pass","Package":"` + m + `node/e2e","Elapsed":0.1}`,
+		`{"Action":"skip","Package":"` + m + `events/embedded","Test":"TestDisk/Closed"}`,
+		`{"Action":"pass","Package":"` + m + `events/embedded","Elapsed":0.1}`,
 		`{"Action":"output","Package":"` + m + `events/postgres","Test":"TestLog","Output":"--- SKIP: TestLog (0.00s)\n"}`,
 		`{"Action":"output","Package":"` + m + `events/postgres","Test":"TestLog","Output":"    log_test.go:24: HOOKLINE_POSTGRES_URL not set\n"}`,
 		`{"Action":"skip","Package":"` + m + `events/postgres","Test":"TestLog"}`,
@@ -64,9 +67,10 @@ events/postgres TestLog         unset:HOOKLINE_POSTGRES_URL
 		"FAILED: " + m + "node TestB",
 		"skipped as expected: " + m + "events/esdb TestConformance (HOOKLINE_ESDB_URL is unset)",
 		"skipped as expected: " + m + "node/e2e TestSlow (too slow to tell: allowed)",
+		"skipped as expected: " + m + "events/embedded TestDisk/Closed (does not apply to its harness)",
 		"SKIPPED, NOT EXPECTED: " + m + "events/postgres TestLog: log_test.go:24: HOOKLINE_POSTGRES_URL not set",
 		"SKIPPED, NOT EXPECTED: " + m + "console TestBrowser/page: no Chromium",
-		"6 packages, 1 failed; 1 tests passed, 1 failed, 4 skipped (2 expected, 2 not)",
+		"7 packages, 1 failed; 1 tests passed, 1 failed, 5 skipped (3 expected, 2 not)",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the report lacks %q:\n%s", want, got)
