@@ -39,8 +39,9 @@ const (
 	// DefaultIdleAfter is the quiet period after which an idle grain
 	// passivates.
 	DefaultIdleAfter = 2 * time.Minute
-	// DefaultEventRetention is how long the log keeps event streams (30
-	// days, DESIGN §8).
+	// DefaultEventRetention is how long the log keeps event streams: 30
+	// days, as long as docs/semantics.md promises that an ended delivery
+	// stays searchable.
 	DefaultEventRetention = 30 * 24 * time.Hour
 	// maxTimer bounds one wait of the retirement timer, so that a clock jump
 	// is noticed within it.

@@ -29,9 +29,9 @@ import (
 // attempts on both sides: the p99 of a few hundred is their few slowest,
 // noise (the short variant reports it, unjudged).
 const (
-	// queueObjective is the due work's age objective: DESIGN §11, 99 % of
-	// new deliveries start their first attempt within 10 s; overdue
-	// retries are held to the same.
+	// queueObjective is the due work's age objective: 99 % of new
+	// deliveries start their first attempt within 10 s (docs/architecture.md,
+	// "Capacity"); overdue retries are held to the same.
 	queueObjective = 10 * time.Second
 	recoverWithin  = 60 * time.Second
 	p99Ratio       = 2.0
