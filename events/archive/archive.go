@@ -119,7 +119,7 @@ func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Archive, er
 		u.RawQuery, u.User = "", nil
 		where = u.String()
 	}
-	b, err := openBucket(ctx, rawURL)
+	b, err := OpenBucket(ctx, rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("archive %s: %w", where, err)
 	}

@@ -57,8 +57,9 @@ func Register(scheme string, open Opener) {
 	openers[scheme] = open
 }
 
-// openBucket opens the bucket at rawURL by its scheme.
-func openBucket(ctx context.Context, rawURL string) (Bucket, error) {
+// OpenBucket opens the bucket at rawURL by its scheme: file://, or a
+// scheme a package registered (see [Register]).
+func OpenBucket(ctx context.Context, rawURL string) (Bucket, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("not a URL: %w", err)

@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"gocloud.dev/blob"
-	"gocloud.dev/gcerrors"
-
+	"github.com/hookline/hookline/events/archive"
 	"github.com/hookline/hookline/seal"
 )
 
@@ -21,16 +18,17 @@ const ext = ".kek"
 
 // Store is a [seal.KEKStore]. It is safe for concurrent use.
 type Store struct {
-	dir    string       // a directory of its own, or
-	bucket *blob.Bucket // an object store
-	where  string       // the URL without credentials, for messages
+	dir    string         // a directory of its own, or
+	bucket archive.Bucket // an object store
+	where  string         // the URL without credentials, for messages
 }
 
 var _ seal.KEKStore = (*Store)(nil)
 
 // Open opens the store at rawURL: file:///path for a directory (created
-// when missing, mode 0700), or a gocloud.dev/blob URL whose driver the
-// build registers.
+// when missing, mode 0700), or an object store's URL of a scheme the build
+// registers with package archive (s3://, gs://, azblob:// in a build with
+// -tags cloudarchive).
 func Open(ctx context.Context, rawURL string) (*Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -48,9 +46,9 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		}
 		return &Store{dir: dir, where: where.String()}, nil
 	}
-	b, err := blob.OpenBucket(ctx, rawURL)
+	b, err := archive.OpenBucket(ctx, rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("vault KEK store %s: %w (use file:///path, or s3://bucket, gs://bucket, azblob://container in a build with -tags cloudarchive, as the Docker image is)", where.String(), err)
+		return nil, fmt.Errorf("vault KEK store %s: %w", where.String(), err)
 	}
 	return &Store{bucket: b, where: where.String()}, nil
 }
@@ -75,7 +73,7 @@ func (s *Store) Get(ctx context.Context, id string) ([]byte, error) {
 	var err error
 	if s.bucket != nil {
 		b, err = s.bucket.ReadAll(ctx, id+ext)
-		if gcerrors.Code(err) == gcerrors.NotFound {
+		if errors.Is(err, archive.ErrNoObject) {
 			err = seal.ErrNoKEK
 		}
 	} else {
@@ -97,7 +95,7 @@ func (s *Store) Put(ctx context.Context, id string, sealed []byte) error {
 		return err
 	}
 	if s.bucket != nil {
-		if err := s.bucket.WriteAll(ctx, id+ext, sealed, nil); err != nil {
+		if err := s.bucket.WriteAll(ctx, id+ext, sealed); err != nil {
 			return fmt.Errorf("vault KEK store %s: write %s: %w", s.where, id, err)
 		}
 		return nil
@@ -126,7 +124,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	if s.bucket != nil {
-		if err := s.bucket.Delete(ctx, id+ext); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		if err := s.bucket.Delete(ctx, id+ext); err != nil && !errors.Is(err, archive.ErrNoObject) {
 			return fmt.Errorf("vault KEK store %s: delete %s: %w", s.where, id, err)
 		}
 		return nil
@@ -141,19 +139,16 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 func (s *Store) List(ctx context.Context) ([]string, error) {
 	var ids []string
 	if s.bucket != nil {
-		it := s.bucket.List(nil)
-		for {
-			o, err := it.Next(ctx)
-			if errors.Is(err, io.EOF) {
-				return ids, nil
-			}
-			if err != nil {
-				return nil, fmt.Errorf("vault KEK store %s: list: %w", s.where, err)
-			}
-			if id, ok := strings.CutSuffix(o.Key, ext); ok && checkID(id) == nil {
+		keys, err := s.bucket.List(ctx, "")
+		if err != nil {
+			return nil, fmt.Errorf("vault KEK store %s: list: %w", s.where, err)
+		}
+		for _, k := range keys {
+			if id, ok := strings.CutSuffix(k, ext); ok && checkID(id) == nil {
 				ids = append(ids, id)
 			}
 		}
+		return ids, nil
 	}
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {

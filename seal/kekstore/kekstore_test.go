@@ -1,21 +1,34 @@
 package kekstore_test
 
 import (
+	"context"
 	"errors"
+	"net/url"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
-	_ "gocloud.dev/blob/memblob" // mem:// buckets
+	_ "gocloud.dev/blob/memblob" // mem:// buckets, reached through cloudblob
 
+	"github.com/hookline/hookline/events/archive"
+	"github.com/hookline/hookline/events/archive/cloudblob"
 	"github.com/hookline/hookline/seal"
 	"github.com/hookline/hookline/seal/kekstore"
 )
+
+// memOnce registers mem:// buckets with package archive once.
+var memOnce sync.Once
 
 // TestStore: a KEK put is got back and listed; one deleted is gone (and
 // deleting it again is no error); an id that is not a KEK's is refused.
 // In a directory and in an object store.
 func TestStore(t *testing.T) {
+	memOnce.Do(func() {
+		archive.Register("mem", func(ctx context.Context, u *url.URL) (archive.Bucket, error) {
+			return cloudblob.Open(ctx, u.String())
+		})
+	})
 	for name, url := range map[string]string{
 		"directory": "file://" + filepath.ToSlash(filepath.Join(t.TempDir(), "keks")),
 		"bucket":    "mem://",
