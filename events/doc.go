@@ -32,7 +32,8 @@
 //	                                handler (issue: expected NoStream;
 //	                                revoke: Exact 0); expires
 //	delivery-{delivery_id}          AttemptSucceeded, AttemptFailed,
-//	                                DeliveryExpired, ReplayRequested
+//	                                DeliveryExpired, ReplayRequested,
+//	                                OrderingKeySkipped
 //	                                writer: the endpoint grain owning the
 //	                                delivery's endpoint
 //	reconcile-{run_id}.{part}       ReconcileRepaired, one per repair
@@ -43,6 +44,11 @@
 //	                                window recovery replays, in one append
 //	                                with expected revision NoStream, before
 //	                                the endpoint's RecoveryStarted
+//	                                writer: the endpoint grain
+//	ordering-{endpoint_id}          OrderingCheckpointed: the last sequence
+//	                                of the endpoint's ordering keys (by
+//	                                token), before retention drops the
+//	                                attempts that say it; never expires
 //	                                writer: the endpoint grain
 //
 // Stream names follow EventStoreDB's category convention (category-id), so

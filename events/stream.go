@@ -18,6 +18,9 @@ const (
 	ReconcileCategory = "reconcile"
 	// RecoveryCategory holds the recorded lists of window recoveries.
 	RecoveryCategory = "recovery"
+	// OrderingCategory holds one stream per endpoint ordered by key: the
+	// checkpoints of its keys' sequences, which never expire.
+	OrderingCategory = "ordering"
 )
 
 // OwnersStream is the cluster's partition table: PartitionsAssigned events,
@@ -45,6 +48,9 @@ func ReconcileStream(runID string) string { return ReconcileCategory + "-" + run
 // RecoveryStream names the stream of one recovery's recorded list.
 func RecoveryStream(recoveryID string) string { return RecoveryCategory + "-" + recoveryID }
 
+// OrderingStream names the stream of an endpoint's ordering checkpoints.
+func OrderingStream(endpointID string) string { return OrderingCategory + "-" + endpointID }
+
 // Category returns the category of a stream name ("" when it has none).
 func Category(stream string) string {
 	c, _, ok := strings.Cut(stream, "-")
@@ -56,8 +62,8 @@ func Category(stream string) string {
 
 // Expires reports whether retention may drop a stream once its last write is
 // older than the cut-off: event, delivery and portal token streams expire
-// (a token lives a day at most); tenant and endpoint streams are kept for as
-// long as the tenant exists.
+// (a token lives a day at most); tenant, endpoint and ordering streams are
+// kept for as long as the tenant exists.
 func Expires(stream string) bool {
 	switch Category(stream) {
 	case EventCategory, DeliveryCategory, PortalCategory:

@@ -4273,8 +4273,11 @@ type Attempt struct {
 	Retry *RetryDecision `protobuf:"bytes,27,opt,name=retry,proto3" json:"retry,omitempty"`
 	// ordering_key and sequence are the webhook-ordering-key and
 	// webhook-sequence the request carried: set on an ordered endpoint's
-	// deliveries of events with an ordering key (sequence counts from 1 per
-	// endpoint and key, in the log's order of their plans).
+	// deliveries of events with an ordering key. sequence counts from 1 per
+	// endpoint and key: a delivery takes the next one at its first attempt
+	// and keeps it; 0 when the delivery was never sent with one (an
+	// attempt that ended it without a request, a replay of a delivery that
+	// never had its turn).
 	OrderingKey string `protobuf:"bytes,28,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
 	Sequence    int64  `protobuf:"varint,29,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	// pulled: the delivery was pulled by the endpoint's consumer, not sent;
@@ -4286,9 +4289,17 @@ type Attempt struct {
 	ResponseSeal *PayloadSeal `protobuf:"bytes,31,opt,name=response_seal,json=responseSeal,proto3" json:"response_seal,omitempty"`
 	// from_archive: the event's payload was read from the archive, the log
 	// having dropped its stream past retention (a late replay).
-	FromArchive   bool `protobuf:"varint,32,opt,name=from_archive,json=fromArchive,proto3" json:"from_archive,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FromArchive bool `protobuf:"varint,32,opt,name=from_archive,json=fromArchive,proto3" json:"from_archive,omitempty"`
+	// ordering_token stands for ordering_key where the key's sequence is
+	// counted (the due index, OrderingCheckpointed): 16 bytes keyed by the
+	// tenant's data key ordering_token_key (see package seal), so that
+	// erasing the tenant makes it unlinkable to the key. Set with sequence;
+	// ordering_token_key is empty on a node without a key vault (the token
+	// is then a plain digest of endpoint and key).
+	OrderingToken    []byte `protobuf:"bytes,33,opt,name=ordering_token,json=orderingToken,proto3" json:"ordering_token,omitempty"`
+	OrderingTokenKey string `protobuf:"bytes,34,opt,name=ordering_token_key,json=orderingTokenKey,proto3" json:"ordering_token_key,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Attempt) Reset() {
@@ -4543,6 +4554,20 @@ func (x *Attempt) GetFromArchive() bool {
 		return x.FromArchive
 	}
 	return false
+}
+
+func (x *Attempt) GetOrderingToken() []byte {
+	if x != nil {
+		return x.OrderingToken
+	}
+	return nil
+}
+
+func (x *Attempt) GetOrderingTokenKey() string {
+	if x != nil {
+		return x.OrderingTokenKey
+	}
+	return ""
 }
 
 // AttemptTrigger says why an attempt was made.
@@ -5129,7 +5154,12 @@ type ReplayRequested struct {
 	At         *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
 	// request_id names the command that wrote it: a retried command with the
 	// same id is answered from this event instead of running twice.
-	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// ordering_key and sequence are the delivery's on an endpoint ordered by
+	// key: the replay's attempt carries them, whichever grain makes it
+	// (sequence 0: the delivery was never sent with one).
+	OrderingKey   string `protobuf:"bytes,9,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	Sequence      int64  `protobuf:"varint,10,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5218,6 +5248,20 @@ func (x *ReplayRequested) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *ReplayRequested) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
+}
+
+func (x *ReplayRequested) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
 }
 
 // OrderingKeySkipped ends the head delivery of an ordering key on an
@@ -6149,6 +6193,153 @@ func (x *ReconcileRepaired) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// OrderingCheckpointed records, for an endpoint ordered by key, the last
+// sequence some of its ordering keys were sent with, before retention
+// drops the delivery streams whose attempts say it: the stream never
+// expires, so a due index rebuilt from what the log still holds numbers
+// each key's next delivery one more than its last. The keys are not in
+// it, only their tokens (Attempt.ordering_token), unlinkable to them once
+// the tenant is erased. Each event carries the partition of its endpoint.
+type OrderingCheckpointed struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	Counts     []*OrderingCount       `protobuf:"bytes,3,rep,name=counts,proto3" json:"counts,omitempty"`
+	// floor is the highest sequence the endpoint sent under tokens whose data
+	// key was erased (TenantErased): a key whose count is unknown after an
+	// erasure goes on above it. 0: unchanged.
+	Floor         int64                  `protobuf:"varint,4,opt,name=floor,proto3" json:"floor,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrderingCheckpointed) Reset() {
+	*x = OrderingCheckpointed{}
+	mi := &file_hookline_v1_events_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrderingCheckpointed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrderingCheckpointed) ProtoMessage() {}
+
+func (x *OrderingCheckpointed) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrderingCheckpointed.ProtoReflect.Descriptor instead.
+func (*OrderingCheckpointed) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *OrderingCheckpointed) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *OrderingCheckpointed) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *OrderingCheckpointed) GetCounts() []*OrderingCount {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *OrderingCheckpointed) GetFloor() int64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+func (x *OrderingCheckpointed) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+// OrderingCount is the last sequence sent for one ordering key's token.
+type OrderingCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         []byte                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	TokenKey      string                 `protobuf:"bytes,2,opt,name=token_key,json=tokenKey,proto3" json:"token_key,omitempty"`
+	Sequence      int64                  `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrderingCount) Reset() {
+	*x = OrderingCount{}
+	mi := &file_hookline_v1_events_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrderingCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrderingCount) ProtoMessage() {}
+
+func (x *OrderingCount) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_events_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrderingCount.ProtoReflect.Descriptor instead.
+func (*OrderingCount) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_events_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *OrderingCount) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *OrderingCount) GetTokenKey() string {
+	if x != nil {
+		return x.TokenKey
+	}
+	return ""
+}
+
+func (x *OrderingCount) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
 var File_hookline_v1_events_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_events_proto_rawDesc = "" +
@@ -6534,7 +6725,8 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12)\n" +
 	"\x10published_commit\x18\x03 \x01(\x04R\x0fpublishedCommit\x12+\n" +
 	"\x11published_prepare\x18\x04 \x01(\x04R\x10publishedPrepare\x12/\n" +
-	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"\xe6\t\n" +
+	"\tissued_by\x18\x05 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\"\xbb\n" +
+	"\n" +
 	"\aAttempt\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -6579,7 +6771,9 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\bsequence\x18\x1d \x01(\x03R\bsequence\x12\x16\n" +
 	"\x06pulled\x18\x1e \x01(\bR\x06pulled\x12=\n" +
 	"\rresponse_seal\x18\x1f \x01(\v2\x18.hookline.v1.PayloadSealR\fresponseSeal\x12!\n" +
-	"\ffrom_archive\x18  \x01(\bR\vfromArchive\"\xec\x02\n" +
+	"\ffrom_archive\x18  \x01(\bR\vfromArchive\x12%\n" +
+	"\x0eordering_token\x18! \x01(\fR\rorderingToken\x12,\n" +
+	"\x12ordering_token_key\x18\" \x01(\tR\x10orderingTokenKey\"\xec\x02\n" +
 	"\x0eAttemptTrigger\x124\n" +
 	"\x04kind\x18\x01 \x01(\x0e2 .hookline.v1.AttemptTrigger.KindR\x04kind\x12\x14\n" +
 	"\x05retry\x18\x02 \x01(\x05R\x05retry\x121\n" +
@@ -6655,7 +6849,7 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\battempts\x18\x05 \x01(\x05R\battempts\x129\n" +
 	"\n" +
 	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xa8\x02\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe7\x02\n" +
 	"\x0fReplayRequested\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -6668,7 +6862,10 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\tissued_by\x18\x06 \x01(\v2\x12.hookline.v1.ActorR\bissuedBy\x12*\n" +
 	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\b \x01(\tR\trequestId\"\xad\x02\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x12!\n" +
+	"\fordering_key\x18\t \x01(\tR\vorderingKey\x12\x1a\n" +
+	"\bsequence\x18\n" +
+	" \x01(\x03R\bsequence\"\xad\x02\n" +
 	"\x12OrderingKeySkipped\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -6770,7 +6967,18 @@ const file_hookline_v1_events_proto_rawDesc = "" +
 	"\x0eKIND_REPLANNED\x10\x01\x12\x0e\n" +
 	"\n" +
 	"KIND_WOKEN\x10\x02\x12\x10\n" +
-	"\fKIND_REBUILT\x10\x03*k\n" +
+	"\fKIND_REBUILT\x10\x03\"\xca\x01\n" +
+	"\x14OrderingCheckpointed\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x122\n" +
+	"\x06counts\x18\x03 \x03(\v2\x1a.hookline.v1.OrderingCountR\x06counts\x12\x14\n" +
+	"\x05floor\x18\x04 \x01(\x03R\x05floor\x12*\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"^\n" +
+	"\rOrderingCount\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\fR\x05token\x12\x1b\n" +
+	"\ttoken_key\x18\x02 \x01(\tR\btokenKey\x12\x1a\n" +
+	"\bsequence\x18\x03 \x01(\x03R\bsequence*k\n" +
 	"\x11SchemaEnforcement\x12\x1a\n" +
 	"\x16SCHEMA_ENFORCEMENT_OFF\x10\x00\x12\x1b\n" +
 	"\x17SCHEMA_ENFORCEMENT_WARN\x10\x01\x12\x1d\n" +
@@ -6808,7 +7016,7 @@ func file_hookline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
-var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_hookline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_hookline_v1_events_proto_goTypes = []any{
 	(SchemaEnforcement)(0),         // 0: hookline.v1.SchemaEnforcement
 	(KeyOrdering)(0),               // 1: hookline.v1.KeyOrdering
@@ -6879,37 +7087,39 @@ var file_hookline_v1_events_proto_goTypes = []any{
 	(*PartitionsAssigned)(nil),     // 66: hookline.v1.PartitionsAssigned
 	(*RunningAttempt)(nil),         // 67: hookline.v1.RunningAttempt
 	(*ReconcileRepaired)(nil),      // 68: hookline.v1.ReconcileRepaired
-	nil,                            // 69: hookline.v1.EndpointConfig.MetadataEntry
-	nil,                            // 70: hookline.v1.EndpointConfig.HeadersEntry
-	nil,                            // 71: hookline.v1.EndpointConfig.SealedHeadersEntry
-	nil,                            // 72: hookline.v1.EventPublished.HeadersEntry
-	nil,                            // 73: hookline.v1.HeadersResealed.SealedHeadersEntry
-	(*timestamppb.Timestamp)(nil),  // 74: google.protobuf.Timestamp
+	(*OrderingCheckpointed)(nil),   // 69: hookline.v1.OrderingCheckpointed
+	(*OrderingCount)(nil),          // 70: hookline.v1.OrderingCount
+	nil,                            // 71: hookline.v1.EndpointConfig.MetadataEntry
+	nil,                            // 72: hookline.v1.EndpointConfig.HeadersEntry
+	nil,                            // 73: hookline.v1.EndpointConfig.SealedHeadersEntry
+	nil,                            // 74: hookline.v1.EventPublished.HeadersEntry
+	nil,                            // 75: hookline.v1.HeadersResealed.SealedHeadersEntry
+	(*timestamppb.Timestamp)(nil),  // 76: google.protobuf.Timestamp
 }
 var file_hookline_v1_events_proto_depIdxs = []int32{
 	3,   // 0: hookline.v1.Actor.kind:type_name -> hookline.v1.Actor.Kind
 	14,  // 1: hookline.v1.TenantCreated.quota:type_name -> hookline.v1.Quota
 	13,  // 2: hookline.v1.TenantCreated.issued_by:type_name -> hookline.v1.Actor
-	74,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
+	76,  // 3: hookline.v1.TenantCreated.at:type_name -> google.protobuf.Timestamp
 	13,  // 4: hookline.v1.EventTypeDefined.issued_by:type_name -> hookline.v1.Actor
-	74,  // 5: hookline.v1.EventTypeDefined.at:type_name -> google.protobuf.Timestamp
+	76,  // 5: hookline.v1.EventTypeDefined.at:type_name -> google.protobuf.Timestamp
 	0,   // 6: hookline.v1.TenantSettingsChanged.schema_enforcement:type_name -> hookline.v1.SchemaEnforcement
 	13,  // 7: hookline.v1.TenantSettingsChanged.issued_by:type_name -> hookline.v1.Actor
-	74,  // 8: hookline.v1.TenantSettingsChanged.at:type_name -> google.protobuf.Timestamp
+	76,  // 8: hookline.v1.TenantSettingsChanged.at:type_name -> google.protobuf.Timestamp
 	13,  // 9: hookline.v1.TenantErased.issued_by:type_name -> hookline.v1.Actor
-	74,  // 10: hookline.v1.TenantErased.at:type_name -> google.protobuf.Timestamp
+	76,  // 10: hookline.v1.TenantErased.at:type_name -> google.protobuf.Timestamp
 	14,  // 11: hookline.v1.TenantQuotaChanged.quota:type_name -> hookline.v1.Quota
 	13,  // 12: hookline.v1.TenantQuotaChanged.issued_by:type_name -> hookline.v1.Actor
-	74,  // 13: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
+	76,  // 13: hookline.v1.TenantQuotaChanged.at:type_name -> google.protobuf.Timestamp
 	13,  // 14: hookline.v1.ApiKeyIssued.issued_by:type_name -> hookline.v1.Actor
-	74,  // 15: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
+	76,  // 15: hookline.v1.ApiKeyIssued.at:type_name -> google.protobuf.Timestamp
 	13,  // 16: hookline.v1.ApiKeyRevoked.issued_by:type_name -> hookline.v1.Actor
-	74,  // 17: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
+	76,  // 17: hookline.v1.ApiKeyRevoked.at:type_name -> google.protobuf.Timestamp
 	4,   // 18: hookline.v1.ApiKeyRevoked.reason:type_name -> hookline.v1.ApiKeyRevoked.Reason
-	69,  // 19: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
+	71,  // 19: hookline.v1.EndpointConfig.metadata:type_name -> hookline.v1.EndpointConfig.MetadataEntry
 	1,   // 20: hookline.v1.EndpointConfig.ordering:type_name -> hookline.v1.KeyOrdering
-	70,  // 21: hookline.v1.EndpointConfig.headers:type_name -> hookline.v1.EndpointConfig.HeadersEntry
-	71,  // 22: hookline.v1.EndpointConfig.sealed_headers:type_name -> hookline.v1.EndpointConfig.SealedHeadersEntry
+	72,  // 21: hookline.v1.EndpointConfig.headers:type_name -> hookline.v1.EndpointConfig.HeadersEntry
+	73,  // 22: hookline.v1.EndpointConfig.sealed_headers:type_name -> hookline.v1.EndpointConfig.SealedHeadersEntry
 	24,  // 23: hookline.v1.EndpointConfig.oauth2:type_name -> hookline.v1.OAuth2Config
 	23,  // 24: hookline.v1.EndpointConfig.mtls:type_name -> hookline.v1.MTLSConfig
 	25,  // 25: hookline.v1.EndpointConfig.url_password:type_name -> hookline.v1.SealedValue
@@ -6918,44 +7128,44 @@ var file_hookline_v1_events_proto_depIdxs = []int32{
 	22,  // 28: hookline.v1.EndpointCreated.config:type_name -> hookline.v1.EndpointConfig
 	26,  // 29: hookline.v1.EndpointCreated.secret:type_name -> hookline.v1.SealedSecret
 	13,  // 30: hookline.v1.EndpointCreated.issued_by:type_name -> hookline.v1.Actor
-	74,  // 31: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
+	76,  // 31: hookline.v1.EndpointCreated.at:type_name -> google.protobuf.Timestamp
 	22,  // 32: hookline.v1.EndpointUpdated.config:type_name -> hookline.v1.EndpointConfig
 	13,  // 33: hookline.v1.EndpointUpdated.issued_by:type_name -> hookline.v1.Actor
-	74,  // 34: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
+	76,  // 34: hookline.v1.EndpointUpdated.at:type_name -> google.protobuf.Timestamp
 	26,  // 35: hookline.v1.EndpointUpdated.new_secret:type_name -> hookline.v1.SealedSecret
 	26,  // 36: hookline.v1.SecretRotated.secret:type_name -> hookline.v1.SealedSecret
-	74,  // 37: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
+	76,  // 37: hookline.v1.SecretRotated.previous_expires_at:type_name -> google.protobuf.Timestamp
 	13,  // 38: hookline.v1.SecretRotated.issued_by:type_name -> hookline.v1.Actor
-	74,  // 39: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
+	76,  // 39: hookline.v1.SecretRotated.at:type_name -> google.protobuf.Timestamp
 	5,   // 40: hookline.v1.SecretRetired.reason:type_name -> hookline.v1.SecretRetired.Reason
 	13,  // 41: hookline.v1.SecretRetired.issued_by:type_name -> hookline.v1.Actor
-	74,  // 42: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
+	76,  // 42: hookline.v1.SecretRetired.at:type_name -> google.protobuf.Timestamp
 	6,   // 43: hookline.v1.EndpointPaused.reason:type_name -> hookline.v1.EndpointPaused.Reason
 	13,  // 44: hookline.v1.EndpointPaused.issued_by:type_name -> hookline.v1.Actor
-	74,  // 45: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
+	76,  // 45: hookline.v1.EndpointPaused.at:type_name -> google.protobuf.Timestamp
 	13,  // 46: hookline.v1.EndpointResumed.issued_by:type_name -> hookline.v1.Actor
-	74,  // 47: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
+	76,  // 47: hookline.v1.EndpointResumed.at:type_name -> google.protobuf.Timestamp
 	13,  // 48: hookline.v1.EndpointDisabled.issued_by:type_name -> hookline.v1.Actor
-	74,  // 49: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
+	76,  // 49: hookline.v1.EndpointDisabled.at:type_name -> google.protobuf.Timestamp
 	13,  // 50: hookline.v1.EndpointDeleted.issued_by:type_name -> hookline.v1.Actor
-	74,  // 51: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
+	76,  // 51: hookline.v1.EndpointDeleted.at:type_name -> google.protobuf.Timestamp
 	2,   // 52: hookline.v1.CircuitOpened.last_error:type_name -> hookline.v1.ErrorClass
-	74,  // 53: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
-	74,  // 54: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
-	74,  // 55: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
-	74,  // 56: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
-	74,  // 57: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
-	74,  // 58: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
+	76,  // 53: hookline.v1.CircuitOpened.until:type_name -> google.protobuf.Timestamp
+	76,  // 54: hookline.v1.CircuitOpened.at:type_name -> google.protobuf.Timestamp
+	76,  // 55: hookline.v1.CircuitHalfOpened.at:type_name -> google.protobuf.Timestamp
+	76,  // 56: hookline.v1.CircuitClosed.at:type_name -> google.protobuf.Timestamp
+	76,  // 57: hookline.v1.RecoveryStarted.since:type_name -> google.protobuf.Timestamp
+	76,  // 58: hookline.v1.RecoveryStarted.until:type_name -> google.protobuf.Timestamp
 	13,  // 59: hookline.v1.RecoveryStarted.issued_by:type_name -> hookline.v1.Actor
-	74,  // 60: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
-	74,  // 61: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
+	76,  // 60: hookline.v1.RecoveryStarted.at:type_name -> google.protobuf.Timestamp
+	76,  // 61: hookline.v1.RecoveryProgressed.at:type_name -> google.protobuf.Timestamp
 	7,   // 62: hookline.v1.RecoveryFinished.reason:type_name -> hookline.v1.RecoveryFinished.Reason
-	74,  // 63: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
-	74,  // 64: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
-	74,  // 65: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
+	76,  // 63: hookline.v1.RecoveryFinished.at:type_name -> google.protobuf.Timestamp
+	76,  // 64: hookline.v1.RecoveryListed.at:type_name -> google.protobuf.Timestamp
+	76,  // 65: hookline.v1.EventPublished.occurred_at:type_name -> google.protobuf.Timestamp
 	13,  // 66: hookline.v1.EventPublished.issued_by:type_name -> hookline.v1.Actor
-	74,  // 67: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
-	72,  // 68: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
+	76,  // 67: hookline.v1.EventPublished.at:type_name -> google.protobuf.Timestamp
+	74,  // 68: hookline.v1.EventPublished.headers:type_name -> hookline.v1.EventPublished.HeadersEntry
 	44,  // 69: hookline.v1.EventPublished.schema_violation:type_name -> hookline.v1.SchemaViolation
 	43,  // 70: hookline.v1.EventPublished.payload_seal:type_name -> hookline.v1.PayloadSeal
 	45,  // 71: hookline.v1.SchemaViolation.sealed:type_name -> hookline.v1.SealedText
@@ -6963,13 +7173,13 @@ var file_hookline_v1_events_proto_depIdxs = []int32{
 	1,   // 73: hookline.v1.PlannedDelivery.ordering:type_name -> hookline.v1.KeyOrdering
 	45,  // 74: hookline.v1.FilteredEndpoint.sealed_error:type_name -> hookline.v1.SealedText
 	46,  // 75: hookline.v1.DeliveriesPlanned.deliveries:type_name -> hookline.v1.PlannedDelivery
-	74,  // 76: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
-	74,  // 77: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
+	76,  // 76: hookline.v1.DeliveriesPlanned.at:type_name -> google.protobuf.Timestamp
+	76,  // 77: hookline.v1.DeliveriesPlanned.expires_at:type_name -> google.protobuf.Timestamp
 	49,  // 78: hookline.v1.DeliveriesPlanned.repair:type_name -> hookline.v1.PlanRepair
 	47,  // 79: hookline.v1.DeliveriesPlanned.filtered:type_name -> hookline.v1.FilteredEndpoint
 	13,  // 80: hookline.v1.PlanRepair.issued_by:type_name -> hookline.v1.Actor
-	74,  // 81: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	74,  // 82: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	76,  // 81: hookline.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	76,  // 82: hookline.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
 	2,   // 83: hookline.v1.Attempt.error_class:type_name -> hookline.v1.ErrorClass
 	13,  // 84: hookline.v1.Attempt.issued_by:type_name -> hookline.v1.Actor
 	51,  // 85: hookline.v1.Attempt.trigger:type_name -> hookline.v1.AttemptTrigger
@@ -6978,51 +7188,53 @@ var file_hookline_v1_events_proto_depIdxs = []int32{
 	54,  // 88: hookline.v1.Attempt.retry:type_name -> hookline.v1.RetryDecision
 	43,  // 89: hookline.v1.Attempt.response_seal:type_name -> hookline.v1.PayloadSeal
 	8,   // 90: hookline.v1.AttemptTrigger.kind:type_name -> hookline.v1.AttemptTrigger.Kind
-	74,  // 91: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
+	76,  // 91: hookline.v1.AttemptTrigger.due_at:type_name -> google.protobuf.Timestamp
 	13,  // 92: hookline.v1.AttemptTrigger.requested_by:type_name -> hookline.v1.Actor
 	9,   // 93: hookline.v1.RetryDecision.outcome:type_name -> hookline.v1.RetryDecision.Outcome
-	74,  // 94: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
+	76,  // 94: hookline.v1.RetryDecision.next_attempt_at:type_name -> google.protobuf.Timestamp
 	10,  // 95: hookline.v1.RetryDecision.retry_after:type_name -> hookline.v1.RetryDecision.RetryAfter
 	50,  // 96: hookline.v1.AttemptSucceeded.attempt:type_name -> hookline.v1.Attempt
 	50,  // 97: hookline.v1.AttemptFailed.attempt:type_name -> hookline.v1.Attempt
-	74,  // 98: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
-	74,  // 99: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
-	74,  // 100: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
+	76,  // 98: hookline.v1.AttemptFailed.next_attempt_at:type_name -> google.protobuf.Timestamp
+	76,  // 99: hookline.v1.DeliveryExpired.expires_at:type_name -> google.protobuf.Timestamp
+	76,  // 100: hookline.v1.DeliveryExpired.at:type_name -> google.protobuf.Timestamp
 	13,  // 101: hookline.v1.ReplayRequested.issued_by:type_name -> hookline.v1.Actor
-	74,  // 102: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
+	76,  // 102: hookline.v1.ReplayRequested.at:type_name -> google.protobuf.Timestamp
 	13,  // 103: hookline.v1.OrderingKeySkipped.issued_by:type_name -> hookline.v1.Actor
-	74,  // 104: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
-	74,  // 105: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	76,  // 104: hookline.v1.OrderingKeySkipped.at:type_name -> google.protobuf.Timestamp
+	76,  // 105: hookline.v1.PortalTokenIssued.expires_at:type_name -> google.protobuf.Timestamp
 	13,  // 106: hookline.v1.PortalTokenIssued.issued_by:type_name -> hookline.v1.Actor
-	74,  // 107: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
+	76,  // 107: hookline.v1.PortalTokenIssued.at:type_name -> google.protobuf.Timestamp
 	13,  // 108: hookline.v1.PortalTokenRevoked.issued_by:type_name -> hookline.v1.Actor
-	74,  // 109: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
+	76,  // 109: hookline.v1.PortalTokenRevoked.at:type_name -> google.protobuf.Timestamp
 	26,  // 110: hookline.v1.SecretResealed.secret:type_name -> hookline.v1.SealedSecret
 	13,  // 111: hookline.v1.SecretResealed.issued_by:type_name -> hookline.v1.Actor
-	74,  // 112: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
-	73,  // 113: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
+	76,  // 112: hookline.v1.SecretResealed.at:type_name -> google.protobuf.Timestamp
+	75,  // 113: hookline.v1.HeadersResealed.sealed_headers:type_name -> hookline.v1.HeadersResealed.SealedHeadersEntry
 	13,  // 114: hookline.v1.HeadersResealed.issued_by:type_name -> hookline.v1.Actor
-	74,  // 115: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
+	76,  // 115: hookline.v1.HeadersResealed.at:type_name -> google.protobuf.Timestamp
 	25,  // 116: hookline.v1.HeadersResealed.oauth2_client_secret:type_name -> hookline.v1.SealedValue
 	25,  // 117: hookline.v1.HeadersResealed.mtls_client_key:type_name -> hookline.v1.SealedValue
 	25,  // 118: hookline.v1.HeadersResealed.url_password:type_name -> hookline.v1.SealedValue
-	74,  // 119: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
+	76,  // 119: hookline.v1.MasterKeyRegistered.at:type_name -> google.protobuf.Timestamp
 	13,  // 120: hookline.v1.MasterKeyRetired.issued_by:type_name -> hookline.v1.Actor
-	74,  // 121: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
+	76,  // 121: hookline.v1.MasterKeyRetired.at:type_name -> google.protobuf.Timestamp
 	11,  // 122: hookline.v1.PartitionsAssigned.reason:type_name -> hookline.v1.PartitionsAssigned.Reason
-	74,  // 123: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
+	76,  // 123: hookline.v1.PartitionsAssigned.at:type_name -> google.protobuf.Timestamp
 	67,  // 124: hookline.v1.PartitionsAssigned.running:type_name -> hookline.v1.RunningAttempt
-	74,  // 125: hookline.v1.RunningAttempt.until:type_name -> google.protobuf.Timestamp
+	76,  // 125: hookline.v1.RunningAttempt.until:type_name -> google.protobuf.Timestamp
 	12,  // 126: hookline.v1.ReconcileRepaired.kind:type_name -> hookline.v1.ReconcileRepaired.Kind
 	13,  // 127: hookline.v1.ReconcileRepaired.issued_by:type_name -> hookline.v1.Actor
-	74,  // 128: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
-	25,  // 129: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
-	25,  // 130: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
-	131, // [131:131] is the sub-list for method output_type
-	131, // [131:131] is the sub-list for method input_type
-	131, // [131:131] is the sub-list for extension type_name
-	131, // [131:131] is the sub-list for extension extendee
-	0,   // [0:131] is the sub-list for field type_name
+	76,  // 128: hookline.v1.ReconcileRepaired.at:type_name -> google.protobuf.Timestamp
+	70,  // 129: hookline.v1.OrderingCheckpointed.counts:type_name -> hookline.v1.OrderingCount
+	76,  // 130: hookline.v1.OrderingCheckpointed.at:type_name -> google.protobuf.Timestamp
+	25,  // 131: hookline.v1.EndpointConfig.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	25,  // 132: hookline.v1.HeadersResealed.SealedHeadersEntry.value:type_name -> hookline.v1.SealedValue
+	133, // [133:133] is the sub-list for method output_type
+	133, // [133:133] is the sub-list for method input_type
+	133, // [133:133] is the sub-list for extension type_name
+	133, // [133:133] is the sub-list for extension extendee
+	0,   // [0:133] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_events_proto_init() }
@@ -7036,7 +7248,7 @@ func file_hookline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_events_proto_rawDesc), len(file_hookline_v1_events_proto_rawDesc)),
 			NumEnums:      13,
-			NumMessages:   61,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
