@@ -16,8 +16,14 @@ import (
 // Filter implements [projections.Projection].
 func (*Due) Filter() events.Filter {
 	return events.Filter{
-		StreamPrefixes: []string{events.EventCategory + "-", events.DeliveryCategory + "-"},
-		Types:          []string{"DeliveriesPlanned", "AttemptSucceeded", "AttemptFailed", "DeliveryExpired", "ReplayRequested", "OrderingKeySkipped"},
+		StreamPrefixes: []string{
+			events.EventCategory + "-", events.DeliveryCategory + "-", events.OrderingCategory + "-",
+			events.TenantCategory + "-", events.EndpointCategory + "-",
+		},
+		Types: []string{
+			"DeliveriesPlanned", "AttemptSucceeded", "AttemptFailed", "DeliveryExpired", "ReplayRequested", "OrderingKeySkipped",
+			"OrderingCheckpointed", "TenantErased", "EndpointDeleted",
+		},
 	}
 }
 
@@ -37,7 +43,10 @@ func (*Due) Name() string { return Name }
 //     records, usually without next_attempt_at: it stays ended unless that
 //     attempt succeeds), and a pending one due later moves up. A pending
 //     delivery already due is left as it is.
-func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) error {
+//
+// Attempts with a sequence, OrderingCheckpointed, TenantErased and
+// EndpointDeleted keep the counts of ordered keys' sequences (counter.go).
+func (d *Due) Apply(b *projections.Batch, rec *events.Record, msg proto.Message) error {
 	switch m := msg.(type) {
 	case *hooklinev1.DeliveriesPlanned:
 		// A delivery is planned once (its event stream is appended with
@@ -57,13 +66,16 @@ func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) e
 					return err
 				}
 			}
-			if err := d.plan(b, it); err != nil {
+			if err := d.plan(b, it, rec.Position); err != nil {
 				return err
 			}
 		}
 	case *hooklinev1.AttemptSucceeded:
 		a := m.GetAttempt()
 		d.outcome(b, a.GetEndpointId(), a.GetDeliveryId())
+		if err := d.sent(b, a); err != nil {
+			return err
+		}
 		it, err := d.remove(b, a.GetDeliveryId())
 		if err != nil {
 			return err
@@ -83,6 +95,9 @@ func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) e
 	case *hooklinev1.AttemptFailed:
 		a := m.GetAttempt()
 		d.outcome(b, a.GetEndpointId(), a.GetDeliveryId())
+		if err := d.sent(b, a); err != nil {
+			return err
+		}
 		if m.GetNextAttemptAt() == nil {
 			it, err := d.remove(b, a.GetDeliveryId())
 			if err != nil {
@@ -113,9 +128,18 @@ func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) e
 			}
 		}
 		it.Class, it.Manual, it.DueAt, it.Attempts = ClassRetry, false, asTime(m.GetNextAttemptAt()), a.GetNumber()
+		if it.Ordered() && a.GetSequence() > 0 {
+			it.Sequence = a.GetSequence()
+		}
 		return d.put(b, it)
 	case *hooklinev1.OrderingKeySkipped:
 		return d.skipped(b, m)
+	case *hooklinev1.OrderingCheckpointed:
+		return d.checkpointed(b, m)
+	case *hooklinev1.TenantErased:
+		return d.tenantErased(b, m)
+	case *hooklinev1.EndpointDeleted:
+		return d.endpointDeleted(b, m)
 	case *hooklinev1.ReplayRequested:
 		at := asTime(m.GetAt())
 		it, ok, err := d.lookup(b, m.GetDeliveryId())
@@ -142,7 +166,7 @@ func (d *Due) Apply(b *projections.Batch, _ *events.Record, msg proto.Message) e
 // once it has applied it: new work, due at the planned time. The publish
 // path hands the same items to the endpoint grains of its node at once
 // (see actors/endpoint's Planned), before the index has them; it leaves
-// out the ordered ones, whose sequence and turn only the index knows.
+// out the ordered ones, whose turn only the index knows.
 func PlannedItems(m *hooklinev1.DeliveriesPlanned) []Item {
 	items := make([]Item, 0, len(m.GetDeliveries()))
 	for _, p := range m.GetDeliveries() {

@@ -16,15 +16,22 @@ import (
 )
 
 // Name is the due index's projection name; renaming it rebuilds it. It
-// became "due.v2" when keys began with the partition: a store of before is
-// rebuilt from the log rather than read in the old layout.
-const Name = "due.v2"
+// became "due.v2" when keys began with the partition, and "due.v3" when a
+// key's deliveries waited in the order of their plans' positions and its
+// sequences were counted by token from their attempts (ADR 0064): a store
+// of before is rebuilt from the log rather than read in the old layout.
+const Name = "due.v3"
 
 // Defaults of the zero Config.
 const (
 	DefaultSweepInterval = 5 * time.Second
 	DefaultStaleAfter    = 10 * time.Second
 	DefaultLimit         = 100
+	// DefaultCheckpointAfter is how long an ordered key's last sequence
+	// waits unchecked before its endpoint's grain checkpoints it: far
+	// below any retention, and long enough that a busy key is written
+	// at most once per period.
+	DefaultCheckpointAfter = 10 * time.Minute
 )
 
 // Class orders due work: new deliveries come before any retry, both in an
@@ -69,12 +76,16 @@ type Item struct {
 	// Attempts counts the attempts made so far, as of the last failure.
 	Attempts int32
 
-	// Ordering, OrderingKey and Sequence are set on a delivery that its
-	// endpoint orders by key (see order.go): its event's key, and its place
-	// among that key's deliveries on the endpoint, from 1.
+	// Ordering, OrderingKey and Plan are set on a delivery that its
+	// endpoint orders by key (see order.go): its event's key, and the log
+	// position of its plan, which orders the key's deliveries. Sequence is
+	// the webhook-sequence it was first sent with (from its attempts), 0
+	// until then: the grain numbers a key's head when it first sends it
+	// (see counter.go).
 	Ordering    hooklinev1.KeyOrdering
 	OrderingKey string
 	Sequence    int64
+	Plan        events.Position
 	// Waiting says the delivery waits behind its key's head: it is not due
 	// and no pull returns it.
 	Waiting bool
@@ -106,6 +117,11 @@ type Config struct {
 	// StaleAfter is how long due work may wait before the sweeper wakes its
 	// endpoint again; 0 means DefaultStaleAfter.
 	StaleAfter time.Duration
+	// CheckpointAfter is how long an ordered key's last sequence may wait
+	// unchecked before the sweeper wakes its endpoint to checkpoint it
+	// (see checkpoint.go); 0 means DefaultCheckpointAfter. It must be well
+	// below the log's retention.
+	CheckpointAfter time.Duration
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -115,6 +131,7 @@ func (c Config) Validate() error {
 	return confcheck.All("due config",
 		confcheck.NotNegative("sweep interval", c.SweepInterval),
 		confcheck.NotNegative("stale after", c.StaleAfter),
+		confcheck.NotNegative("checkpoint after", c.CheckpointAfter),
 	)
 }
 
@@ -130,6 +147,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StaleAfter == 0 {
 		c.StaleAfter = DefaultStaleAfter
+	}
+	if c.CheckpointAfter == 0 {
+		c.CheckpointAfter = DefaultCheckpointAfter
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -152,25 +172,29 @@ func (nopWaker) Wake(string) {}
 // which drive the wakes, the sweeper and [Due.Stats]. Queries and Stats are
 // safe for concurrent use with the runner and Run.
 type Due struct {
-	store  *projections.Store
-	waker  Waker
-	now    func() time.Time
-	sweep  time.Duration
-	stale  time.Duration
-	logger *slog.Logger
+	store           *projections.Store
+	waker           Waker
+	now             func() time.Time
+	sweep           time.Duration
+	stale           time.Duration
+	checkpointAfter time.Duration
+	logger          *slog.Logger
 
 	// touched lists the endpoints the current batch changed, with the
-	// earliest due time it added per class; only the runner's goroutine
-	// uses it (Apply and the commit hook), and buf (put's encoding).
+	// earliest due time it added per class, and counted those whose
+	// unchecked ordering counts it changed; only the runner's goroutine
+	// uses them (Apply and the commit hook), and buf (put's encoding).
 	touched map[string]head
+	counted map[string]struct{}
 	buf     []byte
 	recent  *projections.Recent[Item] // items put lately, for Apply
 	seen    seenFilter                // the index's deliveries, for Apply (seen.go)
 
-	// mu guards live, heads, timers and scheduled.
+	// mu guards live, heads, unchecked, timers and scheduled.
 	mu        sync.Mutex
 	live      events.PartitionSet  // the partitions served here
 	heads     map[string]head      // endpoints of live partitions with due work
+	unchecked map[string]time.Time // endpoints of live partitions with unchecked counts: since when
 	timers    timerHeap            // future first retries, earliest first
 	scheduled map[string]time.Time // earliest timer set per endpoint
 
@@ -205,8 +229,9 @@ func New(r *projections.Runner, cfg Config) (*Due, error) {
 	}
 	cfg = cfg.withDefaults()
 	d := &Due{
-		waker: cfg.Waker, now: cfg.Now, sweep: cfg.SweepInterval, stale: cfg.StaleAfter, logger: cfg.Logger,
-		touched: make(map[string]head), recent: projections.NewRecent[Item](recentItems), heads: make(map[string]head), scheduled: make(map[string]time.Time), kick: make(chan struct{}, 1),
+		waker: cfg.Waker, now: cfg.Now, sweep: cfg.SweepInterval, stale: cfg.StaleAfter, checkpointAfter: cfg.CheckpointAfter, logger: cfg.Logger,
+		touched: make(map[string]head), counted: make(map[string]struct{}), recent: projections.NewRecent[Item](recentItems),
+		heads: make(map[string]head), unchecked: make(map[string]time.Time), scheduled: make(map[string]time.Time), kick: make(chan struct{}, 1),
 	}
 	return projections.Registered(r, d, func(s *projections.Store) { d.store = s })
 }
@@ -228,18 +253,29 @@ func (d *Due) PartitionsChanged(live events.PartitionSet) {
 				delete(d.scheduled, ep)
 			}
 		}
+		for ep := range d.unchecked {
+			if lost.Has(events.PartitionOf(ep)) {
+				delete(d.unchecked, ep)
+			}
+		}
 	}
 	d.mu.Unlock()
 	var loaded []loadedHead
+	unchecked := map[string]time.Time{}
 	var err error
 	gained.Each(func(p events.Partition) {
 		if err == nil && p != events.NoPartition {
-			loaded, err = d.load(p, loaded)
+			if loaded, err = d.load(p, loaded); err == nil {
+				err = d.loadUnchecked(p, unchecked)
+			}
 		}
 	})
 	var wake []string
 	now := d.now()
 	d.mu.Lock()
+	for ep, since := range unchecked {
+		d.unchecked[ep] = since
+	}
 	for _, l := range loaded {
 		d.heads[l.ep] = l.h
 		if l.h.firstRetry.After(now) {

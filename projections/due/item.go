@@ -10,7 +10,8 @@ import (
 )
 
 // itemV1 starts an item's binary encoding; itemV2 one that may end with
-// the ordering fields (flagOrdered).
+// the ordering fields (flagOrdered): the ordering, key, sequence and plan
+// position.
 const (
 	itemV1 = 1
 	itemV2 = 2
@@ -73,6 +74,8 @@ func encodeItem(buf []byte, it *Item) []byte {
 		buf = binary.AppendUvarint(buf, uint64(len(it.OrderingKey)))
 		buf = append(buf, it.OrderingKey...)
 		buf = binary.AppendVarint(buf, it.Sequence)
+		buf = binary.AppendUvarint(buf, it.Plan.Commit)
+		buf = binary.AppendUvarint(buf, it.Plan.Prepare)
 	}
 	return buf
 }
@@ -131,7 +134,14 @@ func decodeItem(v []byte) (Item, error) {
 		if k <= 0 {
 			return Item{}, errShortItem
 		}
-		it.Sequence = x
+		it.Sequence, rest = x, rest[k:]
+		for _, u := range [...]*uint64{&it.Plan.Commit, &it.Plan.Prepare} {
+			x, k := binary.Uvarint(rest)
+			if k <= 0 {
+				return Item{}, errShortItem
+			}
+			*u, rest = x, rest[k:]
+		}
 	}
 	return it, nil
 }

@@ -14,20 +14,21 @@ import (
 // one ordering key are attempted one at a time, in the log's order of
 // their plans. The index enforces it by holding only each key's head
 // among the due items: the key's later deliveries wait under their own
-// keys, in sequence order, and the next one becomes due (as new work, at
-// its planned time) when the head's outcome ends it. Every replica of a
-// partition applies the same records in the same order, so the sequence
-// numbers, the heads and the queues are the same on every member, and
-// after any rebuild.
+// keys, in the order of their plans' positions, and the next one becomes
+// due (as new work, at its planned time) when the head's outcome ends
+// it. Every replica of a partition applies the same records in the same
+// order, so the heads and the queues are the same on every member, and
+// after any rebuild. A delivery's 24 hours count from its turn: one that
+// waited behind its key's head gets, when it becomes the head, as long
+// as its plan gave it from then.
 //
-// Keys, beside the item keys (see apply.go):
+// Keys, beside the item keys (see apply.go) and the counts (counter.go):
 //
-//	n P S(endpoint) S(key)              the key's last sequence (uvarint)
-//	k P S(endpoint) S(key)              the key's head (encodeKeyState)
-//	w P S(endpoint) S(key) seq(8 bytes) a waiting Item
+//	k P S(endpoint) S(key)                      the key's head (encodeKeyState)
+//	w P S(endpoint) S(key) U(commit) U(prepare) a waiting Item, by its plan's position
 //
-// A key's n entry stays for the life of the endpoint, so that sequences
-// never repeat; its k entry lives while the key has a head.
+// A key's k entry lives while the key has a head, its w entries while
+// their deliveries wait: its name is kept no longer than its deliveries.
 
 // KeyState is an ordering key with a head: the delivery it waits on.
 type KeyState struct {
@@ -58,14 +59,14 @@ func keyPrefix(tag byte, endpointID, key string) []byte {
 	return projections.AppendString(keysPrefix(tag, endpointID), key)
 }
 
-func waitKey(endpointID, key string, seq int64) []byte {
-	return binary.BigEndian.AppendUint64(keyPrefix('w', endpointID, key), uint64(seq))
+func waitKey(endpointID, key string, plan events.Position) []byte {
+	return projections.AppendUint64(projections.AppendUint64(keyPrefix('w', endpointID, key), plan.Commit), plan.Prepare)
 }
 
 // storeKey is where it is kept: among the due items, or waiting.
 func (it *Item) storeKey() []byte {
 	if it.Waiting {
-		return waitKey(it.EndpointID, it.OrderingKey, it.Sequence)
+		return waitKey(it.EndpointID, it.OrderingKey, it.Plan)
 	}
 	return itemKey(it.EndpointID, it.Class, it.DueAt, it.DeliveryID)
 }
@@ -129,36 +130,14 @@ func putKeyState(b *projections.Batch, s *KeyState) error {
 	return b.Set(keyPrefix('k', s.EndpointID, s.OrderingKey), keyStateBytes(s))
 }
 
-// nextSequence assigns the next sequence number of an endpoint's key.
-func nextSequence(b *projections.Batch, endpointID, key string) (int64, error) {
-	k := keyPrefix('n', endpointID, key)
-	v, ok, err := b.Get(k)
-	if err != nil {
-		return 0, err
-	}
-	var last uint64
-	if ok {
-		n, c := binary.Uvarint(v)
-		if c <= 0 {
-			return 0, fmt.Errorf("due: bad sequence of %s key %q", endpointID, key)
-		}
-		last = n
-	}
-	last++
-	return int64(last), b.Set(k, binary.AppendUvarint(nil, last))
-}
-
-// plan adds a newly planned delivery: due if it is unordered or its key
-// has no head (it becomes the head), else waiting behind the head.
-func (d *Due) plan(b *projections.Batch, it Item) error {
+// plan adds a newly planned delivery, whose plan is at pos in the log: due
+// if it is unordered or its key has no head (it becomes the head), else
+// waiting behind the head.
+func (d *Due) plan(b *projections.Batch, it Item, pos events.Position) error {
 	if !it.Ordered() {
 		return d.put(b, it)
 	}
-	seq, err := nextSequence(b, it.EndpointID, it.OrderingKey)
-	if err != nil {
-		return err
-	}
-	it.Sequence = seq
+	it.Plan = pos
 	s, busy, err := keyState(b, it.EndpointID, it.OrderingKey)
 	if err != nil {
 		return err
@@ -175,8 +154,8 @@ func (d *Due) plan(b *projections.Batch, it Item) error {
 	return d.put(b, it)
 }
 
-// ended moves a key on when its head delivery ended: a failed head of an
-// endpoint that parks keys parks the key; otherwise the key's next
+// ended moves a key on when its head delivery ended at at: a failed head
+// of an endpoint that parks keys parks the key; otherwise the key's next
 // delivery becomes its head and due. A delivery that is not the key's
 // head changes nothing.
 func (d *Due) ended(b *projections.Batch, endpointID, key, deliveryID string, park bool, at time.Time) error {
@@ -191,7 +170,7 @@ func (d *Due) ended(b *projections.Batch, endpointID, key, deliveryID string, pa
 		}
 		return putKeyState(b, &s)
 	}
-	return d.promote(b, endpointID, key)
+	return d.promote(b, endpointID, key, at)
 }
 
 // blocked records that a key's head failed an attempt and waits for a
@@ -205,9 +184,12 @@ func (d *Due) blocked(b *projections.Batch, it *Item, at time.Time) error {
 	return putKeyState(b, &s)
 }
 
-// promote makes the first waiting delivery of a key its head, due now as
-// new work, or forgets the key's head when none waits.
-func (d *Due) promote(b *projections.Batch, endpointID, key string) error {
+// promote makes the first waiting delivery of a key its head at at (the
+// time of the event that ended the previous head), due now as new work,
+// or forgets the key's head when none waits. Its deadline moves as far as
+// its turn came after its plan: a delivery does not expire unattempted
+// for having waited its turn.
+func (d *Due) promote(b *projections.Batch, endpointID, key string, at time.Time) error {
 	prefix := keyPrefix('w', endpointID, key)
 	it, err := b.NewIter(prefix, projections.PrefixEnd(prefix))
 	if err != nil {
@@ -233,6 +215,11 @@ func (d *Due) promote(b *projections.Batch, endpointID, key string) error {
 		return err
 	}
 	next.Waiting, next.Class, next.DueAt = false, ClassNew, next.PlannedAt
+	if !next.ExpiresAt.IsZero() && !next.PlannedAt.IsZero() && at.After(next.PlannedAt) {
+		if exp := at.Add(next.ExpiresAt.Sub(next.PlannedAt)); exp.After(next.ExpiresAt) {
+			next.ExpiresAt = exp
+		}
+	}
 	if err := putKeyState(b, &KeyState{EndpointID: endpointID, OrderingKey: key, Head: next.DeliveryID}); err != nil {
 		return err
 	}
@@ -260,7 +247,7 @@ func (d *Due) skipped(b *projections.Batch, m *hooklinev1.OrderingKeySkipped) er
 	if _, err := d.remove(b, m.GetDeliveryId()); err != nil {
 		return err
 	}
-	return d.promote(b, m.GetEndpointId(), m.GetOrderingKey())
+	return d.promote(b, m.GetEndpointId(), m.GetOrderingKey(), asTime(m.GetAt()))
 }
 
 // Keys returns the ordering keys of an endpoint that have a head, with the

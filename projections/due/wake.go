@@ -13,7 +13,7 @@ import (
 // touch marks an endpoint changed by the current batch, and arranges for
 // the summaries to be refreshed once the batch commits.
 func (d *Due) touch(b *projections.Batch, endpointID string, added *Item) {
-	if len(d.touched) == 0 {
+	if len(d.touched) == 0 && len(d.counted) == 0 {
 		b.OnCommit(d.committed)
 	}
 	h := d.touched[endpointID]
@@ -42,6 +42,7 @@ func earliest(a, b time.Time) time.Time {
 // must not wait for those reads. Only the runner's goroutine writes heads
 // after New, so the summaries read here cannot change under it.
 func (d *Due) committed() {
+	d.refreshUnchecked()
 	now := d.now()
 	type change struct {
 		ep   string
@@ -140,9 +141,11 @@ func (d *Due) kickRun() {
 }
 
 // Sweep wakes every endpoint whose oldest due work has waited longer than
-// the configured StaleAfter as of now, and returns how many it woke. A lost
-// wake therefore costs at most StaleAfter plus SweepInterval. Paused
-// endpoints with work are woken too; their grains ignore it.
+// the configured StaleAfter as of now, or whose oldest unchecked ordering
+// count has waited CheckpointAfter (its grain checkpoints it), and
+// returns how many it woke. A lost wake therefore costs at most
+// StaleAfter plus SweepInterval. Paused endpoints with work are woken
+// too; their grains ignore it.
 func (d *Due) Sweep(now time.Time) int {
 	var wake []string
 	d.mu.Lock()
@@ -152,6 +155,12 @@ func (d *Due) Sweep(now time.Time) int {
 			oldest = h.firstRetry
 		}
 		if !oldest.IsZero() && now.Sub(oldest) >= d.stale {
+			wake = append(wake, ep)
+		}
+	}
+	stale := len(wake)
+	for _, ep := range d.wakeUnchecked(now, nil) {
+		if !slices.Contains(wake[:stale], ep) {
 			wake = append(wake, ep)
 		}
 	}
