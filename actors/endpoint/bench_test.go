@@ -86,6 +86,28 @@ func newBenchWith(t *testing.T, wrap func(events.Log) events.Log) *bench {
 	if wrap != nil {
 		b.log = wrap(b.log)
 	}
+	b.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	b.wakes = &wakeRouter{sys: b.sys, pids: map[string][]*actor.PID{}}
+	d := b.openProjections()
+	tasks := &sync.WaitGroup{}
+	t.Cleanup(tasks.Wait) // after the grains stopped, before the runner closes
+	client := attempt.NewClient(attempt.ClientConfig{Policy: &attempt.Policy{AllowPrivate: true}})
+	t.Cleanup(client.CloseIdleConnections)
+	t.Cleanup(b.sys.Shutdown)
+	b.cfg = endpoint.Config{
+		Log: b.log, Keyring: keyring(t), Policy: &attempt.Policy{AllowPrivate: true}, Now: b.clk.Now, Logger: quiet,
+		Due: d, Sequences: d, Projections: b.runner, History: b.hist, Attempts: client,
+		Jitter: func() float64 { return 0.5 }, Tasks: tasks,
+	}
+	return b
+}
+
+// openProjections opens the node's projections on a fresh store over the
+// bench's log (b.runner, b.hist) and returns its due index; they run
+// until the test ends.
+func (b *bench) openProjections() *due.Due {
+	t := b.t
+	t.Helper()
 	r, err := projections.Open(b.log, projections.Config{Dir: "/proj", FS: vfs.NewMem(), Logger: quiet, Now: b.clk.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -94,8 +116,6 @@ func newBenchWith(t *testing.T, wrap func(events.Log) events.Log) *bench {
 	if b.reg, err = registry.New(r); err != nil {
 		t.Fatal(err)
 	}
-	b.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
-	b.wakes = &wakeRouter{sys: b.sys, pids: map[string][]*actor.PID{}}
 	d, err := due.New(r, due.Config{Waker: b.wakes, Now: b.clk.Now, SweepInterval: 20 * time.Millisecond, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -113,17 +133,16 @@ func newBenchWith(t *testing.T, wrap func(events.Log) events.Log) *bench {
 		wg.Wait()
 		r.Close()
 	})
-	tasks := &sync.WaitGroup{}
-	t.Cleanup(tasks.Wait) // after the grains stopped, before the runner closes
-	client := attempt.NewClient(attempt.ClientConfig{Policy: &attempt.Policy{AllowPrivate: true}})
-	t.Cleanup(client.CloseIdleConnections)
-	t.Cleanup(b.sys.Shutdown)
-	b.cfg = endpoint.Config{
-		Log: b.log, Keyring: keyring(t), Policy: &attempt.Policy{AllowPrivate: true}, Now: b.clk.Now, Logger: quiet,
-		Due: d, Projections: r, History: b.hist, Attempts: client,
-		Jitter: func() float64 { return 0.5 }, Tasks: tasks,
-	}
-	return b
+	return d
+}
+
+// rebuild gives the bench's grains projections built afresh from the log
+// as it stands (a member building a partition): grains spawned from now
+// on use them.
+func (b *bench) rebuild() {
+	b.t.Helper()
+	d := b.openProjections()
+	b.cfg.Due, b.cfg.Sequences, b.cfg.Projections, b.cfg.History = d, d, b.runner, b.hist
 }
 
 // spawn starts a grain of endpointID with the bench's config; it stops at
@@ -284,6 +303,7 @@ type receiver struct {
 
 type hit struct {
 	id, timestamp, signature string
+	key, sequence            string    // webhook-ordering-key, webhook-sequence
 	at                       time.Time // real time of arrival
 }
 
@@ -292,7 +312,8 @@ func newReceiver(t *testing.T, respond func(w http.ResponseWriter, r *http.Reque
 	rc := &receiver{respond: respond}
 	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc.mu.Lock()
-		h := hit{id: r.Header.Get("webhook-id"), timestamp: r.Header.Get("webhook-timestamp"), signature: r.Header.Get("webhook-signature"), at: time.Now()}
+		h := hit{id: r.Header.Get("webhook-id"), timestamp: r.Header.Get("webhook-timestamp"), signature: r.Header.Get("webhook-signature"), at: time.Now(),
+			key: r.Header.Get("webhook-ordering-key"), sequence: r.Header.Get("webhook-sequence")}
 		rc.hits = append(rc.hits, h)
 		n := 0
 		for _, x := range rc.hits {

@@ -108,6 +108,10 @@ type Config struct {
 	// OrderingKeys reads the endpoint's ordering keys (*due.Due); nil
 	// refuses ListOrderingKeys and SkipOrderingKey.
 	OrderingKeys OrderingKeys
+	// Sequences counts the sequences of the endpoint's ordering keys
+	// (*due.Due), which the grain numbers their heads from and
+	// checkpoints (loop_order.go). Required with Due.
+	Sequences Sequences
 	// Projections is the node's projection runner (*projections.Runner): on
 	// activation the grain waits until it has reached CatchUpTo's position,
 	// and before each pull until it has applied the grain's own outcomes.
@@ -206,8 +210,8 @@ func (c Config) Validate() error {
 	if c.StillRunning != nil && c.Outcomes == nil {
 		errs = append(errs, errors.New("endpoint: config: StillRunning needs Outcomes, which tells when their outcomes are applied; set Config.Outcomes to the due projection"))
 	}
-	if c.Due != nil && (c.Projections == nil || c.History == nil || c.Attempts == nil) {
-		errs = append(errs, errors.New("endpoint: config: the delivery loop (Due) needs Projections, History and Attempts; set them, or leave Due nil to turn the loop off"))
+	if c.Due != nil && (c.Projections == nil || c.History == nil || c.Attempts == nil || c.Sequences == nil) {
+		errs = append(errs, errors.New("endpoint: config: the delivery loop (Due) needs Projections, History, Attempts and Sequences; set them, or leave Due nil to turn the loop off"))
 	}
 	if c.RatePerSecond < 0 || c.Burst < 0 || c.MaxInFlight < 0 || c.PullLimit < 0 {
 		errs = append(errs, errors.New("endpoint: config: rate, burst, max in flight and pull limit must not be negative; use 0 for the defaults"))

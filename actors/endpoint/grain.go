@@ -98,7 +98,7 @@ func (g *grain) Receive(ctx actor.Context) {
 		// memory. The next wake or command activates it again, rebuilt
 		// from its stream; its due deliveries wait in the due index, whose
 		// timers and sweeper wake it when they are due.
-		g.core.Tick(ctx, g.idle)
+		g.core.Tick(ctx, func() bool { return g.idle(ctx) })
 	case *actor.Stopping:
 		if g.timer != nil {
 			g.timer()
@@ -169,10 +169,11 @@ func (g *grain) startLoop(ctx actor.Context) {
 }
 
 // idle reports whether the delivery loop holds nothing that passivating
-// would lose: no delivery, no recovery under way (the Core checks its
-// commands and I/O).
-func (g *grain) idle() bool {
-	return g.loop == nil || g.loop.idle()
+// would lose: no delivery, no recovery under way, no ordering count that
+// nothing would wake it to checkpoint (the Core checks its commands and
+// I/O).
+func (g *grain) idle(ctx actor.Context) bool {
+	return g.loop == nil || g.loop.idle() && !g.loop.checkpointBeforeRest(ctx)
 }
 
 // next does the grain's work in order until some of it starts I/O: first

@@ -119,6 +119,9 @@ type loop struct {
 
 	// replays are replay orders waiting for room among the flights.
 	replays []*replayOrder
+	// ckpt is where the loop stands with the endpoint's ordering stream
+	// (loop_order.go).
+	ckpt checkpointState
 	// recovery is the recovery this activation is carrying out, if any;
 	// finished, the last one it finished (for its count of attempts).
 	recovery, finished *recoveryRun
@@ -182,7 +185,7 @@ func (l *loop) stop() {
 // index's timers wake the grain for it.
 func (l *loop) idle() bool {
 	return l.caughtUp && len(l.flights) == 0 && !l.pulling && l.asks == 0 && l.running == 0 &&
-		len(l.own) == 0 && len(l.replays) == 0 && l.recovery == nil && !l.lease.asking
+		len(l.own) == 0 && len(l.replays) == 0 && l.recovery == nil && !l.lease.asking && !l.ckpt.writing
 }
 
 // async runs fn off the mailbox and sends its result to the actor. The
@@ -262,6 +265,8 @@ func (l *loop) receive(ctx actor.Context, msg any) {
 		l.onRecoverBatch(ctx, m)
 	case *elsewhereChecked:
 		l.onElsewhereChecked(ctx, m)
+	case *checkpointed:
+		l.onCheckpointed(ctx, m)
 	}
 }
 
@@ -390,6 +395,7 @@ func (l *loop) pump(ctx actor.Context) {
 	if !wake.IsZero() {
 		l.arm(ctx, wake)
 	}
+	l.checkpointOrder(ctx, now, false)
 	if len(l.own) > 0 {
 		l.host.next(ctx)
 	}

@@ -98,7 +98,7 @@ func (l *loop) onSlot(ctx actor.Context) {
 	req, err := l.request(f)
 	if err != nil {
 		l.log.Error("endpoint grain cannot open its sealed secrets", "delivery_id", f.item.DeliveryID, "error", err)
-		f.lin.traced = false // no request carried it
+		f.lin.traced, f.unsent = false, true // no request carried it
 		ctx.Send(ctx.Self(), &attemptDone{id: f.item.DeliveryID, o: attempt.Outcome{
 			Started: now, Finished: now, Class: attempt.Retryable{},
 			ErrorClass: hooklinev1.ErrorClass_ERROR_CLASS_INTERNAL, Error: "cannot open a sealed secret of the endpoint (signing secret, secret header, OAuth2 client secret, client key or URL password)",
@@ -284,10 +284,10 @@ func (l *loop) attemptRecord(f *flight, o attempt.Outcome, number int32) *hookli
 		SecretVersions: o.KeyVersions, StartedAt: timestamppb.New(o.Started), FinishedAt: timestamppb.New(o.Finished),
 		LatencyUs: o.Latency.Microseconds(), HttpStatus: int32(o.Status), ErrorClass: o.ErrorClass, Error: o.Error,
 		ResponseSha256: o.ResponseSHA256, ResponsePrefix: o.ResponsePrefix, ResponseSeal: f.responseSeal,
-		IssuedBy:    &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_SYSTEM, Id: "delivery"},
-		OrderingKey: f.item.OrderingKey, Sequence: f.item.Sequence, Pulled: !f.leasedAt.IsZero(),
-		FromArchive: f.d.fromArchive,
+		IssuedBy: &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_SYSTEM, Id: "delivery"},
+		Pulled:   !f.leasedAt.IsZero(), FromArchive: f.d.fromArchive,
 	}
+	f.orderingOf(a)
 	if f.d.replay != nil {
 		a.IssuedBy = f.d.replay.GetIssuedBy()
 	}

@@ -60,6 +60,10 @@ type flight struct {
 	// busy is set from the start of an attempt until its outcome is
 	// recorded (or the flight is let go): Drain counts it.
 	busy bool
+	// unsent is set while the outcome being recorded sent nothing (the
+	// delivery ends without a request, or its request could not be
+	// made): it carries no new sequence.
+	unsent bool
 	// elsewhere is, in stageElsewhere, the previous owner's attempt.
 	elsewhere Running
 }
@@ -131,7 +135,8 @@ type (
 // when the node's cache has it.
 func (l *loop) read(ctx actor.Context, f *flight) {
 	f.stage = stageReading
-	f.fresh = !f.suspect && f.item.Class == due.ClassNew && !f.item.Manual && f.item.Attempts == 0 && f.d.event == nil && len(f.replays) == 0
+	f.fresh = !f.suspect && f.item.Class == due.ClassNew && !f.item.Manual && f.item.Attempts == 0 && f.d.event == nil && len(f.replays) == 0 &&
+		f.item.OrderingKey == "" // an ordered one is numbered from its stream and the index
 	if f.fresh {
 		if ev := l.cfg.events.get(eventStream(f.item)); ev != nil {
 			f.d = deliveryRead{autoPending: true, event: ev}
@@ -146,7 +151,7 @@ func (l *loop) read(ctx actor.Context, f *flight) {
 // readDone brings the answer.
 func (l *loop) readAsync(ctx actor.Context, f *flight, withStream bool) {
 	l.reading++
-	rd := reader{log: l.cfg.Log, cache: l.cfg.events, payloads: l.cfg.Payloads, archive: l.cfg.Archive, page: l.cfg.ReadPage}
+	rd := reader{log: l.cfg.Log, cache: l.cfg.events, payloads: l.cfg.Payloads, archive: l.cfg.Archive, page: l.cfg.ReadPage, seqs: l.cfg.Sequences}
 	it, ev := f.item, f.d.event
 	l.async(ctx, l.cfg.IOTimeout, func(c context.Context) any {
 		r, err := rd.readDelivery(c, it, ev, withStream)
@@ -172,6 +177,7 @@ func (l *loop) onRead(ctx actor.Context, m *readDone) {
 		return
 	}
 	f.d = m.r
+	f.ordered()
 	if f.outcome != nil {
 		l.recordAgain(ctx, f) // a fresh flight's stream existed after all
 		return
@@ -258,6 +264,7 @@ func (l *loop) expire(ctx actor.Context, f *flight, now time.Time) {
 func (l *loop) recordGone(ctx actor.Context, f *flight, class hooklinev1.ErrorClass, text string) {
 	now := l.cfg.Now()
 	o := attempt.Outcome{Started: now, Finished: now, ErrorClass: class, Error: text}
+	f.unsent = true
 	a := l.attemptRecord(f, o, f.d.attempts+1)
 	a.Retry = endedDecision(text)
 	l.record(ctx, f, &hooklinev1.AttemptFailed{Attempt: a})

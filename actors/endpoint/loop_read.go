@@ -47,6 +47,8 @@ type deliveryRead struct {
 	erased bool
 	// fromArchive: event was read from the archive (see reader.archived).
 	fromArchive bool
+	// ord is the delivery's ordering key and sequences (loop_order.go).
+	ord ordering
 }
 
 // reader reads deliveries for a grain, off its mailbox.
@@ -56,6 +58,7 @@ type reader struct {
 	payloads *seal.Payloads
 	archive  events.StreamArchive
 	page     int
+	seqs     Sequences // nil: the node counts no sequences
 }
 
 // readDelivery reads a delivery stream (tens of events at most: attempts
@@ -75,6 +78,9 @@ func (rd reader) readDelivery(ctx context.Context, it due.Item, event *hooklinev
 		if err != nil {
 			return r, err
 		}
+	}
+	if err := rd.number(ctx, it, &r.ord); err != nil {
+		return r, err
 	}
 	if r.event == nil {
 		es := eventStream(it)
@@ -126,11 +132,13 @@ func eventStream(it due.Item) string { return events.EventStream(it.TenantID, it
 func (r *deliveryRead) apply(msg proto.Message) {
 	switch m := msg.(type) {
 	case *hooklinev1.AttemptSucceeded:
+		r.ord.sentWith(m.GetAttempt().GetOrderingKey(), m.GetAttempt().GetSequence())
 		r.countManual(m.GetAttempt())
 		r.attempts = max(r.attempts+1, m.GetAttempt().GetNumber())
 		r.ended, r.replay, r.autoPending, r.lastNext = true, nil, false, time.Time{}
 		r.lastAt = asTime(m.GetAttempt().GetFinishedAt())
 	case *hooklinev1.AttemptFailed:
+		r.ord.sentWith(m.GetAttempt().GetOrderingKey(), m.GetAttempt().GetSequence())
 		r.countManual(m.GetAttempt())
 		r.attempts = max(r.attempts+1, m.GetAttempt().GetNumber())
 		r.replay = nil
@@ -144,6 +152,7 @@ func (r *deliveryRead) apply(msg proto.Message) {
 		// A pending head ends; a pending replay of it is cancelled.
 		r.ended, r.replay, r.autoPending, r.lastNext = true, nil, false, time.Time{}
 	case *hooklinev1.ReplayRequested:
+		r.ord.sentWith(m.GetOrderingKey(), m.GetSequence())
 		if r.replay == nil {
 			r.autoPending = !r.ended
 		}

@@ -85,7 +85,7 @@ func (l *loop) onRecorded(ctx actor.Context, m *recorded) {
 		l.core.Stop(ctx, internalv1.GrainError_CODE_UNAVAILABLE, "the endpoint grain stopped; retry")
 		return
 	}
-	f.d.rev, f.d.exists, f.fresh, f.outcome = m.res.Revision, true, false, nil
+	f.d.rev, f.d.exists, f.fresh, f.outcome, f.unsent = m.res.Revision, true, false, nil, false
 	l.log.Debug("delivery event recorded", "delivery_id", m.id, "revision", uint64(m.res.Revision))
 	replayOf := f.d.replay
 	for _, msg := range m.msgs {

@@ -50,9 +50,10 @@ func (l *loop) replay(ctx actor.Context, o *replayOrder) {
 			DeliveryID: d.ID, TenantID: d.TenantID, EventID: d.EventID, EventType: d.EventType, EndpointID: d.EndpointID,
 			ConfigVersion: d.ConfigVersion, Class: due.ClassRetry, Manual: true, DueAt: l.cfg.Now(),
 			PlannedAt: d.PlannedAt, ExpiresAt: d.ExpiresAt,
-			// Sent with the key and sequence it had, outside the key's
+			// Sent with its key, and the sequence it was sent with if it
+			// was (its stream says: loop_order.go), outside the key's
 			// turn: a person asked for it.
-			OrderingKey: d.OrderingKey, Sequence: d.Sequence,
+			OrderingKey: d.OrderingKey,
 		}}
 		f.replays = []*replayOrder{o}
 		l.flights[d.ID] = f
@@ -96,6 +97,7 @@ func (l *loop) appendReplay(ctx actor.Context, f *flight) {
 		l.record(ctx, f, &hooklinev1.ReplayRequested{
 			TenantId: f.item.TenantID, EndpointId: l.id, DeliveryId: f.item.DeliveryID, EventId: f.item.EventID,
 			RecoveryId: o.recoveryID, IssuedBy: o.by, At: timestamppb.New(l.cfg.Now()), RequestId: o.requestID,
+			OrderingKey: f.item.OrderingKey, Sequence: f.d.ord.sent,
 		})
 		return
 	}

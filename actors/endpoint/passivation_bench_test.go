@@ -117,7 +117,7 @@ func passivationRun(b *testing.B, n int, quiet time.Duration) passivationResult 
 	kr := keyring(b)
 	props := endpoint.Props(endpoint.Config{
 		Log: log, Keyring: kr, Policy: &attempt.Policy{AllowPrivate: true}, Logger: quietLog,
-		Due: idx, Projections: runner, History: hist, Attempts: client, Tasks: tasks, IdleAfter: quiet,
+		Due: idx, Sequences: idx, Projections: runner, History: hist, Attempts: client, Tasks: tasks, IdleAfter: quiet,
 	}, "")
 
 	base := heapMB()
