@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/events"
+	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/projections/registry"
 )
@@ -23,7 +24,11 @@ import (
 // gone), then forgets them in the history. Pending deliveries wait until
 // they end. The log's own retention pass comes later for every stream, so
 // these never reach the archive; what it archived before a tenant
-// shortened its retention is purged (purgeArchive).
+// shortened its retention is purged (purgeArchive). An ordered delivery
+// waits too while its attempts may say its key's last sequence and the
+// endpoint's ordering stream does not yet (due.Retains: within the
+// checkpoint period), and while it is its key's parked head: the key's
+// state is in no stream that outlives it.
 
 // tenantRetentionEvery bounds how often the sweep runs.
 const tenantRetentionEvery = time.Minute
@@ -158,7 +163,13 @@ func (s *Server) retainTenant(ctx context.Context, dropper events.StreamDropper,
 		}
 		for _, d := range page.Deliveries {
 			if (d.Status == history.Succeeded || d.Status == history.Failed) && s.parts.claims(events.PartitionOf(d.EndpointID)) {
-				doomed = append(doomed, d)
+				keep, err := s.orderRetains(d)
+				if err != nil {
+					return 0, err
+				}
+				if !keep {
+					doomed = append(doomed, d)
+				}
 			}
 		}
 		if page.Next == "" || len(doomed) >= tenantRetentionBatch {
@@ -182,4 +193,29 @@ func (s *Server) retainTenant(ctx context.Context, dropper events.StreamDropper,
 		return 0, err
 	}
 	return len(doomed), s.history.Forget(ctx, doomed)
+}
+
+// orderRetains reports whether an ended delivery of an endpoint ordered by
+// key must stay in the log for now: its attempts may carry its key's last
+// sequence, not checkpointed yet, or it is its key's parked head.
+func (s *Server) orderRetains(d history.Delivery) (bool, error) {
+	if d.OrderingKey == "" {
+		return false, nil
+	}
+	if d.Sequence > 0 && s.due.Retains(d.EndpointID, d.LastAttemptAt) {
+		return true, nil
+	}
+	k, ok, err := s.due.Key(d.EndpointID, d.OrderingKey)
+	return ok && k.Head == d.ID, err
+}
+
+// checkpointAfter is how long an ordered key's last sequence may wait
+// before its endpoint checkpoints it: due's default, or a quarter of the
+// log's retention when that is shorter, so that the checkpoint always
+// comes before the log's own retention drops what it covers.
+func checkpointAfter(retention time.Duration) time.Duration {
+	if retention > 0 && retention/4 < due.DefaultCheckpointAfter {
+		return retention / 4
+	}
+	return due.DefaultCheckpointAfter
 }

@@ -197,7 +197,10 @@ func (s *Server) openProjections(context.Context) error {
 		return err
 	}
 	s.waker = newWaker(cfg.Logger, s.heldBack)
-	if s.due, err = due.New(s.runner, due.Config{Waker: cfg.Faults.Waker(s.waker), Now: cfg.Now, Logger: cfg.Logger, SweepInterval: cfg.SweepInterval, StaleAfter: cfg.StaleAfter}); err != nil {
+	if s.due, err = due.New(s.runner, due.Config{
+		Waker: cfg.Faults.Waker(s.waker), Now: cfg.Now, Logger: cfg.Logger, SweepInterval: cfg.SweepInterval, StaleAfter: cfg.StaleAfter,
+		CheckpointAfter: checkpointAfter(cfg.Retention),
+	}); err != nil {
 		return err
 	}
 	if s.history, err = history.New(s.runner, history.Config{Log: s.log, Archive: s.archiveReader(), Now: cfg.Now, Logger: cfg.Logger}); err != nil {
@@ -308,7 +311,7 @@ func (s *Server) kinds() []*pcluster.Kind {
 		endpoint.NewKind(endpoint.Config{
 			Log: markedLog{Log: s.log, marks: &s.appended}, Keyring: s.keyring, Payloads: s.payloads, Archive: s.archiveReader(), EventRetention: s.cfg.Retention,
 			Policy: s.cfg.Policy, Now: s.cfg.Now, Logger: s.logger,
-			Due: s.pulls, OrderingKeys: s.due, Projections: s.runner, CatchUpTo: s.catchUpTo, ProvisionalLease: s.parts.tookOverLately,
+			Due: s.pulls, OrderingKeys: s.due, Sequences: s.due, Projections: s.runner, CatchUpTo: s.catchUpTo, ProvisionalLease: s.parts.tookOverLately,
 			StillRunning: s.parts.stillRunning, Outcomes: s.due, History: s.history, Attempts: s.cfg.Faults.Attempter(s.attempts),
 			Dispatcher: s.dispatch, Grains: s.grainsOnceStarted(), Schedule: s.cfg.Schedule,
 			Tasks: &s.tasks, Breaker: s.cfg.Breaker, Quarantine: endpoint.NewQuarantine(0, 0), Drain: &s.drain,
