@@ -73,9 +73,6 @@ func (rd reader) number(ctx context.Context, it due.Item, o *ordering) error {
 	if o.seq == 0 && !(it.Ordered() && !it.Waiting) {
 		return nil // not its turn: sent with its key only
 	}
-	if rd.seqs == nil {
-		return errors.New("endpoint: no sequence counter for an ordered delivery; set Config.Sequences")
-	}
 	token, tokenKey, err := rd.payloads.Token(ctx, it.TenantID, it.EndpointID, o.key)
 	if err != nil {
 		return fmt.Errorf("token of the ordering key of %s: %w", it.DeliveryID, err)
@@ -83,6 +80,9 @@ func (rd reader) number(ctx context.Context, it due.Item, o *ordering) error {
 	o.token, o.tokenKey = token, tokenKey
 	if o.seq > 0 {
 		return nil
+	}
+	if rd.seqs == nil {
+		return errors.New("endpoint: no sequence counter for an ordered delivery; set Config.Sequences")
 	}
 	last, err := rd.seqs.LastSent(it.TenantID, it.EndpointID, o.key, token, tokenKey)
 	if err != nil {
@@ -100,16 +100,13 @@ func (f *flight) ordered() {
 	}
 }
 
-// orderingOf fills an attempt's ordering fields: the flight's key and
-// sequence, or, for an attempt that sent nothing (unsent), the sequence
-// it was sent with before, if any.
+// orderingOf fills an attempt's ordering fields: the flight's key, and its
+// sequence with its key's token, unless the attempt sent nothing (unsent:
+// the sequence it carries, if any, is in its earlier attempts).
 func (f *flight) orderingOf(a *hooklinev1.Attempt) {
-	a.OrderingKey, a.Sequence = f.item.OrderingKey, f.item.Sequence
-	if f.unsent {
-		a.Sequence = f.d.ord.sent
-	}
-	if a.Sequence > 0 && a.Sequence == f.d.ord.seq {
-		a.OrderingToken, a.OrderingTokenKey = f.d.ord.token, f.d.ord.tokenKey
+	a.OrderingKey = f.item.OrderingKey
+	if !f.unsent && f.item.Sequence > 0 && f.item.Sequence == f.d.ord.seq && len(f.d.ord.token) > 0 {
+		a.Sequence, a.OrderingToken, a.OrderingTokenKey = f.item.Sequence, f.d.ord.token, f.d.ord.tokenKey
 	}
 }
 

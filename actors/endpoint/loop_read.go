@@ -67,7 +67,19 @@ type reader struct {
 // opens the event stream. The stream, not the due index, is the truth: the
 // index may lag behind the grain's own appends, so a delivery it still
 // shows as due may have ended, or be due later.
+//
+// An ordered delivery whose payload is not erased is numbered then (see
+// reader.number).
 func (rd reader) readDelivery(ctx context.Context, it due.Item, event *hooklinev1.EventPublished, withStream bool) (deliveryRead, error) {
+	r, err := rd.readStreams(ctx, it, event, withStream)
+	if err != nil || r.erased {
+		return r, err
+	}
+	return r, rd.number(ctx, it, &r.ord)
+}
+
+// readStreams is readDelivery's reading.
+func (rd reader) readStreams(ctx context.Context, it due.Item, event *hooklinev1.EventPublished, withStream bool) (deliveryRead, error) {
 	log, cache := rd.log, rd.cache
 	r := deliveryRead{autoPending: true, event: event}
 	if withStream {
@@ -78,9 +90,6 @@ func (rd reader) readDelivery(ctx context.Context, it due.Item, event *hooklinev
 		if err != nil {
 			return r, err
 		}
-	}
-	if err := rd.number(ctx, it, &r.ord); err != nil {
-		return r, err
 	}
 	if r.event == nil {
 		es := eventStream(it)
