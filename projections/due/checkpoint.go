@@ -130,12 +130,15 @@ func (d *Due) CheckpointDue(endpointID string, now time.Time, all bool) bool {
 // attempts may carry a sequence not checkpointed yet (the endpoint has an
 // unchecked count since then or before), which a rebuild after the drop
 // would not know. The endpoint's grain checkpoints it within
-// CheckpointAfter. It reads memory only; safe for concurrent use.
+// CheckpointAfter. An endpoint whose partition is not live here (caught up
+// and loaded) cannot tell yet: its deliveries are retained. It reads
+// memory only; safe for concurrent use.
 func (d *Due) Retains(endpointID string, lastAttempt time.Time) bool {
 	d.mu.Lock()
 	since, ok := d.unchecked[endpointID]
+	live := d.live.Has(events.PartitionOf(endpointID))
 	d.mu.Unlock()
-	return ok && !lastAttempt.Before(since)
+	return !live || ok && !lastAttempt.Before(since)
 }
 
 // Unchecked returns what an endpoint's next checkpoint holds: up to limit

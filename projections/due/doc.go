@@ -28,6 +28,13 @@
 // replay does not restart automatic retries unless the grain decides so).
 // Items stay in the index while in flight; the grain skips those it holds.
 //
+// On an endpoint ordered by key, only each key's head is due; the others
+// wait for their turn (order.go). The index also counts each key's last
+// sequence sent, by token, from the attempts and the endpoint's
+// OrderingCheckpointed events, forgets counts on TenantErased and
+// EndpointDeleted (counter.go), and wakes an endpoint whose counts wait to
+// be checkpointed (checkpoint.go).
+//
 // # Wakes
 //
 // After each batch, the endpoints it touched are summarised again (their
