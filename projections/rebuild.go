@@ -46,8 +46,10 @@ func (r *Runner) Rebuild(name string) error {
 	if p.part == nil {
 		ckpt[events.NoPartition] = events.Start
 	} else {
-		// Its records of no partition (none that change its state) stay
-		// applied; its partitions start over.
+		// Its records of no partition stay applied (the due index's
+		// marks of erasures and deletions are their only effect on its
+		// state, and it copes without them: projections/due/counter.go);
+		// its partitions start over.
 		for q := events.Partition(1); q <= events.Partitions; q++ {
 			ckpt[q] = events.Start
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookline/hookline/events"
@@ -27,10 +28,14 @@ import (
 // the tenant's retention keeps the endpoint's ordered deliveries until
 // then (Retains). A tenant's erasure (TenantErased) moves its counts into
 // its endpoints' floors and forgets them: a key unknown afterwards goes
-// on above its endpoint's floor. An endpoint's deletion forgets its
-// counts. Records applied out of order across partitions (a partition
-// caught up after an erasure) come to the same state: the markers x and
-// X are read for every count.
+// on above its endpoint's floor, which is checkpointed at once. An
+// endpoint's deletion forgets its counts. Records applied out of order
+// across partitions (a partition caught up after an erasure) come to the
+// same state: the markers x and X are consulted for every count. They
+// come from records of no partition, which a rebuild of the index
+// (projections.Runner.Rebuild) does not apply again: a rebuilt index
+// holds the erased counts again, by token, and gets its floors back from
+// their checkpoints.
 //
 // Keys, under the endpoint's partition P:
 //
@@ -152,23 +157,74 @@ func has(r reader, k []byte) (bool, error) {
 	return ok, err
 }
 
+// marks mirrors in memory what is rare in the store and consulted for
+// every count: the erased data keys and the deleted endpoints (only the
+// runner's goroutine reads and writes them, after New), and whether the
+// store holds any legacy count or floor at all (set before the batch that
+// writes one commits: a reader that sees false has none to read).
+type marks struct {
+	erased  map[string]struct{} // tenant "\x00" data key id
+	deleted map[string]struct{} // endpoint id
+	legacy  atomic.Bool
+	floors  atomic.Bool
+}
+
+// loadMarks reads the marks from the store, when the index opens.
+func (d *Due) loadMarks() error {
+	d.marks.erased, d.marks.deleted = map[string]struct{}{}, map[string]struct{}{}
+	err := d.store.ScanPrefix([]byte{'x'}, func(k, _ []byte) (bool, error) {
+		tenantID, rest, err := projections.ReadString(k[1:])
+		if err != nil {
+			return false, err
+		}
+		keyID, _, err := projections.ReadString(rest)
+		d.marks.erased[tenantID+"\x00"+keyID] = struct{}{}
+		return true, err
+	})
+	if err != nil {
+		return err
+	}
+	err = d.store.ScanPrefix([]byte{'X'}, func(k, _ []byte) (bool, error) {
+		ep, _, err := projections.ReadString(k[1:])
+		d.marks.deleted[ep] = struct{}{}
+		return true, err
+	})
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		tag  byte
+		flag *atomic.Bool
+	}{{'l', &d.marks.legacy}, {'f', &d.marks.floors}} {
+		err := d.store.ScanPrefix([]byte{f.tag}, func(_, _ []byte) (bool, error) {
+			f.flag.Store(true)
+			return false, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // erasedToken reports whether a token's data key was erased; a token
 // without a key (no vault) never is.
-func erasedToken(r reader, tenantID, tokenKey string) (bool, error) {
-	if tokenKey == "" {
-		return false, nil
-	}
-	return has(r, erasedKey(tenantID, tokenKey))
+func (d *Due) erasedToken(tenantID, tokenKey string) bool {
+	_, ok := d.marks.erased[tenantID+"\x00"+tokenKey]
+	return ok && tokenKey != ""
+}
+
+// gone reports whether an endpoint was deleted.
+func (d *Due) gone(endpointID string) bool {
+	_, ok := d.marks.deleted[endpointID]
+	return ok
 }
 
 // sent counts an attempt's sequence for its key.
 func (d *Due) sent(b *projections.Batch, a *hooklinev1.Attempt) error {
 	seq, key, tenantID, endpointID := a.GetSequence(), a.GetOrderingKey(), a.GetTenantId(), a.GetEndpointId()
-	if seq <= 0 || key == "" {
+	if seq <= 0 || key == "" || d.gone(endpointID) {
 		return nil
-	}
-	if gone, err := has(b, deletedKey(endpointID)); err != nil || gone {
-		return err
 	}
 	token, at := a.GetOrderingToken(), asTime(a.GetStartedAt())
 	if len(token) == 0 {
@@ -177,20 +233,21 @@ func (d *Due) sent(b *projections.Batch, a *hooklinev1.Attempt) error {
 	if err := d.forgetLegacy(b, tenantID, endpointID, key); err != nil {
 		return err
 	}
-	erased, err := erasedToken(b, tenantID, a.GetOrderingTokenKey())
-	if err != nil {
-		return err
-	}
-	if erased {
+	if d.erasedToken(tenantID, a.GetOrderingTokenKey()) {
 		return d.raise(b, floorKey(tenantID, endpointID), tenantID, endpointID, nil, "", seq, 0, at)
 	}
 	return d.raise(b, countKey(tenantID, endpointID, token), tenantID, endpointID, token, a.GetOrderingTokenKey(), seq, 0, at)
 }
 
-// raise lifts the count at k (of token, "" for a floor) to the sequence
+// raise lifts the count at k (of token, nil for a floor) to the sequence
 // sent at at, and its checkpointed part to checkpointed, and keeps its
-// unchecked mark (u) in step.
+// unchecked mark (u) in step. A floor is due for its checkpoint at once
+// (since the zero time): a rebuild gets it back only from there.
 func (d *Due) raise(b *projections.Batch, k []byte, tenantID, endpointID string, token []byte, tokenKey string, sent, checkpointed int64, at time.Time) error {
+	if token == nil {
+		d.marks.floors.Store(true)
+		at = time.Time{}
+	}
 	c, _, err := getCount(b, k)
 	if err != nil {
 		return err
@@ -207,7 +264,7 @@ func (d *Due) raise(b *projections.Batch, k []byte, tenantID, endpointID string,
 	if tokenKey != "" {
 		c.tokenKey = tokenKey
 	}
-	if c == before {
+	if c.last == before.last && c.checkpointed == before.checkpointed && c.tokenKey == before.tokenKey && c.since.Equal(before.since) {
 		return nil
 	}
 	if err := d.markUnchecked(b, tenantID, endpointID, token, &before, &c); err != nil {
@@ -235,6 +292,7 @@ func (d *Due) markUnchecked(b *projections.Batch, tenantID, endpointID string, t
 
 // raiseLegacy counts an attempt recorded without a token under its key.
 func (d *Due) raiseLegacy(b *projections.Batch, tenantID, endpointID, key string, seq int64) error {
+	d.marks.legacy.Store(true)
 	k := legacyKey(tenantID, endpointID, key)
 	v, ok, err := b.Get(k)
 	if err != nil {
@@ -251,6 +309,9 @@ func (d *Due) raiseLegacy(b *projections.Batch, tenantID, endpointID, key string
 // forgetLegacy forgets a key's legacy count, once an attempt with a token
 // carries its sequence on.
 func (d *Due) forgetLegacy(b *projections.Batch, tenantID, endpointID, key string) error {
+	if !d.marks.legacy.Load() {
+		return nil
+	}
 	k := legacyKey(tenantID, endpointID, key)
 	if ok, err := has(b, k); err != nil || !ok {
 		return err
@@ -261,16 +322,14 @@ func (d *Due) forgetLegacy(b *projections.Batch, tenantID, endpointID, key strin
 // checkpointed applies an endpoint's OrderingCheckpointed.
 func (d *Due) checkpointed(b *projections.Batch, m *hooklinev1.OrderingCheckpointed) error {
 	tenantID, endpointID := m.GetTenantId(), m.GetEndpointId()
-	if gone, err := has(b, deletedKey(endpointID)); err != nil || gone {
-		return err
+	if d.gone(endpointID) {
+		return nil
 	}
 	floor := floorKey(tenantID, endpointID)
 	for _, c := range m.GetCounts() {
-		erased, err := erasedToken(b, tenantID, c.GetTokenKey())
+		var err error
 		switch {
-		case err != nil:
-			return err
-		case erased:
+		case d.erasedToken(tenantID, c.GetTokenKey()):
 			err = d.raise(b, floor, tenantID, endpointID, nil, "", 0, c.GetSequence(), time.Time{})
 		default:
 			err = d.raise(b, countKey(tenantID, endpointID, c.GetToken()), tenantID, endpointID, c.GetToken(), c.GetTokenKey(), 0, c.GetSequence(), time.Time{})
@@ -291,6 +350,7 @@ func (d *Due) checkpointed(b *projections.Batch, m *hooklinev1.OrderingCheckpoin
 func (d *Due) tenantErased(b *projections.Batch, m *hooklinev1.TenantErased) error {
 	tenantID, keyID, at := m.GetTenantId(), m.GetDataKeyId(), asTime(m.GetAt())
 	if keyID != "" {
+		d.marks.erased[tenantID+"\x00"+keyID] = struct{}{}
 		if err := b.Set(erasedKey(tenantID, keyID), nil); err != nil {
 			return err
 		}
@@ -367,6 +427,7 @@ func (d *Due) eraseIn(b *projections.Batch, p events.Partition, tenantID, keyID 
 // endpointDeleted marks the endpoint deleted and forgets its counts.
 func (d *Due) endpointDeleted(b *projections.Batch, m *hooklinev1.EndpointDeleted) error {
 	tenantID, endpointID := m.GetTenantId(), m.GetEndpointId()
+	d.marks.deleted[endpointID] = struct{}{}
 	if err := b.Set(deletedKey(endpointID), nil); err != nil {
 		return err
 	}
@@ -394,31 +455,34 @@ func (d *Due) endpointDeleted(b *projections.Batch, m *hooklinev1.EndpointDelete
 // token's data key was erased), its legacy count, and the endpoint's
 // floor, whichever is highest; 0 for a key never sent. The endpoint
 // grain sends a key's head first with one more. Safe for concurrent use.
-func (d *Due) LastSent(tenantID, endpointID, key string, token []byte, tokenKey string) (int64, error) {
+//
+// A token whose data key was erased finds no count of its own (its count
+// moved to the floor), or one that the floor is at least as high as.
+func (d *Due) LastSent(tenantID, endpointID, key string, token []byte, _ string) (int64, error) {
 	var last int64
-	f, _, err := getCount(d.store, floorKey(tenantID, endpointID))
-	if err != nil {
-		return 0, err
+	if d.marks.floors.Load() {
+		f, _, err := getCount(d.store, floorKey(tenantID, endpointID))
+		if err != nil {
+			return 0, err
+		}
+		last = f.last
 	}
-	last = f.last
-	erased, err := erasedToken(d.store, tenantID, tokenKey)
-	if err != nil {
-		return 0, err
-	}
-	if len(token) > 0 && !erased {
+	if len(token) > 0 {
 		c, _, err := getCount(d.store, countKey(tenantID, endpointID, token))
 		if err != nil {
 			return 0, err
 		}
 		last = max(last, c.last)
 	}
-	v, ok, err := d.store.Get(legacyKey(tenantID, endpointID, key))
-	if err != nil {
-		return 0, err
-	}
-	if ok {
-		if l, n := binary.Uvarint(v); n > 0 {
-			last = max(last, int64(l))
+	if d.marks.legacy.Load() {
+		v, ok, err := d.store.Get(legacyKey(tenantID, endpointID, key))
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			if l, n := binary.Uvarint(v); n > 0 {
+				last = max(last, int64(l))
+			}
 		}
 	}
 	return last, nil

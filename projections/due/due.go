@@ -189,6 +189,7 @@ type Due struct {
 	buf     []byte
 	recent  *projections.Recent[Item] // items put lately, for Apply
 	seen    seenFilter                // the index's deliveries, for Apply (seen.go)
+	marks   marks                     // erasures, deletions, what counts exist (counter.go)
 
 	// mu guards live, heads, unchecked, timers and scheduled.
 	mu        sync.Mutex
@@ -233,7 +234,13 @@ func New(r *projections.Runner, cfg Config) (*Due, error) {
 		touched: make(map[string]head), counted: make(map[string]struct{}), recent: projections.NewRecent[Item](recentItems),
 		heads: make(map[string]head), unchecked: make(map[string]time.Time), scheduled: make(map[string]time.Time), kick: make(chan struct{}, 1),
 	}
-	return projections.Registered(r, d, func(s *projections.Store) { d.store = s })
+	if _, err := projections.Registered(r, d, func(s *projections.Store) { d.store = s }); err != nil {
+		return nil, err
+	}
+	if err := d.loadMarks(); err != nil {
+		return nil, fmt.Errorf("due index: read its marks: %w", err)
+	}
+	return d, nil
 }
 
 // PartitionsChanged implements [projections.Partitioned]: it forgets the
