@@ -22,8 +22,8 @@ import (
 // (Attempt.ordering_token, keyed by the tenant's data key), never by key:
 // counts outlive deliveries, and a key is often a customer's id.
 //
-// A count not checkpointed yet is marked (u) since its last sequence was
-// first sent; the endpoint's grain checkpoints it (Unchecked) once it is
+// A count not checkpointed yet is marked (u) since the attempt that made
+// it so; the endpoint's grain checkpoints it (Unchecked) once it is
 // CheckpointAfter old, or before it passivates when nothing wakes it, and
 // the tenant's retention keeps the endpoint's ordered deliveries until
 // then (Retains). A tenant's erasure (TenantErased) moves its counts into
@@ -55,7 +55,8 @@ type count struct {
 	last int64
 	// checkpointed is the highest sequence an OrderingCheckpointed holds.
 	checkpointed int64
-	// since is when last was first sent, while last > checkpointed.
+	// since is when the count became unchecked (last > checkpointed): the
+	// start of the first attempt since its last checkpoint that raised it.
 	since time.Time
 	// tokenKey is the data key id a key's token is keyed by.
 	tokenKey string
@@ -254,7 +255,10 @@ func (d *Due) raise(b *projections.Batch, k []byte, tenantID, endpointID string,
 	}
 	before := c
 	if sent > c.last {
-		c.last, c.since = sent, at
+		c.last = sent
+		if !before.unchecked() {
+			c.since = at
+		}
 	}
 	c.checkpointed = max(c.checkpointed, checkpointed)
 	c.last = max(c.last, c.checkpointed)
