@@ -199,7 +199,7 @@ func (s *Server) openProjections(context.Context) error {
 	s.waker = newWaker(cfg.Logger, s.heldBack)
 	if s.due, err = due.New(s.runner, due.Config{
 		Waker: cfg.Faults.Waker(s.waker), Now: cfg.Now, Logger: cfg.Logger, SweepInterval: cfg.SweepInterval, StaleAfter: cfg.StaleAfter,
-		CheckpointAfter: checkpointAfter(cfg.Retention),
+		CheckpointAfter: checkpointAfter(cfg.Retention), Tokens: s.payloads,
 	}); err != nil {
 		return err
 	}

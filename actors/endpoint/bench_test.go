@@ -27,6 +27,7 @@ import (
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
+	"github.com/hookline/hookline/seal"
 )
 
 // bench is a node without the cluster: the embedded log in memory, the
@@ -116,7 +117,7 @@ func (b *bench) openProjections() *due.Due {
 	if b.reg, err = registry.New(r); err != nil {
 		t.Fatal(err)
 	}
-	d, err := due.New(r, due.Config{Waker: b.wakes, Now: b.clk.Now, SweepInterval: 20 * time.Millisecond, Logger: quiet})
+	d, err := due.New(r, due.Config{Waker: b.wakes, Now: b.clk.Now, SweepInterval: 20 * time.Millisecond, Logger: quiet, Tokens: (*seal.Payloads)(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

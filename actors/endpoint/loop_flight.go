@@ -132,18 +132,18 @@ type (
 
 // read reads a flight's delivery stream and event off the mailbox. A
 // first attempt of a new delivery reads only the event, and not even that
-// when the node's cache has it; an ordered one is still numbered off the
-// mailbox (loop_order.go). Its stream need not be read for that: were an
-// earlier attempt's outcome in it and not yet in the index, that attempt
-// was numbered from the same count, and the append finds the stream
-// (recordAgain).
+// when the node's cache has it; an ordered one the due index did not
+// number is numbered off the mailbox (loop_order.go). Its stream need not
+// be read for that: were an earlier attempt's outcome in it and not yet
+// in the index, that attempt was numbered from the same count, and the
+// append finds the stream (recordAgain).
 func (l *loop) read(ctx actor.Context, f *flight) {
 	f.stage = stageReading
 	f.fresh = !f.suspect && f.item.Class == due.ClassNew && !f.item.Manual && f.item.Attempts == 0 && f.d.event == nil && len(f.replays) == 0
 	if f.fresh {
 		if ev := l.cfg.events.get(eventStream(f.item)); ev != nil {
 			f.d = deliveryRead{autoPending: true, event: ev}
-			if f.item.OrderingKey == "" {
+			if f.item.OrderingKey == "" || l.numbered(f) {
 				l.settle(ctx, f)
 				return
 			}

@@ -73,6 +73,10 @@ func (rd reader) number(ctx context.Context, it due.Item, o *ordering) error {
 	if o.seq == 0 && !(it.Ordered() && !it.Waiting) {
 		return nil // not its turn: sent with its key only
 	}
+	if o.seq == 0 && it.Sequence > 0 && len(it.Token) > 0 && !rd.payloads.Erased(it.TenantID, it.TokenKey) {
+		o.seq, o.token, o.tokenKey = it.Sequence, it.Token, it.TokenKey // numbered by the pull
+		return nil
+	}
 	token, tokenKey, err := rd.payloads.Token(ctx, it.TenantID, it.EndpointID, o.key)
 	if err != nil {
 		return fmt.Errorf("token of the ordering key of %s: %w", it.DeliveryID, err)
@@ -90,6 +94,18 @@ func (rd reader) number(ctx context.Context, it due.Item, o *ordering) error {
 	}
 	o.seq = last + 1
 	return nil
+}
+
+// numbered takes the sequence and token a new head came with from the due
+// index (due.Due.Pull numbers the heads it returns), unless the token's
+// data key was erased since: the head is then sent without a read.
+func (l *loop) numbered(f *flight) bool {
+	it := &f.item
+	if !it.Ordered() || it.Waiting || it.Sequence <= 0 || len(it.Token) == 0 || l.cfg.Payloads.Erased(it.TenantID, it.TokenKey) {
+		return false
+	}
+	f.d.ord = ordering{key: it.OrderingKey, seq: it.Sequence, token: it.Token, tokenKey: it.TokenKey}
+	return true
 }
 
 // ordered sets the ordering the read found on the flight's item, which

@@ -86,6 +86,10 @@ type Item struct {
 	OrderingKey string
 	Sequence    int64
 	Plan        events.Position
+	// Token and TokenKey are the key's token, set by [Due.Pull] on a head
+	// it numbered (Sequence): not stored with the item.
+	Token    []byte
+	TokenKey string
 	// Waiting says the delivery waits behind its key's head: it is not due
 	// and no pull returns it.
 	Waiting bool
@@ -117,6 +121,9 @@ type Config struct {
 	// StaleAfter is how long due work may wait before the sweeper wakes its
 	// endpoint again; 0 means DefaultStaleAfter.
 	StaleAfter time.Duration
+	// Tokens makes ordering keys' tokens, with which Pull numbers the
+	// heads it returns (*seal.Payloads); nil leaves them to the grain.
+	Tokens Tokens
 	// CheckpointAfter is how long an ordered key's last sequence may wait
 	// unchecked before the sweeper wakes its endpoint to checkpoint it
 	// (see checkpoint.go); 0 means DefaultCheckpointAfter. It must be well
@@ -178,6 +185,7 @@ type Due struct {
 	sweep           time.Duration
 	stale           time.Duration
 	checkpointAfter time.Duration
+	tokens          Tokens
 	logger          *slog.Logger
 
 	// touched lists the endpoints the current batch changed, with the
@@ -190,6 +198,7 @@ type Due struct {
 	recent  *projections.Recent[Item] // items put lately, for Apply
 	seen    seenFilter                // the index's deliveries, for Apply (seen.go)
 	marks   marks                     // erasures, deletions, what counts exist (counter.go)
+	numbers numbers                   // heads' numbers, for Pull (counter.go)
 
 	// mu guards live, heads, unchecked, timers and scheduled.
 	mu        sync.Mutex
@@ -230,7 +239,8 @@ func New(r *projections.Runner, cfg Config) (*Due, error) {
 	}
 	cfg = cfg.withDefaults()
 	d := &Due{
-		waker: cfg.Waker, now: cfg.Now, sweep: cfg.SweepInterval, stale: cfg.StaleAfter, checkpointAfter: cfg.CheckpointAfter, logger: cfg.Logger,
+		waker: cfg.Waker, now: cfg.Now, sweep: cfg.SweepInterval, stale: cfg.StaleAfter, checkpointAfter: cfg.CheckpointAfter, tokens: cfg.Tokens,
+		logger:  cfg.Logger,
 		touched: make(map[string]head), counted: make(map[string]struct{}), recent: projections.NewRecent[Item](recentItems),
 		heads: make(map[string]head), unchecked: make(map[string]time.Time), scheduled: make(map[string]time.Time), kick: make(chan struct{}, 1),
 	}
@@ -349,7 +359,7 @@ func (h head) wakeAt(now time.Time) bool {
 // Pull returns up to limit (0: DefaultLimit) items of an endpoint that need
 // an attempt now: every new delivery first (new work is due when planned,
 // whatever the clocks say), then the retries due by now, each class in due
-// order. Items stay in the index until their outcome is applied, so a grain
+// order. An ordering key's head never sent comes numbered (see number). Items stay in the index until their outcome is applied, so a grain
 // skips those it has in flight (asking for limit plus that many). An
 // endpoint whose partition is not live here fails with [ErrNotLive].
 func (d *Due) Pull(endpointID string, now time.Time, limit int) ([]Item, error) {
@@ -376,6 +386,9 @@ func (d *Due) Pull(endpointID string, now time.Time, limit int) ([]Item, error) 
 		if err != nil {
 			return nil, fmt.Errorf("due for %s: %w", endpointID, err)
 		}
+	}
+	if err := d.number(items); err != nil {
+		return nil, fmt.Errorf("due for %s: %w", endpointID, err)
 	}
 	return items, nil
 }

@@ -1,6 +1,7 @@
 package due_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/due"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/seal"
 )
 
 // publishKey appends an event with an ordering key, planned for endpoint
@@ -37,8 +39,15 @@ func sentAttempt(deliveryID string, n int32, key string, seq int64, at time.Time
 	return a
 }
 
-// token is the test's token of key under dk_1.
-func token(key string) []byte { return []byte("token-of-" + key) }
+// token is key's token on endpoint A as a node without a key vault makes
+// it (a digest).
+func token(key string) []byte {
+	tok, _, err := (*seal.Payloads)(nil).Token(context.Background(), "acme", "A", key)
+	if err != nil {
+		panic(err)
+	}
+	return tok
+}
 
 // lastSent is d's LastSent of key on endpoint A, under dk_1.
 func lastSent(t *testing.T, d *due.Due, key string) int64 {
@@ -70,14 +79,13 @@ func pullSeqs(t *testing.T, d *due.Due, now time.Time) []string {
 
 // TestOrderedKeyOneAtATime: on an endpoint ordered by key, only the head
 // of each key is due; a failing head blocks its key only; its success, or
-// its final failure under "continue", makes the key's next one due. A
-// head carries no sequence until it is sent; the key's count follows the
-// sequences its attempts carry, so the grain numbers the next head one
-// more than the last sent.
+// its final failure under "continue", makes the key's next one due. The
+// key's count follows the sequences its attempts carry, and a pull
+// numbers a head never sent one more than the key's last.
 func TestOrderedKeyOneAtATime(t *testing.T) {
 	f := newFixture(t)
 	clk := &clock{now: t0}
-	d, r := f.open(vfs.NewMem(), due.Config{Now: clk.Now, SweepInterval: time.Hour})
+	d, r := f.open(vfs.NewMem(), due.Config{Now: clk.Now, SweepInterval: time.Hour, Tokens: (*seal.Payloads)(nil)})
 	cont := hooklinev1.KeyOrdering_KEY_ORDERING_CONTINUE
 
 	f.publishKey("e1", "k1", cont, t0)
@@ -87,7 +95,7 @@ func TestOrderedKeyOneAtATime(t *testing.T) {
 	f.publishKey("e5", "", cont, t0.Add(4*time.Second))                                       // no key: unordered
 	f.publishKey("e6", "k1", hooklinev1.KeyOrdering_KEY_ORDERING_NONE, t0.Add(5*time.Second)) // unordered endpoint
 	f.sync(r)
-	if diff := cmp.Diff([]string{"d-e1-A#0", "d-e4-A#0", "d-e5-A#0", "d-e6-A#0"}, pullSeqs(t, d, t0)); diff != "" {
+	if diff := cmp.Diff([]string{"d-e1-A#1", "d-e4-A#1", "d-e5-A#0", "d-e6-A#0"}, pullSeqs(t, d, t0)); diff != "" {
 		t.Errorf("due after planning (-want +got):\n%s", diff)
 	}
 	if n := lastSent(t, d, "k1"); n != 0 {
@@ -98,10 +106,10 @@ func TestOrderedKeyOneAtATime(t *testing.T) {
 	// others go on; the retry keeps the sequence it was sent with.
 	f.outcome("d-e1-A", &hooklinev1.AttemptFailed{Attempt: sentAttempt("d-e1-A", 1, "k1", 1, t0), Retryable: true, NextAttemptAt: timestamppb.New(t0.Add(time.Minute))})
 	f.sync(r)
-	if diff := cmp.Diff([]string{"d-e4-A#0", "d-e5-A#0", "d-e6-A#0"}, pullSeqs(t, d, t0.Add(time.Second))); diff != "" {
+	if diff := cmp.Diff([]string{"d-e4-A#1", "d-e5-A#0", "d-e6-A#0"}, pullSeqs(t, d, t0.Add(time.Second))); diff != "" {
 		t.Errorf("due while k1's head waits for its retry (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"d-e4-A#0", "d-e5-A#0", "d-e6-A#0", "d-e1-A#1"}, pullSeqs(t, d, t0.Add(time.Minute))); diff != "" {
+	if diff := cmp.Diff([]string{"d-e4-A#1", "d-e5-A#0", "d-e6-A#0", "d-e1-A#1"}, pullSeqs(t, d, t0.Add(time.Minute))); diff != "" {
 		t.Errorf("due once k1's retry is (-want +got):\n%s", diff)
 	}
 	keys, err := d.Keys("A", true, 0)
@@ -118,11 +126,11 @@ func TestOrderedKeyOneAtATime(t *testing.T) {
 		t.Errorf("BlockedKeys = %+v, %v; want 1", st, err)
 	}
 
-	// Its success lets the next of the key go.
+	// Its success lets the next of the key go, numbered after it.
 	f.outcome("d-e1-A", &hooklinev1.AttemptSucceeded{Attempt: sentAttempt("d-e1-A", 2, "k1", 1, t0.Add(time.Minute))})
 	f.outcome("d-e4-A", &hooklinev1.AttemptSucceeded{Attempt: sentAttempt("d-e4-A", 1, "k2", 1, t0)})
 	f.sync(r)
-	if diff := cmp.Diff([]string{"d-e2-A#0", "d-e5-A#0", "d-e6-A#0"}, pullSeqs(t, d, t0.Add(time.Minute))); diff != "" {
+	if diff := cmp.Diff([]string{"d-e2-A#2", "d-e5-A#0", "d-e6-A#0"}, pullSeqs(t, d, t0.Add(time.Minute))); diff != "" {
 		t.Errorf("due after k1's head succeeded (-want +got):\n%s", diff)
 	}
 	if a, b := lastSent(t, d, "k1"), lastSent(t, d, "k2"); a != 1 || b != 1 {
@@ -131,7 +139,7 @@ func TestOrderedKeyOneAtATime(t *testing.T) {
 	// Under "continue", a head that ends failed lets the next go too.
 	f.outcome("d-e2-A", &hooklinev1.AttemptFailed{Attempt: sentAttempt("d-e2-A", 1, "k1", 2, t0.Add(time.Minute))})
 	f.sync(r)
-	if diff := cmp.Diff([]string{"d-e3-A#0", "d-e5-A#0", "d-e6-A#0"}, pullSeqs(t, d, t0.Add(time.Minute))); diff != "" {
+	if diff := cmp.Diff([]string{"d-e3-A#3", "d-e5-A#0", "d-e6-A#0"}, pullSeqs(t, d, t0.Add(time.Minute))); diff != "" {
 		t.Errorf("due after k1's head failed for good (-want +got):\n%s", diff)
 	}
 	f.outcome("d-e3-A", &hooklinev1.AttemptSucceeded{Attempt: sentAttempt("d-e3-A", 1, "k1", 3, t0.Add(time.Minute))})
@@ -139,12 +147,12 @@ func TestOrderedKeyOneAtATime(t *testing.T) {
 	if keys, _ := d.Keys("A", false, 0); len(keys) != 0 {
 		t.Errorf("keys with a head once all ended = %+v, want none", keys)
 	}
-	// A later event of the key is its head, to be sent with 4; a replay
-	// of an earlier delivery (sent with 2) changes nothing.
+	// A later event of the key is its head, sent with 4: a replay of an
+	// earlier delivery (sent with 2) changes nothing.
 	f.outcome("d-e2-A", &hooklinev1.AttemptSucceeded{Attempt: sentAttempt("d-e2-A", 2, "k1", 2, t0.Add(time.Hour))})
 	f.publishKey("e7", "k1", cont, t0.Add(time.Hour))
 	f.sync(r)
-	if diff := cmp.Diff([]string{"d-e5-A#0", "d-e6-A#0", "d-e7-A#0"}, pullSeqs(t, d, t0.Add(time.Hour))); diff != "" {
+	if diff := cmp.Diff([]string{"d-e5-A#0", "d-e6-A#0", "d-e7-A#4"}, pullSeqs(t, d, t0.Add(time.Hour))); diff != "" {
 		t.Errorf("due after a later event of k1 (-want +got):\n%s", diff)
 	}
 	if n := lastSent(t, d, "k1"); n != 3 {
