@@ -187,6 +187,11 @@ func (p *Payloads) rewrapAll(ctx context.Context, keys []events.DataKey, cur str
 		switch {
 		case p.erased(k.TenantID, k.ID):
 			g.Go(func() error { return p.Destroy(gctx, k.TenantID, k.ID) })
+		case k.KEK != "" && kekGeneration(k.KEK) > kekGeneration(cur):
+			// A newer rotation became current after cur was read and
+			// wrapped this key already: it settles, and may have
+			// destroyed cur.
+			newer.Store(true)
 		case k.KEK != cur:
 			stale++
 			g.Go(func() error {
@@ -197,6 +202,9 @@ func (p *Payloads) rewrapAll(ctx context.Context, keys []events.DataKey, cur str
 					return nil
 				case errors.Is(err, ErrNoKEK) && p.moved(gctx, k):
 					return nil // another rotation rewrapped it and destroyed its KEK since the listing
+				case errors.Is(err, ErrNoKEK) && p.overtaken(gctx, cur):
+					newer.Store(true) // a newer rotation destroyed cur itself: it settles
+					return nil
 				case err != nil && !errors.Is(err, events.ErrDataKeyChanged):
 					return fmt.Errorf("seal: wrap the data key of tenant %s under the new key-encryption key: %w", k.TenantID, err)
 				}
@@ -232,6 +240,12 @@ func (p *Payloads) deleteOlderKEKs(ctx context.Context, cur string) error {
 	}
 	p.mu.Unlock()
 	return nil
+}
+
+// overtaken reports whether the vault's current KEK is no longer cur.
+func (p *Payloads) overtaken(ctx context.Context, cur string) bool {
+	now, err := p.vault.KEK(ctx)
+	return err == nil && now != cur
 }
 
 // moved reports whether the vault's key of k's tenant is no longer k as
