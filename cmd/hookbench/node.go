@@ -117,6 +117,9 @@ func (n *Node) start(ctx context.Context) error {
 	for {
 		err := n.startOnce(ctx)
 		if err == nil {
+			n.mu.Lock()
+			n.starts++
+			n.mu.Unlock()
 			return nil
 		}
 		m := busyLine.FindStringSubmatch(err.Error())
@@ -174,7 +177,6 @@ func (n *Node) startOnce(ctx context.Context) error {
 	n.mu.Lock()
 	n.cmd, n.done, n.grpcAddr, n.gossip = cmd, done, "", ""
 	n.tail = nil // this process's lines only: start reads its failure there
-	n.starts++
 	n.mu.Unlock()
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -317,7 +319,8 @@ func (n *Node) PID() int {
 	return n.cmd.Process.Pid
 }
 
-// Starts counts the processes started.
+// Starts counts the processes that started serving: a start retried
+// because another process held one of the node's addresses counts once.
 func (n *Node) Starts() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
