@@ -445,6 +445,136 @@ func (x *HistoryGot) GetLive() []uint64 {
 	return nil
 }
 
+// HistoryEnds asks the member serving some of a tenant's deliveries which
+// of them have ended, once it has applied the log up to a position (their
+// plan's): a tenant's own retention drops an event only when every
+// delivery of its plan has.
+type HistoryEnds struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	TenantId       string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	DeliveryIds    []string               `protobuf:"bytes,2,rep,name=delivery_ids,json=deliveryIds,proto3" json:"delivery_ids,omitempty"`
+	AtLeastCommit  uint64                 `protobuf:"varint,3,opt,name=at_least_commit,json=atLeastCommit,proto3" json:"at_least_commit,omitempty"`
+	AtLeastPrepare uint64                 `protobuf:"varint,4,opt,name=at_least_prepare,json=atLeastPrepare,proto3" json:"at_least_prepare,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *HistoryEnds) Reset() {
+	*x = HistoryEnds{}
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryEnds) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryEnds) ProtoMessage() {}
+
+func (x *HistoryEnds) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryEnds.ProtoReflect.Descriptor instead.
+func (*HistoryEnds) Descriptor() ([]byte, []int) {
+	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *HistoryEnds) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *HistoryEnds) GetDeliveryIds() []string {
+	if x != nil {
+		return x.DeliveryIds
+	}
+	return nil
+}
+
+func (x *HistoryEnds) GetAtLeastCommit() uint64 {
+	if x != nil {
+		return x.AtLeastCommit
+	}
+	return 0
+}
+
+func (x *HistoryEnds) GetAtLeastPrepare() uint64 {
+	if x != nil {
+		return x.AtLeastPrepare
+	}
+	return 0
+}
+
+// HistoryEnded is a member's answer to HistoryEnds.
+type HistoryEnded struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ended are the deliveries asked that its history holds as succeeded or
+	// failed, in partitions it serves, and that its endpoints no longer need
+	// their event for (not a parked key's head, which a replay may still
+	// send); any other was not seen to end.
+	Ended []string `protobuf:"bytes,1,rep,name=ended,proto3" json:"ended,omitempty"`
+	// error is set when the member could not answer (a message for the logs).
+	Error         string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryEnded) Reset() {
+	*x = HistoryEnded{}
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryEnded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryEnded) ProtoMessage() {}
+
+func (x *HistoryEnded) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryEnded.ProtoReflect.Descriptor instead.
+func (*HistoryEnded) Descriptor() ([]byte, []int) {
+	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *HistoryEnded) GetEnded() []string {
+	if x != nil {
+		return x.Ended
+	}
+	return nil
+}
+
+func (x *HistoryEnded) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // WaitApplied asks a node to answer once its projections have applied the
 // log up to a position: a command that changed the registry waits for
 // every node, so that a publish on any node sees it.
@@ -461,7 +591,7 @@ type WaitApplied struct {
 
 func (x *WaitApplied) Reset() {
 	*x = WaitApplied{}
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[5]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -473,7 +603,7 @@ func (x *WaitApplied) String() string {
 func (*WaitApplied) ProtoMessage() {}
 
 func (x *WaitApplied) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[5]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -486,7 +616,7 @@ func (x *WaitApplied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitApplied.ProtoReflect.Descriptor instead.
 func (*WaitApplied) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WaitApplied) GetCommit() uint64 {
@@ -520,7 +650,7 @@ type Applied struct {
 
 func (x *Applied) Reset() {
 	*x = Applied{}
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[6]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +662,7 @@ func (x *Applied) String() string {
 func (*Applied) ProtoMessage() {}
 
 func (x *Applied) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[6]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +675,7 @@ func (x *Applied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Applied.ProtoReflect.Descriptor instead.
 func (*Applied) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Applied) GetError() string {
@@ -574,7 +704,7 @@ type PlansHandedOver struct {
 
 func (x *PlansHandedOver) Reset() {
 	*x = PlansHandedOver{}
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[7]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +716,7 @@ func (x *PlansHandedOver) String() string {
 func (*PlansHandedOver) ProtoMessage() {}
 
 func (x *PlansHandedOver) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[7]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +729,7 @@ func (x *PlansHandedOver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlansHandedOver.ProtoReflect.Descriptor instead.
 func (*PlansHandedOver) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PlansHandedOver) GetEvent() *v1.EventPublished {
@@ -640,7 +770,7 @@ type NodeStatusQuery struct {
 
 func (x *NodeStatusQuery) Reset() {
 	*x = NodeStatusQuery{}
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[8]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +782,7 @@ func (x *NodeStatusQuery) String() string {
 func (*NodeStatusQuery) ProtoMessage() {}
 
 func (x *NodeStatusQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[8]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +795,7 @@ func (x *NodeStatusQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusQuery.ProtoReflect.Descriptor instead.
 func (*NodeStatusQuery) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 // NodeStatusReply is a member's answer to NodeStatusQuery: its figures and
@@ -680,7 +810,7 @@ type NodeStatusReply struct {
 
 func (x *NodeStatusReply) Reset() {
 	*x = NodeStatusReply{}
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[9]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +822,7 @@ func (x *NodeStatusReply) String() string {
 func (*NodeStatusReply) ProtoMessage() {}
 
 func (x *NodeStatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[9]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +835,7 @@ func (x *NodeStatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusReply.ProtoReflect.Descriptor instead.
 func (*NodeStatusReply) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NodeStatusReply) GetStatus() *controlv1.NodeStatus {
@@ -741,7 +871,7 @@ type ReconcilePart struct {
 
 func (x *ReconcilePart) Reset() {
 	*x = ReconcilePart{}
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[10]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -753,7 +883,7 @@ func (x *ReconcilePart) String() string {
 func (*ReconcilePart) ProtoMessage() {}
 
 func (x *ReconcilePart) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[10]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -766,7 +896,7 @@ func (x *ReconcilePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcilePart.ProtoReflect.Descriptor instead.
 func (*ReconcilePart) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReconcilePart) GetRunId() string {
@@ -846,7 +976,7 @@ type ReconcilePartDone struct {
 
 func (x *ReconcilePartDone) Reset() {
 	*x = ReconcilePartDone{}
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[11]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +988,7 @@ func (x *ReconcilePartDone) String() string {
 func (*ReconcilePartDone) ProtoMessage() {}
 
 func (x *ReconcilePartDone) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[11]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +1001,7 @@ func (x *ReconcilePartDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcilePartDone.ProtoReflect.Descriptor instead.
 func (*ReconcilePartDone) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReconcilePartDone) GetNode() string {
@@ -959,7 +1089,7 @@ type PartitionsReady struct {
 
 func (x *PartitionsReady) Reset() {
 	*x = PartitionsReady{}
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[12]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1101,7 @@ func (x *PartitionsReady) String() string {
 func (*PartitionsReady) ProtoMessage() {}
 
 func (x *PartitionsReady) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[12]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1114,7 @@ func (x *PartitionsReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionsReady.ProtoReflect.Descriptor instead.
 func (*PartitionsReady) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PartitionsReady) GetMember() string {
@@ -1018,7 +1148,7 @@ type MemberLeaving struct {
 
 func (x *MemberLeaving) Reset() {
 	*x = MemberLeaving{}
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[13]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1160,7 @@ func (x *MemberLeaving) String() string {
 func (*MemberLeaving) ProtoMessage() {}
 
 func (x *MemberLeaving) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[13]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1173,7 @@ func (x *MemberLeaving) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberLeaving.ProtoReflect.Descriptor instead.
 func (*MemberLeaving) Descriptor() ([]byte, []int) {
-	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_hookline_internal_v1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MemberLeaving) GetMember() string {
@@ -1070,7 +1200,7 @@ type HistoryScanned_Entry struct {
 
 func (x *HistoryScanned_Entry) Reset() {
 	*x = HistoryScanned_Entry{}
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[14]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1212,7 @@ func (x *HistoryScanned_Entry) String() string {
 func (*HistoryScanned_Entry) ProtoMessage() {}
 
 func (x *HistoryScanned_Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[14]
+	mi := &file_hookline_internal_v1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1290,15 @@ const file_hookline_internal_v1_cluster_proto_rawDesc = "" +
 	"\bdelivery\x18\x02 \x01(\v2\x1b.hookline.v1.DeliveryRecordR\bdelivery\x12@\n" +
 	"\battempts\x18\x03 \x03(\v2$.hookline.internal.v1.HistoryAttemptR\battempts\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x12\n" +
-	"\x04live\x18\x05 \x03(\x06R\x04live\"X\n" +
+	"\x04live\x18\x05 \x03(\x06R\x04live\"\x9f\x01\n" +
+	"\vHistoryEnds\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12!\n" +
+	"\fdelivery_ids\x18\x02 \x03(\tR\vdeliveryIds\x12&\n" +
+	"\x0fat_least_commit\x18\x03 \x01(\x04R\ratLeastCommit\x12(\n" +
+	"\x10at_least_prepare\x18\x04 \x01(\x04R\x0eatLeastPrepare\":\n" +
+	"\fHistoryEnded\x12\x14\n" +
+	"\x05ended\x18\x01 \x03(\tR\x05ended\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"X\n" +
 	"\vWaitApplied\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\x04R\x06commit\x12\x18\n" +
 	"\aprepare\x18\x02 \x01(\x04R\aprepare\x12\x17\n" +
@@ -1223,52 +1361,54 @@ func file_hookline_internal_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_hookline_internal_v1_cluster_proto_rawDescData
 }
 
-var file_hookline_internal_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_hookline_internal_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_hookline_internal_v1_cluster_proto_goTypes = []any{
 	(*HistoryScan)(nil),                // 0: hookline.internal.v1.HistoryScan
 	(*HistoryScanned)(nil),             // 1: hookline.internal.v1.HistoryScanned
 	(*HistoryGet)(nil),                 // 2: hookline.internal.v1.HistoryGet
 	(*HistoryAttempt)(nil),             // 3: hookline.internal.v1.HistoryAttempt
 	(*HistoryGot)(nil),                 // 4: hookline.internal.v1.HistoryGot
-	(*WaitApplied)(nil),                // 5: hookline.internal.v1.WaitApplied
-	(*Applied)(nil),                    // 6: hookline.internal.v1.Applied
-	(*PlansHandedOver)(nil),            // 7: hookline.internal.v1.PlansHandedOver
-	(*NodeStatusQuery)(nil),            // 8: hookline.internal.v1.NodeStatusQuery
-	(*NodeStatusReply)(nil),            // 9: hookline.internal.v1.NodeStatusReply
-	(*ReconcilePart)(nil),              // 10: hookline.internal.v1.ReconcilePart
-	(*ReconcilePartDone)(nil),          // 11: hookline.internal.v1.ReconcilePartDone
-	(*PartitionsReady)(nil),            // 12: hookline.internal.v1.PartitionsReady
-	(*MemberLeaving)(nil),              // 13: hookline.internal.v1.MemberLeaving
-	(*HistoryScanned_Entry)(nil),       // 14: hookline.internal.v1.HistoryScanned.Entry
-	(*timestamppb.Timestamp)(nil),      // 15: google.protobuf.Timestamp
-	(*v1.Attempt)(nil),                 // 16: hookline.v1.Attempt
-	(*v1.DeliveryRecord)(nil),          // 17: hookline.v1.DeliveryRecord
-	(*v1.EventPublished)(nil),          // 18: hookline.v1.EventPublished
-	(*v1.DeliveriesPlanned)(nil),       // 19: hookline.v1.DeliveriesPlanned
-	(*controlv1.NodeStatus)(nil),       // 20: hookline.v1.NodeStatus
-	(*v1.Actor)(nil),                   // 21: hookline.v1.Actor
-	(*controlv1.ReconcileTenant)(nil),  // 22: hookline.v1.ReconcileTenant
-	(*controlv1.ReconcileCheck)(nil),   // 23: hookline.v1.ReconcileCheck
-	(*controlv1.Discrepancy)(nil),      // 24: hookline.v1.Discrepancy
-	(*controlv1.ProjectionDigest)(nil), // 25: hookline.v1.ProjectionDigest
+	(*HistoryEnds)(nil),                // 5: hookline.internal.v1.HistoryEnds
+	(*HistoryEnded)(nil),               // 6: hookline.internal.v1.HistoryEnded
+	(*WaitApplied)(nil),                // 7: hookline.internal.v1.WaitApplied
+	(*Applied)(nil),                    // 8: hookline.internal.v1.Applied
+	(*PlansHandedOver)(nil),            // 9: hookline.internal.v1.PlansHandedOver
+	(*NodeStatusQuery)(nil),            // 10: hookline.internal.v1.NodeStatusQuery
+	(*NodeStatusReply)(nil),            // 11: hookline.internal.v1.NodeStatusReply
+	(*ReconcilePart)(nil),              // 12: hookline.internal.v1.ReconcilePart
+	(*ReconcilePartDone)(nil),          // 13: hookline.internal.v1.ReconcilePartDone
+	(*PartitionsReady)(nil),            // 14: hookline.internal.v1.PartitionsReady
+	(*MemberLeaving)(nil),              // 15: hookline.internal.v1.MemberLeaving
+	(*HistoryScanned_Entry)(nil),       // 16: hookline.internal.v1.HistoryScanned.Entry
+	(*timestamppb.Timestamp)(nil),      // 17: google.protobuf.Timestamp
+	(*v1.Attempt)(nil),                 // 18: hookline.v1.Attempt
+	(*v1.DeliveryRecord)(nil),          // 19: hookline.v1.DeliveryRecord
+	(*v1.EventPublished)(nil),          // 20: hookline.v1.EventPublished
+	(*v1.DeliveriesPlanned)(nil),       // 21: hookline.v1.DeliveriesPlanned
+	(*controlv1.NodeStatus)(nil),       // 22: hookline.v1.NodeStatus
+	(*v1.Actor)(nil),                   // 23: hookline.v1.Actor
+	(*controlv1.ReconcileTenant)(nil),  // 24: hookline.v1.ReconcileTenant
+	(*controlv1.ReconcileCheck)(nil),   // 25: hookline.v1.ReconcileCheck
+	(*controlv1.Discrepancy)(nil),      // 26: hookline.v1.Discrepancy
+	(*controlv1.ProjectionDigest)(nil), // 27: hookline.v1.ProjectionDigest
 }
 var file_hookline_internal_v1_cluster_proto_depIdxs = []int32{
-	15, // 0: hookline.internal.v1.HistoryScan.since:type_name -> google.protobuf.Timestamp
-	15, // 1: hookline.internal.v1.HistoryScan.until:type_name -> google.protobuf.Timestamp
-	14, // 2: hookline.internal.v1.HistoryScanned.entries:type_name -> hookline.internal.v1.HistoryScanned.Entry
-	16, // 3: hookline.internal.v1.HistoryAttempt.attempt:type_name -> hookline.v1.Attempt
-	15, // 4: hookline.internal.v1.HistoryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
-	17, // 5: hookline.internal.v1.HistoryGot.delivery:type_name -> hookline.v1.DeliveryRecord
+	17, // 0: hookline.internal.v1.HistoryScan.since:type_name -> google.protobuf.Timestamp
+	17, // 1: hookline.internal.v1.HistoryScan.until:type_name -> google.protobuf.Timestamp
+	16, // 2: hookline.internal.v1.HistoryScanned.entries:type_name -> hookline.internal.v1.HistoryScanned.Entry
+	18, // 3: hookline.internal.v1.HistoryAttempt.attempt:type_name -> hookline.v1.Attempt
+	17, // 4: hookline.internal.v1.HistoryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
+	19, // 5: hookline.internal.v1.HistoryGot.delivery:type_name -> hookline.v1.DeliveryRecord
 	3,  // 6: hookline.internal.v1.HistoryGot.attempts:type_name -> hookline.internal.v1.HistoryAttempt
-	18, // 7: hookline.internal.v1.PlansHandedOver.event:type_name -> hookline.v1.EventPublished
-	19, // 8: hookline.internal.v1.PlansHandedOver.plan:type_name -> hookline.v1.DeliveriesPlanned
-	20, // 9: hookline.internal.v1.NodeStatusReply.status:type_name -> hookline.v1.NodeStatus
-	21, // 10: hookline.internal.v1.ReconcilePart.issued_by:type_name -> hookline.v1.Actor
-	22, // 11: hookline.internal.v1.ReconcilePartDone.tenants:type_name -> hookline.v1.ReconcileTenant
-	23, // 12: hookline.internal.v1.ReconcilePartDone.checks:type_name -> hookline.v1.ReconcileCheck
-	24, // 13: hookline.internal.v1.ReconcilePartDone.discrepancies:type_name -> hookline.v1.Discrepancy
-	25, // 14: hookline.internal.v1.ReconcilePartDone.projections:type_name -> hookline.v1.ProjectionDigest
-	17, // 15: hookline.internal.v1.HistoryScanned.Entry.delivery:type_name -> hookline.v1.DeliveryRecord
+	20, // 7: hookline.internal.v1.PlansHandedOver.event:type_name -> hookline.v1.EventPublished
+	21, // 8: hookline.internal.v1.PlansHandedOver.plan:type_name -> hookline.v1.DeliveriesPlanned
+	22, // 9: hookline.internal.v1.NodeStatusReply.status:type_name -> hookline.v1.NodeStatus
+	23, // 10: hookline.internal.v1.ReconcilePart.issued_by:type_name -> hookline.v1.Actor
+	24, // 11: hookline.internal.v1.ReconcilePartDone.tenants:type_name -> hookline.v1.ReconcileTenant
+	25, // 12: hookline.internal.v1.ReconcilePartDone.checks:type_name -> hookline.v1.ReconcileCheck
+	26, // 13: hookline.internal.v1.ReconcilePartDone.discrepancies:type_name -> hookline.v1.Discrepancy
+	27, // 14: hookline.internal.v1.ReconcilePartDone.projections:type_name -> hookline.v1.ProjectionDigest
+	19, // 15: hookline.internal.v1.HistoryScanned.Entry.delivery:type_name -> hookline.v1.DeliveryRecord
 	16, // [16:16] is the sub-list for method output_type
 	16, // [16:16] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
@@ -1287,7 +1427,7 @@ func file_hookline_internal_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_internal_v1_cluster_proto_rawDesc), len(file_hookline_internal_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
