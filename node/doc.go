@@ -28,6 +28,9 @@
 //   - history: a delivery search asks every member for its partitions'
 //     part and merges them by index key, so any node answers with the same
 //     pages and cursors (history.go);
+//   - retention: a tenant's own retention asks the members serving an
+//     event's other deliveries whether they ended before it drops the
+//     event (retention_plans.go);
 //   - reconcile: every member reconciles the partitions it owns and the
 //     member asked merges the parts (reconcile.go);
 //   - settle: a command that changes the registry answers once every

@@ -51,6 +51,7 @@ type Server struct {
 	// tenants' own retention no longer keeps, and for which (retention.go).
 	purged    time.Time
 	purgedFor map[string]time.Duration
+	sweeps    map[string]retentionSweep // tenants' retention sweeps (retention.go); the retention loop's alone
 	runner    *projections.Runner
 	registry  *registry.Registry
 	portal    *portal.Tokens
@@ -250,6 +251,7 @@ func (s *Server) startServices(context.Context) error {
 	s.settle = &settlement{node: s.node, runner: s.runner, timeout: timeout, logger: s.logger}
 	for _, err := range []error{
 		s.node.Serve(historyService, timeout, s.hist.serve),
+		s.node.Serve(retentionService, timeout, s.serveEnds),
 		s.node.Serve(statusService, 2*time.Second, s.serveStatus),
 		s.node.Receive(handOverService, s.receiveHandOver),
 		s.node.Receive(partitionsService, s.parts.receive),

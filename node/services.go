@@ -17,6 +17,10 @@ const (
 	// historyService answers the other members' HistoryScan and HistoryGet
 	// from this node's partitions.
 	historyService = "hookline-history"
+	// retentionService answers the other members' HistoryEnds: which of
+	// a tenant's deliveries in this node's partitions ended, before a
+	// tenant's own retention drops their event.
+	retentionService = "hookline-retention"
 	// reconcileService reconciles this node's partitions for a run another
 	// member leads.
 	reconcileService = "hookline-reconcile"
