@@ -44,10 +44,12 @@ func (c *offsetClock) Add(d time.Duration) {
 // event while a delivery of it is pending on another member: member a,
 // whose pass finds its own delivery of the event ended past the cutoff,
 // asks member b, whose delivery waits on a paused endpoint, and keeps the
-// event and its own delivery's stream. Once b's delivery ends (it
-// expires when its endpoint is resumed, past its deadline), the event
-// leaves the log with both deliveries' streams. Before, a's pass dropped
-// the event under b's pending delivery.
+// event and its own delivery's stream. Once b's delivery has ended (it
+// expires when its endpoint is resumed, past its deadline), members that
+// cannot ask each other (their retention services silenced, as an older
+// build's) still keep the event: never dropped on doubt. Once they answer
+// again, the event leaves the log with both deliveries' streams. Before,
+// a's pass dropped the event under b's pending delivery.
 func TestTenantRetentionAcrossMembers(t *testing.T) {
 	clk := &offsetClock{}
 	l, a, b := startPair(t, func(c *node.Config) {
@@ -66,30 +68,35 @@ func TestTenantRetentionAcrossMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// An endpoint served by a, which answers, and one served by b, paused.
+	// On a, an endpoint that answers (onA); on b, a paused one (onB) and
+	// one that answers (onB2). The probes (ping.a, ping.b) each go to one
+	// member's endpoint only: once a probe leaves the log, that member's
+	// pass has also judged the event.
 	api := controlv1.NewEndpointServiceClient(a.cc)
-	var onA, onB string
-	for i := 0; onA == "" || onB == ""; i++ {
-		r, err := api.CreateEndpoint(kctx, &controlv1.CreateEndpointRequest{
-			EndpointId: fmt.Sprintf("ep_%02d", i), Settings: &controlv1.EndpointSettings{Url: recv.URL + "/in", EventTypes: []string{"order.paid", "order.created"}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := r.GetEndpoint().GetEndpointId()
-		switch p := events.PartitionOf(id); {
-		case onA == "" && a.srv.Serving().Has(p):
-			onA = id
-		case onB == "" && b.srv.Serving().Has(p):
-			onB = id
-			if _, err := api.PauseEndpoint(kctx, &controlv1.PauseEndpointRequest{EndpointId: id}); err != nil {
+	roles := []struct {
+		on    *testServer
+		types []string
+		id    string
+	}{{a, []string{"order.paid", "ping.a"}, ""}, {b, []string{"order.paid"}, ""}, {b, []string{"ping.b"}, ""}}
+	for i, r := range roles {
+		for j := 0; roles[i].id == ""; j++ {
+			res, err := api.CreateEndpoint(kctx, &controlv1.CreateEndpointRequest{
+				EndpointId: fmt.Sprintf("ep_%d_%02d", i, j), Settings: &controlv1.EndpointSettings{Url: recv.URL + "/in", EventTypes: r.types},
+			})
+			if err != nil {
 				t.Fatal(err)
 			}
-		default:
-			if _, err := api.DeleteEndpoint(kctx, &controlv1.DeleteEndpointRequest{EndpointId: id}); err != nil {
+			id := res.GetEndpoint().GetEndpointId()
+			if r.on.srv.Serving().Has(events.PartitionOf(id)) {
+				roles[i].id = id
+			} else if _, err := api.DeleteEndpoint(kctx, &controlv1.DeleteEndpointRequest{EndpointId: id}); err != nil {
 				t.Fatal(err)
 			}
 		}
+	}
+	onA, onB, onB2 := roles[0].id, roles[1].id, roles[2].id
+	if _, err := api.PauseEndpoint(kctx, &controlv1.PauseEndpointRequest{EndpointId: onB}); err != nil {
+		t.Fatal(err)
 	}
 	publish := controlv1.NewEventServiceClient(a.cc)
 	deliveries := controlv1.NewDeliveryServiceClient(b.cc)
@@ -104,25 +111,35 @@ func TestTenantRetentionAcrossMembers(t *testing.T) {
 		_, err := l.ReadStream(ctx, stream, events.Forwards, 0, 1)
 		return !errors.Is(err, events.ErrStreamNotFound)
 	}
-	// The event, to both; the probe, which b's endpoint (paused) does not
-	// take: once it leaves the log, a's pass has judged the event too.
-	if _, err := api.UpdateEndpoint(kctx, &controlv1.UpdateEndpointRequest{
-		EndpointId: onB, Settings: &controlv1.EndpointSettings{EventTypes: []string{"order.paid"}}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"event_types"}},
-	}); err != nil {
+	probe := func(round int) {
+		t.Helper()
+		for _, typ := range []string{"ping.a", "ping.b"} {
+			if _, err := publish.Publish(kctx, &controlv1.PublishRequest{EventId: fmt.Sprintf("%s.%d", typ, round), Type: typ, Payload: []byte(`{}`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		poll(t, 20*time.Second, "the probes delivered", func() bool {
+			return statusOf(events.DeliveryID("acme", fmt.Sprintf("ping.a.%d", round), onA)) == "succeeded" &&
+				statusOf(events.DeliveryID("acme", fmt.Sprintf("ping.b.%d", round), onB2)) == "succeeded"
+		})
+	}
+	probed := func(round int) {
+		t.Helper()
+		poll(t, 20*time.Second, "both members' passes drop their probe", func() bool {
+			return !inLog(events.EventStream("acme", fmt.Sprintf("ping.a.%d", round))) && !inLog(events.EventStream("acme", fmt.Sprintf("ping.b.%d", round)))
+		})
+	}
+
+	if _, err := publish.Publish(kctx, &controlv1.PublishRequest{EventId: "ev_1", Type: "order.paid", Payload: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	for _, ev := range []struct{ id, typ string }{{"ev_1", "order.paid"}, {"ev_probe", "order.created"}} {
-		if _, err := publish.Publish(kctx, &controlv1.PublishRequest{EventId: ev.id, Type: ev.typ, Payload: []byte(`{}`)}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	onAID, onBID := events.DeliveryID("acme", "ev_1", onA), events.DeliveryID("acme", "ev_1", onB)
-	poll(t, 20*time.Second, "a's deliveries succeed, b's waits", func() bool {
-		return statusOf(onAID) == "succeeded" && statusOf(events.DeliveryID("acme", "ev_probe", onA)) == "succeeded" && statusOf(onBID) == "pending"
+	probe(1)
+	poll(t, 20*time.Second, "a's delivery succeeds, b's waits", func() bool {
+		return statusOf(onAID) == "succeeded" && statusOf(onBID) == "pending"
 	})
-
 	clk.Add(3 * time.Minute)
-	poll(t, 20*time.Second, "a's pass drops the probe", func() bool { return !inLog(events.EventStream("acme", "ev_probe")) })
+	probed(1)
 	if !inLog(events.EventStream("acme", "ev_1")) {
 		t.Fatalf("a's pass dropped the event while b's delivery of it is pending")
 	}
@@ -130,13 +147,35 @@ func TestTenantRetentionAcrossMembers(t *testing.T) {
 		t.Errorf("a's pass dropped its delivery of an event it keeps: in the log %v, status %s", inLog(events.DeliveryStream(onAID)), statusOf(onAID))
 	}
 
+	// b's delivery ends while neither member can ask the other.
+	var restore []func() error
+	for _, ts := range []*testServer{a, b} {
+		r, err := ts.srv.SilenceRetention()
+		if err != nil {
+			t.Fatal(err)
+		}
+		restore = append(restore, r)
+	}
 	if _, err := api.ResumeEndpoint(kctx, &controlv1.ResumeEndpointRequest{EndpointId: onB}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 30*time.Second, "the event leaves the log with both deliveries, once b's has ended", func() bool {
+	poll(t, 20*time.Second, "b's delivery expires once resumed, past its deadline", func() bool { return statusOf(onBID) == "failed" })
+	probe(2)
+	clk.Add(3 * time.Minute)
+	probed(2)
+	if !inLog(events.EventStream("acme", "ev_1")) {
+		t.Fatalf("a pass dropped the event though it could not learn whether the other member's delivery ended")
+	}
+
+	for _, r := range restore {
+		if err := r(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll(t, 30*time.Second, "the event leaves the log with both deliveries", func() bool {
 		return !inLog(events.EventStream("acme", "ev_1")) && !inLog(events.DeliveryStream(onAID)) && !inLog(events.DeliveryStream(onBID))
 	})
-	if got := recv.distinct("/in"); got != 2 {
-		t.Errorf("the receiver got %d deliveries, want 2 (a's endpoint's: the event and the probe)", got)
+	if got := recv.distinct("/in"); got != 5 {
+		t.Errorf("the receiver got %d deliveries, want 5 (a's of the event, and the probes)", got)
 	}
 }
