@@ -17,12 +17,14 @@ type Attempter interface {
 }
 
 // Attempter wraps a with kill-after-2xx (the process dies once the Nth
-// attempt answered 2xx, before the grain records it) and corrupt-body
-// (one byte of every Nth attempt's body is changed before it is signed,
-// so the receiver verifies the signature of bytes nobody published). It
-// returns a itself without either.
+// attempt answered 2xx, before the grain records it), corrupt-body (one
+// byte of every Nth attempt's body is changed before it is signed, so the
+// receiver verifies the signature of bytes nobody published) and
+// skew-sequence (every Nth attempt of an ordered delivery carries a
+// webhook-sequence one higher than its own). It returns a itself without
+// any of them.
 func (s *Set) Attempter(a Attempter) Attempter {
-	if s == nil || (s.KillAfter2xx == 0 && s.CorruptBody == 0) {
+	if s == nil || (s.KillAfter2xx == 0 && s.CorruptBody == 0 && s.SkewSequence == 0) {
 		return a
 	}
 	return &faultyAttempter{a: a, s: s}
@@ -36,6 +38,9 @@ type faultyAttempter struct {
 func (f *faultyAttempter) Do(ctx context.Context, req attempt.Request) attempt.Outcome {
 	if n := f.s.CorruptBody; n > 0 && len(req.Payload) > 0 && f.s.count(&f.s.attempts)%n == 0 {
 		req.Payload = corrupt(req.Payload)
+	}
+	if n := f.s.SkewSequence; n > 0 && req.Sequence > 0 && f.s.count(&f.s.sequenced)%n == 0 {
+		req.Sequence++
 	}
 	o := f.a.Do(ctx, req)
 	if f.s.KillAfter2xx > 0 && o.Status/100 == 2 && f.s.count(&f.s.successes) == f.s.KillAfter2xx {

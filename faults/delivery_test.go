@@ -40,12 +40,30 @@ func TestShortPlan(t *testing.T) {
 	}
 }
 
-// attempter records the bodies it is asked to send and answers 200.
-type attempter struct{ bodies [][]byte }
+// attempter records the bodies and sequences it is asked to send and
+// answers 200.
+type attempter struct {
+	bodies    [][]byte
+	sequences []int64
+}
 
 func (a *attempter) Do(_ context.Context, req attempt.Request) attempt.Outcome {
-	a.bodies = append(a.bodies, req.Payload)
+	a.bodies, a.sequences = append(a.bodies, req.Payload), append(a.sequences, req.Sequence)
 	return attempt.Outcome{Status: 200}
+}
+
+// TestSkewSequence: skew-sequence=N sends every Nth attempt of an ordered
+// delivery with a sequence one higher; unordered attempts (sequence 0)
+// neither count nor change.
+func TestSkewSequence(t *testing.T) {
+	inner := &attempter{}
+	a := (&faults.Set{SkewSequence: 2}).Attempter(inner)
+	for _, seq := range []int64{1, 0, 2, 3, 0, 4} {
+		a.Do(context.Background(), attempt.Request{Sequence: seq})
+	}
+	if got, want := fmt.Sprint(inner.sequences), "[1 0 3 3 0 5]"; got != want {
+		t.Errorf("sequences sent %s, want %s", got, want)
+	}
 }
 
 // TestCorruptBody: corrupt-body=N changes one byte of every Nth attempt's

@@ -32,6 +32,9 @@
 //	corrupt-body=N         one byte of every Nth attempt's body is changed
 //	                       before it is signed (the signature verifies; the
 //	                       bytes are not the ones published)
+//	skew-sequence=N        every Nth attempt of an ordered delivery carries a
+//	                       webhook-sequence one higher than its own (a key's
+//	                       receiver sees a gap that is none)
 //	duplicate-due          each pull also hands out again what the endpoint's
 //	                       previous pull handed out (the same delivery twice)
 //	duplicate-wakes        every wake hint is sent twice

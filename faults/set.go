@@ -34,7 +34,11 @@ type Set struct {
 	PlanShort int
 	// CorruptBody changes one byte of the body of every CorruptBody-th
 	// attempt, before it is signed (corrupt-body=N).
-	CorruptBody    int
+	CorruptBody int
+	// SkewSequence sends every SkewSequence-th attempt of an ordered
+	// delivery with a webhook-sequence one higher than its own
+	// (skew-sequence=N).
+	SkewSequence   int
 	DuplicateDue   bool
 	DuplicateWakes bool
 	DropWakes      string
@@ -54,6 +58,7 @@ type Set struct {
 	successes int
 	routed    int // planned deliveries seen by ShortPlan
 	attempts  int // attempts seen by the corrupting attempter
+	sequenced int // ordered attempts seen by the skewing attempter
 	hidden    int
 	killed    bool
 	// counted are the positions of the HideType records counted towards
@@ -98,6 +103,8 @@ func Parse(spec string) (*Set, error) {
 			s.PlanShort, err = num()
 		case "corrupt-body":
 			s.CorruptBody, err = num()
+		case "skew-sequence":
+			s.SkewSequence, err = num()
 		case "duplicate-due":
 			s.DuplicateDue = true
 		case "duplicate-wakes":
@@ -118,7 +125,7 @@ func Parse(spec string) (*Set, error) {
 			}
 			s.HideType = typ
 		default:
-			return nil, fmt.Errorf("%w: unknown fault %q (slow-append, unknown-every, kill-in-plan, kill-after-2xx, plan-short, corrupt-body, duplicate-due, duplicate-wakes, drop-wakes, hide, lag-projections)", ErrBadSpec, name)
+			return nil, fmt.Errorf("%w: unknown fault %q (slow-append, unknown-every, kill-in-plan, kill-after-2xx, plan-short, corrupt-body, skew-sequence, duplicate-due, duplicate-wakes, drop-wakes, hide, lag-projections)", ErrBadSpec, name)
 		}
 		if err != nil {
 			return nil, err
@@ -130,7 +137,7 @@ func Parse(spec string) (*Set, error) {
 // Active reports whether s injects anything.
 func (s *Set) Active() bool {
 	return s != nil && (s.SlowAppend > 0 || s.UnknownEvery > 0 || s.KillInPlan > 0 || s.KillAfter2xx > 0 ||
-		s.PlanShort > 0 || s.CorruptBody > 0 || s.DuplicateDue || s.DuplicateWakes || s.DropWakes != "" || s.HideNth > 0 || s.LagProjections > 0)
+		s.PlanShort > 0 || s.CorruptBody > 0 || s.SkewSequence > 0 || s.DuplicateDue || s.DuplicateWakes || s.DropWakes != "" || s.HideNth > 0 || s.LagProjections > 0)
 }
 
 // String is the specification of s, as Parse reads it.
@@ -150,6 +157,7 @@ func (s *Set) String() string {
 	add(s.KillAfter2xx > 0, "kill-after-2xx=%d", s.KillAfter2xx)
 	add(s.PlanShort > 0, "plan-short=%d", s.PlanShort)
 	add(s.CorruptBody > 0, "corrupt-body=%d", s.CorruptBody)
+	add(s.SkewSequence > 0, "skew-sequence=%d", s.SkewSequence)
 	add(s.DuplicateDue, "duplicate-due")
 	add(s.DuplicateWakes, "duplicate-wakes")
 	add(s.DropWakes != "", "drop-wakes=%s", s.DropWakes)

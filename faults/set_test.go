@@ -14,8 +14,8 @@ func TestParse(t *testing.T) {
 		want       *faults.Set
 	}{
 		{"empty", "", &faults.Set{}},
-		{"all", "slow-append=20ms,unknown-every=50,kill-in-plan=3,kill-after-2xx=7,plan-short=1000,corrupt-body=500,duplicate-due,duplicate-wakes,drop-wakes=ep_,hide=AttemptSucceeded:2,lag-projections=2s",
-			&faults.Set{SlowAppend: 20 * time.Millisecond, UnknownEvery: 50, KillInPlan: 3, KillAfter2xx: 7, PlanShort: 1000, CorruptBody: 500, DuplicateDue: true,
+		{"all", "slow-append=20ms,unknown-every=50,kill-in-plan=3,kill-after-2xx=7,plan-short=1000,corrupt-body=500,skew-sequence=4,duplicate-due,duplicate-wakes,drop-wakes=ep_,hide=AttemptSucceeded:2,lag-projections=2s",
+			&faults.Set{SlowAppend: 20 * time.Millisecond, UnknownEvery: 50, KillInPlan: 3, KillAfter2xx: 7, PlanShort: 1000, CorruptBody: 500, SkewSequence: 4, DuplicateDue: true,
 				DuplicateWakes: true, DropWakes: "ep_", HideType: "AttemptSucceeded", HideNth: 2, LagProjections: 2 * time.Second}},
 		{"spaces", " duplicate-due , slow-append=1s ", &faults.Set{DuplicateDue: true, SlowAppend: time.Second}},
 	} {
@@ -36,7 +36,7 @@ func TestParse(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"nope", "slow-append=fast", "slow-append=0s", "unknown-every=0", "kill-in-plan=x", "plan-short=0", "corrupt-body=", "hide=AttemptSucceeded", "hide=:1", "drop-wakes=", "lag-projections=0s", "lag-projections=soon"} {
+	for _, bad := range []string{"nope", "slow-append=fast", "slow-append=0s", "unknown-every=0", "kill-in-plan=x", "plan-short=0", "corrupt-body=", "skew-sequence=0", "hide=AttemptSucceeded", "hide=:1", "drop-wakes=", "lag-projections=0s", "lag-projections=soon"} {
 		if _, err := faults.Parse(bad); !errors.Is(err, faults.ErrBadSpec) {
 			t.Errorf("Parse(%q) = %v, want ErrBadSpec", bad, err)
 		}

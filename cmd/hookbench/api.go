@@ -241,6 +241,27 @@ func (a *API) GetDelivery(ctx context.Context, tenant, id string) (*controlv1.De
 	return d, nil
 }
 
+// controlClients are the control API's clients on one connection.
+type controlClients struct {
+	tenants    controlv1.TenantServiceClient
+	endpoints  controlv1.EndpointServiceClient
+	events     controlv1.EventServiceClient
+	deliveries controlv1.DeliveryServiceClient
+	types      controlv1.EventTypeServiceClient
+	audit      controlv1.AuditServiceClient
+}
+
+// invoke calls f with the clients of the current connection, under the
+// admin token and callTimeout.
+func (a *API) invoke(ctx context.Context, f func(ctx context.Context, cc *controlClients) error) error {
+	cc, _, _ := a.conn()
+	ctx, cancel := a.ctx(ctx)
+	defer cancel()
+	return f(ctx, &controlClients{tenants: controlv1.NewTenantServiceClient(cc), endpoints: controlv1.NewEndpointServiceClient(cc),
+		events: controlv1.NewEventServiceClient(cc), deliveries: controlv1.NewDeliveryServiceClient(cc),
+		types: controlv1.NewEventTypeServiceClient(cc), audit: controlv1.NewAuditServiceClient(cc)})
+}
+
 // reconcileTimeout bounds one reconcile, which reads the whole log.
 const reconcileTimeout = 10 * time.Minute
 

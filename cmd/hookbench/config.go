@@ -81,6 +81,11 @@ type RunConfig struct {
 	HangRate         float64       // fairness: tenant A's events per second
 	HangTimeout      time.Duration // fairness: tenant A's attempt timeout
 
+	// Seed chooses the chaos run's schedule; ScheduleOnly prints it and
+	// runs nothing.
+	Seed         int64
+	ScheduleOnly bool
+
 	Only       []string // acceptance: the faults to run (empty: all)
 	PGRestarts int      // acceptance --pg private: restarts of the pg-restart fault
 }
@@ -120,6 +125,7 @@ func (c RunConfig) withDefaults(d RunConfig) RunConfig {
 		c.History = max(d.History, 0)
 	}
 	fill(&c.PGRestarts, d.PGRestarts, 1)
+	setDefault(&c.Seed, d.Seed)
 	fillD(&c.KillAt, d.KillAt, c.Duration/2)
 	fill(&c.Kills, d.Kills, 6)
 	setDefault(&c.BrokerDeliveries, d.BrokerDeliveries)
@@ -176,6 +182,12 @@ func (c RunConfig) Validate() error {
 		return fmt.Errorf("--nodes %d: a rolling restart needs at least 2 nodes, so that one serves while another restarts", c.Nodes)
 	case c.Nodes < 1:
 		return fmt.Errorf("--nodes %d: give at least 1", c.Nodes)
+	case c.Scenario == "chaos" && c.Node != "":
+		return errors.New("chaos starts, kills and rebuilds its own nodes: drop --node")
+	case c.Scenario == "chaos" && c.Duration < 10*time.Second:
+		return fmt.Errorf("--duration %v: a chaos run needs at least 10s", c.Duration)
+	case c.ScheduleOnly && c.Scenario != "chaos":
+		return errors.New("--schedule-only is the chaos run's: drop it")
 	case c.Standbys != "" && c.Standbys != "0" && c.Standbys != "1" && c.Standbys != "2":
 		return fmt.Errorf("--standbys %q: give 0, 1 or 2 (or nothing: the node's default)", c.Standbys)
 	case c.NodeFaults != "" && c.Node != "":
@@ -247,6 +259,9 @@ func (c RunConfig) view(own []string) map[string]any {
 	if c.Node != "" {
 		all["node"] = "given"
 	}
+	if c.Seed != 0 {
+		all["seed"] = c.Seed
+	}
 	keys := append([]string{"duration", "rate", "tenants", "endpoints", "fanout", "publishers", "batch", "payload_bytes",
 		"max_backlog", "endpoint_rate", "endpoint_in_flight", "drain", "node_faults", "node", "ordering_keys", "fail_key"}, own...)
 	out := map[string]any{}
@@ -312,6 +327,8 @@ func parseRun(args []string, stderr io.Writer) (RunConfig, error) {
 	fs.DurationVar(&c.HangTimeout, "hang-timeout", 0, "fairness: tenant A's attempt timeout, 1s to 30s (5s)")
 	fs.DurationVar(&c.ReceiverLatency, "receiver-latency", 0, "the receiver answers every request this long after it arrived (arrivals are what first attempts are timed by), as a slow receiver does; 0 to 10s (0)")
 	fs.IntVar(&c.PGRestarts, "pg-restarts", 0, "acceptance --pg private: times the pg-restart fault restarts PostgreSQL (immediate shutdown), spread over --duration (1)")
+	fs.Int64Var(&c.Seed, "seed", 0, "chaos: the seed of the schedule: the same seed, --duration and --nodes play the same schedule (1)")
+	fs.BoolVar(&c.ScheduleOnly, "schedule-only", false, "chaos: print the schedule of --seed and run nothing")
 	only := fs.String("only", "", "acceptance: run only these faults, comma-separated (the baseline always runs): "+strings.Join(faultNames(), ", "))
 
 	// The scenario may come first or after the flags.

@@ -140,6 +140,25 @@ func (l *ledger) answeredBy(t *Tenant, evs []*controlv1.PublishRequest, via stri
 	}
 }
 
+// plannedIDs returns the deliveries the node's first answer planned for
+// a tenant's event, sorted, and whether the ledger knows the event.
+func (l *ledger) plannedIDs(tenant, event string) ([]string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.events[eventKey{tenant, event}]
+	if e == nil {
+		return nil, false
+	}
+	var out []string
+	for _, id := range append(slices.Clone(e.ids), e.extra...) {
+		if id != "" {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out, true
+}
+
 // disturbed enters a window; a zero to means from + windowSlack.
 func (l *ledger) disturbed(why string, from, to time.Time) {
 	if to.IsZero() {

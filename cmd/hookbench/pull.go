@@ -28,38 +28,79 @@ func (b *Bench) consume(ctx context.Context, ts []*Tenant) *sync.WaitGroup {
 
 func (b *Bench) consumeOne(ctx context.Context, tenant, id, name string) {
 	for ctx.Err() == nil {
-		cc, _, _ := b.api.conn()
-		cl := controlv1.NewEndpointServiceClient(cc)
-		c, cancel := b.api.ctx(ctx)
-		res, err := cl.PullDeliveries(c, &controlv1.PullDeliveriesRequest{TenantId: tenant, EndpointId: id, Max: 100, LeaseSeconds: 30, WaitSeconds: 1})
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				fmt.Fprintf(b.stderr, "hookbench: pull %s: %v\n", name, err)
+		r, err := b.pullOnce(ctx, b.api, tenant, id, name)
+		if err != nil && ctx.Err() == nil {
+			fmt.Fprintf(b.stderr, "hookbench: %s %s: %v\n", r.failed, name, err)
+			if r.failed == "pull" {
 				_ = sleepCtx(ctx, 100*time.Millisecond)
 			}
-			continue
-		}
-		var ids []string
-		for _, m := range res.GetMessages() {
-			h := http.Header{}
-			for k, v := range m.GetHeaders() {
-				h.Set(k, v)
-			}
-			if b.recv.Take(name, h, m.GetBody()) {
-				ids = append(ids, m.GetDeliveryId())
-			}
-		}
-		if len(ids) == 0 {
-			continue
-		}
-		c, cancel = b.api.ctx(ctx)
-		_, err = cl.AckDeliveries(c, &controlv1.AckDeliveriesRequest{TenantId: tenant, EndpointId: id, DeliveryIds: ids})
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			fmt.Fprintf(b.stderr, "hookbench: ack %s: %v (they are offered again when their lease ends)\n", name, err)
 		}
 	}
+}
+
+// pulled is one round of a pull consumer: the messages it leased, when the
+// pull was answered, which of them it acknowledged and when the
+// acknowledgement was answered.
+type pulled struct {
+	msgs        []*controlv1.PulledMessage
+	at, ackedAt time.Time
+	acked       map[string]bool
+	bad         map[string]bool // the messages whose signature did not hold
+	failed      string          // the call that failed: "pull" or "ack" ("" none)
+}
+
+// pullOnce leases up to 100 of the endpoint's deliveries through api
+// (waiting a second for them), hands each to the receiver under the
+// endpoint's name, which checks its signature and records it as it would
+// a request, and acknowledges those whose signature held. An ack that
+// fails leaves them to be offered again when their lease ends.
+func (b *Bench) pullOnce(ctx context.Context, api *API, tenant, id, name string) (pulled, error) {
+	cc, _, _ := api.conn()
+	cl := controlv1.NewEndpointServiceClient(cc)
+	c, cancel := api.ctx(ctx)
+	res, err := cl.PullDeliveries(c, &controlv1.PullDeliveriesRequest{TenantId: tenant, EndpointId: id, Max: 100, LeaseSeconds: 30, WaitSeconds: 1})
+	cancel()
+	r := pulled{at: time.Now(), acked: map[string]bool{}, bad: map[string]bool{}}
+	if err != nil {
+		r.failed = "pull"
+		return r, err
+	}
+	r.msgs = res.GetMessages()
+	var ids []string
+	for _, m := range r.msgs {
+		if b.recv.Take(name, headerOf(m.GetHeaders()), m.GetBody()) {
+			ids = append(ids, m.GetDeliveryId())
+		} else {
+			r.bad[m.GetDeliveryId()] = true
+		}
+	}
+	if len(ids) == 0 {
+		return r, nil
+	}
+	c, cancel = api.ctx(ctx)
+	ack, err := cl.AckDeliveries(c, &controlv1.AckDeliveriesRequest{TenantId: tenant, EndpointId: id, DeliveryIds: ids})
+	cancel()
+	r.ackedAt = time.Now()
+	if err != nil {
+		r.failed = "ack"
+		return r, fmt.Errorf("%w (they are offered again when their lease ends)", err)
+	}
+	for _, id := range ids {
+		r.acked[id] = true
+	}
+	for _, id := range ack.GetNotAcked() {
+		delete(r.acked, id)
+	}
+	return r, nil
+}
+
+// headerOf is a pulled message's headers as a request's.
+func headerOf(m map[string]string) http.Header {
+	h := http.Header{}
+	for k, v := range m {
+		h.Set(k, v)
+	}
+	return h
 }
 
 // pullVsPush runs the throughput load to push endpoints, then to pull

@@ -40,6 +40,9 @@ type Behaviour struct {
 	// Hang answers nothing: the request waits until the caller gives up, the
 	// receiver stops or MaxHang passes.
 	Hang bool `json:"hang,omitempty"`
+	// Echo answers with the first echoBytes of the request's body, which
+	// the node keeps as the attempt's response prefix.
+	Echo bool `json:"echo,omitempty"`
 }
 
 // StatusWeight is one entry of a status mix.
@@ -161,8 +164,13 @@ type Stats struct {
 //
 // A Receiver is safe for concurrent use. Create it with NewReceiver.
 type Receiver struct {
-	srv      *http.Server
-	ln       net.Listener
+	srv *http.Server
+	ln  net.Listener
+	// also counts the listeners ListenAlso serves (other hosts of the same
+	// receiver), which Run waits for; alsoErr is what ended them, beside
+	// Run's closing.
+	also     sync.WaitGroup
+	alsoErr  error // guarded by mu
 	maxHang  time.Duration
 	stopping chan struct{}
 	stopOnce sync.Once
@@ -172,6 +180,7 @@ type Receiver struct {
 	behaviour map[string]Behaviour
 	defSecret *verify.Verifier
 	secrets   map[string]*verify.Verifier
+	given     map[string][]string // the secrets of each verifier in secrets
 	records   map[string]*Record
 	attemptBy map[string]int64 // verified attempts, by endpoint
 	okBy      map[string]int64 // webhook-ids answered 2xx, by endpoint
@@ -182,6 +191,8 @@ type Receiver struct {
 	failKey   string
 	failUntil time.Time
 	stats     Stats
+	// watcher, when set, is told of every request (SetWatcher).
+	watcher watcher
 }
 
 // orderedKey names one endpoint's ordering key.
@@ -207,6 +218,7 @@ func NewReceiver(addr string, secrets []string, def Behaviour) (*Receiver, error
 		def:       def,
 		behaviour: map[string]Behaviour{},
 		secrets:   map[string]*verify.Verifier{},
+		given:     map[string][]string{},
 		records:   map[string]*Record{},
 		attemptBy: map[string]int64{},
 		okBy:      map[string]int64{},
@@ -240,7 +252,7 @@ func (r *Receiver) Addr() string { return r.ln.Addr().String() }
 
 // URL is the webhook URL of one endpoint on this receiver.
 func (r *Receiver) URL(endpoint string) string {
-	return "http://" + r.Addr() + "/e/" + endpoint
+	return r.URLAt(r.Addr(), endpoint)
 }
 
 // Run serves until ctx ends, then releases hanging requests and closes.
@@ -258,8 +270,15 @@ func (r *Receiver) Run(ctx context.Context) error {
 	if err := r.srv.Shutdown(sctx); err != nil {
 		r.srv.Close()
 	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("receiver: %w", err)
+	err := <-errc
+	r.also.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("receiver: %w", errors.Join(err, r.alsoErr))
+	}
+	if r.alsoErr != nil {
+		return fmt.Errorf("receiver: %w", r.alsoErr)
 	}
 	return nil
 }
@@ -290,7 +309,17 @@ func (r *Receiver) SetSecret(endpoint string, secrets ...string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.secrets[endpoint] = v
+	r.given[endpoint] = slices.Clone(secrets)
 	return nil
+}
+
+// AddSecret adds a secret to those that verify one endpoint's requests
+// (a rotation: the earlier ones go on signing beside it).
+func (r *Receiver) AddSecret(endpoint, secret string) error {
+	r.mu.Lock()
+	secrets := append(slices.Clone(r.given[endpoint]), secret)
+	r.mu.Unlock()
+	return r.SetSecret(endpoint, secrets...)
 }
 
 // Stats returns a copy of the counts.
@@ -366,6 +395,7 @@ func (r *Receiver) serveWebhook(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if !r.signed(endpoint, req.Header, body) {
+		r.watch(Watched{Endpoint: endpoint, Host: req.Host, Header: req.Header, Body: BodyHash(body), Status: http.StatusUnauthorized, Arrived: now, Answered: time.Now()})
 		http.Error(w, "signature does not verify", http.StatusUnauthorized)
 		return
 	}
@@ -403,7 +433,11 @@ func (r *Receiver) serveWebhook(w http.ResponseWriter, req *http.Request) {
 	if status/100 != 2 && b.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((b.RetryAfter+time.Second-1)/time.Second)))
 	}
+	r.watch(Watched{Endpoint: endpoint, Host: req.Host, Header: req.Header, Body: BodyHash(body), Status: status, Arrived: now, Answered: time.Now()})
 	w.WriteHeader(status)
+	if b.Echo {
+		w.Write(body[:min(len(body), echoBytes)])
+	}
 }
 
 // cut marks the ok-th 2xx answer of id as written after its sender had

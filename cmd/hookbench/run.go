@@ -92,7 +92,10 @@ type TenantSpec struct {
 	Fanout    int
 	Behaviour *Behaviour // per endpoint; nil means the receiver's default
 	Settings  *controlv1.EndpointSettings
-	Await     bool
+	// Each, when set, are the settings of each endpoint in place of
+	// Settings.
+	Each  []*controlv1.EndpointSettings
+	Await bool
 }
 
 // AddTenant creates a tenant and its endpoints, points them at the
@@ -143,6 +146,9 @@ func (b *Bench) AddTenant(ctx context.Context, spec TenantSpec) (*Tenant, error)
 			s := &controlv1.EndpointSettings{}
 			if spec.Settings != nil {
 				s = cloneSettings(spec.Settings)
+			}
+			if j < len(spec.Each) {
+				s = cloneSettings(spec.Each[j])
 			}
 			s.Url = b.recv.URL(ep)
 			if b.destination != nil {

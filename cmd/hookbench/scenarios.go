@@ -121,6 +121,11 @@ var scenarios = map[string]scenario{
 		config: []string{"kills", "storm", "retry_after", "hang_endpoints", "hang_rate", "hang_timeout", "nodes", "pg", "pg_restarts", "only"},
 		own:    acceptanceRun,
 	},
+	"chaos": {
+		summary:  "a random mix chosen by --seed (the same seed plays the same schedule) for --duration: publishing (ordered and not, fan-out, batches, again), endpoint changes (URL, secret header, rotation, pause, pull and push, receiver outages), tenant erasures, replays and window recoveries, kill -9, SIGTERM, rebuilt projections, PostgreSQL restarts and a member joining, on --nodes nodes on a PostgreSQL of its own (3), or one on the embedded log with a short retention (1); a checker outside the node asserts every promise of docs/semantics.md and prints the seed and a trace of each broken one",
+		defaults: RunConfig{Duration: 2 * time.Minute, Nodes: 3, Drain: 4 * time.Minute, Seed: 1},
+		own:      runChaos,
+	},
 }
 
 func scenarioNames() string { return strings.Join(sortedKeys(scenarios), ", ") }

@@ -1,0 +1,543 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The chaos run's checks: one per promise of docs/semantics.md, each a
+// function of what the run saw (chaosFacts), never of what the node says
+// of itself. docs/semantics.md lists them beside their promises.
+
+// chaosCheck is one named check and the promise it proves.
+type chaosCheck struct {
+	name, promise string
+	run           func(f *chaosFacts) []chaosViolation
+}
+
+// chaosChecks are every check, in the order the report prints them.
+var chaosChecks = []chaosCheck{
+	{"nothing_lost", "every delivery of an acknowledged event that was not erased reaches its endpoint with a 2xx (or ends failed on a permanent answer)", checkLost},
+	{"every_delivery_ends", "every delivery ends: none is pending once nothing holds it (no pause, no outage) and its retries had time", checkEnds},
+	{"plan_once", "the plan is decided once: each event plans exactly the endpoints subscribed to its type, and publishing it again answers a duplicate with the same deliveries", checkPlan},
+	{"same_id_same_bytes", "every message of a delivery, duplicates and replays included, carries its webhook-id, its event and the bytes published, to its own endpoint", checkSameBytes},
+	{"signed", "every message is signed with a secret the endpoint was given (rotations included)", checkSigned},
+	{"answer_ends", "a 2xx (or a permanent 4xx) ends a delivery: it comes again only across a replay, a recovery or a process change", checkAnswerEnds},
+	{"sequence_numbering", "per endpoint and key, the n-th delivery planned carries webhook-sequence n, whatever retention, rebuilds and moves did (counted once per key: its first delivery off)", checkSequence},
+	{"key_order", "per endpoint and key, a delivery goes only once the key's earlier ones have ended", checkKeyOrder},
+	{"key_one_in_flight", "per endpoint and key, never two requests in flight at once", checkOneInFlight},
+	{"secret_header_hosts", "a secret header value goes only to a host it was given for", checkSecretHosts},
+	{"erased_not_sent", "no erased payload is sent (pushed or pulled) after the erasure was answered", checkErasedNotSent},
+	{"erased_not_readable", "no erased value is readable through the API after the erasure (events, audit, deliveries' responses, a publish again)", checkErasedNotReadable},
+	{"erased_not_in_files", "no erased value is left in the nodes' or the database's files", checkErasedFiles},
+	{"reconcile_clean", "reconcile finds the log and every projection in agreement at the end", checkReconcile},
+}
+
+// chaosViolation is one broken promise: its check, what it is about, and
+// when.
+type chaosViolation struct {
+	check                                  string
+	tenant, endpoint, key, delivery, event string
+	at                                     time.Time
+	detail                                 string
+}
+
+// chaosEvent is one event of the ledger as the checks read it.
+type chaosEvent struct {
+	id, tenant, key, marker string
+	body                    uint64
+	// sent is when its first publish call began, ack when one was
+	// answered.
+	sent, ack time.Time
+	// endpoints must receive it; ids are the deliveries the node planned
+	// for them ("" none), extra those it planned besides.
+	endpoints, ids, extra []string
+}
+
+// chaosEnd is what the run found once the work had drained.
+type chaosEnd struct {
+	drained   time.Duration
+	pending   []string // the deliveries the node still had pending
+	reconcile string   // "clean", or the discrepancies
+	files     []fileHit
+	notes     []string
+}
+
+// chaosFacts is everything the checks judge.
+type chaosFacts struct {
+	seed        int64
+	start       time.Time
+	events      []*chaosEvent
+	keys        map[keyRef][]string // each key's events, in publish order
+	ordered     map[string]bool     // the endpoints ordered by key
+	seen        []chaosSeen         // in the order they came
+	steps       []chaosStep
+	grants      map[string][]headerGrant
+	erasures    []chaosErasure
+	resends     []resend
+	probes      []chaosProbe
+	republishes []republish
+	windows     []window
+	// restarts are the nodes' starts after the first; with retention set
+	// (one node on the embedded log) each drops the streams last written
+	// retention before it.
+	restarts  []time.Time
+	retention time.Duration
+	end       chaosEnd
+
+	byDelivery map[string]*chaosEvent
+	byEvent    map[eventKey]*chaosEvent
+	seenBy     map[string][]chaosSeen // by delivery, in the order they came
+}
+
+// index builds the facts' lookups.
+func (f *chaosFacts) index() {
+	f.byDelivery, f.byEvent, f.seenBy = map[string]*chaosEvent{}, map[eventKey]*chaosEvent{}, map[string][]chaosSeen{}
+	for _, e := range f.events {
+		f.byEvent[eventKey{e.tenant, e.id}] = e
+		for _, id := range append(slices.Clone(e.ids), e.extra...) {
+			if id != "" {
+				f.byDelivery[id] = e
+			}
+		}
+	}
+	slices.SortStableFunc(f.seen, func(a, b chaosSeen) int { return a.Arrived.Compare(b.Arrived) })
+	for _, s := range f.seen {
+		f.seenBy[s.Delivery] = append(f.seenBy[s.Delivery], s)
+	}
+}
+
+// rel is t as seconds since the start of the run.
+func (f *chaosFacts) rel(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return fmt.Sprintf("+%.3fs", t.Sub(f.start).Seconds())
+}
+
+// endpointOf is the endpoint an event's delivery is planned for.
+func (e *chaosEvent) endpointOf(delivery string) string {
+	if i := slices.Index(e.ids, delivery); i >= 0 {
+		return e.endpoints[i]
+	}
+	return ""
+}
+
+// erasedBefore returns the erasure that erased e's payload for sure (it
+// was published before the erasure began), or nil.
+func (f *chaosFacts) erasedBefore(e *chaosEvent) *chaosErasure {
+	for i, x := range f.erasures {
+		if x.done && x.tenant == e.tenant && e.ack.Before(x.began) {
+			return &f.erasures[i]
+		}
+	}
+	return nil
+}
+
+// erasable reports whether an erasure may have erased e's payload: it was
+// published before the erasure was answered.
+func (f *chaosFacts) erasable(e *chaosEvent) bool {
+	return slices.ContainsFunc(f.erasures, func(x chaosErasure) bool {
+		return x.done && x.tenant == e.tenant && e.sent.Before(x.answered)
+	})
+}
+
+// retained reports whether retention may have dropped a delivery's
+// streams: a node started more than the retention after the last the
+// run saw of it (its publish, its last message).
+func (f *chaosFacts) retained(e *chaosEvent, delivery string) bool {
+	if f.retention == 0 {
+		return false
+	}
+	last := e.ack
+	for _, s := range f.seenBy[delivery] {
+		last = later(last, s.Arrived)
+	}
+	return slices.ContainsFunc(f.restarts, func(t time.Time) bool { return t.Add(-f.retention).After(last) })
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// explains reports whether a window of the bench (a process change) lies
+// between two times.
+func (f *chaosFacts) explains(prev, next time.Time) bool {
+	return slices.ContainsFunc(f.windows, func(w window) bool { return !w.from.After(next) && !w.to.Before(prev) })
+}
+
+// resent reports whether the delivery was sent again on purpose (a replay
+// or a recovery) before at.
+func (f *chaosFacts) resent(e *chaosEvent, delivery string, at time.Time) bool {
+	return slices.ContainsFunc(f.resends, func(r resend) bool {
+		return !r.at.After(at) && r.covers(e.endpointOf(delivery), delivery, e.ack)
+	})
+}
+
+// violation is a violation of check about a delivery of e.
+func (e *chaosEvent) violation(check, delivery string, at time.Time, format string, args ...any) chaosViolation {
+	return chaosViolation{check: check, tenant: e.tenant, endpoint: e.endpointOf(delivery), key: e.key, delivery: delivery, event: e.id,
+		at: at, detail: fmt.Sprintf(format, args...)}
+}
+
+// each calls f with every planned delivery of every event.
+func (f *chaosFacts) each(fn func(e *chaosEvent, endpoint, delivery string)) {
+	for _, e := range f.events {
+		for i, id := range e.ids {
+			if id != "" {
+				fn(e, e.endpoints[i], id)
+			}
+		}
+	}
+}
+
+// statuses is the answers a delivery's messages had, for a detail.
+func statuses(ss []chaosSeen) string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, fmt.Sprint(s.Status))
+	}
+	return "[" + strings.Join(out, " ") + "]"
+}
+
+// delivered reports whether one of the delivery's messages reached its
+// endpoint with the published bytes and was answered 2xx.
+func delivered(e *chaosEvent, endpoint string, ss []chaosSeen) bool {
+	return slices.ContainsFunc(ss, func(s chaosSeen) bool { return s.ok() && s.Body == e.body && s.Endpoint == endpoint })
+}
+
+func checkLost(f *chaosFacts) []chaosViolation {
+	var out []chaosViolation
+	f.each(func(e *chaosEvent, endpoint, id string) {
+		ss := f.seenBy[id]
+		if delivered(e, endpoint, ss) || f.erasable(e) || slices.ContainsFunc(ss, chaosSeen.permanent) || f.retained(e, id) {
+			return
+		}
+		out = append(out, e.violation("nothing_lost", id, e.ack, "published at %s, %d messages %s, none answered 2xx with its bytes",
+			f.rel(e.ack), len(ss), statuses(ss)))
+	})
+	return out
+}
+
+func checkEnds(f *chaosFacts) []chaosViolation {
+	var out []chaosViolation
+	for _, id := range f.end.pending {
+		if e := f.byDelivery[id]; e != nil {
+			out = append(out, e.violation("every_delivery_ends", id, e.ack, "published at %s, still pending %v after the schedule (%d messages %s)",
+				f.rel(e.ack), f.end.drained.Round(time.Second), len(f.seenBy[id]), statuses(f.seenBy[id])))
+			continue
+		}
+		out = append(out, chaosViolation{check: "every_delivery_ends", delivery: id, detail: "still pending, of no event the run published"})
+	}
+	return out
+}
+
+func checkPlan(f *chaosFacts) []chaosViolation {
+	var out []chaosViolation
+	for _, e := range f.events {
+		for i, id := range e.ids {
+			if id == "" {
+				out = append(out, chaosViolation{check: "plan_once", tenant: e.tenant, endpoint: e.endpoints[i], key: e.key, event: e.id, at: e.ack,
+					detail: fmt.Sprintf("the publish's answer planned no delivery to %s, subscribed to the event's type", e.endpoints[i])})
+			}
+		}
+		if len(e.extra) > 0 {
+			out = append(out, chaosViolation{check: "plan_once", tenant: e.tenant, event: e.id, key: e.key, at: e.ack,
+				detail: fmt.Sprintf("the publish's answer planned deliveries %v besides the subscribed endpoints'", e.extra)})
+		}
+	}
+	for _, r := range f.republishes {
+		if r.why != "" {
+			out = append(out, chaosViolation{check: "plan_once", tenant: r.tenant, event: r.event, at: r.at, detail: "published again: " + r.why})
+		}
+	}
+	return out
+}
+
+func checkSameBytes(f *chaosFacts) []chaosViolation {
+	var out []chaosViolation
+	done := map[string]bool{}
+	for _, s := range f.seen {
+		if done[s.Delivery] || !s.verified() {
+			continue
+		}
+		e := f.byDelivery[s.Delivery]
+		why := ""
+		switch {
+		case e == nil:
+			why = fmt.Sprintf("webhook-id %q was never planned", s.Delivery)
+		case e.endpointOf(s.Delivery) != "" && e.endpointOf(s.Delivery) != s.Endpoint:
+			why = fmt.Sprintf("sent to %s, planned for %s", s.Endpoint, e.endpointOf(s.Delivery))
+		case s.Event != e.id:
+			why = fmt.Sprintf("carried webhook-event-id %q", s.Event)
+		case s.Body != e.body:
+			why = "carried other bytes than the event's"
+		default:
+			continue
+		}
+		done[s.Delivery] = true
+		v := chaosViolation{check: "same_id_same_bytes", endpoint: s.Endpoint, delivery: s.Delivery, event: s.Event, at: s.Arrived, detail: why + " at " + f.rel(s.Arrived)}
+		if e != nil {
+			v.tenant, v.key = e.tenant, e.key
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func checkSigned(f *chaosFacts) []chaosViolation {
+	var out []chaosViolation
+	done := map[string]bool{}
+	for _, s := range f.seen {
+		if s.verified() || done[s.Delivery] {
+			continue
+		}
+		done[s.Delivery] = true
+		v := chaosViolation{check: "signed", endpoint: s.Endpoint, delivery: s.Delivery, event: s.Event, at: s.Arrived,
+			detail: fmt.Sprintf("a message at %s (host %s) verified with none of the endpoint's secrets", f.rel(s.Arrived), s.Host)}
+		if e := f.byDelivery[s.Delivery]; e != nil {
+			v.tenant, v.key = e.tenant, e.key
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func checkAnswerEnds(f *chaosFacts) []chaosViolation {
+	var out []chaosViolation
+	f.each(func(e *chaosEvent, _, id string) {
+		ss := f.seenBy[id]
+		end := slices.IndexFunc(ss, func(s chaosSeen) bool { return s.verified() && s.ends() })
+		if end < 0 {
+			return
+		}
+		for _, s := range ss[end+1:] {
+			if !f.resent(e, id, s.Arrived) && !f.explains(ss[end].Arrived, s.Arrived) {
+				out = append(out, e.violation("answer_ends", id, s.Arrived, "answered %d at %s, sent again at %s with no replay, recovery or process change between",
+					ss[end].Status, f.rel(ss[end].Arrived), f.rel(s.Arrived)))
+				return
+			}
+		}
+	})
+	return out
+}
+
+// keyed is one key's deliveries to one endpoint ordered by key, in the
+// order their events were published.
+type keyed struct {
+	tenant, endpoint, key string
+	events                []*chaosEvent
+	ids                   []string
+}
+
+// eachKeyed calls fn with every key's deliveries to every endpoint that
+// orders by key.
+func (f *chaosFacts) eachKeyed(fn func(k keyed)) {
+	refs := slices.SortedFunc(func(yield func(keyRef) bool) {
+		for r := range f.keys {
+			if !yield(r) {
+				return
+			}
+		}
+	}, func(a, b keyRef) int { return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.key, b.key)) })
+	for _, r := range refs {
+		byEP := map[string]*keyed{}
+		var eps []string
+		for _, id := range f.keys[r] {
+			e := f.byEvent[eventKey{r.tenant, id}]
+			if e == nil {
+				continue
+			}
+			for i, ep := range e.endpoints {
+				if !f.ordered[ep] || e.ids[i] == "" {
+					continue
+				}
+				if byEP[ep] == nil {
+					byEP[ep] = &keyed{tenant: r.tenant, endpoint: ep, key: r.key}
+					eps = append(eps, ep)
+				}
+				byEP[ep].events, byEP[ep].ids = append(byEP[ep].events, e), append(byEP[ep].ids, e.ids[i])
+			}
+		}
+		for _, ep := range eps {
+			fn(*byEP[ep])
+		}
+	}
+}
+
+func checkSequence(f *chaosFacts) []chaosViolation {
+	var out []chaosViolation
+	// The first delivery of each key whose sequence is off: those after it
+	// are most often off by as much.
+	f.eachKeyed(func(k keyed) {
+		for n, id := range k.ids {
+			for _, s := range f.seenBy[id] {
+				if s.verified() && s.Seq != int64(n+1) {
+					out = append(out, k.events[n].violation("sequence_numbering", id, s.Arrived, "carried webhook-sequence %d at %s; it is delivery %d of key %s to %s",
+						s.Seq, f.rel(s.Arrived), n+1, k.key, k.endpoint))
+					return
+				}
+			}
+		}
+	})
+	return out
+}
+
+// automatic returns the messages of a key's deliveries the node sent of
+// its own accord (not a replay's or a recovery's), in the order they came.
+func (f *chaosFacts) automatic(k keyed) []chaosSeen {
+	var out []chaosSeen
+	for i, id := range k.ids {
+		for _, s := range f.seenBy[id] {
+			if s.verified() && !f.resent(k.events[i], id, s.Arrived) {
+				out = append(out, s)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b chaosSeen) int { return a.Arrived.Compare(b.Arrived) })
+	return out
+}
+
+func checkKeyOrder(f *chaosFacts) []chaosViolation {
+	var out []chaosViolation
+	f.eachKeyed(func(k keyed) {
+		ended := map[string]time.Time{} // by delivery: its first automatic 2xx or permanent answer
+		for _, s := range f.automatic(k) {
+			if _, ok := ended[s.Delivery]; !ok && s.ends() {
+				ended[s.Delivery] = s.Arrived
+			}
+		}
+		// Walking the key's deliveries in publish order, the latest end so
+		// far must come before each message of the next ones.
+		var last time.Time
+		lastID := ""
+		for i, id := range k.ids {
+			for _, s := range f.automatic(keyed{events: k.events[i : i+1], ids: k.ids[i : i+1]}) {
+				if last.After(s.Arrived) {
+					out = append(out, k.events[i].violation("key_order", id, s.Arrived, "arrived at %s, before the key's earlier delivery %s ended (at %s)",
+						f.rel(s.Arrived), lastID, f.rel(last)))
+					break
+				}
+			}
+			if t, ok := ended[id]; ok && t.After(last) {
+				last, lastID = t, id
+			}
+		}
+	})
+	return out
+}
+
+func checkOneInFlight(f *chaosFacts) []chaosViolation {
+	var out []chaosViolation
+	f.eachKeyed(func(k keyed) {
+		var open chaosSeen // the message in flight answered last
+		for _, s := range f.automatic(k) {
+			if !open.Answered.IsZero() && s.Arrived.Before(open.Answered) && (s.Delivery != open.Delivery || !f.explains(open.Arrived, s.Arrived)) {
+				e := f.byDelivery[s.Delivery]
+				out = append(out, e.violation("key_one_in_flight", s.Delivery, s.Arrived, "arrived at %s while %s (at %s) was in flight until %s",
+					f.rel(s.Arrived), open.Delivery, f.rel(open.Arrived), f.rel(open.Answered)))
+			}
+			if s.Answered.After(open.Answered) {
+				open = s
+			}
+		}
+	})
+	return out
+}
+
+func checkSecretHosts(f *chaosFacts) []chaosViolation {
+	var out []chaosViolation
+	done := map[string]bool{}
+	for _, s := range f.seen {
+		if s.Secret == "" || done[s.Endpoint+" "+s.Secret+" "+s.Host] {
+			continue
+		}
+		var given []string
+		ok := slices.ContainsFunc(f.grants[s.Endpoint], func(g headerGrant) bool {
+			if g.value == s.Secret {
+				given = append(given, g.host)
+			}
+			return g.value == s.Secret && g.host == s.Host && !g.at.After(s.Arrived)
+		})
+		if ok {
+			continue
+		}
+		done[s.Endpoint+" "+s.Secret+" "+s.Host] = true
+		v := chaosViolation{check: "secret_header_hosts", endpoint: s.Endpoint, delivery: s.Delivery, event: s.Event, at: s.Arrived,
+			detail: fmt.Sprintf("%s value %q went to host %s at %s; it was given for %v", chaosSecretHeader, s.Secret, s.Host, f.rel(s.Arrived), given)}
+		if e := f.byDelivery[s.Delivery]; e != nil {
+			v.tenant, v.key = e.tenant, e.key
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func checkErasedNotSent(f *chaosFacts) []chaosViolation {
+	var out []chaosViolation
+	done := map[string]bool{}
+	for _, s := range f.seen {
+		e := f.byDelivery[s.Delivery]
+		if e == nil || done[s.Delivery] {
+			continue
+		}
+		if x := f.erasedBefore(e); x != nil && s.Arrived.After(x.answered) {
+			done[s.Delivery] = true
+			how := "pushed to " + s.Host
+			if s.Host == pullHost {
+				how = "pulled"
+			}
+			out = append(out, e.violation("erased_not_sent", s.Delivery, s.Arrived, "%s at %s; its tenant's erasure was answered at %s",
+				how, f.rel(s.Arrived), f.rel(x.answered)))
+		}
+	}
+	return out
+}
+
+func checkErasedNotReadable(f *chaosFacts) []chaosViolation {
+	var out []chaosViolation
+	for _, p := range f.probes {
+		if p.control || !p.found {
+			continue
+		}
+		out = append(out, chaosViolation{check: "erased_not_readable", tenant: p.tenant, event: p.event, at: p.at,
+			detail: fmt.Sprintf("%s at %s answered with the erased payload's marker", p.what, f.rel(p.at))})
+	}
+	return out
+}
+
+func checkErasedFiles(f *chaosFacts) []chaosViolation {
+	var out []chaosViolation
+	for _, h := range f.end.files {
+		v := chaosViolation{check: "erased_not_in_files", event: h.event, detail: fmt.Sprintf("the marker of erased event %s is in %s", h.event, h.file)}
+		if e := f.eventByID(h.event); e != nil {
+			v.tenant, v.key = e.tenant, e.key
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// eventByID returns the event with the id (chaos event ids are unique
+// across tenants).
+func (f *chaosFacts) eventByID(id string) *chaosEvent {
+	for _, e := range f.events {
+		if e.id == id {
+			return e
+		}
+	}
+	return nil
+}
+
+func checkReconcile(f *chaosFacts) []chaosViolation {
+	if f.end.reconcile == "clean" {
+		return nil
+	}
+	return []chaosViolation{{check: "reconcile_clean", detail: f.end.reconcile}}
+}
