@@ -189,15 +189,9 @@ func (a *acceptance) start(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := StartNode(ctx, NodeConfig{Binary: a.bin, DataDir: filepath.Join(dir, "data"), AdminToken: "hb_" + randomHex(16), Log: a.nodeLog(),
+	n, api, err := StartDialed(ctx, NodeConfig{Binary: a.bin, DataDir: filepath.Join(dir, "data"), AdminToken: "hb_" + randomHex(16), Log: a.nodeLog(),
 		Args: a.nodeArgs("")})
 	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	api, err := Dial(n.GRPCAddr(), n.cfg.AdminToken)
-	if err != nil {
-		n.Stop(30 * time.Second)
 		os.RemoveAll(dir)
 		return nil, err
 	}

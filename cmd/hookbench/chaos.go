@@ -81,7 +81,7 @@ type chaosRun struct {
 	mu      sync.Mutex // guards the fields below
 	eps     map[string]*chaosEndpoint
 	batches map[int][]*controlv1.PublishRequest // each publish's events, by its action's N
-	samples map[string][]string                 // by tenant: the events read back after its erasures
+	samples map[string][]probeTarget            // by tenant: the events read back after its erasures
 }
 
 // runChaos is the chaos scenario (its own report and JSON line).
@@ -100,7 +100,7 @@ func runChaos(ctx context.Context, b *Bench, stdout io.Writer) error {
 	// name the same tenants, endpoints and events (each run has a log of
 	// its own).
 	b.runID = fmt.Sprintf("chaos%d", sched.Seed)
-	c := &chaosRun{b: b, sched: sched, rec: newChaosRecorder(), eps: map[string]*chaosEndpoint{}, batches: map[int][]*controlv1.PublishRequest{}, samples: map[string][]string{}}
+	c := &chaosRun{b: b, sched: sched, rec: newChaosRecorder(), eps: map[string]*chaosEndpoint{}, batches: map[int][]*controlv1.PublishRequest{}, samples: map[string][]probeTarget{}}
 	var err error
 	c.hosts[0] = b.recv.Addr()
 	if c.hosts[1], err = b.recv.ListenAlso("127.0.0.2:0"); err != nil {

@@ -282,13 +282,18 @@ func checkSameBytes(f *chaosFacts) []chaosViolation {
 			continue
 		}
 		done[s.Delivery] = true
-		v := chaosViolation{check: "same_id_same_bytes", endpoint: s.Endpoint, delivery: s.Delivery, event: s.Event, at: s.Arrived, detail: why + " at " + f.rel(s.Arrived)}
-		if e != nil {
-			v.tenant, v.key = e.tenant, e.key
-		}
-		out = append(out, v)
+		out = append(out, f.seenViolation("same_id_same_bytes", s, why+" at "+f.rel(s.Arrived)))
 	}
 	return out
+}
+
+// seenViolation is a violation of check by a message.
+func (f *chaosFacts) seenViolation(check string, s chaosSeen, detail string) chaosViolation {
+	v := chaosViolation{check: check, endpoint: s.Endpoint, delivery: s.Delivery, event: s.Event, at: s.Arrived, detail: detail}
+	if e := f.byDelivery[s.Delivery]; e != nil {
+		v.tenant, v.key = e.tenant, e.key
+	}
+	return v
 }
 
 func checkSigned(f *chaosFacts) []chaosViolation {
@@ -299,12 +304,7 @@ func checkSigned(f *chaosFacts) []chaosViolation {
 			continue
 		}
 		done[s.Delivery] = true
-		v := chaosViolation{check: "signed", endpoint: s.Endpoint, delivery: s.Delivery, event: s.Event, at: s.Arrived,
-			detail: fmt.Sprintf("a message at %s (host %s) verified with none of the endpoint's secrets", f.rel(s.Arrived), s.Host)}
-		if e := f.byDelivery[s.Delivery]; e != nil {
-			v.tenant, v.key = e.tenant, e.key
-		}
-		out = append(out, v)
+		out = append(out, f.seenViolation("signed", s, fmt.Sprintf("a message at %s (host %s) verified with none of the endpoint's secrets", f.rel(s.Arrived), s.Host)))
 	}
 	return out
 }
@@ -469,12 +469,8 @@ func checkSecretHosts(f *chaosFacts) []chaosViolation {
 			continue
 		}
 		done[s.Endpoint+" "+s.Secret+" "+s.Host] = true
-		v := chaosViolation{check: "secret_header_hosts", endpoint: s.Endpoint, delivery: s.Delivery, event: s.Event, at: s.Arrived,
-			detail: fmt.Sprintf("%s value %q went to host %s at %s; it was given for %v", chaosSecretHeader, s.Secret, s.Host, f.rel(s.Arrived), given)}
-		if e := f.byDelivery[s.Delivery]; e != nil {
-			v.tenant, v.key = e.tenant, e.key
-		}
-		out = append(out, v)
+		out = append(out, f.seenViolation("secret_header_hosts", s,
+			fmt.Sprintf("%s value %q went to host %s at %s; it was given for %v", chaosSecretHeader, s.Secret, s.Host, f.rel(s.Arrived), given)))
 	}
 	return out
 }

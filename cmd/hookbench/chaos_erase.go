@@ -65,7 +65,9 @@ func (c *chaosRun) erase(ctx context.Context, a chaosAction, st *chaosStep) erro
 		return err
 	}
 	st.Note = fmt.Sprintf("data key %s, %d events read back", resp.GetDataKeyId(), len(sample))
-	st.Events = sample
+	for _, p := range sample {
+		st.Events = append(st.Events, p.event)
+	}
 	c.mu.Lock()
 	c.samples[t.ID] = append(c.samples[t.ID], sample...)
 	c.mu.Unlock()
@@ -73,9 +75,15 @@ func (c *chaosRun) erase(ctx context.Context, a chaosAction, st *chaosStep) erro
 	return nil
 }
 
+// probeTarget is an event read back after an erasure, and the delivery
+// of it read back.
+type probeTarget struct{ event, delivery string }
+
 // sample returns the tenant's events to read back after an erasure: the
-// latest delivered ones first, then the latest that broke their schema.
-func (c *chaosRun) sample(t *Tenant) []string {
+// latest pushed to an endpoint that answered 200 or 201 (so that the
+// attempt kept the answer's echo of the marker), then the latest that
+// broke their schema.
+func (c *chaosRun) sample(t *Tenant) []probeTarget {
 	var all []*entry
 	c.b.ledger.mu.Lock()
 	for k, e := range c.b.ledger.events {
@@ -85,18 +93,18 @@ func (c *chaosRun) sample(t *Tenant) []string {
 	}
 	c.b.ledger.mu.Unlock()
 	slices.SortFunc(all, func(a, b *entry) int { return b.ack.Compare(a.ack) })
-	var latest, violating []string
+	var latest, violating []probeTarget
 	c.rec.note(func(r *chaosRecorder) {
-		ok := map[string]bool{}
+		echoed := map[string]bool{}
 		for _, s := range r.seen {
-			ok[s.Delivery] = ok[s.Delivery] || s.ok()
+			echoed[s.Delivery] = echoed[s.Delivery] || (s.Host != pullHost && (s.Status == 200 || s.Status == 201))
 		}
 		for _, e := range all {
-			if len(latest) < probeSample && len(e.ids) > 0 && ok[e.ids[0]] {
-				latest = append(latest, e.id)
+			if i := slices.IndexFunc(e.ids, func(id string) bool { return echoed[id] }); i >= 0 && len(latest) < probeSample {
+				latest = append(latest, probeTarget{e.id, e.ids[i]})
 			}
-			if len(violating) < probeSample && r.violating[e.id] {
-				violating = append(violating, e.id)
+			if len(violating) < probeSample && r.violating[e.id] && len(e.ids) > 0 {
+				violating = append(violating, probeTarget{e.id, e.ids[0]})
 			}
 		}
 	})
@@ -108,8 +116,9 @@ func (c *chaosRun) sample(t *Tenant) []string {
 // the audit, its first delivery (the receiver echoed the marker in its
 // answer), and, after an erasure on a cluster (no retention there to drop
 // the event and make it new), a publish of the same event again.
-func (c *chaosRun) probe(ctx context.Context, t *Tenant, events []string, control bool) {
-	for _, id := range events {
+func (c *chaosRun) probe(ctx context.Context, t *Tenant, targets []probeTarget, control bool) {
+	for _, target := range targets {
+		id := target.event
 		marker := chaosMarker(c.sched.Seed, id)
 		reads := []struct {
 			what string
@@ -119,11 +128,10 @@ func (c *chaosRun) probe(ctx context.Context, t *Tenant, events []string, contro
 				return cc.events.GetEvent(ctx, &controlv1.GetEventRequest{TenantId: t.ID, EventId: id})
 			}},
 			{"GetDelivery", func(ctx context.Context, cc *controlClients) (proto.Message, error) {
-				ids, _ := c.b.ledger.plannedIDs(t.ID, id)
-				if len(ids) == 0 {
+				if target.delivery == "" {
 					return nil, nil
 				}
-				return cc.deliveries.GetDelivery(ctx, &controlv1.GetDeliveryRequest{TenantId: t.ID, DeliveryId: ids[0]})
+				return cc.deliveries.GetDelivery(ctx, &controlv1.GetDeliveryRequest{TenantId: t.ID, DeliveryId: target.delivery})
 			}},
 		}
 		if !control {

@@ -55,14 +55,8 @@ func startChaosSystem(ctx context.Context, b *Bench, nodes int, retention time.D
 		}
 		s.retention = retention
 		args = append(args, "--retention", retention.String())
-		n, err := StartNode(ctx, NodeConfig{Binary: bin, DataDir: filepath.Join(dir, "data"), AdminToken: "hb_" + randomHex(16), Log: log, Args: args})
+		n, api, err := StartDialed(ctx, NodeConfig{Binary: bin, DataDir: filepath.Join(dir, "data"), AdminToken: "hb_" + randomHex(16), Log: log, Args: args})
 		if err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		api, err := Dial(n.GRPCAddr(), n.cfg.AdminToken)
-		if err != nil {
-			n.Stop(30 * time.Second)
 			os.RemoveAll(dir)
 			return nil, err
 		}

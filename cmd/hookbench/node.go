@@ -107,6 +107,21 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	return n, nil
 }
 
+// StartDialed starts a node and dials its control API with its admin
+// token; on error it leaves nothing running.
+func StartDialed(ctx context.Context, cfg NodeConfig) (*Node, *API, error) {
+	n, err := StartNode(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	api, err := Dial(n.GRPCAddr(), cfg.AdminToken)
+	if err != nil {
+		n.Stop(30 * time.Second)
+		return nil, nil, err
+	}
+	return n, api, nil
+}
+
 // start starts a process and waits until it serves. A process that could
 // not listen on a learnt address, because another process took it while
 // the node was down, is started again on that address until busyRetry has
