@@ -119,44 +119,6 @@ func (c *chaosRun) reconcile(ctx context.Context) string {
 	return fmt.Sprintf("%d discrepancies (%s) %s; %s", rep.GetDiscrepanciesTotal(), strings.Join(kinds, ", "), strings.Join(rep.GetNotes(), "; "), strings.Join(first, "; "))
 }
 
-// facts gathers what the checks judge: the ledger's events, what the run
-// saw and did, and end.
-func (c *chaosRun) facts(end chaosEnd) *chaosFacts {
-	f := &chaosFacts{seed: c.sched.Seed, start: c.start, keys: map[keyRef][]string{}, ordered: map[string]bool{}, grants: map[string][]headerGrant{},
-		retention: c.sys.retention, restarts: c.sys.restarts(), end: end}
-	c.mu.Lock()
-	for _, m := range c.eps {
-		f.ordered[m.name] = m.role.ordered
-	}
-	c.mu.Unlock()
-	l := c.b.ledger
-	l.mu.Lock()
-	for _, e := range l.events {
-		f.events = append(f.events, &chaosEvent{id: e.id, tenant: e.tenant.ID, key: e.key, marker: chaosMarker(c.sched.Seed, e.id), body: e.body,
-			sent: e.sent, ack: e.ack, endpoints: slices.Clone(e.endpoints), ids: slices.Clone(e.ids), extra: slices.Clone(e.extra)})
-	}
-	for k, v := range l.keys {
-		f.keys[k] = slices.Clone(v)
-	}
-	f.windows = slices.Clone(l.windows)
-	l.mu.Unlock()
-	c.rec.note(func(r *chaosRecorder) {
-		f.seen, f.steps, f.erasures = slices.Clone(r.seen), slices.Clone(r.steps), slices.Clone(r.erasures)
-		f.resends, f.probes, f.republishes = slices.Clone(r.resends), slices.Clone(r.probes), slices.Clone(r.republishes)
-		for ep, gs := range r.grants {
-			f.grants[ep] = slices.Clone(gs)
-		}
-		for _, e := range f.events {
-			if t, ok := r.firstSent[e.id]; ok && t.Before(e.sent) {
-				e.sent = t
-			}
-		}
-	})
-	slices.SortFunc(f.events, func(a, b *chaosEvent) int { return strings.Compare(a.id, b.id) })
-	f.index()
-	return f
-}
-
 // chaosSummary is the chaos run's JSON line.
 type chaosSummary struct {
 	Scenario string            `json:"scenario"`
