@@ -145,17 +145,14 @@ func runChaos(ctx context.Context, b *Bench, stdout io.Writer) error {
 func (c *chaosRun) setup(ctx context.Context) error {
 	b := c.b
 	for i := range chaosTenants {
-		each := make([]*controlv1.EndpointSettings, len(chaosRoles))
-		for j, role := range chaosRoles {
-			s := &controlv1.EndpointSettings{}
-			if role.ordered {
-				s.Ordering = "key"
-			}
-			each[j] = s
-		}
 		name := fmt.Sprintf("t%d", i)
 		secret := func(j int) string { return fmt.Sprintf("%s_%s_e%d-init", b.runID, name, j) }
+		each := make([]*controlv1.EndpointSettings, len(chaosRoles))
 		for j, role := range chaosRoles {
+			each[j] = &controlv1.EndpointSettings{}
+			if role.ordered {
+				each[j].Ordering = "key"
+			}
 			if role.secretHeaders {
 				each[j].SecretHeaders = map[string]string{chaosSecretHeader: secret(j)}
 			}

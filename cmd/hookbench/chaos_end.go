@@ -91,32 +91,25 @@ func (c *chaosRun) pending(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// reconcile runs reconcile and says "clean", or its discrepancies.
-func (c *chaosRun) reconcile(ctx context.Context) string {
+// reconcile runs reconcile and returns its discrepancies (one that says
+// why when it did not run).
+func (c *chaosRun) reconcile(ctx context.Context) []discrepancy {
 	var rep *controlv1.ReconcileReport
 	err := c.sys.call(ctx, func(ctx context.Context, api *API) (err error) {
 		rep, err = api.Reconcile(ctx, &controlv1.ReconcileRequest{})
 		return err
 	})
 	if err != nil {
-		return err.Error()
+		return []discrepancy{{kind: "reconcile_failed", detail: err.Error()}}
 	}
-	if rep.GetClean() {
-		return "clean"
-	}
-	byKind := map[string]int{}
-	var first []string
+	var out []discrepancy
 	for _, d := range rep.GetDiscrepancies() {
-		byKind[d.GetKind()]++
-		if len(first) < 3 {
-			first = append(first, fmt.Sprintf("%s: %s (ids %s)", d.GetKind(), d.GetDetail(), strings.Join(d.GetDeliveryIds(), " ")))
-		}
+		out = append(out, discrepancy{kind: d.GetKind(), tenant: d.GetTenantId(), event: d.GetEventId(), deliveries: d.GetDeliveryIds(), detail: d.GetDetail()})
 	}
-	var kinds []string
-	for _, k := range slices.Sorted(maps.Keys(byKind)) {
-		kinds = append(kinds, fmt.Sprintf("%s %d", k, byKind[k]))
+	if n := rep.GetDiscrepanciesTotal(); !rep.GetClean() && int(n) > len(out) {
+		out = append(out, discrepancy{kind: "unlisted", detail: fmt.Sprintf("%d more discrepancies than the report lists (%s)", int(n)-len(out), strings.Join(rep.GetNotes(), "; "))})
 	}
-	return fmt.Sprintf("%d discrepancies (%s) %s; %s", rep.GetDiscrepanciesTotal(), strings.Join(kinds, ", "), strings.Join(rep.GetNotes(), "; "), strings.Join(first, "; "))
+	return out
 }
 
 // chaosSummary is the chaos run's JSON line.

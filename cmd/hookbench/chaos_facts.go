@@ -27,9 +27,15 @@ type chaosEvent struct {
 type chaosEnd struct {
 	drained   time.Duration
 	pending   []string // the deliveries the node still had pending
-	reconcile string   // "clean", or the discrepancies
+	reconcile []discrepancy
 	files     []fileHit
 	notes     []string
+}
+
+// discrepancy is one discrepancy reconcile found.
+type discrepancy struct {
+	kind, tenant, event, detail string
+	deliveries                  []string
 }
 
 // chaosFacts is everything the checks judge.

@@ -97,21 +97,21 @@ func TestChaosScheduleOnly(t *testing.T) {
 	}
 }
 
-// chaosFixture is a calm history: tenant T publishes ev1, ev2 and ev3 of
-// key k, each to its endpoint T_e0 (ordered by key), delivered in order
+// chaosFixture is a calm history: tenant chaos7_t0 publishes ev1, ev2 and ev3 of
+// key k, each to its endpoint chaos7_t0_e0 (ordered by key), delivered in order
 // with sequences 1, 2, 3 on host h0, each answered 2xx.
 func chaosFixture() *chaosFacts {
 	t0 := time.Unix(1_000_000, 0)
-	f := &chaosFacts{seed: 7, start: t0, keys: map[keyRef][]string{}, ordered: map[string]bool{"T_e0": true},
-		grants: map[string][]headerGrant{"T_e0": {{value: "v1", host: "h0", at: t0}}}, end: chaosEnd{reconcile: "clean"}}
+	f := &chaosFacts{seed: 7, start: t0, keys: map[keyRef][]string{}, ordered: map[string]bool{"chaos7_t0_e0": true},
+		grants: map[string][]headerGrant{"chaos7_t0_e0": {{value: "v1", host: "h0", at: t0}}}}
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprint("ev", i)
 		sent := t0.Add(time.Duration(i) * time.Second)
-		e := &chaosEvent{id: id, tenant: "T", key: "k", marker: chaosMarker(7, id), body: uint64(i), sent: sent, ack: sent.Add(10 * time.Millisecond),
-			endpoints: []string{"T_e0"}, ids: []string{fmt.Sprint("d", i)}}
+		e := &chaosEvent{id: id, tenant: "chaos7_t0", key: "k", marker: chaosMarker(7, id), body: uint64(i), sent: sent, ack: sent.Add(10 * time.Millisecond),
+			endpoints: []string{"chaos7_t0_e0"}, ids: []string{fmt.Sprint("d", i)}}
 		f.events = append(f.events, e)
-		f.keys[keyRef{"T", "k"}] = append(f.keys[keyRef{"T", "k"}], id)
-		f.seen = append(f.seen, chaosSeen{Endpoint: "T_e0", Host: "h0", Delivery: e.ids[0], Event: id, Key: "k", Seq: int64(i), Secret: "v1",
+		f.keys[keyRef{"chaos7_t0", "k"}] = append(f.keys[keyRef{"chaos7_t0", "k"}], id)
+		f.seen = append(f.seen, chaosSeen{Endpoint: "chaos7_t0_e0", Host: "h0", Delivery: e.ids[0], Event: id, Key: "k", Seq: int64(i), Secret: "v1",
 			Body: e.body, Status: 200, Arrived: e.ack.Add(100 * time.Millisecond), Answered: e.ack.Add(120 * time.Millisecond)})
 		f.steps = append(f.steps, chaosStep{Action: chaosAction{N: i, Kind: actPublish, Tenant: 0, Endpoint: -1, Node: -1, Events: 1, Keys: []int{0}},
 			Began: sent, Ended: e.ack, Events: []string{id}})
@@ -136,7 +136,7 @@ func TestChaosChecks(t *testing.T) {
 		{"calm", "", func(*chaosFacts) {}, "", nil},
 		{"lost", "nothing_lost", func(f *chaosFacts) { f.seen = slices.Delete(f.seen, 1, 2) }, "d2", nil},
 		{"lost but erased", "nothing_lost", func(f *chaosFacts) {
-			f.erasures = []chaosErasure{{tenant: "T", began: at(f, 3500*time.Millisecond), answered: at(f, 3600*time.Millisecond), done: true}}
+			f.erasures = []chaosErasure{{tenant: "chaos7_t0", began: at(f, 3500*time.Millisecond), answered: at(f, 3600*time.Millisecond), done: true}}
 			f.seen = f.seen[:1]
 		}, "", nil},
 		{"lost but answered 400", "nothing_lost", func(f *chaosFacts) { f.seen[1].Status = 400 }, "", nil},
@@ -151,14 +151,14 @@ func TestChaosChecks(t *testing.T) {
 			f.seen[0].Seq, f.seen[1].Seq = 1, 2
 		}, "ev1", nil},
 		{"republished new", "plan_once", func(f *chaosFacts) {
-			f.republishes = []republish{{tenant: "T", event: "ev2", at: at(f, 5*time.Second), why: "answered as a new event"}}
+			f.republishes = []republish{{tenant: "chaos7_t0", event: "ev2", at: at(f, 5*time.Second), why: "answered as a new event"}}
 		}, "ev2", nil},
 		{"other bytes", "same_id_same_bytes", func(f *chaosFacts) { f.seen[2].Body = 99 }, "d3", []string{"nothing_lost"}},
 		{"unplanned id", "same_id_same_bytes", func(f *chaosFacts) {
-			f.seen = append(f.seen, chaosSeen{Endpoint: "T_e0", Host: "h0", Delivery: "d9", Event: "ev1", Status: 200, Arrived: at(f, 9*time.Second)})
+			f.seen = append(f.seen, chaosSeen{Endpoint: "chaos7_t0_e0", Host: "h0", Delivery: "d9", Event: "ev1", Status: 200, Arrived: at(f, 9*time.Second)})
 		}, "d9", nil},
 		{"bad signature", "signed", func(f *chaosFacts) {
-			f.seen = append(f.seen, chaosSeen{Endpoint: "T_e0", Host: "h0", Delivery: "d1", Event: "ev1", Body: 1, Status: 401, Arrived: at(f, time.Second)})
+			f.seen = append(f.seen, chaosSeen{Endpoint: "chaos7_t0_e0", Host: "h0", Delivery: "d1", Event: "ev1", Body: 1, Status: 401, Arrived: at(f, time.Second)})
 		}, "d1", nil},
 		{"sent again", "answer_ends", func(f *chaosFacts) {
 			again := f.seen[0]
@@ -187,23 +187,35 @@ func TestChaosChecks(t *testing.T) {
 		{"secret to another host", "secret_header_hosts", func(f *chaosFacts) { f.seen[2].Host = "h1" }, "d3", nil},
 		{"secret given for that host later", "secret_header_hosts", func(f *chaosFacts) {
 			f.seen[2].Host = "h1"
-			f.grants["T_e0"] = append(f.grants["T_e0"], headerGrant{value: "v1", host: "h1", at: at(f, time.Minute)})
+			f.grants["chaos7_t0_e0"] = append(f.grants["chaos7_t0_e0"], headerGrant{value: "v1", host: "h1", at: at(f, time.Minute)})
 		}, "d3", nil},
 		{"secret given for that host", "secret_header_hosts", func(f *chaosFacts) {
 			f.seen[2].Host = "h1"
-			f.grants["T_e0"] = append(f.grants["T_e0"], headerGrant{value: "v1", host: "h1", at: at(f, time.Second)})
+			f.grants["chaos7_t0_e0"] = append(f.grants["chaos7_t0_e0"], headerGrant{value: "v1", host: "h1", at: at(f, time.Second)})
 		}, "", nil},
 		{"erased then sent", "erased_not_sent", func(f *chaosFacts) {
-			f.erasures = []chaosErasure{{tenant: "T", began: at(f, 1050*time.Millisecond), answered: at(f, 1060*time.Millisecond), done: true}}
+			f.erasures = []chaosErasure{{tenant: "chaos7_t0", began: at(f, 1050*time.Millisecond), answered: at(f, 1060*time.Millisecond), done: true}}
 		}, "d1", nil},
 		{"erased then read", "erased_not_readable", func(f *chaosFacts) {
-			f.probes = []chaosProbe{{what: "GetEvent", tenant: "T", event: "ev1", at: at(f, 5*time.Second), found: true}}
+			f.probes = []chaosProbe{{what: "GetEvent", tenant: "chaos7_t0", event: "ev1", at: at(f, 5*time.Second), found: true}}
 		}, "ev1", nil},
 		{"read before the erasure", "erased_not_readable", func(f *chaosFacts) {
-			f.probes = []chaosProbe{{what: "GetEvent", tenant: "T", event: "ev1", at: at(f, 5*time.Second), found: true, control: true}}
+			f.probes = []chaosProbe{{what: "GetEvent", tenant: "chaos7_t0", event: "ev1", at: at(f, 5*time.Second), found: true, control: true}}
 		}, "", nil},
 		{"erased in a file", "erased_not_in_files", func(f *chaosFacts) { f.end.files = []fileHit{{file: "data/log/000001.sst", event: "ev1"}} }, "ev1", nil},
-		{"reconcile", "reconcile_clean", func(f *chaosFacts) { f.end.reconcile = "1 discrepancies (due_after_end 1)" }, "due_after_end", nil},
+		{"reconcile", "reconcile_clean", func(f *chaosFacts) {
+			f.end.reconcile = []discrepancy{{kind: "due_after_end", tenant: "chaos7_t0", event: "ev2", deliveries: []string{"d2"}, detail: "the due index holds it"}}
+		}, "due_after_end", nil},
+		{"reconcile: a publish raced a change of its endpoint", "reconcile_clean", func(f *chaosFacts) {
+			f.end.reconcile = []discrepancy{{kind: "plan_config_version", tenant: "chaos7_t0", event: "ev2", deliveries: []string{"d2"}}}
+			f.steps = append(f.steps, chaosStep{Action: chaosAction{Lane: laneConfig, Kind: actURL, Tenant: 0, Endpoint: 0, Node: -1},
+				Began: at(f, 1500*time.Millisecond), Ended: at(f, 2500*time.Millisecond)})
+		}, "", nil},
+		{"reconcile: a publish after a change of its endpoint", "reconcile_clean", func(f *chaosFacts) {
+			f.end.reconcile = []discrepancy{{kind: "plan_config_version", tenant: "chaos7_t0", event: "ev3", deliveries: []string{"d3"}}}
+			f.steps = append(f.steps, chaosStep{Action: chaosAction{Lane: laneConfig, Kind: actURL, Tenant: 0, Endpoint: 0, Node: -1},
+				Began: at(f, 1500*time.Millisecond), Ended: at(f, 2500*time.Millisecond)})
+		}, "d3", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := chaosFixture()
@@ -245,10 +257,10 @@ func TestChaosReport(t *testing.T) {
 	f.print(&out, s, sum, violations)
 	for _, want := range []string{
 		"BROKEN sequence_numbering (1)",
-		"seed 7: tenant T: endpoint T_e0: key k: event ev2: delivery d2: carried webhook-sequence 1 at +2.110s; it is delivery 2 of key k to T_e0",
-		"action #2 +0.000s publish",                   // the publish of ev2
-		"T_e0 pushed to h0: d1 event ev1 key k seq 1", // the key's messages around it
-		"T_e0 pushed to h0: d2 event ev2 key k seq 1",
+		"seed 7: tenant chaos7_t0: endpoint chaos7_t0_e0: key k: event ev2: delivery d2: carried webhook-sequence 1 at +2.110s; it is delivery 2 of key k to chaos7_t0_e0",
+		"action #2 +0.000s publish",                           // the publish of ev2
+		"chaos7_t0_e0 pushed to h0: d1 event ev1 key k seq 1", // the key's messages around it
+		"chaos7_t0_e0 pushed to h0: d2 event ev2 key k seq 1",
 		"replay with: hookbench run chaos --seed 7 --duration 1m0s --nodes 1",
 	} {
 		if !strings.Contains(out.String(), want) {
