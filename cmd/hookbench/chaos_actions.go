@@ -30,7 +30,7 @@ func (c *chaosRun) do(ctx context.Context, a chaosAction) chaosStep {
 	case actURL, actHeaders, actPull, actPush:
 		err = c.update(ctx, a, &st)
 	case actRotate:
-		err = c.rotate(ctx, a)
+		err = c.rotate(ctx, a, &st)
 	case actPause, actResume:
 		err = c.pause(ctx, a)
 	case actOutage, actOutageEnd:
@@ -245,20 +245,33 @@ func (c *chaosRun) readBack(ctx context.Context, m *chaosEndpoint) error {
 	return fmt.Errorf("read back: url %q, delivery %s", ep.GetSettings().GetUrl(), ep.GetSettings().GetDelivery())
 }
 
-// rotate adds a signing secret; the receiver verifies with every secret
-// the endpoint was given (the earlier ones sign beside it for 24 hours).
-func (c *chaosRun) rotate(ctx context.Context, a chaosAction) error {
+// rotate adds a signing secret, and retires the oldest once four are
+// live (the node takes at most five); the receiver verifies with every
+// secret the endpoint was given (the earlier ones sign beside the new one
+// until they are retired, or for 24 hours).
+func (c *chaosRun) rotate(ctx context.Context, a chaosAction, st *chaosStep) error {
 	m := c.endpoint(a)
-	var secret string
-	err := c.rpc(ctx, func(ctx context.Context, cc *controlClients) error {
-		r, err := cc.endpoints.RotateSecret(ctx, &controlv1.RotateSecretRequest{TenantId: m.tenant.ID, EndpointId: m.id})
-		secret = r.GetSecret()
+	var r *controlv1.RotateSecretResponse
+	err := c.rpc(ctx, func(ctx context.Context, cc *controlClients) (err error) {
+		r, err = cc.endpoints.RotateSecret(ctx, &controlv1.RotateSecretRequest{TenantId: m.tenant.ID, EndpointId: m.id})
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	return c.b.recv.AddSecret(m.name, secret)
+	if err := c.b.recv.AddSecret(m.name, r.GetSecret()); err != nil {
+		return err
+	}
+	live := r.GetEndpoint().GetSecrets()
+	if len(live) < 4 {
+		return nil
+	}
+	oldest := live[len(live)-1].GetVersion()
+	st.Note = fmt.Sprintf("retired version %d", oldest)
+	return c.rpc(ctx, func(ctx context.Context, cc *controlClients) error {
+		_, err := cc.endpoints.RetireSecret(ctx, &controlv1.RetireSecretRequest{TenantId: m.tenant.ID, EndpointId: m.id, Version: oldest})
+		return err
+	})
 }
 
 // pause pauses or resumes the endpoint.
