@@ -27,9 +27,10 @@ var chaosChecks = []chaosCheck{
 	{"answer_ends", "a 2xx (or a permanent 4xx) ends a delivery: it comes again only across a replay, a recovery or a process change", checkAnswerEnds},
 	{"sequence_numbering", "per endpoint and key, the n-th delivery planned carries webhook-sequence n, whatever retention, rebuilds and moves did (counted once per key: its first delivery off)", checkSequence},
 	{"key_order", "per endpoint and key, a delivery goes only once the key's earlier ones have ended", checkKeyOrder},
+	{"one_member_at_a_time", "no delivery is sent (or leased) again while a message of it is in flight, unless the member sending it died", checkOneMember},
 	{"key_one_in_flight", "per endpoint and key, never two requests in flight at once", checkOneInFlight},
 	{"secret_header_hosts", "a secret header value goes only to a host it was given for", checkSecretHosts},
-	{"erased_not_sent", "no erased payload is sent (pushed or pulled) after the erasure was answered", checkErasedNotSent},
+	{"erased_not_sent", "no erased payload is pushed or pulled after the erasure was answered, but a request that had left before", checkErasedNotSent},
 	{"erased_not_readable", "no erased value is readable through the API after the erasure (events, audit, deliveries' responses, a publish again)", checkErasedNotReadable},
 	{"erased_not_in_files", "no erased value is left in the nodes' or the database's files", checkErasedFiles},
 	{"reconcile_clean", "reconcile finds the log and every projection in agreement at the end, but for what the run caused (a publish racing a change of its endpoint; a plan retention dropped before its delivery)", checkReconcile},
@@ -283,6 +284,58 @@ func checkOneInFlight(f *chaosFacts) []chaosViolation {
 	return out
 }
 
+// leaseTime is the pull consumers' lease: a message not acknowledged is
+// leased this long.
+const leaseTime = 30 * time.Second
+
+// until is when a message stopped being in flight: its answer, or for a
+// pulled message never acknowledged the end of its lease, which a switch
+// of its endpoint to push ends at once.
+func (f *chaosFacts) until(s chaosSeen) time.Time {
+	if s.Host != pullHost || !s.Answered.IsZero() {
+		return s.Answered
+	}
+	end := s.Arrived.Add(leaseTime)
+	ti, ei := f.indexOf(f.tenantOf(s), s.Endpoint)
+	for _, st := range f.steps {
+		if a := st.Action; a.Kind == actPush && a.Tenant == ti && a.Endpoint == ei && st.Began.After(s.Arrived) && st.Began.Before(end) {
+			end = st.Began
+		}
+	}
+	return end
+}
+
+// tenantOf is the tenant of a message's delivery ("" unknown).
+func (f *chaosFacts) tenantOf(s chaosSeen) string {
+	if e := f.byDelivery[s.Delivery]; e != nil {
+		return e.tenant
+	}
+	return ""
+}
+
+func checkOneMember(f *chaosFacts) []chaosViolation {
+	var out []chaosViolation
+	f.each(func(e *chaosEvent, _, id string) {
+		ss := f.seenBy[id]
+		for i := 1; i < len(ss); i++ {
+			prev := slices.MaxFunc(ss[:i], func(a, b chaosSeen) int { return f.until(a).Compare(f.until(b)) })
+			if ss[i].Arrived.Before(f.until(prev)) && !f.killed(prev.Arrived, ss[i].Arrived) {
+				out = append(out, e.violation("one_member_at_a_time", id, ss[i].Arrived, "sent again at %s (host %s) while the message of %s was in flight until %s, and no member died between",
+					f.rel(ss[i].Arrived), ss[i].Host, f.rel(prev.Arrived), f.rel(f.until(prev))))
+				return
+			}
+		}
+	})
+	return out
+}
+
+// killed reports whether a member was killed (kill -9) between two times.
+func (f *chaosFacts) killed(prev, next time.Time) bool {
+	return slices.ContainsFunc(f.windows, func(w window) bool {
+		return w.why == string(actKill) && !w.from.After(next) && !w.to.Before(prev)
+	})
+}
+
 func checkSecretHosts(f *chaosFacts) []chaosViolation {
 	var out []chaosViolation
 	done := map[string]bool{}
@@ -315,7 +368,7 @@ func checkErasedNotSent(f *chaosFacts) []chaosViolation {
 		if e == nil || done[s.Delivery] {
 			continue
 		}
-		if x := f.erasedBefore(e); x != nil && s.Arrived.After(x.answered) {
+		if x := f.erasedBefore(e); x != nil && s.Arrived.After(x.answered) && !straggler(s, x) {
 			done[s.Delivery] = true
 			how := "pushed to " + s.Host
 			if s.Host == pullHost {
@@ -326,6 +379,17 @@ func checkErasedNotSent(f *chaosFacts) []chaosViolation {
 		}
 	}
 	return out
+}
+
+// maxAttempt is the longest an attempt may take (attempt.MaxAttemptTimeout).
+const maxAttempt = 30 * time.Second
+
+// straggler reports whether a request arriving after an erasure was
+// answered had left before: signed before the erasure returned (to the
+// second), and arriving within an attempt's time of it. A pulled message
+// is no straggler: a pull after the erasure hands out nothing.
+func straggler(s chaosSeen, x *chaosErasure) bool {
+	return s.Host != pullHost && s.Signed.Unix() <= x.answered.Unix() && s.Arrived.Before(x.answered.Add(maxAttempt))
 }
 
 func checkErasedNotReadable(f *chaosFacts) []chaosViolation {

@@ -33,6 +33,8 @@ type chaosSeen struct {
 	Seq                  int64
 	Secret               string // its chaosSecretHeader ("" none)
 	Body                 uint64
+	// Signed is its webhook-timestamp: when it was signed, to the second.
+	Signed time.Time
 	// Status is the receiver's answer (401: the signature did not
 	// verify), or for a pulled message 200 once acknowledged, 0 if not.
 	Status int
@@ -60,9 +62,10 @@ func (s chaosSeen) ends() bool { return s.ok() || s.permanent() }
 // seenFrom is a request the receiver read, as the run keeps it.
 func seenFrom(w Watched) chaosSeen {
 	seq, _ := strconv.ParseInt(w.Header.Get("webhook-sequence"), 10, 64)
+	signed, _ := strconv.ParseInt(w.Header.Get(verify.HeaderTimestamp), 10, 64)
 	return chaosSeen{Endpoint: w.Endpoint, Host: w.Host, Delivery: w.Header.Get(verify.HeaderID), Event: w.Header.Get("webhook-event-id"),
 		Key: w.Header.Get("webhook-ordering-key"), Seq: seq, Secret: w.Header.Get(chaosSecretHeader), Body: w.Body, Status: w.Status,
-		Arrived: w.Arrived, Answered: w.Answered}
+		Signed: time.Unix(signed, 0), Arrived: w.Arrived, Answered: w.Answered}
 }
 
 // chaosStep is one action as it ran.

@@ -112,7 +112,7 @@ func chaosFixture() *chaosFacts {
 		f.events = append(f.events, e)
 		f.keys[keyRef{"chaos7_t0", "k"}] = append(f.keys[keyRef{"chaos7_t0", "k"}], id)
 		f.seen = append(f.seen, chaosSeen{Endpoint: "chaos7_t0_e0", Host: "h0", Delivery: e.ids[0], Event: id, Key: "k", Seq: int64(i), Secret: "v1",
-			Body: e.body, Status: 200, Arrived: e.ack.Add(100 * time.Millisecond), Answered: e.ack.Add(120 * time.Millisecond)})
+			Body: e.body, Status: 200, Signed: e.ack.Truncate(time.Second), Arrived: e.ack.Add(100 * time.Millisecond), Answered: e.ack.Add(120 * time.Millisecond)})
 		f.steps = append(f.steps, chaosStep{Action: chaosAction{N: i, Kind: actPublish, Tenant: 0, Endpoint: -1, Node: -1, Events: 1, Keys: []int{0}},
 			Began: sent, Ended: e.ack, Events: []string{id}})
 	}
@@ -194,8 +194,24 @@ func TestChaosChecks(t *testing.T) {
 			f.grants["chaos7_t0_e0"] = append(f.grants["chaos7_t0_e0"], headerGrant{value: "v1", host: "h1", at: at(f, time.Second)})
 		}, "", nil},
 		{"erased then sent", "erased_not_sent", func(f *chaosFacts) {
-			f.erasures = []chaosErasure{{tenant: "chaos7_t0", began: at(f, 1050*time.Millisecond), answered: at(f, 1060*time.Millisecond), done: true}}
-		}, "d1", nil},
+			f.erasures = []chaosErasure{{tenant: "chaos7_t0", began: at(f, 3050*time.Millisecond), answered: at(f, 3060*time.Millisecond), done: true}}
+			f.seen[2].Signed, f.seen[2].Arrived, f.seen[2].Answered = at(f, 5*time.Second), at(f, 5*time.Second), at(f, 5020*time.Millisecond)
+		}, "d3", nil},
+		{"erased, a request that had left", "erased_not_sent", func(f *chaosFacts) {
+			f.erasures = []chaosErasure{{tenant: "chaos7_t0", began: at(f, 3050*time.Millisecond), answered: at(f, 3060*time.Millisecond), done: true}}
+			f.seen[2].Arrived, f.seen[2].Answered = at(f, 3500*time.Millisecond), at(f, 3520*time.Millisecond)
+		}, "", nil},
+		{"sent twice at once", "one_member_at_a_time", func(f *chaosFacts) {
+			again := f.seen[1]
+			again.Arrived = again.Arrived.Add(5 * time.Millisecond)
+			f.seen = append(f.seen, again)
+		}, "d2", []string{"key_one_in_flight", "answer_ends"}},
+		{"sent twice at once, its member killed", "one_member_at_a_time", func(f *chaosFacts) {
+			again := f.seen[1]
+			again.Arrived = again.Arrived.Add(5 * time.Millisecond)
+			f.seen = append(f.seen, again)
+			f.windows = []window{{from: at(f, 2*time.Second), to: at(f, 3*time.Second), why: "kill"}}
+		}, "", nil},
 		{"erased then read", "erased_not_readable", func(f *chaosFacts) {
 			f.probes = []chaosProbe{{what: "GetEvent", tenant: "chaos7_t0", event: "ev1", at: at(f, 5*time.Second), found: true}}
 		}, "ev1", nil},
