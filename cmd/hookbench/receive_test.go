@@ -8,9 +8,12 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -245,5 +248,78 @@ func TestRaw(t *testing.T) {
 	}
 	if err := (RawConfig{URL: "http://x", Secret: "nope"}).Validate(); !errors.Is(err, attempt.ErrInvalidSecret) {
 		t.Fatalf("bad secret: %v", err)
+	}
+}
+
+// watchList keeps what a receiver's watcher hears.
+type watchList struct {
+	mu   sync.Mutex // guards seen
+	seen []Watched
+}
+
+func (w *watchList) watched(x Watched) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, x)
+}
+
+// TestReceiverWatchesEveryHost: a receiver listening on a second host
+// serves the same endpoints there; its watcher hears every request with
+// the host it was sent to and its answer; a secret added verifies beside
+// the first; an echoing endpoint answers with the body's first bytes.
+func TestReceiverWatchesEveryHost(t *testing.T) {
+	r := startReceiver(t, nil, Behaviour{})
+	first, second := newSecret(t), newSecret(t)
+	if err := r.SetSecret("ep", first); err != nil {
+		t.Fatal(err)
+	}
+	other, err := r.ListenAlso("127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &watchList{}
+	r.SetWatcher(w)
+	wantStatus(t, 200, http.DefaultClient, r.URLAt(other, "ep"), "msg_1", `{"a":1}`, first)
+	wantStatus(t, 401, http.DefaultClient, r.URL("ep"), "msg_2", `{"a":2}`, second)
+	if err := r.AddSecret("ep", second); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, 200, http.DefaultClient, r.URL("ep"), "msg_3", `{"a":3}`, second)
+	wantStatus(t, 200, http.DefaultClient, r.URL("ep"), "msg_4", `{"a":4}`, first)
+
+	w.mu.Lock()
+	var got []string
+	for _, x := range w.seen {
+		got = append(got, fmt.Sprintf("%s %s %s %d", x.Host, x.Endpoint, x.Header.Get("webhook-id"), x.Status))
+		if x.Answered.Before(x.Arrived) {
+			t.Errorf("%s answered before it arrived", x.Header.Get("webhook-id"))
+		}
+	}
+	w.mu.Unlock()
+	want := []string{other + " ep msg_1 200", r.Addr() + " ep msg_2 401", r.Addr() + " ep msg_3 200", r.Addr() + " ep msg_4 200"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("watched (-want +got):\n%s", diff)
+	}
+
+	r.SetBehaviour("ep", Behaviour{Echo: true})
+	body := `{"m":"` + strings.Repeat("x", 100) + `"}`
+	key, _ := attempt.ParseSecret(first)
+	now := time.Now()
+	sig, err := attempt.Sign("msg_5", now, []byte(body), []attempt.Secret{{Version: 1, Key: key}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, r.URL("ep"), strings.NewReader(body))
+	req.Header.Set("webhook-id", "msg_5")
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set("webhook-signature", sig)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	echo, _ := io.ReadAll(resp.Body)
+	if string(echo) != body[:echoBytes] {
+		t.Errorf("the echo is %q, want the body's first %d bytes", echo, echoBytes)
 	}
 }
