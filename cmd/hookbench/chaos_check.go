@@ -27,7 +27,7 @@ var chaosChecks = []chaosCheck{
 	{"answer_ends", "a 2xx (or a permanent 4xx) ends a delivery: it comes again only across a replay, a recovery or a process change", checkAnswerEnds},
 	{"sequence_numbering", "per endpoint and key, the n-th delivery planned carries webhook-sequence n, whatever retention, rebuilds and moves did (counted once per key: its first delivery off)", checkSequence},
 	{"key_order", "per endpoint and key, a delivery goes only once the key's earlier ones have ended", checkKeyOrder},
-	{"one_member_at_a_time", "no delivery is sent (or leased) again while a message of it is in flight, unless the member sending it died", checkOneMember},
+	{"one_member_at_a_time", "no delivery is sent (or leased) again while a message of it is in flight, unless the member sending it died (or, the only one, stopped)", checkOneMember},
 	{"key_one_in_flight", "per endpoint and key, never two requests in flight at once", checkOneInFlight},
 	{"secret_header_hosts", "a secret header value goes only to a host it was given for", checkSecretHosts},
 	{"erased_not_sent", "no erased payload is pushed or pulled after the erasure was answered, but a request that had left before", checkErasedNotSent},
@@ -329,10 +329,12 @@ func checkOneMember(f *chaosFacts) []chaosViolation {
 	return out
 }
 
-// killed reports whether a member was killed (kill -9) between two times.
+// killed reports whether a member died between two times: was killed
+// (kill -9), or, when it is the only one, stopped at all (its grains'
+// attempts and leases end with it: there is no member to pass them to).
 func (f *chaosFacts) killed(prev, next time.Time) bool {
 	return slices.ContainsFunc(f.windows, func(w window) bool {
-		return w.why == string(actKill) && !w.from.After(next) && !w.to.Before(prev)
+		return (w.why == string(actKill) || f.single) && !w.from.After(next) && !w.to.Before(prev)
 	})
 }
 

@@ -58,6 +58,7 @@ type chaosFacts struct {
 	// retention before it.
 	restarts  []time.Time
 	retention time.Duration
+	single    bool // one node: no member to pass a move on to
 	end       chaosEnd
 
 	byDelivery map[string]*chaosEvent
@@ -199,7 +200,7 @@ func (f *chaosFacts) eventByID(id string) *chaosEvent {
 // saw and did, and end.
 func (c *chaosRun) facts(end chaosEnd) *chaosFacts {
 	f := &chaosFacts{seed: c.sched.Seed, start: c.start, keys: map[keyRef][]string{}, ordered: map[string]bool{}, grants: map[string][]headerGrant{},
-		retention: c.sys.retention, restarts: c.sys.restarts(), end: end}
+		retention: c.sys.retention, restarts: c.sys.restarts(), single: c.sys.cluster == nil, end: end}
 	c.mu.Lock()
 	for _, m := range c.eps {
 		f.ordered[m.name] = m.role.ordered

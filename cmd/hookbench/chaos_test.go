@@ -206,6 +206,18 @@ func TestChaosChecks(t *testing.T) {
 			again.Arrived = again.Arrived.Add(5 * time.Millisecond)
 			f.seen = append(f.seen, again)
 		}, "d2", []string{"key_one_in_flight", "answer_ends"}},
+		{"sent twice at once, its only member stopped", "one_member_at_a_time", func(f *chaosFacts) {
+			again := f.seen[1]
+			again.Arrived = again.Arrived.Add(5 * time.Millisecond)
+			f.seen = append(f.seen, again)
+			f.single, f.windows = true, []window{{from: at(f, 2*time.Second), to: at(f, 3*time.Second), why: "sigterm"}}
+		}, "", nil},
+		{"sent twice at once, one of its members stopped", "one_member_at_a_time", func(f *chaosFacts) {
+			again := f.seen[1]
+			again.Arrived = again.Arrived.Add(5 * time.Millisecond)
+			f.seen = append(f.seen, again)
+			f.windows = []window{{from: at(f, 2*time.Second), to: at(f, 3*time.Second), why: "sigterm"}}
+		}, "d2", []string{"answer_ends"}},
 		{"sent twice at once, its member killed", "one_member_at_a_time", func(f *chaosFacts) {
 			again := f.seen[1]
 			again.Arrived = again.Arrived.Add(5 * time.Millisecond)
