@@ -25,7 +25,7 @@ var chaosChecks = []chaosCheck{
 	{"same_id_same_bytes", "every message of a delivery, duplicates and replays included, carries its webhook-id, its event and the bytes published, to its own endpoint", checkSameBytes},
 	{"signed", "every message is signed with a secret the endpoint was given (rotations included)", checkSigned},
 	{"answer_ends", "a 2xx (or a permanent 4xx) ends a delivery: it comes again only across a replay, a recovery or a process change", checkAnswerEnds},
-	{"sequence_numbering", "per endpoint and key, the n-th delivery planned carries webhook-sequence n, whatever retention, rebuilds and moves did (counted once per key: its first delivery off)", checkSequence},
+	{"sequence_numbering", "per endpoint and key, each new delivery carries one more webhook-sequence than the last the key was sent with, whatever retention, rebuilds and moves did, and a repeat or a replay the one it was first sent with (counted once per key: its first message off)", checkSequence},
 	{"key_order", "per endpoint and key, a delivery goes only once the key's earlier ones have ended", checkKeyOrder},
 	{"one_member_at_a_time", "no delivery is sent (or leased) again while a message of it is in flight, unless the member sending it died (or, the only one, stopped)", checkOneMember},
 	{"key_one_in_flight", "per endpoint and key, never two requests in flight at once", checkOneInFlight},
@@ -206,20 +206,48 @@ func (f *chaosFacts) eachKeyed(fn func(k keyed)) {
 
 func checkSequence(f *chaosFacts) []chaosViolation {
 	var out []chaosViolation
-	// The first delivery of each key whose sequence is off: those after it
+	// The first message of each key whose sequence is off: those after it
 	// are most often off by as much.
 	f.eachKeyed(func(k keyed) {
-		for n, id := range k.ids {
-			for _, s := range f.seenBy[id] {
-				if s.verified() && s.Seq != int64(n+1) {
-					out = append(out, k.events[n].violation("sequence_numbering", id, s.Arrived, "carried webhook-sequence %d at %s; it is delivery %d of key %s to %s",
-						s.Seq, f.rel(s.Arrived), n+1, k.key, k.endpoint))
+		var msgs []chaosSeen
+		for _, id := range k.ids {
+			msgs = append(msgs, f.seenBy[id]...)
+		}
+		slices.SortStableFunc(msgs, func(a, b chaosSeen) int { return a.Arrived.Compare(b.Arrived) })
+		first := map[string]int64{} // by delivery: the sequence of its first message
+		var last int64              // the highest sequence of the key's deliveries so far
+		var lastAt time.Time
+		for _, m := range msgs {
+			if !m.verified() {
+				continue
+			}
+			e := f.byDelivery[m.Delivery]
+			if seq, seen := first[m.Delivery]; seen {
+				if m.Seq != seq {
+					out = append(out, e.violation("sequence_numbering", m.Delivery, m.Arrived, "sent again at %s with webhook-sequence %d; it was first sent with %d (key %s to %s)",
+						f.rel(m.Arrived), m.Seq, seq, k.key, k.endpoint))
 					return
 				}
+				continue
 			}
+			jumped := f.erasedBetween(e.tenant, lastAt, m.Arrived) || f.explains(lastAt, m.Arrived)
+			if m.Seq != last+1 && !(jumped && m.Seq > last) {
+				out = append(out, e.violation("sequence_numbering", m.Delivery, m.Arrived, "a new delivery of key %s to %s carried webhook-sequence %d at %s; the key's last was %d",
+					k.key, k.endpoint, m.Seq, f.rel(m.Arrived), last))
+				return
+			}
+			first[m.Delivery], last, lastAt = m.Seq, max(last, m.Seq), m.Arrived
 		}
 	})
 	return out
+}
+
+// erasedBetween reports whether the tenant was erased between two times
+// (a key's sequence then jumps, once, above its endpoint's highest).
+func (f *chaosFacts) erasedBetween(tenant string, from, to time.Time) bool {
+	return slices.ContainsFunc(f.erasures, func(x chaosErasure) bool {
+		return x.done && x.tenant == tenant && !x.answered.Before(from) && !x.began.After(to)
+	})
 }
 
 // automatic returns the messages of a key's deliveries the node sent of
