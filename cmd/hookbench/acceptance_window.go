@@ -64,9 +64,15 @@ const pgProbeTenant = "pg_restart_probe"
 // servedAgain waits until every node accepts a publish, which needs the
 // log, and returns when the last did; probe numbers the publishes.
 func (a *acceptance) servedAgain(ctx context.Context, probe int) (time.Time, error) {
+	return servedAgain(ctx, a.apis, probe)
+}
+
+// servedAgain waits until every node of apis accepts a publish of
+// pgProbeTenant (which must exist), and returns when the last did.
+func servedAgain(ctx context.Context, apis []*API, probe int) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, recoverWithin)
 	defer cancel()
-	for i, api := range a.apis {
+	for i, api := range apis {
 		ev := &controlv1.PublishRequest{EventId: fmt.Sprintf("probe_%d_node%d", probe, i+1), Type: "probe", Payload: []byte(`{}`)}
 		for {
 			_, err := api.PublishBatch(ctx, pgProbeTenant, []*controlv1.PublishRequest{ev})

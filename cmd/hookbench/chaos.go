@@ -116,6 +116,9 @@ func runChaos(ctx context.Context, b *Bench, stdout io.Writer) error {
 		}
 	}()
 	b.api, b.apis = c.sys.apis[0], slices.Clone(c.sys.apis)
+	if err := b.api.CreateTenant(ctx, pgProbeTenant); err != nil {
+		return fmt.Errorf("chaos: setup: %w", err)
+	}
 	if err := c.setup(ctx); err != nil {
 		return fmt.Errorf("chaos: setup: %w", err)
 	}

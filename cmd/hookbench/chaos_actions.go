@@ -339,7 +339,11 @@ func (c *chaosRun) process(ctx context.Context, a chaosAction, st *chaosStep) er
 	case actRebuild:
 		err = c.sys.term(ctx, i, true)
 	case actPGRestart:
-		err = c.sys.restartPG(ctx)
+		// Its window lasts until every node publishes again, as the
+		// acceptance run's.
+		if err = c.sys.restartPG(ctx); err == nil {
+			_, err = servedAgain(ctx, c.sys.live(), a.N)
+		}
 	case actJoin:
 		err = c.sys.join(ctx)
 	}

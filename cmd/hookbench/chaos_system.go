@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,10 +45,14 @@ func startChaosSystem(ctx context.Context, b *Bench, nodes int, retention time.D
 	}
 	args := append([]string{"--reconcile-every", "10s"}, faultArgs(b.cfg.NodeFaults)...)
 	s := &chaosSystem{}
-	var log = b.stderr
-	if !b.cfg.NodeLog {
-		log = nil
+	// A grain that stops after an append of unknown outcome is a window
+	// of the ledger, as in the acceptance run: its next activation
+	// attempts again what it had in flight.
+	stops := &grainStops{ledger: b.ledger}
+	if b.cfg.NodeLog {
+		stops.next = b.stderr
 	}
+	log := io.Writer(stops)
 	if nodes == 1 {
 		dir, err := os.MkdirTemp("", "hookbench-chaos-")
 		if err != nil {
