@@ -50,8 +50,8 @@ func newSecret(t *testing.T) string {
 	return s
 }
 
-// post sends one signed webhook as Hookline does and returns the answer.
-func post(t *testing.T, client *http.Client, url, id, body, secret string) (*http.Response, error) {
+// signed is one webhook signed as Hookline signs it.
+func signed(t *testing.T, url, id, body, secret string) *http.Request {
 	t.Helper()
 	key, err := attempt.ParseSecret(secret)
 	if err != nil {
@@ -69,7 +69,13 @@ func post(t *testing.T, client *http.Client, url, id, body, secret string) (*htt
 	req.Header.Set("webhook-id", id)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
 	req.Header.Set("webhook-signature", sig)
-	resp, err := client.Do(req)
+	return req
+}
+
+// post sends one signed webhook as Hookline does and returns the answer.
+func post(t *testing.T, client *http.Client, url, id, body, secret string) (*http.Response, error) {
+	t.Helper()
+	resp, err := client.Do(signed(t, url, id, body, secret))
 	if err == nil {
 		resp.Body.Close()
 	}
@@ -303,17 +309,7 @@ func TestReceiverWatchesEveryHost(t *testing.T) {
 
 	r.SetBehaviour("ep", Behaviour{Echo: true})
 	body := `{"m":"` + strings.Repeat("x", 100) + `"}`
-	key, _ := attempt.ParseSecret(first)
-	now := time.Now()
-	sig, err := attempt.Sign("msg_5", now, []byte(body), []attempt.Secret{{Version: 1, Key: key}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequest(http.MethodPost, r.URL("ep"), strings.NewReader(body))
-	req.Header.Set("webhook-id", "msg_5")
-	req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
-	req.Header.Set("webhook-signature", sig)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(signed(t, r.URL("ep"), "msg_5", body, first))
 	if err != nil {
 		t.Fatal(err)
 	}
