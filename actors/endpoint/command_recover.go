@@ -90,7 +90,11 @@ func (g *grain) recoveryView(rec Recovery) *controlv1.Recovery {
 	if rec.Digest != "" {
 		v.Manifest = g.manifest(rec.Deliveries, rec.Digest, nil)
 	}
-	if run := g.loop.runOf(rec.ID); run != nil {
+	var runs *recoverer // nil while the loop is off
+	if g.loop != nil {
+		runs = &g.loop.recovery
+	}
+	if run := runs.runOf(rec.ID); run != nil {
 		v.Found, v.Requested, v.Replayed = run.found, run.requested, run.replayed
 	}
 	if !rec.Running() {
@@ -99,7 +103,7 @@ func (g *grain) recoveryView(rec Recovery) *controlv1.Recovery {
 		if rec.Ended == hooklinev1.RecoveryFinished_REASON_ENDPOINT_NOT_ACTIVE {
 			v.State = "endpoint_not_active"
 		}
-		if run := g.loop.finishedRun(rec.ID); run != nil {
+		if run := runs.finishedRun(rec.ID); run != nil {
 			v.Replayed = run.replayed
 		}
 	}
@@ -224,7 +228,7 @@ func (g *grain) startWindow(ctx actor.Context, r *request, w window, l windowLis
 			v := g.recoveryView(rec)
 			v.Manifest = g.manifest(int64(len(l.ids)), digest, &l)
 			reply(ctx, r.Sender, &internalv1.EndpointReply{Recovery: v})
-			g.loop.runList(ctx, rec, l.ids)
+			g.loop.recovery.runList(ctx, rec, l.ids)
 		})
 	})
 }

@@ -122,9 +122,8 @@ type loop struct {
 	// ckpt is where the loop stands with the endpoint's ordering stream
 	// (loop_order.go).
 	ckpt checkpointState
-	// recovery is the recovery this activation is carrying out, if any;
-	// finished, the last one it finished (for its count of attempts).
-	recovery, finished *recoveryRun
+	// recovery carries out the endpoint's bulk recoveries (recovery.go).
+	recovery recoverer
 }
 
 // host is the loop's grain, as the loop sees it; *grain satisfies it.
@@ -137,12 +136,14 @@ type host interface {
 // newLoop returns the delivery loop of g, whose stream is loaded.
 func newLoop(g *grain) *loop {
 	c, cancel := context.WithCancel(context.Background())
-	return &loop{
+	l := &loop{
 		cfg: &g.cfg, id: g.id, log: g.log, state: g.state, core: g.core, host: g,
 		ctx: c, cancel: cancel, incarnation: uuid.NewString(),
 		flights: map[string]*flight{}, settled: map[string]events.Position{}, stale: map[string]struct{}{},
 		handed: map[string]struct{}{},
 	}
+	l.recovery.l = l
+	return l
 }
 
 // catchUp waits, off the mailbox, for the projections to reach the
@@ -185,7 +186,7 @@ func (l *loop) stop() {
 // index's timers wake the grain for it.
 func (l *loop) idle() bool {
 	return l.caughtUp && len(l.flights) == 0 && !l.pulling && l.asks == 0 && l.running == 0 &&
-		len(l.own) == 0 && len(l.replays) == 0 && l.recovery == nil && !l.lease.asking && !l.ckpt.writing
+		len(l.own) == 0 && len(l.replays) == 0 && l.recovery.run == nil && !l.lease.asking && !l.ckpt.writing
 }
 
 // async runs fn off the mailbox and sends its result to the actor. The
@@ -258,11 +259,11 @@ func (l *loop) receive(ctx actor.Context, msg any) {
 	case *leaseReply:
 		l.onLease(ctx, m)
 	case *recoverPage:
-		l.onRecoverPage(ctx, m)
+		l.recovery.onPage(ctx, m)
 	case *recoverList:
-		l.onRecoverList(ctx, m)
+		l.recovery.onList(ctx, m)
 	case *recoverBatch:
-		l.onRecoverBatch(ctx, m)
+		l.recovery.onBatch(ctx, m)
 	case *elsewhereChecked:
 		l.onElsewhereChecked(ctx, m)
 	case *checkpointed:
@@ -289,7 +290,7 @@ func (l *loop) onCaughtUp(ctx actor.Context, m *caughtUp) {
 	l.wantPull = true
 	l.awaitPredecessor(ctx)
 	l.skipNow(ctx)
-	l.resumeRecovery(ctx)
+	l.recovery.resume(ctx)
 	l.pump(ctx)
 }
 
@@ -365,8 +366,8 @@ func (l *loop) pump(ctx actor.Context) {
 	case l.paused():
 		l.releaseReady() // held back until the endpoint resumes
 	}
-	if l.recovery != nil && (!l.state.Live() || l.state.Status != controlv1.Endpoint_STATUS_ACTIVE) {
-		l.finishRecovery(hooklinev1.RecoveryFinished_REASON_ENDPOINT_NOT_ACTIVE)
+	if l.recovery.run != nil && (!l.state.Live() || l.state.Status != controlv1.Endpoint_STATUS_ACTIVE) {
+		l.recovery.finish(hooklinev1.RecoveryFinished_REASON_ENDPOINT_NOT_ACTIVE)
 	}
 	l.startReplays(ctx)
 	if until := l.cfg.Quarantine.Until(l.id, now); !until.IsZero() {

@@ -48,7 +48,7 @@ const msgMoved = "the endpoint's partition moved to another member; retry"
 func (l *loop) retire(ctx actor.Context) bool {
 	l.retiring = true
 	l.own = nil
-	l.recovery = nil // resumed by the new owner from the endpoint stream
+	l.recovery.run = nil // resumed by the new owner from the endpoint stream
 	l.refuseSkips(ctx, &internalv1.GrainError{Code: internalv1.GrainError_CODE_UNAVAILABLE, Message: msgMoved})
 	for _, o := range l.replays {
 		l.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, msgMoved)

@@ -104,7 +104,7 @@ func (l *loop) onRecorded(ctx actor.Context, m *recorded) {
 	l.exportSpans(m.msgs)
 	f.lin = flightLineage{}
 	if replayOf != nil {
-		l.recoveryProgress(replayOf.GetRecoveryId())
+		l.recovery.progress(replayOf.GetRecoveryId())
 	}
 	if len(f.replays) > 0 {
 		l.appendReplay(ctx, f)

@@ -89,7 +89,7 @@ func (l *loop) appendReplay(ctx actor.Context, f *flight) {
 				reply(ctx, o.sender, &internalv1.EndpointReply{Delivery: deliveryView(f, o.view)})
 			}
 			if o.recoveryID != "" {
-				l.replayRequested(ctx, o.recoveryID, true)
+				l.recovery.requested(ctx, o.recoveryID, true)
 			}
 			continue
 		}
@@ -115,7 +115,7 @@ func (l *loop) replayed(ctx actor.Context, f *flight) {
 			reply(ctx, o.sender, &internalv1.EndpointReply{Delivery: deliveryView(f, o.view)})
 		}
 		if o.recoveryID != "" {
-			l.replayRequested(ctx, o.recoveryID, true)
+			l.recovery.requested(ctx, o.recoveryID, true)
 		}
 	}
 	if len(f.replays) > 0 {
@@ -133,7 +133,7 @@ func (l *loop) abandon(ctx actor.Context, o *replayOrder, code internalv1.GrainE
 		reply(ctx, o.sender, errReplyOf(code, msg))
 	}
 	if o.recoveryID != "" {
-		l.replayRequested(ctx, o.recoveryID, false)
+		l.recovery.requested(ctx, o.recoveryID, false)
 	}
 }
 

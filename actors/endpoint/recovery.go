@@ -46,47 +46,60 @@ type recoverPage struct {
 	err  error
 }
 
+// recoverer carries out the endpoint's bulk recoveries on its loop: the
+// one that has not finished (run), a page at a time, and remembers the last
+// one it finished (for its count of attempts). A recovery recorded before
+// lists pages through the history (listPage); a listed one replays its
+// recorded list (recovery_window.go). Owned by the actor, like the loop.
+type recoverer struct {
+	l *loop
+	// run is the recovery this activation is carrying out, if any;
+	// finished, the last one it finished.
+	run, finished *recoveryRun
+}
+
 // runOf returns the run of recovery id if this activation is carrying it
-// out; nil if not, and on a nil loop (the loop is off).
-func (l *loop) runOf(id string) *recoveryRun {
-	if l != nil && l.recovery != nil && l.recovery.id == id {
-		return l.recovery
+// out; nil if not, and on a nil recoverer (the loop is off).
+func (r *recoverer) runOf(id string) *recoveryRun {
+	if r != nil && r.run != nil && r.run.id == id {
+		return r.run
 	}
 	return nil
 }
 
 // finishedRun returns the run of recovery id if it is the last one this
-// activation finished; nil if not, and on a nil loop.
-func (l *loop) finishedRun(id string) *recoveryRun {
-	if l != nil && l.finished != nil && l.finished.id == id {
-		return l.finished
+// activation finished; nil if not, and on a nil recoverer.
+func (r *recoverer) finishedRun(id string) *recoveryRun {
+	if r != nil && r.finished != nil && r.finished.id == id {
+		return r.finished
 	}
 	return nil
 }
 
-// resumeRecovery carries out the running recovery the state records, if
-// this activation is not doing so yet: after RecoveryStarted, and on
-// activation (a restart resumes it from its cursor).
-func (l *loop) resumeRecovery(ctx actor.Context) {
+// resume carries out the running recovery the state records, if this
+// activation is not doing so yet: after RecoveryStarted, and on activation
+// (a restart resumes it from its cursor).
+func (r *recoverer) resume(ctx actor.Context) {
+	l := r.l
 	rec, ok := l.state.RunningRecovery()
-	if !ok || l.recovery != nil || !l.caughtUp {
+	if !ok || r.run != nil || !l.caughtUp {
 		return
 	}
 	if rec.Digest != "" {
-		l.runList(ctx, rec, nil)
+		r.runList(ctx, rec, nil)
 		return
 	}
-	l.recovery = &recoveryRun{
+	r.run = &recoveryRun{
 		id: rec.ID, tenantID: l.state.TenantID, by: rec.IssuedBy, since: rec.Since, until: rec.Until,
 		cursor: rec.Cursor, found: rec.Found, requested: rec.Requested,
 	}
-	l.listPage(ctx, 0)
+	r.listPage(ctx, 0)
 }
 
 // listPage reads the next page of the running recovery's failed
 // deliveries, off the mailbox, after delay.
-func (l *loop) listPage(ctx actor.Context, delay time.Duration) {
-	run := l.recovery
+func (r *recoverer) listPage(ctx actor.Context, delay time.Duration) {
+	l, run := r.l, r.run
 	run.listing = true
 	hist := l.cfg.History
 	q := history.Query{
@@ -103,41 +116,41 @@ func (l *loop) listPage(ctx actor.Context, delay time.Duration) {
 	})
 }
 
-// onRecoverPage replays a page of failed deliveries of a recovery
-// recorded before lists, or lists it again after a delay.
-func (l *loop) onRecoverPage(ctx actor.Context, m *recoverPage) {
-	run := l.recovery
+// onPage replays a page of failed deliveries of a recovery recorded
+// before lists, or lists it again after a delay.
+func (r *recoverer) onPage(ctx actor.Context, m *recoverPage) {
+	run := r.run
 	if run == nil || run.id != m.id {
 		return
 	}
 	run.listing = false
 	if m.err != nil {
-		l.log.Warn("recovery cannot list failed deliveries; trying again", "recovery_id", m.id, "error", m.err)
-		l.listPage(ctx, listRetryDelay)
+		r.l.log.Warn("recovery cannot list failed deliveries; trying again", "recovery_id", m.id, "error", m.err)
+		r.listPage(ctx, listRetryDelay)
 		return
 	}
 	run.next = m.page.Next
 	run.found += int64(len(m.page.Deliveries))
-	l.replayPage(ctx, run, m.page.Deliveries)
+	r.replayPage(ctx, run, m.page.Deliveries)
 }
 
 // replayPage replays the deliveries of a page of the running recovery. All
 // are counted before any is replayed: a replay already in its stream is
 // counted as requested at once. The page is done (pageDone) once each has
 // its ReplayRequested.
-func (l *loop) replayPage(ctx actor.Context, run *recoveryRun, page []history.Delivery) {
+func (r *recoverer) replayPage(ctx actor.Context, run *recoveryRun, page []history.Delivery) {
 	run.outstanding = len(page)
 	for _, d := range page {
-		l.replay(ctx, &replayOrder{by: run.by, recoveryID: run.id, view: d})
+		r.l.replay(ctx, &replayOrder{by: run.by, recoveryID: run.id, view: d})
 	}
-	l.pageDone(ctx)
-	l.pump(ctx)
+	r.pageDone(ctx)
+	r.l.pump(ctx)
 }
 
-// replayRequested counts one replay of the running recovery as requested
-// (its ReplayRequested is durable, now or before a restart) or abandoned.
-func (l *loop) replayRequested(ctx actor.Context, recoveryID string, requested bool) {
-	run := l.runOf(recoveryID)
+// requested counts one replay of the running recovery as requested (its
+// ReplayRequested is durable, now or before a restart) or abandoned.
+func (r *recoverer) requested(ctx actor.Context, recoveryID string, requested bool) {
+	run := r.runOf(recoveryID)
 	if run == nil {
 		return
 	}
@@ -145,13 +158,13 @@ func (l *loop) replayRequested(ctx actor.Context, recoveryID string, requested b
 	if requested {
 		run.requested++
 	}
-	l.pageDone(ctx)
+	r.pageDone(ctx)
 }
 
 // pageDone records the recovery's progress once every delivery of the page
 // has its ReplayRequested, and lists the next page or finishes.
-func (l *loop) pageDone(ctx actor.Context) {
-	run := l.recovery
+func (r *recoverer) pageDone(ctx actor.Context) {
+	l, run := r.l, r.run
 	if run == nil || run.listing || run.outstanding > 0 {
 		return
 	}
@@ -165,11 +178,11 @@ func (l *loop) pageDone(ctx actor.Context) {
 			Found: run.found, Requested: run.requested, At: now,
 		})
 		if run.end >= int64(len(run.list)) {
-			l.finishRecovery(hooklinev1.RecoveryFinished_REASON_DONE)
+			r.finish(hooklinev1.RecoveryFinished_REASON_DONE)
 			return
 		}
 		run.pos = run.end
-		l.nextBatch(ctx, 0)
+		r.nextBatch(ctx, 0)
 		return
 	}
 	l.queueOwn(&hooklinev1.RecoveryProgressed{
@@ -177,31 +190,31 @@ func (l *loop) pageDone(ctx actor.Context) {
 		Found: run.found, Requested: run.requested, At: now,
 	})
 	if run.next == "" {
-		l.finishRecovery(hooklinev1.RecoveryFinished_REASON_DONE)
+		r.finish(hooklinev1.RecoveryFinished_REASON_DONE)
 		return
 	}
 	run.cursor = run.next
-	l.listPage(ctx, 0)
+	r.listPage(ctx, 0)
 }
 
-// finishRecovery ends the running recovery. Its replays already requested
-// still get their attempts.
-func (l *loop) finishRecovery(reason hooklinev1.RecoveryFinished_Reason) {
-	run := l.recovery
+// finish ends the running recovery. Its replays already requested still
+// get their attempts.
+func (r *recoverer) finish(reason hooklinev1.RecoveryFinished_Reason) {
+	l, run := r.l, r.run
 	l.queueOwn(&hooklinev1.RecoveryFinished{
 		TenantId: run.tenantID, EndpointId: l.id, RecoveryId: run.id, Reason: reason,
 		Found: run.found, Requested: run.requested, At: timestamppb.New(l.cfg.Now()),
 	})
 	l.log.Info("recovery finished", "recovery_id", run.id, "reason", reason.String(), "found", run.found, "requested", run.requested)
-	l.recovery, l.finished = nil, run
+	r.run, r.finished = nil, run
 	l.replays = slices.DeleteFunc(l.replays, func(o *replayOrder) bool { return o.recoveryID == run.id && o.sender == nil })
 }
 
-// recoveryProgress counts one manual attempt of a recovery as recorded.
-func (l *loop) recoveryProgress(recoveryID string) {
-	if run := l.runOf(recoveryID); run != nil {
+// progress counts one manual attempt of a recovery as recorded.
+func (r *recoverer) progress(recoveryID string) {
+	if run := r.runOf(recoveryID); run != nil {
 		run.replayed++
-	} else if run := l.finishedRun(recoveryID); run != nil {
+	} else if run := r.finishedRun(recoveryID); run != nil {
 		run.replayed++
 	}
 }

@@ -166,25 +166,27 @@ type recoverBatch struct {
 
 // runList carries out a listed recovery with its list, or reads the list
 // back first (ids nil: a new activation resuming it).
-func (l *loop) runList(ctx actor.Context, rec Recovery, ids []string) {
-	if l.recovery != nil || !l.caughtUp || !rec.Running() {
+func (r *recoverer) runList(ctx actor.Context, rec Recovery, ids []string) {
+	l := r.l
+	if r.run != nil || !l.caughtUp || !rec.Running() {
 		return
 	}
-	l.recovery = &recoveryRun{
+	r.run = &recoveryRun{
 		id: rec.ID, tenantID: l.state.TenantID, by: rec.IssuedBy, since: rec.Since, until: rec.Until,
 		found: rec.Deliveries, requested: rec.Requested, pos: rec.Next, listed: true, loading: ids == nil,
 	}
 	if ids != nil {
-		l.recovery.list = ids
-		l.nextBatch(ctx, 0)
+		r.run.list = ids
+		r.nextBatch(ctx, 0)
 		return
 	}
-	l.loadList(ctx, rec, 0)
+	r.loadList(ctx, rec, 0)
 }
 
 // loadList reads a recovery's list back from its stream, off the mailbox,
 // after delay.
-func (l *loop) loadList(ctx actor.Context, rec Recovery, delay time.Duration) {
+func (r *recoverer) loadList(ctx actor.Context, rec Recovery, delay time.Duration) {
+	l := r.l
 	log, page, id, n := l.cfg.Log, l.cfg.ReadPage, rec.ID, rec.Deliveries
 	l.async(ctx, 0, func(c context.Context) any {
 		if err := wait(c, delay); err != nil {
@@ -206,37 +208,37 @@ func (l *loop) loadList(ctx actor.Context, rec Recovery, delay time.Duration) {
 	})
 }
 
-// onRecoverList resumes a listed recovery with its list read back, or
-// ends it when the list is missing or differs from its digest.
-func (l *loop) onRecoverList(ctx actor.Context, m *recoverList) {
-	run := l.runOf(m.id)
+// onList resumes a listed recovery with its list read back, or ends it
+// when the list is missing or differs from its digest.
+func (r *recoverer) onList(ctx actor.Context, m *recoverList) {
+	l, run := r.l, r.runOf(m.id)
 	if run == nil || !run.loading {
 		return
 	}
 	rec, _ := l.state.Recovery(m.id)
 	if m.err != nil {
 		l.log.Warn("recovery cannot read its list; trying again", "recovery_id", m.id, "error", m.err)
-		l.loadList(ctx, rec, listRetryDelay)
+		r.loadList(ctx, rec, listRetryDelay)
 		return
 	}
 	run.loading = false
 	if int64(len(m.ids)) != rec.Deliveries || ListDigest(m.ids) != rec.Digest {
 		l.log.Error("recovery's recorded list is missing or differs from its digest; ending it", "recovery_id", m.id, "deliveries", rec.Deliveries, "listed", len(m.ids))
-		l.finishRecovery(hooklinev1.RecoveryFinished_REASON_LIST_MISSING)
+		r.finish(hooklinev1.RecoveryFinished_REASON_LIST_MISSING)
 		return
 	}
 	run.list = m.ids
 	l.log.Info("recovery resumed", "recovery_id", m.id, "next", run.pos, "deliveries", len(m.ids))
-	l.nextBatch(ctx, 0)
+	r.nextBatch(ctx, 0)
 }
 
 // nextBatch looks up the next page of the running recovery's list in the
 // history, off the mailbox, after delay; past the end it finishes.
-func (l *loop) nextBatch(ctx actor.Context, delay time.Duration) {
-	run := l.recovery
+func (r *recoverer) nextBatch(ctx actor.Context, delay time.Duration) {
+	l, run := r.l, r.run
 	if run.pos >= int64(len(run.list)) {
 		run.end = run.pos
-		l.pageDone(ctx)
+		r.pageDone(ctx)
 		return
 	}
 	run.listing = true
@@ -261,17 +263,17 @@ func (l *loop) nextBatch(ctx actor.Context, delay time.Duration) {
 	})
 }
 
-// onRecoverBatch replays a page of a listed recovery, passing over the
+// onBatch replays a page of a listed recovery, passing over the
 // deliveries the history no longer holds.
-func (l *loop) onRecoverBatch(ctx actor.Context, m *recoverBatch) {
-	run := l.runOf(m.id)
+func (r *recoverer) onBatch(ctx actor.Context, m *recoverBatch) {
+	l, run := r.l, r.runOf(m.id)
 	if run == nil || !run.listing {
 		return
 	}
 	run.listing = false
 	if m.err != nil {
 		l.log.Warn("recovery cannot read its deliveries from the history; trying again", "recovery_id", m.id, "error", m.err)
-		l.nextBatch(ctx, listRetryDelay)
+		r.nextBatch(ctx, listRetryDelay)
 		return
 	}
 	run.end = run.pos + int64(len(m.views))
@@ -282,5 +284,5 @@ func (l *loop) onRecoverBatch(ctx actor.Context, m *recoverBatch) {
 		}
 		return false
 	})
-	l.replayPage(ctx, run, views)
+	r.replayPage(ctx, run, views)
 }
