@@ -44,6 +44,6 @@ func (g *grain) handleReplay(ctx actor.Context, r *request) {
 			refuse(ctx, r.Sender, command.NotFound("delivery_id", "delivery %q not found", id))
 			return
 		}
-		g.loop.replay(ctx, &replayOrder{sender: r.Sender, by: r.Cmd.GetIssuedBy(), requestID: r.Cmd.GetRequestId(), view: d})
+		g.loop.replays.start(ctx, &replayOrder{sender: r.Sender, by: r.Cmd.GetIssuedBy(), requestID: r.Cmd.GetRequestId(), view: d})
 	})
 }

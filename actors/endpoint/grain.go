@@ -149,7 +149,7 @@ func (g *grain) activate(ctx actor.Context) {
 		ErrReply: errReply, Next: g.next, Lost: func() { g.cfg.Quarantine.Lost(g.id, g.cfg.Now()) },
 		Stopping: func(ctx actor.Context, e *internalv1.GrainError) {
 			if g.loop != nil {
-				g.loop.abandonAll(ctx, e)
+				g.loop.replays.abandonAll(ctx, e)
 			}
 		},
 	})

@@ -117,8 +117,8 @@ type loop struct {
 	timer   scheduler.CancelFunc
 	timerAt time.Time
 
-	// replays are replay orders waiting for room among the flights.
-	replays []*replayOrder
+	// replays carries out the replays (loop_replay.go).
+	replays replays
 	// ckpt is where the loop stands with the endpoint's ordering stream
 	// (loop_order.go).
 	ckpt checkpointState
@@ -142,7 +142,7 @@ func newLoop(g *grain) *loop {
 		flights: map[string]*flight{}, settled: map[string]events.Position{}, stale: map[string]struct{}{},
 		handed: map[string]struct{}{},
 	}
-	l.recovery.l = l
+	l.recovery.l, l.replays.l = l, l
 	return l
 }
 
@@ -186,7 +186,7 @@ func (l *loop) stop() {
 // index's timers wake the grain for it.
 func (l *loop) idle() bool {
 	return l.caughtUp && len(l.flights) == 0 && !l.pulling && l.asks == 0 && l.running == 0 &&
-		len(l.own) == 0 && len(l.replays) == 0 && l.recovery.run == nil && !l.lease.asking && !l.ckpt.writing
+		len(l.own) == 0 && len(l.replays.waiting) == 0 && l.recovery.run == nil && !l.lease.asking && !l.ckpt.writing
 }
 
 // async runs fn off the mailbox and sends its result to the actor. The
@@ -369,7 +369,7 @@ func (l *loop) pump(ctx actor.Context) {
 	if l.recovery.run != nil && (!l.state.Live() || l.state.Status != controlv1.Endpoint_STATUS_ACTIVE) {
 		l.recovery.finish(hooklinev1.RecoveryFinished_REASON_ENDPOINT_NOT_ACTIVE)
 	}
-	l.startReplays(ctx)
+	l.replays.startWaiting(ctx)
 	if until := l.cfg.Quarantine.Until(l.id, now); !until.IsZero() {
 		l.arm(ctx, until)
 		return

@@ -192,7 +192,7 @@ func (l *loop) onRead(ctx actor.Context, m *readDone) {
 		return
 	}
 	if len(f.replays) > 0 {
-		l.appendReplay(ctx, f)
+		l.replays.appendNext(ctx, f)
 		return
 	}
 	l.settle(ctx, f)

@@ -50,10 +50,10 @@ func (l *loop) retire(ctx actor.Context) bool {
 	l.own = nil
 	l.recovery.run = nil // resumed by the new owner from the endpoint stream
 	l.refuseSkips(ctx, &internalv1.GrainError{Code: internalv1.GrainError_CODE_UNAVAILABLE, Message: msgMoved})
-	for _, o := range l.replays {
-		l.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, msgMoved)
+	for _, o := range l.replays.waiting {
+		l.replays.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, msgMoved)
 	}
-	l.replays = nil
+	l.replays.waiting = nil
 	if l.timer != nil {
 		l.timer()
 		l.timer, l.timerAt = nil, time.Time{}
@@ -70,7 +70,7 @@ func (l *loop) retireStep(ctx actor.Context) bool {
 			continue // its append is under way: recorded here
 		}
 		for _, o := range f.replays {
-			l.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, msgMoved)
+			l.replays.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, msgMoved)
 		}
 		f.replays = nil
 		if o := f.skipping; o != nil {
@@ -218,7 +218,7 @@ func (l *loop) onElsewhereChecked(ctx actor.Context, m *elsewhereChecked) {
 // releaseElsewhere lets go of a delivery the previous owner attempted; the
 // replays that came for it meanwhile wait for room among the flights.
 func (l *loop) releaseElsewhere(f *flight) {
-	l.replays = append(l.replays, f.replays...)
+	l.replays.waiting = append(l.replays.waiting, f.replays...)
 	f.replays = nil
 	l.letGo(f)
 }

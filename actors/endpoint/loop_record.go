@@ -92,7 +92,7 @@ func (l *loop) onRecorded(ctx actor.Context, m *recorded) {
 		f.d.apply(msg)
 	}
 	if _, ok := m.msgs[0].(*hooklinev1.ReplayRequested); ok {
-		l.replayed(ctx, f)
+		l.replays.recorded(ctx, f)
 		return
 	}
 	if _, ok := m.msgs[0].(*hooklinev1.OrderingKeySkipped); ok {
@@ -107,7 +107,7 @@ func (l *loop) onRecorded(ctx actor.Context, m *recorded) {
 		l.recovery.progress(replayOf.GetRecoveryId())
 	}
 	if len(f.replays) > 0 {
-		l.appendReplay(ctx, f)
+		l.replays.appendNext(ctx, f)
 		return
 	}
 	delete(l.flights, m.id)
@@ -161,7 +161,7 @@ func (l *loop) drop(ctx actor.Context, f *flight) {
 	l.unbusy(f)
 	delete(l.flights, f.item.DeliveryID)
 	for _, o := range f.replays {
-		l.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, "the delivery could not be read; retry")
+		l.replays.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, "the delivery could not be read; retry")
 	}
 	f.replays = nil
 	if o := f.skipping; o != nil {

@@ -24,26 +24,36 @@ type replayOrder struct {
 	view       history.Delivery
 }
 
-// replay holds the delivery (reading its streams first if it was not held)
+// replays carries out the endpoint's replays on its loop: each holds its
+// delivery as a flight, through which its ReplayRequested is appended, and
+// the manual attempt follows as any other. Owned by the actor, like the
+// loop.
+type replays struct {
+	l *loop
+	// waiting are replay orders waiting for room among the flights.
+	waiting []*replayOrder
+}
+
+// start holds the delivery (reading its streams first if it was not held)
 // and appends its ReplayRequested as soon as no other append to its stream
 // is under way. Without room among the flights, the order waits.
-func (l *loop) replay(ctx actor.Context, o *replayOrder) {
-	d := o.view
+func (r *replays) start(ctx actor.Context, o *replayOrder) {
+	l, d := r.l, o.view
 	f := l.flights[d.ID]
 	if f == nil && d.OrderingKey != "" && d.Status == history.Pending && d.Attempts == 0 {
 		// An ordered delivery not attempted yet waits for its key's turn
 		// (or is about to be attempted): a replay would break the order.
-		l.abandon(ctx, o, internalv1.GrainError_CODE_FAILED_PRECONDITION, fmt.Sprintf(
+		r.abandon(ctx, o, internalv1.GrainError_CODE_FAILED_PRECONDITION, fmt.Sprintf(
 			"delivery %s waits for its turn on ordering key %q: it is attempted once the key's earlier deliveries have ended; skip the key's head to let it go sooner", d.ID, d.OrderingKey))
 		return
 	}
 	if f == nil {
 		if len(l.flights) >= l.capacity() {
 			if o.sender != nil {
-				l.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, "the endpoint holds as many deliveries as it may; retry the replay later")
+				r.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, "the endpoint holds as many deliveries as it may; retry the replay later")
 				return
 			}
-			l.replays = append(l.replays, o) // a recovery's: at most a page
+			r.waiting = append(r.waiting, o) // a recovery's: at most a page
 			return
 		}
 		f = &flight{item: due.Item{
@@ -63,24 +73,25 @@ func (l *loop) replay(ctx actor.Context, o *replayOrder) {
 	f.replays = append(f.replays, o)
 	if f.stage == stageReady {
 		l.ready = slices.DeleteFunc(l.ready, func(x *flight) bool { return x == f })
-		l.appendReplay(ctx, f)
+		r.appendNext(ctx, f)
 	}
 	// Otherwise onRead or onRecorded carries it out.
 }
 
-// startReplays starts the waiting replay orders while there is room.
-func (l *loop) startReplays(ctx actor.Context) {
-	for len(l.replays) > 0 && len(l.flights) < l.capacity() {
-		o := l.replays[0]
-		l.replays = l.replays[1:]
-		l.replay(ctx, o)
+// startWaiting starts the waiting replay orders while there is room.
+func (r *replays) startWaiting(ctx actor.Context) {
+	for len(r.waiting) > 0 && len(r.l.flights) < r.l.capacity() {
+		o := r.waiting[0]
+		r.waiting = r.waiting[1:]
+		r.start(ctx, o)
 	}
 }
 
-// appendReplay appends the first waiting replay's ReplayRequested, unless
-// the stream already holds it (a retried command, a recovery resumed after
-// a restart): that one is answered at once.
-func (l *loop) appendReplay(ctx actor.Context, f *flight) {
+// appendNext appends the flight's first waiting replay's ReplayRequested,
+// unless the stream already holds it (a retried command, a recovery
+// resumed after a restart): that one is answered at once.
+func (r *replays) appendNext(ctx actor.Context, f *flight) {
+	l := r.l
 	for len(f.replays) > 0 {
 		o := f.replays[0]
 		f.replays = f.replays[1:]
@@ -106,9 +117,10 @@ func (l *loop) appendReplay(ctx actor.Context, f *flight) {
 	l.pump(ctx)
 }
 
-// replayed answers the replay whose ReplayRequested is durable, and lines
+// recorded answers the replay whose ReplayRequested is durable, and lines
 // up its manual attempt.
-func (l *loop) replayed(ctx actor.Context, f *flight) {
+func (r *replays) recorded(ctx actor.Context, f *flight) {
+	l := r.l
 	if o := f.asking; o != nil {
 		f.asking = nil
 		if o.sender != nil {
@@ -119,7 +131,7 @@ func (l *loop) replayed(ctx actor.Context, f *flight) {
 		}
 	}
 	if len(f.replays) > 0 {
-		l.appendReplay(ctx, f)
+		r.appendNext(ctx, f)
 		return
 	}
 	l.settle(ctx, f)
@@ -128,21 +140,19 @@ func (l *loop) replayed(ctx actor.Context, f *flight) {
 
 // abandon answers a replay that will not happen. ctx may be nil only when
 // no order has a sender.
-func (l *loop) abandon(ctx actor.Context, o *replayOrder, code internalv1.GrainError_Code, msg string) {
+func (r *replays) abandon(ctx actor.Context, o *replayOrder, code internalv1.GrainError_Code, msg string) {
 	if o.sender != nil {
 		reply(ctx, o.sender, errReplyOf(code, msg))
 	}
 	if o.recoveryID != "" {
-		l.recovery.requested(ctx, o.recoveryID, false)
+		r.l.recovery.requested(ctx, o.recoveryID, false)
 	}
 }
 
 // abandonAll answers every replay and skip waiting in the flights and in
 // the queue; the grain is stopping.
-func (l *loop) abandonAll(ctx actor.Context, e *internalv1.GrainError) {
-	if l == nil {
-		return
-	}
+func (r *replays) abandonAll(ctx actor.Context, e *internalv1.GrainError) {
+	l := r.l
 	answer := func(o *replayOrder) {
 		if o != nil && o.sender != nil {
 			reply(ctx, o.sender, &internalv1.EndpointReply{Error: e})
@@ -158,10 +168,10 @@ func (l *loop) abandonAll(ctx actor.Context, e *internalv1.GrainError) {
 		}
 		f.asking, f.replays, f.skipping = nil, nil, nil
 	}
-	for _, o := range l.replays {
+	for _, o := range r.waiting {
 		answer(o)
 	}
-	l.replays = nil
+	r.waiting = nil
 	l.refuseSkips(ctx, e)
 }
 

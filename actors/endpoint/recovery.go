@@ -141,7 +141,7 @@ func (r *recoverer) onPage(ctx actor.Context, m *recoverPage) {
 func (r *recoverer) replayPage(ctx actor.Context, run *recoveryRun, page []history.Delivery) {
 	run.outstanding = len(page)
 	for _, d := range page {
-		r.l.replay(ctx, &replayOrder{by: run.by, recoveryID: run.id, view: d})
+		r.l.replays.start(ctx, &replayOrder{by: run.by, recoveryID: run.id, view: d})
 	}
 	r.pageDone(ctx)
 	r.l.pump(ctx)
@@ -207,7 +207,7 @@ func (r *recoverer) finish(reason hooklinev1.RecoveryFinished_Reason) {
 	})
 	l.log.Info("recovery finished", "recovery_id", run.id, "reason", reason.String(), "found", run.found, "requested", run.requested)
 	r.run, r.finished = nil, run
-	l.replays = slices.DeleteFunc(l.replays, func(o *replayOrder) bool { return o.recoveryID == run.id && o.sender == nil })
+	l.replays.waiting = slices.DeleteFunc(l.replays.waiting, func(o *replayOrder) bool { return o.recoveryID == run.id && o.sender == nil })
 }
 
 // progress counts one manual attempt of a recovery as recorded.
