@@ -129,14 +129,14 @@ func (g *grain) retire(ctx actor.Context) {
 		ctx.Stop(ctx.Self())
 	case g.loop == nil || g.core.Stopping():
 		g.core.Stop(ctx, internalv1.GrainError_CODE_UNAVAILABLE, msgMoved)
-	case !g.loop.retire(ctx):
+	case !g.loop.handover.retire(ctx):
 		g.core.Refuse(ctx, &internalv1.GrainError{Code: internalv1.GrainError_CODE_UNAVAILABLE, Message: msgMoved})
 		g.log.Debug("endpoint grain retiring: its partition moved to another member; it stops once its running attempts are recorded", "attempts", g.loop.busy)
 	}
 }
 
 // retiring reports whether the grain is retiring.
-func (g *grain) retiring() bool { return g.loop != nil && g.loop.retiring }
+func (g *grain) retiring() bool { return g.loop != nil && g.loop.handover.retiring }
 
 // activate reads the stream off the mailbox and rebuilds the state; commands
 // wait in the queue until it is done.

@@ -87,17 +87,9 @@ type loop struct {
 	// busy counts the flights whose attempt the node's Drain counts
 	// (flight.busy): retiring, the grain stops once it is 0.
 	busy int
-	// A partition handed over while attempts ran (loop_handover.go):
-	// elsewhere counts the flights in stageElsewhere, checking is set
-	// while their outcomes are looked up and recheck when a wake came
-	// meanwhile; handed are the deliveries whose previous owner's attempt
-	// ran out of time unrecorded, whose stream the next pull reads first;
-	// retiring is set once the placement gave the endpoint to another
-	// member.
-	elsewhere         int
-	checking, recheck bool
-	handed            map[string]struct{}
-	retiring          bool
+	// handover carries out the moves of the endpoint's partition
+	// (loop_handover.go).
+	handover handover
 	// skips are skips of ordering keys' heads that came before the grain
 	// caught up: they wait for it (loop_handover.go).
 	skips []laterSkip
@@ -140,8 +132,8 @@ func newLoop(g *grain) *loop {
 		cfg: &g.cfg, id: g.id, log: g.log, state: g.state, core: g.core, host: g,
 		ctx: c, cancel: cancel, incarnation: uuid.NewString(),
 		flights: map[string]*flight{}, settled: map[string]events.Position{}, stale: map[string]struct{}{},
-		handed: map[string]struct{}{},
 	}
+	l.handover = handover{l: l, handed: map[string]struct{}{}}
 	l.recovery.l, l.replays.l = l, l
 	return l
 }
@@ -228,9 +220,9 @@ type (
 // receive handles the loop's messages; the grain passes it every message
 // that is not its own.
 func (l *loop) receive(ctx actor.Context, msg any) {
-	if l.retiring && !l.retiringWork(msg) {
+	if l.handover.retiring && !l.handover.retiringWork(msg) {
 		if !l.core.Stopping() {
-			l.retireStep(ctx)
+			l.handover.retireStep(ctx)
 		}
 		return
 	}
@@ -265,7 +257,7 @@ func (l *loop) receive(ctx actor.Context, msg any) {
 	case *recoverBatch:
 		l.recovery.onBatch(ctx, m)
 	case *elsewhereChecked:
-		l.onElsewhereChecked(ctx, m)
+		l.handover.onElsewhereChecked(ctx, m)
 	case *checkpointed:
 		l.onCheckpointed(ctx, m)
 	}
@@ -288,7 +280,7 @@ func (l *loop) onCaughtUp(ctx actor.Context, m *caughtUp) {
 	}
 	l.caughtUp = true
 	l.wantPull = true
-	l.awaitPredecessor(ctx)
+	l.handover.awaitPredecessor(ctx)
 	l.skipNow(ctx)
 	l.recovery.resume(ctx)
 	l.pump(ctx)
@@ -298,7 +290,7 @@ func (l *loop) onCaughtUp(ctx actor.Context, m *caughtUp) {
 // endpoint.
 func (l *loop) wake(ctx actor.Context) {
 	l.wantPull = true
-	l.checkElsewhere(ctx)
+	l.handover.checkElsewhere(ctx)
 	l.pump(ctx)
 }
 
@@ -315,7 +307,7 @@ func (l *loop) ownRecorded(ctx actor.Context) {
 // endpoint's consumer takes its ready deliveries instead (a slot asked for
 // before a switch to pull goes back unused).
 func (l *loop) attempting() bool {
-	return !l.retiring && !l.pullMode() && l.state.Live() && l.state.Status == controlv1.Endpoint_STATUS_ACTIVE && !l.gone && !l.cfg.Drain.Draining(l.id)
+	return !l.handover.retiring && !l.pullMode() && l.state.Live() && l.state.Status == controlv1.Endpoint_STATUS_ACTIVE && !l.gone && !l.cfg.Drain.Draining(l.id)
 }
 
 // paused reports whether the endpoint exists and is paused or disabled: it
@@ -344,8 +336,8 @@ func (l *loop) pump(ctx actor.Context) {
 	if l.core.Stopping() || !l.core.Loaded() {
 		return
 	}
-	if l.retiring {
-		l.retireStep(ctx)
+	if l.handover.retiring {
+		l.handover.retireStep(ctx)
 		return
 	}
 	if !l.caughtUp {
@@ -375,8 +367,8 @@ func (l *loop) pump(ctx actor.Context) {
 		return
 	}
 	var wake, handedOver time.Time
-	if l.elsewhere > 0 {
-		handedOver = l.expireElsewhere(now)
+	if l.handover.elsewhere > 0 {
+		handedOver = l.handover.expireElsewhere(now)
 	}
 	if l.leased > 0 {
 		// Whatever the mode: a lease handed out before a switch to push
@@ -427,7 +419,7 @@ func (l *loop) noteDue(at time.Time) {
 // queueOwn adds an event for the endpoint stream; next appends it, in
 // order with the commands' events, when pump ends.
 func (l *loop) queueOwn(ev proto.Message) {
-	if l.retiring {
+	if l.handover.retiring {
 		return // the endpoint stream is the new owner's grain's to append to
 	}
 	l.own = append(l.own, ev)

@@ -47,7 +47,7 @@ func (l *loop) onSlot(ctx actor.Context) {
 	probe := l.probeAsked
 	l.probeAsked = false
 	switch {
-	case !l.attempting() || len(l.ready) == 0 || l.running+l.elsewhere >= l.maxInFlight():
+	case !l.attempting() || len(l.ready) == 0 || l.running+l.handover.elsewhere >= l.maxInFlight():
 		l.release()
 		if probe {
 			l.breaker.Cancel()

@@ -42,11 +42,31 @@ import (
 // msgMoved is a retiring grain's refusal.
 const msgMoved = "the endpoint's partition moved to another member; retry"
 
+// handover carries out, on the loop, the moves of the endpoint's
+// partition between members: retiring from the old owner, and holding
+// the deliveries of the attempts it still ran on the new one. Owned by the
+// actor, like the loop.
+type handover struct {
+	l *loop
+	// elsewhere counts the flights in stageElsewhere; checking is set
+	// while their outcomes are looked up and recheck when a wake came
+	// meanwhile.
+	elsewhere         int
+	checking, recheck bool
+	// handed are the deliveries whose previous owner's attempt ran out of
+	// time unrecorded, whose stream the next pull reads first.
+	handed map[string]struct{}
+	// retiring is set once the placement gave the endpoint to another
+	// member.
+	retiring bool
+}
+
 // retire lets go of everything the grain holds but the deliveries it is
 // attempting or appending to (their outcomes are recorded here), and
 // reports whether it holds nothing any more: the grain stops then.
-func (l *loop) retire(ctx actor.Context) bool {
-	l.retiring = true
+func (h *handover) retire(ctx actor.Context) bool {
+	l := h.l
+	h.retiring = true
 	l.own = nil
 	l.recovery.run = nil // resumed by the new owner from the endpoint stream
 	l.refuseSkips(ctx, &internalv1.GrainError{Code: internalv1.GrainError_CODE_UNAVAILABLE, Message: msgMoved})
@@ -58,12 +78,13 @@ func (l *loop) retire(ctx actor.Context) bool {
 		l.timer()
 		l.timer, l.timerAt = nil, time.Time{}
 	}
-	return l.retireStep(ctx)
+	return h.retireStep(ctx)
 }
 
 // retireStep lets go of the flights a retiring grain does not finish, and
 // stops the grain once none is left. It reports whether it stopped.
-func (l *loop) retireStep(ctx actor.Context) bool {
+func (h *handover) retireStep(ctx actor.Context) bool {
+	l := h.l
 	l.ready = nil
 	for _, f := range l.flights {
 		if f.busy || f.stage == stageRecording {
@@ -90,36 +111,23 @@ func (l *loop) retireStep(ctx actor.Context) bool {
 // the messages that carry its remaining attempts and appends on (their
 // handlers pump, and pump goes no further than retireStep). Of the others
 // it notes only that their I/O has ended.
-func (l *loop) retiringWork(msg any) bool {
+func (h *handover) retiringWork(msg any) bool {
 	switch msg.(type) {
 	case *attemptDone, *recorded, *readDone, *slotGranted, *leaseReply:
 		return true
 	case *pulledDue:
-		l.pulling = false
+		h.l.pulling = false
 	case *elsewhereChecked:
-		l.checking = false
+		h.checking = false
 	}
 	return false
-}
-
-// letGo forgets a flight without an outcome (it stays due, or it ended);
-// its replays and skip have been answered.
-func (l *loop) letGo(f *flight) {
-	l.unbusy(f)
-	l.forgetLease(f)
-	if f.stage == stageElsewhere {
-		l.elsewhere--
-		if l.cfg.Outcomes != nil {
-			l.cfg.Outcomes.Unwatch(f.item.DeliveryID)
-		}
-	}
-	delete(l.flights, f.item.DeliveryID)
 }
 
 // awaitPredecessor holds, as the grain starts, the deliveries that the
 // member which handed the endpoint's partition to this node was still
 // attempting then, and looks up whether their outcomes are applied.
-func (l *loop) awaitPredecessor(ctx actor.Context) {
+func (h *handover) awaitPredecessor(ctx actor.Context) {
+	l := h.l
 	if l.cfg.StillRunning == nil || l.cfg.Outcomes == nil {
 		return
 	}
@@ -135,11 +143,11 @@ func (l *loop) awaitPredecessor(ctx actor.Context) {
 			item:  due.Item{DeliveryID: r.DeliveryID, EndpointID: l.id},
 			stage: stageElsewhere, elsewhere: r,
 		}
-		l.elsewhere++
+		h.elsewhere++
 	}
-	if l.elsewhere > 0 {
-		l.log.Debug("endpoint grain waits for the attempts its partition's previous owner still runs", "attempts", l.elsewhere)
-		l.checkElsewhere(ctx)
+	if h.elsewhere > 0 {
+		l.log.Debug("endpoint grain waits for the attempts its partition's previous owner still runs", "attempts", h.elsewhere)
+		h.checkElsewhere(ctx)
 	}
 }
 
@@ -154,12 +162,13 @@ type elsewhereChecked struct {
 // checkElsewhere looks up, off the mailbox, whether the outcomes of the
 // previous owner's attempts are applied: once its grain is woken (the due
 // index wakes it for each such outcome) and when it starts.
-func (l *loop) checkElsewhere(ctx actor.Context) {
-	if l.elsewhere == 0 {
+func (h *handover) checkElsewhere(ctx actor.Context) {
+	l := h.l
+	if h.elsewhere == 0 {
 		return
 	}
-	if l.checking {
-		l.recheck = true
+	if h.checking {
+		h.recheck = true
 		return
 	}
 	var rs []Running
@@ -168,7 +177,7 @@ func (l *loop) checkElsewhere(ctx actor.Context) {
 			rs = append(rs, f.elsewhere)
 		}
 	}
-	l.checking = true
+	h.checking = true
 	out, proj := l.cfg.Outcomes, l.cfg.Projections
 	l.async(ctx, l.cfg.IOTimeout, func(context.Context) any {
 		var done []string
@@ -191,11 +200,12 @@ func (l *loop) checkElsewhere(ctx actor.Context) {
 // owner recorded and this node applied: due again or not, they are pulled
 // as any other. A pull that read the index before that outcome skips them
 // (settled).
-func (l *loop) onElsewhereChecked(ctx actor.Context, m *elsewhereChecked) {
-	l.checking = false
+func (h *handover) onElsewhereChecked(ctx actor.Context, m *elsewhereChecked) {
+	l := h.l
+	h.checking = false
 	if m.err != nil {
 		l.log.Warn("endpoint grain cannot look up the outcome of an attempt its partition's previous owner ran; looking again shortly", "error", m.err)
-		l.recheck = false
+		h.recheck = false
 		l.arm(ctx, l.cfg.Now().Add(time.Second))
 		return
 	}
@@ -205,11 +215,11 @@ func (l *loop) onElsewhereChecked(ctx actor.Context, m *elsewhereChecked) {
 			continue
 		}
 		l.settled[id] = m.applied
-		l.releaseElsewhere(f)
+		h.releaseElsewhere(f)
 	}
-	if l.recheck {
-		l.recheck = false
-		l.checkElsewhere(ctx)
+	if h.recheck {
+		h.recheck = false
+		h.checkElsewhere(ctx)
 	}
 	l.wantPull = true
 	l.pump(ctx)
@@ -217,17 +227,18 @@ func (l *loop) onElsewhereChecked(ctx actor.Context, m *elsewhereChecked) {
 
 // releaseElsewhere lets go of a delivery the previous owner attempted; the
 // replays that came for it meanwhile wait for room among the flights.
-func (l *loop) releaseElsewhere(f *flight) {
-	l.replays.waiting = append(l.replays.waiting, f.replays...)
+func (h *handover) releaseElsewhere(f *flight) {
+	h.l.replays.waiting = append(h.l.replays.waiting, f.replays...)
 	f.replays = nil
-	l.letGo(f)
+	h.l.letGo(f)
 }
 
 // expireElsewhere lets go of the deliveries whose attempt has run out of
 // time on the previous owner with no outcome applied here: their streams
 // are read before they are attempted (a late outcome fences this grain's
 // append). It returns when the next of those left runs out (zero: none).
-func (l *loop) expireElsewhere(now time.Time) time.Time {
+func (h *handover) expireElsewhere(now time.Time) time.Time {
+	l := h.l
 	var next time.Time
 	for id, f := range l.flights {
 		if f.stage != stageElsewhere {
@@ -238,10 +249,10 @@ func (l *loop) expireElsewhere(now time.Time) time.Time {
 			continue
 		}
 		l.log.Warn("the attempt of a delivery that the partition's previous owner ran is out of time with no outcome recorded; its stream is read before it is attempted here", "delivery_id", id)
-		if len(l.handed) < maxStale {
-			l.handed[id] = struct{}{}
+		if len(h.handed) < maxStale {
+			h.handed[id] = struct{}{}
 		}
-		l.releaseElsewhere(f)
+		h.releaseElsewhere(f)
 		l.wantPull = true
 	}
 	return next

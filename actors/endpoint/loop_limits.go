@@ -77,7 +77,7 @@ func (l *loop) startReady(ctx actor.Context, now time.Time) time.Time {
 	l.tuneLimiter(now)
 	l.promote()
 	for l.asks < len(l.ready) {
-		if l.asks+l.running+l.elsewhere >= l.maxInFlight() {
+		if l.asks+l.running+l.handover.elsewhere >= l.maxInFlight() {
 			l.holds.set(now, holdInFlight)
 			return time.Time{} // an outcome pumps again
 		}

@@ -141,7 +141,7 @@ const checkpointEvery = time.Second
 func (l *loop) checkpointOrder(ctx actor.Context, now time.Time, all bool) {
 	c := &l.ckpt
 	seqs := l.cfg.Sequences
-	if seqs == nil || c.writing || l.retiring || !l.state.Live() || (!all && now.Before(c.next)) {
+	if seqs == nil || c.writing || l.handover.retiring || !l.state.Live() || (!all && now.Before(c.next)) {
 		return
 	}
 	c.next = now.Add(checkpointEvery)

@@ -83,10 +83,10 @@ func (l *loop) onPulled(ctx actor.Context, m *pulledDue) {
 			continue
 		}
 		_, stale := l.stale[it.DeliveryID]
-		if _, handed := l.handed[it.DeliveryID]; handed {
+		if _, handed := l.handover.handed[it.DeliveryID]; handed {
 			// The previous owner's attempt of it ran out of time with no
 			// outcome here: read its stream first (loop_handover.go).
-			delete(l.handed, it.DeliveryID)
+			delete(l.handover.handed, it.DeliveryID)
 			stale = true
 		}
 		if settled && !stale && it.Class == due.ClassNew && it.Attempts == 0 && !it.Manual && len(l.stale) < maxStale {

@@ -170,6 +170,20 @@ func (l *loop) drop(ctx actor.Context, f *flight) {
 	}
 }
 
+// letGo forgets a flight without an outcome (it stays due, or it ended);
+// its replays and skip have been answered.
+func (l *loop) letGo(f *flight) {
+	l.unbusy(f)
+	l.forgetLease(f)
+	if f.stage == stageElsewhere {
+		l.handover.elsewhere--
+		if l.cfg.Outcomes != nil {
+			l.cfg.Outcomes.Unwatch(f.item.DeliveryID)
+		}
+	}
+	delete(l.flights, f.item.DeliveryID)
+}
+
 // encodeDelivery gives a delivery event of partition p a deterministic id whose cause is
 // the activation, the revision it goes to and a digest of its content: a
 // retried append is idempotent, while another activation appending at the
