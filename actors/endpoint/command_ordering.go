@@ -8,11 +8,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/actors/command"
-	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/due"
 	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
-	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
@@ -103,14 +101,6 @@ func keyView(k due.KeyState, now time.Time) *controlv1.OrderingKey {
 	return v
 }
 
-// skipOrder is a skip of a key's head to carry out.
-type skipOrder struct {
-	sender    *actor.PID
-	by        *hooklinev1.Actor
-	requestID string
-	key       due.KeyState
-}
-
 // handleSkipOrderingKey ends a key's head: it finds the head in the due
 // index and its event in the history, holds the head's delivery as a
 // flight (reading its stream) and appends OrderingKeySkipped to it.
@@ -156,50 +146,6 @@ func (g *grain) handleSkipOrderingKey(ctx actor.Context, r *request) {
 			refuse(ctx, r.Sender, command.FailedPrecondition("head_delivery_id", "ordering key %q has moved on: its head is now %s, not %s; list the keys again", key, f.k.Head, want))
 			return
 		}
-		g.loop.skip(ctx, &skipOrder{sender: r.Sender, by: r.Cmd.GetIssuedBy(), requestID: r.Cmd.GetRequestId(), key: f.k}, f.d)
+		g.loop.skips.start(ctx, &skipOrder{sender: r.Sender, by: r.Cmd.GetIssuedBy(), requestID: r.Cmd.GetRequestId(), key: f.k}, f.d)
 	})
-}
-
-// skip holds the key's head as a flight and appends its
-// OrderingKeySkipped once its stream is read. A head held already (being
-// attempted, or about to be, here or by the partition's previous owner) is
-// not skipped under it: the caller retries.
-func (l *loop) skip(ctx actor.Context, o *skipOrder, d history.Delivery) {
-	if l.skipLater(o, d) {
-		return // until the grain knows what its predecessors attempt
-	}
-	if _, held := l.flights[d.ID]; held {
-		reply(ctx, o.sender, errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, "the key's head "+d.ID+" is being attempted; retry the skip in a moment"))
-		return
-	}
-	f := &flight{item: due.Item{
-		DeliveryID: d.ID, TenantID: d.TenantID, EventID: d.EventID, EventType: d.EventType, EndpointID: d.EndpointID,
-		ConfigVersion: d.ConfigVersion, Class: due.ClassRetry, Manual: true, DueAt: l.cfg.Now(),
-		PlannedAt: d.PlannedAt, ExpiresAt: d.ExpiresAt, OrderingKey: o.key.OrderingKey,
-	}, skipping: o}
-	l.flights[d.ID] = f
-	l.read(ctx, f)
-}
-
-// appendSkip appends the flight's OrderingKeySkipped.
-func (l *loop) appendSkip(ctx actor.Context, f *flight) {
-	o := f.skipping
-	l.record(ctx, f, &hooklinev1.OrderingKeySkipped{
-		TenantId: f.item.TenantID, EndpointId: l.id, DeliveryId: f.item.DeliveryID, EventId: f.item.EventID,
-		OrderingKey: o.key.OrderingKey, IssuedBy: o.by, At: timestamppb.New(l.cfg.Now()), RequestId: o.requestID,
-	})
-}
-
-// skipped answers a skip whose OrderingKeySkipped is durable and lets the
-// head go.
-func (l *loop) skipped(ctx actor.Context, f *flight, pos events.Position) {
-	o := f.skipping
-	f.skipping = nil
-	v := keyView(o.key, l.cfg.Now())
-	v.State = "skipped"
-	reply(ctx, o.sender, &internalv1.EndpointReply{OrderingKey: v})
-	l.unbusy(f)
-	delete(l.flights, f.item.DeliveryID)
-	l.settled[f.item.DeliveryID] = pos
-	l.pump(ctx)
 }

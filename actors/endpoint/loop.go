@@ -90,9 +90,8 @@ type loop struct {
 	// handover carries out the moves of the endpoint's partition
 	// (loop_handover.go).
 	handover handover
-	// skips are skips of ordering keys' heads that came before the grain
-	// caught up: they wait for it (loop_handover.go).
-	skips []laterSkip
+	// skips carries out the skips of ordering keys' heads (loop_skip.go).
+	skips skips
 
 	breaker *Breaker
 	limiter *rate.Limiter
@@ -134,7 +133,7 @@ func newLoop(g *grain) *loop {
 		flights: map[string]*flight{}, settled: map[string]events.Position{}, stale: map[string]struct{}{},
 	}
 	l.handover = handover{l: l, handed: map[string]struct{}{}}
-	l.recovery.l, l.replays.l = l, l
+	l.recovery.l, l.replays.l, l.skips.l = l, l, l
 	return l
 }
 
@@ -281,7 +280,7 @@ func (l *loop) onCaughtUp(ctx actor.Context, m *caughtUp) {
 	l.caughtUp = true
 	l.wantPull = true
 	l.handover.awaitPredecessor(ctx)
-	l.skipNow(ctx)
+	l.skips.startWaiting(ctx)
 	l.recovery.resume(ctx)
 	l.pump(ctx)
 }

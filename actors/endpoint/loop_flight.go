@@ -188,7 +188,7 @@ func (l *loop) onRead(ctx actor.Context, m *readDone) {
 		return
 	}
 	if f.skipping != nil {
-		l.appendSkip(ctx, f)
+		l.skips.record(ctx, f)
 		return
 	}
 	if len(f.replays) > 0 {

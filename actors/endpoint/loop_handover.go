@@ -8,7 +8,6 @@ import (
 
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections/due"
-	"github.com/hookline/hookline/projections/history"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
 )
 
@@ -30,8 +29,8 @@ import (
 //     outcome). So the move's pause does not wait for the running
 //     attempts, and none is cut or repeated;
 //   - a skip of an ordering key's head that comes before the new grain
-//     knows which of them it holds waits until it does (skipLater), and is
-//     then refused as a skip under the grain's own attempt is, while the
+//     knows which of them it holds waits until it does (loop_skip.go), and
+//     is then refused as a skip under the grain's own attempt is, while the
 //     head's attempt may still run elsewhere.
 //
 // The record of the next move, and a takeover from a member that dies,
@@ -69,7 +68,7 @@ func (h *handover) retire(ctx actor.Context) bool {
 	h.retiring = true
 	l.own = nil
 	l.recovery.run = nil // resumed by the new owner from the endpoint stream
-	l.refuseSkips(ctx, &internalv1.GrainError{Code: internalv1.GrainError_CODE_UNAVAILABLE, Message: msgMoved})
+	l.skips.refuseWaiting(ctx, &internalv1.GrainError{Code: internalv1.GrainError_CODE_UNAVAILABLE, Message: msgMoved})
 	for _, o := range l.replays.waiting {
 		l.replays.abandon(ctx, o, internalv1.GrainError_CODE_UNAVAILABLE, msgMoved)
 	}
@@ -256,43 +255,4 @@ func (h *handover) expireElsewhere(now time.Time) time.Time {
 		l.wantPull = true
 	}
 	return next
-}
-
-// laterSkip is a skip of an ordering key's head that came before the grain
-// caught up.
-type laterSkip struct {
-	o *skipOrder
-	d history.Delivery
-}
-
-// skipLater keeps a skip that comes before the grain has caught up, and
-// reports whether it did: until then the grain has not read which
-// deliveries its partition's previous owners may still be attempting
-// (awaitPredecessor), so it cannot tell whether the head is one of them.
-// skipNow carries it out once it has.
-func (l *loop) skipLater(o *skipOrder, d history.Delivery) bool {
-	if l.caughtUp {
-		return false
-	}
-	l.log.Debug("a skip waits until the endpoint grain has caught up", "delivery_id", d.ID)
-	l.skips = append(l.skips, laterSkip{o: o, d: d})
-	return true
-}
-
-// skipNow carries out the skips that waited for the grain to catch up.
-func (l *loop) skipNow(ctx actor.Context) {
-	skips := l.skips
-	l.skips = nil
-	for _, s := range skips {
-		l.skip(ctx, s.o, s.d)
-	}
-}
-
-// refuseSkips answers the skips still waiting with e: the grain stops, or
-// retires.
-func (l *loop) refuseSkips(ctx actor.Context, e *internalv1.GrainError) {
-	for _, s := range l.skips {
-		reply(ctx, s.o.sender, &internalv1.EndpointReply{Error: e})
-	}
-	l.skips = nil
 }

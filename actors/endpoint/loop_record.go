@@ -96,7 +96,7 @@ func (l *loop) onRecorded(ctx actor.Context, m *recorded) {
 		return
 	}
 	if _, ok := m.msgs[0].(*hooklinev1.OrderingKeySkipped); ok {
-		l.skipped(ctx, f, m.res.Position)
+		l.skips.recorded(ctx, f, m.res.Position)
 		return
 	}
 	// An outcome: the flight is settled.

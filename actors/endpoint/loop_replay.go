@@ -172,7 +172,7 @@ func (r *replays) abandonAll(ctx actor.Context, e *internalv1.GrainError) {
 		answer(o)
 	}
 	r.waiting = nil
-	l.refuseSkips(ctx, e)
+	l.skips.refuseWaiting(ctx, e)
 }
 
 // deliveryView is the delivery as a replay answers it: pending, with the
