@@ -165,7 +165,7 @@ func (g *grain) startLoop(ctx actor.Context) {
 	}
 	g.loop = newLoop(g)
 	g.loop.catchUp(ctx)
-	g.loop.prefetchLease(ctx)
+	g.loop.lease.prefetch(ctx)
 }
 
 // idle reports whether the delivery loop holds nothing that passivating

@@ -133,7 +133,7 @@ func newLoop(g *grain) *loop {
 		flights: map[string]*flight{}, settled: map[string]events.Position{}, stale: map[string]struct{}{},
 	}
 	l.handover = handover{l: l, handed: map[string]struct{}{}}
-	l.recovery.l, l.replays.l, l.skips.l = l, l, l
+	l.recovery.l, l.replays.l, l.skips.l, l.lease.l = l, l, l, l
 	return l
 }
 
@@ -248,7 +248,7 @@ func (l *loop) receive(ctx actor.Context, msg any) {
 	case *recorded:
 		l.onRecorded(ctx, m)
 	case *leaseReply:
-		l.onLease(ctx, m)
+		l.lease.onReply(ctx, m)
 	case *recoverPage:
 		l.recovery.onPage(ctx, m)
 	case *recoverList:

@@ -55,6 +55,7 @@ const (
 // in-flight limit's worth of attempts per endpoint and move, when its
 // first lease grants fewer than it started, and as much per late renewal.
 type leaseState struct {
+	l *loop
 	leaseBucket
 	granted  time.Time    // when the current lease began, as seen here
 	next     *leaseBucket // the next period's, granted ahead
@@ -97,14 +98,14 @@ type leaseReply struct {
 	ahead bool // asked ahead, while the current lease was valid
 }
 
-// leaseAllows reports whether the lease covers one more attempt at now; if
+// allows reports whether the lease covers one more attempt at now; if
 // not, it asks for a new one, and returns when to look again (zero: the
 // reply pumps).
-func (l *loop) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
+func (ls *leaseState) allows(ctx actor.Context, now time.Time) (bool, time.Time) {
+	l := ls.l
 	if l.cfg.Grains == nil {
 		return true, time.Time{}
 	}
-	ls := &l.lease
 	if ls.next != nil && (!now.Before(ls.expires) || ls.attempts <= 0 && ls.next.attempts > 0) {
 		// The current lease ended, or it is used up while the next
 		// period's is in hand: go on under the next one. Started early,
@@ -123,14 +124,14 @@ func (l *loop) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
 		ahead = ls.expires.Add(-ls.expires.Sub(ls.granted) / 4)
 		if !now.Before(ahead) && !ls.asking {
 			ls.aheadFor = ls.expires
-			l.askLease(ctx, true)
+			ls.ask(ctx, true)
 		}
 	}
 	if ls.expires.IsZero() && !ls.triedFirst { // never had a lease
 		ls.triedFirst = true
 		if l.cfg.ProvisionalLease != nil && l.cfg.ProvisionalLease(l.partition()) {
 			if !ls.asking {
-				l.askLease(ctx, false)
+				ls.ask(ctx, false)
 			}
 			n := int32(l.maxInFlight())
 			ls.leaseBucket = leaseBucket{attempts: n, total: n, inFlight: n, expires: now.Add(l.cfg.LeaseTimeout)}
@@ -148,7 +149,7 @@ func (l *loop) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
 		ls.provisional, valid = n, true
 	}
 	if valid {
-		l.askEarly(ctx, now)
+		ls.askEarly(ctx, now)
 	}
 	if valid && ls.attempts > 0 && int32(l.asks+l.running) < ls.inFlight {
 		return true, time.Time{}
@@ -171,15 +172,15 @@ func (l *loop) leaseAllows(ctx actor.Context, now time.Time) (bool, time.Time) {
 		}
 		return false, ls.expires
 	}
-	l.askLease(ctx, false)
+	ls.ask(ctx, false)
 	return false, time.Time{}
 }
 
-// useLease counts an attempt against the lease.
-func (l *loop) useLease(ctx actor.Context, now time.Time) {
-	if l.cfg.Grains != nil {
-		l.lease.attempts--
-		l.askEarly(ctx, now)
+// use counts an attempt against the lease.
+func (ls *leaseState) use(ctx actor.Context, now time.Time) {
+	if ls.l.cfg.Grains != nil {
+		ls.attempts--
+		ls.askEarly(ctx, now)
 	}
 }
 
@@ -193,29 +194,29 @@ func (l *loop) useLease(ctx actor.Context, now time.Time) {
 // used less than half of its lease holds the rest of the tenant's budget
 // for the period already, and does not ask for more. It asks no more once
 // the tenant granted none (dry), nor with the next period's lease in hand.
-func (l *loop) askEarly(ctx actor.Context, now time.Time) {
-	ls := &l.lease
+func (ls *leaseState) askEarly(ctx actor.Context, now time.Time) {
 	if ls.asking || ls.dry || ls.provisional > 0 || ls.next != nil || ls.attempts <= 0 ||
-		ls.attempts > int32(l.maxInFlight()) || ls.total-ls.attempts < ls.attempts || !now.Before(ls.expires) {
+		ls.attempts > int32(ls.l.maxInFlight()) || ls.total-ls.attempts < ls.attempts || !now.Before(ls.expires) {
 		return
 	}
 	ls.earlyFor = ls.expires
-	l.askLease(ctx, false)
+	ls.ask(ctx, false)
 }
 
-// prefetchLease asks for a first lease while the loop catches up, so that
-// a grain activated for due work (a partition moved here, a wake) does
-// not wait for the answer after its catch-up.
-func (l *loop) prefetchLease(ctx actor.Context) {
-	if l.cfg.Grains != nil && !l.lease.asking && l.state.TenantID != "" {
-		l.askLease(ctx, false)
+// prefetch asks for a first lease while the loop catches up, so that a
+// grain activated for due work (a partition moved here, a wake) does not
+// wait for the answer after its catch-up.
+func (ls *leaseState) prefetch(ctx actor.Context) {
+	if ls.l.cfg.Grains != nil && !ls.asking && ls.l.state.TenantID != "" {
+		ls.ask(ctx, false)
 	}
 }
 
-// askLease asks the tenant grain for a lease, off the mailbox; ahead
-// while the current one is valid.
-func (l *loop) askLease(ctx actor.Context, ahead bool) {
-	l.lease.asking = true
+// ask asks the tenant grain for a lease, off the mailbox; ahead while the
+// current one is valid.
+func (ls *leaseState) ask(ctx actor.Context, ahead bool) {
+	l := ls.l
+	ls.asking = true
 	grains, tenantID := l.cfg.Grains, l.state.TenantID
 	want := &internalv1.TenantCommand{Command: &internalv1.TenantCommand_Lease{Lease: &internalv1.QuotaLeaseRequest{
 		EndpointId: l.id, WantAttempts: int32(len(l.ready) + l.maxInFlight()), WantInFlight: int32(l.maxInFlight()),
@@ -238,11 +239,11 @@ func (l *loop) askLease(ctx actor.Context, ahead bool) {
 	})
 }
 
-// onLease takes the tenant grain's lease, or a fallback lease when it
+// onReply takes the tenant grain's lease, or a fallback lease when it
 // could not be reached: the current one, or the next one when the current
 // is still valid and the answer is for the period after it.
-func (l *loop) onLease(ctx actor.Context, m *leaseReply) {
-	ls := &l.lease
+func (ls *leaseState) onReply(ctx actor.Context, m *leaseReply) {
+	l := ls.l
 	ls.asking = false
 	now := l.cfg.Now()
 	valid := now.Before(ls.expires)

@@ -81,7 +81,7 @@ func (l *loop) startReady(ctx actor.Context, now time.Time) time.Time {
 			l.holds.set(now, holdInFlight)
 			return time.Time{} // an outcome pumps again
 		}
-		if ok, retry := l.leaseAllows(ctx, now); !ok {
+		if ok, retry := l.lease.allows(ctx, now); !ok {
 			l.holds.set(now, holdQuota)
 			return retry
 		}
@@ -108,7 +108,7 @@ func (l *loop) startReady(ctx actor.Context, now time.Time) time.Time {
 		c := l.ready[l.asks].class()
 		l.asks++
 		l.probeAsked = l.probeAsked || probe
-		l.useLease(ctx, now)
+		l.lease.use(ctx, now)
 		l.acquire(ctx, c)
 		if probe {
 			if l.asks < len(l.ready) {
