@@ -1,17 +1,13 @@
 package endpoint
 
 import (
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hookline/hookline/actors/command"
 	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/proto/gen/hookline/internalv1"
-	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 )
 
@@ -45,9 +41,6 @@ const (
 	MaxPullMax     = maxPullMax
 )
 
-// pullMode reports whether the endpoint is pulled by a consumer.
-func (l *loop) pullMode() bool { return l.state.Config.GetPull() }
-
 // handlePull leases up to the asked number of ready deliveries.
 func (g *grain) handlePull(ctx actor.Context, r *request) {
 	rq := r.Cmd.GetPull()
@@ -74,7 +67,7 @@ func (g *grain) handlePull(ctx actor.Context, r *request) {
 	if lease == 0 {
 		lease = defaultLease
 	}
-	msgs, err := g.loop.leaseReady(ctx, n, lease)
+	msgs, err := g.loop.leased.take(ctx, n, lease)
 	if err != nil {
 		g.log.Error("endpoint grain cannot lease its deliveries", "error", err)
 		reply(ctx, r.Sender, errReplyOf(internalv1.GrainError_CODE_UNAVAILABLE, "cannot sign the deliveries; retry"))
@@ -82,50 +75,6 @@ func (g *grain) handlePull(ctx actor.Context, r *request) {
 	}
 	reply(ctx, r.Sender, &internalv1.EndpointReply{Pulled: &controlv1.PullDeliveriesResponse{Messages: msgs}})
 	g.loop.wake(ctx) // pull more from the index for the next consumer call
-}
-
-// leaseReady takes up to n ready flights, signs each as an attempt started now
-// and leases it for d. A flight whose tenant's payloads were erased since
-// it was read ends failed instead, unseen; while the endpoint's partition
-// drains for a hand-over it leases none (the consumer's next pull reaches
-// the next owner).
-func (l *loop) leaseReady(ctx actor.Context, n int, d time.Duration) ([]*controlv1.PulledMessage, error) {
-	now := l.cfg.Now()
-	var out []*controlv1.PulledMessage
-	for len(out) < n && len(l.ready) > 0 {
-		f := l.ready[0]
-		if l.erased(f) {
-			l.ready = l.ready[1:]
-			l.recordGone(ctx, f, hooklinev1.ErrorClass_ERROR_CLASS_ERASED, "the tenant's payloads were erased before the pull")
-			continue
-		}
-		req, err := l.request(f)
-		if err != nil {
-			return out, err
-		}
-		h, err := attempt.Headers(req, now)
-		if err != nil {
-			return out, err
-		}
-		until := now.Add(d)
-		if !l.cfg.Drain.Lease(Running{EndpointID: l.id, DeliveryID: f.item.DeliveryID, Attempt: f.d.attempts + 1, Until: until.Add(l.cfg.IOTimeout)}) {
-			break // the partition is being handed over: the next owner offers it
-		}
-		l.ready = l.ready[1:]
-		l.startLineage(f, now)
-		f.stage, f.leasedAt, f.leasedUntil = stageLeased, now, until
-		l.leased++
-		l.noteDue(f.leasedUntil)
-		m := &controlv1.PulledMessage{
-			DeliveryId: f.item.DeliveryID, EventId: f.item.EventID, Type: f.eventType(),
-			Headers: map[string]string{}, Body: req.Payload, LeaseExpiresAt: timestamppb.New(f.leasedUntil),
-		}
-		for k, v := range h {
-			m.Headers[strings.ToLower(k)] = strings.Join(v, ", ")
-		}
-		out = append(out, m)
-	}
-	return out, nil
 }
 
 // handleAck records each leased delivery named as acknowledged.
@@ -151,57 +100,9 @@ func (g *grain) handleAck(ctx actor.Context, r *request) {
 			res.NotAcked = append(res.NotAcked, id)
 			continue
 		}
-		g.loop.settleLease(ctx, f, attempt.Outcome{Started: f.leasedAt, Finished: now, Latency: now.Sub(f.leasedAt), Class: attempt.Success{}})
+		g.loop.leased.settle(ctx, f, attempt.Outcome{Started: f.leasedAt, Finished: now, Latency: now.Sub(f.leasedAt), Class: attempt.Success{}})
 		res.Acked++
 	}
 	reply(ctx, r.Sender, &internalv1.EndpointReply{Acked: res})
 	g.loop.pump(ctx)
-}
-
-// expireLeases records the leases that ended unacknowledged as failed
-// attempts, and returns when the next one ends (zero: none).
-func (l *loop) expireLeases(ctx actor.Context, now time.Time) time.Time {
-	var next time.Time
-	for _, f := range l.flights {
-		if f.stage != stageLeased {
-			continue
-		}
-		if now.Before(f.leasedUntil) {
-			next = earliestOf(next, f.leasedUntil)
-			continue
-		}
-		l.settleLease(ctx, f, attempt.Outcome{
-			Started: f.leasedAt, Finished: now, Latency: now.Sub(f.leasedAt), Class: attempt.Retryable{},
-			ErrorClass: hooklinev1.ErrorClass_ERROR_CLASS_TIMEOUT,
-			Error:      fmt.Sprintf("pulled, not acknowledged within its %v lease", f.leasedUntil.Sub(f.leasedAt).Round(time.Second)),
-		})
-	}
-	return next
-}
-
-// settleLease records a leased flight's outcome. The Drain lists the lease
-// until the outcome is recorded, as it does an attempt (busy).
-func (l *loop) settleLease(ctx actor.Context, f *flight, o attempt.Outcome) {
-	l.leased--
-	f.busy = true
-	l.busy++
-	f.outcome = &o
-	l.record(ctx, f, l.outcomeEvent(f, o, l.cfg.Now()))
-}
-
-// forgetLease lets go of a leased flight's lease without an outcome (the
-// grain stops, or retires: a hand-over lists the lease).
-func (l *loop) forgetLease(f *flight) {
-	if f.stage == stageLeased {
-		l.leased--
-		l.cfg.Drain.End(l.id, f.item.DeliveryID)
-	}
-}
-
-// earliestOf returns the earlier of two times, zero meaning none.
-func earliestOf(a, b time.Time) time.Time {
-	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
-		return b
-	}
-	return a
 }

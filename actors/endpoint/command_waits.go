@@ -94,7 +94,7 @@ func (g *grain) waitOf(id string, now time.Time) *controlv1.DeliveryWait {
 		case stageReading:
 			return &controlv1.DeliveryWait{Reason: "due", Detail: "due: its event is being read for an attempt"}
 		case stageReady:
-			if l.pullMode() {
+			if l.state.Config.GetPull() {
 				return g.pullWait()
 			}
 			return l.heldBy(now)

@@ -65,7 +65,7 @@ type loop struct {
 	asks         int                // slots asked of the dispatcher, not granted yet
 	probeAsked   bool               // one of the asks is the breaker's half-open probe
 	running      int                // attempts out
-	leased       int                // flights in stageLeased (command_pull.go)
+	leased       pullLeases         // a pull endpoint's leases (loop_pull_leases.go)
 	pulling      bool
 	wantPull     bool
 	// settled are the deliveries whose outcome this activation appended,
@@ -133,7 +133,7 @@ func newLoop(g *grain) *loop {
 		flights: map[string]*flight{}, settled: map[string]events.Position{}, stale: map[string]struct{}{},
 	}
 	l.handover = handover{l: l, handed: map[string]struct{}{}}
-	l.recovery.l, l.replays.l, l.skips.l, l.lease.l = l, l, l, l
+	l.recovery.l, l.replays.l, l.skips.l, l.lease.l, l.leased.l = l, l, l, l, l
 	return l
 }
 
@@ -306,7 +306,7 @@ func (l *loop) ownRecorded(ctx actor.Context) {
 // endpoint's consumer takes its ready deliveries instead (a slot asked for
 // before a switch to pull goes back unused).
 func (l *loop) attempting() bool {
-	return !l.handover.retiring && !l.pullMode() && l.state.Live() && l.state.Status == controlv1.Endpoint_STATUS_ACTIVE && !l.gone && !l.cfg.Drain.Draining(l.id)
+	return !l.handover.retiring && !l.state.Config.GetPull() && l.state.Live() && l.state.Status == controlv1.Endpoint_STATUS_ACTIVE && !l.gone && !l.cfg.Drain.Draining(l.id)
 }
 
 // paused reports whether the endpoint exists and is paused or disabled: it
@@ -369,10 +369,10 @@ func (l *loop) pump(ctx actor.Context) {
 	if l.handover.elsewhere > 0 {
 		handedOver = l.handover.expireElsewhere(now)
 	}
-	if l.leased > 0 {
+	if l.leased.count > 0 {
 		// Whatever the mode: a lease handed out before a switch to push
 		// ends too, and push takes its delivery from there.
-		wake = l.expireLeases(ctx, now)
+		wake = l.leased.expire(ctx, now)
 	}
 	if l.attempting() {
 		wake = earliestOf(wake, l.startReady(ctx, now))
@@ -422,4 +422,12 @@ func (l *loop) queueOwn(ev proto.Message) {
 		return // the endpoint stream is the new owner's grain's to append to
 	}
 	l.own = append(l.own, ev)
+}
+
+// earliestOf returns the earlier of two times, zero meaning none.
+func earliestOf(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }

@@ -174,7 +174,7 @@ func (l *loop) drop(ctx actor.Context, f *flight) {
 // its replays and skip have been answered.
 func (l *loop) letGo(f *flight) {
 	l.unbusy(f)
-	l.forgetLease(f)
+	l.leased.forget(f)
 	if f.stage == stageElsewhere {
 		l.handover.elsewhere--
 		if l.cfg.Outcomes != nil {
