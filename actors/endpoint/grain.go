@@ -173,7 +173,7 @@ func (g *grain) startLoop(ctx actor.Context) {
 // nothing would wake it to checkpoint (the Core checks its commands and
 // I/O).
 func (g *grain) idle(ctx actor.Context) bool {
-	return g.loop == nil || g.loop.idle() && !g.loop.checkpointBeforeRest(ctx)
+	return g.loop == nil || g.loop.idle() && !g.loop.ckpt.beforeRest(ctx)
 }
 
 // next does the grain's work in order until some of it starts I/O: first

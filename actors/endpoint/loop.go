@@ -110,9 +110,9 @@ type loop struct {
 
 	// replays carries out the replays (loop_replay.go).
 	replays replays
-	// ckpt is where the loop stands with the endpoint's ordering stream
-	// (loop_order.go).
-	ckpt checkpointState
+	// ckpt checkpoints the counts of the endpoint's ordering keys
+	// (loop_checkpoint.go).
+	ckpt checkpointer
 	// recovery carries out the endpoint's bulk recoveries (recovery.go).
 	recovery recoverer
 }
@@ -133,7 +133,7 @@ func newLoop(g *grain) *loop {
 		flights: map[string]*flight{}, settled: map[string]events.Position{}, stale: map[string]struct{}{},
 	}
 	l.handover = handover{l: l, handed: map[string]struct{}{}}
-	l.recovery.l, l.replays.l, l.skips.l, l.lease.l, l.leased.l = l, l, l, l, l
+	l.recovery.l, l.replays.l, l.skips.l, l.lease.l, l.leased.l, l.ckpt.l = l, l, l, l, l, l
 	return l
 }
 
@@ -258,7 +258,7 @@ func (l *loop) receive(ctx actor.Context, msg any) {
 	case *elsewhereChecked:
 		l.handover.onElsewhereChecked(ctx, m)
 	case *checkpointed:
-		l.onCheckpointed(ctx, m)
+		l.ckpt.onWritten(ctx, m)
 	}
 }
 
@@ -387,7 +387,7 @@ func (l *loop) pump(ctx actor.Context) {
 	if !wake.IsZero() {
 		l.arm(ctx, wake)
 	}
-	l.checkpointOrder(ctx, now, false)
+	l.ckpt.write(ctx, now, false)
 	if len(l.own) > 0 {
 		l.host.next(ctx)
 	}

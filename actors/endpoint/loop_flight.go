@@ -143,7 +143,7 @@ func (l *loop) read(ctx actor.Context, f *flight) {
 	if f.fresh {
 		if ev := l.cfg.events.get(eventStream(f.item)); ev != nil {
 			f.d = deliveryRead{autoPending: true, event: ev}
-			if f.item.OrderingKey == "" || l.numbered(f) {
+			if f.item.OrderingKey == "" || f.numbered(l.cfg.Payloads) {
 				l.settle(ctx, f)
 				return
 			}
