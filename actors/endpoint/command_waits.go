@@ -97,7 +97,7 @@ func (g *grain) waitOf(id string, now time.Time) *controlv1.DeliveryWait {
 			if l.state.Config.GetPull() {
 				return g.pullWait()
 			}
-			return l.heldBy(now)
+			return l.holds.wait(now, l.maxInFlight(), l.breaker)
 		}
 	}
 	switch {
@@ -109,17 +109,18 @@ func (g *grain) waitOf(id string, now time.Time) *controlv1.DeliveryWait {
 	return nil
 }
 
-// heldBy is the wait of a ready flight: the limit that holds the
-// endpoint's next attempt now.
-func (l *loop) heldBy(now time.Time) *controlv1.DeliveryWait {
-	switch l.holds.reason {
+// wait is the wait of a ready flight: the limit that holds the endpoint's
+// next attempt now. maxInFlight is the endpoint's in-flight limit and b
+// its breaker (nil until the loop first checks its limits).
+func (h *holds) wait(now time.Time, maxInFlight int, b *Breaker) *controlv1.DeliveryWait {
+	switch h.reason {
 	case holdInFlight:
-		return &controlv1.DeliveryWait{Reason: "in_flight", Detail: fmt.Sprintf("throttled: the endpoint's %d attempts in flight (its max in flight) are out; it goes when one ends", l.maxInFlight())}
+		return &controlv1.DeliveryWait{Reason: "in_flight", Detail: fmt.Sprintf("throttled: the endpoint's %d attempts in flight (its max in flight) are out; it goes when one ends", maxInFlight)}
 	case holdQuota:
 		return &controlv1.DeliveryWait{Reason: "quota", Detail: "throttled: the tenant's quota of attempts is used up for now (hookline tenants get shows it)"}
 	case holdBreaker:
-		if l.breaker != nil && now.Before(l.breaker.Until()) {
-			return circuitWait(l.breaker.Until())
+		if b != nil && now.Before(b.Until()) {
+			return circuitWait(b.Until())
 		}
 		return &controlv1.DeliveryWait{Reason: "circuit_open", Detail: "the endpoint's circuit breaker is half-open: one probe attempt decides whether attempts flow again"}
 	case holdRate:

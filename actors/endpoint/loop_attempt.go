@@ -94,7 +94,7 @@ func (l *loop) onSlot(ctx actor.Context) {
 	f.busy = true // counted by Begin
 	l.busy++
 	f.stage, f.probe = stageRunning, probe
-	l.startLineage(f, now)
+	l.holds.started(f, now, l.cfg.Spans != nil)
 	req, err := l.request(f)
 	if err != nil {
 		l.log.Error("endpoint grain cannot open its sealed secrets", "delivery_id", f.item.DeliveryID, "error", err)

@@ -32,7 +32,7 @@ func (l *loop) lowOnWork() bool {
 // by due time.
 func (l *loop) enqueue(f *flight) {
 	f.stage = stageReady
-	l.readyLineage(f, l.cfg.Now())
+	l.holds.ready(f, l.cfg.Now())
 	i, _ := slices.BinarySearchFunc(l.ready, f, func(a, b *flight) int {
 		if ca, cb := a.class(), b.class(); ca != cb {
 			return int(ca) - int(cb)
@@ -104,7 +104,7 @@ func (l *loop) startReady(ctx actor.Context, now time.Time) time.Time {
 			return now.Add(max(d, 10*time.Millisecond))
 		}
 		l.holds.set(now, holdNone)
-		l.askedLineage(l.ready[l.asks], now)
+		l.holds.asked(l.ready[l.asks], now)
 		c := l.ready[l.asks].class()
 		l.asks++
 		l.probeAsked = l.probeAsked || probe

@@ -67,31 +67,31 @@ type flightLineage struct {
 	child   bool // parent is the producer's span
 }
 
-// readyLineage notes that f became ready at now: its waits start.
-func (l *loop) readyLineage(f *flight, now time.Time) {
-	f.lin = flightLineage{readyAt: now, held: l.holds.at(now)}
+// ready notes on f's lineage that f became ready at now: its waits start.
+func (h *holds) ready(f *flight, now time.Time) {
+	f.lin = flightLineage{readyAt: now, held: h.at(now)}
 }
 
-// askedLineage notes that the limits let f through at now: what held it
-// is known; its wait for a slot starts.
-func (l *loop) askedLineage(f *flight, now time.Time) {
+// asked notes on f's lineage that the limits let f through at now: what
+// held it is known; its wait for a slot starts.
+func (h *holds) asked(f *flight, now time.Time) {
 	f.lin.askedAt = now
-	f.lin.waits = f.lin.heldSince(l.holds.at(now))
+	f.lin.waits = f.lin.heldSince(h.at(now))
 }
 
-// startLineage completes f's waits at its start, now, and gives it the
-// trace context its request carries.
-func (l *loop) startLineage(f *flight, now time.Time) {
+// started completes f's waits at its start, now, and gives it the trace
+// context its request carries (sampled: the node exports spans).
+func (h *holds) started(f *flight, now time.Time, sampled bool) {
 	fl := &f.lin
 	if fl.waits == nil || fl.askedAt.IsZero() {
-		fl.waits, fl.askedAt = fl.heldSince(l.holds.at(now)), now
+		fl.waits, fl.askedAt = fl.heldSince(h.at(now)), now
 	}
 	if !fl.readyAt.IsZero() {
 		fl.waits.TotalMs = now.Sub(fl.readyAt).Milliseconds()
 	}
 	fl.waits.SlotMs = now.Sub(fl.askedAt).Milliseconds()
 	ev := f.d.event
-	fl.trace, fl.parent, fl.child = tracing.ForAttempt(ev.GetTraceparent(), f.item.TenantID, f.item.EventID, l.cfg.Spans != nil)
+	fl.trace, fl.parent, fl.child = tracing.ForAttempt(ev.GetTraceparent(), f.item.TenantID, f.item.EventID, sampled)
 	fl.traced = true
 }
 
@@ -155,10 +155,10 @@ func (f *flight) trigger() *hooklinev1.AttemptTrigger {
 	return &hooklinev1.AttemptTrigger{Kind: hooklinev1.AttemptTrigger_KIND_SCHEDULED, DueAt: stamp(due)}
 }
 
-// exportSpans hands the attempts among msgs, now durable, to the
-// exporter.
-func (l *loop) exportSpans(msgs []proto.Message) {
-	if l.cfg.Spans == nil {
+// exportSpans hands the attempts among msgs, now durable, to spans (nil:
+// the node exports none).
+func exportSpans(spans Spans, msgs []proto.Message) {
+	if spans == nil {
 		return
 	}
 	for _, m := range msgs {
@@ -170,7 +170,7 @@ func (l *loop) exportSpans(msgs []proto.Message) {
 			a = m.GetAttempt()
 		}
 		if a.GetTrace() != nil {
-			l.cfg.Spans.Attempted(a)
+			spans.Attempted(a)
 		}
 	}
 }

@@ -51,7 +51,7 @@ func (p *pullLeases) take(ctx actor.Context, n int, d time.Duration) ([]*control
 			break // the partition is being handed over: the next owner offers it
 		}
 		l.ready = l.ready[1:]
-		l.startLineage(f, now)
+		l.holds.started(f, now, l.cfg.Spans != nil)
 		f.stage, f.leasedAt, f.leasedUntil = stageLeased, now, until
 		p.count++
 		l.noteDue(f.leasedUntil)

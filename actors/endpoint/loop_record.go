@@ -101,7 +101,7 @@ func (l *loop) onRecorded(ctx actor.Context, m *recorded) {
 	}
 	// An outcome: the flight is settled.
 	l.unbusy(f)
-	l.exportSpans(m.msgs)
+	exportSpans(l.cfg.Spans, m.msgs)
 	f.lin = flightLineage{}
 	if replayOf != nil {
 		l.recovery.progress(replayOf.GetRecoveryId())
