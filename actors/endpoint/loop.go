@@ -408,9 +408,10 @@ func (l *loop) arm(ctx actor.Context, at time.Time) {
 	l.timer = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(delay, ctx.Self(), loopTick{})
 }
 
-// noteDue remembers that a held-back delivery is due at at, for the timer.
+// noteDue remembers that a held-back delivery is due at at (zero: none),
+// for the timer.
 func (l *loop) noteDue(at time.Time) {
-	if l.nextDue.IsZero() || at.Before(l.nextDue) {
+	if !at.IsZero() && (l.nextDue.IsZero() || at.Before(l.nextDue)) {
 		l.nextDue = at
 	}
 }

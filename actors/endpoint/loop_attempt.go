@@ -3,7 +3,6 @@ package endpoint
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
@@ -76,7 +75,7 @@ func (l *loop) onSlot(ctx actor.Context) {
 			f = nil
 		}
 	}
-	if f != nil && !l.cfg.Drain.Begin(l.runningOf(f, now)) {
+	if f != nil && !l.cfg.Drain.Begin(runningOf(l.id, l.state, l.cfg.IOTimeout, f, now)) {
 		// A drain began since the check above: the flight stays ready,
 		// and the slot goes back.
 		l.ready = slices.Insert(l.ready, 0, f)
@@ -95,7 +94,7 @@ func (l *loop) onSlot(ctx actor.Context) {
 	l.busy++
 	f.stage, f.probe = stageRunning, probe
 	l.holds.started(f, now, l.cfg.Spans != nil)
-	req, err := l.request(f)
+	req, err := attemptRequest(l.state, l.cfg.Keyring, l.cfg.Now, f)
 	if err != nil {
 		l.log.Error("endpoint grain cannot open its sealed secrets", "delivery_id", f.item.DeliveryID, "error", err)
 		f.lin.traced, f.unsent = false, true // no request carried it
@@ -118,62 +117,6 @@ func (l *loop) onSlot(ctx actor.Context) {
 		return done
 	})
 	l.pump(ctx) // the next ready flight may ask for a slot
-}
-
-// runningOf names the attempt that f is about to start at now, for the
-// node's Drain: a hand-over lists it for the next owner. It has run out of
-// time once the endpoint's attempt timeout (at most MaxAttemptTimeout) and
-// the append of its outcome have.
-func (l *loop) runningOf(f *flight, now time.Time) Running {
-	timeout := time.Duration(l.state.Config.GetTimeoutMs()) * time.Millisecond
-	if timeout <= 0 || timeout > attempt.MaxAttemptTimeout {
-		timeout = attempt.MaxAttemptTimeout
-	}
-	return Running{
-		EndpointID: l.id, DeliveryID: f.item.DeliveryID, Attempt: f.d.attempts + 1,
-		Until: now.Add(timeout + l.cfg.IOTimeout),
-	}
-}
-
-// request builds an attempt: the stored bytes, signed with every live
-// secret (the current one included, so a replay uses the current secret).
-func (l *loop) request(f *flight) (attempt.Request, error) {
-	secrets, err := l.state.LiveSecrets(l.cfg.Keyring)
-	if err != nil {
-		return attempt.Request{}, err
-	}
-	seed, err := l.state.SigningKey(l.cfg.Keyring)
-	if err != nil {
-		return attempt.Request{}, err
-	}
-	headers, err := l.state.Headers(l.cfg.Keyring)
-	if err != nil {
-		return attempt.Request{}, err
-	}
-	grant, tokenKey, err := l.state.OAuth2(l.cfg.Keyring)
-	if err != nil {
-		return attempt.Request{}, err
-	}
-	clientTLS, err := l.state.ClientTLS(l.cfg.Keyring)
-	if err != nil {
-		return attempt.Request{}, err
-	}
-	password, err := l.state.URLPassword(l.cfg.Keyring)
-	if err != nil {
-		return attempt.Request{}, err
-	}
-	ev := f.d.event
-	traceparent, tracestate := f.traceHeaders()
-	return attempt.Request{
-		URL: l.state.Config.GetUrl(), URLPassword: password, DeliveryID: f.item.DeliveryID, EventID: f.item.EventID, EventType: f.eventType(),
-		OccurredAt: asTime(ev.GetOccurredAt()), SchemaVersion: ev.GetSchemaVersion(),
-		OrderingKey: f.item.OrderingKey, Sequence: f.item.Sequence,
-		Payload: ev.GetPayload(), ContentType: ev.GetContentType(), Secrets: secrets, SigningKey: seed,
-		OAuth2: grant, TokenKey: tokenKey, TLS: clientTLS,
-		Headers: headers, HeaderPrefix: l.state.Config.GetHeaderPrefix(),
-		Traceparent: traceparent, Tracestate: tracestate,
-		Timeout: time.Duration(l.state.Config.GetTimeoutMs()) * time.Millisecond, Now: l.cfg.Now,
-	}, nil
 }
 
 // onAttempt feeds an outcome to the breaker (a circuit transition, or a
@@ -220,7 +163,9 @@ func (l *loop) onAttempt(ctx actor.Context, m *attemptDone) {
 		l.queueOwn(circuit)
 	}
 	f.outcome, f.responseSeal = &o, m.responseSeal
-	l.record(ctx, f, l.outcomeEvent(f, o, now))
+	ev, next := outcomeEvent(l.cfg, l.id, l.state, f, o, now)
+	l.noteDue(next)
+	l.record(ctx, f, ev)
 	l.pump(ctx)
 }
 
@@ -242,100 +187,6 @@ func (l *loop) onErasedBeforeSend(ctx actor.Context, m *attemptDone) {
 	f.lin.traced = false // no request carried it
 	l.recordGone(ctx, f, hooklinev1.ErrorClass_ERROR_CLASS_ERASED, erasedText)
 	l.pump(ctx)
-}
-
-// outcomeEvent is the delivery event of an attempt's outcome, numbered
-// after the attempts the flight knows of.
-func (l *loop) outcomeEvent(f *flight, o attempt.Outcome, now time.Time) proto.Message {
-	n := f.d.attempts + 1
-	a := l.attemptRecord(f, o, n)
-	switch o.Class.(type) {
-	case attempt.Success:
-		return &hooklinev1.AttemptSucceeded{Attempt: a}
-	case attempt.Retryable:
-		failed := &hooklinev1.AttemptFailed{Attempt: a, Retryable: true}
-		if o.HasRetryAfter && o.RetryDelay() > 0 {
-			failed.RetryAfterMs = o.RetryDelay().Milliseconds()
-		}
-		// Decided as of the answer (its Retry-After counts from then), not
-		// of when the grain got to it: the attempt's record then says
-		// next = finished + the delay applied.
-		at := now
-		if !o.Finished.IsZero() {
-			at = o.Finished
-		}
-		next, decision := l.nextAttempt(f, n, o, at)
-		a.Retry = decision
-		if !next.IsZero() {
-			failed.NextAttemptAt = timestamppb.New(next)
-			l.noteDue(next)
-		}
-		return failed
-	}
-	a.Retry = permanentDecision(o)
-	return &hooklinev1.AttemptFailed{Attempt: a}
-}
-
-// attemptRecord is the Attempt shared by the outcome events.
-func (l *loop) attemptRecord(f *flight, o attempt.Outcome, number int32) *hooklinev1.Attempt {
-	a := &hooklinev1.Attempt{
-		TenantId: f.item.TenantID, EndpointId: l.id, DeliveryId: f.item.DeliveryID, EventId: f.item.EventID,
-		EventType: f.eventType(), Number: number, Manual: f.d.replay != nil, ConfigVersion: l.state.ConfigVersion,
-		SecretVersions: o.KeyVersions, StartedAt: timestamppb.New(o.Started), FinishedAt: timestamppb.New(o.Finished),
-		LatencyUs: o.Latency.Microseconds(), HttpStatus: int32(o.Status), ErrorClass: o.ErrorClass, Error: o.Error,
-		ResponseSha256: o.ResponseSHA256, ResponsePrefix: o.ResponsePrefix, ResponseSeal: f.responseSeal,
-		IssuedBy: &hooklinev1.Actor{Kind: hooklinev1.Actor_KIND_SYSTEM, Id: "delivery"},
-		Pulled:   !f.leasedAt.IsZero(), FromArchive: f.d.fromArchive,
-	}
-	f.orderingOf(a)
-	if f.d.replay != nil {
-		a.IssuedBy = f.d.replay.GetIssuedBy()
-	}
-	f.lineage(o, a)
-	return a
-}
-
-// nextAttempt decides when the delivery's next automatic attempt runs
-// after a retryable failure of attempt number n; zero means none (the
-// delivery ends failed).
-//
-// A manual attempt never starts automatic retries: when the delivery had
-// ended, it stays ended. When automatic retries were still pending, their
-// schedule is kept: the retry that was due runs as planned (at once if its
-// time has passed), so a failed replay neither delays nor hastens them.
-//
-// The decision, with how it was reached, goes to the attempt's lineage
-// (loop_lineage.go).
-func (l *loop) nextAttempt(f *flight, n int32, o attempt.Outcome, now time.Time) (time.Time, *hooklinev1.RetryDecision) {
-	if f.d.replay != nil {
-		if expired := f.expired(now); !f.d.autoPending || expired {
-			return time.Time{}, manualDecision(o, expired, time.Time{})
-		}
-		if !f.d.lastNext.IsZero() {
-			next := maxTime(f.d.lastNext, now)
-			return next, manualDecision(o, false, next)
-		}
-	}
-	s := l.cfg.Schedule
-	if m := l.state.Config.GetMaxAttempts(); m > 0 {
-		s.MaxAttempts = int(m)
-	}
-	planned := f.item.PlannedAt
-	if planned.IsZero() {
-		planned = now
-	}
-	if exp := f.item.ExpiresAt; !exp.IsZero() && exp.After(planned) {
-		s.Deadline = exp.Sub(planned)
-	}
-	plan := s.Plan(int(n), planned, now, o.RetryDelay(), l.cfg.Jitter)
-	return plan.Next, retryDecision(o, plan, s.MaxAttempts, planned.Add(s.Deadline))
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // sealResponse seals the response body's prefix off the grain's mailbox

@@ -270,7 +270,7 @@ func (l *loop) recordGone(ctx actor.Context, f *flight, class hooklinev1.ErrorCl
 	now := l.cfg.Now()
 	o := attempt.Outcome{Started: now, Finished: now, ErrorClass: class, Error: text}
 	f.unsent = true
-	a := l.attemptRecord(f, o, f.d.attempts+1)
+	a := attemptRecord(l.id, l.state, f, o, f.d.attempts+1)
 	a.Retry = endedDecision(text)
 	l.record(ctx, f, &hooklinev1.AttemptFailed{Attempt: a})
 }

@@ -38,7 +38,7 @@ func (p *pullLeases) take(ctx actor.Context, n int, d time.Duration) ([]*control
 			l.recordGone(ctx, f, hooklinev1.ErrorClass_ERROR_CLASS_ERASED, "the tenant's payloads were erased before the pull")
 			continue
 		}
-		req, err := l.request(f)
+		req, err := attemptRequest(l.state, l.cfg.Keyring, l.cfg.Now, f)
 		if err != nil {
 			return out, err
 		}
@@ -96,7 +96,9 @@ func (p *pullLeases) settle(ctx actor.Context, f *flight, o attempt.Outcome) {
 	f.busy = true
 	l.busy++
 	f.outcome = &o
-	l.record(ctx, f, l.outcomeEvent(f, o, l.cfg.Now()))
+	ev, next := outcomeEvent(l.cfg, l.id, l.state, f, o, l.cfg.Now())
+	l.noteDue(next)
+	l.record(ctx, f, ev)
 }
 
 // forget lets go of a leased flight's lease without an outcome (the

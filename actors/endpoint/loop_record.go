@@ -139,7 +139,9 @@ func (l *loop) recordAgain(ctx actor.Context, f *flight) {
 		f.d.autosBefore = f.d.attempts - f.d.manuals
 	}
 	o := *f.outcome
-	l.record(ctx, f, l.outcomeEvent(f, o, l.cfg.Now()))
+	ev, next := outcomeEvent(l.cfg, l.id, l.state, f, o, l.cfg.Now())
+	l.noteDue(next)
+	l.record(ctx, f, ev)
 }
 
 // unbusy marks f as no longer attempting (its outcome is recorded, or it
