@@ -62,8 +62,7 @@ type loop struct {
 	flights      map[string]*flight // held deliveries, by id
 	ready        []*flight          // flights waiting for the limits and a slot, new first
 	reading      int                // flights whose streams are being read
-	asks         int                // slots asked of the dispatcher, not granted yet
-	probeAsked   bool               // one of the asks is the breaker's half-open probe
+	slots        slots              // the node's attempt slots asked for (loop_slots.go)
 	running      int                // attempts out
 	leased       pullLeases         // a pull endpoint's leases (loop_pull_leases.go)
 	pulling      bool
@@ -133,6 +132,7 @@ func newLoop(g *grain) *loop {
 		flights: map[string]*flight{}, settled: map[string]events.Position{}, stale: map[string]struct{}{},
 	}
 	l.handover = handover{l: l, handed: map[string]struct{}{}}
+	l.slots = slots{d: g.cfg.Dispatcher, state: g.state, id: g.id}
 	l.recovery.l, l.replays.l, l.skips.l, l.lease.l, l.leased.l, l.ckpt.l = l, l, l, l, l, l
 	return l
 }
@@ -164,9 +164,7 @@ func (l *loop) stop() {
 		l.timer()
 		l.timer = nil
 	}
-	if l.cfg.Dispatcher != nil {
-		l.cfg.Dispatcher.Leave(l.state.TenantID, l.id)
-	}
+	l.slots.leave()
 	for _, f := range l.flights {
 		l.letGo(f)
 	}
@@ -176,7 +174,7 @@ func (l *loop) stop() {
 // own, no recovery under way. A retry due later is not held: the due
 // index's timers wake the grain for it.
 func (l *loop) idle() bool {
-	return l.caughtUp && len(l.flights) == 0 && !l.pulling && l.asks == 0 && l.running == 0 &&
+	return l.caughtUp && len(l.flights) == 0 && !l.pulling && l.slots.asks == 0 && l.running == 0 &&
 		len(l.own) == 0 && len(l.replays.waiting) == 0 && l.recovery.run == nil && !l.lease.asking && !l.ckpt.writing
 }
 

@@ -10,44 +10,19 @@ import (
 
 	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/dispatch"
-	"github.com/hookline/hookline/projections/due"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 	"github.com/hookline/hookline/proto/gen/hookline/v1/controlv1"
 	"github.com/hookline/hookline/seal"
 )
 
-// acquire asks the dispatcher for a slot of class c; the grant comes back
-// as a message.
-func (l *loop) acquire(ctx actor.Context, c due.Class) {
-	if l.cfg.Dispatcher == nil {
-		ctx.Send(ctx.Self(), &slotGranted{})
-		return
-	}
-	root, self := ctx.ActorSystem().Root, ctx.Self()
-	l.cfg.Dispatcher.Acquire(l.state.TenantID, l.id, c, func() { root.Send(self, &slotGranted{}) })
-}
-
-// release gives back a slot that served no attempt.
-func (l *loop) release() { l.releaseAfter(dispatch.Unused) }
-
-// releaseAfter gives a slot back to the dispatcher, saying what became of
-// its attempt.
-func (l *loop) releaseAfter(o dispatch.Outcome) {
-	if l.cfg.Dispatcher != nil {
-		l.cfg.Dispatcher.Release(l.state.TenantID, l.id, o)
-	}
-}
-
 // onSlot gives a granted slot to the first ready flight that may start,
 // and starts its attempt. A flight past its deadline ends instead (it may
 // have waited for a slot across it). A slot nobody may use goes back.
 func (l *loop) onSlot(ctx actor.Context) {
-	l.asks = max(l.asks-1, 0)
-	probe := l.probeAsked
-	l.probeAsked = false
+	probe := l.slots.granted()
 	switch {
 	case !l.attempting() || len(l.ready) == 0 || l.running+l.handover.elsewhere >= l.maxInFlight():
-		l.release()
+		l.slots.release()
 		if probe {
 			l.breaker.Cancel()
 		}
@@ -56,7 +31,7 @@ func (l *loop) onSlot(ctx actor.Context) {
 	case l.breaker.State() == controlv1.Endpoint_CIRCUIT_OPEN,
 		l.breaker.State() == controlv1.Endpoint_CIRCUIT_HALF_OPEN && !probe:
 		// Asked before the circuit opened: the circuit decides now.
-		l.release()
+		l.slots.release()
 		l.pump(ctx)
 		return
 	}
@@ -82,7 +57,7 @@ func (l *loop) onSlot(ctx actor.Context) {
 		f = nil
 	}
 	if f == nil {
-		l.release()
+		l.slots.release()
 		if probe {
 			l.breaker.Cancel()
 		}
@@ -128,9 +103,9 @@ func (l *loop) onAttempt(ctx actor.Context, m *attemptDone) {
 		return
 	}
 	if m.o.ErrorClass == hooklinev1.ErrorClass_ERROR_CLASS_TIMEOUT {
-		l.releaseAfter(dispatch.TimedOut)
+		l.slots.releaseAfter(dispatch.TimedOut)
 	} else {
-		l.releaseAfter(dispatch.Answered)
+		l.slots.releaseAfter(dispatch.Answered)
 	}
 	l.running--
 	f := l.flights[m.id]
@@ -173,7 +148,7 @@ func (l *loop) onAttempt(ctx actor.Context, m *attemptDone) {
 // grain's choice and the request: nothing was sent, so the slot and a
 // half-open probe go back unused, and the delivery ends ERASED.
 func (l *loop) onErasedBeforeSend(ctx actor.Context, m *attemptDone) {
-	l.release()
+	l.slots.release()
 	l.running--
 	f := l.flights[m.id]
 	if f == nil || f.stage != stageRunning {

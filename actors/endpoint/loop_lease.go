@@ -151,7 +151,7 @@ func (ls *leaseState) allows(ctx actor.Context, now time.Time) (bool, time.Time)
 	if valid {
 		ls.askEarly(ctx, now)
 	}
-	if valid && ls.attempts > 0 && int32(l.asks+l.running) < ls.inFlight {
+	if valid && ls.attempts > 0 && int32(l.slots.asks+l.running) < ls.inFlight {
 		return true, time.Time{}
 	}
 	if ls.asking {

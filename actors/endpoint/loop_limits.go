@@ -20,7 +20,7 @@ import (
 // pulled past them.
 func (l *loop) lowOnWork() bool {
 	waiting := l.reading + len(l.ready)
-	for _, f := range l.ready[:min(l.asks, len(l.ready))] {
+	for _, f := range l.ready[:min(l.slots.asks, len(l.ready))] {
 		if f.class() == due.ClassRetry {
 			waiting--
 		}
@@ -75,9 +75,9 @@ func (l *loop) startReady(ctx actor.Context, now time.Time) time.Time {
 		l.breaker = NewBreaker(l.cfg.Breaker, l.state)
 	}
 	l.tuneLimiter(now)
-	l.promote()
-	for l.asks < len(l.ready) {
-		if l.asks+l.running+l.handover.elsewhere >= l.maxInFlight() {
+	l.slots.promote(l.ready)
+	for l.slots.asks < len(l.ready) {
+		if l.slots.asks+l.running+l.handover.elsewhere >= l.maxInFlight() {
 			l.holds.set(now, holdInFlight)
 			return time.Time{} // an outcome pumps again
 		}
@@ -104,39 +104,18 @@ func (l *loop) startReady(ctx actor.Context, now time.Time) time.Time {
 			return now.Add(max(d, 10*time.Millisecond))
 		}
 		l.holds.set(now, holdNone)
-		l.holds.asked(l.ready[l.asks], now)
-		c := l.ready[l.asks].class()
-		l.asks++
-		l.probeAsked = l.probeAsked || probe
+		l.holds.asked(l.ready[l.slots.asks], now)
+		c := l.ready[l.slots.asks].class()
 		l.lease.use(ctx, now)
-		l.acquire(ctx, c)
+		l.slots.ask(ctx, c, probe)
 		if probe {
-			if l.asks < len(l.ready) {
+			if l.slots.asks < len(l.ready) {
 				l.holds.set(now, holdBreaker) // half-open: the probe is out
 			}
 			return time.Time{} // one probe; its outcome pumps again
 		}
 	}
 	return time.Time{}
-}
-
-// promote turns the grain's slot requests for retries into requests for
-// new work when new deliveries are ready: the dispatcher serves new work
-// first, and holds retries back while new work anywhere on the node is
-// late, so a retry's request must not stand in for a new delivery's.
-func (l *loop) promote() {
-	if l.cfg.Dispatcher == nil || l.asks == 0 {
-		return
-	}
-	news := 0
-	for _, f := range l.ready[:min(l.asks, len(l.ready))] {
-		if f.class() == due.ClassNew {
-			news++
-		}
-	}
-	if news > 0 {
-		l.cfg.Dispatcher.Promote(l.state.TenantID, l.id, news)
-	}
 }
 
 // tuneLimiter builds the token bucket, or follows a change of the
