@@ -44,7 +44,7 @@ func (l *loop) onSlot(ctx actor.Context) {
 		case f.d.replay == nil && f.expired(now):
 			l.expire(ctx, f, now)
 			f = nil
-		case l.erased(f):
+		case f.erased(l.cfg.Payloads):
 			// Erased while it waited for its slot: never sent.
 			l.recordGone(ctx, f, hooklinev1.ErrorClass_ERROR_CLASS_ERASED, erasedText)
 			f = nil

@@ -10,6 +10,7 @@ import (
 	"github.com/hookline/hookline/attempt"
 	"github.com/hookline/hookline/projections/due"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
+	"github.com/hookline/hookline/seal"
 )
 
 // stage is where a held delivery stands.
@@ -217,7 +218,7 @@ func (l *loop) settle(ctx actor.Context, f *flight) {
 		// before the stream's next_attempt_at.
 		l.drop(ctx, f)
 		l.noteDue(f.d.lastNext)
-	case l.erased(f):
+	case f.erased(l.cfg.Payloads):
 		l.recordGone(ctx, f, hooklinev1.ErrorClass_ERROR_CLASS_ERASED, erasedText)
 	case f.d.event == nil:
 		l.eventMissing(ctx, f, now)
@@ -232,10 +233,10 @@ const erasedText = "the tenant's payloads were erased before the attempt"
 
 // erased reports whether a flight's payload was erased: its read found
 // it so, or the erasure of the key it is sealed under has been applied
-// since. Checked when the flight settles, when it gets its slot, and
-// just before its request is sent.
-func (l *loop) erased(f *flight) bool {
-	return f.d.erased || l.cfg.Payloads.Erased(f.item.TenantID, f.d.event.GetPayloadSeal().GetDataKeyId())
+// since (payloads says). Checked when the flight settles, when it gets its
+// slot, and just before its request is sent.
+func (f *flight) erased(payloads *seal.Payloads) bool {
+	return f.d.erased || payloads.Erased(f.item.TenantID, f.d.event.GetPayloadSeal().GetDataKeyId())
 }
 
 // eventMissing handles a delivery whose event stream was not found. After

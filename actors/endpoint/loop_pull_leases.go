@@ -33,7 +33,7 @@ func (p *pullLeases) take(ctx actor.Context, n int, d time.Duration) ([]*control
 	var out []*controlv1.PulledMessage
 	for len(out) < n && len(l.ready) > 0 {
 		f := l.ready[0]
-		if l.erased(f) {
+		if f.erased(l.cfg.Payloads) {
 			l.ready = l.ready[1:]
 			l.recordGone(ctx, f, hooklinev1.ErrorClass_ERROR_CLASS_ERASED, "the tenant's payloads were erased before the pull")
 			continue
