@@ -26,17 +26,22 @@ import (
 // due deliveries (loop_pull.go, loop_planned.go) and holds them as flights
 // (loop_flight.go): it reads each one's streams (loop_read.go), attempts it
 // within the endpoint's limits (loop_limits.go, loop_lease.go, breaker.go,
-// then a dispatcher slot: loop_attempt.go) and appends its outcome, with
-// its lineage (loop_lineage.go), to the delivery stream (loop_record.go).
-// It also carries out replays (loop_replay.go) and bulk recoveries
-// (recovery.go). A delivery is never attempted before the time its stream
-// says; a paused endpoint attempts and holds nothing; a deleted one ends
-// its due deliveries without attempts.
+// then a dispatcher slot: loop_slots.go, loop_attempt.go, attempt_build.go)
+// and appends its outcome, with its lineage (loop_lineage.go), to the
+// delivery stream (loop_record.go). A pull endpoint's consumer leases its
+// ready flights instead (loop_pull_leases.go). It also carries out replays
+// (loop_replay.go), skips of ordering keys' heads (loop_skip.go) and bulk
+// recoveries (recovery.go), checkpoints its ordering keys' counts
+// (loop_checkpoint.go), and hands its partition over (loop_handover.go). A
+// delivery is never attempted before the time its stream says; a paused
+// endpoint attempts and holds nothing; a deleted one ends its due
+// deliveries without attempts.
 //
 // The grain creates the loop once its stream is loaded (newLoop) and
-// passes it the loop's messages (receive). Its methods run on the actor,
-// which owns it like the rest of the grain: every I/O runs off the mailbox
-// (async) and comes back as a message.
+// passes it the loop's messages (receive), the one place that dispatches
+// them. Its methods, and those of its parts, run on the actor, which owns
+// it like the rest of the grain: every I/O runs off the mailbox (async)
+// and comes back as a message.
 type loop struct {
 	// What the loop shares with its grain, which owns them: the
 	// configuration, the endpoint id and logger, the state (the grain
@@ -62,9 +67,7 @@ type loop struct {
 	flights      map[string]*flight // held deliveries, by id
 	ready        []*flight          // flights waiting for the limits and a slot, new first
 	reading      int                // flights whose streams are being read
-	slots        slots              // the node's attempt slots asked for (loop_slots.go)
 	running      int                // attempts out
-	leased       pullLeases         // a pull endpoint's leases (loop_pull_leases.go)
 	pulling      bool
 	wantPull     bool
 	// settled are the deliveries whose outcome this activation appended,
@@ -86,17 +89,9 @@ type loop struct {
 	// busy counts the flights whose attempt the node's Drain counts
 	// (flight.busy): retiring, the grain stops once it is 0.
 	busy int
-	// handover carries out the moves of the endpoint's partition
-	// (loop_handover.go).
-	handover handover
-	// skips carries out the skips of ordering keys' heads (loop_skip.go).
-	skips skips
 
 	breaker *Breaker
 	limiter *rate.Limiter
-	lease   leaseState
-	// holds adds up what held the next attempt in line (loop_lineage.go).
-	holds holds
 	// own are the endpoint-stream events the loop decided (circuit
 	// transitions, pause on 410, a recovery's progress), appended in order
 	// by next.
@@ -107,13 +102,17 @@ type loop struct {
 	timer   scheduler.CancelFunc
 	timerAt time.Time
 
-	// replays carries out the replays (loop_replay.go).
-	replays replays
-	// ckpt checkpoints the counts of the endpoint's ordering keys
-	// (loop_checkpoint.go).
-	ckpt checkpointer
-	// recovery carries out the endpoint's bulk recoveries (recovery.go).
-	recovery recoverer
+	// The loop's parts, each a receiver with its own state; those that
+	// need more of the loop than that reach it through their l.
+	slots    slots        // the node's attempt slots asked for (loop_slots.go)
+	lease    leaseState   // the tenant's quota lease (loop_lease.go)
+	holds    holds        // what held the next attempt in line (loop_lineage.go)
+	leased   pullLeases   // a pull endpoint's leases to its consumer (loop_pull_leases.go)
+	replays  replays      // replays (loop_replay.go)
+	skips    skips        // skips of ordering keys' heads (loop_skip.go)
+	ckpt     checkpointer // the ordering keys' counts (loop_checkpoint.go)
+	recovery recoverer    // bulk recoveries (recovery.go, recovery_window.go)
+	handover handover     // the partition's moves (loop_handover.go)
 }
 
 // host is the loop's grain, as the loop sees it; *grain satisfies it.
@@ -131,9 +130,14 @@ func newLoop(g *grain) *loop {
 		ctx: c, cancel: cancel, incarnation: uuid.NewString(),
 		flights: map[string]*flight{}, settled: map[string]events.Position{}, stale: map[string]struct{}{},
 	}
-	l.handover = handover{l: l, handed: map[string]struct{}{}}
 	l.slots = slots{d: g.cfg.Dispatcher, state: g.state, id: g.id}
-	l.recovery.l, l.replays.l, l.skips.l, l.lease.l, l.leased.l, l.ckpt.l = l, l, l, l, l, l
+	l.lease = leaseState{l: l}
+	l.leased = pullLeases{l: l}
+	l.replays = replays{l: l}
+	l.skips = skips{l: l}
+	l.ckpt = checkpointer{l: l}
+	l.recovery = recoverer{l: l}
+	l.handover = handover{l: l, handed: map[string]struct{}{}}
 	return l
 }
 
@@ -214,7 +218,8 @@ type (
 	}
 )
 
-// receive handles the loop's messages; the grain passes it every message
+// receive handles the loop's messages, for the loop or one of its parts:
+// the one place that dispatches them. The grain passes it every message
 // that is not its own.
 func (l *loop) receive(ctx actor.Context, msg any) {
 	if l.handover.retiring && !l.handover.retiringWork(msg) {
