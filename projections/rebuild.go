@@ -48,7 +48,7 @@ func (r *Runner) Rebuild(name string) error {
 	} else {
 		// Its records of no partition stay applied (the due index's
 		// marks of erasures and deletions are their only effect on its
-		// state, and it copes without them: projections/due/counter.go);
+		// state, and it copes without them: projections/due/order_counter.go);
 		// its partitions start over.
 		for q := events.Partition(1); q <= events.Partitions; q++ {
 			ckpt[q] = events.Start

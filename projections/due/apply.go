@@ -45,7 +45,7 @@ func (*Due) Name() string { return Name }
 //     delivery already due is left as it is.
 //
 // Attempts with a sequence, OrderingCheckpointed, TenantErased and
-// EndpointDeleted keep the counts of ordered keys' sequences (counter.go).
+// EndpointDeleted keep the counts of ordered keys' sequences (order_counter.go).
 func (d *Due) Apply(b *projections.Batch, rec *events.Record, msg proto.Message) error {
 	switch m := msg.(type) {
 	case *hooklinev1.DeliveriesPlanned:

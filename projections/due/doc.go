@@ -32,9 +32,9 @@
 // wait for their turn (order.go). The index also counts each key's last
 // sequence sent, by token, from the attempts and the endpoint's
 // OrderingCheckpointed events, forgets counts on TenantErased and
-// EndpointDeleted (counter.go), numbers the heads a pull returns
-// (sequence.go), and wakes an endpoint whose counts wait to be
-// checkpointed (checkpoint.go).
+// EndpointDeleted (order_counter.go), numbers the heads a pull returns
+// (order_sequence.go), and wakes an endpoint whose counts wait to be
+// checkpointed (order_checkpoint.go).
 //
 // # Wakes
 //

@@ -81,7 +81,7 @@ type Item struct {
 	// position of its plan, which orders the key's deliveries. Sequence is
 	// the webhook-sequence it was first sent with (from its attempts), 0
 	// until then: the grain numbers a key's head when it first sends it
-	// (see counter.go).
+	// (see order_counter.go).
 	Ordering    hooklinev1.KeyOrdering
 	OrderingKey string
 	Sequence    int64
@@ -126,7 +126,7 @@ type Config struct {
 	Tokens Tokens
 	// CheckpointAfter is how long an ordered key's last sequence may wait
 	// unchecked before the sweeper wakes its endpoint to checkpoint it
-	// (see checkpoint.go); 0 means DefaultCheckpointAfter. It must be well
+	// (see order_checkpoint.go); 0 means DefaultCheckpointAfter. It must be well
 	// below the log's retention.
 	CheckpointAfter time.Duration
 	// Logger; nil means slog.Default().
@@ -196,9 +196,9 @@ type Due struct {
 	counted map[string]struct{}
 	buf     []byte
 	recent  *projections.Recent[Item] // items put lately, for Apply
-	seen    seenFilter                // the index's deliveries, for Apply (seen.go)
-	marks   marks                     // erasures, deletions, what counts exist (counter.go)
-	numbers numbers                   // heads' numbers, for Pull (counter.go)
+	seen    seenFilter                // the index's deliveries, for Apply (item_seen.go)
+	marks   marks                     // erasures, deletions, what counts exist (order_counter.go)
+	numbers numbers                   // heads' numbers, for Pull (order_counter.go)
 
 	// mu guards live, heads, unchecked, timers and scheduled.
 	mu        sync.Mutex
@@ -211,7 +211,7 @@ type Due struct {
 	kick chan struct{} // signals Run that the earliest timer changed
 
 	// watch holds the deliveries whose outcome a grain waits for
-	// (watch.go); watchMu guards its byID, watching counts them.
+	// (wake_watch.go); watchMu guards its byID, watching counts them.
 	watchMu  sync.Mutex
 	watch    watches
 	watching atomic.Int64

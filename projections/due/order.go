@@ -22,7 +22,7 @@ import (
 // waited behind its key's head gets, when it becomes the head, as long
 // as its plan gave it from then.
 //
-// Keys, beside the item keys (see apply.go) and the counts (counter.go):
+// Keys, beside the item keys (see apply.go) and the counts (order_counter.go):
 //
 //	k P S(endpoint) S(key)                      the key's head (encodeKeyState)
 //	w P S(endpoint) S(key) U(commit) U(prepare) a waiting Item, by its plan's position

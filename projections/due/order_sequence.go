@@ -11,7 +11,7 @@ import (
 )
 
 // Numbering. A key's head takes, the first time it is sent, one more than
-// the last sequence its key was ever sent with (counter.go counts it):
+// the last sequence its key was ever sent with (order_counter.go counts it):
 // Pull numbers the heads it returns, and the endpoint grain numbers
 // those it gets otherwise, with LastSent.
 

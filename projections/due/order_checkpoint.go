@@ -8,7 +8,7 @@ import (
 	"github.com/hookline/hookline/projections"
 )
 
-// Checkpoints. A count not checkpointed yet (counter.go) is evidence that
+// Checkpoints. A count not checkpointed yet (order_counter.go) is evidence that
 // retention will drop: the endpoint's grain writes it to the endpoint's
 // ordering stream (OrderingCheckpointed) once it has been unchecked for
 // CheckpointAfter, and the index wakes the grain for it then. The index
