@@ -1,8 +1,6 @@
 package due
 
 import (
-	"encoding/binary"
-	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -47,119 +45,167 @@ func (*Due) Name() string { return Name }
 // Attempts with a sequence, OrderingCheckpointed, TenantErased and
 // EndpointDeleted keep the counts of ordered keys' sequences (order_counter.go).
 func (d *Due) Apply(b *projections.Batch, rec *events.Record, msg proto.Message) error {
+	return d.apply.apply(b, rec, msg)
+}
+
+// applier applies the events to the index: the items through the item
+// store, ordering keys' turns through the ordering, sequences through the
+// counter. Only the runner's goroutine uses it.
+type applier struct {
+	items   *itemStore
+	order   *ordering
+	counts  *counter
+	watches *watches
+	changes *changes
+}
+
+func (a *applier) apply(b *projections.Batch, rec *events.Record, msg proto.Message) error {
 	switch m := msg.(type) {
 	case *hooklinev1.DeliveriesPlanned:
-		// A delivery is planned once (its event stream is appended with
-		// expected revision NoStream), unless its event stream expired and
-		// the event was published again: then it replaces the old item,
-		// so that every key is set once between deletes (see put).
-		// The check is a lookup that misses for all but those: the
-		// filter of the index's keys answers most of them.
-		if d.seen.stale() {
-			if err := d.seen.build(b); err != nil {
-				return fmt.Errorf("due index: build the filter of its deliveries: %w", err)
-			}
-		}
-		for _, it := range PlannedItems(m) {
-			if d.seen.mayHave(reverseKey(it.DeliveryID)) {
-				if _, err := d.remove(b, it.DeliveryID); err != nil {
-					return err
-				}
-			}
-			if err := d.plan(b, it, rec.Position); err != nil {
-				return err
-			}
-		}
+		return a.planned(b, m, rec.Position)
 	case *hooklinev1.AttemptSucceeded:
-		a := m.GetAttempt()
-		d.outcome(b, a.GetEndpointId(), a.GetDeliveryId())
-		if err := d.sent(b, a); err != nil {
-			return err
-		}
-		it, err := d.remove(b, a.GetDeliveryId())
-		if err != nil {
-			return err
-		}
-		// A replay of a parked head carries its key in the attempt only.
-		if key := a.GetOrderingKey(); key != "" && it.OrderingKey == "" {
-			it.EndpointID, it.OrderingKey, it.DeliveryID = a.GetEndpointId(), key, a.GetDeliveryId()
-		}
-		return d.endedItem(b, it, false, asTime(a.GetFinishedAt()))
+		return a.succeeded(b, m.GetAttempt())
 	case *hooklinev1.DeliveryExpired:
-		d.outcome(b, m.GetEndpointId(), m.GetDeliveryId())
-		it, err := d.remove(b, m.GetDeliveryId())
-		if err != nil {
-			return err
-		}
-		return d.endedItem(b, it, true, asTime(m.GetAt()))
+		return a.expired(b, m)
 	case *hooklinev1.AttemptFailed:
-		a := m.GetAttempt()
-		d.outcome(b, a.GetEndpointId(), a.GetDeliveryId())
-		if err := d.sent(b, a); err != nil {
-			return err
-		}
-		if m.GetNextAttemptAt() == nil {
-			it, err := d.remove(b, a.GetDeliveryId())
-			if err != nil {
-				return err
-			}
-			return d.endedItem(b, it, true, asTime(a.GetFinishedAt()))
-		}
-		it, ok, err := d.lookup(b, a.GetDeliveryId())
-		if err != nil {
-			return err
-		}
-		if ok {
-			if it.Waiting {
-				return nil // a manual attempt of a delivery behind its key's head
-			}
-			if err := d.delete(b, it); err != nil {
-				return err
-			}
-			if it.Ordered() {
-				if err := d.blocked(b, &it, asTime(a.GetFinishedAt())); err != nil {
-					return err
-				}
-			}
-		} else {
-			it = Item{
-				DeliveryID: a.GetDeliveryId(), TenantID: a.GetTenantId(), EventID: a.GetEventId(),
-				EventType: a.GetEventType(), EndpointID: a.GetEndpointId(), ConfigVersion: a.GetConfigVersion(),
-			}
-		}
-		it.Class, it.Manual, it.DueAt, it.Attempts = ClassRetry, false, asTime(m.GetNextAttemptAt()), a.GetNumber()
-		if it.Ordered() && a.GetSequence() > 0 {
-			it.Sequence = a.GetSequence()
-		}
-		return d.put(b, it)
+		return a.failed(b, m)
 	case *hooklinev1.OrderingKeySkipped:
-		return d.skipped(b, m)
+		return a.order.skipped(b, m)
 	case *hooklinev1.OrderingCheckpointed:
-		return d.checkpointed(b, m)
+		return a.counts.checkpointed(b, m)
 	case *hooklinev1.TenantErased:
-		return d.tenantErased(b, m)
+		return a.counts.tenantErased(b, m)
 	case *hooklinev1.EndpointDeleted:
-		return d.endpointDeleted(b, m)
+		return a.counts.endpointDeleted(b, m)
 	case *hooklinev1.ReplayRequested:
-		at := asTime(m.GetAt())
-		it, ok, err := d.lookup(b, m.GetDeliveryId())
-		if err != nil {
-			return err
-		}
-		if ok {
-			if it.Waiting || it.Class == ClassNew || !it.DueAt.After(at) {
-				return nil // already due, or due in its key's turn
-			}
-			if err := d.delete(b, it); err != nil {
-				return err
-			}
-		} else {
-			it = Item{DeliveryID: m.GetDeliveryId(), TenantID: m.GetTenantId(), EventID: m.GetEventId(), EndpointID: m.GetEndpointId()}
-		}
-		it.Class, it.Manual, it.DueAt = ClassRetry, true, at
-		return d.put(b, it)
+		return a.replayed(b, m)
 	}
 	return nil
+}
+
+// planned adds a plan's deliveries, whose plan is at pos in the log.
+func (a *applier) planned(b *projections.Batch, m *hooklinev1.DeliveriesPlanned, pos events.Position) error {
+	// A delivery is planned once (its event stream is appended with
+	// expected revision NoStream), unless its event stream expired and
+	// the event was published again: then it replaces the old item, so
+	// that every key is set once between deletes (see item_store.go).
+	// The check is a lookup that misses for all but those: the filter of
+	// the index's deliveries answers most of them.
+	if err := a.items.prepareSeen(b); err != nil {
+		return err
+	}
+	for _, it := range PlannedItems(m) {
+		if a.items.mayHold(it.DeliveryID) {
+			if _, err := a.items.remove(b, it.DeliveryID); err != nil {
+				return err
+			}
+		}
+		if err := a.order.plan(b, it, pos); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// succeeded removes a delivery that succeeded, and moves its key on.
+func (a *applier) succeeded(b *projections.Batch, at *hooklinev1.Attempt) error {
+	a.outcome(b, at.GetEndpointId(), at.GetDeliveryId())
+	if err := a.counts.sent(b, at); err != nil {
+		return err
+	}
+	it, err := a.items.remove(b, at.GetDeliveryId())
+	if err != nil {
+		return err
+	}
+	// A replay of a parked head carries its key in the attempt only.
+	if key := at.GetOrderingKey(); key != "" && it.OrderingKey == "" {
+		it.EndpointID, it.OrderingKey, it.DeliveryID = at.GetEndpointId(), key, at.GetDeliveryId()
+	}
+	return a.order.itemEnded(b, it, false, asTime(at.GetFinishedAt()))
+}
+
+// expired removes a delivery that expired, and moves its key on.
+func (a *applier) expired(b *projections.Batch, m *hooklinev1.DeliveryExpired) error {
+	a.outcome(b, m.GetEndpointId(), m.GetDeliveryId())
+	it, err := a.items.remove(b, m.GetDeliveryId())
+	if err != nil {
+		return err
+	}
+	return a.order.itemEnded(b, it, true, asTime(m.GetAt()))
+}
+
+// failed removes a delivery whose attempt failed for good, and moves its
+// key on; one with a next attempt becomes a retry due then.
+func (a *applier) failed(b *projections.Batch, m *hooklinev1.AttemptFailed) error {
+	at := m.GetAttempt()
+	a.outcome(b, at.GetEndpointId(), at.GetDeliveryId())
+	if err := a.counts.sent(b, at); err != nil {
+		return err
+	}
+	if m.GetNextAttemptAt() == nil {
+		it, err := a.items.remove(b, at.GetDeliveryId())
+		if err != nil {
+			return err
+		}
+		return a.order.itemEnded(b, it, true, asTime(at.GetFinishedAt()))
+	}
+	it, ok, err := a.items.lookup(b, at.GetDeliveryId())
+	if err != nil {
+		return err
+	}
+	if ok {
+		if it.Waiting {
+			return nil // a manual attempt of a delivery behind its key's head
+		}
+		if err := a.items.delete(b, it); err != nil {
+			return err
+		}
+		if it.Ordered() {
+			if err := a.order.blocked(b, &it, asTime(at.GetFinishedAt())); err != nil {
+				return err
+			}
+		}
+	} else {
+		it = Item{
+			DeliveryID: at.GetDeliveryId(), TenantID: at.GetTenantId(), EventID: at.GetEventId(),
+			EventType: at.GetEventType(), EndpointID: at.GetEndpointId(), ConfigVersion: at.GetConfigVersion(),
+		}
+	}
+	it.Class, it.Manual, it.DueAt, it.Attempts = ClassRetry, false, asTime(m.GetNextAttemptAt()), at.GetNumber()
+	if it.Ordered() && at.GetSequence() > 0 {
+		it.Sequence = at.GetSequence()
+	}
+	return a.items.put(b, it)
+}
+
+// replayed makes a delivery due at the request time as a manual retry,
+// unless it is due already or waits for its key's turn.
+func (a *applier) replayed(b *projections.Batch, m *hooklinev1.ReplayRequested) error {
+	at := asTime(m.GetAt())
+	it, ok, err := a.items.lookup(b, m.GetDeliveryId())
+	if err != nil {
+		return err
+	}
+	if ok {
+		if it.Waiting || it.Class == ClassNew || !it.DueAt.After(at) {
+			return nil // already due, or due in its key's turn
+		}
+		if err := a.items.delete(b, it); err != nil {
+			return err
+		}
+	} else {
+		it = Item{DeliveryID: m.GetDeliveryId(), TenantID: m.GetTenantId(), EventID: m.GetEventId(), EndpointID: m.GetEndpointId()}
+	}
+	it.Class, it.Manual, it.DueAt = ClassRetry, true, at
+	return a.items.put(b, it)
+}
+
+// outcome notes an outcome of deliveryID at endpointID: a watched one
+// wakes the endpoint once the batch commits.
+func (a *applier) outcome(b *projections.Batch, endpointID, deliveryID string) {
+	if a.watches.take(deliveryID) && endpointID != "" {
+		a.changes.watch(b, endpointID)
+	}
 }
 
 // PlannedItems returns the deliveries of a plan as the index holds them
@@ -181,127 +227,6 @@ func PlannedItems(m *hooklinev1.DeliveriesPlanned) []Item {
 	}
 	return items
 }
-
-// put writes it and its reverse entry, and marks its endpoint touched. The
-// delivery must not be in the index (deleted first when it moves): each
-// item key and reverse entry is set once and then single-deleted, so that a
-// delivery that comes and goes within seconds leaves nothing on disk, not
-// even a tombstone.
-func (d *Due) put(b *projections.Batch, it Item) error {
-	d.buf = encodeItem(d.buf[:0], &it) // the batch copies it
-	v := d.buf
-	k := it.storeKey()
-	if err := b.Set(k, v); err != nil {
-		return err
-	}
-	rk := reverseKey(it.DeliveryID)
-	if err := b.Set(rk, k); err != nil {
-		return err
-	}
-	d.seen.add(rk)
-	d.recent.Put(it.DeliveryID, it)
-	if it.Waiting {
-		return nil // not due: the endpoint's work is unchanged
-	}
-	d.touch(b, it.EndpointID, &it)
-	return nil
-}
-
-// delete removes it's item key and reverse entry (see put).
-func (d *Due) delete(b *projections.Batch, it Item) error {
-	d.recent.Forget(it.DeliveryID)
-	if !it.Waiting {
-		d.touch(b, it.EndpointID, nil)
-	}
-	if err := b.SingleDelete(it.storeKey()); err != nil {
-		return err
-	}
-	return b.SingleDelete(reverseKey(it.DeliveryID))
-}
-
-// remove drops a delivery, if it is in the index, and returns its item
-// (the zero Item when it was not there).
-func (d *Due) remove(b *projections.Batch, deliveryID string) (Item, error) {
-	it, ok, err := d.lookup(b, deliveryID)
-	if err != nil || !ok {
-		return Item{}, err
-	}
-	return it, d.delete(b, it)
-}
-
-// endedItem moves the key of an ordered delivery that ended on; failed
-// says it ended without success.
-func (d *Due) endedItem(b *projections.Batch, it Item, failed bool, at time.Time) error {
-	if it.OrderingKey == "" || it.Waiting {
-		return nil
-	}
-	park := failed && it.Ordering == hooklinev1.KeyOrdering_KEY_ORDERING_PARK
-	return d.ended(b, it.EndpointID, it.OrderingKey, it.DeliveryID, park, at)
-}
-
-// lookup finds a delivery's item: among those put recently, or through the
-// reverse index.
-func (d *Due) lookup(b *projections.Batch, deliveryID string) (Item, bool, error) {
-	if it, ok := d.recent.Get(deliveryID); ok {
-		return it, true, nil
-	}
-	k, ok, err := b.Get(reverseKey(deliveryID))
-	if err != nil || !ok {
-		return Item{}, false, err
-	}
-	v, ok, err := b.Get(k)
-	if err != nil {
-		return Item{}, false, err
-	}
-	if !ok {
-		return Item{}, false, fmt.Errorf("delivery %s: reverse entry without item", deliveryID)
-	}
-	it, err := decodeItem(v)
-	if err != nil {
-		return Item{}, false, fmt.Errorf("delivery %s: %w", deliveryID, err)
-	}
-	return it, true, nil
-}
-
-// Keys, under the due index's prefix (P = the endpoint's partition, 2 bytes
-// big-endian; S = projections.AppendString; T = projections.AppendTime):
-//
-//	q P S(endpoint) class T(due) S(delivery)   Item (encodeItem)
-//	r S(delivery)                              the delivery's q key
-func partitionPrefix(p events.Partition) []byte {
-	return binary.BigEndian.AppendUint16([]byte{'q'}, uint16(p))
-}
-
-func endpointPrefix(endpointID string) []byte {
-	return projections.AppendString(partitionPrefix(events.PartitionOf(endpointID)), endpointID)
-}
-
-func classPrefix(endpointID string, c Class) []byte {
-	return append(endpointPrefix(endpointID), byte(c))
-}
-
-func itemKey(endpointID string, c Class, due time.Time, deliveryID string) []byte {
-	return projections.AppendString(projections.AppendTime(classPrefix(endpointID, c), due), deliveryID)
-}
-
-// parseItemKey returns the endpoint, class and due time of an item key.
-func parseItemKey(k []byte) (endpointID string, c Class, due time.Time, err error) {
-	if len(k) < 3 || k[0] != 'q' {
-		return "", 0, time.Time{}, fmt.Errorf("%w: not an item key", projections.ErrBadKey)
-	}
-	endpointID, rest, err := projections.ReadString(k[3:])
-	if err != nil {
-		return "", 0, time.Time{}, err
-	}
-	if len(rest) == 0 {
-		return "", 0, time.Time{}, fmt.Errorf("%w: item key without class", projections.ErrBadKey)
-	}
-	c = Class(rest[0])
-	due, _, err = projections.ReadTime(rest[1:])
-	return endpointID, c, due, err
-}
-
-func reverseKey(deliveryID string) []byte { return projections.AppendString([]byte{'r'}, deliveryID) }
 
 // asTime converts a timestamp, nil to the zero time.
 func asTime(ts *timestamppb.Timestamp) time.Time {

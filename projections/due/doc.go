@@ -40,24 +40,26 @@
 //
 // After each batch, the endpoints it touched are summarised again (their
 // oldest new delivery and earliest retry, two seeks each); those with new
-// work, or a retry due by now, are woken. A later retry arms a timer (one per
-// endpoint, in a heap) that wakes its endpoint when it falls due, in Run.
-// Wakes are hints and may be lost or repeated; the sweeper in Run wakes every
-// endpoint whose oldest due work has waited longer than StaleAfter, so a lost
-// wake costs at most StaleAfter + SweepInterval, never a delivery. The
-// summaries of a partition are loaded from the store when it goes live, by
-// skipping through its index (two seeks per endpoint with work). Only the
-// endpoints of live partitions are summarised, woken or swept.
+// work, or a retry due by now, are woken (wake.go). A later retry arms a
+// timer (one per endpoint, in a heap) that wakes its endpoint when it
+// falls due, in Run (wake_run.go). Wakes are hints and may be lost or
+// repeated; the sweeper in Run wakes every endpoint whose oldest due work
+// has waited longer than StaleAfter, so a lost wake costs at most
+// StaleAfter + SweepInterval, never a delivery. The summaries of a
+// partition are loaded from the store when it goes live, by skipping
+// through its index (two seeks per endpoint with work). Only the endpoints
+// of live partitions are summarised, woken or swept.
 //
-// # Key layout
+// # Parts and keys
 //
-// Under the projection's prefix (S is projections.AppendString, T
-// projections.AppendTime):
-//
-//	q P S(endpoint) class T(due) S(delivery)   Item (binary, item.go); class 0 new, 1 retry
-//	r S(delivery)                              the delivery's q key
-//
-// P is the endpoint's partition (events.PartitionOf), 2 bytes big-endian.
+// Each part of the index has a receiver of its own, in files named by its
+// concept: the items and their store (item_*.go), which alone reads and
+// writes them; what each event changes (apply.go); the ordering by key
+// (order_*.go); the wakes (wake_*.go). Each file lists the keys it
+// keeps: the items under q (due), w (waiting behind their key's head)
+// and r (each delivery's key), the ordering keys' heads under k, the
+// counts under n, f, l, u, x and X. All but r, x and X continue with P,
+// the endpoint's partition (events.PartitionOf), 2 bytes big-endian.
 //
 // Due times come from the events (planned at, next_attempt_at, replay
 // requested at), never from the clock, so a rebuild gives the same index.

@@ -6,8 +6,75 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hookline/hookline/events"
 	hooklinev1 "github.com/hookline/hookline/proto/gen/hookline/v1"
 )
+
+// Class orders due work: new deliveries come before any retry, both in an
+// endpoint's pulls and for the node's attempt slots (package dispatch).
+type Class uint8
+
+const (
+	// ClassNew is a delivery that has had no attempt yet.
+	ClassNew Class = 0
+	// ClassRetry is a delivery waiting for another attempt: an automatic retry or
+	// a manual replay.
+	ClassRetry Class = 1
+)
+
+func (c Class) String() string {
+	if c == ClassNew {
+		return "new"
+	}
+	return "retry"
+}
+
+// Item is one delivery that needs an attempt.
+type Item struct {
+	DeliveryID string
+	TenantID   string
+	EventID    string
+	// EventType and ConfigVersion are empty for a manual replay of a
+	// delivery that had already ended: ReplayRequested does not carry them,
+	// and a replay uses the current configuration anyway.
+	EventType     string
+	EndpointID    string
+	ConfigVersion int64
+	Class         Class
+	// Manual is set for a replay requested by a user.
+	Manual bool
+	// DueAt is when the attempt is due: the planned time for new work,
+	// next_attempt_at for a retry, the request time for a replay.
+	DueAt     time.Time
+	PlannedAt time.Time
+	// ExpiresAt ends automatic retries; zero when unknown (replays).
+	ExpiresAt time.Time
+	// Attempts counts the attempts made so far, as of the last failure.
+	Attempts int32
+
+	// Ordering, OrderingKey and Plan are set on a delivery that its
+	// endpoint orders by key (see order.go): its event's key, and the log
+	// position of its plan, which orders the key's deliveries. Sequence is
+	// the webhook-sequence it was first sent with (from its attempts), 0
+	// until then: the grain numbers a key's head when it first sends it
+	// (see order_counter.go).
+	Ordering    hooklinev1.KeyOrdering
+	OrderingKey string
+	Sequence    int64
+	Plan        events.Position
+	// Token and TokenKey are the key's token, set by [Due.Pull] on a head
+	// it numbered (Sequence): not stored with the item.
+	Token    []byte
+	TokenKey string
+	// Waiting says the delivery waits behind its key's head: it is not due
+	// and no pull returns it.
+	Waiting bool
+}
+
+// Ordered reports whether the delivery is attempted in its key's order.
+func (it *Item) Ordered() bool {
+	return it.Ordering != hooklinev1.KeyOrdering_KEY_ORDERING_NONE && it.OrderingKey != ""
+}
 
 // itemV1 starts an item's binary encoding; itemV2 one that may end with
 // the ordering fields (flagOrdered): the ordering, key, sequence and plan

@@ -22,13 +22,14 @@ import (
 // waited behind its key's head gets, when it becomes the head, as long
 // as its plan gave it from then.
 //
-// Keys, beside the item keys (see apply.go) and the counts (order_counter.go):
+// Keys, beside the items (item_store.go, which keeps the waiting ones
+// under w) and the counts (order_counter.go):
 //
-//	k P S(endpoint) S(key)                      the key's head (encodeKeyState)
-//	w P S(endpoint) S(key) U(commit) U(prepare) a waiting Item, by its plan's position
+//	k P S(endpoint) S(key)                      the key's head (keyStateBytes)
 //
-// A key's k entry lives while the key has a head, its w entries while
-// their deliveries wait: its name is kept no longer than its deliveries.
+// A key's k entry lives while the key has a head, its items' w entries
+// while their deliveries wait: its name is kept no longer than its
+// deliveries.
 
 // KeyState is an ordering key with a head: the delivery it waits on.
 type KeyState struct {
@@ -49,6 +50,217 @@ type KeyState struct {
 // Blocked reports whether the key's head has failed at least once.
 func (k *KeyState) Blocked() bool { return k.Parked || !k.BlockedSince.IsZero() }
 
+// KeyStats counts, over the live partitions, the ordering keys whose head
+// has failed, and the longest any of them has been blocked as of now.
+type KeyStats struct {
+	Blocked       int
+	OldestBlocked time.Duration
+}
+
+// Key returns an endpoint's ordering key with its head, from the
+// committed store; ok is false when the key has no head.
+func (d *Due) Key(endpointID, key string) (s KeyState, ok bool, err error) {
+	return d.order.key(endpointID, key)
+}
+
+// Keys returns the ordering keys of an endpoint that have a head, with the
+// number of deliveries waiting behind each; blockedOnly keeps those whose
+// head has failed (blocked or parked). It reads the committed store.
+func (d *Due) Keys(endpointID string, blockedOnly bool, limit int) ([]KeyState, error) {
+	return d.order.keys(endpointID, blockedOnly, limit)
+}
+
+// BlockedKeys summarises the blocked keys of the live partitions, reading
+// the store: its cost grows with the number of keys that have a head.
+func (d *Due) BlockedKeys(now time.Time) (KeyStats, error) {
+	return d.order.blockedKeys(d.wakes.partitions(), now)
+}
+
+// ordering keeps each ordering key's head, and gives the key's next
+// delivery its turn when the head ends; the items, due and waiting, are
+// the item store's. Its writes are the runner goroutine's; its reads of
+// the committed store are safe for concurrent use.
+type ordering struct {
+	store *projections.Store // the committed store, for the queries
+	items *itemStore
+}
+
+// plan adds a newly planned delivery, whose plan is at pos in the log: due
+// if it is unordered or its key has no head (it becomes the head), else
+// waiting behind the head.
+func (o *ordering) plan(b *projections.Batch, it Item, pos events.Position) error {
+	if !it.Ordered() {
+		return o.items.put(b, it)
+	}
+	it.Plan = pos
+	s, busy, err := keyState(b, it.EndpointID, it.OrderingKey)
+	if err != nil {
+		return err
+	}
+	// A delivery planned again (its event published again after its
+	// stream expired) that was its key's head stays the head.
+	if busy && s.Head != it.DeliveryID {
+		it.Waiting = true
+		return o.items.put(b, it)
+	}
+	if err := putKeyState(b, &KeyState{EndpointID: it.EndpointID, OrderingKey: it.OrderingKey, Head: it.DeliveryID}); err != nil {
+		return err
+	}
+	return o.items.put(b, it)
+}
+
+// itemEnded moves the key of an ordered delivery that ended on; failed
+// says it ended without success.
+func (o *ordering) itemEnded(b *projections.Batch, it Item, failed bool, at time.Time) error {
+	if it.OrderingKey == "" || it.Waiting {
+		return nil
+	}
+	park := failed && it.Ordering == hooklinev1.KeyOrdering_KEY_ORDERING_PARK
+	return o.ended(b, it.EndpointID, it.OrderingKey, it.DeliveryID, park, at)
+}
+
+// ended moves a key on when its head delivery ended at at: a failed head
+// of an endpoint that parks keys parks the key; otherwise the key's next
+// delivery becomes its head and due. A delivery that is not the key's
+// head changes nothing.
+func (o *ordering) ended(b *projections.Batch, endpointID, key, deliveryID string, park bool, at time.Time) error {
+	s, ok, err := keyState(b, endpointID, key)
+	if err != nil || !ok || s.Head != deliveryID {
+		return err
+	}
+	if park {
+		s.Parked = true
+		if s.BlockedSince.IsZero() {
+			s.BlockedSince = at
+		}
+		return putKeyState(b, &s)
+	}
+	return o.promote(b, endpointID, key, at)
+}
+
+// blocked records that a key's head failed an attempt and waits for a
+// retry.
+func (o *ordering) blocked(b *projections.Batch, it *Item, at time.Time) error {
+	s, ok, err := keyState(b, it.EndpointID, it.OrderingKey)
+	if err != nil || !ok || s.Head != it.DeliveryID || !s.BlockedSince.IsZero() {
+		return err
+	}
+	s.BlockedSince = at
+	return putKeyState(b, &s)
+}
+
+// skipped ends a key's head at a person's request: a pending head leaves
+// the index, and the key's next delivery becomes due.
+func (o *ordering) skipped(b *projections.Batch, m *hooklinev1.OrderingKeySkipped) error {
+	s, ok, err := keyState(b, m.GetEndpointId(), m.GetOrderingKey())
+	if err != nil || !ok || s.Head != m.GetDeliveryId() {
+		return err
+	}
+	if _, err := o.items.remove(b, m.GetDeliveryId()); err != nil {
+		return err
+	}
+	return o.promote(b, m.GetEndpointId(), m.GetOrderingKey(), asTime(m.GetAt()))
+}
+
+// promote makes the first waiting delivery of a key its head at at (the
+// time of the event that ended the previous head), due now as new work,
+// or forgets the key's head when none waits. Its deadline moves as far as
+// its turn came after its plan: a delivery does not expire unattempted
+// for having waited its turn.
+func (o *ordering) promote(b *projections.Batch, endpointID, key string, at time.Time) error {
+	next, found, err := o.items.firstWaiting(b, endpointID, key)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return b.Delete(keyPrefix('k', endpointID, key))
+	}
+	if err := o.items.delete(b, next); err != nil {
+		return err
+	}
+	next.Waiting, next.Class, next.DueAt = false, ClassNew, next.PlannedAt
+	if !next.ExpiresAt.IsZero() && !next.PlannedAt.IsZero() && at.After(next.PlannedAt) {
+		if exp := at.Add(next.ExpiresAt.Sub(next.PlannedAt)); exp.After(next.ExpiresAt) {
+			next.ExpiresAt = exp
+		}
+	}
+	if err := putKeyState(b, &KeyState{EndpointID: endpointID, OrderingKey: key, Head: next.DeliveryID}); err != nil {
+		return err
+	}
+	return o.items.put(b, next)
+}
+
+// key reads a key with its head from the committed store (see [Due.Key]).
+func (o *ordering) key(endpointID, key string) (s KeyState, ok bool, err error) {
+	s, ok, err = keyState(o.store, endpointID, key)
+	if err != nil || !ok {
+		return s, ok, err
+	}
+	s.Waiting, err = o.items.waiting(endpointID, key)
+	return s, true, err
+}
+
+// keys reads an endpoint's keys with a head from the committed store (see
+// [Due.Keys]).
+func (o *ordering) keys(endpointID string, blockedOnly bool, limit int) ([]KeyState, error) {
+	prefix := keysPrefix('k', endpointID)
+	it, err := o.store.NewIter(prefix, projections.PrefixEnd(prefix))
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []KeyState
+	for ok := it.First(); ok && (limit <= 0 || len(out) < limit); ok = it.Next() {
+		key, _, err := projections.ReadString(it.Key()[len(prefix):])
+		if err != nil {
+			return nil, err
+		}
+		v, err := it.Value()
+		if err != nil {
+			return nil, err
+		}
+		s := KeyState{EndpointID: endpointID, OrderingKey: key}
+		if err := decodeKeyState(v, &s); err != nil {
+			return nil, err
+		}
+		if blockedOnly && !s.Blocked() {
+			continue
+		}
+		if s.Waiting, err = o.items.waiting(endpointID, key); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// blockedKeys summarises the blocked keys of the partitions live, from the
+// committed store (see [Due.BlockedKeys]).
+func (o *ordering) blockedKeys(live events.PartitionSet, now time.Time) (KeyStats, error) {
+	var st KeyStats
+	var err error
+	live.Each(func(p events.Partition) {
+		if err != nil || p == events.NoPartition {
+			return
+		}
+		prefix := binary.BigEndian.AppendUint16([]byte{'k'}, uint16(p))
+		err = o.store.Scan(prefix, projections.PrefixEnd(prefix), func(_, v []byte) (bool, error) {
+			var s KeyState
+			if err := decodeKeyState(v, &s); err != nil {
+				return false, err
+			}
+			if s.Blocked() {
+				st.Blocked++
+				if !s.BlockedSince.IsZero() {
+					st.OldestBlocked = max(st.OldestBlocked, now.Sub(s.BlockedSince))
+				}
+			}
+			return true, nil
+		})
+	})
+	return st, err
+}
+
 // keysPrefix starts the keys of tag for an endpoint's ordering keys.
 func keysPrefix(tag byte, endpointID string) []byte {
 	b := binary.BigEndian.AppendUint16([]byte{tag}, uint16(events.PartitionOf(endpointID)))
@@ -57,18 +269,6 @@ func keysPrefix(tag byte, endpointID string) []byte {
 
 func keyPrefix(tag byte, endpointID, key string) []byte {
 	return projections.AppendString(keysPrefix(tag, endpointID), key)
-}
-
-func waitKey(endpointID, key string, plan events.Position) []byte {
-	return projections.AppendUint64(projections.AppendUint64(keyPrefix('w', endpointID, key), plan.Commit), plan.Prepare)
-}
-
-// storeKey is where it is kept: among the due items, or waiting.
-func (it *Item) storeKey() []byte {
-	if it.Waiting {
-		return waitKey(it.EndpointID, it.OrderingKey, it.Plan)
-	}
-	return itemKey(it.EndpointID, it.Class, it.DueAt, it.DeliveryID)
 }
 
 const keyParked byte = 1
@@ -128,207 +328,4 @@ func keyState(r reader, endpointID, key string) (s KeyState, ok bool, err error)
 
 func putKeyState(b *projections.Batch, s *KeyState) error {
 	return b.Set(keyPrefix('k', s.EndpointID, s.OrderingKey), keyStateBytes(s))
-}
-
-// plan adds a newly planned delivery, whose plan is at pos in the log: due
-// if it is unordered or its key has no head (it becomes the head), else
-// waiting behind the head.
-func (d *Due) plan(b *projections.Batch, it Item, pos events.Position) error {
-	if !it.Ordered() {
-		return d.put(b, it)
-	}
-	it.Plan = pos
-	s, busy, err := keyState(b, it.EndpointID, it.OrderingKey)
-	if err != nil {
-		return err
-	}
-	// A delivery planned again (its event published again after its
-	// stream expired) that was its key's head stays the head.
-	if busy && s.Head != it.DeliveryID {
-		it.Waiting = true
-		return d.put(b, it)
-	}
-	if err := putKeyState(b, &KeyState{EndpointID: it.EndpointID, OrderingKey: it.OrderingKey, Head: it.DeliveryID}); err != nil {
-		return err
-	}
-	return d.put(b, it)
-}
-
-// ended moves a key on when its head delivery ended at at: a failed head
-// of an endpoint that parks keys parks the key; otherwise the key's next
-// delivery becomes its head and due. A delivery that is not the key's
-// head changes nothing.
-func (d *Due) ended(b *projections.Batch, endpointID, key, deliveryID string, park bool, at time.Time) error {
-	s, ok, err := keyState(b, endpointID, key)
-	if err != nil || !ok || s.Head != deliveryID {
-		return err
-	}
-	if park {
-		s.Parked = true
-		if s.BlockedSince.IsZero() {
-			s.BlockedSince = at
-		}
-		return putKeyState(b, &s)
-	}
-	return d.promote(b, endpointID, key, at)
-}
-
-// blocked records that a key's head failed an attempt and waits for a
-// retry.
-func (d *Due) blocked(b *projections.Batch, it *Item, at time.Time) error {
-	s, ok, err := keyState(b, it.EndpointID, it.OrderingKey)
-	if err != nil || !ok || s.Head != it.DeliveryID || !s.BlockedSince.IsZero() {
-		return err
-	}
-	s.BlockedSince = at
-	return putKeyState(b, &s)
-}
-
-// promote makes the first waiting delivery of a key its head at at (the
-// time of the event that ended the previous head), due now as new work,
-// or forgets the key's head when none waits. Its deadline moves as far as
-// its turn came after its plan: a delivery does not expire unattempted
-// for having waited its turn.
-func (d *Due) promote(b *projections.Batch, endpointID, key string, at time.Time) error {
-	prefix := keyPrefix('w', endpointID, key)
-	it, err := b.NewIter(prefix, projections.PrefixEnd(prefix))
-	if err != nil {
-		return err
-	}
-	var next Item
-	found := it.First()
-	if found {
-		v, verr := it.Value()
-		if verr == nil {
-			next, verr = decodeItem(v)
-		}
-		err = verr
-	}
-	_ = it.Close()
-	if err != nil {
-		return err
-	}
-	if !found {
-		return b.Delete(keyPrefix('k', endpointID, key))
-	}
-	if err := d.delete(b, next); err != nil {
-		return err
-	}
-	next.Waiting, next.Class, next.DueAt = false, ClassNew, next.PlannedAt
-	if !next.ExpiresAt.IsZero() && !next.PlannedAt.IsZero() && at.After(next.PlannedAt) {
-		if exp := at.Add(next.ExpiresAt.Sub(next.PlannedAt)); exp.After(next.ExpiresAt) {
-			next.ExpiresAt = exp
-		}
-	}
-	if err := putKeyState(b, &KeyState{EndpointID: endpointID, OrderingKey: key, Head: next.DeliveryID}); err != nil {
-		return err
-	}
-	return d.put(b, next)
-}
-
-// Key returns an endpoint's ordering key with its head, from the
-// committed store; ok is false when the key has no head.
-func (d *Due) Key(endpointID, key string) (s KeyState, ok bool, err error) {
-	s, ok, err = keyState(d.store, endpointID, key)
-	if err != nil || !ok {
-		return s, ok, err
-	}
-	s.Waiting, err = d.waiting(endpointID, key)
-	return s, true, err
-}
-
-// skipped ends a key's head at a person's request: a pending head leaves
-// the index, and the key's next delivery becomes due.
-func (d *Due) skipped(b *projections.Batch, m *hooklinev1.OrderingKeySkipped) error {
-	s, ok, err := keyState(b, m.GetEndpointId(), m.GetOrderingKey())
-	if err != nil || !ok || s.Head != m.GetDeliveryId() {
-		return err
-	}
-	if _, err := d.remove(b, m.GetDeliveryId()); err != nil {
-		return err
-	}
-	return d.promote(b, m.GetEndpointId(), m.GetOrderingKey(), asTime(m.GetAt()))
-}
-
-// Keys returns the ordering keys of an endpoint that have a head, with the
-// number of deliveries waiting behind each; blockedOnly keeps those whose
-// head has failed (blocked or parked). It reads the committed store.
-func (d *Due) Keys(endpointID string, blockedOnly bool, limit int) ([]KeyState, error) {
-	prefix := keysPrefix('k', endpointID)
-	it, err := d.store.NewIter(prefix, projections.PrefixEnd(prefix))
-	if err != nil {
-		return nil, err
-	}
-	defer it.Close()
-	var out []KeyState
-	for ok := it.First(); ok && (limit <= 0 || len(out) < limit); ok = it.Next() {
-		key, _, err := projections.ReadString(it.Key()[len(prefix):])
-		if err != nil {
-			return nil, err
-		}
-		v, err := it.Value()
-		if err != nil {
-			return nil, err
-		}
-		s := KeyState{EndpointID: endpointID, OrderingKey: key}
-		if err := decodeKeyState(v, &s); err != nil {
-			return nil, err
-		}
-		if blockedOnly && !s.Blocked() {
-			continue
-		}
-		if s.Waiting, err = d.waiting(endpointID, key); err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
-// waiting counts a key's deliveries behind its head.
-func (d *Due) waiting(endpointID, key string) (int, error) {
-	prefix := keyPrefix('w', endpointID, key)
-	n := 0
-	err := d.store.Scan(prefix, projections.PrefixEnd(prefix), func(_, _ []byte) (bool, error) {
-		n++
-		return true, nil
-	})
-	return n, err
-}
-
-// KeyStats counts, over the live partitions, the ordering keys whose head
-// has failed, and the longest any of them has been blocked as of now.
-type KeyStats struct {
-	Blocked       int
-	OldestBlocked time.Duration
-}
-
-// BlockedKeys summarises the blocked keys of the live partitions, reading
-// the store: its cost grows with the number of keys that have a head.
-func (d *Due) BlockedKeys(now time.Time) (KeyStats, error) {
-	d.mu.Lock()
-	live := d.live
-	d.mu.Unlock()
-	var st KeyStats
-	var err error
-	live.Each(func(p events.Partition) {
-		if err != nil || p == events.NoPartition {
-			return
-		}
-		prefix := binary.BigEndian.AppendUint16([]byte{'k'}, uint16(p))
-		err = d.store.Scan(prefix, projections.PrefixEnd(prefix), func(_, v []byte) (bool, error) {
-			var s KeyState
-			if err := decodeKeyState(v, &s); err != nil {
-				return false, err
-			}
-			if s.Blocked() {
-				st.Blocked++
-				if !s.BlockedSince.IsZero() {
-					st.OldestBlocked = max(st.OldestBlocked, now.Sub(s.BlockedSince))
-				}
-			}
-			return true, nil
-		})
-	})
-	return st, err
 }

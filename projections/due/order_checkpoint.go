@@ -8,13 +8,14 @@ import (
 	"github.com/hookline/hookline/projections"
 )
 
-// Checkpoints. A count not checkpointed yet (order_counter.go) is evidence that
-// retention will drop: the endpoint's grain writes it to the endpoint's
-// ordering stream (OrderingCheckpointed) once it has been unchecked for
-// CheckpointAfter, and the index wakes the grain for it then. The index
-// keeps, per endpoint of its live partitions, since when its oldest
-// unchecked count has waited, in memory (loaded with the partition,
-// refreshed after each batch that changed one).
+// Checkpoints. A count not checkpointed yet (order_counter.go) is evidence
+// that retention will drop: the endpoint's grain writes it to the
+// endpoint's ordering stream (OrderingCheckpointed) once it has been
+// unchecked for CheckpointAfter, and the index wakes the grain for it
+// then. The wakes keep, per endpoint of the live partitions, since when
+// its oldest unchecked count has waited, in memory (loaded with the
+// partition, refreshed after each batch that changed one); the counter
+// reads the counts themselves from the store.
 
 // Count is one key's count, as an OrderingCheckpointed holds it.
 type Count struct {
@@ -34,95 +35,12 @@ type Checkpoint struct {
 // Empty reports whether there is nothing to checkpoint.
 func (c *Checkpoint) Empty() bool { return len(c.Counts) == 0 && c.Floor == 0 }
 
-// counting marks an endpoint whose unchecked counts the current batch
-// changed; the commit refreshes its summary.
-func (d *Due) counting(b *projections.Batch, endpointID string) {
-	if len(d.touched) == 0 && len(d.counted) == 0 {
-		b.OnCommit(d.committed)
-	}
-	d.counted[endpointID] = struct{}{}
-}
-
-// refreshUnchecked reads, after a commit, since when the counted
-// endpoints' oldest unchecked counts have waited.
-func (d *Due) refreshUnchecked() {
-	if len(d.counted) == 0 {
-		return
-	}
-	type seen struct {
-		ep    string
-		since time.Time
-		ok    bool
-	}
-	var all []seen
-	for ep := range d.counted {
-		since, ok, err := d.oldestUnchecked(ep)
-		if err != nil {
-			d.logger.Error("due index: cannot read an endpoint's unchecked ordering counts", "endpoint_id", ep, "error", err)
-			continue
-		}
-		all = append(all, seen{ep, since, ok})
-	}
-	clear(d.counted)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, s := range all {
-		switch {
-		case !d.live.Has(events.PartitionOf(s.ep)):
-		case s.ok:
-			d.unchecked[s.ep] = s.since
-		default:
-			delete(d.unchecked, s.ep)
-		}
-	}
-}
-
-// oldestUnchecked reads since when an endpoint's oldest unchecked count
-// has waited; ok is false when it has none.
-func (d *Due) oldestUnchecked(endpointID string) (time.Time, bool, error) {
-	prefix := uncheckedPrefix(endpointID)
-	var since time.Time
-	found := false
-	err := d.store.ScanPrefix(prefix, func(k, _ []byte) (bool, error) {
-		t, _, err := projections.ReadTime(k[len(prefix):])
-		since, found = t, err == nil
-		return false, err
-	})
-	return since, found, err
-}
-
-// loadUnchecked reads the unchecked summaries of partition p into m.
-func (d *Due) loadUnchecked(p events.Partition, m map[string]time.Time) error {
-	pp := binary.BigEndian.AppendUint16([]byte{'u'}, uint16(p))
-	it, err := d.store.NewIter(pp, projections.PrefixEnd(pp))
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	for ok := it.First(); ok; {
-		ep, rest, err := projections.ReadString(it.Key()[len(pp):])
-		if err != nil {
-			return err
-		}
-		since, _, err := projections.ReadTime(rest)
-		if err != nil {
-			return err
-		}
-		m[ep] = since
-		ok = it.SeekGE(projections.PrefixEnd(uncheckedPrefix(ep)))
-	}
-	return nil
-}
-
 // CheckpointDue reports whether an endpoint of a live partition has a
 // count that has waited CheckpointAfter unchecked as of now, or, with
 // all, any unchecked count. It reads memory only; safe for concurrent
 // use.
 func (d *Due) CheckpointDue(endpointID string, now time.Time, all bool) bool {
-	d.mu.Lock()
-	since, ok := d.unchecked[endpointID]
-	d.mu.Unlock()
-	return ok && (all || !now.Before(since.Add(d.checkpointAfter)))
+	return d.wakes.checkpointDue(endpointID, now, all)
 }
 
 // Retains reports whether the tenant's own retention must keep an ordered
@@ -134,22 +52,84 @@ func (d *Due) CheckpointDue(endpointID string, now time.Time, all bool) bool {
 // and loaded) cannot tell yet: its deliveries are retained. It reads
 // memory only; safe for concurrent use.
 func (d *Due) Retains(endpointID string, lastAttempt time.Time) bool {
-	d.mu.Lock()
-	since, ok := d.unchecked[endpointID]
-	live := d.live.Has(events.PartitionOf(endpointID))
-	d.mu.Unlock()
-	return !live || ok && !lastAttempt.Before(since)
+	return d.wakes.retains(endpointID, lastAttempt)
 }
 
 // Unchecked returns what an endpoint's next checkpoint holds: up to limit
 // of its unchecked counts, oldest first, and its floor when unchecked. It
 // reads the committed store; safe for concurrent use.
 func (d *Due) Unchecked(endpointID string, limit int) (Checkpoint, error) {
+	return d.counts.unchecked(endpointID, limit)
+}
+
+// refreshUnchecked reads, after a commit, since when the counted
+// endpoints' oldest unchecked counts have waited.
+func (w *wakes) refreshUnchecked() {
+	if len(w.changes.counted) == 0 {
+		return
+	}
+	type seen struct {
+		ep    string
+		since time.Time
+		ok    bool
+	}
+	var all []seen
+	for ep := range w.changes.counted {
+		since, ok, err := w.counts.oldestUnchecked(ep)
+		if err != nil {
+			w.logger.Error("due index: cannot read an endpoint's unchecked ordering counts", "endpoint_id", ep, "error", err)
+			continue
+		}
+		all = append(all, seen{ep, since, ok})
+	}
+	clear(w.changes.counted)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range all {
+		switch {
+		case !w.live.Has(events.PartitionOf(s.ep)):
+		case s.ok:
+			w.unchecked[s.ep] = s.since
+		default:
+			delete(w.unchecked, s.ep)
+		}
+	}
+}
+
+func (w *wakes) checkpointDue(endpointID string, now time.Time, all bool) bool {
+	w.mu.Lock()
+	since, ok := w.unchecked[endpointID]
+	w.mu.Unlock()
+	return ok && (all || !now.Before(since.Add(w.checkpointAfter)))
+}
+
+func (w *wakes) retains(endpointID string, lastAttempt time.Time) bool {
+	w.mu.Lock()
+	since, ok := w.unchecked[endpointID]
+	live := w.live.Has(events.PartitionOf(endpointID))
+	w.mu.Unlock()
+	return !live || ok && !lastAttempt.Before(since)
+}
+
+// wakeUnchecked returns the endpoints whose oldest unchecked count has
+// waited CheckpointAfter as of now, for the sweep. w.mu must be held.
+func (w *wakes) wakeUnchecked(now time.Time, wake []string) []string {
+	for ep, since := range w.unchecked {
+		if !now.Before(since.Add(w.checkpointAfter)) {
+			wake = append(wake, ep)
+		}
+	}
+	return wake
+}
+
+// unchecked reads an endpoint's next checkpoint from the committed store
+// (see [Due.Unchecked]).
+func (ct *counter) unchecked(endpointID string, limit int) (Checkpoint, error) {
 	prefix := uncheckedPrefix(endpointID)
 	var cp Checkpoint
 	type mark struct{ tenant, token string }
 	var marks []mark
-	err := d.store.ScanPrefix(prefix, func(k, v []byte) (bool, error) {
+	err := ct.store.ScanPrefix(prefix, func(k, v []byte) (bool, error) {
 		_, rest, err := projections.ReadTime(k[len(prefix):])
 		if err != nil {
 			return false, err
@@ -167,14 +147,14 @@ func (d *Due) Unchecked(endpointID string, limit int) (Checkpoint, error) {
 	for _, m := range marks {
 		cp.TenantID = m.tenant
 		if m.token == "" {
-			f, _, err := getCount(d.store, floorKey(m.tenant, endpointID))
+			f, _, err := getCount(ct.store, floorKey(m.tenant, endpointID))
 			if err != nil {
 				return Checkpoint{}, err
 			}
 			cp.Floor = f.last
 			continue
 		}
-		c, ok, err := getCount(d.store, countKey(m.tenant, endpointID, []byte(m.token)))
+		c, ok, err := getCount(ct.store, countKey(m.tenant, endpointID, []byte(m.token)))
 		if err != nil {
 			return Checkpoint{}, err
 		}
@@ -185,13 +165,39 @@ func (d *Due) Unchecked(endpointID string, limit int) (Checkpoint, error) {
 	return cp, nil
 }
 
-// wakeUnchecked returns the endpoints whose oldest unchecked count has
-// waited CheckpointAfter as of now, for the sweep. d.mu must be held.
-func (d *Due) wakeUnchecked(now time.Time, wake []string) []string {
-	for ep, since := range d.unchecked {
-		if !now.Before(since.Add(d.checkpointAfter)) {
-			wake = append(wake, ep)
-		}
+// oldestUnchecked reads since when an endpoint's oldest unchecked count
+// has waited; ok is false when it has none.
+func (ct *counter) oldestUnchecked(endpointID string) (time.Time, bool, error) {
+	prefix := uncheckedPrefix(endpointID)
+	var since time.Time
+	found := false
+	err := ct.store.ScanPrefix(prefix, func(k, _ []byte) (bool, error) {
+		t, _, err := projections.ReadTime(k[len(prefix):])
+		since, found = t, err == nil
+		return false, err
+	})
+	return since, found, err
+}
+
+// loadUnchecked reads the unchecked summaries of partition p into m.
+func (ct *counter) loadUnchecked(p events.Partition, m map[string]time.Time) error {
+	pp := binary.BigEndian.AppendUint16([]byte{'u'}, uint16(p))
+	it, err := ct.store.NewIter(pp, projections.PrefixEnd(pp))
+	if err != nil {
+		return err
 	}
-	return wake
+	defer it.Close()
+	for ok := it.First(); ok; {
+		ep, rest, err := projections.ReadString(it.Key()[len(pp):])
+		if err != nil {
+			return err
+		}
+		since, _, err := projections.ReadTime(rest)
+		if err != nil {
+			return err
+		}
+		m[ep] = since
+		ok = it.SeekGE(projections.PrefixEnd(uncheckedPrefix(ep)))
+	}
+	return nil
 }

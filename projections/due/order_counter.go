@@ -50,6 +50,311 @@ import (
 // tokens existed; the key's next attempt, its tenant's erasure or its
 // endpoint's deletion forgets them.
 
+// counter keeps the counts. Its writes are the runner goroutine's; its
+// reads of the committed store (lastSent, unchecked) are safe for
+// concurrent use.
+type counter struct {
+	store   *projections.Store
+	changes *changes // where it notes the endpoints whose unchecked counts it changed
+	marks   marks
+}
+
+// marks mirrors in memory what is rare in the store and consulted for
+// every count: the erased data keys and the deleted endpoints (only the
+// runner's goroutine reads and writes them, after New), and whether the
+// store holds any legacy count or floor at all (set before the batch that
+// writes one commits: a reader that sees false has none to read).
+type marks struct {
+	erased  map[string]struct{} // tenant "\x00" data key id
+	deleted map[string]struct{} // endpoint id
+	legacy  atomic.Bool
+	floors  atomic.Bool
+}
+
+// loadMarks reads the marks from the store, when the index opens.
+func (ct *counter) loadMarks() error {
+	ct.marks.erased, ct.marks.deleted = map[string]struct{}{}, map[string]struct{}{}
+	err := ct.store.ScanPrefix([]byte{'x'}, func(k, _ []byte) (bool, error) {
+		tenantID, rest, err := projections.ReadString(k[1:])
+		if err != nil {
+			return false, err
+		}
+		keyID, _, err := projections.ReadString(rest)
+		ct.marks.erased[tenantID+"\x00"+keyID] = struct{}{}
+		return true, err
+	})
+	if err != nil {
+		return err
+	}
+	err = ct.store.ScanPrefix([]byte{'X'}, func(k, _ []byte) (bool, error) {
+		ep, _, err := projections.ReadString(k[1:])
+		ct.marks.deleted[ep] = struct{}{}
+		return true, err
+	})
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		tag  byte
+		flag *atomic.Bool
+	}{{'l', &ct.marks.legacy}, {'f', &ct.marks.floors}} {
+		err := ct.store.ScanPrefix([]byte{f.tag}, func(_, _ []byte) (bool, error) {
+			f.flag.Store(true)
+			return false, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// erasedToken reports whether a token's data key was erased; a token
+// without a key (no vault) never is.
+func (ct *counter) erasedToken(tenantID, tokenKey string) bool {
+	_, ok := ct.marks.erased[tenantID+"\x00"+tokenKey]
+	return ok && tokenKey != ""
+}
+
+// gone reports whether an endpoint was deleted.
+func (ct *counter) gone(endpointID string) bool {
+	_, ok := ct.marks.deleted[endpointID]
+	return ok
+}
+
+// sent counts an attempt's sequence for its key.
+func (ct *counter) sent(b *projections.Batch, a *hooklinev1.Attempt) error {
+	seq, key, tenantID, endpointID := a.GetSequence(), a.GetOrderingKey(), a.GetTenantId(), a.GetEndpointId()
+	if seq <= 0 || key == "" || ct.gone(endpointID) {
+		return nil
+	}
+	token, at := a.GetOrderingToken(), asTime(a.GetStartedAt())
+	if len(token) == 0 {
+		return ct.raiseLegacy(b, tenantID, endpointID, key, seq)
+	}
+	if err := ct.forgetLegacy(b, tenantID, endpointID, key); err != nil {
+		return err
+	}
+	if ct.erasedToken(tenantID, a.GetOrderingTokenKey()) {
+		return ct.raise(b, floorKey(tenantID, endpointID), tenantID, endpointID, nil, "", seq, 0, at)
+	}
+	return ct.raise(b, countKey(tenantID, endpointID, token), tenantID, endpointID, token, a.GetOrderingTokenKey(), seq, 0, at)
+}
+
+// raise lifts the count at k (of token, nil for a floor) to the sequence
+// sent at at, and its checkpointed part to checkpointed, and keeps its
+// unchecked mark (u) in step. A floor is due for its checkpoint at once
+// (since the zero time): a rebuild gets it back only from there.
+func (ct *counter) raise(b *projections.Batch, k []byte, tenantID, endpointID string, token []byte, tokenKey string, sent, checkpointed int64, at time.Time) error {
+	if token == nil {
+		ct.marks.floors.Store(true)
+		at = time.Time{}
+	}
+	c, _, err := getCount(b, k)
+	if err != nil {
+		return err
+	}
+	before := c
+	if sent > c.last {
+		c.last = sent
+		if !before.unchecked() {
+			c.since = at
+		}
+	}
+	c.checkpointed = max(c.checkpointed, checkpointed)
+	c.last = max(c.last, c.checkpointed)
+	if !c.unchecked() {
+		c.since = time.Time{}
+	}
+	if tokenKey != "" {
+		c.tokenKey = tokenKey
+	}
+	if c.last == before.last && c.checkpointed == before.checkpointed && c.tokenKey == before.tokenKey && c.since.Equal(before.since) {
+		return nil
+	}
+	if err := ct.markUnchecked(b, tenantID, endpointID, token, &before, &c); err != nil {
+		return err
+	}
+	return b.Set(k, countBytes(&c))
+}
+
+// markUnchecked moves a count's u entry from before to after.
+func (ct *counter) markUnchecked(b *projections.Batch, tenantID, endpointID string, token []byte, before, after *count) error {
+	if before.unchecked() == after.unchecked() && before.since.Equal(after.since) {
+		return nil
+	}
+	ct.changes.count(b, endpointID)
+	if before.unchecked() {
+		if err := b.Delete(uncheckedKey(endpointID, before.since, token)); err != nil {
+			return err
+		}
+	}
+	if after.unchecked() {
+		return b.Set(uncheckedKey(endpointID, after.since, token), []byte(tenantID))
+	}
+	return nil
+}
+
+// raiseLegacy counts an attempt recorded without a token under its key.
+func (ct *counter) raiseLegacy(b *projections.Batch, tenantID, endpointID, key string, seq int64) error {
+	ct.marks.legacy.Store(true)
+	k := legacyKey(tenantID, endpointID, key)
+	v, ok, err := b.Get(k)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if last, n := binary.Uvarint(v); n > 0 && int64(last) >= seq {
+			return nil
+		}
+	}
+	return b.Set(k, binary.AppendUvarint(nil, uint64(seq)))
+}
+
+// forgetLegacy forgets a key's legacy count, once an attempt with a token
+// carries its sequence on.
+func (ct *counter) forgetLegacy(b *projections.Batch, tenantID, endpointID, key string) error {
+	if !ct.marks.legacy.Load() {
+		return nil
+	}
+	k := legacyKey(tenantID, endpointID, key)
+	if ok, err := has(b, k); err != nil || !ok {
+		return err
+	}
+	return b.Delete(k)
+}
+
+// checkpointed applies an endpoint's OrderingCheckpointed.
+func (ct *counter) checkpointed(b *projections.Batch, m *hooklinev1.OrderingCheckpointed) error {
+	tenantID, endpointID := m.GetTenantId(), m.GetEndpointId()
+	if ct.gone(endpointID) {
+		return nil
+	}
+	floor := floorKey(tenantID, endpointID)
+	for _, c := range m.GetCounts() {
+		var err error
+		switch {
+		case ct.erasedToken(tenantID, c.GetTokenKey()):
+			err = ct.raise(b, floor, tenantID, endpointID, nil, "", 0, c.GetSequence(), time.Time{})
+		default:
+			err = ct.raise(b, countKey(tenantID, endpointID, c.GetToken()), tenantID, endpointID, c.GetToken(), c.GetTokenKey(), 0, c.GetSequence(), time.Time{})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if f := m.GetFloor(); f > 0 {
+		return ct.raise(b, floor, tenantID, endpointID, nil, "", 0, f, time.Time{})
+	}
+	return nil
+}
+
+// tenantErased marks the tenant's data key erased, and moves every count
+// of its tokens under that key, and every legacy count (keys in clear),
+// into the floor of its endpoint.
+func (ct *counter) tenantErased(b *projections.Batch, m *hooklinev1.TenantErased) error {
+	tenantID, keyID, at := m.GetTenantId(), m.GetDataKeyId(), asTime(m.GetAt())
+	if keyID != "" {
+		ct.marks.erased[tenantID+"\x00"+keyID] = struct{}{}
+		if err := b.Set(erasedKey(tenantID, keyID), nil); err != nil {
+			return err
+		}
+	}
+	for p := events.Partition(1); p <= events.Partitions; p++ {
+		if err := ct.eraseIn(b, p, tenantID, keyID, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eraseIn moves a tenant's erased counts in partition p to the floors.
+func (ct *counter) eraseIn(b *projections.Batch, p events.Partition, tenantID, keyID string, at time.Time) error {
+	type moved struct {
+		key      []byte
+		endpoint string
+		token    []byte
+		c        count
+		legacy   bool // an l entry: it has no u entry
+	}
+	var all []moved
+	for _, tag := range []byte{'n', 'l'} {
+		prefix := tenantPrefix(tag, p, tenantID)
+		err := b.ScanPrefix(prefix, func(k, v []byte) (bool, error) {
+			ep, rest, err := projections.ReadString(k[len(prefix):])
+			if err != nil {
+				return false, err
+			}
+			name, _, err := projections.ReadString(rest)
+			if err != nil {
+				return false, err
+			}
+			mv := moved{key: bytes.Clone(k), endpoint: ep, legacy: tag == 'l'}
+			if mv.legacy {
+				last, n := binary.Uvarint(v)
+				if n <= 0 {
+					return false, errShortItem
+				}
+				mv.c = count{last: int64(last), since: at}
+			} else {
+				if mv.c, err = decodeCount(v); err != nil {
+					return false, err
+				}
+				if mv.c.tokenKey != keyID || keyID == "" {
+					return true, nil // another key's token: not erased by this
+				}
+				mv.token = []byte(name)
+			}
+			all = append(all, mv)
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, mv := range all {
+		if !mv.legacy && mv.c.unchecked() {
+			if err := b.Delete(uncheckedKey(mv.endpoint, mv.c.since, mv.token)); err != nil {
+				return err
+			}
+			ct.changes.count(b, mv.endpoint)
+		}
+		if err := b.Delete(mv.key); err != nil {
+			return err
+		}
+		if err := ct.raise(b, floorKey(tenantID, mv.endpoint), tenantID, mv.endpoint, nil, "", mv.c.last, mv.c.checkpointed, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// endpointDeleted marks the endpoint deleted and forgets its counts.
+func (ct *counter) endpointDeleted(b *projections.Batch, m *hooklinev1.EndpointDeleted) error {
+	tenantID, endpointID := m.GetTenantId(), m.GetEndpointId()
+	ct.marks.deleted[endpointID] = struct{}{}
+	if err := b.Set(deletedKey(endpointID), nil); err != nil {
+		return err
+	}
+	for _, prefix := range [][]byte{countPrefix('n', tenantID, endpointID), countPrefix('l', tenantID, endpointID), uncheckedPrefix(endpointID)} {
+		var doomed [][]byte
+		err := b.ScanPrefix(prefix, func(k, _ []byte) (bool, error) {
+			doomed = append(doomed, bytes.Clone(k))
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range doomed {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+	}
+	ct.changes.count(b, endpointID)
+	return b.Delete(floorKey(tenantID, endpointID))
+}
+
 // count is a key's (or a floor's) last sequence sent.
 type count struct {
 	last int64
@@ -156,300 +461,4 @@ func getCount(r reader, k []byte) (count, bool, error) {
 func has(r reader, k []byte) (bool, error) {
 	_, ok, err := r.Get(k)
 	return ok, err
-}
-
-// marks mirrors in memory what is rare in the store and consulted for
-// every count: the erased data keys and the deleted endpoints (only the
-// runner's goroutine reads and writes them, after New), and whether the
-// store holds any legacy count or floor at all (set before the batch that
-// writes one commits: a reader that sees false has none to read).
-type marks struct {
-	erased  map[string]struct{} // tenant "\x00" data key id
-	deleted map[string]struct{} // endpoint id
-	legacy  atomic.Bool
-	floors  atomic.Bool
-}
-
-// loadMarks reads the marks from the store, when the index opens.
-func (d *Due) loadMarks() error {
-	d.marks.erased, d.marks.deleted = map[string]struct{}{}, map[string]struct{}{}
-	err := d.store.ScanPrefix([]byte{'x'}, func(k, _ []byte) (bool, error) {
-		tenantID, rest, err := projections.ReadString(k[1:])
-		if err != nil {
-			return false, err
-		}
-		keyID, _, err := projections.ReadString(rest)
-		d.marks.erased[tenantID+"\x00"+keyID] = struct{}{}
-		return true, err
-	})
-	if err != nil {
-		return err
-	}
-	err = d.store.ScanPrefix([]byte{'X'}, func(k, _ []byte) (bool, error) {
-		ep, _, err := projections.ReadString(k[1:])
-		d.marks.deleted[ep] = struct{}{}
-		return true, err
-	})
-	if err != nil {
-		return err
-	}
-	for _, f := range []struct {
-		tag  byte
-		flag *atomic.Bool
-	}{{'l', &d.marks.legacy}, {'f', &d.marks.floors}} {
-		err := d.store.ScanPrefix([]byte{f.tag}, func(_, _ []byte) (bool, error) {
-			f.flag.Store(true)
-			return false, nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// erasedToken reports whether a token's data key was erased; a token
-// without a key (no vault) never is.
-func (d *Due) erasedToken(tenantID, tokenKey string) bool {
-	_, ok := d.marks.erased[tenantID+"\x00"+tokenKey]
-	return ok && tokenKey != ""
-}
-
-// gone reports whether an endpoint was deleted.
-func (d *Due) gone(endpointID string) bool {
-	_, ok := d.marks.deleted[endpointID]
-	return ok
-}
-
-// sent counts an attempt's sequence for its key.
-func (d *Due) sent(b *projections.Batch, a *hooklinev1.Attempt) error {
-	seq, key, tenantID, endpointID := a.GetSequence(), a.GetOrderingKey(), a.GetTenantId(), a.GetEndpointId()
-	if seq <= 0 || key == "" || d.gone(endpointID) {
-		return nil
-	}
-	token, at := a.GetOrderingToken(), asTime(a.GetStartedAt())
-	if len(token) == 0 {
-		return d.raiseLegacy(b, tenantID, endpointID, key, seq)
-	}
-	if err := d.forgetLegacy(b, tenantID, endpointID, key); err != nil {
-		return err
-	}
-	if d.erasedToken(tenantID, a.GetOrderingTokenKey()) {
-		return d.raise(b, floorKey(tenantID, endpointID), tenantID, endpointID, nil, "", seq, 0, at)
-	}
-	return d.raise(b, countKey(tenantID, endpointID, token), tenantID, endpointID, token, a.GetOrderingTokenKey(), seq, 0, at)
-}
-
-// raise lifts the count at k (of token, nil for a floor) to the sequence
-// sent at at, and its checkpointed part to checkpointed, and keeps its
-// unchecked mark (u) in step. A floor is due for its checkpoint at once
-// (since the zero time): a rebuild gets it back only from there.
-func (d *Due) raise(b *projections.Batch, k []byte, tenantID, endpointID string, token []byte, tokenKey string, sent, checkpointed int64, at time.Time) error {
-	if token == nil {
-		d.marks.floors.Store(true)
-		at = time.Time{}
-	}
-	c, _, err := getCount(b, k)
-	if err != nil {
-		return err
-	}
-	before := c
-	if sent > c.last {
-		c.last = sent
-		if !before.unchecked() {
-			c.since = at
-		}
-	}
-	c.checkpointed = max(c.checkpointed, checkpointed)
-	c.last = max(c.last, c.checkpointed)
-	if !c.unchecked() {
-		c.since = time.Time{}
-	}
-	if tokenKey != "" {
-		c.tokenKey = tokenKey
-	}
-	if c.last == before.last && c.checkpointed == before.checkpointed && c.tokenKey == before.tokenKey && c.since.Equal(before.since) {
-		return nil
-	}
-	if err := d.markUnchecked(b, tenantID, endpointID, token, &before, &c); err != nil {
-		return err
-	}
-	return b.Set(k, countBytes(&c))
-}
-
-// markUnchecked moves a count's u entry from before to after.
-func (d *Due) markUnchecked(b *projections.Batch, tenantID, endpointID string, token []byte, before, after *count) error {
-	if before.unchecked() == after.unchecked() && before.since.Equal(after.since) {
-		return nil
-	}
-	d.counting(b, endpointID)
-	if before.unchecked() {
-		if err := b.Delete(uncheckedKey(endpointID, before.since, token)); err != nil {
-			return err
-		}
-	}
-	if after.unchecked() {
-		return b.Set(uncheckedKey(endpointID, after.since, token), []byte(tenantID))
-	}
-	return nil
-}
-
-// raiseLegacy counts an attempt recorded without a token under its key.
-func (d *Due) raiseLegacy(b *projections.Batch, tenantID, endpointID, key string, seq int64) error {
-	d.marks.legacy.Store(true)
-	k := legacyKey(tenantID, endpointID, key)
-	v, ok, err := b.Get(k)
-	if err != nil {
-		return err
-	}
-	if ok {
-		if last, n := binary.Uvarint(v); n > 0 && int64(last) >= seq {
-			return nil
-		}
-	}
-	return b.Set(k, binary.AppendUvarint(nil, uint64(seq)))
-}
-
-// forgetLegacy forgets a key's legacy count, once an attempt with a token
-// carries its sequence on.
-func (d *Due) forgetLegacy(b *projections.Batch, tenantID, endpointID, key string) error {
-	if !d.marks.legacy.Load() {
-		return nil
-	}
-	k := legacyKey(tenantID, endpointID, key)
-	if ok, err := has(b, k); err != nil || !ok {
-		return err
-	}
-	return b.Delete(k)
-}
-
-// checkpointed applies an endpoint's OrderingCheckpointed.
-func (d *Due) checkpointed(b *projections.Batch, m *hooklinev1.OrderingCheckpointed) error {
-	tenantID, endpointID := m.GetTenantId(), m.GetEndpointId()
-	if d.gone(endpointID) {
-		return nil
-	}
-	floor := floorKey(tenantID, endpointID)
-	for _, c := range m.GetCounts() {
-		var err error
-		switch {
-		case d.erasedToken(tenantID, c.GetTokenKey()):
-			err = d.raise(b, floor, tenantID, endpointID, nil, "", 0, c.GetSequence(), time.Time{})
-		default:
-			err = d.raise(b, countKey(tenantID, endpointID, c.GetToken()), tenantID, endpointID, c.GetToken(), c.GetTokenKey(), 0, c.GetSequence(), time.Time{})
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if f := m.GetFloor(); f > 0 {
-		return d.raise(b, floor, tenantID, endpointID, nil, "", 0, f, time.Time{})
-	}
-	return nil
-}
-
-// tenantErased marks the tenant's data key erased, and moves every count
-// of its tokens under that key, and every legacy count (keys in clear),
-// into the floor of its endpoint.
-func (d *Due) tenantErased(b *projections.Batch, m *hooklinev1.TenantErased) error {
-	tenantID, keyID, at := m.GetTenantId(), m.GetDataKeyId(), asTime(m.GetAt())
-	if keyID != "" {
-		d.marks.erased[tenantID+"\x00"+keyID] = struct{}{}
-		if err := b.Set(erasedKey(tenantID, keyID), nil); err != nil {
-			return err
-		}
-	}
-	for p := events.Partition(1); p <= events.Partitions; p++ {
-		if err := d.eraseIn(b, p, tenantID, keyID, at); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// eraseIn moves a tenant's erased counts in partition p to the floors.
-func (d *Due) eraseIn(b *projections.Batch, p events.Partition, tenantID, keyID string, at time.Time) error {
-	type moved struct {
-		key      []byte
-		endpoint string
-		token    []byte
-		c        count
-		legacy   bool // an l entry: it has no u entry
-	}
-	var all []moved
-	for _, tag := range []byte{'n', 'l'} {
-		prefix := tenantPrefix(tag, p, tenantID)
-		err := b.ScanPrefix(prefix, func(k, v []byte) (bool, error) {
-			ep, rest, err := projections.ReadString(k[len(prefix):])
-			if err != nil {
-				return false, err
-			}
-			name, _, err := projections.ReadString(rest)
-			if err != nil {
-				return false, err
-			}
-			mv := moved{key: bytes.Clone(k), endpoint: ep, legacy: tag == 'l'}
-			if mv.legacy {
-				last, n := binary.Uvarint(v)
-				if n <= 0 {
-					return false, errShortItem
-				}
-				mv.c = count{last: int64(last), since: at}
-			} else {
-				if mv.c, err = decodeCount(v); err != nil {
-					return false, err
-				}
-				if mv.c.tokenKey != keyID || keyID == "" {
-					return true, nil // another key's token: not erased by this
-				}
-				mv.token = []byte(name)
-			}
-			all = append(all, mv)
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-	for _, mv := range all {
-		if !mv.legacy && mv.c.unchecked() {
-			if err := b.Delete(uncheckedKey(mv.endpoint, mv.c.since, mv.token)); err != nil {
-				return err
-			}
-			d.counting(b, mv.endpoint)
-		}
-		if err := b.Delete(mv.key); err != nil {
-			return err
-		}
-		if err := d.raise(b, floorKey(tenantID, mv.endpoint), tenantID, mv.endpoint, nil, "", mv.c.last, mv.c.checkpointed, at); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// endpointDeleted marks the endpoint deleted and forgets its counts.
-func (d *Due) endpointDeleted(b *projections.Batch, m *hooklinev1.EndpointDeleted) error {
-	tenantID, endpointID := m.GetTenantId(), m.GetEndpointId()
-	d.marks.deleted[endpointID] = struct{}{}
-	if err := b.Set(deletedKey(endpointID), nil); err != nil {
-		return err
-	}
-	for _, prefix := range [][]byte{countPrefix('n', tenantID, endpointID), countPrefix('l', tenantID, endpointID), uncheckedPrefix(endpointID)} {
-		var doomed [][]byte
-		err := b.ScanPrefix(prefix, func(k, _ []byte) (bool, error) {
-			doomed = append(doomed, bytes.Clone(k))
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, k := range doomed {
-			if err := b.Delete(k); err != nil {
-				return err
-			}
-		}
-	}
-	d.counting(b, endpointID)
-	return b.Delete(floorKey(tenantID, endpointID))
 }

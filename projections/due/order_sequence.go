@@ -22,23 +22,29 @@ import (
 // was erased finds no count of its own (it moved to the floor), or one
 // that the floor is at least as high as. Safe for concurrent use.
 func (d *Due) LastSent(tenantID, endpointID, key string, token []byte, _ string) (int64, error) {
+	return d.counts.lastSent(tenantID, endpointID, key, token)
+}
+
+// lastSent reads a key's last sequence from the committed store (see
+// [Due.LastSent]).
+func (ct *counter) lastSent(tenantID, endpointID, key string, token []byte) (int64, error) {
 	var last int64
-	if d.marks.floors.Load() {
-		f, _, err := getCount(d.store, floorKey(tenantID, endpointID))
+	if ct.marks.floors.Load() {
+		f, _, err := getCount(ct.store, floorKey(tenantID, endpointID))
 		if err != nil {
 			return 0, err
 		}
 		last = f.last
 	}
 	if len(token) > 0 {
-		c, _, err := getCount(d.store, countKey(tenantID, endpointID, token))
+		c, _, err := getCount(ct.store, countKey(tenantID, endpointID, token))
 		if err != nil {
 			return 0, err
 		}
 		last = max(last, c.last)
 	}
-	if d.marks.legacy.Load() {
-		v, ok, err := d.store.Get(legacyKey(tenantID, endpointID, key))
+	if ct.marks.legacy.Load() {
+		v, ok, err := ct.store.Get(legacyKey(tenantID, endpointID, key))
 		if err != nil {
 			return 0, err
 		}
@@ -77,34 +83,22 @@ type numbered struct {
 // grains of a node hold at once.
 const maxNumbered = 16384
 
-// numbers remembers heads' numbers; safe for concurrent use.
-type numbers struct {
+// numbering numbers the heads a pull returns, and remembers their
+// numbers; safe for concurrent use.
+type numbering struct {
+	tokens Tokens // nil: the grain numbers the heads
+	counts *counter
+
 	mu sync.Mutex // guards m
 	m  map[string]numbered
-}
-
-func (n *numbers) get(deliveryID string, plan events.Position) (numbered, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	v, ok := n.m[deliveryID]
-	return v, ok && v.plan == plan
-}
-
-func (n *numbers) put(deliveryID string, v numbered) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.m == nil || len(n.m) >= maxNumbered {
-		n.m = make(map[string]numbered)
-	}
-	n.m[deliveryID] = v
 }
 
 // number numbers the heads among items that were never sent: one more
 // than their key's last sequence, as the grain would (LastSent), with the
 // key's token. The grain sends them so, unless the token's data key has
 // been erased since; without Tokens it numbers them itself.
-func (d *Due) number(items []Item) error {
-	if d.tokens == nil {
+func (n *numbering) number(items []Item) error {
+	if n.tokens == nil {
 		return nil
 	}
 	for i := range items {
@@ -112,22 +106,38 @@ func (d *Due) number(items []Item) error {
 		if !it.Ordered() || it.Waiting || it.Sequence > 0 {
 			continue
 		}
-		if n, ok := d.numbers.get(it.DeliveryID, it.Plan); ok {
-			it.Sequence, it.Token, it.TokenKey = n.seq, n.token, n.tokenKey
+		if v, ok := n.get(it.DeliveryID, it.Plan); ok {
+			it.Sequence, it.Token, it.TokenKey = v.seq, v.token, v.tokenKey
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), tokenTimeout)
-		token, tokenKey, err := d.tokens.Token(ctx, it.TenantID, it.EndpointID, it.OrderingKey)
+		token, tokenKey, err := n.tokens.Token(ctx, it.TenantID, it.EndpointID, it.OrderingKey)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("token of the ordering key of %s: %w", it.DeliveryID, err)
 		}
-		last, err := d.LastSent(it.TenantID, it.EndpointID, it.OrderingKey, token, tokenKey)
+		last, err := n.counts.lastSent(it.TenantID, it.EndpointID, it.OrderingKey, token)
 		if err != nil {
 			return err
 		}
 		it.Sequence, it.Token, it.TokenKey = last+1, token, tokenKey
-		d.numbers.put(it.DeliveryID, numbered{plan: it.Plan, seq: it.Sequence, token: token, tokenKey: tokenKey})
+		n.put(it.DeliveryID, numbered{plan: it.Plan, seq: it.Sequence, token: token, tokenKey: tokenKey})
 	}
 	return nil
+}
+
+func (n *numbering) get(deliveryID string, plan events.Position) (numbered, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	v, ok := n.m[deliveryID]
+	return v, ok && v.plan == plan
+}
+
+func (n *numbering) put(deliveryID string, v numbered) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.m == nil || len(n.m) >= maxNumbered {
+		n.m = make(map[string]numbered)
+	}
+	n.m[deliveryID] = v
 }

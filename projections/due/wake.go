@@ -1,30 +1,34 @@
 package due
 
 import (
-	"container/heap"
-	"context"
+	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hookline/hookline/events"
 	"github.com/hookline/hookline/projections"
 )
 
-// touch marks an endpoint changed by the current batch, and arranges for
-// the summaries to be refreshed once the batch commits.
-func (d *Due) touch(b *projections.Batch, endpointID string, added *Item) {
-	if len(d.touched) == 0 && len(d.counted) == 0 {
-		b.OnCommit(d.committed)
-	}
-	h := d.touched[endpointID]
-	if added != nil {
-		if added.Class == ClassNew {
-			h.oldestNew = earliest(h.oldestNew, added.DueAt)
-		} else {
-			h.firstRetry = earliest(h.firstRetry, added.DueAt)
-		}
-	}
-	d.touched[endpointID] = h
+// Wakes. The index keeps in memory, per endpoint of its live partitions,
+// its due work summarised (its oldest new delivery and earliest retry) and
+// since when its oldest unchecked ordering count has waited
+// (order_checkpoint.go). After each batch, the endpoints it changed are
+// summarised again from the store and those with work due now are woken;
+// a later retry arms a timer, and the sweeper wakes the endpoints whose
+// work waited too long (wake_run.go). A partition's summaries are loaded
+// from the store when it goes live.
+
+// head summarises an endpoint's work: zero times when none.
+type head struct {
+	oldestNew  time.Time
+	firstRetry time.Time
+}
+
+// wakeAt reports whether an endpoint with this summary has work at now:
+// new deliveries, or a retry due.
+func (h head) wakeAt(now time.Time) bool {
+	return !h.oldestNew.IsZero() || (!h.firstRetry.IsZero() && !h.firstRetry.After(now))
 }
 
 // earliest returns the earlier of two times, zero meaning none.
@@ -35,225 +39,266 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// committed refreshes the touched endpoints' summaries from the store and
-// wakes those with work due now; later retries go to the timers. The
-// store is read without d.mu, which every pull takes: one batch can touch
-// hundreds of endpoints (a large fan-out), and pulls of other endpoints
-// must not wait for those reads. Only the runner's goroutine writes heads
-// after New, so the summaries read here cannot change under it.
-func (d *Due) committed() {
-	d.refreshUnchecked()
-	now := d.now()
+// changes is what the batch being applied changed, for its commit to
+// refresh (wakes.committed): the endpoints whose due work it changed,
+// with the earliest due time it added per class; those whose unchecked
+// ordering counts it changed; those it applied a watched outcome of. The
+// first change of a batch registers the refresh with the batch. Only the
+// runner's goroutine uses it.
+type changes struct {
+	touched map[string]head
+	counted map[string]struct{}
+	watched map[string]struct{}
+	commit  func() // the refresh: wakes.committed
+}
+
+func newChanges() *changes {
+	return &changes{touched: map[string]head{}, counted: map[string]struct{}{}, watched: map[string]struct{}{}}
+}
+
+// hook registers the refresh with b, at the batch's first change.
+func (c *changes) hook(b *projections.Batch) {
+	if len(c.touched) == 0 && len(c.counted) == 0 {
+		b.OnCommit(c.commit)
+	}
+}
+
+// touch marks an endpoint whose due work the batch changed; added is an
+// item it put, nil for a removal.
+func (c *changes) touch(b *projections.Batch, endpointID string, added *Item) {
+	c.hook(b)
+	h := c.touched[endpointID]
+	if added != nil {
+		if added.Class == ClassNew {
+			h.oldestNew = earliest(h.oldestNew, added.DueAt)
+		} else {
+			h.firstRetry = earliest(h.firstRetry, added.DueAt)
+		}
+	}
+	c.touched[endpointID] = h
+}
+
+// count marks an endpoint whose unchecked counts the batch changed.
+func (c *changes) count(b *projections.Batch, endpointID string) {
+	c.hook(b)
+	c.counted[endpointID] = struct{}{}
+}
+
+// watch marks an endpoint the batch applied a watched outcome of: it is
+// woken once the batch commits, whatever it has due.
+func (c *changes) watch(b *projections.Batch, endpointID string) {
+	c.watched[endpointID] = struct{}{}
+	c.touch(b, endpointID, nil)
+}
+
+// wakes holds the summaries of the live partitions' endpoints, and wakes
+// the endpoints from them through the Waker: after each batch that changed
+// them, when a retry falls due, and in the sweep. Only the runner writes
+// the summaries (committed, partitionsChanged), one call at a time; its
+// queries are safe for concurrent use with the runner and run.
+type wakes struct {
+	items           *itemStore
+	counts          *counter
+	changes         *changes
+	waker           Waker
+	now             func() time.Time
+	sweepEvery      time.Duration
+	stale           time.Duration
+	checkpointAfter time.Duration
+	logger          *slog.Logger
+
+	// mu guards live, heads, unchecked, timers and scheduled.
+	mu        sync.Mutex
+	live      events.PartitionSet  // the partitions served here
+	heads     map[string]head      // endpoints of live partitions with due work
+	unchecked map[string]time.Time // endpoints of live partitions with unchecked counts: since when
+	timers    timerHeap            // future first retries, earliest first
+	scheduled map[string]time.Time // earliest timer set per endpoint
+
+	kick chan struct{} // signals run that the earliest timer changed
+}
+
+// newWakes returns the wakes of cfg (with its defaults), and makes them
+// the refresh of changes.
+func newWakes(cfg Config, items *itemStore, counts *counter, changes *changes) *wakes {
+	w := &wakes{
+		items: items, counts: counts, changes: changes,
+		waker: cfg.Waker, now: cfg.Now, sweepEvery: cfg.SweepInterval, stale: cfg.StaleAfter, checkpointAfter: cfg.CheckpointAfter, logger: cfg.Logger,
+		heads: make(map[string]head), unchecked: make(map[string]time.Time), scheduled: make(map[string]time.Time), kick: make(chan struct{}, 1),
+	}
+	changes.commit = w.committed
+	return w
+}
+
+// partitionsChanged forgets the endpoints of the partitions no longer
+// live, and loads the summaries of those that became live and wakes their
+// endpoints with work. The store is read without w.mu, which every pull
+// takes: pulls of the endpoints already served do not wait for a
+// promotion's load. The runner calls it with no batch being applied, so
+// nothing writes the summaries meanwhile.
+func (w *wakes) partitionsChanged(live events.PartitionSet) {
+	w.mu.Lock()
+	gained, lost := live.Minus(w.live), w.live.Minus(live)
+	w.live = live
+	if !lost.IsEmpty() {
+		for ep := range w.heads {
+			if lost.Has(events.PartitionOf(ep)) {
+				delete(w.heads, ep)
+				delete(w.scheduled, ep)
+			}
+		}
+		for ep := range w.unchecked {
+			if lost.Has(events.PartitionOf(ep)) {
+				delete(w.unchecked, ep)
+			}
+		}
+	}
+	w.mu.Unlock()
+	var loaded []loadedHead
+	unchecked := map[string]time.Time{}
+	var err error
+	gained.Each(func(p events.Partition) {
+		if err == nil && p != events.NoPartition {
+			if loaded, err = w.items.heads(p, loaded); err == nil {
+				err = w.counts.loadUnchecked(p, unchecked)
+			}
+		}
+	})
+	var wake []string
+	now := w.now()
+	w.mu.Lock()
+	for ep, since := range unchecked {
+		w.unchecked[ep] = since
+	}
+	for _, l := range loaded {
+		w.heads[l.ep] = l.h
+		if l.h.firstRetry.After(now) {
+			w.schedule(l.ep, l.h.firstRetry)
+		}
+		if l.h.wakeAt(now) {
+			wake = append(wake, l.ep)
+		}
+	}
+	w.mu.Unlock()
+	w.kickRun()
+	if err != nil {
+		// The sweeper cannot see these endpoints until a batch touches
+		// them; the grains still pull when woken by a publish.
+		w.logger.Error("due index: cannot load a partition's summaries", "partitions", gained.String(), "error", err)
+	}
+	for _, ep := range wake {
+		w.waker.Wake(ep)
+	}
+}
+
+// committed refreshes the summaries of the endpoints the batch changed
+// from the store and wakes those with work due now; later retries go to
+// the timers. The store is read without w.mu, which every pull takes: one
+// batch can touch hundreds of endpoints (a large fan-out), and pulls of
+// other endpoints must not wait for those reads. Only the runner's
+// goroutine writes heads after New, so the summaries read here cannot
+// change under it.
+func (w *wakes) committed() {
+	w.refreshUnchecked()
+	now := w.now()
 	type change struct {
 		ep   string
 		from head // known to be no later than the endpoint's work
 		h    head
 		err  error
 	}
-	changes := make([]change, 0, len(d.touched))
-	d.mu.Lock()
-	for ep, added := range d.touched {
-		if !d.live.Has(events.PartitionOf(ep)) {
+	refresh := make([]change, 0, len(w.changes.touched))
+	w.mu.Lock()
+	for ep, added := range w.changes.touched {
+		if !w.live.Has(events.PartitionOf(ep)) {
 			continue // catching up: loaded when it goes live
 		}
 		// Removed items leave tombstones at the front of the index until
 		// compaction drops them; seeking from the previous head (or an
 		// earlier item this batch added) skips them.
-		prev := d.heads[ep]
-		changes = append(changes, change{ep: ep, from: head{earliest(prev.oldestNew, added.oldestNew), earliest(prev.firstRetry, added.firstRetry)}})
+		prev := w.heads[ep]
+		refresh = append(refresh, change{ep: ep, from: head{earliest(prev.oldestNew, added.oldestNew), earliest(prev.firstRetry, added.firstRetry)}})
 	}
-	d.mu.Unlock()
-	clear(d.touched)
+	w.mu.Unlock()
+	clear(w.changes.touched)
 	var wake []string
-	for ep := range d.watch.wakeFor {
+	for ep := range w.changes.watched {
 		wake = append(wake, ep) // a watched outcome: woken whatever it has due
 	}
-	clear(d.watch.wakeFor)
+	clear(w.changes.watched)
 	watched := len(wake)
-	for i := range changes {
-		c := &changes[i]
-		c.h, c.err = d.readHead(c.ep, c.from)
+	for i := range refresh {
+		c := &refresh[i]
+		c.h, c.err = w.items.head(c.ep, c.from)
 	}
 
 	kick := false
-	d.mu.Lock()
-	for _, c := range changes {
+	w.mu.Lock()
+	for _, c := range refresh {
 		if c.err != nil {
 			// The next batch or the sweeper tries again.
-			d.logger.Error("due summary", "endpoint_id", c.ep, "error", c.err)
+			w.logger.Error("due summary", "endpoint_id", c.ep, "error", c.err)
 			continue
 		}
 		if c.h == (head{}) {
-			delete(d.heads, c.ep)
+			delete(w.heads, c.ep)
 			continue
 		}
-		d.heads[c.ep] = c.h
+		w.heads[c.ep] = c.h
 		if c.h.wakeAt(now) && !slices.Contains(wake[:watched], c.ep) {
 			wake = append(wake, c.ep)
 		}
-		if c.h.firstRetry.After(now) && d.schedule(c.ep, c.h.firstRetry) {
+		if c.h.firstRetry.After(now) && w.schedule(c.ep, c.h.firstRetry) {
 			kick = true
 		}
 	}
-	d.mu.Unlock()
+	w.mu.Unlock()
 	if kick {
-		d.kickRun()
+		w.kickRun()
 	}
 	for _, ep := range wake {
-		d.waker.Wake(ep)
+		w.waker.Wake(ep)
 	}
 }
 
-// readHead reads an endpoint's oldest new delivery and earliest retry, that
-// are known to be no earlier than from's.
-func (d *Due) readHead(endpointID string, from head) (head, error) {
-	prefix := endpointPrefix(endpointID)
-	it, err := d.store.NewIter(prefix, projections.PrefixEnd(prefix))
-	if err != nil {
-		return head{}, err
-	}
-	defer it.Close()
-	var h head
-	if it.SeekGE(projections.AppendTime(classPrefix(endpointID, ClassNew), from.oldestNew)) {
-		_, c, due, err := parseItemKey(it.Key())
-		if err != nil {
-			return head{}, err
-		}
-		if c == ClassNew {
-			h.oldestNew = due
-		}
-	}
-	if it.SeekGE(projections.AppendTime(classPrefix(endpointID, ClassRetry), from.firstRetry)) {
-		_, _, due, err := parseItemKey(it.Key())
-		if err != nil {
-			return head{}, err
-		}
-		h.firstRetry = due
-	}
-	return h, nil
+// endpoint returns an endpoint's summary, and whether its partition is
+// live here.
+func (w *wakes) endpoint(endpointID string) (head, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.heads[endpointID], w.live.Has(events.PartitionOf(endpointID))
 }
 
-func (d *Due) kickRun() {
-	select {
-	case d.kick <- struct{}{}:
-	default:
-	}
+// partitions returns the partitions live here.
+func (w *wakes) partitions() events.PartitionSet {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.live
 }
 
-// Sweep wakes every endpoint whose oldest due work has waited longer than
-// the configured StaleAfter as of now, or whose oldest unchecked ordering
-// count has waited CheckpointAfter (its grain checkpoints it), and
-// returns how many it woke. A lost wake therefore costs at most
-// StaleAfter plus SweepInterval. Paused endpoints with work are woken
-// too; their grains ignore it.
-func (d *Due) Sweep(now time.Time) int {
-	var wake []string
-	d.mu.Lock()
-	for ep, h := range d.heads {
-		oldest := h.oldestNew
-		if oldest.IsZero() || (!h.firstRetry.IsZero() && h.firstRetry.Before(oldest)) {
-			oldest = h.firstRetry
-		}
-		if !oldest.IsZero() && now.Sub(oldest) >= d.stale {
-			wake = append(wake, ep)
-		}
+// list returns every summary (see [Due.Heads]).
+func (w *wakes) list() []Head {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]Head, 0, len(w.heads))
+	for ep, h := range w.heads {
+		out = append(out, Head{EndpointID: ep, OldestNew: h.oldestNew, FirstRetry: h.firstRetry})
 	}
-	stale := len(wake)
-	for _, ep := range d.wakeUnchecked(now, nil) {
-		if !slices.Contains(wake[:stale], ep) {
-			wake = append(wake, ep)
-		}
-	}
-	d.mu.Unlock()
-	for _, ep := range wake {
-		d.waker.Wake(ep)
-	}
-	if len(wake) > 0 {
-		d.logger.Debug("due sweep woke endpoints", "endpoints", len(wake))
-	}
-	return len(wake)
+	return out
 }
 
-// Run wakes endpoints when their earliest retry falls due, and sweeps every
-// SweepInterval, until ctx ends; it returns ctx.Err().
-func (d *Due) Run(ctx context.Context) error {
-	sweep := time.NewTicker(d.sweep)
-	defer sweep.Stop()
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
-	for {
-		t.Reset(d.fireTimers())
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-sweep.C:
-			d.Sweep(d.now())
-		case <-t.C:
-		case <-d.kick:
+// stats summarises the summaries as of now (see [Due.Stats]).
+func (w *wakes) stats(now time.Time) Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := Stats{Endpoints: len(w.heads)}
+	for _, h := range w.heads {
+		if !h.oldestNew.IsZero() {
+			s.OldestNew = max(s.OldestNew, now.Sub(h.oldestNew))
+		}
+		if !h.firstRetry.IsZero() && !h.firstRetry.After(now) {
+			s.OldestRetry = max(s.OldestRetry, now.Sub(h.firstRetry))
 		}
 	}
-}
-
-// fireTimers wakes the endpoints whose earliest retry is due and returns how
-// long to wait for the next one.
-func (d *Due) fireTimers() time.Duration {
-	now := d.now()
-	var wake []string
-	d.mu.Lock()
-	for len(d.timers) > 0 && !d.timers[0].at.After(now) {
-		tm := heap.Pop(&d.timers).(timer)
-		if d.scheduled[tm.endpointID].Equal(tm.at) {
-			delete(d.scheduled, tm.endpointID)
-		}
-		// The index may have moved on since the timer was set: the retry
-		// was taken, removed, or a later one is now the first.
-		h := d.heads[tm.endpointID]
-		switch {
-		case h.firstRetry.IsZero():
-		case !h.firstRetry.After(now):
-			wake = append(wake, tm.endpointID)
-		default:
-			d.schedule(tm.endpointID, h.firstRetry)
-		}
-	}
-	wait := time.Hour
-	if len(d.timers) > 0 {
-		wait = d.timers[0].at.Sub(now)
-	}
-	d.mu.Unlock()
-	for _, ep := range wake {
-		d.waker.Wake(ep)
-	}
-	return wait
-}
-
-// schedule sets a timer for an endpoint's first retry unless an earlier one
-// is set; it reports whether the earliest timer changed. d.mu must be held.
-func (d *Due) schedule(endpointID string, at time.Time) bool {
-	if s, ok := d.scheduled[endpointID]; ok && !at.Before(s) {
-		return false
-	}
-	d.scheduled[endpointID] = at
-	earliest := len(d.timers) == 0 || at.Before(d.timers[0].at)
-	heap.Push(&d.timers, timer{at: at, endpointID: endpointID})
-	return earliest
-}
-
-type timer struct {
-	at         time.Time
-	endpointID string
-}
-
-// timerHeap is a min-heap of timers by time.
-type timerHeap []timer
-
-func (h timerHeap) Len() int           { return len(h) }
-func (h timerHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timer)) }
-func (h *timerHeap) Pop() any {
-	old := *h
-	t := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return t
+	return s
 }
