@@ -131,15 +131,18 @@ func newWakes(cfg Config, items *itemStore, counts *counter, changes *changes) *
 }
 
 // partitionsChanged forgets the endpoints of the partitions no longer
-// live, and loads the summaries of those that became live and wakes their
-// endpoints with work. The store is read without w.mu, which every pull
+// live, and loads the summaries of those that became live, marks them
+// live and wakes their endpoints with work. The store is read without w.mu, which every pull
 // takes: pulls of the endpoints already served do not wait for a
 // promotion's load. The runner calls it with no batch being applied, so
 // nothing writes the summaries meanwhile.
 func (w *wakes) partitionsChanged(live events.PartitionSet) {
 	w.mu.Lock()
 	gained, lost := live.Minus(w.live), w.live.Minus(live)
-	w.live = live
+	// The gained partitions go live once loaded (below): until then their
+	// endpoints' unchecked counts are not known here, and Retains must
+	// keep their deliveries.
+	w.live = w.live.Minus(lost)
 	if !lost.IsEmpty() {
 		for ep := range w.heads {
 			if lost.Has(events.PartitionOf(ep)) {
@@ -167,6 +170,7 @@ func (w *wakes) partitionsChanged(live events.PartitionSet) {
 	var wake []string
 	now := w.now()
 	w.mu.Lock()
+	w.live = live
 	for ep, since := range unchecked {
 		w.unchecked[ep] = since
 	}
